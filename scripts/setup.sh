@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages (apt-get) and the project's virtual environment (.venv).
+# Re-running it when everything is present only checks and returns.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential pkg-config git
+  libcurl4-openssl-dev libssl-dev zlib1g-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
+  libsimdjson-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nginx libnginx-mod-http-lua
+  gnome-backgrounds
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo=""
+  [[ "$(id -u)" == 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+python=${PYTHON:-python3.11}
+command -v "$python" >/dev/null || python=python3
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "setup: installing Python requirements into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c "import torch, transformers, PIL, nanobind, moto" \
+    || { echo "setup: Python requirements failed to install" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,156 @@
+#include "core/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace mmfeed::core {
+namespace {
+
+TEST(BufferPoolTest, SizeClassesBoundTheSlack) {
+  EXPECT_EQ(BufferPool::size_class(0), 4096u);
+  EXPECT_EQ(BufferPool::size_class(4096), 4096u);
+  EXPECT_EQ(BufferPool::size_class(4097), 5120u);
+  EXPECT_EQ(BufferPool::size_class(8192), 8192u);
+  EXPECT_EQ(BufferPool::size_class(8193), 10240u);
+  for (std::size_t bytes = 1; bytes < (std::size_t{1} << 34); bytes = bytes * 3 + 7) {
+    const std::size_t c = BufferPool::size_class(bytes);
+    EXPECT_GE(c, bytes);
+    if (bytes > 4096) {
+      EXPECT_LE(c, bytes + bytes / 4) << bytes;
+    }
+    EXPECT_EQ(BufferPool::size_class(c), c) << "a class maps to itself";
+  }
+}
+
+TEST(BufferPoolTest, BuffersAreAlignedAndWritable) {
+  BufferPool pool({.alignment = 256});
+  for (std::size_t bytes : {1u, 100u, 4096u, 5000u, 1000000u}) {
+    Buffer b = pool.acquire(bytes);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 256, 0u);
+    EXPECT_EQ(b.size(), bytes);
+    EXPECT_GE(b.capacity(), bytes);
+    std::memset(b.data(), 0xAB, bytes);
+  }
+}
+
+TEST(BufferPoolTest, ReleasedMemoryIsReused) {
+  BufferPool pool;
+  std::byte* first = nullptr;
+  {
+    Buffer b = pool.acquire(100000);
+    first = b.data();
+  }
+  Buffer again = pool.acquire(99000);  // same size class
+  EXPECT_EQ(again.data(), first);
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.acquires, 2u);
+  EXPECT_EQ(s.reuses, 1u);
+  EXPECT_EQ(s.allocations, 1u);
+  EXPECT_EQ(s.bytes_in_use, again.capacity());
+}
+
+TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
+  BufferPool pool({.max_cached_bytes = 3 * 4096});
+  {
+    std::vector<Buffer> held;
+    for (int i = 0; i < 5; ++i) held.push_back(pool.acquire(4096));
+    EXPECT_EQ(pool.stats().bytes_in_use, 5u * 4096);
+  }
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_cached, 3u * 4096);
+  EXPECT_EQ(s.frees, 2u);
+  EXPECT_EQ(s.peak_bytes_in_use, 5u * 4096);
+  pool.trim();
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+  EXPECT_EQ(pool.stats().frees, 5u);
+}
+
+TEST(BufferPoolTest, MoveTransfersOwnershipOnce) {
+  BufferPool pool;
+  Buffer a = pool.acquire(10);
+  std::byte* p = a.data();
+  Buffer b = std::move(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(b.data(), p);
+  Buffer c;
+  c = std::move(b);
+  EXPECT_EQ(c.data(), p);
+  c.reset();
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(pool.stats().bytes_in_use, 0u);
+}
+
+TEST(BufferPoolTest, ResizeStaysWithinCapacity) {
+  BufferPool pool;
+  Buffer b = pool.acquire(5000);
+  EXPECT_TRUE(b.resize(b.capacity()));
+  EXPECT_EQ(b.size(), b.capacity());
+  EXPECT_FALSE(b.resize(b.capacity() + 1));
+  EXPECT_EQ(b.size(), b.capacity());
+}
+
+TEST(BufferPoolTest, BufferMayOutliveItsPool) {
+  Buffer survivor;
+  {
+    BufferPool pool;
+    survivor = pool.acquire(1 << 20);
+    std::memset(survivor.data(), 1, survivor.size());
+  }
+  EXPECT_EQ(survivor.size(), 1u << 20);
+  survivor.reset();  // must free through the pool state it kept alive (ASan/LSan would tell)
+}
+
+class CountingAllocator final : public Allocator {
+ public:
+  void* allocate(std::size_t bytes, std::size_t alignment) override {
+    ++allocations;
+    return heap_allocator()->allocate(bytes, alignment);
+  }
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) override {
+    ++deallocations;
+    heap_allocator()->deallocate(p, bytes, alignment);
+  }
+  const char* name() const override { return "counting"; }
+  std::atomic<int> allocations{0}, deallocations{0};
+};
+
+TEST(BufferPoolTest, UsesThePluggedAllocatorAndReturnsEverything) {
+  auto allocator = std::make_shared<CountingAllocator>();
+  {
+    BufferPool pool({.allocator = allocator});
+    std::vector<Buffer> held;
+    for (int i = 0; i < 10; ++i) held.push_back(pool.acquire(1000 * (i + 1)));
+    held.clear();
+    for (int i = 0; i < 10; ++i) held.push_back(pool.acquire(1000 * (i + 1)));
+  }
+  EXPECT_GT(allocator->allocations.load(), 0);
+  EXPECT_EQ(allocator->allocations.load(), allocator->deallocations.load());
+}
+
+TEST(BufferPoolTest, ConcurrentAcquireAndReleaseKeepsTheBooksStraight) {
+  BufferPool pool({.max_cached_bytes = 1 << 20});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        Buffer b = pool.acquire(static_cast<std::size_t>((i * 7 + t) % 64 + 1) * 1024);
+        b.data()[0] = std::byte{1};
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const BufferPoolStats s = pool.stats();
+  EXPECT_EQ(s.acquires, 8000u);
+  EXPECT_EQ(s.reuses + s.allocations, s.acquires);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_LE(s.bytes_cached, std::size_t{1} << 20);
+}
+
+}  // namespace
+}  // namespace mmfeed::core
