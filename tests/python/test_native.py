@@ -1,0 +1,18 @@
+import tomllib
+
+import mmfeed
+
+from conftest import ROOT
+
+
+def test_version_matches_the_package_metadata():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        assert mmfeed.__version__ == tomllib.load(f)["project"]["version"]
+
+
+def test_engine_reports_every_native_library():
+    libs = {lib["name"]: lib for lib in mmfeed.linked_libraries()}
+    assert set(libs) == {"libcurl", "OpenSSL", "libjpeg-turbo", "libspng", "libwebp", "simdjson",
+                         "PCRE2", "utf8proc", "Highway", "expat"}
+    assert all(lib["version"][0].isdigit() for lib in libs.values())
+    assert "JIT" in libs["PCRE2"]["detail"]
