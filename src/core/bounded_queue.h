@@ -143,11 +143,13 @@ class BoundedQueue {
     if (closed_ || items_.size() < capacity_) return;
     const std::int64_t start = now_ns();
     auto ready = [&] { return closed_ || items_.size() < capacity_; };
+    ++producers_waiting_;
     if (deadline) {
       not_full_.wait_until(lock, *deadline, ready);
     } else {
       not_full_.wait(lock, ready);
     }
+    --producers_waiting_;
     stats_.producer_wait_ns += now_ns() - start;
   }
 
@@ -155,11 +157,13 @@ class BoundedQueue {
     if (closed_ || !items_.empty()) return;
     const std::int64_t start = now_ns();
     auto ready = [&] { return closed_ || !items_.empty(); };
+    ++consumers_waiting_;
     if (deadline) {
       not_empty_.wait_until(lock, *deadline, ready);
     } else {
       not_empty_.wait(lock, ready);
     }
+    --consumers_waiting_;
     stats_.consumer_wait_ns += now_ns() - start;
   }
 
@@ -168,8 +172,9 @@ class BoundedQueue {
     items_.push_back(std::move(item));
     ++stats_.pushed;
     if (items_.size() > stats_.max_depth) stats_.max_depth = items_.size();
+    const bool wake = consumers_waiting_ > 0;  // skip the futex call when nobody sleeps
     lock.unlock();
-    not_empty_.notify_one();
+    if (wake) not_empty_.notify_one();
     return true;
   }
 
@@ -178,8 +183,9 @@ class BoundedQueue {
     std::optional<T> item(std::move(items_.front()));
     items_.pop_front();
     ++stats_.popped;
+    const bool wake = producers_waiting_ > 0;
     lock.unlock();
-    not_full_.notify_one();
+    if (wake) not_full_.notify_one();
     return item;
   }
 
@@ -190,6 +196,8 @@ class BoundedQueue {
   std::deque<T> items_;
   bool closed_ = false;
   bool cancelled_ = false;
+  std::size_t producers_waiting_ = 0;
+  std::size_t consumers_waiting_ = 0;
   QueueStats stats_;
 };
 
