@@ -1,0 +1,882 @@
+#include "storage/fetcher.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <queue>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/bounded_queue.h"
+#include "core/clock.h"
+#include "core/thread_pool.h"
+#include "storage/s3.h"
+
+namespace mmfeed::storage {
+
+namespace {
+
+constexpr std::uint64_t kUnknown = UINT64_MAX;
+constexpr std::size_t kMaxErrorBody = 16 << 10;
+
+// libcurl's process-wide initialisation, done once before the first handle.
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+struct Job;
+
+// One HTTP GET on the wire: the whole object, its first part (a probe that learns the size),
+// a later part, or a hedge.
+struct Transfer {
+  Fetcher::Engine* engine = nullptr;
+  Job* job = nullptr;
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  int part = -1;      // -1: whole object or probe; else the part index
+  bool probe = false;
+  bool hedge = false;
+  std::uint64_t range_begin = 0;
+  std::uint64_t range_end = kUnknown;  // inclusive; kUnknown: no Range header
+  std::int64_t start_ns = 0;
+  std::int64_t first_byte_ns = 0;
+  long status = 0;
+  std::uint64_t content_length = kUnknown;
+  std::uint64_t range_total = kUnknown;  // from Content-Range: bytes a-b/total
+  std::uint64_t range_first = kUnknown;
+  std::string etag;
+  bool headers_done = false;
+  core::Buffer own;           // whole-object transfers write here
+  std::byte* dest = nullptr;  // where body bytes go
+  std::uint64_t dest_size = 0;
+  std::uint64_t received = 0;
+  bool grow = false;  // no length known: own buffer grows
+  std::string error_body;
+  std::string local_failure;  // set when our own callbacks abort the transfer
+  char errbuf[CURL_ERROR_SIZE] = {};
+};
+
+struct Job {
+  FetchRequest request;
+  std::string uri_text;
+  std::int64_t start_ns = 0;
+  int attempts = 0;  // GETs sent
+  int failures = 0;  // failed attempts counted against max_attempts
+  int retries = 0;
+  int last_status = 0;
+  bool no_probe = false;  // the server refused the probe range (empty object)
+  // Multipart state.
+  bool multipart = false;
+  std::uint64_t total = kUnknown;
+  std::string etag;
+  core::Buffer buffer;
+  std::size_t parts = 0;
+  std::size_t parts_done = 0;
+  bool hedged = false;
+  std::vector<Transfer*> transfers;  // active ones
+};
+
+// A transfer to start at `due_ns` (a retry) or now (a part waiting for a slot).
+struct PendingStart {
+  std::int64_t due_ns;
+  Job* job;
+  int part;  // -1: the whole object / probe
+  bool operator>(const PendingStart& o) const { return due_ns > o.due_ns; }
+};
+
+class Fetcher::Engine {
+ public:
+  Engine(const FetchOptions& options, const S3Options& s3, core::MetricsRegistry* metrics,
+         core::TraceWriter* trace)
+      : options_(options),
+        s3_(s3),
+        trace_(trace),
+        submitted_(std::max<std::size_t>(1, options.queue_capacity)),
+        completions_(std::max<std::size_t>(1, options.max_pending_results + options.queue_capacity)),
+        rng_(options.seed) {
+    init_curl_once();
+    metrics_ = metrics != nullptr ? metrics : &own_metrics_;
+    m_requests_ = &metrics_->counter("fetch.requests");
+    m_ok_ = &metrics_->counter("fetch.objects_ok");
+    m_failed_ = &metrics_->counter("fetch.objects_failed");
+    m_retries_ = &metrics_->counter("fetch.retries");
+    m_hedges_ = &metrics_->counter("fetch.hedges");
+    m_hedge_wins_ = &metrics_->counter("fetch.hedge_wins");
+    m_bytes_ = &metrics_->counter("fetch.bytes");
+    m_latency_ = &metrics_->histogram("fetch.latency_ns");
+    m_ttfb_ = &metrics_->histogram("fetch.first_byte_ns");
+    m_inflight_ = &metrics_->gauge("fetch.inflight");
+    m_inflight_bytes_ = &metrics_->gauge("fetch.inflight_bytes");
+
+    share_ = curl_share_init();
+    curl_share_setopt(share_, CURLSHOPT_LOCKFUNC, &Engine::lock_share);
+    curl_share_setopt(share_, CURLSHOPT_UNLOCKFUNC, &Engine::unlock_share);
+    curl_share_setopt(share_, CURLSHOPT_USERDATA, this);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    multi_ = curl_multi_init();
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_inflight));
+    files_ = std::make_unique<core::ThreadPool>("file-read", std::max<std::size_t>(1, options_.local_threads),
+                                                options_.max_pending_results + 1);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Engine() {
+    cancel();
+    if (thread_.joinable()) thread_.join();
+    files_->shutdown();
+    curl_multi_cleanup(multi_);
+    curl_share_cleanup(share_);
+  }
+
+  bool submit(FetchRequest request) {
+    if (!submitted_.push(std::move(request))) return false;
+    curl_multi_wakeup(multi_);
+    return true;
+  }
+
+  std::optional<FetchResult> next() {
+    auto r = completions_.pop();
+    curl_multi_wakeup(multi_);  // a slot for results opened
+    return r;
+  }
+
+  std::optional<FetchResult> next_for(std::chrono::milliseconds timeout) {
+    auto r = completions_.pop_for(timeout);
+    if (r) curl_multi_wakeup(multi_);
+    return r;
+  }
+
+  void close() {
+    submitted_.close();
+    curl_multi_wakeup(multi_);
+  }
+
+  void cancel() {
+    cancelled_.store(true);
+    submitted_.close();
+    curl_multi_wakeup(multi_);
+  }
+
+ private:
+  static void lock_share(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<Engine*>(self)->share_locks_[static_cast<std::size_t>(data) % kShareLocks].lock();
+  }
+  static void unlock_share(CURL*, curl_lock_data data, void* self) {
+    static_cast<Engine*>(self)->share_locks_[static_cast<std::size_t>(data) % kShareLocks].unlock();
+  }
+
+  // ---- the I/O thread ------------------------------------------------------------------
+  void run() {
+    core::set_current_thread_name("fetch-io");
+    while (true) {
+      const std::int64_t now = core::now_ns();
+      collect_local_results();
+      if (cancelled_.load()) {
+        cancel_everything();
+        break;
+      }
+      start_due(now);
+      admit_new_jobs(now);
+      check_deadlines_and_hedges(now);
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      process_completions();
+      if (submitted_.closed() && submitted_.size() == 0 && active_jobs_ == 0 && local_jobs_ == 0) break;
+      curl_multi_poll(multi_, nullptr, 0, poll_timeout_ms(core::now_ns()), nullptr);
+    }
+    completions_.close();
+  }
+
+  int poll_timeout_ms(std::int64_t now) const {
+    std::int64_t wait_ns = 50'000'000;  // deadlines and hedges are checked at least every 50 ms
+    if (!retries_.empty()) wait_ns = std::min(wait_ns, retries_.top().due_ns - now);
+    return static_cast<int>(std::clamp<std::int64_t>(wait_ns / 1'000'000, 0, 50));
+  }
+
+  std::size_t transfers_active() const { return transfers_.size(); }
+
+  // Jobs in flight plus results not yet taken stay under max_pending_results.
+  bool room_for_job() const {
+    return transfers_active() < options_.max_inflight &&
+           static_cast<std::size_t>(active_jobs_ + local_jobs_) + completions_.size() < options_.max_pending_results &&
+           inflight_bytes_ < options_.max_inflight_bytes && ready_parts_.empty();
+  }
+
+  void admit_new_jobs(std::int64_t now) {
+    while (room_for_job()) {
+      auto request = submitted_.try_pop();
+      if (!request) break;
+      auto job = std::make_unique<Job>();
+      job->request = std::move(*request);
+      job->uri_text = job->request.uri.to_string();
+      job->start_ns = now;
+      Job* j = job.get();
+      jobs_.push_back(std::move(job));
+      if (j->request.uri.scheme == Scheme::kFile) {
+        start_local(j);
+      } else {
+        ++active_jobs_;
+        start_transfer(j, -1, false);
+      }
+    }
+  }
+
+  void start_due(std::int64_t now) {
+    while (!ready_parts_.empty() && transfers_active() < options_.max_inflight) {
+      const PendingStart p = ready_parts_.front();
+      ready_parts_.pop_front();
+      start_transfer(p.job, p.part, false);
+    }
+    while (!retries_.empty() && retries_.top().due_ns <= now && transfers_active() < options_.max_inflight) {
+      const PendingStart p = retries_.top();
+      retries_.pop();
+      start_transfer(p.job, p.part, false);
+    }
+  }
+
+  // ---- local files ---------------------------------------------------------------------
+  void start_local(Job* job) {
+    ++local_jobs_;
+    files_->submit([this, job] {
+      FetchResult result = read_local(*job);
+      {
+        std::lock_guard lock(local_mu_);
+        local_done_.emplace_back(job, std::move(result));
+      }
+      curl_multi_wakeup(multi_);
+    });
+  }
+
+  FetchResult read_local(const Job& job) {
+    FetchResult r;
+    r.tag = job.request.tag;
+    r.uri = job.uri_text;
+    r.attempts = 1;
+    const std::int64_t start = core::now_ns();
+    const std::string& path = job.request.uri.path;
+    auto fail = [&](int err, const std::string& what) {
+      const ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::kNotFound
+                             : err == EACCES || err == EPERM ? ErrorCode::kPermissionDenied
+                                                             : ErrorCode::kIoError;
+      r.data = Error(code, what + ": " + std::strerror(err), job.uri_text);
+      return std::move(r);
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(errno, "cannot open");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return fail(err, "cannot stat");
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return fail(EISDIR, "cannot read");
+    }
+    std::uint64_t offset = 0;
+    std::uint64_t length = static_cast<std::uint64_t>(st.st_size);
+    if (job.request.range) {
+      offset = std::min<std::uint64_t>(job.request.range->offset, length);
+      length = std::min<std::uint64_t>(job.request.range->length, length - offset);
+    }
+    core::Buffer buf = pool_.acquire(length);
+    std::uint64_t done = 0;
+    while (done < length) {
+      const ssize_t n = ::pread(fd, buf.data() + done, length - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        ::close(fd);
+        if (n == 0) {
+          r.data = Error(ErrorCode::kIoError,
+                         "file shrank while reading: got " + std::to_string(done) + " of " +
+                             std::to_string(length) + " bytes",
+                         job.uri_text);
+          return r;
+        }
+        return fail(err, "read failed");
+      }
+      done += static_cast<std::uint64_t>(n);
+    }
+    ::close(fd);
+    r.latency_ns = core::now_ns() - start;
+    r.data = std::move(buf);
+    return r;
+  }
+
+  void collect_local_results() {
+    std::vector<std::pair<Job*, FetchResult>> done;
+    {
+      std::lock_guard lock(local_mu_);
+      done.swap(local_done_);
+    }
+    for (auto& [job, result] : done) {
+      --local_jobs_;
+      deliver(job, std::move(result));
+    }
+  }
+
+  // ---- HTTP transfers ------------------------------------------------------------------
+  void start_transfer(Job* job, int part, bool hedge) {
+    auto* t = new Transfer();
+    t->engine = this;
+    t->job = job;
+    t->part = part;
+    t->hedge = hedge;
+    t->start_ns = core::now_ns();
+    const ObjectUri& uri = job->request.uri;
+
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (job->request.range) {
+      t->range_begin = job->request.range->offset;
+      t->range_end = job->request.range->offset + std::max<std::uint64_t>(job->request.range->length, 1) - 1;
+    } else if (part >= 0) {
+      t->range_begin = static_cast<std::uint64_t>(part) * options_.part_size;
+      t->range_end = std::min<std::uint64_t>(job->total, t->range_begin + options_.part_size) - 1;
+      t->dest = job->buffer.data() + t->range_begin;
+      t->dest_size = t->range_end - t->range_begin + 1;
+      if (!job->etag.empty()) extra.emplace_back("if-match", job->etag);
+    } else if (options_.part_size > 0 && !job->no_probe && !hedge) {
+      t->probe = true;
+      t->range_begin = 0;
+      t->range_end = options_.part_size - 1;
+    }
+    if (t->range_end != kUnknown) {
+      extra.emplace_back("range", "bytes=" + std::to_string(t->range_begin) + "-" + std::to_string(t->range_end));
+    }
+
+    HttpRequest req;
+    if (uri.scheme == Scheme::kS3) {
+      req = s3_request(s3_, "GET", uri.bucket, uri.key, {}, extra);
+    } else {
+      req.url = uri.url;
+      req.headers = extra;
+    }
+
+    CURL* e = curl_easy_init();
+    t->easy = e;
+    curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_SHARE, share_);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);  // keys like "a/../b" are names, not paths
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.attempt_timeout_ms));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(options_.low_speed_bytes_per_s));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.low_speed_time_s));
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "mmfeed/0.1");
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Engine::on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Engine::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    if (uri.scheme != Scheme::kS3) {
+      curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+      curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+    }
+    for (const auto& [name, value] : req.headers) {
+      t->headers = curl_slist_append(t->headers, (name + ": " + value).c_str());
+    }
+    t->headers = curl_slist_append(t->headers, "Expect:");
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+
+    ++job->attempts;
+    job->transfers.push_back(t);
+    transfers_.push_back(t);
+    m_requests_->add();
+    m_inflight_->set(static_cast<std::int64_t>(transfers_.size()));
+    curl_multi_add_handle(multi_, e);
+  }
+
+  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const std::size_t len = size * n;
+    const std::string_view line(data, len);
+    if (t->first_byte_ns == 0) t->first_byte_ns = core::now_ns();
+    if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirects, 100 Continue)
+      t->status = 0;
+      t->content_length = kUnknown;
+      t->range_total = t->range_first = kUnknown;
+      t->etag.clear();
+      t->headers_done = false;
+      const auto sp = line.find(' ');
+      if (sp != std::string_view::npos) t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+      return len;
+    }
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      if (trim(line).empty()) t->headers_done = true;
+      return len;
+    }
+    const std::string name = lower(trim(line.substr(0, colon)));
+    const std::string value = trim(line.substr(colon + 1));
+    if (name == "content-length") {
+      t->content_length = parse_u64(value).value_or(kUnknown);
+    } else if (name == "etag") {
+      t->etag = value;
+    } else if (name == "content-range") {
+      // bytes FIRST-LAST/TOTAL
+      const auto space = value.find(' ');
+      const auto dash = value.find('-');
+      const auto slash = value.find('/');
+      if (space != std::string::npos && dash != std::string::npos && slash != std::string::npos) {
+        t->range_first = parse_u64(std::string_view(value).substr(space + 1, dash - space - 1)).value_or(kUnknown);
+        t->range_total = parse_u64(std::string_view(value).substr(slash + 1)).value_or(kUnknown);
+      }
+    }
+    return len;
+  }
+
+  // Decides where the body goes once the status and lengths are known.
+  bool prepare_destination(Transfer* t) {
+    Job* job = t->job;
+    if (t->part >= 0) {
+      if (t->status != 206 || t->range_first != t->range_begin || t->range_total != job->total) {
+        t->local_failure = "part answer does not match the request (status " + std::to_string(t->status) +
+                           ", Content-Range start " + std::to_string(t->range_first) + ")";
+        return false;
+      }
+      return true;
+    }
+    if (t->probe && t->status == 206 && t->range_total != kUnknown && t->range_total > options_.part_size) {
+      // A large object: allocate it whole; the probe fills part 0, parallel GETs the rest.
+      job->multipart = true;
+      job->total = t->range_total;
+      job->etag = t->etag;
+      job->parts = static_cast<std::size_t>((job->total + options_.part_size - 1) / options_.part_size);
+      job->buffer = engine_pool().acquire(job->total);
+      note_bytes(static_cast<std::int64_t>(job->buffer.capacity()));
+      t->part = 0;
+      t->dest = job->buffer.data();
+      t->dest_size = options_.part_size;
+      if (t->range_first != 0) {
+        t->local_failure = "Content-Range does not start at 0";
+        return false;
+      }
+      for (std::size_t p = 1; p < job->parts; ++p) ready_parts_.push_back({0, job, static_cast<int>(p)});
+      return true;
+    }
+    if (t->content_length != kUnknown) {
+      t->own = engine_pool().acquire(t->content_length);
+      note_bytes(static_cast<std::int64_t>(t->own.capacity()));
+      t->dest = t->own.data();
+      t->dest_size = t->content_length;
+    } else {
+      t->grow = true;
+    }
+    return true;
+  }
+
+  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const std::size_t len = size * n;
+    if (t->status < 200 || t->status >= 300) {
+      const std::size_t keep = std::min(len, kMaxErrorBody - std::min(kMaxErrorBody, t->error_body.size()));
+      t->error_body.append(data, keep);
+      return len;
+    }
+    if (t->dest == nullptr && !t->grow) {
+      if (!t->engine->prepare_destination(t)) return 0;
+    }
+    if (t->grow) {
+      if (t->received + len > t->own.capacity()) {
+        core::Buffer bigger = t->engine->engine_pool().acquire(std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len));
+        if (t->received > 0) std::memcpy(bigger.data(), t->own.data(), t->received);
+        t->engine->note_bytes(static_cast<std::int64_t>(bigger.capacity()) - static_cast<std::int64_t>(t->own.capacity()));
+        t->own = std::move(bigger);
+      }
+      std::memcpy(t->own.data() + t->received, data, len);
+      t->received += len;
+      return len;
+    }
+    if (t->received + len > t->dest_size) {
+      t->local_failure = "server sent more than the " + std::to_string(t->dest_size) + " bytes announced";
+      return 0;
+    }
+    std::memcpy(t->dest + t->received, data, len);
+    t->received += len;
+    return len;
+  }
+
+  void check_deadlines_and_hedges(std::int64_t now) {
+    const std::int64_t first_byte_ns = static_cast<std::int64_t>(options_.first_byte_timeout_ms) * 1'000'000;
+    std::int64_t hedge_after = -1;
+    if (options_.hedge_quantile > 0) {
+      const auto snap = m_latency_->snapshot();
+      if (snap.count >= 20) {
+        hedge_after = std::max<std::int64_t>(static_cast<std::int64_t>(snap.percentile(options_.hedge_quantile)),
+                                             static_cast<std::int64_t>(options_.hedge_min_ms) * 1'000'000);
+      }
+    }
+    std::vector<Transfer*> expired;
+    std::vector<Job*> to_hedge;
+    for (Transfer* t : transfers_) {
+      if (t->first_byte_ns == 0 && now - t->start_ns > first_byte_ns) expired.push_back(t);
+      if (hedge_after > 0 && !t->job->hedged && !t->job->multipart &&
+          t->part < 0 && now - t->start_ns > hedge_after && t->job->request.uri.scheme != Scheme::kFile) {
+        to_hedge.push_back(t->job);
+      }
+    }
+    for (Transfer* t : expired) {
+      t->local_failure = "no response within the first-byte deadline of " +
+                         std::to_string(options_.first_byte_timeout_ms) + " ms";
+      finish_transfer(t, CURLE_OPERATION_TIMEDOUT);
+    }
+    for (Job* job : to_hedge) {
+      if (job->hedged || job->transfers.empty() || transfers_active() >= options_.max_inflight) continue;
+      job->hedged = true;
+      m_hedges_->add();
+      start_transfer(job, -1, true);
+    }
+  }
+
+  void process_completions() {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+      finish_transfer(t, msg->data.result);
+    }
+  }
+
+  // Classifies the outcome of one transfer; returns nullopt on success.
+  std::optional<Error> outcome(Transfer* t, CURLcode code) {
+    const std::string& uri = t->job->uri_text;
+    if (!t->local_failure.empty()) {
+      const ErrorCode ec = code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : ErrorCode::kIoError;
+      return Error(ec, t->local_failure, uri);
+    }
+    if (code != CURLE_OK) {
+      const std::string detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(code);
+      switch (code) {
+        case CURLE_OPERATION_TIMEDOUT:
+          return Error(ErrorCode::kTimeout, "timed out: " + detail, uri);
+        case CURLE_URL_MALFORMAT:
+        case CURLE_UNSUPPORTED_PROTOCOL:
+          return Error(ErrorCode::kInvalidArgument, detail, uri);
+        case CURLE_PARTIAL_FILE:
+          return Error(ErrorCode::kIoError,
+                       "truncated body: " + std::to_string(t->received) + " of " +
+                           (t->content_length == kUnknown ? std::string("?") : std::to_string(t->content_length)) +
+                           " bytes (" + detail + ")",
+                       uri);
+        default:
+          return Error(ErrorCode::kIoError, detail, uri);
+      }
+    }
+    if (t->status >= 200 && t->status < 300) {
+      if (t->dest == nullptr && !t->grow && !prepare_destination(t)) return Error(ErrorCode::kIoError, t->local_failure, uri);
+      const std::uint64_t expected = t->grow ? t->received : t->dest_size;
+      if (t->content_length != kUnknown && t->received != t->content_length) {
+        return Error(ErrorCode::kIoError, "truncated body: " + std::to_string(t->received) + " of " +
+                                              std::to_string(t->content_length) + " bytes", uri);
+      }
+      if (t->part >= 0 && t->received != expected) {
+        return Error(ErrorCode::kIoError, "truncated part: " + std::to_string(t->received) + " of " +
+                                              std::to_string(expected) + " bytes", uri);
+      }
+      return std::nullopt;
+    }
+    std::string message = "HTTP " + std::to_string(t->status);
+    if (auto doc = parse_s3_error(t->error_body)) {
+      message += " " + doc->code;
+      if (!doc->message.empty()) message += ": " + doc->message;
+    }
+    switch (t->status) {
+      case 404:
+        return Error(ErrorCode::kNotFound, message, uri);
+      case 401:
+      case 403: {
+        std::string hint = " (check the credentials";
+        if (!s3_.credentials.empty() && !s3_.anonymous) {
+          hint += " [access key " + s3_.credentials.access_key_id + ", from " + s3_.credentials.source + "]";
+        } else {
+          hint += " [none: the request was unsigned]";
+        }
+        hint += ", the region [" + s3_.region + "] and the endpoint [" +
+                (s3_.endpoint.empty() ? std::string("AWS") : s3_.endpoint) + "])";
+        return Error(ErrorCode::kPermissionDenied, message + hint, uri);
+      }
+      case 408:
+      case 429:
+      case 503:
+        return Error(ErrorCode::kUnavailable, message, uri);
+      case 412:
+        return Error(ErrorCode::kUnavailable, message + " (the object changed during the fetch)", uri);
+      case 416:
+        return Error(ErrorCode::kOutOfRange, message, uri);
+      default:
+        if (t->status >= 500) return Error(ErrorCode::kUnavailable, message, uri);
+        return Error(ErrorCode::kInvalidArgument, message, uri);
+    }
+  }
+
+  void finish_transfer(Transfer* t, CURLcode code) {
+    Job* job = t->job;
+    std::optional<Error> err = outcome(t, code);
+    const std::int64_t now = core::now_ns();
+    job->last_status = static_cast<int>(t->status);
+    if (trace_ != nullptr) {
+      trace_->complete(t->hedge ? "GET (hedge)" : (t->part >= 0 ? "GET part" : "GET"), "storage", t->start_ns,
+                       now, job->uri_text);
+    }
+    if (t->first_byte_ns != 0) m_ttfb_->record(static_cast<std::uint64_t>(t->first_byte_ns - t->start_ns));
+    const bool empty_object_probe = err && t->probe && t->status == 416;
+    const bool object_changed = err && t->status == 412;
+    int part = t->part;
+    detach(t);
+
+    if (!err) {
+      m_bytes_->add(static_cast<std::int64_t>(t->received));
+      if (job->multipart) {
+        ++job->parts_done;
+        if (job->parts_done == job->parts) complete_job(job, std::move(job->buffer), t->hedge);
+      } else {
+        note_bytes(-static_cast<std::int64_t>(t->own.capacity()));
+        t->own.resize(t->received);
+        complete_job(job, std::move(t->own), t->hedge);
+      }
+      release(t);
+      return;
+    }
+    release(t);
+    if (empty_object_probe) {  // S3 answers 416 to a range on an empty object: ask again whole
+      job->no_probe = true;
+      start_transfer(job, -1, false);
+      return;
+    }
+    if (!job->transfers.empty() && part < 0 && !job->multipart) return;  // its twin (hedge) may still win
+    const bool retryable = is_retryable(err->code()) && job->failures + 1 < options_.max_attempts;
+    ++job->failures;
+    if (!retryable) {
+      fail_job(job, std::move(*err));
+      return;
+    }
+    ++job->retries;
+    m_retries_->add();
+    if (object_changed) {  // object replaced: start over from the probe
+      abort_transfers(job);
+      drop_pending_parts(job);
+      note_bytes(-static_cast<std::int64_t>(job->buffer.capacity()));
+      job->buffer.reset();
+      job->multipart = false;
+      job->parts = job->parts_done = 0;
+      part = -1;
+    }
+    const std::int64_t cap = std::min<std::int64_t>(options_.backoff_max_ms,
+                                                    static_cast<std::int64_t>(options_.backoff_base_ms) << std::min(job->failures - 1, 20));
+    std::uniform_int_distribution<std::int64_t> jitter(0, std::max<std::int64_t>(0, cap) * 1'000'000);
+    retries_.push({now + jitter(rng_), job, part});
+  }
+
+  // Removes a transfer from the multi handle and the job (memory still owned by t).
+  void detach(Transfer* t) {
+    curl_multi_remove_handle(multi_, t->easy);
+    transfers_.erase(std::find(transfers_.begin(), transfers_.end(), t));
+    auto& jt = t->job->transfers;
+    jt.erase(std::find(jt.begin(), jt.end(), t));
+    m_inflight_->set(static_cast<std::int64_t>(transfers_.size()));
+  }
+
+  void release(Transfer* t) {
+    if (!t->own.empty()) note_bytes(-static_cast<std::int64_t>(t->own.capacity()));
+    curl_easy_cleanup(t->easy);
+    curl_slist_free_all(t->headers);
+    delete t;
+  }
+
+  void abort_transfers(Job* job) {
+    while (!job->transfers.empty()) {
+      Transfer* t = job->transfers.back();
+      detach(t);
+      release(t);
+    }
+  }
+
+  void drop_pending_parts(Job* job) {
+    std::erase_if(ready_parts_, [job](const PendingStart& p) { return p.job == job; });
+    std::vector<PendingStart> keep;
+    while (!retries_.empty()) {
+      if (retries_.top().job != job) keep.push_back(retries_.top());
+      retries_.pop();
+    }
+    for (const auto& p : keep) retries_.push(p);
+  }
+
+  void complete_job(Job* job, core::Buffer data, bool hedge_won) {
+    abort_transfers(job);  // the losing twin of a hedge
+    drop_pending_parts(job);
+    if (job->multipart) note_bytes(-static_cast<std::int64_t>(data.capacity()));
+    if (hedge_won) m_hedge_wins_->add();
+    FetchResult r = base_result(job);
+    r.hedge_won = hedge_won;
+    r.data = std::move(data);
+    --active_jobs_;
+    deliver(job, std::move(r));
+  }
+
+  void fail_job(Job* job, Error error) {
+    abort_transfers(job);
+    drop_pending_parts(job);
+    if (!job->buffer.empty()) note_bytes(-static_cast<std::int64_t>(job->buffer.capacity()));
+    job->buffer.reset();
+    FetchResult r = base_result(job);
+    std::string message = error.message();
+    if (job->attempts > 1) message += " (after " + std::to_string(job->attempts) + " attempts)";
+    r.data = Error(error.code(), std::move(message), error.context());
+    --active_jobs_;
+    deliver(job, std::move(r));
+  }
+
+  FetchResult base_result(Job* job) {
+    FetchResult r;
+    r.tag = job->request.tag;
+    r.uri = job->uri_text;
+    r.attempts = job->attempts;
+    r.retries = job->retries;
+    r.http_status = job->last_status;
+    r.latency_ns = core::now_ns() - job->start_ns;
+    return r;
+  }
+
+  void deliver(Job* job, FetchResult result) {
+    if (result.data.ok()) {
+      m_ok_->add();
+      m_latency_->record(static_cast<std::uint64_t>(result.latency_ns));
+    } else {
+      m_failed_->add();
+      metrics_->counter(std::string("fetch.errors.") + std::string(error_code_name(result.data.error().code()))).add();
+    }
+    const bool pushed = completions_.try_push(std::move(result));
+    if (!pushed && !cancelled_.load()) {
+      // Admission keeps results under the queue's capacity; reaching this is a bug.
+      throw std::logic_error("fetch completion queue overflow");
+    }
+    std::erase_if(jobs_, [job](const std::unique_ptr<Job>& j) { return j.get() == job; });
+  }
+
+  void cancel_everything() {
+    // Local reads in progress finish on their pool; wait for them so none is lost.
+    while (local_jobs_ > 0) {
+      files_->wait_idle();
+      collect_local_results();
+    }
+    std::vector<Job*> live;
+    for (auto& j : jobs_) live.push_back(j.get());
+    for (Job* job : live) {
+      abort_transfers(job);
+      drop_pending_parts(job);
+      if (!job->buffer.empty()) note_bytes(-static_cast<std::int64_t>(job->buffer.capacity()));
+      FetchResult r = base_result(job);
+      r.data = Error(ErrorCode::kCancelled, "fetch cancelled", job->uri_text);
+      --active_jobs_;
+      deliver(job, std::move(r));
+    }
+    for (FetchRequest& req : submitted_.cancel()) {
+      FetchResult r;
+      r.tag = req.tag;
+      r.uri = req.uri.to_string();
+      r.data = Error(ErrorCode::kCancelled, "fetch cancelled before it started", r.uri);
+      m_failed_->add();
+      (void)completions_.try_push(std::move(r));
+    }
+  }
+
+  void note_bytes(std::int64_t delta) {
+    inflight_bytes_ = static_cast<std::size_t>(static_cast<std::int64_t>(inflight_bytes_) + delta);
+    m_inflight_bytes_->set(static_cast<std::int64_t>(inflight_bytes_));
+  }
+
+ public:
+  core::BufferPool& engine_pool() { return pool_; }
+
+ private:
+  static constexpr std::size_t kShareLocks = 8;
+
+  const FetchOptions options_;
+  const S3Options s3_;
+  core::TraceWriter* trace_;
+  core::MetricsRegistry own_metrics_;
+  core::MetricsRegistry* metrics_;
+  core::Counter *m_requests_, *m_ok_, *m_failed_, *m_retries_, *m_hedges_, *m_hedge_wins_, *m_bytes_;
+  core::Histogram *m_latency_, *m_ttfb_;
+  core::Gauge *m_inflight_, *m_inflight_bytes_;
+
+  core::BoundedQueue<FetchRequest> submitted_;
+  core::BoundedQueue<FetchResult> completions_;
+  std::atomic<bool> cancelled_{false};
+  core::BufferPool pool_;
+
+  CURLM* multi_ = nullptr;
+  CURLSH* share_ = nullptr;
+  std::array<std::mutex, kShareLocks> share_locks_;
+  std::unique_ptr<core::ThreadPool> files_;
+  std::mutex local_mu_;
+  std::vector<std::pair<Job*, FetchResult>> local_done_;
+  std::thread thread_;
+
+  // Owned by the I/O thread.
+  std::list<std::unique_ptr<Job>> jobs_;
+  std::vector<Transfer*> transfers_;
+  std::deque<PendingStart> ready_parts_;
+  std::priority_queue<PendingStart, std::vector<PendingStart>, std::greater<>> retries_;
+  int active_jobs_ = 0;
+  int local_jobs_ = 0;
+  std::size_t inflight_bytes_ = 0;
+  std::mt19937_64 rng_;
+};
+
+Fetcher::Fetcher(FetchOptions options, S3Options s3, core::MetricsRegistry* metrics, core::TraceWriter* trace)
+    : options_(std::move(options)),
+      s3_(std::move(s3)),
+      engine_(std::make_unique<Engine>(options_, s3_, metrics, trace)) {}
+
+Fetcher::~Fetcher() = default;
+
+bool Fetcher::submit(FetchRequest request) { return engine_->submit(std::move(request)); }
+std::optional<FetchResult> Fetcher::next() { return engine_->next(); }
+std::optional<FetchResult> Fetcher::next_for(std::chrono::milliseconds timeout) { return engine_->next_for(timeout); }
+void Fetcher::close() { engine_->close(); }
+void Fetcher::cancel() { engine_->cancel(); }
+
+}  // namespace mmfeed::storage

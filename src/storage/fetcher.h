@@ -1,0 +1,118 @@
+// The fetch engine: many GETs in flight on one I/O thread, none lost, none hung.
+//
+// S3 and HTTP(S) objects go through libcurl's multi interface (keep-alive connections, a
+// share handle for DNS and TLS sessions); local files are read with pread on a small pool.
+// Every request ends in exactly one FetchResult, bytes or an Error naming the URI:
+//   - deadlines: connect, first byte, whole attempt, and a stall (low-speed) limit;
+//   - retries with exponential backoff and full jitter on 5xx, 429/503 SlowDown, connection
+//     resets, timeouts and truncated bodies; 404 and 403 are final at once;
+//   - hedging (opt-in): a second GET for a request still running past a latency quantile,
+//     the first answer wins;
+//   - large objects: the first GET asks for part_size bytes; if the object is larger, the
+//     rest is fetched as parallel ranged GETs pinned to the first answer's ETag (If-Match);
+//   - truncation: bodies are checked against Content-Length and Content-Range.
+// Memory is bounded: requests in flight, finished results not yet taken, and the bytes the
+// in-flight requests hold all have limits; submit() blocks when the engine is full.
+//
+// Example:
+//   Fetcher fetcher(FetchOptions{.max_inflight = 128}, s3_options);
+//   for (auto& uri : uris) fetcher.submit({.uri = uri, .tag = i++});
+//   fetcher.close();
+//   while (auto r = fetcher.next()) {
+//     if (r->data.ok()) decode(r->data->span()); else log(r->data.error().to_string());
+//   }
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/buffer_pool.h"
+#include "core/metrics.h"
+#include "core/trace.h"
+#include "mmfeed/error.h"
+#include "storage/credentials.h"
+#include "storage/uri.h"
+
+namespace mmfeed::storage {
+
+struct FetchOptions {
+  std::size_t max_inflight = 64;                 // HTTP requests in flight (parts and hedges count)
+  std::size_t max_pending_results = 256;         // in flight + finished but not yet taken
+  std::size_t max_inflight_bytes = 1ull << 30;   // bytes held by requests in flight
+  std::size_t queue_capacity = 1024;             // submitted, not yet started
+  int connect_timeout_ms = 5000;
+  int first_byte_timeout_ms = 15000;  // from the start of an attempt to its first response byte
+  int attempt_timeout_ms = 120000;    // one whole attempt
+  int low_speed_bytes_per_s = 1024;   // a transfer slower than this ...
+  int low_speed_time_s = 10;          // ... for this long is a stall
+  int max_attempts = 5;
+  int backoff_base_ms = 100;  // attempt n waits uniform(0, min(max, base * 2^(n-1)))
+  int backoff_max_ms = 5000;
+  double hedge_quantile = 0.0;  // 0 disables; 0.95 hedges requests slower than the p95
+  int hedge_min_ms = 100;       // never hedge earlier than this
+  std::size_t part_size = 8u << 20;  // ranged-GET part size; 0 fetches every object whole
+  std::size_t local_threads = 2;
+  bool verify_tls = true;
+  std::uint64_t seed = 0x6d6d66656564;  // backoff jitter
+};
+
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+struct FetchRequest {
+  ObjectUri uri;
+  std::uint64_t tag = 0;              // the caller's cookie (a sample index), returned as is
+  std::optional<ByteRange> range;     // fetch only these bytes (one GET, no parts)
+};
+
+struct FetchResult {
+  std::uint64_t tag = 0;
+  std::string uri;
+  Result<core::Buffer> data = Error(ErrorCode::kInternal, "unset");
+  int attempts = 0;             // GETs sent for this object (parts and hedges included)
+  int retries = 0;
+  int http_status = 0;          // of the last answer; 0 for local files or no answer
+  bool hedge_won = false;
+  std::int64_t latency_ns = 0;  // from start (not submission) to completion
+};
+
+class Fetcher {
+ public:
+  // `metrics` and `trace` may be null; when given they must outlive the Fetcher.
+  Fetcher(FetchOptions options, S3Options s3, core::MetricsRegistry* metrics = nullptr,
+          core::TraceWriter* trace = nullptr);
+  ~Fetcher();  // cancel(), then join
+  Fetcher(const Fetcher&) = delete;
+  Fetcher& operator=(const Fetcher&) = delete;
+
+  // Queues a request; blocks while queue_capacity requests wait. False after close()/cancel().
+  bool submit(FetchRequest request);
+
+  // The next finished request, in completion order; nullopt once closed and all delivered.
+  std::optional<FetchResult> next();
+  std::optional<FetchResult> next_for(std::chrono::milliseconds timeout);
+
+  // No more submissions; what was submitted still completes.
+  void close();
+  // Ends everything now: each request not yet delivered is delivered with kCancelled.
+  void cancel();
+
+  const FetchOptions& options() const { return options_; }
+  const S3Options& s3_options() const { return s3_; }
+
+  class Engine;
+
+ private:
+  FetchOptions options_;
+  S3Options s3_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace mmfeed::storage
