@@ -1,6 +1,7 @@
 // mmfeed: the command-line face of the engine.
 //
 //   mmfeed version                       this build and the native libraries it runs on
+//   mmfeed fetch URI...                  fetch objects, report throughput, latency and failures
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
 //
 // Subcommands implemented in Python (the data set generator) run the interpreter this build
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "mmfeed/build_info.h"
+#include "tools/commands.h"
 
 namespace {
 
@@ -23,6 +25,7 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  version         print the mmfeed version and the native libraries it uses\n"
+    "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
     "  make-dataset    write the demo data set (images + JSONL manifest); --help for options\n"
     "  help            print this text\n";
 
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   }
   const std::string_view command = argv[1];
   if (command == "version" || command == "--version") return run_version();
+  if (command == "fetch") return mmfeed::tools::run_fetch(argc - 2, argv + 2);
   if (command == "make-dataset") return exec_python_module("mmfeed.datagen", argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);

@@ -1,0 +1,8 @@
+// The CLI's subcommands; each takes the arguments after its name and returns the exit status.
+#pragma once
+
+namespace mmfeed::tools {
+
+int run_fetch(int argc, char** argv);
+
+}  // namespace mmfeed::tools
