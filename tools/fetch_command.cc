@@ -36,6 +36,8 @@ constexpr const char* kFetchUsage =
     "  --inflight N           requests in flight (default 64)\n"
     "  --max-attempts N       attempts per request (default 5)\n"
     "  --first-byte-timeout MS, --attempt-timeout MS, --connect-timeout MS\n"
+    "  --stall-timeout MS     fail an attempt that receives nothing for MS ms (default 10000)\n"
+    "  --list-page-size N     keys per ListObjectsV2 page (default 1000)\n"
     "  --part-size BYTES      ranged-GET part size for large objects (default 8 MiB; 0 = whole)\n"
     "  --hedge QUANTILE       re-issue requests slower than this latency quantile (e.g. 0.95)\n"
     "  --repeat N             fetch the list N times (benchmarking)\n"
@@ -49,6 +51,7 @@ struct Args {
   std::string endpoint, region;
   bool path_style = false, anonymous = false, json = false, checksums = false;
   int repeat = 1;
+  storage::ListOptions list;
 };
 
 bool parse_int(const char* s, long long min, long long* out) {
@@ -92,6 +95,10 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.attempt_timeout_ms));
     } else if (arg == "--connect-timeout") {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.connect_timeout_ms));
+    } else if (arg == "--stall-timeout") {
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.stall_timeout_ms));
+    } else if (arg == "--list-page-size") {
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_keys));
     } else if (arg == "--part-size") {
       MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.part_size));
     } else if (arg == "--repeat") {
@@ -155,7 +162,7 @@ int run_fetch(int argc, char** argv) {
       return 2;
     }
     if (uri->scheme == storage::Scheme::kS3 && (uri->key.empty() || uri->key.back() == '/')) {
-      auto listed = storage::list_objects(*s3, uri->bucket, uri->key);
+      auto listed = storage::list_objects(*s3, uri->bucket, uri->key, args->list);
       if (!listed.ok()) {
         std::fprintf(stderr, "mmfeed fetch: %s\n", listed.error().to_string().c_str());
         return 1;
@@ -189,7 +196,11 @@ int run_fetch(int argc, char** argv) {
 
   std::uint64_t ok = 0, failed = 0, bytes = 0;
   std::map<std::string, int> errors_by_kind;
-  std::vector<std::pair<std::string, std::string>> failures;  // uri, message
+  struct Failure {
+    std::string uri, message;
+    int attempts;
+  };
+  std::vector<Failure> failures;
   std::string checksums;
   while (auto r = fetcher.next()) {
     if (r->data.ok()) {
@@ -206,7 +217,7 @@ int run_fetch(int argc, char** argv) {
     } else {
       ++failed;
       ++errors_by_kind[std::string(error_code_name(r->data.error().code()))];
-      failures.emplace_back(r->uri, r->data.error().to_string());
+      failures.push_back({r->uri, r->data.error().to_string(), r->attempts});
     }
   }
   producer.join();
@@ -240,13 +251,13 @@ int run_fetch(int argc, char** argv) {
     }
     out += "},\"failures\":[";
     sep = "";
-    for (const auto& [uri, message] : failures) {
+    for (const auto& [uri, message, attempts] : failures) {
       out += sep;
       out += "{\"uri\":";
       core::append_json_string(out, uri);
       out += ",\"error\":";
       core::append_json_string(out, message);
-      out += "}";
+      out += ",\"attempts\":" + std::to_string(attempts) + "}";
       sep = ",";
     }
     out += "]";
@@ -270,7 +281,7 @@ int run_fetch(int argc, char** argv) {
       std::printf("errors:");
       for (const auto& [kind, n] : errors_by_kind) std::printf(" %s %d", kind.c_str(), n);
       std::printf("\n");
-      for (const auto& [uri, message] : failures) std::printf("  %s\n", message.c_str());
+      for (const auto& f : failures) std::printf("  %s\n", f.message.c_str());
     }
   }
   return failed == 0 ? 0 : 1;

@@ -1,10 +1,12 @@
 // The Python binding: a thin layer over the public C++ API (include/mmfeed/). No engine
 // logic lives here; heavy calls release the GIL at this boundary.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "mmfeed/build_info.h"
+#include "storage/sigv4.h"
 
 namespace nb = nanobind;
 
@@ -27,4 +29,37 @@ NB_MODULE(_mmfeed, m) {
       },
       "The native libraries the engine is linked with, as a list of dicts with keys name, "
       "version and detail.");
+
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  m.def(
+      "sign_v4",
+      [](std::string method, std::string host, std::string path, Pairs query, Pairs headers,
+         std::string payload_hash, std::string access_key, std::string secret_key, std::string session_token,
+         std::string region, std::string service, std::string amz_date, bool content_sha256_header) {
+        mmfeed::storage::SigningRequest req;
+        req.method = std::move(method);
+        req.host = std::move(host);
+        req.path = std::move(path);
+        req.query = std::move(query);
+        req.headers = std::move(headers);
+        req.payload_hash = std::move(payload_hash);
+        req.add_content_sha256_header = content_sha256_header;
+        const mmfeed::storage::Credentials creds{std::move(access_key), std::move(secret_key),
+                                                 std::move(session_token), "python"};
+        const auto s = mmfeed::storage::sign_v4(req, creds, region, service, amz_date);
+        nb::dict out;
+        out["canonical_request"] = s.canonical_request;
+        out["string_to_sign"] = s.string_to_sign;
+        out["signature"] = s.signature;
+        out["authorization"] = s.authorization;
+        out["headers"] = s.headers;
+        return out;
+      },
+      nb::arg("method"), nb::arg("host"), nb::arg("path"), nb::arg("query") = Pairs(),
+      nb::arg("headers") = Pairs(), nb::arg("payload_hash") = "UNSIGNED-PAYLOAD", nb::arg("access_key"),
+      nb::arg("secret_key"), nb::arg("session_token") = "", nb::arg("region") = "us-east-1",
+      nb::arg("service") = "s3", nb::arg("amz_date"), nb::arg("content_sha256_header") = true,
+      "AWS Signature Version 4 of one request, as mmfeed's S3 client signs it. `path` and the "
+      "query pairs are raw (unencoded). Returns canonical_request, string_to_sign, signature, "
+      "authorization and the headers to send.");
 }

@@ -74,6 +74,7 @@ struct Transfer {
   std::uint64_t range_end = kUnknown;  // inclusive; kUnknown: no Range header
   std::int64_t start_ns = 0;
   std::int64_t first_byte_ns = 0;
+  std::int64_t last_byte_ns = 0;
   long status = 0;
   std::uint64_t content_length = kUnknown;
   std::uint64_t range_total = kUnknown;  // from Content-Range: bytes a-b/total
@@ -431,7 +432,8 @@ class Fetcher::Engine {
     auto* t = static_cast<Transfer*>(user);
     const std::size_t len = size * n;
     const std::string_view line(data, len);
-    if (t->first_byte_ns == 0) t->first_byte_ns = core::now_ns();
+    t->last_byte_ns = core::now_ns();
+    if (t->first_byte_ns == 0) t->first_byte_ns = t->last_byte_ns;
     if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirects, 100 Continue)
       t->status = 0;
       t->content_length = kUnknown;
@@ -509,6 +511,7 @@ class Fetcher::Engine {
   static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const std::size_t len = size * n;
+    t->last_byte_ns = core::now_ns();
     if (t->status < 200 || t->status >= 300) {
       const std::size_t keep = std::min(len, kMaxErrorBody - std::min(kMaxErrorBody, t->error_body.size()));
       t->error_body.append(data, keep);
@@ -547,20 +550,25 @@ class Fetcher::Engine {
                                              static_cast<std::int64_t>(options_.hedge_min_ms) * 1'000'000);
       }
     }
+    const std::int64_t stall_ns = static_cast<std::int64_t>(options_.stall_timeout_ms) * 1'000'000;
     std::vector<Transfer*> expired;
     std::vector<Job*> to_hedge;
     for (Transfer* t : transfers_) {
-      if (t->first_byte_ns == 0 && now - t->start_ns > first_byte_ns) expired.push_back(t);
+      if (t->first_byte_ns == 0 && now - t->start_ns > first_byte_ns) {
+        t->local_failure = "no response within the first-byte deadline of " +
+                           std::to_string(options_.first_byte_timeout_ms) + " ms";
+        expired.push_back(t);
+      } else if (t->first_byte_ns != 0 && now - t->last_byte_ns > stall_ns) {
+        t->local_failure = "stalled: no data for " + std::to_string(options_.stall_timeout_ms) + " ms after " +
+                           std::to_string(t->received) + " bytes";
+        expired.push_back(t);
+      }
       if (hedge_after > 0 && !t->job->hedged && !t->job->multipart &&
           t->part < 0 && now - t->start_ns > hedge_after && t->job->request.uri.scheme != Scheme::kFile) {
         to_hedge.push_back(t->job);
       }
     }
-    for (Transfer* t : expired) {
-      t->local_failure = "no response within the first-byte deadline of " +
-                         std::to_string(options_.first_byte_timeout_ms) + " ms";
-      finish_transfer(t, CURLE_OPERATION_TIMEDOUT);
-    }
+    for (Transfer* t : expired) finish_transfer(t, CURLE_OPERATION_TIMEDOUT);
     for (Job* job : to_hedge) {
       if (job->hedged || job->transfers.empty() || transfers_active() >= options_.max_inflight) continue;
       job->hedged = true;

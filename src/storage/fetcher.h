@@ -48,8 +48,9 @@ struct FetchOptions {
   int connect_timeout_ms = 5000;
   int first_byte_timeout_ms = 15000;  // from the start of an attempt to its first response byte
   int attempt_timeout_ms = 120000;    // one whole attempt
-  int low_speed_bytes_per_s = 1024;   // a transfer slower than this ...
-  int low_speed_time_s = 10;          // ... for this long is a stall
+  int stall_timeout_ms = 10000;       // no body bytes for this long after the first: a stall
+  int low_speed_bytes_per_s = 1024;   // a transfer slower than this (curl's moving average) ...
+  int low_speed_time_s = 30;          // ... for this long is a stall too (a trickle)
   int max_attempts = 5;
   int backoff_base_ms = 100;  // attempt n waits uniform(0, min(max, base * 2^(n-1)))
   int backoff_max_ms = 5000;

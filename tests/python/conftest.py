@@ -13,3 +13,47 @@ def cli() -> Path:
     if not path.is_file():
         pytest.fail(f"{path} not built: run `make build` first")
     return path
+
+
+def run_fetch(cli, *args, env=None, timeout=300):
+    """Runs `mmfeed fetch --json ...` and returns (exit status, parsed report)."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([str(cli), "fetch", "--json", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    if not proc.stdout.strip():
+        raise AssertionError(f"mmfeed fetch printed nothing (exit {proc.returncode}): {proc.stderr}")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def object_dir(tmp_path_factory):
+    """200 objects of 1 KB to 300 KB plus a 5 MB one, random bytes, fixed seed."""
+    import random
+
+    root = tmp_path_factory.mktemp("objects")
+    rng = random.Random(42)
+    for i in range(200):
+        (root / f"obj-{i:03d}.bin").write_bytes(rng.randbytes(rng.randint(1_000, 300_000)))
+    (root / "big.bin").write_bytes(rng.randbytes(5_000_000))
+    (root / "empty.bin").write_bytes(b"")
+    return root
+
+
+@pytest.fixture(scope="session")
+def nginx(object_dir, tmp_path_factory):
+    from servers import Nginx
+
+    server = Nginx(object_dir, tmp_path_factory.mktemp("nginx")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    from servers import MotoS3
+
+    server = MotoS3().start()
+    yield server
+    server.stop()
