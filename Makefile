@@ -42,6 +42,7 @@ demo: build
 
 bench: build
 	build/core_bench
+	$(PY) bench/fetch.py
 
 clean:
 	rm -rf build build-tsan $(DEMO_DIR)

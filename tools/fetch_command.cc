@@ -40,6 +40,7 @@ constexpr const char* kFetchUsage =
     "  --list-page-size N     keys per ListObjectsV2 page (default 1000)\n"
     "  --part-size BYTES      ranged-GET part size for large objects (default 8 MiB; 0 = whole)\n"
     "  --hedge QUANTILE       re-issue requests slower than this latency quantile (e.g. 0.95)\n"
+    "  --hedge-min-ms MS      never hedge a request younger than this (default 100)\n"
     "  --repeat N             fetch the list N times (benchmarking)\n"
     "  --json                 print one JSON object instead of text\n"
     "  --checksums            with --json: each object's size and sha256\n";
@@ -101,6 +102,8 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_keys));
     } else if (arg == "--part-size") {
       MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.part_size));
+    } else if (arg == "--hedge-min-ms") {
+      MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.hedge_min_ms));
     } else if (arg == "--repeat") {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.repeat));
     } else if (arg == "--hedge") {

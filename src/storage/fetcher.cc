@@ -404,6 +404,7 @@ class Fetcher::Engine {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L << 10);  // fewer, larger reads per object
     curl_easy_setopt(e, CURLOPT_USERAGENT, "mmfeed/0.1");
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Engine::on_body);

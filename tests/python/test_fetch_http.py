@@ -95,7 +95,7 @@ def test_empty_object(cli, nginx):
 
 def test_hedging_reissues_stragglers_and_stays_exact(cli, nginx, object_dir):
     files = objects(object_dir)
-    rc, report = run_fetch(cli, "--checksums", "--hedge", "0.5", "--inflight", "32",
+    rc, report = run_fetch(cli, "--checksums", "--hedge", "0.5", "--hedge-min-ms", "1", "--inflight", "32",
                            *[nginx.url("slow", f.name) for f in files])
     assert rc == 0 and report["ok"] == 200
     assert report["hedges"] > 0
