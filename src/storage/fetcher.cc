@@ -172,13 +172,13 @@ class Fetcher::Engine {
 
   std::optional<FetchResult> next() {
     auto r = completions_.pop();
-    curl_multi_wakeup(multi_);  // a slot for results opened
+    wake_if_waiting_for_consumer();
     return r;
   }
 
   std::optional<FetchResult> next_for(std::chrono::milliseconds timeout) {
     auto r = completions_.pop_for(timeout);
-    if (r) curl_multi_wakeup(multi_);
+    if (r) wake_if_waiting_for_consumer();
     return r;
   }
 
@@ -194,6 +194,12 @@ class Fetcher::Engine {
   }
 
  private:
+  // A taken result frees a slot only when admission is blocked on untaken results; waking the
+  // I/O thread on every pop would cost a syscall per object for nothing.
+  void wake_if_waiting_for_consumer() {
+    if (waiting_for_consumer_.exchange(false)) curl_multi_wakeup(multi_);
+  }
+
   static void lock_share(CURL*, curl_lock_data data, curl_lock_access, void* self) {
     static_cast<Engine*>(self)->share_locks_[static_cast<std::size_t>(data) % kShareLocks].lock();
   }
@@ -232,10 +238,15 @@ class Fetcher::Engine {
   std::size_t transfers_active() const { return transfers_.size(); }
 
   // Jobs in flight plus results not yet taken stay under max_pending_results.
-  bool room_for_job() const {
-    return transfers_active() < options_.max_inflight &&
-           static_cast<std::size_t>(active_jobs_ + local_jobs_) + completions_.size() < options_.max_pending_results &&
-           inflight_bytes_ < options_.max_inflight_bytes && ready_parts_.empty();
+  bool room_for_job() {
+    // Raise the flag before looking, so a result taken after the look always wakes us.
+    waiting_for_consumer_.store(true);
+    if (static_cast<std::size_t>(active_jobs_ + local_jobs_) + completions_.size() >= options_.max_pending_results) {
+      return false;
+    }
+    waiting_for_consumer_.store(false);
+    return transfers_active() < options_.max_inflight && inflight_bytes_ < options_.max_inflight_bytes &&
+           ready_parts_.empty();
   }
 
   void admit_new_jobs(std::int64_t now) {
@@ -854,6 +865,7 @@ class Fetcher::Engine {
   core::BoundedQueue<FetchRequest> submitted_;
   core::BoundedQueue<FetchResult> completions_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> waiting_for_consumer_{false};
   core::BufferPool pool_;
 
   CURLM* multi_ = nullptr;
