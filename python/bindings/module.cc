@@ -10,6 +10,8 @@
 
 namespace nb = nanobind;
 
+void bind_vision(nb::module_& m);
+
 NB_MODULE(_mmfeed, m) {
   m.doc() = "mmfeed native engine";
   m.attr("__version__") = std::string(mmfeed::version());
@@ -62,4 +64,6 @@ NB_MODULE(_mmfeed, m) {
       "AWS Signature Version 4 of one request, as mmfeed's S3 client signs it. `path` and the "
       "query pairs are raw (unencoded). Returns canonical_request, string_to_sign, signature, "
       "authorization and the headers to send.");
+
+  bind_vision(m);
 }

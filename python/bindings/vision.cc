@@ -1,0 +1,254 @@
+// Binding of the vision processor: numpy in, numpy out (pixel rows owned by a capsule, no
+// copy). Work runs with the GIL released, images spread over a few threads.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "vision/processor.h"
+
+namespace nb = nanobind;
+using namespace mmfeed;
+
+namespace {
+
+[[noreturn]] void raise(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
+
+template <class T>
+T unwrap(Result<T> r) {
+  if (!r.ok()) raise(r.error());
+  return std::move(r).value();
+}
+
+vision::AlphaPolicy alpha_policy(const std::string& s) {
+  if (s == "drop") return vision::AlphaPolicy::kDrop;
+  if (s == "paste") return vision::AlphaPolicy::kPaste;
+  if (s == "composite") return vision::AlphaPolicy::kComposite;
+  throw nb::value_error(("alpha must be 'drop', 'paste' or 'composite', not '" + s + "'").c_str());
+}
+
+// One input: encoded bytes, or pixels (h, w, c) uint8.
+struct Input {
+  vision::AlphaPolicy alpha = vision::AlphaPolicy::kDrop;
+  std::string encoded;
+  nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu> pixels;
+  bool is_pixels = false;
+};
+
+class PyImageProcessor {
+ public:
+  PyImageProcessor(const std::string& model, std::optional<std::int64_t> min_pixels, std::optional<std::int64_t> max_pixels,
+                   std::optional<int> patch_size, std::optional<int> merge_size,
+                   std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std,
+                   bool exif, const std::string& alpha, const std::string& output, const std::string& kernel,
+                   int threads)
+      : threads_(std::max(1, threads)) {
+    vision::ProcessorConfig config;
+    config.profile = unwrap(vision::model_profile(model));
+    if (min_pixels) config.profile.min_pixels = *min_pixels;
+    if (max_pixels) config.profile.max_pixels = *max_pixels;
+    if (patch_size) config.profile.patch_size = *patch_size;
+    if (merge_size) config.profile.merge_size = *merge_size;
+    auto set3 = [](const std::optional<std::vector<float>>& v, std::array<float, 3>& out, const char* what) {
+      if (!v) return;
+      if (v->size() != 3) throw nb::value_error((std::string(what) + " needs 3 values").c_str());
+      std::copy(v->begin(), v->end(), out.begin());
+    };
+    set3(image_mean, config.profile.mean, "image_mean");
+    set3(image_std, config.profile.std, "image_std");
+    config.decode.exif = exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
+    config.decode.alpha = alpha_policy(alpha);
+    if (output == "float32") {
+      config.output = vision::OutputType::kFloat32;
+    } else if (output == "bfloat16") {
+      config.output = vision::OutputType::kBFloat16;
+    } else if (output == "uint8") {
+      config.output = vision::OutputType::kUInt8;
+    } else {
+      throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
+    }
+    if (kernel == "scalar") {
+      config.kernel = vision::Kernel::kScalar;
+    } else if (kernel == "simd") {
+      config.kernel = vision::Kernel::kSimd;
+    } else if (kernel != "auto") {
+      throw nb::value_error("kernel must be 'auto', 'scalar' or 'simd'");
+    }
+    proc_ = std::make_unique<vision::ImageProcessor>(std::move(config));
+  }
+
+  // Returns (rows, grids) for a list of bytes / uint8 arrays.
+  // `alphas` (optional) gives each pixel array its own alpha policy: PIL images reach HF's
+  // alpha compositing while arrays and files keep the processor's policy.
+  nb::tuple process(nb::list items, std::optional<std::vector<std::string>> alphas) {
+    std::vector<Input> inputs(nb::len(items));
+    if (alphas && alphas->size() != inputs.size()) throw nb::value_error("alphas must match images");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      nb::handle h = items[i];
+      inputs[i].alpha = alphas ? alpha_policy((*alphas)[i]) : proc_->config().decode.alpha;
+      if (nb::isinstance<nb::bytes>(h)) {
+        nb::bytes b = nb::borrow<nb::bytes>(h);
+        inputs[i].encoded.assign(b.c_str(), b.size());
+      } else {
+        inputs[i].pixels = nb::cast<nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu>>(h);
+        const auto& a = inputs[i].pixels;
+        if (!(a.ndim() == 2 || (a.ndim() == 3 && (a.shape(2) == 1 || a.shape(2) == 3 || a.shape(2) == 4)))) {
+          throw nb::value_error("pixel arrays must be uint8 (height, width) or (height, width, 1|3|4)");
+        }
+        inputs[i].is_pixels = true;
+      }
+    }
+    const std::size_t n = inputs.size();
+    std::vector<vision::RgbImage> images(n);
+    std::vector<vision::Grid> grids(n);
+    std::vector<std::optional<Error>> errors(n);
+    {
+      nb::gil_scoped_release release;
+      // Phase 1: decode (the grid needs the decoded, oriented size).
+      parallel(n, [&](std::size_t i) {
+        if (inputs[i].is_pixels) {
+          const auto& a = inputs[i].pixels;
+          const int channels = a.ndim() == 2 ? 1 : static_cast<int>(a.shape(2));
+          images[i] = vision::rgb_from_pixels(a.data(), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(0)),
+                                              channels, inputs[i].alpha);
+        } else {
+          auto r = vision::decode_rgb({reinterpret_cast<const std::uint8_t*>(inputs[i].encoded.data()),
+                                       inputs[i].encoded.size()},
+                                      proc_->config().decode);
+          if (!r.ok()) {
+            errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
+            return;
+          }
+          images[i] = std::move(r).value();
+        }
+        auto g = proc_->plan(images[i].height, images[i].width);
+        if (!g.ok()) {
+          errors[i] = std::move(g).error().with_context("image " + std::to_string(i));
+          return;
+        }
+        grids[i] = *g;
+      });
+    }
+    for (auto& e : errors) {
+      if (e) raise(*e);
+    }
+    std::vector<std::int64_t> offsets(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + grids[i].rows();
+    const std::size_t row_bytes = proc_->row_bytes();
+    auto* data = new std::uint8_t[std::max<std::size_t>(1, offsets[n] * row_bytes)];
+    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+    {
+      nb::gil_scoped_release release;
+      parallel(n, [&](std::size_t i) {
+        auto r = proc_->process_rgb(images[i], data + offsets[i] * row_bytes, grids[i].rows());
+        if (!r.ok()) errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
+        images[i] = {};
+      });
+    }
+    for (auto& e : errors) {
+      if (e) raise(*e);
+    }
+    auto* grid_data = new std::int64_t[std::max<std::size_t>(1, n * 3)];
+    for (std::size_t i = 0; i < n; ++i) {
+      grid_data[i * 3] = grids[i].t;
+      grid_data[i * 3 + 1] = grids[i].h;
+      grid_data[i * 3 + 2] = grids[i].w;
+    }
+    nb::capsule grid_owner(grid_data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
+    const std::size_t cols = static_cast<std::size_t>(proc_->row_elements());
+    const std::size_t rows = static_cast<std::size_t>(offsets[n]);
+    nb::object pixel_values;
+    switch (proc_->config().output) {
+      case vision::OutputType::kFloat32:
+        pixel_values = nb::cast(nb::ndarray<nb::numpy, float>(data, {rows, cols}, owner));
+        break;
+      case vision::OutputType::kBFloat16:  // numpy has no bfloat16: the raw 16-bit words
+        pixel_values = nb::cast(nb::ndarray<nb::numpy, std::uint16_t>(data, {rows, cols}, owner));
+        break;
+      case vision::OutputType::kUInt8:
+        pixel_values = nb::cast(nb::ndarray<nb::numpy, std::uint8_t>(data, {rows, cols}, owner));
+        break;
+    }
+    auto grid_array = nb::cast(nb::ndarray<nb::numpy, std::int64_t>(grid_data, {n, 3}, grid_owner));
+    return nb::make_tuple(pixel_values, grid_array);
+  }
+
+  nb::tuple plan(int height, int width) {
+    const vision::Grid g = unwrap(proc_->plan(height, width));
+    return nb::make_tuple(g.t, g.h, g.w);
+  }
+
+ private:
+  template <class F>
+  void parallel(std::size_t n, F&& fn) {
+    const std::size_t workers = std::min<std::size_t>(threads_, n);
+    if (workers <= 1) {
+      for (std::size_t i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (std::size_t w = 0; w < workers; ++w) {
+      pool.emplace_back([&] {
+        for (std::size_t i = next++; i < n; i = next++) fn(i);
+      });
+    }
+    for (auto& t : pool) t.join();
+  }
+
+  std::unique_ptr<vision::ImageProcessor> proc_;
+  int threads_;
+};
+
+}  // namespace
+
+void bind_vision(nb::module_& m) {
+  nb::class_<PyImageProcessor>(m, "_ImageProcessor")
+      .def(nb::init<const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>, std::optional<int>,
+                    std::optional<int>, std::optional<std::vector<float>>, std::optional<std::vector<float>>, bool,
+                    const std::string&, const std::string&, const std::string&, int>(),
+           nb::arg("model"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(), nb::arg("patch_size").none(),
+           nb::arg("merge_size").none(), nb::arg("image_mean").none(), nb::arg("image_std").none(), nb::arg("exif"),
+           nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"), nb::arg("threads"))
+      .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
+      .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
+  m.def(
+      "resize",
+      [](nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu> image, int width, int height,
+         const std::string& filter, const std::string& kernel) {
+        if (image.ndim() != 3 || image.shape(2) < 1 || image.shape(2) > 4) {
+          throw nb::value_error("resize takes a uint8 array (height, width, channels 1-4)");
+        }
+        if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
+        vision::Filter f;
+        if (filter == "bicubic") f = vision::Filter::kBicubic;
+        else if (filter == "bilinear") f = vision::Filter::kBilinear;
+        else if (filter == "lanczos") f = vision::Filter::kLanczos;
+        else if (filter == "box") f = vision::Filter::kBox;
+        else if (filter == "hamming") f = vision::Filter::kHamming;
+        else throw nb::value_error("filter must be bicubic, bilinear, lanczos, box or hamming");
+        const vision::Kernel k = kernel == "scalar" ? vision::Kernel::kScalar : vision::Kernel::kAuto;
+        const int channels = static_cast<int>(image.shape(2));
+        const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
+        auto* out = new std::uint8_t[bytes];
+        nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+        {
+          nb::gil_scoped_release release;
+          vision::resample_u8(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)),
+                              channels, out, width, height, f, k);
+        }
+        return nb::ndarray<nb::numpy, std::uint8_t>(out, {static_cast<std::size_t>(height),
+                                                          static_cast<std::size_t>(width),
+                                                          static_cast<std::size_t>(channels)}, owner);
+      },
+      nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic",
+      nb::arg("kernel") = "auto",
+      "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels).");
+  m.def("simd_target", [] { return std::string(vision::simd_target()); },
+        "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
+}

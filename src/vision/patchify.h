@@ -1,0 +1,48 @@
+// Normalize and patchify in one pass, written straight into the caller's memory (a batch
+// buffer): each resized RGB pixel is looked up in a 256-entry table per channel holding
+// exactly the reference's float32 value, ((x * (1/255) in float64, then float32) - mean) / std
+// in float32, and stored at its place in HF's patch order.
+//
+// Layouts (P = patch, m = merge, T = temporal patch; one row per patch):
+//   kFloat32 / kBFloat16: rows of C*T*P*P, column ((c*T + t)*P + ph)*P + pw; the image is
+//     repeated over t (a still image is T identical frames), exactly HF's pixel_values;
+//   kUInt8: rows of C*P*P, column (c*P + ph)*P + pw, the resized pixel bytes before
+//     normalization and without the temporal repeat - for normalizing on the GPU, where
+//     pixel_values = (table[c][u8] repeated over t).
+// Row r of an image with grid (1, gh, gw): r = ((bh*(gw/m) + bw)*m + mh)*m + mw, covering the
+// pixels y = (bh*m + mh)*P + ph, x = (bw*m + mw)*P + pw.
+//
+// Example:
+//   NormalizeTable table(profile);
+//   std::vector<float> rows(grid.rows() * profile.row_width());
+//   patchify(resized.data(), grid, profile, table, OutputType::kFloat32, rows.data());
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "vision/profile.h"
+
+namespace mmfeed::vision {
+
+enum class OutputType { kFloat32, kBFloat16, kUInt8 };
+
+struct NormalizeTable {
+  explicit NormalizeTable(const ModelProfile& profile);
+  std::array<std::array<float, 256>, 3> value{};
+};
+
+// Bytes per element of `type`.
+int element_size(OutputType type);
+// Elements per row for `type`.
+int row_elements(const ModelProfile& profile, OutputType type);
+
+// `rgb` holds grid.h * P rows of grid.w * P pixels (3 bytes each). Writes grid.rows() rows of
+// row_elements(profile, type) elements of `type` at `dest`.
+void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table,
+              OutputType type, void* dest);
+
+// float32 -> bfloat16, round to nearest even (NaN kept quiet).
+std::uint16_t to_bfloat16(float f);
+
+}  // namespace mmfeed::vision

@@ -1,0 +1,59 @@
+// The Qwen-VL image processor: encoded bytes (or RGB pixels) in, pixel_values rows and the
+// image's grid out, bit-exact with Hugging Face's Qwen2VLImageProcessorPil - decode as Pillow,
+// smart_resize, Pillow-exact bicubic, rescale + normalize + patchify fused into the caller's
+// buffer.
+//
+// Planning is separate from processing so a batcher can size its buffer from headers alone:
+// plan() needs only probe()'s ImageInfo.
+//
+// Example:
+//   ImageProcessor proc(ProcessorConfig{.profile = model_profile("qwen2-vl").value()});
+//   MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(bytes));
+//   MMFEED_ASSIGN_OR_RETURN(Grid grid, proc.plan(info));
+//   std::vector<float> rows(grid.rows() * proc.row_elements());
+//   MMFEED_ASSIGN_OR_RETURN(Grid done, proc.process(bytes, rows.data(), grid.rows()));
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "mmfeed/error.h"
+#include "vision/decode.h"
+#include "vision/patchify.h"
+#include "vision/profile.h"
+#include "vision/resample.h"
+
+namespace mmfeed::vision {
+
+struct ProcessorConfig {
+  ModelProfile profile;
+  DecodeOptions decode;
+  Filter filter = Filter::kBicubic;
+  OutputType output = OutputType::kFloat32;
+  Kernel kernel = Kernel::kAuto;
+};
+
+class ImageProcessor {
+ public:
+  explicit ImageProcessor(ProcessorConfig config);
+
+  const ProcessorConfig& config() const { return config_; }
+  int row_elements() const { return vision::row_elements(config_.profile, config_.output); }
+  std::size_t row_bytes() const { return static_cast<std::size_t>(row_elements()) * element_size(config_.output); }
+
+  // The grid an image of this header will get (EXIF orientation honoured per the policy).
+  Result<Grid> plan(const ImageInfo& info) const;
+  Result<Grid> plan(int height, int width) const;
+
+  // Decodes, resizes and writes the rows into `dest`, which holds room for `capacity_rows`
+  // rows; kOutOfRange if the image needs more.
+  Result<Grid> process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const;
+  // The same from RGB pixels already decoded.
+  Result<Grid> process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const;
+
+ private:
+  ProcessorConfig config_;
+  NormalizeTable table_;
+};
+
+}  // namespace mmfeed::vision
