@@ -294,11 +294,13 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
   } else if (has_alpha && options.alpha != AlphaPolicy::kDrop) {
     MMFEED_RETURN_IF_ERROR(decode(SPNG_FMT_RGBA8, SPNG_DECODE_TRNS, raw));
     img = rgba_to_rgb(raw.data(), width, height, options.alpha, type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA);
-  } else if (type == SPNG_COLOR_TYPE_GRAYSCALE || type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA) {
-    MMFEED_RETURN_IF_ERROR(decode(type == SPNG_COLOR_TYPE_GRAYSCALE ? SPNG_FMT_G8 : SPNG_FMT_GA8, 0, raw));
-    const int step = type == SPNG_COLOR_TYPE_GRAYSCALE ? 1 : 2;
+  } else if (type == SPNG_COLOR_TYPE_GRAYSCALE) {
+    MMFEED_RETURN_IF_ERROR(decode(SPNG_FMT_G8, 0, raw));
     img = allocate(width, height);
-    for (std::size_t i = 0; i < n; ++i) std::memset(&img.pixels[i * 3], raw[i * step], 3);
+    for (std::size_t i = 0; i < n; ++i) std::memset(&img.pixels[i * 3], raw[i], 3);
+  } else if (type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA) {  // libspng has no GA8 output for 8-bit input
+    MMFEED_RETURN_IF_ERROR(decode(SPNG_FMT_RGBA8, 0, raw));
+    img = rgba_to_rgb(raw.data(), width, height, AlphaPolicy::kDrop, false);
   } else {
     MMFEED_RETURN_IF_ERROR(decode(SPNG_FMT_RGB8, 0, raw));
     img.width = width;
