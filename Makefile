@@ -43,6 +43,7 @@ demo: build
 bench: build
 	build/core_bench
 	$(PY) bench/fetch.py
+	$(PY) bench/vision.py
 
 clean:
 	rm -rf build build-tsan $(DEMO_DIR)

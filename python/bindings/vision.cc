@@ -249,6 +249,27 @@ void bind_vision(nb::module_& m) {
       nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic",
       nb::arg("kernel") = "auto",
       "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels).");
+  m.def(
+      "decode",
+      [](nb::bytes data, bool exif, const std::string& alpha) {
+        vision::DecodeOptions options;
+        options.exif = exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
+        options.alpha = alpha_policy(alpha);
+        Result<vision::RgbImage> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = vision::decode_rgb({reinterpret_cast<const std::uint8_t*>(data.c_str()), data.size()}, options);
+        }
+        if (!r.ok()) raise(r.error());
+        auto* img = new vision::RgbImage(std::move(r).value());
+        nb::capsule owner(img, [](void* p) noexcept { delete static_cast<vision::RgbImage*>(p); });
+        return nb::ndarray<nb::numpy, std::uint8_t>(img->pixels.data(), {static_cast<std::size_t>(img->height),
+                                                                        static_cast<std::size_t>(img->width), 3},
+                                                    owner);
+      },
+      nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
+      "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
+      "open + exif_transpose + convert('RGB') (alpha per policy).");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

@@ -1,0 +1,63 @@
+#include "vision/resample.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace mmfeed::vision {
+namespace {
+
+TEST(ResampleTest, CoefficientsSumToOneInFixedPoint) {
+  for (int in : {7, 100, 1999}) {
+    for (int out : {1, 3, 56, 700, 2500}) {
+      const Coefficients c = precompute_coefficients(in, out, Filter::kBicubic);
+      for (int i = 0; i < out; ++i) {
+        std::int64_t sum = 0;
+        for (int t = 0; t < c.count[i]; ++t) sum += c.k[static_cast<std::size_t>(i) * c.ksize + t];
+        EXPECT_NEAR(static_cast<double>(sum), 1 << 22, c.count[i]) << in << "->" << out << " at " << i;
+        EXPECT_GE(c.first[i], 0);
+        EXPECT_LE(c.first[i] + c.count[i], in);
+      }
+    }
+  }
+}
+
+// The SIMD kernel and the scalar reference compute the same integers: identical bytes on
+// random sizes, both pass orders, every filter and channel count.
+TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> size(1, 400);
+  for (int round = 0; round < 150; ++round) {
+    const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
+    const int channels = std::vector<int>{1, 3, 4}[round % 3];
+    const Filter filter = std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos}[round % 5 % 3];
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
+    for (auto& v : in) v = static_cast<std::uint8_t>(rng());
+    std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels);
+    std::vector<std::uint8_t> simd(scalar.size());
+    resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, filter, Kernel::kScalar);
+    resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, filter, Kernel::kSimd);
+    ASSERT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h << " ch" << channels;
+  }
+}
+
+TEST(ResampleTest, ConstantImagesStayConstant) {
+  std::vector<std::uint8_t> in(123 * 77 * 3, 200);
+  std::vector<std::uint8_t> out(61 * 190 * 3);
+  resample_u8(in.data(), 123, 77, 3, out.data(), 61, 190, Filter::kBicubic);
+  for (auto v : out) ASSERT_EQ(v, 200);
+}
+
+TEST(ResampleTest, SameSizeIsACopy) {
+  std::vector<std::uint8_t> in(10 * 10 * 3);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7);
+  std::vector<std::uint8_t> out(in.size());
+  resample_u8(in.data(), 10, 10, 3, out.data(), 10, 10, Filter::kBicubic);
+  EXPECT_EQ(in, out);
+}
+
+TEST(ResampleTest, ReportsItsSimdTarget) { EXPECT_NE(std::string(simd_target()), ""); }
+
+}  // namespace
+}  // namespace mmfeed::vision
