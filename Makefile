@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 64
 
-.PHONY: setup build test test-cpp test-python test-tsan demo bench clean
+.PHONY: setup build test test-cpp test-python test-tsan fuzz demo bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -36,6 +36,21 @@ test-tsan: setup
 	cmake --build build-tsan -j $(JOBS) --target core_test storage_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/core_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test --gtest_filter='FetcherTest.*'
+
+# libFuzzer targets (fuzz/) built with clang, each run FUZZ_SECONDS from the committed corpus;
+# new inputs go to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@MMFEED_FUZZ=1 bash scripts/setup.sh
+	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMMFEED_BUILD_FUZZ=ON \
+	  -DMMFEED_BUILD_TESTS=OFF -DMMFEED_BUILD_BENCH=OFF -DMMFEED_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS)
+	@for t in decode uri s3_xml; do \
+	  mkdir -p build-fuzz/corpus/$$t && cp -n tests/data/corpus/$$t/* build-fuzz/corpus/$$t/ 2>/dev/null; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  (cd build-fuzz && ./$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    corpus/$$t 2>&1 | tail -4) || exit 1; \
+	done
 
 demo: build
 	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0

@@ -14,6 +14,9 @@ APT_PACKAGES=(
   gnome-backgrounds
 )
 
+# `make fuzz` also needs clang with its libFuzzer runtime.
+[[ "${MMFEED_FUZZ:-0}" == 1 ]] && APT_PACKAGES+=(clang-14 libclang-rt-14-dev)
+
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)

@@ -129,7 +129,10 @@ int orientation_of_exif_payload(Bytes exif) {
 }
 
 Status check_limits(int width, int height, const DecodeOptions& options) {
-  if (width <= 0 || height <= 0) return corrupt("image has no pixels (" + std::to_string(width) + "x" + std::to_string(height) + ")");
+  if (width <= 0 || height <= 0) {
+    return corrupt("header declares no pixels (" + std::to_string(width) + "x" + std::to_string(height) +
+                   "): truncated or corrupt");
+  }
   const std::uint64_t pixels = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
   if (pixels > options.max_pixels) {
     return Error(ErrorCode::kResourceExhausted, "image of " + std::to_string(width) + "x" + std::to_string(height) +
@@ -189,7 +192,8 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
   // data) is an error: Pillow refuses truncated images too.
   if (tjDecompress2(tj.get(), b.data(), static_cast<unsigned long>(b.size()), raw.data(), width, 0, height,
                     pixel_format, TJFLAG_STOPONWARNING) != 0) {
-    return corrupt(std::string("JPEG data: ") + tjGetErrorStr2(tj.get()));
+    return corrupt("JPEG data of " + std::to_string(b.size()) + " bytes is corrupt or truncated: " +
+                   tjGetErrorStr2(tj.get()));
   }
   if (pixel_format == TJPF_RGB) {
     RgbImage img;
@@ -261,7 +265,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
     if (int rc = spng_decoded_image_size(ctx.ctx, fmt, &size); rc != 0) return corrupt(std::string("PNG: ") + spng_strerror(rc));
     out.resize(size);
     if (int rc = spng_decode_image(ctx.ctx, out.data(), size, fmt, flags); rc != 0) {
-      return corrupt(std::string("PNG data: ") + spng_strerror(rc));
+      return corrupt("PNG data of " + std::to_string(b.size()) + " bytes is corrupt or truncated: " + spng_strerror(rc));
     }
     return ok_status();
   };
@@ -347,12 +351,12 @@ Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orienta
   }
   if (h.features.has_alpha && options.alpha != AlphaPolicy::kDrop) {
     std::unique_ptr<std::uint8_t, decltype(&WebPFree)> rgba(WebPDecodeRGBA(b.data(), b.size(), nullptr, nullptr), &WebPFree);
-    if (!rgba) return corrupt("WebP data does not decode");
+    if (!rgba) return corrupt("WebP data of " + std::to_string(b.size()) + " bytes is corrupt or truncated");
     return rgba_to_rgb(rgba.get(), width, height, options.alpha, true);
   }
   RgbImage img = allocate(width, height);
   if (WebPDecodeRGBInto(b.data(), b.size(), img.pixels.data(), img.pixels.size(), width * 3) == nullptr) {
-    return corrupt("WebP data does not decode");
+    return corrupt("WebP data of " + std::to_string(b.size()) + " bytes is corrupt or truncated");
   }
   return img;
 }

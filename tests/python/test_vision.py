@@ -256,8 +256,8 @@ def test_plan_matches_the_spec_examples():
 BROKEN = {
     "empty": (b"", "empty image (0 bytes)"),
     "wrong magic": (b"GIF89a" + b"\0" * 100, "not a JPEG, PNG or WebP image"),
-    "truncated jpeg": (None, "JPEG data"),
-    "truncated png": (None, "PNG data"),
+    "truncated jpeg": (None, "JPEG data of"),
+    "truncated png": (None, "PNG data of"),
     "corrupt webp": (None, "WebP"),
     "huge declared png": (None, "pixels exceeds the limit"),
 }
@@ -274,8 +274,8 @@ def test_broken_files_give_clear_errors(photo):
     huge = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr +
             struct.pack(">I", zlib.crc32(b"IHDR" + ihdr) & 0xFFFFFFFF))
     cases = dict(BROKEN)
-    cases["truncated jpeg"] = (jpeg[: len(jpeg) // 2], "JPEG data")
-    cases["truncated png"] = (png[: len(png) // 2], "PNG data")
+    cases["truncated jpeg"] = (jpeg[: len(jpeg) // 2], f"JPEG data of {len(jpeg) // 2} bytes is corrupt or truncated")
+    cases["truncated png"] = (png[: len(png) // 2], f"PNG data of {len(png) // 2} bytes is corrupt or truncated")
     cases["corrupt webp"] = (webp[:40] + b"\xff" * 200, "WebP")
     cases["huge declared png"] = (huge, "image of 100000x100000 = 10000000000 pixels exceeds the limit")
     proc = mmfeed.ImageProcessor("qwen2-vl")
