@@ -1,5 +1,6 @@
 """bench/vision: single-thread milliseconds per image for Qwen2-VL preprocessing, same images,
-same run: mmfeed (exact), the Hugging Face processor's PIL backend (load_image route: Pillow
+same run: mmfeed (exact), mmfeed's opt-in fast mode (DCT-domain JPEG reduction, with its error
+against the exact output), the Hugging Face processor's PIL backend (load_image route: Pillow
 open + EXIF transpose + convert, then Qwen2VLImageProcessorPil), and decoding alone (mmfeed's
 direct TurboJPEG call, and Pillow's) as the physical reference.
 
@@ -64,13 +65,17 @@ def main() -> int:
     print(f"bench/vision: Qwen2-VL preprocessing, one thread, best of {args.repeat}; SIMD target "
           f"{mmfeed.simd_target()}; ms per image\n")
     header = (f"{'MP':>5} {'max_pixels':>11} {'HF PIL':>9} {'mmfeed':>8} {'speedup':>8} "
-              f"{'decode (mmfeed)':>16} {'decode (Pillow)':>16} {'mmfeed / decode':>16}")
+              f"{'decode (mmfeed)':>16} {'decode (Pillow)':>16} {'mmfeed / decode':>16} "
+              f"{'fast':>6} {'fast max|d|':>12} {'fast PSNR dB':>13}")
     print(header)
     print("-" * len(header))
     speedups, over_decode = [], []
     for max_pixels in (1003520, 12845056):
         hf = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": max_pixels})
         ours = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels)
+        fast = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, fast=True)
+        exact_u8 = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, output="uint8")
+        fast_u8 = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, output="uint8", fast=True)
         for mp, data in images:
             def run_hf():
                 img = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
@@ -84,10 +89,17 @@ def main() -> int:
             t_ours = best_ms(lambda: ours([data]), args.repeat)
             t_dec = best_ms(lambda: mmfeed.decode(data), args.repeat)
             t_pil = best_ms(lambda: Image.open(io.BytesIO(data)).convert("RGB"), args.repeat)
+            t_fast = best_ms(lambda: fast([data]), args.repeat)
+            max_d = float(np.abs(fast([data])["pixel_values"] - got["pixel_values"]).max())
+            a = exact_u8([data])["pixel_values"].astype(np.float64)
+            b = fast_u8([data])["pixel_values"].astype(np.float64)
+            mse = float(((a - b) ** 2).mean())
+            psnr = "exact" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f}"
             speedups.append(t_hf / t_ours)
             over_decode.append(t_ours / t_dec)
             print(f"{mp:>5.1f} {max_pixels:>11} {t_hf:>9.1f} {t_ours:>8.1f} {t_hf / t_ours:>7.1f}x "
-                  f"{t_dec:>16.1f} {t_pil:>16.1f} {t_ours / t_dec:>15.2f}x")
+                  f"{t_dec:>16.1f} {t_pil:>16.1f} {t_ours / t_dec:>15.2f}x "
+                  f"{t_fast:>6.1f} {max_d:>12.3f} {psnr:>13}")
     print(f"\nspeedup over the HF PIL backend: median {statistics.median(speedups):.1f}x "
           f"(min {min(speedups):.1f}x); mmfeed time over decode-alone: median "
           f"{statistics.median(over_decode):.2f}x (max {max(over_decode):.2f}x)")

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/buffer_pool.h"
 #include "vision/processor.h"
 
 namespace nb = nanobind;
@@ -46,7 +47,7 @@ class PyImageProcessor {
                    std::optional<int> patch_size, std::optional<int> merge_size,
                    std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std,
                    bool exif, const std::string& alpha, const std::string& output, const std::string& kernel,
-                   int threads)
+                   int threads, bool fast)
       : threads_(std::max(1, threads)) {
     vision::ProcessorConfig config;
     config.profile = unwrap(vision::model_profile(model));
@@ -79,6 +80,7 @@ class PyImageProcessor {
     } else if (kernel != "auto") {
       throw nb::value_error("kernel must be 'auto', 'scalar' or 'simd'");
     }
+    config.fast_jpeg = fast;
     proc_ = std::make_unique<vision::ImageProcessor>(std::move(config));
   }
 
@@ -104,34 +106,34 @@ class PyImageProcessor {
       }
     }
     const std::size_t n = inputs.size();
-    std::vector<vision::RgbImage> images(n);
     std::vector<vision::Grid> grids(n);
     std::vector<std::optional<Error>> errors(n);
+    auto span_of = [&](std::size_t i) {
+      return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(inputs[i].encoded.data()),
+                                           inputs[i].encoded.size());
+    };
+    auto pixels_of = [&](std::size_t i) {
+      const auto& a = inputs[i].pixels;
+      const int channels = a.ndim() == 2 ? 1 : static_cast<int>(a.shape(2));
+      return vision::rgb_from_pixels(a.data(), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(0)), channels,
+                                     inputs[i].alpha);
+    };
     {
       nb::gil_scoped_release release;
-      // Phase 1: decode (the grid needs the decoded, oriented size).
+      // Phase 1: every grid from headers (or array shapes), so one output array holds all rows.
       parallel(n, [&](std::size_t i) {
+        Result<vision::Grid> g = Error(ErrorCode::kInternal, "unset");
         if (inputs[i].is_pixels) {
-          const auto& a = inputs[i].pixels;
-          const int channels = a.ndim() == 2 ? 1 : static_cast<int>(a.shape(2));
-          images[i] = vision::rgb_from_pixels(a.data(), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(0)),
-                                              channels, inputs[i].alpha);
+          g = proc_->plan(static_cast<int>(inputs[i].pixels.shape(0)), static_cast<int>(inputs[i].pixels.shape(1)));
         } else {
-          auto r = vision::decode_rgb({reinterpret_cast<const std::uint8_t*>(inputs[i].encoded.data()),
-                                       inputs[i].encoded.size()},
-                                      proc_->config().decode);
-          if (!r.ok()) {
-            errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
-            return;
-          }
-          images[i] = std::move(r).value();
+          auto info = vision::probe(span_of(i));
+          g = info.ok() ? proc_->plan(*info) : Result<vision::Grid>(std::move(info).error());
         }
-        auto g = proc_->plan(images[i].height, images[i].width);
-        if (!g.ok()) {
+        if (g.ok()) {
+          grids[i] = *g;
+        } else {
           errors[i] = std::move(g).error().with_context("image " + std::to_string(i));
-          return;
         }
-        grids[i] = *g;
       });
     }
     for (auto& e : errors) {
@@ -140,14 +142,24 @@ class PyImageProcessor {
     std::vector<std::int64_t> offsets(n + 1, 0);
     for (std::size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + grids[i].rows();
     const std::size_t row_bytes = proc_->row_bytes();
-    auto* data = new std::uint8_t[std::max<std::size_t>(1, offsets[n] * row_bytes)];
-    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+    // Rows live in a pooled buffer: when numpy drops the array, the memory goes back to the
+    // pool (already faulted in) for the next call instead of to the kernel.
+    auto* buffer = new core::Buffer(pool_.acquire(offsets[n] * row_bytes));
+    std::uint8_t* data = reinterpret_cast<std::uint8_t*>(buffer->data());
+    nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<core::Buffer*>(p); });
     {
       nb::gil_scoped_release release;
+      // Phase 2: decode, resize and patchify each image into its rows.
       parallel(n, [&](std::size_t i) {
-        auto r = proc_->process_rgb(images[i], data + offsets[i] * row_bytes, grids[i].rows());
-        if (!r.ok()) errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
-        images[i] = {};
+        std::uint8_t* dest = data + offsets[i] * row_bytes;
+        auto r = inputs[i].is_pixels ? proc_->process_rgb(pixels_of(i), dest, grids[i].rows())
+                                     : proc_->process(span_of(i), dest, grids[i].rows());
+        if (!r.ok()) {
+          errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
+        } else if (r->rows() != grids[i].rows()) {
+          errors[i] = Error(ErrorCode::kCorruptData, "decoded size differs from the header's").with_context(
+              "image " + std::to_string(i));
+        }
       });
     }
     for (auto& e : errors) {
@@ -203,6 +215,7 @@ class PyImageProcessor {
 
   std::unique_ptr<vision::ImageProcessor> proc_;
   int threads_;
+  core::BufferPool pool_{core::BufferPoolOptions{.alignment = 64, .max_cached_bytes = std::size_t{1} << 30}};
 };
 
 }  // namespace
@@ -211,10 +224,10 @@ void bind_vision(nb::module_& m) {
   nb::class_<PyImageProcessor>(m, "_ImageProcessor")
       .def(nb::init<const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>, std::optional<int>,
                     std::optional<int>, std::optional<std::vector<float>>, std::optional<std::vector<float>>, bool,
-                    const std::string&, const std::string&, const std::string&, int>(),
+                    const std::string&, const std::string&, const std::string&, int, bool>(),
            nb::arg("model"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(), nb::arg("patch_size").none(),
            nb::arg("merge_size").none(), nb::arg("image_mean").none(), nb::arg("image_std").none(), nb::arg("exif"),
-           nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"), nb::arg("threads"))
+           nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"), nb::arg("threads"), nb::arg("fast"))
       .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
       .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
   m.def(

@@ -32,16 +32,19 @@ class ImageProcessor:
     output: "float32" (HF's pixel_values), "bfloat16" (returned as uint16 words) or "uint8"
     (resized pixels per patch, rows of 3*P*P, for normalizing on the GPU).
     threads: images processed in parallel (the GIL is released).
+    fast: opt-in approximate mode - a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain
+    when the resize still shrinks it at least 1.5x after that (same grid, different pixel values;
+    bench/vision.py reports the error).
     """
 
     def __init__(self, model: str = "qwen2-vl", min_pixels: int | None = None, max_pixels: int | None = None, *,
                  patch_size: int | None = None, merge_size: int | None = None,
                  image_mean: list[float] | None = None, image_std: list[float] | None = None,
                  exif: bool = True, alpha: str = "drop", output: str = "float32", kernel: str = "auto",
-                 threads: int = 1):
+                 threads: int = 1, fast: bool = False):
         self.alpha = alpha
         self._core = _mmfeed._ImageProcessor(model, min_pixels, max_pixels, patch_size, merge_size, image_mean,
-                                             image_std, exif, alpha, output, kernel, threads)
+                                             image_std, exif, alpha, output, kernel, threads, fast)
 
     def __call__(self, images) -> dict:
         if not isinstance(images, (list, tuple)):

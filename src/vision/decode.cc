@@ -184,6 +184,11 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
   }
   MMFEED_RETURN_IF_ERROR(check_limits(width, height, options));
   *orientation = exif_orientation(scan_jpeg_markers(b).exif);
+  if (options.jpeg_scale_denom > 1) {
+    const tjscalingfactor factor{1, options.jpeg_scale_denom};
+    width = TJSCALED(width, factor);
+    height = TJSCALED(height, factor);
+  }
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pixel_format = cmyk ? TJPF_CMYK : colorspace == TJCS_GRAY ? TJPF_GRAY : TJPF_RGB;
   const int channels = tjPixelSize[pixel_format];
@@ -444,6 +449,7 @@ RgbImage apply_orientation(RgbImage in, int orientation) {
 }
 
 Result<ImageInfo> probe(std::span<const std::uint8_t> b) {
+  if (b.empty()) return corrupt("empty image (0 bytes)");
   const auto format = sniff(b);
   if (!format) return corrupt("not a JPEG, PNG or WebP image (unknown signature)");
   ImageInfo info;

@@ -60,6 +60,9 @@ struct DecodeOptions {
   AlphaPolicy alpha = AlphaPolicy::kDrop;
   std::uint64_t max_pixels = 178'956'970;  // Pillow's decompression-bomb error threshold
   std::size_t max_bytes = 512u << 20;      // largest encoded input accepted
+  // Approximate, opt-in: decode JPEGs at 1/2, 1/4 or 1/8 size in the DCT domain (libjpeg-turbo's
+  // scaled IDCT). 1 decodes exactly.
+  int jpeg_scale_denom = 1;
 };
 
 struct RgbImage {

@@ -16,14 +16,46 @@ Result<Grid> ImageProcessor::plan(const ImageInfo& info) const {
   return plan(upright ? info.upright_height() : info.height, upright ? info.upright_width() : info.width);
 }
 
+int ImageProcessor::jpeg_scale_denom(const ImageInfo& info) const {
+  if (!config_.fast_jpeg || info.format != ImageFormat::kJpeg) return 1;
+  const bool upright = config_.decode.exif == ExifPolicy::kApply;
+  const int h = upright ? info.upright_height() : info.height;
+  const int w = upright ? info.upright_width() : info.width;
+  auto size = smart_resize(h, w, config_.profile);
+  if (!size.ok()) return 1;
+  for (int denom : {8, 4, 2}) {
+    const double rh = static_cast<double>(h) / denom / size->height;
+    const double rw = static_cast<double>(w) / denom / size->width;
+    if (rh >= config_.fast_min_remaining && rw >= config_.fast_min_remaining) return denom;
+  }
+  return 1;
+}
+
 Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const {
+  if (config_.fast_jpeg) {
+    MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(encoded));
+    if (const int denom = jpeg_scale_denom(info); denom > 1) {
+      const bool upright = config_.decode.exif == ExifPolicy::kApply;
+      MMFEED_ASSIGN_OR_RETURN(
+          Size size, smart_resize(upright ? info.upright_height() : info.height,
+                                  upright ? info.upright_width() : info.width, config_.profile));
+      DecodeOptions reduced = config_.decode;
+      reduced.jpeg_scale_denom = denom;
+      MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, reduced));
+      return emit(image, size, dest, capacity_rows);
+    }
+  }
   MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, config_.decode));
   return process_rgb(image, dest, capacity_rows);
 }
 
 Result<Grid> ImageProcessor::process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const {
+  MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(image.height, image.width, config_.profile));
+  return emit(image, size, dest, capacity_rows);
+}
+
+Result<Grid> ImageProcessor::emit(const RgbImage& image, Size size, void* dest, std::int64_t capacity_rows) const {
   const ModelProfile& p = config_.profile;
-  MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(image.height, image.width, p));
   const Grid grid = grid_for(size, p);
   if (grid.rows() > capacity_rows) {
     return Error(ErrorCode::kOutOfRange, "image needs " + std::to_string(grid.rows()) + " rows, the buffer holds " +

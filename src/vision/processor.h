@@ -31,6 +31,12 @@ struct ProcessorConfig {
   Filter filter = Filter::kBicubic;
   OutputType output = OutputType::kFloat32;
   Kernel kernel = Kernel::kAuto;
+  // Approximate, opt-in: a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain (the
+  // largest reduction after which the bicubic resize still shrinks it at least
+  // `fast_min_remaining` times on both axes), as Pillow's draft() does for thumbnails. The grid
+  // is unchanged; pixel values differ from the exact mode (bench/vision.py reports by how much).
+  bool fast_jpeg = false;
+  double fast_min_remaining = 1.5;
 };
 
 class ImageProcessor {
@@ -51,7 +57,12 @@ class ImageProcessor {
   // The same from RGB pixels already decoded.
   Result<Grid> process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const;
 
+  // The DCT-domain reduction fast mode uses for a JPEG of `info` (1 when none applies).
+  int jpeg_scale_denom(const ImageInfo& info) const;
+
  private:
+  Result<Grid> emit(const RgbImage& image, Size size, void* dest, std::int64_t capacity_rows) const;
+
   ProcessorConfig config_;
   NormalizeTable table_;
 };

@@ -282,3 +282,20 @@ def test_broken_files_give_clear_errors(photo):
     for name, (data, message) in cases.items():
         with pytest.raises(ValueError, match=re.escape("image 1: " + message)):
             proc([jpeg, data])
+
+
+def test_fast_mode_keeps_the_grid_and_bounds_its_error(photo):
+    big = photo.resize((3000, 2250), Image.Resampling.BILINEAR)
+    data = encode(big, "JPEG", quality=90)
+    exact = mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000, output="uint8")([data])
+    fast = mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000, output="uint8", fast=True)([data])
+    np.testing.assert_array_equal(exact["image_grid_thw"], fast["image_grid_thw"])
+    diff = exact["pixel_values"].astype(np.float64) - fast["pixel_values"]
+    assert np.any(diff != 0), "a 3000x2250 JPEG shrunk to 0.2 MP must take the reduced decode"
+    psnr = 10 * np.log10(255 ** 2 / (diff ** 2).mean())
+    assert psnr > 30, psnr
+    # Nothing to gain (PNG, or too little shrinking): the fast mode is the exact mode.
+    small = encode(photo.resize((640, 480)), "JPEG", quality=90)
+    for item in (small, encode(big, "PNG")):
+        np.testing.assert_array_equal(mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000, fast=True)([item])["pixel_values"],
+                                      mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000)([item])["pixel_values"])
