@@ -1,6 +1,7 @@
 // The Python binding: a thin layer over the public C++ API (include/mmfeed/). No engine
 // logic lives here; heavy calls release the GIL at this boundary.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -11,6 +12,7 @@
 namespace nb = nanobind;
 
 void bind_vision(nb::module_& m);
+void bind_text(nb::module_& m);
 
 NB_MODULE(_mmfeed, m) {
   m.doc() = "mmfeed native engine";
@@ -66,4 +68,5 @@ NB_MODULE(_mmfeed, m) {
       "authorization and the headers to send.");
 
   bind_vision(m);
+  bind_text(m);
 }

@@ -1,0 +1,64 @@
+// A byte-level BPE tokenizer read from a Hugging Face tokenizer.json, producing the same ids
+// as the `tokenizers` library for the files it accepts (the Qwen2/2.5/3 family, Llama-3-style
+// files, GPT-2-style files) and refusing, with the feature named, the files it does not
+// support - never silently different.
+//
+// Pipeline: added tokens split out of the raw text first (those marked normalized=false;
+// lstrip/rstrip/single_word honoured) -> NFC normalization (ASCII and other short-cut text
+// skips utf8proc) -> the Split pre-tokenizer's regex (PCRE2, UTF + UCP, JIT) -> ByteLevel ->
+// BPE merges by rank, with a cache of merged pieces.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_file("tokenizer.json"));
+//   std::vector<std::int32_t> ids = tok->encode("Hello, world");   // {9707, 11, 1879}
+//   std::string text = tok->decode(ids);                            // "Hello, world"
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmfeed/error.h"
+
+namespace mmfeed::text {
+
+struct Encoding {
+  std::vector<std::int32_t> ids;
+  // Byte range [begin, end) of each token in the input text (added tokens: their match,
+  // stripped whitespace included; BPE tokens: the bytes they cover).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> offsets;
+};
+
+class Tokenizer {
+ public:
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // Parses a tokenizer.json. kUnsupported names any feature outside what is implemented
+  // (another model type, byte fallback, dropout, a normalizer other than NFC, ...).
+  static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view json);
+  static Result<std::unique_ptr<Tokenizer>> from_file(const std::string& path);
+
+  // kInvalidArgument on text that is not valid UTF-8. Thread-safe.
+  Result<std::vector<std::int32_t>> encode(std::string_view text) const;
+  Result<Encoding> encode_with_offsets(std::string_view text) const;
+
+  // Bytes of the tokens, concatenated; invalid UTF-8 replaced by U+FFFD as `tokenizers` does.
+  std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const;
+
+  // The id of a vocabulary or added token, or nullopt.
+  std::optional<std::int32_t> token_to_id(std::string_view token) const;
+  std::size_t vocab_size() const;  // including added tokens
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmfeed::text
