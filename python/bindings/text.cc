@@ -53,6 +53,14 @@ void bind_text(nb::module_& m) {
           },
           nb::arg("text"))
       .def(
+          "encode_bytes",
+          [](const text::Tokenizer& t, nb::bytes b) {
+            auto r = t.encode(std::string_view(b.c_str(), b.size()));
+            if (!r.ok()) raise_text(r.error());
+            return std::move(r).value();
+          },
+          nb::arg("data"))
+      .def(
           "encode_batch",
           [](const text::Tokenizer& t, const std::vector<std::string>& texts, int threads) {
             std::vector<Result<std::vector<std::int32_t>>> out(texts.size(), Error(ErrorCode::kInternal, "unset"));
