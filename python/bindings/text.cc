@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 namespace nb = nanobind;
@@ -22,7 +23,85 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+text::Conversation conversation_from_json(const std::string& json) {
+  auto c = text::parse_conversation(json);
+  if (!c.ok()) raise_text(c.error());
+  return std::move(c).value();
+}
+
+text::ChatTemplate template_of(const std::string& name) {
+  auto t = text::chat_template(name);
+  if (!t.ok()) raise_text(t.error());
+  return *t;
+}
+
+}  // namespace
+
 void bind_text(nb::module_& m) {
+  m.def(
+      "render_chat",
+      [](const std::string& sample_json, const std::string& tmpl, bool add_generation_prompt, bool add_vision_id) {
+        const text::Conversation c = conversation_from_json(sample_json);
+        auto r = text::render_chat(c, template_of(tmpl), {add_generation_prompt, add_vision_id});
+        if (!r.ok()) raise_text(r.error());
+        return r->text;
+      },
+      nb::arg("sample_json"), nb::arg("template"), nb::arg("add_generation_prompt"), nb::arg("add_vision_id"));
+  m.def(
+      "encode_conversation",
+      [](const text::Tokenizer& tok, const std::string& sample_json, std::vector<std::vector<std::int64_t>> image_grids,
+         std::vector<std::vector<std::int64_t>> video_grids, const std::string& tmpl, std::size_t max_length,
+         const std::string& truncation, const std::string& labels, bool mrope, bool add_vision_id, int merge_size) {
+        const text::Conversation c = conversation_from_json(sample_json);
+        auto grids = [](const std::vector<std::vector<std::int64_t>>& in) {
+          std::vector<text::Grid3> out;
+          for (const auto& g : in) {
+            if (g.size() != 3) throw nb::value_error("grids are (t, h, w) triples");
+            out.push_back({g[0], g[1], g[2]});
+          }
+          return out;
+        };
+        text::SftOptions o;
+        o.max_length = max_length;
+        if (truncation == "error") {
+          o.truncation = text::Truncation::kError;
+        } else if (truncation == "truncate") {
+          o.truncation = text::Truncation::kTruncate;
+        } else {
+          throw nb::value_error("truncation must be 'error' or 'truncate'");
+        }
+        if (labels == "qwen") {
+          o.labels = text::LabelPolicy::kQwen;
+        } else if (labels == "content_and_eos") {
+          o.labels = text::LabelPolicy::kContentAndEos;
+        } else {
+          throw nb::value_error("labels must be 'qwen' or 'content_and_eos'");
+        }
+        o.mrope_position_ids = mrope;
+        o.merge_size = merge_size;
+        o.render.add_vision_id = add_vision_id;
+        const auto ig = grids(image_grids), vg = grids(video_grids);
+        const text::ChatTemplate tmpl_value = template_of(tmpl);
+        Result<text::SftSample> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = text::encode_conversation(tok, c, tmpl_value, ig, vg, o);
+        }
+        if (!r.ok()) raise_text(r.error());
+        nb::dict d;
+        d["input_ids"] = r->input_ids;
+        d["labels"] = r->labels;
+        d["attention_mask"] = r->attention_mask;
+        if (mrope) d["position_ids"] = r->position_ids;
+        d["images_kept"] = r->images_kept;
+        d["videos_kept"] = r->videos_kept;
+        return d;
+      },
+      nb::arg("tokenizer"), nb::arg("sample_json"), nb::arg("image_grids"), nb::arg("video_grids"),
+      nb::arg("template"), nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"),
+      nb::arg("add_vision_id"), nb::arg("merge_size"));
   nb::class_<text::Tokenizer>(m, "_Tokenizer")
       .def_static(
           "from_file",

@@ -1,0 +1,352 @@
+#include "text/chat.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+
+namespace mmfeed::text {
+
+namespace {
+
+Error bad(const std::string& message) { return Error(ErrorCode::kCorruptData, message); }
+
+bool known_role(std::string_view role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool";
+}
+
+// LLaVA / ShareGPT speaker names to roles.
+std::optional<std::string> role_of_speaker(std::string_view from) {
+  if (from == "human" || from == "user") return "user";
+  if (from == "gpt" || from == "assistant" || from == "model") return "assistant";
+  if (from == "system") return "system";
+  if (from == "tool" || from == "function" || from == "observation") return "tool";
+  return std::nullopt;
+}
+
+// Reads a string or a list of strings (LLaVA's "image" may be either).
+std::vector<std::string> string_list(simdjson::dom::element e) {
+  std::vector<std::string> out;
+  std::string_view s;
+  if (!e.get_string().get(s)) {
+    out.emplace_back(s);
+    return out;
+  }
+  simdjson::dom::array a;
+  if (!e.get_array().get(a)) {
+    for (simdjson::dom::element x : a) {
+      if (!x.get_string().get(s)) out.emplace_back(s);
+    }
+  }
+  return out;
+}
+
+Result<Conversation> parse_messages(simdjson::dom::array messages, Conversation c) {
+  std::size_t index = 0;
+  for (simdjson::dom::element m : messages) {
+    const std::string where = "message " + std::to_string(index++);
+    Message msg;
+    std::string_view role;
+    if (m["role"].get_string().get(role)) return bad(where + " has no \"role\"");
+    if (!known_role(role)) return bad(where + " has unknown role '" + std::string(role) + "'");
+    msg.role = std::string(role);
+    simdjson::dom::element content;
+    if (m["content"].get(content)) return bad(where + " has no \"content\"");
+    std::string_view text;
+    simdjson::dom::array items;
+    if (!content.get_string().get(text)) {
+      msg.content_is_string = true;
+      msg.content.push_back({ContentItem::Type::kText, std::string(text)});
+    } else if (!content.get_array().get(items)) {
+      for (simdjson::dom::element item : items) {
+        std::string_view type;
+        (void)item["type"].get_string().get(type);
+        std::string_view value;
+        simdjson::dom::element field;
+        if (type == "image" || !item["image"].get(field) || !item["image_url"].get(field)) {
+          if (!item["image"].get_string().get(value) || !item["image_url"]["url"].get_string().get(value) ||
+              !item["image_url"].get_string().get(value)) {
+            msg.content.push_back({ContentItem::Type::kImage, std::string(value)});
+          } else {
+            return bad(where + ": image item without an image URI");
+          }
+        } else if (type == "video" || !item["video"].get(field)) {
+          if (item["video"].get_string().get(value)) return bad(where + ": video item without a video URI");
+          msg.content.push_back({ContentItem::Type::kVideo, std::string(value)});
+        } else if (!item["text"].get_string().get(value)) {
+          msg.content.push_back({ContentItem::Type::kText, std::string(value)});
+        } else {
+          return bad(where + ": content item without text, image or video");
+        }
+      }
+    } else {
+      return bad(where + ": \"content\" is neither a string nor a list");
+    }
+    c.messages.push_back(std::move(msg));
+  }
+  if (c.messages.empty()) return bad("conversation has no messages");
+  return c;
+}
+
+// LLaVA and ShareGPT: placeholders <image>/<video> in the text, URIs in a list beside it.
+Result<Conversation> parse_conversations(simdjson::dom::element doc, simdjson::dom::array turns, Conversation c) {
+  std::vector<std::string> images, videos;
+  for (const char* key : {"image", "images"}) {
+    simdjson::dom::element e;
+    if (!doc[key].get(e)) images = string_list(e);
+  }
+  for (const char* key : {"video", "videos"}) {
+    simdjson::dom::element e;
+    if (!doc[key].get(e)) videos = string_list(e);
+  }
+  std::size_t next_image = 0, next_video = 0, index = 0;
+  for (simdjson::dom::element t : turns) {
+    const std::string where = "turn " + std::to_string(index++);
+    std::string_view from, value;
+    if (t["from"].get_string().get(from)) return bad(where + " has no \"from\"");
+    if (t["value"].get_string().get(value)) return bad(where + " has no \"value\"");
+    const auto role = role_of_speaker(from);
+    if (!role) return bad(where + " has unknown speaker '" + std::string(from) + "'");
+    Message msg;
+    msg.role = *role;
+    std::size_t at = 0;
+    while (at <= value.size()) {
+      const std::size_t img = value.find("<image>", at);
+      const std::size_t vid = value.find("<video>", at);
+      const std::size_t next = std::min(img, vid);
+      if (next > at) {
+        msg.content.push_back({ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at))});
+      }
+      if (next == std::string_view::npos) break;
+      if (next == img) {
+        if (next_image >= images.size()) return bad(where + ": more <image> placeholders than images listed");
+        msg.content.push_back({ContentItem::Type::kImage, images[next_image++]});
+      } else {
+        if (next_video >= videos.size()) return bad(where + ": more <video> placeholders than videos listed");
+        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++]});
+      }
+      at = next + 7;
+    }
+    c.messages.push_back(std::move(msg));
+  }
+  if (next_image != images.size()) {
+    return bad(std::to_string(images.size()) + " images listed but " + std::to_string(next_image) + " <image> placeholders");
+  }
+  if (next_video != videos.size()) {
+    return bad(std::to_string(videos.size()) + " videos listed but " + std::to_string(next_video) + " <video> placeholders");
+  }
+  if (c.messages.empty()) return bad("conversation has no turns");
+  return c;
+}
+
+}  // namespace
+
+std::size_t Conversation::count(ContentItem::Type type) const {
+  std::size_t n = 0;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) n += item.type == type;
+  }
+  return n;
+}
+
+std::vector<std::string> Conversation::media(ContentItem::Type type) const {
+  std::vector<std::string> out;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) {
+      if (item.type == type) out.push_back(item.value);
+    }
+  }
+  return out;
+}
+
+Result<Conversation> parse_conversation(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return bad(std::string("malformed JSON: ") + simdjson::error_message(err));
+  }
+  Conversation c;
+  std::string_view id;
+  int64_t numeric_id = 0;
+  if (!doc["id"].get_string().get(id)) {
+    c.id = std::string(id);
+  } else if (!doc["id"].get_int64().get(numeric_id)) {
+    c.id = std::to_string(numeric_id);
+  }
+  simdjson::dom::array list;
+  Result<Conversation> r = Error(ErrorCode::kInternal, "unset");
+  if (!doc["messages"].get_array().get(list)) {
+    r = parse_messages(list, std::move(c));
+  } else if (!doc["conversations"].get_array().get(list)) {
+    r = parse_conversations(doc, list, std::move(c));
+  } else {
+    return bad("sample has neither \"messages\" nor \"conversations\"");
+  }
+  if (!r.ok() && !id.empty()) return std::move(r).error().with_context("sample " + std::string(id));
+  return r;
+}
+
+Result<ChatTemplate> chat_template(std::string_view name) {
+  if (name == "qwen2-vl" || name == "qwen2.5-vl") return ChatTemplate::kQwen2VL;
+  return Error(ErrorCode::kUnsupported, "chat template '" + std::string(name) +
+                                            "' is not available (known: qwen2-vl, qwen2.5-vl); mmfeed renders only "
+                                            "templates it reproduces exactly");
+}
+
+Result<Rendered> render_chat(const Conversation& c, ChatTemplate, const RenderOptions& options) {
+  // The Qwen2-VL / Qwen2.5-VL template (tests/data/chat-templates/qwen2_vl.jinja).
+  Rendered r;
+  std::string& out = r.text;
+  int images = 0, videos = 0;
+  for (std::size_t i = 0; i < c.messages.size(); ++i) {
+    const Message& m = c.messages[i];
+    if (i == 0 && m.role != "system") out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+    out += "<|im_start|>" + m.role + "\n";
+    const std::size_t content_begin = out.size();
+    for (const ContentItem& item : m.content) {
+      switch (item.type) {
+        case ContentItem::Type::kText:
+          out += item.value;
+          break;
+        case ContentItem::Type::kImage:
+          ++images;
+          if (options.add_vision_id) out += "Picture " + std::to_string(images) + ": ";
+          out += "<|vision_start|><|image_pad|><|vision_end|>";
+          break;
+        case ContentItem::Type::kVideo:
+          ++videos;
+          if (options.add_vision_id) out += "Video " + std::to_string(videos) + ": ";
+          out += "<|vision_start|><|video_pad|><|vision_end|>";
+          break;
+      }
+    }
+    if (m.role == "assistant") {
+      r.assistant_content.push_back({content_begin, out.size()});
+      r.assistant_end.push_back({out.size(), out.size() + 11});
+    }
+    out += "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return r;
+}
+
+Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
+                                      std::span<const Grid3> image_grids, std::span<const Grid3> video_grids,
+                                      const SftOptions& options) {
+  const std::size_t n_images = c.count(ContentItem::Type::kImage);
+  const std::size_t n_videos = c.count(ContentItem::Type::kVideo);
+  if (n_images != image_grids.size()) {
+    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_images) + " images but " +
+                                                  std::to_string(image_grids.size()) + " image grids were given");
+  }
+  if (n_videos != video_grids.size()) {
+    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos) + " videos but " +
+                                                  std::to_string(video_grids.size()) + " video grids were given");
+  }
+  MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
+  MMFEED_ASSIGN_OR_RETURN(Encoding enc, tok.encode_with_offsets(r.text));
+  const auto image_pad = tok.token_to_id("<|image_pad|>");
+  const auto video_pad = tok.token_to_id("<|video_pad|>");
+  const auto vision_start = tok.token_to_id("<|vision_start|>");
+  const auto vision_end = tok.token_to_id("<|vision_end|>");
+  if (!image_pad || !video_pad || !vision_start || !vision_end) {
+    return Error(ErrorCode::kUnsupported, "tokenizer lacks the Qwen-VL vision tokens");
+  }
+  auto trained = [&](std::size_t at) {
+    for (std::size_t k = 0; k < r.assistant_content.size(); ++k) {
+      if (at >= r.assistant_content[k].begin && at < r.assistant_content[k].end) return true;
+      const std::size_t end_len = options.labels == LabelPolicy::kQwen ? 11 : 10;  // "<|im_end|>" (+ "\n")
+      if (at >= r.assistant_end[k].begin && at < r.assistant_end[k].begin + end_len) return true;
+    }
+    return false;
+  };
+
+  SftSample s;
+  const std::int64_t merge2 = static_cast<std::int64_t>(options.merge_size) * options.merge_size;
+  std::size_t next_image = 0, next_video = 0;
+  struct Block {
+    std::size_t start, end;  // [<|vision_start|> index, one past the pads)
+    bool image;
+  };
+  std::vector<Block> blocks;
+  std::size_t block_start = 0;
+  for (std::size_t i = 0; i < enc.ids.size(); ++i) {
+    const std::int32_t id = enc.ids[i];
+    if (id == *image_pad || id == *video_pad) {
+      const bool image = id == *image_pad;
+      if (image ? next_image >= image_grids.size() : next_video >= video_grids.size()) {
+        return Error(ErrorCode::kInvalidArgument, "text holds more vision pads than grids given");
+      }
+      const Grid3 g = image ? image_grids[next_image++] : video_grids[next_video++];
+      const std::int64_t n = g.t * g.h * g.w / merge2;
+      s.input_ids.insert(s.input_ids.end(), static_cast<std::size_t>(n), id);
+      s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
+      blocks.push_back({block_start, s.input_ids.size(), image});
+      continue;
+    }
+    if (id == *vision_start) block_start = s.input_ids.size();
+    s.input_ids.push_back(id);
+    const bool vision = id == *vision_start || id == *vision_end;
+    s.labels.push_back(!vision && trained(enc.offsets[i].first) ? id : kIgnoreIndex);
+  }
+  if (next_image != image_grids.size()) {
+    return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image) +
+                                                  " image pads for " + std::to_string(image_grids.size()) + " grids");
+  }
+  s.images_kept = image_grids.size();
+  s.videos_kept = video_grids.size();
+
+  if (options.max_length > 0 && s.input_ids.size() > options.max_length) {
+    if (options.truncation == Truncation::kError) {
+      return Error(ErrorCode::kResourceExhausted, "conversation has " + std::to_string(s.input_ids.size()) +
+                                                      " tokens, more than max_length " + std::to_string(options.max_length));
+    }
+    std::size_t cut = options.max_length;
+    s.images_kept = s.videos_kept = 0;
+    for (const Block& b : blocks) {  // never cut inside a block (+1: its <|vision_end|>)
+      if (b.end + 1 <= cut) {
+        (b.image ? s.images_kept : s.videos_kept) += 1;
+      } else {
+        cut = std::min(cut, b.start);
+        break;
+      }
+    }
+    s.input_ids.resize(cut);
+    s.labels.resize(cut);
+  }
+  s.attention_mask.assign(s.input_ids.size(), 1);
+
+  if (options.mrope_position_ids) {
+    // Text runs count on all three axes; a vision block starts at the next position and walks
+    // (t, h/merge, w/merge); the text after it continues from the block's maximum + 1.
+    const std::size_t L = s.input_ids.size();
+    s.position_ids.assign(3 * L, 0);
+    std::int64_t next_pos = 0;
+    std::size_t i = 0, image = 0, video = 0;
+    while (i < L) {
+      const std::int32_t id = s.input_ids[i];
+      if (id != *image_pad && id != *video_pad) {
+        for (int axis = 0; axis < 3; ++axis) s.position_ids[axis * L + i] = static_cast<std::int32_t>(next_pos);
+        ++next_pos;
+        ++i;
+        continue;
+      }
+      const Grid3 g = id == *image_pad ? image_grids[image++] : video_grids[video++];
+      const std::int64_t gh = g.h / options.merge_size, gw = g.w / options.merge_size;
+      std::int64_t max_pos = next_pos;
+      for (std::int64_t t = 0; t < g.t; ++t) {
+        for (std::int64_t h = 0; h < gh; ++h) {
+          for (std::int64_t w = 0; w < gw; ++w, ++i) {
+            s.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + t);
+            s.position_ids[1 * L + i] = static_cast<std::int32_t>(next_pos + h);
+            s.position_ids[2 * L + i] = static_cast<std::int32_t>(next_pos + w);
+            max_pos = std::max({max_pos, next_pos + t, next_pos + h, next_pos + w});
+          }
+        }
+      }
+      next_pos = max_pos + 1;
+    }
+  }
+  return s;
+}
+
+}  // namespace mmfeed::text
