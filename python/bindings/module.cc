@@ -13,6 +13,7 @@ namespace nb = nanobind;
 
 void bind_vision(nb::module_& m);
 void bind_text(nb::module_& m);
+void bind_loader(nb::module_& m);
 
 NB_MODULE(_mmfeed, m) {
   m.doc() = "mmfeed native engine";
@@ -69,4 +70,5 @@ NB_MODULE(_mmfeed, m) {
 
   bind_vision(m);
   bind_text(m);
+  bind_loader(m);
 }

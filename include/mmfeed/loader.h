@@ -1,0 +1,124 @@
+// The Loader: a JSONL manifest of image conversations in, padded training batches out.
+//
+// Each rank reads its share of a deterministically shuffled order, fetches the images
+// (local, S3, HTTP) with many requests in flight, preprocesses them exactly as the Hugging
+// Face Qwen-VL processor, renders and tokenizes the conversation with labels, and assembles
+// batches in one pooled buffer, a few batches ahead of the trainer. The order of samples and
+// batches is a pure function of (manifests, seed, epoch, rank, world_size) whatever order the
+// work completes in; `mode = "serial"` runs the same work one sample after another (the
+// baseline the concurrent mode is measured against).
+//
+// Example:
+//   LoaderConfig config;
+//   config.manifests = {"demo-data/manifest.jsonl"};
+//   config.tokenizer = "tests/data/qwen3-tokenizer/tokenizer.json";
+//   MMFEED_ASSIGN_OR_RETURN(auto loader, Loader::open(config));
+//   while (true) {
+//     MMFEED_ASSIGN_OR_RETURN(std::optional<Batch> batch, loader->next());
+//     if (!batch) break;                       // all epochs done
+//     const Tensor* ids = batch->find("input_ids");   // int64 [B, L], in batch->data(*ids)
+//   }
+//   LoaderState resume_from = loader->state();  // reopen with it to continue exactly here
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mmfeed/error.h"
+
+namespace mmfeed {
+
+namespace core {
+class Buffer;
+}
+
+struct LoaderConfig {
+  std::vector<std::string> manifests;  // local JSONL files; image paths resolve against each
+  std::string tokenizer;               // tokenizer.json
+  std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
+  std::int64_t min_pixels = 0;         // 0: the profile's
+  std::int64_t max_pixels = 0;
+  std::string chat_template;           // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
+  std::size_t batch_size = 8;
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  int epochs = 1;
+  int rank = 0;
+  int world_size = 1;
+  std::string mode = "concurrent";  // or "serial"
+  int workers = 2;                  // CPU threads for decode, resize and tokenization
+  std::size_t prefetch_batches = 4;
+  std::size_t fetch_inflight = 64;
+  std::size_t max_length = 0;        // tokens; 0: no limit
+  std::string truncation = "error";  // or "truncate"
+  std::string labels = "qwen";       // or "content_and_eos"
+  std::string on_error = "skip";     // or "fail"
+  double max_error_fraction = 0.5;   // skipped / seen beyond this (after 20 samples) fails
+};
+
+// Where a run stands: enough to resume exactly (none lost, none twice).
+struct LoaderState {
+  std::uint64_t seed = 0;
+  int rank = 0;
+  int world_size = 1;
+  int epoch = 0;
+  std::uint64_t position = 0;  // samples of this rank's epoch order consumed by delivered batches
+
+  std::string to_json() const;
+  static Result<LoaderState> from_json(std::string_view json);
+};
+
+struct SampleError {
+  std::string sample_id;
+  std::string stage;   // manifest, fetch, image, text
+  std::string reason;
+};
+
+struct Tensor {
+  enum class DType { kInt64, kFloat32 };
+  std::string name;
+  DType dtype = DType::kInt64;
+  std::vector<std::int64_t> shape;
+  std::size_t offset = 0;  // bytes into the batch storage
+
+  std::size_t bytes() const;
+};
+
+// One batch: every tensor lives in one pooled buffer, shared by whoever holds the batch (the
+// buffer returns to the pool when the last holder lets go).
+struct Batch {
+  int epoch = 0;
+  std::uint64_t index = 0;  // batch number within the epoch, for this rank
+  std::vector<std::string> sample_ids;
+  std::vector<Tensor> tensors;  // input_ids, labels, attention_mask, pixel_values, image_grid_thw
+  std::shared_ptr<core::Buffer> storage;
+
+  const Tensor* find(std::string_view name) const;
+  const void* data(const Tensor& t) const;
+};
+
+class Loader {
+ public:
+  // Reads the manifests and the tokenizer, checks the configuration (each error names the
+  // field), and starts the stages. `resume` continues a previous run at its state.
+  static Result<std::unique_ptr<Loader>> open(const LoaderConfig& config, std::optional<LoaderState> resume = {});
+  virtual ~Loader();
+
+  // The next batch in order; nullopt after the last epoch. An error when on_error = "fail"
+  // meets a bad sample, or when the error budget is exceeded.
+  virtual Result<std::optional<Batch>> next() = 0;
+  // The position after the last delivered batch.
+  virtual LoaderState state() const = 0;
+  // Every sample skipped so far, with its stage and reason.
+  virtual std::vector<SampleError> errors() const = 0;
+  // Per-stage counters and timings, the consumer's wait time, as JSON.
+  virtual std::string metrics_json() const = 0;
+  // Stops the stages; next() returns nullopt afterwards. Idempotent.
+  virtual void close() = 0;
+};
+
+}  // namespace mmfeed

@@ -1,0 +1,145 @@
+// Binding of the Loader: batches come out as numpy arrays that share the C++ batch buffer (the
+// capsule holds the buffer; dropping the last array returns it to the pool). The GIL is
+// released while the engine works and while next() waits.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/buffer_pool.h"
+#include "mmfeed/loader.h"
+
+namespace nb = nanobind;
+using namespace mmfeed;
+
+namespace {
+
+[[noreturn]] void raise_loader(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
+
+template <class T>
+T get(nb::dict d, const char* key, T fallback) {
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  return nb::cast<T>(d[key]);
+}
+
+LoaderConfig config_from(nb::dict d) {
+  LoaderConfig c;
+  for (auto [key, value] : d) {
+    const std::string k = nb::cast<std::string>(key);
+    static const char* known[] = {"manifests", "tokenizer", "model", "min_pixels", "max_pixels", "chat_template",
+                                  "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
+                                  "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
+                                  "on_error", "max_error_fraction"};
+    if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
+      throw nb::value_error(("unknown loader option '" + k + "'").c_str());
+    }
+  }
+  c.manifests = get<std::vector<std::string>>(d, "manifests", {});
+  c.tokenizer = get<std::string>(d, "tokenizer", "");
+  c.model = get<std::string>(d, "model", c.model);
+  c.min_pixels = get<std::int64_t>(d, "min_pixels", 0);
+  c.max_pixels = get<std::int64_t>(d, "max_pixels", 0);
+  c.chat_template = get<std::string>(d, "chat_template", "");
+  c.batch_size = get<std::size_t>(d, "batch_size", c.batch_size);
+  c.seed = get<std::uint64_t>(d, "seed", 0);
+  c.shuffle = get<bool>(d, "shuffle", true);
+  c.epochs = get<int>(d, "epochs", 1);
+  c.rank = get<int>(d, "rank", 0);
+  c.world_size = get<int>(d, "world_size", 1);
+  c.mode = get<std::string>(d, "mode", c.mode);
+  c.workers = get<int>(d, "workers", c.workers);
+  c.prefetch_batches = get<std::size_t>(d, "prefetch_batches", c.prefetch_batches);
+  c.fetch_inflight = get<std::size_t>(d, "fetch_inflight", c.fetch_inflight);
+  c.max_length = get<std::size_t>(d, "max_length", 0);
+  c.truncation = get<std::string>(d, "truncation", c.truncation);
+  c.labels = get<std::string>(d, "labels", c.labels);
+  c.on_error = get<std::string>(d, "on_error", c.on_error);
+  c.max_error_fraction = get<double>(d, "max_error_fraction", c.max_error_fraction);
+  return c;
+}
+
+class PyLoader {
+ public:
+  PyLoader(nb::dict config, std::optional<std::string> state) {
+    std::optional<LoaderState> resume;
+    if (state) {
+      auto s = LoaderState::from_json(*state);
+      if (!s.ok()) raise_loader(s.error());
+      resume = *s;
+    }
+    const LoaderConfig c = config_from(config);
+    Result<std::unique_ptr<Loader>> l = Error(ErrorCode::kInternal, "unset");
+    {
+      nb::gil_scoped_release release;
+      l = Loader::open(c, resume);
+    }
+    if (!l.ok()) raise_loader(l.error());
+    loader_ = std::move(l).value();
+  }
+
+  nb::object next() {
+    Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
+    {
+      nb::gil_scoped_release release;
+      r = loader_->next();
+    }
+    if (!r.ok()) raise_loader(r.error());
+    if (!r->has_value()) return nb::none();
+    auto batch = std::make_shared<Batch>(std::move(**r));
+    nb::dict out;
+    for (const Tensor& t : batch->tensors) {
+      // Each array's capsule keeps the whole batch (and so its buffer) alive.
+      auto* keep = new std::shared_ptr<Batch>(batch);
+      nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
+      std::vector<std::size_t> shape(t.shape.begin(), t.shape.end());
+      void* data = const_cast<void*>(batch->data(t));
+      if (t.dtype == Tensor::DType::kInt64) {
+        out[t.name.c_str()] = nb::ndarray<nb::numpy, std::int64_t>(data, shape.size(), shape.data(), owner);
+      } else {
+        out[t.name.c_str()] = nb::ndarray<nb::numpy, float>(data, shape.size(), shape.data(), owner);
+      }
+    }
+    out["sample_ids"] = batch->sample_ids;
+    out["epoch"] = batch->epoch;
+    out["index"] = batch->index;
+    out["buffer_address"] = reinterpret_cast<std::uintptr_t>(batch->storage->data());
+    return out;
+  }
+
+  std::string state() const { return loader_->state().to_json(); }
+  nb::list errors() const {
+    nb::list out;
+    for (const SampleError& e : loader_->errors()) {
+      nb::dict d;
+      d["sample_id"] = e.sample_id;
+      d["stage"] = e.stage;
+      d["reason"] = e.reason;
+      out.append(d);
+    }
+    return out;
+  }
+  std::string metrics() const { return loader_->metrics_json(); }
+  void close() {
+    nb::gil_scoped_release release;
+    loader_->close();
+  }
+
+ private:
+  std::unique_ptr<Loader> loader_;
+};
+
+}  // namespace
+
+void bind_loader(nb::module_& m) {
+  nb::class_<PyLoader>(m, "_Loader")
+      .def(nb::init<nb::dict, std::optional<std::string>>(), nb::arg("config"), nb::arg("state").none())
+      .def("next", &PyLoader::next)
+      .def("state", &PyLoader::state)
+      .def("errors", &PyLoader::errors)
+      .def("metrics", &PyLoader::metrics)
+      .def("close", &PyLoader::close);
+}

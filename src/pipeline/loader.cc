@@ -1,0 +1,655 @@
+#include "mmfeed/loader.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/bounded_queue.h"
+#include "core/buffer_pool.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/metrics.h"
+#include "core/thread_pool.h"
+#include "pipeline/order.h"
+#include "storage/credentials.h"
+#include "storage/fetcher.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+#include "vision/processor.h"
+
+namespace mmfeed {
+
+std::size_t Tensor::bytes() const {
+  std::size_t n = dtype == DType::kInt64 ? 8 : 4;
+  for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+const Tensor* Batch::find(std::string_view name) const {
+  for (const Tensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const void* Batch::data(const Tensor& t) const { return storage->data() + t.offset; }
+
+std::string LoaderState::to_json() const {
+  return "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
+         ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
+         ",\"position\":" + std::to_string(position) + "}";
+}
+
+Result<LoaderState> LoaderState::from_json(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc)) return Error(ErrorCode::kInvalidArgument, "loader state is not JSON");
+  LoaderState s;
+  std::uint64_t seed = 0, position = 0;
+  int64_t rank = 0, world = 0, epoch = 0;
+  if (doc["seed"].get_uint64().get(seed) || doc["rank"].get_int64().get(rank) ||
+      doc["world_size"].get_int64().get(world) || doc["epoch"].get_int64().get(epoch) ||
+      doc["position"].get_uint64().get(position)) {
+    return Error(ErrorCode::kInvalidArgument, "loader state lacks seed, rank, world_size, epoch or position");
+  }
+  s.seed = seed;
+  s.rank = static_cast<int>(rank);
+  s.world_size = static_cast<int>(world);
+  s.epoch = static_cast<int>(epoch);
+  s.position = position;
+  return s;
+}
+
+Loader::~Loader() = default;
+
+namespace {
+
+struct ManifestLine {
+  std::string text;
+  std::string base_dir;
+  std::string where;  // file:line
+};
+
+Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>& paths) {
+  std::vector<ManifestLine> lines;
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Error(ErrorCode::kNotFound, "cannot open manifest", path);
+    const std::string base = std::filesystem::absolute(path).parent_path().string();
+    std::string line;
+    std::size_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      lines.push_back({std::move(line), base, path + ":" + std::to_string(n)});
+    }
+  }
+  if (lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
+  return lines;
+}
+
+// One sample through the stages.
+struct Work {
+  std::uint64_t seq = 0;  // position in this rank's order for the epoch
+  int epoch = 0;
+  std::string id;
+  text::Conversation conversation;
+  std::vector<storage::ObjectUri> images;
+  std::vector<core::Buffer> bytes;
+  std::size_t arrived = 0;
+  std::optional<SampleError> error;
+  // Results.
+  std::vector<std::int32_t> input_ids, labels;
+  std::vector<float> pixels;
+  std::vector<vision::Grid> grids;
+};
+
+class LoaderImpl final : public Loader {
+ public:
+  LoaderImpl(LoaderConfig config, std::vector<ManifestLine> lines, std::unique_ptr<text::Tokenizer> tok,
+             vision::ProcessorConfig vconfig, text::ChatTemplate tmpl, text::SftOptions sft, storage::S3Options s3,
+             LoaderState start)
+      : config_(std::move(config)),
+        lines_(std::move(lines)),
+        tok_(std::move(tok)),
+        proc_(std::move(vconfig)),
+        tmpl_(tmpl),
+        sft_(sft),
+        s3_(std::move(s3)),
+        delivered_(start),
+        out_(std::max<std::size_t>(1, config_.prefetch_batches)) {
+    pad_id_ = tok_->token_to_id("<|endoftext|>").value_or(0);
+    m_wait_ = &metrics_.histogram("loader.consumer_wait_ns");
+    m_batches_ = &metrics_.counter("loader.batches");
+    m_samples_ = &metrics_.counter("loader.samples");
+    m_skipped_ = &metrics_.counter("loader.samples_skipped");
+    m_process_ = &metrics_.histogram("loader.process_sample_ns");
+    storage::FetchOptions fo;
+    fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
+    fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
+    fetcher_ = std::make_unique<storage::Fetcher>(fo, s3_, &metrics_);
+    if (config_.mode != "serial") start_threads();
+  }
+
+  ~LoaderImpl() override { close(); }
+
+  Result<std::optional<Batch>> next() override {
+    const core::Stopwatch wait;
+    Result<std::optional<Batch>> r = config_.mode == "serial" ? next_serial() : next_concurrent();
+    m_wait_->record(static_cast<std::uint64_t>(wait.elapsed_ns()));
+    if (r.ok() && r->has_value()) {
+      m_batches_->add();
+      std::lock_guard lock(state_mu_);
+      const auto it = batch_end_.find((*r)->epoch * 1000003ull + (*r)->index);
+      delivered_.epoch = (*r)->epoch;
+      delivered_.position = it->second;
+      batch_end_.erase(it);
+    }
+    return r;
+  }
+
+  LoaderState state() const override {
+    std::lock_guard lock(state_mu_);
+    return delivered_;
+  }
+
+  std::vector<SampleError> errors() const override {
+    std::lock_guard lock(errors_mu_);
+    return errors_;
+  }
+
+  std::string metrics_json() const override { return metrics_.to_json(); }
+
+  void close() override {
+    if (closed_.exchange(true)) return;
+    stop_.store(true);
+    fetcher_->cancel();
+    ready_cv_.notify_all();
+    window_cv_.notify_all();
+    (void)out_.cancel();
+    for (std::thread* t : {&reader_, &collector_, &batcher_}) {
+      if (t->joinable()) t->join();
+    }
+    if (pool_) pool_->shutdown();
+  }
+
+ private:
+  // ---- shared sample work -----------------------------------------------------------------
+  std::vector<std::uint64_t> order(int epoch) const {
+    return pipeline::rank_order(lines_.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
+  }
+
+  // Parses the sample's line and resolves its image URIs.
+  std::unique_ptr<Work> prepare(int epoch, std::uint64_t seq, std::uint64_t line_index) const {
+    auto w = std::make_unique<Work>();
+    w->epoch = epoch;
+    w->seq = seq;
+    const ManifestLine& line = lines_[line_index];
+    w->id = line.where;
+    auto c = text::parse_conversation(line.text);
+    if (!c.ok()) {
+      w->error = SampleError{line.where, "manifest", c.error().to_string()};
+      return w;
+    }
+    if (!c->id.empty()) w->id = c->id;
+    if (c->count(text::ContentItem::Type::kVideo) > 0) {
+      w->error = SampleError{w->id, "manifest", "videos are not supported yet"};
+      return w;
+    }
+    for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
+      auto parsed = storage::parse_uri(uri, line.base_dir);
+      if (!parsed.ok()) {
+        w->error = SampleError{w->id, "manifest", parsed.error().to_string()};
+        return w;
+      }
+      w->images.push_back(std::move(parsed).value());
+    }
+    w->conversation = std::move(c).value();
+    w->bytes.resize(w->images.size());
+    return w;
+  }
+
+  // Decode, resize, patchify every image, then render and tokenize with the grids.
+  void process(Work& w) const {
+    const core::Stopwatch sw;
+    const std::size_t row = static_cast<std::size_t>(proc_.row_elements());
+    for (std::size_t i = 0; i < w.bytes.size(); ++i) {
+      const std::span<const std::uint8_t> b(reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size());
+      auto info = vision::probe(b);
+      Result<vision::Grid> plan = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(std::move(info).error());
+      if (!plan.ok()) {
+        w.error = SampleError{w.id, "image", plan.error().with_context(w.images[i].to_string()).to_string()};
+        return;
+      }
+      const std::size_t start = w.pixels.size();
+      w.pixels.resize(start + static_cast<std::size_t>(plan->rows()) * row);
+      auto done = proc_.process(b, w.pixels.data() + start, plan->rows());
+      if (!done.ok()) {
+        w.error = SampleError{w.id, "image", done.error().with_context(w.images[i].to_string()).to_string()};
+        return;
+      }
+      w.grids.push_back(*done);
+      w.bytes[i].reset();
+    }
+    std::vector<text::Grid3> grids;
+    for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
+    auto s = text::encode_conversation(*tok_, w.conversation, tmpl_, grids, {}, sft_);
+    if (!s.ok()) {
+      w.error = SampleError{w.id, "text", s.error().to_string()};
+      return;
+    }
+    if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
+      std::size_t keep_rows = 0;
+      for (std::size_t i = 0; i < s->images_kept; ++i) keep_rows += static_cast<std::size_t>(w.grids[i].rows());
+      w.pixels.resize(keep_rows * row);
+      w.grids.resize(s->images_kept);
+    }
+    w.input_ids = std::move(s->input_ids);
+    w.labels = std::move(s->labels);
+    m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  }
+
+  // Accounts a finished sample: errors go to the report (or fail the run), the rest batch.
+  Status account(Work& w) {
+    m_samples_->add();
+    if (!w.error) return ok_status();
+    m_skipped_->add();
+    {
+      std::lock_guard lock(errors_mu_);
+      errors_.push_back(*w.error);
+    }
+    if (config_.on_error == "fail") {
+      return Error(ErrorCode::kCorruptData, w.error->stage + ": " + w.error->reason, "sample " + w.error->sample_id);
+    }
+    const auto seen = m_samples_->value(), skipped = m_skipped_->value();
+    if (seen >= 20 && static_cast<double>(skipped) / static_cast<double>(seen) > config_.max_error_fraction) {
+      return Error(ErrorCode::kResourceExhausted,
+                   std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
+                       std::to_string(config_.max_error_fraction) + "); last: " + w.error->sample_id + ": " +
+                       w.error->reason);
+    }
+    return ok_status();
+  }
+
+  // Pads the samples into one pooled buffer.
+  Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, std::uint64_t end_position) {
+    Batch b;
+    b.epoch = epoch;
+    b.index = index;
+    std::size_t L = 0, rows = 0, images = 0;
+    for (const auto& w : samples) {
+      L = std::max(L, w->input_ids.size());
+      rows += w->pixels.size() / static_cast<std::size_t>(proc_.row_elements());
+      images += w->grids.size();
+      b.sample_ids.push_back(w->id);
+    }
+    const auto B = static_cast<std::int64_t>(samples.size());
+    const auto width = static_cast<std::int64_t>(proc_.row_elements());
+    std::size_t offset = 0;
+    auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
+      Tensor t{name, dtype, std::move(shape), offset};
+      offset += (t.bytes() + 63) / 64 * 64;
+      b.tensors.push_back(std::move(t));
+    };
+    add("input_ids", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
+    add("labels", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
+    add("attention_mask", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
+    add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
+    add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(images), 3});
+    b.storage = std::make_shared<core::Buffer>(pool_buffers_.acquire(std::max<std::size_t>(offset, 1)));
+    auto* ids = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[0].offset);
+    auto* labels = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[1].offset);
+    auto* mask = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[2].offset);
+    auto* pixels = reinterpret_cast<float*>(b.storage->data() + b.tensors[3].offset);
+    auto* grids = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[4].offset);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const Work& w = *samples[i];
+      for (std::size_t j = 0; j < L; ++j) {
+        const bool real = j < w.input_ids.size();
+        ids[i * L + j] = real ? w.input_ids[j] : pad_id_;
+        labels[i * L + j] = real ? w.labels[j] : text::kIgnoreIndex;
+        mask[i * L + j] = real ? 1 : 0;
+      }
+      std::memcpy(pixels, w.pixels.data(), w.pixels.size() * sizeof(float));
+      pixels += w.pixels.size();
+      for (const vision::Grid& g : w.grids) {
+        *grids++ = g.t;
+        *grids++ = g.h;
+        *grids++ = g.w;
+      }
+    }
+    std::lock_guard lock(state_mu_);
+    batch_end_[epoch * 1000003ull + index] = end_position;
+    return b;
+  }
+
+  // ---- serial mode: everything on the caller's thread, one sample after another -------------
+  Result<std::optional<Batch>> next_serial() {
+    if (stop_.load()) return std::optional<Batch>();
+    std::vector<std::unique_ptr<Work>> samples;
+    while (samples.size() < config_.batch_size) {
+      if (serial_epoch_ >= config_.epochs) break;
+      if (serial_loaded_epoch_ != serial_epoch_) {
+        serial_order_ = order(serial_epoch_);
+        serial_loaded_epoch_ = serial_epoch_;
+        serial_seq_ = 0;
+        serial_batch_ = 0;
+      }
+      if (serial_seq_ >= serial_order_.size()) {
+        if (!samples.empty()) break;  // the epoch's last, partial batch
+        ++serial_epoch_;
+        continue;
+      }
+      auto w = prepare(serial_epoch_, serial_seq_, serial_order_[serial_seq_]);
+      ++serial_seq_;
+      for (std::size_t i = 0; !w->error && i < w->images.size(); ++i) {
+        if (!fetcher_->submit({w->images[i], i, std::nullopt})) return std::optional<Batch>();
+        auto r = fetcher_->next();
+        if (!r) return std::optional<Batch>();
+        if (!r->data.ok()) {
+          w->error = SampleError{w->id, "fetch", r->data.error().to_string()};
+        } else {
+          w->bytes[i] = std::move(r->data).value();
+        }
+      }
+      if (!w->error) process(*w);
+      MMFEED_RETURN_IF_ERROR(account(*w));
+      if (!w->error) samples.push_back(std::move(w));
+    }
+    if (samples.empty()) return std::optional<Batch>();
+    return std::optional<Batch>(assemble(samples, samples.front()->epoch, serial_batch_++, serial_seq_));
+  }
+
+  // ---- concurrent mode ---------------------------------------------------------------------
+  // reader: parses lines, submits fetches (a window of samples ahead); collector: gathers
+  // fetched bytes per sample and hands complete samples to the CPU pool; pool: processes;
+  // batcher: takes results in order and assembles batches into the prefetch queue.
+  void start_threads() {
+    window_ = std::max<std::size_t>(config_.batch_size * (config_.prefetch_batches + 2), 16);
+    pool_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
+                                               window_ + 16);
+    reader_ = std::thread([this] { run_reader(); });
+    collector_ = std::thread([this] { run_collector(); });
+    batcher_ = std::thread([this] { run_batcher(); });
+  }
+
+  static std::uint64_t key(int epoch, std::uint64_t seq) { return (static_cast<std::uint64_t>(epoch) << 40) | seq; }
+
+  void finish(std::unique_ptr<Work> w) {
+    {
+      std::lock_guard lock(ready_mu_);
+      ready_[key(w->epoch, w->seq)] = std::move(w);
+    }
+    ready_cv_.notify_all();
+  }
+
+  void run_reader() {
+    core::set_current_thread_name("read");
+    LoaderState start = state();
+    std::uint64_t tag = 0;
+    for (int epoch = start.epoch; epoch < config_.epochs && !stop_.load(); ++epoch) {
+      const std::vector<std::uint64_t> ord = order(epoch);
+      {
+        std::lock_guard lock(ready_mu_);
+        epoch_sizes_[epoch] = ord.size();
+      }
+      ready_cv_.notify_all();
+      for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
+        {
+          std::unique_lock lock(window_mu_);
+          window_cv_.wait(lock, [&] { return stop_.load() || in_flight_ < window_; });
+          if (stop_.load()) return;
+          ++in_flight_;
+        }
+        auto w = prepare(epoch, seq, ord[seq]);
+        if (w->error || w->images.empty()) {
+          submit_processing(std::move(w));
+          continue;
+        }
+        Work* raw = w.get();
+        std::vector<std::uint64_t> tags;
+        {
+          std::lock_guard lock(pending_mu_);
+          for (std::size_t i = 0; i < raw->images.size(); ++i) {
+            tags.push_back(tag);
+            pending_[tag++] = {raw, i};
+          }
+          owned_[raw] = std::move(w);
+        }
+        for (std::size_t i = 0; i < raw->images.size(); ++i) {
+          if (!fetcher_->submit({raw->images[i], tags[i], std::nullopt})) return;
+        }
+      }
+    }
+    {
+      std::lock_guard lock(ready_mu_);
+      reader_done_ = true;
+    }
+    ready_cv_.notify_all();
+    fetcher_->close();
+  }
+
+  void run_collector() {
+    core::set_current_thread_name("collect");
+    while (auto r = fetcher_->next()) {
+      std::unique_ptr<Work> complete;
+      {
+        std::lock_guard lock(pending_mu_);
+        auto it = pending_.find(r->tag);
+        if (it == pending_.end()) continue;
+        auto [w, index] = it->second;
+        pending_.erase(it);
+        if (!r->data.ok()) {
+          if (!w->error) w->error = SampleError{w->id, "fetch", r->data.error().to_string()};
+        } else {
+          w->bytes[index] = std::move(r->data).value();
+        }
+        if (++w->arrived == w->images.size()) {
+          complete = std::move(owned_[w]);
+          owned_.erase(w);
+        }
+      }
+      if (complete) submit_processing(std::move(complete));
+    }
+  }
+
+  void submit_processing(std::unique_ptr<Work> w) {
+    if (w->error) {
+      finish(std::move(w));
+      return;
+    }
+    auto shared = std::make_shared<std::unique_ptr<Work>>(std::move(w));
+    if (!pool_->submit([this, shared] {
+          process(**shared);
+          finish(std::move(*shared));
+        })) {
+      return;
+    }
+  }
+
+  void run_batcher() {
+    core::set_current_thread_name("batch");
+    LoaderState start = state();
+    int epoch = start.epoch;
+    std::uint64_t seq = start.position;
+    std::uint64_t index = 0;
+    std::vector<std::unique_ptr<Work>> samples;
+    auto emit = [&](std::uint64_t end) -> bool {
+      if (samples.empty()) return true;
+      Batch b = assemble(samples, epoch, index++, end);
+      samples.clear();
+      return out_.push(std::move(b));
+    };
+    while (!stop_.load()) {
+      std::unique_ptr<Work> w;
+      {
+        std::unique_lock lock(ready_mu_);
+        ready_cv_.wait(lock, [&] {
+          return stop_.load() || ready_.count(key(epoch, seq)) ||
+                 (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) || (reader_done_ && !epoch_sizes_.count(epoch));
+        });
+        if (stop_.load()) break;
+        if (auto it = ready_.find(key(epoch, seq)); it != ready_.end()) {
+          w = std::move(it->second);
+          ready_.erase(it);
+        } else if (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) {
+          lock.unlock();
+          if (!emit(seq)) break;  // the epoch's last, partial batch
+          ++epoch;
+          seq = 0;
+          index = 0;
+          if (epoch >= config_.epochs) break;
+          continue;
+        } else {
+          break;  // reader finished without this epoch
+        }
+      }
+      {
+        std::lock_guard lock(window_mu_);
+        --in_flight_;
+      }
+      window_cv_.notify_all();
+      ++seq;
+      Status st = account(*w);
+      if (!st.ok()) {
+        {
+          std::lock_guard lock(fail_mu_);
+          failure_ = std::move(st).error();
+        }
+        out_.close();
+        return;
+      }
+      if (!w->error) samples.push_back(std::move(w));
+      if (samples.size() == config_.batch_size && !emit(seq)) break;
+    }
+    out_.close();
+  }
+
+  Result<std::optional<Batch>> next_concurrent() {
+    auto b = out_.pop();
+    if (b) return std::optional<Batch>(std::move(*b));
+    std::lock_guard lock(fail_mu_);
+    if (failure_) return *failure_;
+    return std::optional<Batch>();
+  }
+
+  const LoaderConfig config_;
+  const std::vector<ManifestLine> lines_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  vision::ImageProcessor proc_;
+  const text::ChatTemplate tmpl_;
+  const text::SftOptions sft_;
+  const storage::S3Options s3_;
+  std::int32_t pad_id_ = 0;
+  core::MetricsRegistry metrics_;
+  core::Histogram *m_wait_, *m_process_;
+  core::Counter *m_batches_, *m_samples_, *m_skipped_;
+  core::BufferPool pool_buffers_{core::BufferPoolOptions{.alignment = 64, .max_cached_bytes = std::size_t{1} << 30}};
+  std::unique_ptr<storage::Fetcher> fetcher_;
+  std::unique_ptr<core::ThreadPool> pool_;
+
+  mutable std::mutex state_mu_;
+  LoaderState delivered_;
+  std::map<std::uint64_t, std::uint64_t> batch_end_;  // batch key -> position after it
+
+  mutable std::mutex errors_mu_;
+  std::vector<SampleError> errors_;
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};
+  core::BoundedQueue<Batch> out_;
+  std::mutex fail_mu_;
+  std::optional<Error> failure_;
+
+  // Concurrent stages.
+  std::thread reader_, collector_, batcher_;
+  std::size_t window_ = 0;
+  std::mutex window_mu_;
+  std::condition_variable window_cv_;
+  std::size_t in_flight_ = 0;
+  std::mutex pending_mu_;
+  std::map<std::uint64_t, std::pair<Work*, std::size_t>> pending_;  // fetch tag -> (sample, image)
+  std::map<Work*, std::unique_ptr<Work>> owned_;
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+  std::map<std::uint64_t, std::unique_ptr<Work>> ready_;
+  std::map<int, std::uint64_t> epoch_sizes_;
+  bool reader_done_ = false;
+
+  // Serial mode.
+  int serial_epoch_ = 0;
+  int serial_loaded_epoch_ = -1;
+  std::uint64_t serial_seq_ = 0;
+  std::uint64_t serial_batch_ = 0;
+  std::vector<std::uint64_t> serial_order_;
+};
+
+Error bad_config(const std::string& field, const std::string& message) {
+  return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume) {
+  if (config.manifests.empty()) return bad_config("manifests", "no manifest given");
+  if (config.tokenizer.empty()) return bad_config("tokenizer", "no tokenizer.json given");
+  if (config.batch_size == 0) return bad_config("batch_size", "must be positive");
+  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
+    return bad_config("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
+                                  std::to_string(config.world_size));
+  }
+  if (config.epochs < 1) return bad_config("epochs", "must be at least 1");
+  if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
+  if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
+  MMFEED_ASSIGN_OR_RETURN(auto lines, read_manifests(config.manifests));
+  MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(config.tokenizer));
+  vision::ProcessorConfig vconfig;
+  MMFEED_ASSIGN_OR_RETURN(vconfig.profile, vision::model_profile(config.model));
+  if (config.min_pixels > 0) vconfig.profile.min_pixels = config.min_pixels;
+  if (config.max_pixels > 0) vconfig.profile.max_pixels = config.max_pixels;
+  const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
+  MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(template_name));
+  text::SftOptions sft;
+  sft.max_length = config.max_length;
+  if (config.truncation == "truncate") {
+    sft.truncation = text::Truncation::kTruncate;
+  } else if (config.truncation != "error") {
+    return bad_config("truncation", "must be error or truncate");
+  }
+  if (config.labels == "content_and_eos") {
+    sft.labels = text::LabelPolicy::kContentAndEos;
+  } else if (config.labels != "qwen") {
+    return bad_config("labels", "must be qwen or content_and_eos");
+  }
+  sft.merge_size = vconfig.profile.merge_size;
+  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+  LoaderState start;
+  start.seed = config.seed;
+  start.rank = config.rank;
+  start.world_size = config.world_size;
+  if (resume) {
+    if (resume->seed != config.seed) return bad_config("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
+    if (resume->world_size != config.world_size || resume->rank != config.rank) {
+      return bad_config("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
+                                          std::to_string(resume->world_size) +
+                                          "; changing the world size on resume is not supported yet");
+    }
+    start = *resume;
+  }
+  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0)) {
+    return bad_config("mode", "resuming is supported in the concurrent mode only");
+  }
+  return std::unique_ptr<Loader>(new LoaderImpl(config, std::move(lines), std::move(tok), std::move(vconfig), tmpl,
+                                                sft, std::move(s3), start));
+}
+
+}  // namespace mmfeed

@@ -1,0 +1,47 @@
+#include "pipeline/order.h"
+
+#include <numeric>
+
+namespace mmfeed::pipeline {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, bound) by rejection, so the order does not depend on modulo bias tricks.
+std::uint64_t below(std::uint64_t& state, std::uint64_t bound) {
+  const std::uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+  std::uint64_t v;
+  do {
+    v = splitmix64(state);
+  } while (v >= limit);
+  return v % bound;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle) {
+  std::vector<std::uint64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle || n < 2) return order;
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch) * 0xD1B54A32D192ED03ull + 1;
+  for (std::uint64_t i = n - 1; i > 0; --i) std::swap(order[i], order[below(state, i + 1)]);
+  return order;
+}
+
+std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
+                                      bool shuffle) {
+  const std::vector<std::uint64_t> all = epoch_permutation(n, seed, epoch, shuffle);
+  std::vector<std::uint64_t> mine;
+  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < n; p += static_cast<std::uint64_t>(world_size)) {
+    mine.push_back(all[p]);
+  }
+  return mine;
+}
+
+}  // namespace mmfeed::pipeline

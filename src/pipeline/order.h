@@ -1,0 +1,19 @@
+// The sample order: a pure function of (number of samples, seed, epoch, rank, world size).
+// Each epoch shuffles all samples with a seeded Fisher-Yates (SplitMix64, so the order is the
+// same on every platform and standard library), and rank r takes positions r, r + world,
+// r + 2 * world, ... of that permutation: ranks are disjoint and together complete.
+//
+// Example:
+//   std::vector<std::uint64_t> mine = rank_order(1000, /*seed=*/7, /*epoch=*/0, /*rank=*/1, /*world=*/4, true);
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mmfeed::pipeline {
+
+std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle);
+std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
+                                      bool shuffle);
+
+}  // namespace mmfeed::pipeline
