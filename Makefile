@@ -60,6 +60,7 @@ bench: build
 	$(PY) bench/fetch.py
 	$(PY) bench/vision.py
 	$(PY) bench/text.py
+	$(PY) bench/pipeline.py
 
 clean:
 	rm -rf build build-tsan $(DEMO_DIR)
