@@ -136,6 +136,10 @@ def run_torch(manifest: Path, step_s: float) -> dict:
         samples += len(batch["input_ids"])
         time.sleep(step_s)
     total = time.perf_counter() - start
+    del it, loader  # join the worker processes now, so their CPU is counted here and not later
+    import gc
+
+    gc.collect()
     return {"samples": samples, "seconds": total, "cpu": cpu_seconds() - start_cpu, "wait_share": waited / total}
 
 
