@@ -29,13 +29,14 @@ test-cpp:
 test-python:
 	$(PY) -m pytest -q tests/python
 
-# The core runtime's and the fetch engine's tests under ThreadSanitizer, in a separate build tree.
+# The core runtime's, fetch engine's and loader's tests under ThreadSanitizer, in a separate build tree.
 test-tsan: setup
 	cmake -S . -B build-tsan -G Ninja -DMMFEED_SANITIZE=thread -DMMFEED_BUILD_PYTHON=OFF \
 	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build build-tsan -j $(JOBS) --target core_test storage_test
+	cmake --build build-tsan -j $(JOBS) --target core_test storage_test pipeline_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/core_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test --gtest_filter='FetcherTest.*'
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
 
 # libFuzzer targets (fuzz/) built with clang, each run FUZZ_SECONDS from the committed corpus;
 # new inputs go to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.

@@ -1,0 +1,120 @@
+#include "mmfeed/loader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "pipeline/order.h"
+
+namespace mmfeed {
+namespace {
+
+TEST(OrderTest, RanksAreDisjointAndComplete) {
+  std::multiset<std::uint64_t> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (std::uint64_t i : pipeline::rank_order(103, 7, 2, rank, 4, true)) seen.insert(i);
+  }
+  ASSERT_EQ(seen.size(), 103u);
+  for (std::uint64_t i = 0; i < 103; ++i) EXPECT_EQ(seen.count(i), 1u);
+}
+
+TEST(OrderTest, PureFunctionOfItsInputs) {
+  EXPECT_EQ(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 0, true));
+  EXPECT_NE(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 1, true));
+  EXPECT_NE(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 2, 0, true));
+  const auto plain = pipeline::epoch_permutation(5, 1, 0, false);
+  EXPECT_EQ(plain, (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("mmfeed-loader-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    const std::string corpus = MMFEED_TEST_DATA_DIR "/corpus/decode/";
+    std::ofstream m(dir_ / "manifest.jsonl");
+    for (int i = 0; i < 30; ++i) {
+      const char* image = i % 3 == 0 ? "baseline.jpg" : i % 3 == 1 ? "rgb.png" : "lossless.webp";
+      m << R"({"id": "s)" << i << R"(", "messages": [{"role": "user", "content": [{"type": "image", "image": ")"
+        << corpus << image << R"("}, {"type": "text", "text": "what )" << i
+        << R"("}]}, {"role": "assistant", "content": "answer )" << i << R"("}]})" << "\n";
+    }
+    m << R"({"id": "bad", "messages": [{"role": "user", "content": [{"type": "image", "image": ")" << corpus
+      << R"(truncated-baseline.jpg"}]}]})" << "\n";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  LoaderConfig config() const {
+    LoaderConfig c;
+    c.manifests = {(dir_ / "manifest.jsonl").string()};
+    c.tokenizer = MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json";
+    c.batch_size = 4;
+    c.workers = 3;
+    c.prefetch_batches = 2;
+    c.epochs = 2;
+    return c;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(LoaderTest, EverySampleDeliveredOrReportedAcrossEpochs) {
+  auto loader = Loader::open(config()).value();
+  std::size_t samples = 0;
+  while (auto b = loader->next().value()) {
+    samples += b->sample_ids.size();
+    const Tensor* ids = b->find("input_ids");
+    ASSERT_NE(ids, nullptr);
+    EXPECT_EQ(static_cast<std::size_t>(ids->shape[0]), b->sample_ids.size());
+  }
+  EXPECT_EQ(samples, 60u);
+  const auto errors = loader->errors();
+  ASSERT_EQ(errors.size(), 2u);  // the broken sample, once per epoch
+  EXPECT_EQ(errors[0].sample_id, "bad");
+  EXPECT_EQ(errors[0].stage, "image");
+}
+
+TEST_F(LoaderTest, ClosingMidRunReturnsPromptly) {
+  for (int round = 0; round < 5; ++round) {
+    auto loader = Loader::open(config()).value();
+    ASSERT_TRUE(loader->next().value().has_value());
+    loader->close();
+    EXPECT_FALSE(loader->next().value().has_value());
+  }
+}
+
+TEST_F(LoaderTest, ResumeContinuesWhereTheStateSays) {
+  std::vector<std::string> all;
+  {
+    auto loader = Loader::open(config()).value();
+    while (auto b = loader->next().value()) all.insert(all.end(), b->sample_ids.begin(), b->sample_ids.end());
+  }
+  std::vector<std::string> got;
+  LoaderState state;
+  {
+    auto loader = Loader::open(config()).value();
+    for (int i = 0; i < 5; ++i) {
+      std::optional<Batch> b = loader->next().value();
+      ASSERT_TRUE(b.has_value());
+      for (const std::string& id : b.value().sample_ids) got.push_back(id);
+    }
+    state = loader->state();
+  }
+  auto resumed = Loader::open(config(), LoaderState::from_json(state.to_json()).value()).value();
+  while (auto b = resumed->next().value()) got.insert(got.end(), b->sample_ids.begin(), b->sample_ids.end());
+  EXPECT_EQ(got, all);
+}
+
+TEST_F(LoaderTest, BadConfigurationNamesTheField) {
+  LoaderConfig c = config();
+  c.batch_size = 0;
+  auto r = Loader::open(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().context(), "LoaderConfig.batch_size");
+}
+
+}  // namespace
+}  // namespace mmfeed
