@@ -53,8 +53,16 @@ fuzz: setup
 	    corpus/$$t 2>&1 | tail -4) || exit 1; \
 	done
 
+# The main job on the demo data: write the data set, then load it into training batches
+# (concurrent mode, then the serial baseline for comparison) with a Perfetto trace.
 demo: build
 	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0
+	@echo; echo "== mmfeed run (concurrent) =="
+	build/mmfeed run $(DEMO_DIR)/manifest.jsonl --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
+	  --max-pixels 1003520 --batch-size 8 --trace $(DEMO_DIR)/trace.json
+	@echo; echo "== mmfeed run --mode serial (the baseline) =="
+	build/mmfeed run $(DEMO_DIR)/manifest.jsonl --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
+	  --max-pixels 1003520 --batch-size 8 --mode serial
 
 bench: build
 	build/core_bench

@@ -4,5 +4,6 @@
 namespace mmfeed::tools {
 
 int run_fetch(int argc, char** argv);
+int run_loader(int argc, char** argv);
 
 }  // namespace mmfeed::tools

@@ -33,7 +33,7 @@ LoaderConfig config_from(nb::dict d) {
     static const char* known[] = {"manifests", "tokenizer", "model", "min_pixels", "max_pixels", "chat_template",
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
-                                  "on_error", "max_error_fraction"};
+                                  "on_error", "max_error_fraction", "trace_path"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -59,6 +59,7 @@ LoaderConfig config_from(nb::dict d) {
   c.labels = get<std::string>(d, "labels", c.labels);
   c.on_error = get<std::string>(d, "on_error", c.on_error);
   c.max_error_fraction = get<double>(d, "max_error_fraction", c.max_error_fraction);
+  c.trace_path = get<std::string>(d, "trace_path", "");
   return c;
 }
 

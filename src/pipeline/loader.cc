@@ -19,6 +19,7 @@
 #include "core/json.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
+#include "core/trace.h"
 #include "pipeline/order.h"
 #include "storage/credentials.h"
 #include "storage/fetcher.h"
@@ -126,6 +127,7 @@ class LoaderImpl final : public Loader {
         sft_(sft),
         s3_(std::move(s3)),
         delivered_(start),
+        trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         out_(std::max<std::size_t>(1, config_.prefetch_batches)) {
     pad_id_ = tok_->token_to_id("<|endoftext|>").value_or(0);
     m_wait_ = &metrics_.histogram("loader.consumer_wait_ns");
@@ -136,7 +138,7 @@ class LoaderImpl final : public Loader {
     storage::FetchOptions fo;
     fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
-    fetcher_ = std::make_unique<storage::Fetcher>(fo, s3_, &metrics_);
+    fetcher_ = std::make_unique<storage::Fetcher>(fo, s3_, &metrics_, trace_.enabled() ? &trace_ : nullptr);
     if (config_.mode != "serial") start_threads();
   }
 
@@ -144,7 +146,11 @@ class LoaderImpl final : public Loader {
 
   Result<std::optional<Batch>> next() override {
     const core::Stopwatch wait;
-    Result<std::optional<Batch>> r = config_.mode == "serial" ? next_serial() : next_concurrent();
+    Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
+    {
+      core::TraceSpan span(&trace_, config_.mode == "serial" ? "next (serial work)" : "next (waiting)", "consumer");
+      r = config_.mode == "serial" ? next_serial() : next_concurrent();
+    }
     m_wait_->record(static_cast<std::uint64_t>(wait.elapsed_ns()));
     if (r.ok() && r->has_value()) {
       m_batches_->add();
@@ -180,6 +186,7 @@ class LoaderImpl final : public Loader {
       if (t->joinable()) t->join();
     }
     if (pool_) pool_->shutdown();
+    if (trace_.enabled()) (void)trace_.write_file(config_.trace_path);
   }
 
  private:
@@ -220,6 +227,7 @@ class LoaderImpl final : public Loader {
 
   // Decode, resize, patchify every image, then render and tokenize with the grids.
   void process(Work& w) const {
+    core::TraceSpan span(&trace_, "process sample", "cpu", w.id);
     const core::Stopwatch sw;
     const std::size_t row = static_cast<std::size_t>(proc_.row_elements());
     for (std::size_t i = 0; i < w.bytes.size(); ++i) {
@@ -282,6 +290,7 @@ class LoaderImpl final : public Loader {
 
   // Pads the samples into one pooled buffer.
   Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, std::uint64_t end_position) {
+    core::TraceSpan span(&trace_, "assemble batch", "batch");
     Batch b;
     b.epoch = epoch;
     b.index = index;
@@ -487,7 +496,9 @@ class LoaderImpl final : public Loader {
       if (samples.empty()) return true;
       Batch b = assemble(samples, epoch, index++, end);
       samples.clear();
-      return out_.push(std::move(b));
+      const bool pushed = out_.push(std::move(b));
+      trace_.counter("prefetched batches", static_cast<double>(out_.size()));
+      return pushed;
     };
     while (!stop_.load()) {
       std::unique_ptr<Work> w;
@@ -551,6 +562,7 @@ class LoaderImpl final : public Loader {
   const storage::S3Options s3_;
   std::int32_t pad_id_ = 0;
   core::MetricsRegistry metrics_;
+  mutable core::TraceWriter trace_;
   core::Histogram *m_wait_, *m_process_;
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
   core::BufferPool pool_buffers_{core::BufferPoolOptions{.alignment = 64, .max_cached_bytes = std::size_t{1} << 30}};

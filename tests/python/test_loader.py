@@ -159,3 +159,31 @@ def test_configuration_errors_name_the_field(dataset):
         next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, batchsize=3))
     with pytest.raises(ValueError, match="cannot open manifest"):
         next(mmfeed.Loader("/nonexistent.jsonl", tokenizer=TOKENIZER))
+
+
+def test_cli_run_reports_and_writes_a_trace(cli, dataset, tmp_path):
+    import subprocess
+
+    trace = tmp_path / "trace.json"
+    run = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS),
+                          "--batch-size", "5", "--trace", trace, "--json"], capture_output=True, text=True, check=True)
+    report = json.loads(run.stdout)
+    assert report["samples"] == 23 and report["batches"] == 5 and report["skipped"] == 0
+    assert report["metrics"]["counters"]["loader.samples"] == 23
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["name"] for e in events}
+    assert {"process sample", "assemble batch", "next (waiting)", "thread_name"} <= names
+    assert any(e["ph"] == "M" and e["args"]["name"].startswith("process-") for e in events)
+
+
+def test_cli_run_config_file_and_bad_options(cli, dataset, tmp_path):
+    import subprocess
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"manifests": [str(dataset)], "tokenizer": str(TOKENIZER), "batch_size": 6,
+                                  "max_pixels": MAX_PIXELS, "shuffle": False}))
+    run = subprocess.run([cli, "run", "--config", config, "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(run.stdout)["batches"] == 4
+    bad = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--frobnicate", "1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr

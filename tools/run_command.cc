@@ -1,0 +1,225 @@
+// mmfeed run: run the Loader over a manifest and report what it delivered and what it cost:
+// samples/s, tokens, images, the consumer's wait share (with an optional simulated trainer
+// step), skipped samples with their reasons, per-stage metrics; a Perfetto trace on request.
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/json.h"
+#include "mmfeed/loader.h"
+#include "tools/commands.h"
+
+namespace mmfeed::tools {
+
+namespace {
+
+constexpr const char* kRunUsage =
+    "usage: mmfeed run [options] MANIFEST...\n"
+    "\n"
+    "Runs the loader over JSONL manifests and prints samples/s, tokens, images, the share of\n"
+    "time the consumer waited, skipped samples and per-stage metrics.\n"
+    "\n"
+    "options:\n"
+    "  --config FILE          JSON object of loader options (the keys below, with _ for -)\n"
+    "  --tokenizer FILE       tokenizer.json (required)\n"
+    "  --model NAME           qwen2-vl (default), qwen2.5-vl, qwen3-vl\n"
+    "  --min-pixels N, --max-pixels N\n"
+    "  --batch-size N         (default 8)     --epochs N (default 1)    --seed N (default 0)\n"
+    "  --no-shuffle           keep manifest order\n"
+    "  --rank R --world-size W\n"
+    "  --mode MODE            concurrent (default) or serial\n"
+    "  --workers N            CPU threads (default 2)   --prefetch N batches (default 4)\n"
+    "  --inflight N           fetches in flight (default 64)\n"
+    "  --max-length N         tokens per sample; --truncation error|truncate\n"
+    "  --on-error skip|fail   (default skip)\n"
+    "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
+    "  --trace FILE           write a Chrome-trace / Perfetto timeline\n"
+    "  --json                 print the summary as JSON\n";
+
+Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
+  auto num = [&](auto* out) -> Status {
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (end == value.c_str() || *end != '\0' || v < 0) return Error(ErrorCode::kInvalidArgument, key + " needs a number");
+    *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
+    return ok_status();
+  };
+  if (key == "tokenizer") c.tokenizer = value;
+  else if (key == "model") c.model = value;
+  else if (key == "min-pixels") return num(&c.min_pixels);
+  else if (key == "max-pixels") return num(&c.max_pixels);
+  else if (key == "batch-size") return num(&c.batch_size);
+  else if (key == "epochs") return num(&c.epochs);
+  else if (key == "seed") return num(&c.seed);
+  else if (key == "rank") return num(&c.rank);
+  else if (key == "world-size") return num(&c.world_size);
+  else if (key == "mode") c.mode = value;
+  else if (key == "workers") return num(&c.workers);
+  else if (key == "prefetch") return num(&c.prefetch_batches);
+  else if (key == "inflight") return num(&c.fetch_inflight);
+  else if (key == "max-length") return num(&c.max_length);
+  else if (key == "truncation") c.truncation = value;
+  else if (key == "on-error") c.on_error = value;
+  else if (key == "trace") c.trace_path = value;
+  else if (key == "manifest") c.manifests.push_back(value);
+  else return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
+  return ok_status();
+}
+
+Status read_config(LoaderConfig& c, const std::string& path) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.load(path).get(doc); err) {
+    return Error(ErrorCode::kInvalidArgument, std::string("config is not a JSON object: ") + simdjson::error_message(err),
+                 path);
+  }
+  simdjson::dom::object obj;
+  if (doc.get_object().get(obj)) return Error(ErrorCode::kInvalidArgument, "config is not a JSON object", path);
+  for (auto [k, v] : obj) {
+    std::string key(k);
+    for (char& ch : key) ch = ch == '_' ? '-' : ch;
+    if (key == "shuffle") {
+      bool b = true;
+      if (v.get_bool().get(b)) return Error(ErrorCode::kInvalidArgument, "shuffle must be true or false", path);
+      c.shuffle = b;
+      continue;
+    }
+    std::string value;
+    std::string_view sv;
+    simdjson::dom::array list;
+    if (!v.get_string().get(sv)) {
+      value = std::string(sv);
+    } else if (!v.get_array().get(list) && (key == "manifests" || key == "manifest")) {
+      for (simdjson::dom::element e : list) {
+        if (!e.get_string().get(sv)) c.manifests.emplace_back(sv);
+      }
+      continue;
+    } else {
+      value = simdjson::minify(v);
+    }
+    if (key == "prefetch-batches") key = "prefetch";
+    if (key == "fetch-inflight") key = "inflight";
+    MMFEED_RETURN_IF_ERROR(apply(c, key, value));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+int run_loader(int argc, char** argv) {
+  LoaderConfig config;
+  bool json = false;
+  double step_ms = 0;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    }
+    Status st = ok_status();
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--no-shuffle") {
+      config.shuffle = false;
+    } else if (arg.rfind("--", 0) == 0) {
+      if (i + 1 >= argc) {
+        st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
+      } else if (arg == "--config") {
+        st = read_config(config, argv[++i]);
+      } else if (arg == "--step-ms") {
+        step_ms = std::atof(argv[++i]);
+      } else {
+        st = apply(config, arg.substr(2), argv[++i]);
+      }
+    } else {
+      config.manifests.push_back(arg);
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "mmfeed run: %s\n\n%s", st.error().to_string().c_str(), kRunUsage);
+      return 2;
+    }
+  }
+  auto opened = Loader::open(config);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());
+    return 2;
+  }
+  std::unique_ptr<Loader> loader = std::move(opened).value();
+  const bool live = !json && isatty(STDERR_FILENO);
+  const core::Stopwatch clock;
+  double waited = 0;
+  std::uint64_t batches = 0, samples = 0, tokens = 0, images = 0;
+  int status = 0;
+  while (true) {
+    const core::Stopwatch wait;
+    auto r = loader->next();
+    waited += wait.elapsed_s();
+    if (!r.ok()) {
+      std::fprintf(stderr, "\nmmfeed run: %s\n", r.error().to_string().c_str());
+      status = 1;
+      break;
+    }
+    if (!r->has_value()) break;
+    const Batch& b = **r;
+    ++batches;
+    samples += b.sample_ids.size();
+    const Tensor* mask = b.find("attention_mask");
+    const auto* m = static_cast<const std::int64_t*>(b.data(*mask));
+    for (std::int64_t i = 0; i < mask->shape[0] * mask->shape[1]; ++i) tokens += static_cast<std::uint64_t>(m[i]);
+    images += static_cast<std::uint64_t>(b.find("image_grid_thw")->shape[0]);
+    if (live) {
+      std::fprintf(stderr, "\r  epoch %d  batches %llu  samples %llu  %.1f samples/s  waiting %.0f%%   ", b.epoch,
+                   static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
+                   static_cast<double>(samples) / clock.elapsed_s(), 100 * waited / clock.elapsed_s());
+    }
+    if (step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(step_ms * 1000)));
+  }
+  if (live) std::fputc('\n', stderr);
+  const double seconds = clock.elapsed_s();
+  const auto errors = loader->errors();
+  const std::string metrics = loader->metrics_json();
+  loader->close();
+  if (json) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"batches\":%llu,\"samples\":%llu,\"tokens\":%llu,\"images\":%llu,\"seconds\":%.3f,"
+                  "\"samples_per_s\":%.2f,\"wait_share\":%.4f,\"skipped\":%zu,\"errors\":[",
+                  static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
+                  static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images), seconds,
+                  static_cast<double>(samples) / seconds, waited / seconds, errors.size());
+    std::string out = buf;
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+      if (i) out += ",";
+      out += "{\"sample_id\":";
+      core::append_json_string(out, errors[i].sample_id);
+      out += ",\"stage\":";
+      core::append_json_string(out, errors[i].stage);
+      out += ",\"reason\":";
+      core::append_json_string(out, errors[i].reason);
+      out += "}";
+    }
+    out += "],\"metrics\":" + metrics + "}\n";
+    std::fputs(out.c_str(), stdout);
+    return status;
+  }
+  std::printf("loaded %llu samples in %llu batches (%llu tokens, %llu images) in %.2f s: %.1f samples/s\n",
+              static_cast<unsigned long long>(samples), static_cast<unsigned long long>(batches),
+              static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images), seconds,
+              static_cast<double>(samples) / seconds);
+  std::printf("the consumer waited %.0f%% of the run%s\n", 100 * waited / seconds,
+              step_ms > 0 ? " (with the simulated trainer step)" : " (no trainer step: it only waits)");
+  std::printf("skipped %zu samples\n", errors.size());
+  for (std::size_t i = 0; i < errors.size() && i < 10; ++i) {
+    std::printf("  %s [%s] %s\n", errors[i].sample_id.c_str(), errors[i].stage.c_str(), errors[i].reason.c_str());
+  }
+  if (!config.trace_path.empty()) std::printf("trace written to %s (open it in ui.perfetto.dev)\n", config.trace_path.c_str());
+  return status;
+}
+
+}  // namespace mmfeed::tools
