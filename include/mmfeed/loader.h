@@ -43,7 +43,10 @@ struct LoaderConfig {
   std::int64_t min_pixels = 0;         // 0: the profile's
   std::int64_t max_pixels = 0;
   std::string chat_template;           // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
-  std::size_t batch_size = 8;
+  std::size_t batch_size = 8;        // samples per padded batch
+  std::size_t token_budget = 0;      // > 0: pack samples into rows of at most this many tokens
+  std::size_t pack_window = 64;      // samples considered together when packing
+  bool mrope = false;                // add position_ids [3, B, L] (Qwen-VL's 3-D rotary positions)
   std::uint64_t seed = 0;
   bool shuffle = true;
   int epochs = 1;
@@ -68,6 +71,7 @@ struct LoaderState {
   int world_size = 1;
   int epoch = 0;
   std::uint64_t position = 0;  // samples of this rank's epoch order consumed by delivered batches
+  std::uint64_t packed_delivered = 0;  // packing: rows already delivered from the window at position
 
   std::string to_json() const;
   static Result<LoaderState> from_json(std::string_view json);
@@ -95,7 +99,10 @@ struct Batch {
   int epoch = 0;
   std::uint64_t index = 0;  // batch number within the epoch, for this rank
   std::vector<std::string> sample_ids;
-  std::vector<Tensor> tensors;  // input_ids, labels, attention_mask, pixel_values, image_grid_thw
+  // Padded: input_ids, labels, attention_mask [B, L], pixel_values, image_grid_thw, position_ids
+  // [3, B, L] with mrope. Packed: input_ids, labels, attention_mask, position_ids [1, T] (or
+  // [3, 1, T] with mrope; 1-D positions restart at 0 for each sample), cu_seqlens [n + 1].
+  std::vector<Tensor> tensors;
   std::shared_ptr<core::Buffer> storage;
 
   const Tensor* find(std::string_view name) const;

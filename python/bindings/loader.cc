@@ -33,7 +33,8 @@ LoaderConfig config_from(nb::dict d) {
     static const char* known[] = {"manifests", "tokenizer", "model", "min_pixels", "max_pixels", "chat_template",
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
-                                  "on_error", "max_error_fraction", "trace_path"};
+                                  "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
+                                  "mrope"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -60,6 +61,9 @@ LoaderConfig config_from(nb::dict d) {
   c.on_error = get<std::string>(d, "on_error", c.on_error);
   c.max_error_fraction = get<double>(d, "max_error_fraction", c.max_error_fraction);
   c.trace_path = get<std::string>(d, "trace_path", "");
+  c.token_budget = get<std::size_t>(d, "token_budget", 0);
+  c.pack_window = get<std::size_t>(d, "pack_window", c.pack_window);
+  c.mrope = get<bool>(d, "mrope", false);
   return c;
 }
 

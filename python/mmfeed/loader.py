@@ -26,7 +26,9 @@ class Loader:
     """Iterates batches; see the module docstring. Options (all keywords):
 
     manifest (a path or a list of paths), tokenizer, model ("qwen2-vl", "qwen2.5-vl",
-    "qwen3-vl"), min_pixels, max_pixels, chat_template, batch_size, seed, shuffle, epochs, rank,
+    "qwen3-vl"), min_pixels, max_pixels, chat_template, batch_size, token_budget (pack into rows
+    of at most this many tokens: input_ids [1, T], position_ids, cu_seqlens), pack_window,
+    mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
     on_error ("skip" or "fail"), max_error_fraction, tensors ("np" or "torch").
@@ -60,8 +62,9 @@ class Loader:
         if self._tensors == "torch":
             import torch
 
-            for key in ("input_ids", "labels", "attention_mask", "pixel_values", "image_grid_thw"):
-                batch[key] = torch.from_numpy(batch[key])
+            for key, value in list(batch.items()):
+                if hasattr(value, "__array_interface__"):
+                    batch[key] = torch.from_numpy(value)
         return batch
 
     def state_dict(self) -> dict:

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "core/bounded_queue.h"
@@ -47,7 +48,7 @@ const void* Batch::data(const Tensor& t) const { return storage->data() + t.offs
 std::string LoaderState::to_json() const {
   return "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
          ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
-         ",\"position\":" + std::to_string(position) + "}";
+         ",\"position\":" + std::to_string(position) + ",\"packed_delivered\":" + std::to_string(packed_delivered) + "}";
 }
 
 Result<LoaderState> LoaderState::from_json(std::string_view json) {
@@ -67,6 +68,8 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
   s.world_size = static_cast<int>(world);
   s.epoch = static_cast<int>(epoch);
   s.position = position;
+  std::uint64_t packed = 0;
+  if (!doc["packed_delivered"].get_uint64().get(packed)) s.packed_delivered = packed;
   return s;
 }
 
@@ -109,7 +112,7 @@ struct Work {
   std::size_t arrived = 0;
   std::optional<SampleError> error;
   // Results.
-  std::vector<std::int32_t> input_ids, labels;
+  std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
   std::vector<float> pixels;
   std::vector<vision::Grid> grids;
 };
@@ -157,7 +160,8 @@ class LoaderImpl final : public Loader {
       std::lock_guard lock(state_mu_);
       const auto it = batch_end_.find((*r)->epoch * 1000003ull + (*r)->index);
       delivered_.epoch = (*r)->epoch;
-      delivered_.position = it->second;
+      delivered_.position = it->second.first;
+      delivered_.packed_delivered = it->second.second;
       batch_end_.erase(it);
     }
     return r;
@@ -261,8 +265,14 @@ class LoaderImpl final : public Loader {
       w.pixels.resize(keep_rows * row);
       w.grids.resize(s->images_kept);
     }
+    if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
+      w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) +
+                                              " tokens, more than token_budget " + std::to_string(config_.token_budget)};
+      return;
+    }
     w.input_ids = std::move(s->input_ids);
     w.labels = std::move(s->labels);
+    w.mrope = std::move(s->position_ids);
     m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
 
@@ -288,20 +298,25 @@ class LoaderImpl final : public Loader {
     return ok_status();
   }
 
-  // Pads the samples into one pooled buffer.
-  Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, std::uint64_t end_position) {
+  // Pads the samples into one pooled buffer (or, packing, lays them end to end in one row).
+  Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
+                 std::pair<std::uint64_t, std::uint64_t> state_after) {
     core::TraceSpan span(&trace_, "assemble batch", "batch");
+    const bool packed = config_.token_budget > 0;
     Batch b;
     b.epoch = epoch;
     b.index = index;
-    std::size_t L = 0, rows = 0, images = 0;
+    std::size_t L = 0, total = 0, rows = 0, images = 0;
     for (const auto& w : samples) {
       L = std::max(L, w->input_ids.size());
+      total += w->input_ids.size();
       rows += w->pixels.size() / static_cast<std::size_t>(proc_.row_elements());
       images += w->grids.size();
       b.sample_ids.push_back(w->id);
     }
-    const auto B = static_cast<std::int64_t>(samples.size());
+    const auto n = static_cast<std::int64_t>(samples.size());
+    const std::int64_t B = packed ? 1 : n;
+    const std::int64_t T = packed ? static_cast<std::int64_t>(total) : static_cast<std::int64_t>(L);
     const auto width = static_cast<std::int64_t>(proc_.row_elements());
     std::size_t offset = 0;
     auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
@@ -309,25 +324,45 @@ class LoaderImpl final : public Loader {
       offset += (t.bytes() + 63) / 64 * 64;
       b.tensors.push_back(std::move(t));
     };
-    add("input_ids", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
-    add("labels", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
-    add("attention_mask", Tensor::DType::kInt64, {B, static_cast<std::int64_t>(L)});
+    add("input_ids", Tensor::DType::kInt64, {B, T});
+    add("labels", Tensor::DType::kInt64, {B, T});
+    add("attention_mask", Tensor::DType::kInt64, {B, T});
     add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
     add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(images), 3});
+    if (config_.mrope) {
+      add("position_ids", Tensor::DType::kInt64, {3, B, T});
+    } else if (packed) {
+      add("position_ids", Tensor::DType::kInt64, {B, T});
+    }
+    if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
     b.storage = std::make_shared<core::Buffer>(pool_buffers_.acquire(std::max<std::size_t>(offset, 1)));
-    auto* ids = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[0].offset);
-    auto* labels = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[1].offset);
-    auto* mask = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[2].offset);
+    auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[i].offset); };
+    std::int64_t *ids = at(0), *labels = at(1), *mask = at(2), *grids = at(4);
+    std::int64_t* positions = b.tensors.size() > 5 && b.tensors[5].name == "position_ids" ? at(5) : nullptr;
+    std::int64_t* cu = packed ? at(b.tensors.size() - 1) : nullptr;
     auto* pixels = reinterpret_cast<float*>(b.storage->data() + b.tensors[3].offset);
-    auto* grids = reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[4].offset);
+    std::size_t cursor = 0;  // packed: where the next sample starts
+    if (cu) cu[0] = 0;
     for (std::size_t i = 0; i < samples.size(); ++i) {
       const Work& w = *samples[i];
-      for (std::size_t j = 0; j < L; ++j) {
-        const bool real = j < w.input_ids.size();
-        ids[i * L + j] = real ? w.input_ids[j] : pad_id_;
-        labels[i * L + j] = real ? w.labels[j] : text::kIgnoreIndex;
-        mask[i * L + j] = real ? 1 : 0;
+      const std::size_t len = w.input_ids.size();
+      const std::size_t row_start = packed ? cursor : i * L;
+      const std::size_t span_len = packed ? len : L;
+      for (std::size_t j = 0; j < span_len; ++j) {
+        const bool real = j < len;
+        ids[row_start + j] = real ? w.input_ids[j] : pad_id_;
+        labels[row_start + j] = real ? w.labels[j] : text::kIgnoreIndex;
+        mask[row_start + j] = real ? 1 : 0;
+        if (positions && config_.mrope) {
+          for (std::size_t axis = 0; axis < 3; ++axis) {
+            positions[axis * static_cast<std::size_t>(B * T) + row_start + j] = real ? w.mrope[axis * len + j] : 0;
+          }
+        } else if (positions) {
+          positions[row_start + j] = static_cast<std::int64_t>(j);
+        }
       }
+      cursor += len;
+      if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
       std::memcpy(pixels, w.pixels.data(), w.pixels.size() * sizeof(float));
       pixels += w.pixels.size();
       for (const vision::Grid& g : w.grids) {
@@ -337,24 +372,82 @@ class LoaderImpl final : public Loader {
       }
     }
     std::lock_guard lock(state_mu_);
-    batch_end_[epoch * 1000003ull + index] = end_position;
+    batch_end_[epoch * 1000003ull + index] = state_after;
     return b;
+  }
+
+  // First-fit decreasing over a window: the longest samples first, each into the first row with
+  // room; rows come out in the order they were opened. Deterministic for a window.
+  std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const {
+    std::vector<std::size_t> order(window.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return window[a]->input_ids.size() > window[b]->input_ids.size();
+    });
+    std::vector<std::vector<std::unique_ptr<Work>>> rows;
+    std::vector<std::size_t> used;
+    for (std::size_t i : order) {
+      const std::size_t len = window[i]->input_ids.size();
+      std::size_t r = 0;
+      while (r < rows.size() && used[r] + len > config_.token_budget) ++r;
+      if (r == rows.size()) {
+        rows.emplace_back();
+        used.push_back(0);
+      }
+      used[r] += len;
+      rows[r].push_back(std::move(window[i]));
+    }
+    return rows;
+  }
+
+  // Samples gathered before batches are formed: a padded batch, or a packing window.
+  std::size_t group_size() const { return config_.token_budget > 0 ? config_.pack_window : config_.batch_size; }
+
+  struct Built {
+    Batch batch;
+  };
+
+  // A gathered group [start, end) of the epoch's order into batches: one padded batch, or the
+  // packed rows of the window. The state after each says where a resumed run picks up: after
+  // the window for its last row, else the window's start with the rows already delivered.
+  std::vector<Built> build_batches(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
+                                   std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index) {
+    std::vector<Built> out;
+    if (config_.token_budget == 0) {
+      out.push_back({assemble(samples, epoch, index++, {end, 0})});
+      return out;
+    }
+    auto rows = pack(std::move(samples));
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      if (k < skip_rows) continue;
+      const bool last = k + 1 == rows.size();
+      out.push_back({assemble(rows[k], epoch, index++, last ? std::make_pair(end, std::uint64_t{0})
+                                                              : std::make_pair(start, std::uint64_t{k + 1}))});
+    }
+    return out;
   }
 
   // ---- serial mode: everything on the caller's thread, one sample after another -------------
   Result<std::optional<Batch>> next_serial() {
     if (stop_.load()) return std::optional<Batch>();
+    if (!serial_ready_.empty()) {
+      Batch b = std::move(serial_ready_.front().batch);
+      serial_ready_.pop_front();
+      return std::optional<Batch>(std::move(b));
+    }
     std::vector<std::unique_ptr<Work>> samples;
-    while (samples.size() < config_.batch_size) {
+    std::uint64_t start = serial_seq_;
+    while (samples.size() < group_size()) {
       if (serial_epoch_ >= config_.epochs) break;
       if (serial_loaded_epoch_ != serial_epoch_) {
         serial_order_ = order(serial_epoch_);
         serial_loaded_epoch_ = serial_epoch_;
         serial_seq_ = 0;
         serial_batch_ = 0;
+        start = 0;
       }
       if (serial_seq_ >= serial_order_.size()) {
-        if (!samples.empty()) break;  // the epoch's last, partial batch
+        if (!samples.empty()) break;  // the epoch's last, partial group
         ++serial_epoch_;
         continue;
       }
@@ -375,7 +468,13 @@ class LoaderImpl final : public Loader {
       if (!w->error) samples.push_back(std::move(w));
     }
     if (samples.empty()) return std::optional<Batch>();
-    return std::optional<Batch>(assemble(samples, samples.front()->epoch, serial_batch_++, serial_seq_));
+    const int epoch = samples.front()->epoch;
+    for (Built& built : build_batches(std::move(samples), epoch, start, serial_seq_, 0, serial_batch_)) {
+      serial_ready_.push_back(std::move(built));
+    }
+    Batch b = std::move(serial_ready_.front().batch);
+    serial_ready_.pop_front();
+    return std::optional<Batch>(std::move(b));
   }
 
   // ---- concurrent mode ---------------------------------------------------------------------
@@ -491,14 +590,22 @@ class LoaderImpl final : public Loader {
     int epoch = start.epoch;
     std::uint64_t seq = start.position;
     std::uint64_t index = 0;
+    std::uint64_t group_start = seq;
+    std::uint64_t skip_rows = start.packed_delivered;  // resuming inside a packed window
     std::vector<std::unique_ptr<Work>> samples;
     auto emit = [&](std::uint64_t end) -> bool {
-      if (samples.empty()) return true;
-      Batch b = assemble(samples, epoch, index++, end);
+      if (samples.empty()) {
+        group_start = end;
+        return true;
+      }
+      for (Built& built : build_batches(std::move(samples), epoch, group_start, end, skip_rows, index)) {
+        if (!out_.push(std::move(built.batch))) return false;
+        trace_.counter("prefetched batches", static_cast<double>(out_.size()));
+      }
       samples.clear();
-      const bool pushed = out_.push(std::move(b));
-      trace_.counter("prefetched batches", static_cast<double>(out_.size()));
-      return pushed;
+      skip_rows = 0;
+      group_start = end;
+      return true;
     };
     while (!stop_.load()) {
       std::unique_ptr<Work> w;
@@ -517,6 +624,7 @@ class LoaderImpl final : public Loader {
           if (!emit(seq)) break;  // the epoch's last, partial batch
           ++epoch;
           seq = 0;
+          group_start = 0;
           index = 0;
           if (epoch >= config_.epochs) break;
           continue;
@@ -540,7 +648,7 @@ class LoaderImpl final : public Loader {
         return;
       }
       if (!w->error) samples.push_back(std::move(w));
-      if (samples.size() == config_.batch_size && !emit(seq)) break;
+      if (samples.size() == group_size() && !emit(seq)) break;
     }
     out_.close();
   }
@@ -571,7 +679,7 @@ class LoaderImpl final : public Loader {
 
   mutable std::mutex state_mu_;
   LoaderState delivered_;
-  std::map<std::uint64_t, std::uint64_t> batch_end_;  // batch key -> position after it
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> batch_end_;  // batch -> state after it
 
   mutable std::mutex errors_mu_;
   std::vector<SampleError> errors_;
@@ -603,6 +711,7 @@ class LoaderImpl final : public Loader {
   std::uint64_t serial_seq_ = 0;
   std::uint64_t serial_batch_ = 0;
   std::vector<std::uint64_t> serial_order_;
+  std::deque<Built> serial_ready_;
 };
 
 Error bad_config(const std::string& field, const std::string& message) {
@@ -615,6 +724,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   if (config.manifests.empty()) return bad_config("manifests", "no manifest given");
   if (config.tokenizer.empty()) return bad_config("tokenizer", "no tokenizer.json given");
   if (config.batch_size == 0) return bad_config("batch_size", "must be positive");
+  if (config.token_budget > 0 && config.pack_window == 0) return bad_config("pack_window", "must be positive");
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
     return bad_config("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
                                   std::to_string(config.world_size));
@@ -643,6 +753,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     return bad_config("labels", "must be qwen or content_and_eos");
   }
   sft.merge_size = vconfig.profile.merge_size;
+  sft.mrope_position_ids = config.mrope;
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   LoaderState start;
   start.seed = config.seed;
@@ -657,7 +768,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     }
     start = *resume;
   }
-  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0)) {
+  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
     return bad_config("mode", "resuming is supported in the concurrent mode only");
   }
   return std::unique_ptr<Loader>(new LoaderImpl(config, std::move(lines), std::move(tok), std::move(vconfig), tmpl,

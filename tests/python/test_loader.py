@@ -187,3 +187,67 @@ def test_cli_run_config_file_and_bad_options(cli, dataset, tmp_path):
     bad = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--frobnicate", "1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
+
+
+def test_packing_fills_rows_under_the_budget(dataset):
+    padded, _, _ = load(dataset, seed=6, batch_size=100)  # one batch holding every sample
+    lengths = {sid: int(m.sum()) for sid, m in zip(padded[0]["sample_ids"], padded[0]["attention_mask"])}
+    budget = max(lengths.values()) + 200
+    rows, errors, _ = load(dataset, seed=6, token_budget=budget, pack_window=10)
+    assert not errors
+    assert sorted(flat(rows)) == sorted(lengths)
+    by_id = {}
+    for b in padded:
+        for i, sid in enumerate(b["sample_ids"]):
+            n = lengths[sid]
+            by_id[sid] = (b["input_ids"][i, :n], b["labels"][i, :n])
+    for row in rows:
+        cu = row["cu_seqlens"]
+        assert row["input_ids"].shape == (1, cu[-1]) and cu[-1] <= budget
+        assert row["attention_mask"].all()
+        for k, sid in enumerate(row["sample_ids"]):
+            a, b = cu[k], cu[k + 1]
+            np.testing.assert_array_equal(row["input_ids"][0, a:b], by_id[sid][0])
+            np.testing.assert_array_equal(row["labels"][0, a:b], by_id[sid][1])
+            np.testing.assert_array_equal(row["position_ids"][0, a:b], np.arange(b - a))
+    # first-fit decreasing over windows of 10 needs few rows
+    assert len(rows) < len(lengths)
+
+
+def test_packing_resumes_inside_a_window(dataset):
+    options = dict(seed=8, token_budget=3000, pack_window=12, epochs=2)
+    full, _, _ = load(dataset, **options)
+    for stop_after in (1, 2, len(full) - 1):
+        with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options) as loader:
+            first = [next(loader) for _ in range(stop_after)]
+            state = loader.state_dict()
+        resumed = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options)
+        resumed.load_state_dict(state)
+        with resumed:
+            rest = list(resumed)
+        assert [b["sample_ids"] for b in first + rest] == [b["sample_ids"] for b in full]
+
+
+def test_oversized_samples_are_reported_when_packing(dataset):
+    padded, _, _ = load(dataset, batch_size=100)
+    lengths = sorted(int(m.sum()) for m in padded[0]["attention_mask"])
+    budget = lengths[len(lengths) // 2]
+    rows, errors, _ = load(dataset, token_budget=budget, pack_window=8)
+    assert len(errors) == sum(1 for n in lengths if n > budget) > 0
+    assert all(f"more than token_budget {budget}" in e["reason"] and e["stage"] == "text" for e in errors)
+    assert len(flat(rows)) + len(errors) == 23
+
+
+def test_mrope_positions_in_batches_match_the_conversation_encoder(dataset):
+    batches, _, _ = load(dataset, shuffle=False, mrope=True, batch_size=3)
+    tok = mmfeed.Tokenizer.from_file(TOKENIZER)
+    proc = mmfeed.ImageProcessor("qwen2-vl", max_pixels=MAX_PIXELS)
+    samples = {json.loads(line)["id"]: json.loads(line) for line in dataset.read_text().splitlines()}
+    b = batches[0]
+    assert b["position_ids"].shape == (3,) + b["input_ids"].shape
+    for i, sid in enumerate(b["sample_ids"]):
+        paths = [str(dataset.parent / c["image"]) for m in samples[sid]["messages"] if isinstance(m["content"], list)
+                 for c in m["content"] if c["type"] == "image"]
+        enc = mmfeed.encode_conversation(samples[sid], proc(paths)["image_grid_thw"].tolist(), tok, mrope=True)
+        n = len(enc["input_ids"])
+        np.testing.assert_array_equal(b["position_ids"][:, i, :n], enc["position_ids"])
