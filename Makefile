@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 64
 
-.PHONY: setup build test test-cpp test-python test-tsan fuzz demo bench clean
+.PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -37,6 +37,13 @@ test-tsan: setup
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/core_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test --gtest_filter='FetcherTest.*'
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
+
+# The C++ suites under AddressSanitizer (leaks included), in a separate build tree.
+test-asan: setup
+	cmake -S . -B build-asan -G Ninja -DMMFEED_SANITIZE=address -DMMFEED_BUILD_PYTHON=OFF \
+	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/) built with clang, each run FUZZ_SECONDS from the committed corpus;
 # new inputs go to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.
@@ -72,4 +79,4 @@ bench: build
 	$(PY) bench/pipeline.py
 
 clean:
-	rm -rf build build-tsan $(DEMO_DIR)
+	rm -rf build build-tsan build-asan build-fuzz $(DEMO_DIR)

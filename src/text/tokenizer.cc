@@ -252,15 +252,21 @@ struct Tokenizer::Impl {
 
   // Splits `text` (normalized) into pre-tokens: regex matches, and the gaps between them.
   void pre_tokenize(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& pieces) const {
-    thread_local pcre2_match_data* md = nullptr;
-    thread_local pcre2_jit_stack* stack = nullptr;
-    thread_local pcre2_match_context* mctx = nullptr;
-    if (md == nullptr) {
-      md = pcre2_match_data_create(4, nullptr);
-      stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
-      mctx = pcre2_match_context_create(nullptr);
-      pcre2_jit_stack_assign(mctx, nullptr, stack);
-    }
+    // Per-thread matching state, freed when the thread ends.
+    struct MatchState {
+      pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
+      pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+      pcre2_match_context* mctx = pcre2_match_context_create(nullptr);
+      MatchState() { pcre2_jit_stack_assign(mctx, nullptr, stack); }
+      ~MatchState() {
+        pcre2_match_context_free(mctx);
+        pcre2_jit_stack_free(stack);
+        pcre2_match_data_free(md);
+      }
+    };
+    thread_local MatchState state;
+    pcre2_match_data* md = state.md;
+    pcre2_match_context* mctx = state.mctx;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     std::size_t start = 0;
     std::size_t last_end = 0;
