@@ -18,6 +18,7 @@ mmfeed_pkg_dep(pcre2 libpcre2-8)
 mmfeed_pkg_dep(utf8proc libutf8proc)
 mmfeed_pkg_dep(hwy libhwy)
 mmfeed_pkg_dep(expat expat)
+mmfeed_pkg_dep(zlib zlib)
 
 if(MMFEED_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -37,7 +37,9 @@ class Buffer;
 }
 
 struct LoaderConfig {
-  std::vector<std::string> manifests;  // local JSONL files; image paths resolve against each
+  // JSONL manifests: paths, file://, s3:// or http(s):// URIs, plain or gzip-compressed;
+  // relative image references resolve against each manifest's directory or URI prefix.
+  std::vector<std::string> manifests;
   std::string tokenizer;               // tokenizer.json
   std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
   std::int64_t min_pixels = 0;         // 0: the profile's

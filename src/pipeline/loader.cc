@@ -1,6 +1,7 @@
 #include "mmfeed/loader.h"
 
 #include <simdjson.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,16 +84,68 @@ struct ManifestLine {
   std::string where;  // file:line
 };
 
-Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>& paths) {
+// Inflates gzip data (any number of members).
+Result<std::string> gunzip(std::span<const std::byte> in, const std::string& where) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return Error(ErrorCode::kInternal, "zlib init failed", where);
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  char chunk[1 << 16];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END || z.avail_in > 0) {
+    if (rc == Z_STREAM_END) inflateReset(&z);  // a concatenated member
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&z);
+      return Error(ErrorCode::kCorruptData, std::string("gzip data is corrupt: ") + (z.msg ? z.msg : "inflate failed"), where);
+    }
+    out.append(chunk, sizeof chunk - z.avail_out);
+    if (rc != Z_STREAM_END && z.avail_in == 0 && z.avail_out != 0) {
+      inflateEnd(&z);
+      return Error(ErrorCode::kCorruptData, "gzip data is truncated", where);
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+// Reads manifests from files, S3 or HTTP(S), gzip-compressed or not (by their magic bytes).
+// Relative image references resolve against the manifest's directory (or URI prefix).
+Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>& paths, const storage::S3Options& s3) {
   std::vector<ManifestLine> lines;
+  storage::FetchOptions options;
+  options.part_size = 0;
+  storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error(ErrorCode::kNotFound, "cannot open manifest", path);
-    const std::string base = std::filesystem::absolute(path).parent_path().string();
-    std::string line;
-    std::size_t n = 0;
-    while (std::getline(in, line)) {
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
+    if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", path);
+    auto r = fetcher.next();
+    if (!r) return Error(ErrorCode::kInternal, "fetcher closed", path);
+    if (!r->data.ok()) return std::move(r->data).error().with_context("manifest");
+    const core::Buffer& data = *r->data;
+    std::string text;
+    if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
+      MMFEED_ASSIGN_OR_RETURN(text, gunzip(data.span(), path));
+    } else {
+      text.assign(reinterpret_cast<const char*>(data.data()), data.size());
+    }
+    std::string base;
+    if (uri.scheme == storage::Scheme::kFile) {
+      base = std::filesystem::path(uri.path).parent_path().string();
+    } else {
+      const std::string full = uri.to_string();
+      base = full.substr(0, full.rfind('/'));
+    }
+    std::size_t n = 0, at = 0;
+    while (at < text.size()) {
+      std::size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
       ++n;
+      std::string line = text.substr(at, end - at);
+      at = end + 1;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       lines.push_back({std::move(line), base, path + ":" + std::to_string(n)});
     }
@@ -216,8 +269,12 @@ class LoaderImpl final : public Loader {
       w->error = SampleError{w->id, "manifest", "videos are not supported yet"};
       return w;
     }
+    const bool remote_base = line.base_dir.find("://") != std::string::npos;
     for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
-      auto parsed = storage::parse_uri(uri, line.base_dir);
+      // Relative references in a remote manifest resolve against its URI prefix.
+      const bool relative = uri.find("://") == std::string::npos && !uri.empty() && uri[0] != '/';
+      auto parsed = remote_base && relative ? storage::parse_uri(line.base_dir + "/" + uri)
+                                            : storage::parse_uri(uri, line.base_dir);
       if (!parsed.ok()) {
         w->error = SampleError{w->id, "manifest", parsed.error().to_string()};
         return w;
@@ -732,7 +789,8 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   if (config.epochs < 1) return bad_config("epochs", "must be at least 1");
   if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
   if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
-  MMFEED_ASSIGN_OR_RETURN(auto lines, read_manifests(config.manifests));
+  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+  MMFEED_ASSIGN_OR_RETURN(auto lines, read_manifests(config.manifests, s3));
   MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(config.tokenizer));
   vision::ProcessorConfig vconfig;
   MMFEED_ASSIGN_OR_RETURN(vconfig.profile, vision::model_profile(config.model));
@@ -754,7 +812,6 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   sft.merge_size = vconfig.profile.merge_size;
   sft.mrope_position_ids = config.mrope;
-  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   LoaderState start;
   start.seed = config.seed;
   start.rank = config.rank;

@@ -157,7 +157,7 @@ def test_configuration_errors_name_the_field(dataset):
         next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, rank=2, world_size=2))
     with pytest.raises(ValueError, match="unknown loader option 'batchsize'"):
         next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, batchsize=3))
-    with pytest.raises(ValueError, match="cannot open manifest"):
+    with pytest.raises(ValueError, match="manifest: file:///nonexistent.jsonl: cannot open"):
         next(mmfeed.Loader("/nonexistent.jsonl", tokenizer=TOKENIZER))
 
 
@@ -251,3 +251,48 @@ def test_mrope_positions_in_batches_match_the_conversation_encoder(dataset):
         enc = mmfeed.encode_conversation(samples[sid], proc(paths)["image_grid_thw"].tolist(), tok, mrope=True)
         n = len(enc["input_ids"])
         np.testing.assert_array_equal(b["position_ids"][:, i, :n], enc["position_ids"])
+
+
+def test_gzip_manifest_gives_the_same_batches(dataset, tmp_path):
+    import gzip
+
+    packed = dataset.parent / "manifest.jsonl.gz"
+    packed.write_bytes(gzip.compress(dataset.read_bytes()))
+    a, _, _ = load(dataset, seed=2)
+    b, _, _ = load(packed, seed=2)
+    assert [x["sample_ids"] for x in a] == [x["sample_ids"] for x in b]
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(packed.read_bytes()[:100])
+    with pytest.raises(ValueError, match="gzip data is (truncated|corrupt)"):
+        load(broken)
+
+
+def test_manifest_over_http_resolves_images_against_its_url(dataset, tmp_path):
+    from servers import Nginx
+
+    server = Nginx(dataset.parent, tmp_path / "nginx").start()
+    try:
+        remote, errors, _ = load(server.url("ok", "manifest.jsonl"), seed=1)
+    finally:
+        server.stop()
+    local, _, _ = load(dataset, seed=1)
+    assert not errors
+    for a, b in zip(local, remote):
+        assert a["sample_ids"] == b["sample_ids"]
+        np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
+
+
+def test_manifest_and_images_in_s3(dataset, moto_s3, monkeypatch):
+    s3 = moto_s3.client()
+    s3.create_bucket(Bucket="loader-data")
+    for path in dataset.parent.rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket="loader-data", Key=f"train/{path.relative_to(dataset.parent)}", Body=path.read_bytes())
+    for key, value in moto_s3.env().items():
+        if key.startswith("AWS_"):
+            monkeypatch.setenv(key, value)
+    remote, errors, _ = load("s3://loader-data/train/manifest.jsonl", seed=1)
+    local, _, _ = load(dataset, seed=1)
+    assert not errors
+    assert [x["sample_ids"] for x in remote] == [x["sample_ids"] for x in local]
+    np.testing.assert_array_equal(remote[0]["pixel_values"], local[0]["pixel_values"])
