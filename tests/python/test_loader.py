@@ -296,3 +296,28 @@ def test_manifest_and_images_in_s3(dataset, moto_s3, monkeypatch):
     assert not errors
     assert [x["sample_ids"] for x in remote] == [x["sample_ids"] for x in local]
     np.testing.assert_array_equal(remote[0]["pixel_values"], local[0]["pixel_values"])
+
+
+def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
+    from servers import Nginx
+
+    server = Nginx(dataset.parent, tmp_path / "nginx").start()
+    try:
+        lines = []
+        for line in dataset.read_text().splitlines():
+            sample = json.loads(line)
+            for m in sample["messages"]:
+                for c in m["content"] if isinstance(m["content"], list) else []:
+                    if c["type"] == "image":
+                        c["image"] = server.url("faulty", c["image"]) + "?p=0.25"
+            lines.append(json.dumps(sample))
+        manifest = tmp_path / "faulty.jsonl"
+        manifest.write_text("\n".join(lines) + "\n")
+        faulty, errors, _ = load(manifest, seed=1)
+    finally:
+        server.stop()
+    clean, _, _ = load(dataset, seed=1)
+    assert not errors
+    for a, b in zip(clean, faulty):
+        assert a["sample_ids"] == b["sample_ids"]
+        np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
