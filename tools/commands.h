@@ -5,5 +5,6 @@ namespace mmfeed::tools {
 
 int run_fetch(int argc, char** argv);
 int run_loader(int argc, char** argv);
+int run_inspect(int argc, char** argv);
 
 }  // namespace mmfeed::tools

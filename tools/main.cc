@@ -2,6 +2,7 @@
 //
 //   mmfeed version                       this build and the native libraries it runs on
 //   mmfeed run MANIFEST --tokenizer F    run the loader, report throughput, waiting and skipped samples
+//   mmfeed inspect MANIFEST --tokenizer F  show a batch, trained spans marked
 //   mmfeed fetch URI...                  fetch objects, report throughput, latency and failures
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
 //
@@ -27,6 +28,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  version         print the mmfeed version and the native libraries it uses\n"
     "  run             run the loader over a manifest and report what it delivered; --help for options\n"
+    "  inspect         show one batch: tensor shapes, decoded text with the trained spans marked\n"
     "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
     "  make-dataset    write the demo data set (images + JSONL manifest); --help for options\n"
     "  help            print this text\n";
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
   if (command == "version" || command == "--version") return run_version();
   if (command == "fetch") return mmfeed::tools::run_fetch(argc - 2, argv + 2);
   if (command == "run") return mmfeed::tools::run_loader(argc - 2, argv + 2);
+  if (command == "inspect") return mmfeed::tools::run_inspect(argc - 2, argv + 2);
   if (command == "make-dataset") return exec_python_module("mmfeed.datagen", argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);

@@ -321,3 +321,14 @@ def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
     for a, b in zip(clean, faulty):
         assert a["sample_ids"] == b["sample_ids"]
         np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
+
+
+def test_cli_inspect_marks_the_trained_spans(cli, dataset):
+    import subprocess
+
+    run = subprocess.run([cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)],
+                         capture_output=True, text=True, check=True)
+    out = run.stdout
+    assert "input_ids       int64   [2, " in out and "pixel_values    float32 [" in out
+    assert "<|im_start|>assistant\n[[" in out and "<|im_end|>\n]]" in out
+    assert "<|image_pad|>x" in out

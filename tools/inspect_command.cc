@@ -1,0 +1,129 @@
+// mmfeed inspect: show one batch as the trainer will see it - tensor shapes, and each sample's
+// text decoded with the trained (labelled) spans marked and image pads collapsed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mmfeed/loader.h"
+#include "text/tokenizer.h"
+#include "tools/commands.h"
+
+namespace mmfeed::tools {
+
+int run_inspect(int argc, char** argv) {
+  LoaderConfig config;
+  config.batch_size = 2;
+  config.shuffle = false;
+  long which = 0;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--help" || arg == "-h") {
+      std::puts("usage: mmfeed inspect MANIFEST --tokenizer FILE [--batch N] [--batch-size N] [--max-pixels N]\n"
+                "       [--model NAME] [--token-budget N] [--seed N --shuffle]\n"
+                "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.");
+      return 0;
+    } else if (arg == "--tokenizer") {
+      config.tokenizer = value();
+    } else if (arg == "--batch") {
+      which = std::atol(value());
+    } else if (arg == "--batch-size") {
+      config.batch_size = static_cast<std::size_t>(std::atol(value()));
+    } else if (arg == "--max-pixels") {
+      config.max_pixels = std::atoll(value());
+    } else if (arg == "--model") {
+      config.model = value();
+    } else if (arg == "--token-budget") {
+      config.token_budget = static_cast<std::size_t>(std::atol(value()));
+    } else if (arg == "--seed") {
+      config.seed = static_cast<std::uint64_t>(std::atoll(value()));
+    } else if (arg == "--shuffle") {
+      config.shuffle = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "mmfeed inspect: unknown option %s\n", arg.c_str());
+      return 2;
+    } else {
+      config.manifests.push_back(arg);
+    }
+  }
+  auto tok = text::Tokenizer::from_file(config.tokenizer);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "mmfeed inspect: %s\n", tok.error().to_string().c_str());
+    return 2;
+  }
+  auto loader = Loader::open(config);
+  if (!loader.ok()) {
+    std::fprintf(stderr, "mmfeed inspect: %s\n", loader.error().to_string().c_str());
+    return 2;
+  }
+  std::optional<Batch> batch;
+  for (long i = 0; i <= which; ++i) {
+    auto r = (*loader)->next();
+    if (!r.ok()) {
+      std::fprintf(stderr, "mmfeed inspect: %s\n", r.error().to_string().c_str());
+      return 1;
+    }
+    batch = std::move(*r);
+    if (!batch) {
+      std::fprintf(stderr, "mmfeed inspect: the run has fewer than %ld batches\n", which + 1);
+      return 1;
+    }
+  }
+  const bool color = isatty(STDOUT_FILENO);
+  const char* on = color ? "\033[1;32m" : "[[";
+  const char* off = color ? "\033[0m" : "]]";
+  std::printf("batch %ld (epoch %d): %zu samples\n", which, batch->epoch, batch->sample_ids.size());
+  for (const Tensor& t : batch->tensors) {
+    std::string shape;
+    for (std::size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
+    std::printf("  %-15s %-7s [%s]\n", t.name.c_str(), t.dtype == Tensor::DType::kInt64 ? "int64" : "float32",
+                shape.c_str());
+  }
+  const Tensor* ids_t = batch->find("input_ids");
+  const Tensor* labels_t = batch->find("labels");
+  const Tensor* cu_t = batch->find("cu_seqlens");
+  const auto* ids = static_cast<const std::int64_t*>(batch->data(*ids_t));
+  const auto* labels = static_cast<const std::int64_t*>(batch->data(*labels_t));
+  const std::int64_t width = ids_t->shape[1];
+  const auto image_pad = (*tok)->token_to_id("<|image_pad|>").value_or(-1);
+  std::printf("\ntrained tokens are shown %sLIKE THIS%s\n", on, off);
+  for (std::size_t s = 0; s < batch->sample_ids.size(); ++s) {
+    std::int64_t begin = static_cast<std::int64_t>(s) * width, end = begin + width;
+    if (cu_t) {
+      const auto* cu = static_cast<const std::int64_t*>(batch->data(*cu_t));
+      begin = cu[s];
+      end = cu[s + 1];
+    }
+    std::printf("\n--- %s ---\n", batch->sample_ids[s].c_str());
+    std::int64_t j = begin;
+    while (j < end) {
+      if (!cu_t && ids[j] == 151643 && labels[j] == -100) break;  // padding
+      const bool trained = labels[j] != -100;
+      std::vector<std::int32_t> run;
+      std::int64_t pads = 0;
+      while (j < end && (labels[j] != -100) == trained) {
+        if (ids[j] == image_pad) {
+          ++pads;
+        } else {
+          if (pads) {
+            std::printf("%s<|image_pad|>x%lld", (*tok)->decode(run).c_str(), static_cast<long long>(pads));
+            run.clear();
+            pads = 0;
+          }
+          run.push_back(static_cast<std::int32_t>(ids[j]));
+        }
+        ++j;
+      }
+      std::string piece = (*tok)->decode(run);
+      if (pads) piece += "<|image_pad|>x" + std::to_string(pads);
+      std::printf(trained ? "%s%s%s" : "%.0s%s%.0s", on, piece.c_str(), off);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace mmfeed::tools
