@@ -57,6 +57,10 @@ struct LoaderConfig {
   std::string mode = "concurrent";  // or "serial"
   int workers = 2;                  // CPU threads for decode, resize and tokenization
   std::size_t prefetch_batches = 4;
+  // Bytes held between the fetch and the trainer (fetched images not yet processed, processed
+  // samples waiting for their batch, batches prefetched): the reader admits no new sample past
+  // it. One sample is always admitted, so a sample larger than the budget still passes.
+  std::size_t max_buffered_bytes = std::size_t{2} << 30;
   std::size_t fetch_inflight = 64;
   std::size_t max_length = 0;        // tokens; 0: no limit
   std::string truncation = "error";  // or "truncate"

@@ -166,6 +166,7 @@ struct Work {
   std::optional<SampleError> error;
   // Results.
   std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
+  std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
   std::vector<float> pixels;
   std::vector<vision::Grid> grids;
 };
@@ -191,6 +192,7 @@ class LoaderImpl final : public Loader {
     m_samples_ = &metrics_.counter("loader.samples");
     m_skipped_ = &metrics_.counter("loader.samples_skipped");
     m_process_ = &metrics_.histogram("loader.process_sample_ns");
+    m_buffered_ = &metrics_.gauge("loader.buffered_bytes");
     storage::FetchOptions fo;
     fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
@@ -307,6 +309,7 @@ class LoaderImpl final : public Loader {
         return;
       }
       w.grids.push_back(*done);
+      hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
       w.bytes[i].reset();
     }
     std::vector<text::Grid3> grids;
@@ -330,7 +333,35 @@ class LoaderImpl final : public Loader {
     w.input_ids = std::move(s->input_ids);
     w.labels = std::move(s->labels);
     w.mrope = std::move(s->position_ids);
+    hold(w, static_cast<std::int64_t>(w.pixels.size() * sizeof(float) +
+                                      (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
     m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  }
+
+  // Admission against max_buffered_bytes: what is held now, plus what the samples admitted but
+  // not yet processed will hold, estimated from the samples processed so far (until there is an
+  // estimate, a few samples per worker are admitted).
+  bool room_for_sample() const {
+    const std::int64_t measured = samples_measured_.load();
+    const std::int64_t pending = unprocessed_.load();
+    if (measured == 0) return pending < 2 * std::max(1, config_.workers);
+    const std::int64_t projected = buffered_.load() + (pending + 1) * (sample_bytes_total_.load() / measured);
+    return projected < static_cast<std::int64_t>(config_.max_buffered_bytes);
+  }
+
+  // Byte accounting against max_buffered_bytes (concurrent mode; the serial mode holds one
+  // sample at a time by construction).
+  void hold(Work& w, std::int64_t delta) const {
+    if (config_.mode == "serial") return;
+    w.held += delta;
+    buffered_.fetch_add(delta);
+  }
+  void release(Work& w) {
+    if (config_.mode == "serial") return;
+    buffered_.fetch_sub(w.held);
+    w.held = 0;
+    { std::lock_guard lock(window_mu_); }  // the reader is either before its check or asleep
+    window_cv_.notify_all();
   }
 
   // Accounts a finished sample: errors go to the report (or fail the run), the rest batch.
@@ -550,6 +581,15 @@ class LoaderImpl final : public Loader {
   static std::uint64_t key(int epoch, std::uint64_t seq) { return (static_cast<std::uint64_t>(epoch) << 40) | seq; }
 
   void finish(std::unique_ptr<Work> w) {
+    if (config_.mode != "serial") {
+      unprocessed_.fetch_sub(1);
+      if (!w->error) {
+        sample_bytes_total_.fetch_add(w->held);
+        samples_measured_.fetch_add(1);
+      }
+      { std::lock_guard lock(window_mu_); }
+      window_cv_.notify_all();
+    }
     {
       std::lock_guard lock(ready_mu_);
       ready_[key(w->epoch, w->seq)] = std::move(w);
@@ -571,10 +611,11 @@ class LoaderImpl final : public Loader {
       for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
         {
           std::unique_lock lock(window_mu_);
-          window_cv_.wait(lock, [&] { return stop_.load() || in_flight_ < window_; });
+          window_cv_.wait(lock, [&] { return stop_.load() || in_flight_ == 0 || (in_flight_ < window_ && room_for_sample()); });
           if (stop_.load()) return;
           ++in_flight_;
         }
+        unprocessed_.fetch_add(1);
         auto w = prepare(epoch, seq, ord[seq]);
         if (w->error || w->images.empty()) {
           submit_processing(std::move(w));
@@ -617,6 +658,7 @@ class LoaderImpl final : public Loader {
           if (!w->error) w->error = SampleError{w->id, "fetch", r->data.error().to_string()};
         } else {
           w->bytes[index] = std::move(r->data).value();
+          hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));
         }
         if (++w->arrived == w->images.size()) {
           complete = std::move(owned_[w]);
@@ -656,6 +698,16 @@ class LoaderImpl final : public Loader {
         return true;
       }
       for (Built& built : build_batches(std::move(samples), epoch, group_start, end, skip_rows, index)) {
+        const auto bytes = static_cast<std::int64_t>(built.batch.storage->capacity());
+        // Over the byte budget, wait until the trainer has taken what is queued.
+        {
+          std::unique_lock lock(window_mu_);
+          window_cv_.wait(lock, [&] {
+            return stop_.load() || out_.size() == 0 ||
+                   buffered_.load() + bytes <= static_cast<std::int64_t>(config_.max_buffered_bytes);
+          });
+        }
+        buffered_.fetch_add(bytes);
         if (!out_.push(std::move(built.batch))) return false;
         trace_.counter("prefetched batches", static_cast<double>(out_.size()));
       }
@@ -695,6 +747,7 @@ class LoaderImpl final : public Loader {
       }
       window_cv_.notify_all();
       ++seq;
+      release(*w);
       Status st = account(*w);
       if (!st.ok()) {
         {
@@ -712,7 +765,13 @@ class LoaderImpl final : public Loader {
 
   Result<std::optional<Batch>> next_concurrent() {
     auto b = out_.pop();
-    if (b) return std::optional<Batch>(std::move(*b));
+    if (b) {
+      buffered_.fetch_sub(static_cast<std::int64_t>(b->storage->capacity()));
+      { std::lock_guard lock(window_mu_); }
+      window_cv_.notify_all();
+      m_buffered_->set(buffered_.load());
+      return std::optional<Batch>(std::move(*b));
+    }
     std::lock_guard lock(fail_mu_);
     if (failure_) return *failure_;
     return std::optional<Batch>();
@@ -730,7 +789,10 @@ class LoaderImpl final : public Loader {
   mutable core::TraceWriter trace_;
   core::Histogram *m_wait_, *m_process_;
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
-  core::BufferPool pool_buffers_{core::BufferPoolOptions{.alignment = 64, .max_cached_bytes = std::size_t{1} << 30}};
+  core::Gauge* m_buffered_;
+  // Released batch buffers are kept for reuse up to half the byte budget (at most 1 GiB).
+  core::BufferPool pool_buffers_{core::BufferPoolOptions{
+      .alignment = 64, .max_cached_bytes = std::min(std::size_t{1} << 30, config_.max_buffered_bytes / 2)}};
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;
 
@@ -753,6 +815,10 @@ class LoaderImpl final : public Loader {
   std::mutex window_mu_;
   std::condition_variable window_cv_;
   std::size_t in_flight_ = 0;
+  mutable std::atomic<std::int64_t> buffered_{0};
+  std::atomic<std::int64_t> unprocessed_{0};          // admitted, not yet processed
+  std::atomic<std::int64_t> sample_bytes_total_{0};   // bytes held by processed samples, summed
+  std::atomic<std::int64_t> samples_measured_{0};
   std::mutex pending_mu_;
   std::map<std::uint64_t, std::pair<Work*, std::size_t>> pending_;  // fetch tag -> (sample, image)
   std::map<Work*, std::unique_ptr<Work>> owned_;

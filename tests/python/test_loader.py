@@ -332,3 +332,39 @@ def test_cli_inspect_marks_the_trained_spans(cli, dataset):
     assert "input_ids       int64   [2, " in out and "pixel_values    float32 [" in out
     assert "<|im_start|>assistant\n[[" in out and "<|im_end|>\n]]" in out
     assert "<|image_pad|>x" in out
+
+
+RSS_SCRIPT = """
+import sys, time, mmfeed
+def rss(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+budget = int(sys.argv[1])
+largest = 0
+with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=400_000, batch_size=4, prefetch_batches=8,
+                   workers=2, max_buffered_bytes=budget) as loader:
+    base = rss("VmRSS")
+    for batch in loader:
+        largest = max(largest, sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes")))
+        time.sleep(0.05)  # a slow trainer: without a budget the loader would run far ahead
+        del batch
+    print(rss("VmHWM") - base, largest)
+"""
+
+
+def test_byte_budget_bounds_peak_memory(tmp_path):
+    import subprocess
+    import sys
+
+    data = tmp_path / "big"
+    datagen.generate(data, samples=24, seed=1, max_megapixels=3, workers=2)
+    budget = 40_000_000
+    run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER],
+                         capture_output=True, text=True, check=True)
+    growth, largest_batch = map(int, run.stdout.split())
+    # Stated overhead beyond the budget: the batch being assembled, the one the trainer holds and
+    # the samples gathered for the next (3 batches), plus two workers' decode and resize buffers
+    # for a 3 MP image (~60 MB each) and allocator slack (100 MB).
+    overhead = 3 * largest_batch + 2 * 60_000_000 + 100_000_000
+    assert growth < budget + overhead, (growth, budget, overhead)
