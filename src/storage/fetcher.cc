@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <queue>
 #include <random>
@@ -96,7 +97,8 @@ struct Job {
   std::string uri_text;
   std::int64_t start_ns = 0;
   int attempts = 0;  // GETs sent
-  int failures = 0;  // failed attempts counted against max_attempts
+  int failures = 0;  // failed attempts of the whole-object request, counted against max_attempts
+  std::map<int, int> part_failures;  // the same per part of a large object
   int retries = 0;
   int last_status = 0;
   bool no_probe = false;  // the server refused the probe range (empty object)
@@ -706,8 +708,10 @@ class Fetcher::Engine {
       return;
     }
     if (!job->transfers.empty() && part < 0 && !job->multipart) return;  // its twin (hedge) may still win
-    const bool retryable = is_retryable(err->code()) && job->failures + 1 < options_.max_attempts;
-    ++job->failures;
+    // max_attempts counts per request: each part of a large object has its own allowance.
+    int& failures = part >= 0 ? job->part_failures[part] : job->failures;
+    const bool retryable = is_retryable(err->code()) && failures + 1 < options_.max_attempts;
+    ++failures;
     if (!retryable) {
       fail_job(job, std::move(*err));
       return;
@@ -721,10 +725,11 @@ class Fetcher::Engine {
       job->buffer.reset();
       job->multipart = false;
       job->parts = job->parts_done = 0;
+      job->part_failures.clear();
       part = -1;
     }
     const std::int64_t cap = std::min<std::int64_t>(options_.backoff_max_ms,
-                                                    static_cast<std::int64_t>(options_.backoff_base_ms) << std::min(job->failures - 1, 20));
+                                                    static_cast<std::int64_t>(options_.backoff_base_ms) << std::min(failures - 1, 20));
     std::uniform_int_distribution<std::int64_t> jitter(0, std::max<std::int64_t>(0, cap) * 1'000'000);
     retries_.push({now + jitter(rng_), job, part});
   }
