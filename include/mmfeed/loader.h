@@ -55,6 +55,9 @@ struct LoaderConfig {
   int rank = 0;
   int world_size = 1;
   std::string mode = "concurrent";  // or "serial"
+  // false: batches take samples as they finish (within the epoch) instead of in order: no
+  // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.
+  bool ordered = true;
   int workers = 2;                  // CPU threads for decode, resize and tokenization
   std::size_t prefetch_batches = 4;
   // Bytes held between the fetch and the trainer (fetched images not yet processed, processed

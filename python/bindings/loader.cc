@@ -34,7 +34,7 @@ LoaderConfig config_from(nb::dict d) {
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes"};
+                                  "mrope", "max_buffered_bytes", "ordered"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -64,6 +64,7 @@ LoaderConfig config_from(nb::dict d) {
   c.token_budget = get<std::size_t>(d, "token_budget", 0);
   c.pack_window = get<std::size_t>(d, "pack_window", c.pack_window);
   c.mrope = get<bool>(d, "mrope", false);
+  c.ordered = get<bool>(d, "ordered", true);
   c.max_buffered_bytes = get<std::size_t>(d, "max_buffered_bytes", c.max_buffered_bytes);
   return c;
 }

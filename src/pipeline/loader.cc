@@ -716,16 +716,22 @@ class LoaderImpl final : public Loader {
       group_start = end;
       return true;
     };
+    // Ordered: the next sample of the order. Unordered: any finished sample of the epoch.
+    auto next_ready = [&] {
+      if (config_.ordered) return ready_.find(key(epoch, seq));
+      auto it = ready_.lower_bound(key(epoch, 0));
+      return it != ready_.end() && it->first < key(epoch + 1, 0) ? it : ready_.end();
+    };
     while (!stop_.load()) {
       std::unique_ptr<Work> w;
       {
         std::unique_lock lock(ready_mu_);
         ready_cv_.wait(lock, [&] {
-          return stop_.load() || ready_.count(key(epoch, seq)) ||
+          return stop_.load() || next_ready() != ready_.end() ||
                  (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) || (reader_done_ && !epoch_sizes_.count(epoch));
         });
         if (stop_.load()) break;
-        if (auto it = ready_.find(key(epoch, seq)); it != ready_.end()) {
+        if (auto it = next_ready(); it != ready_.end()) {
           w = std::move(it->second);
           ready_.erase(it);
         } else if (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) {
@@ -890,6 +896,9 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
                                           "; changing the world size on resume is not supported yet");
     }
     start = *resume;
+  }
+  if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
+    return bad_config("ordered", "an unordered run cannot be resumed (its order depends on timing)");
   }
   if (config.mode == "serial" && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
     return bad_config("mode", "resuming is supported in the concurrent mode only");

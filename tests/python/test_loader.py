@@ -368,3 +368,17 @@ def test_byte_budget_bounds_peak_memory(tmp_path):
     # for a 3 MP image (~60 MB each) and allocator slack (100 MB).
     overhead = 3 * largest_batch + 2 * 60_000_000 + 100_000_000
     assert growth < budget + overhead, (growth, budget, overhead)
+
+
+def test_unordered_mode_delivers_each_epoch_once_and_refuses_resume(dataset):
+    ordered, _, _ = load(dataset, seed=5, epochs=2)
+    unordered, errors, state = load(dataset, seed=5, epochs=2, ordered=False, workers=3)
+    assert not errors
+    for epoch in (0, 1):
+        a = sorted(sid for b in ordered if b["epoch"] == epoch for sid in b["sample_ids"])
+        b = sorted(sid for x in unordered if x["epoch"] == epoch for sid in x["sample_ids"])
+        assert a == b
+    loader = mmfeed.Loader(dataset, tokenizer=TOKENIZER, ordered=False)
+    loader.load_state_dict({"seed": 0, "rank": 0, "world_size": 1, "epoch": 0, "position": 4})
+    with pytest.raises(ValueError, match="an unordered run cannot be resumed"):
+        next(loader)
