@@ -60,7 +60,7 @@ NB_MODULE(_mmfeed, m) {
         out["headers"] = s.headers;
         return out;
       },
-      nb::arg("method"), nb::arg("host"), nb::arg("path"), nb::arg("query") = Pairs(),
+      nb::arg("method"), nb::arg("host"), nb::arg("path"), nb::kw_only(), nb::arg("query") = Pairs(),
       nb::arg("headers") = Pairs(), nb::arg("payload_hash") = "UNSIGNED-PAYLOAD", nb::arg("access_key"),
       nb::arg("secret_key"), nb::arg("session_token") = "", nb::arg("region") = "us-east-1",
       nb::arg("service") = "s3", nb::arg("amz_date"), nb::arg("content_sha256_header") = true,

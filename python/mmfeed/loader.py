@@ -46,8 +46,14 @@ class Loader:
         self._tensors = tensors
         self._state = None
         self._core = None
+        self._pid = os.getpid()
 
     def _engine(self):
+        if os.getpid() != self._pid:
+            # A forked child has the parent's memory but none of its engine threads: using the
+            # parent's engine would hang. Refuse, and say what to do instead.
+            raise RuntimeError(f"mmfeed.Loader was created in process {self._pid} and cannot be used in the forked "
+                               f"process {os.getpid()}; create the Loader in the child (or use num_workers=0)")
         if self._core is None:
             self._core = _mmfeed._Loader(self._options, self._state)
         return self._core
@@ -85,7 +91,7 @@ class Loader:
         return json.loads(self._engine().metrics())
 
     def close(self) -> None:
-        if self._core is not None:
+        if self._core is not None and os.getpid() == self._pid:
             self._core.close()
 
     def __enter__(self):
