@@ -21,6 +21,7 @@
 //   LoaderState resume_from = loader->state();  // reopen with it to continue exactly here
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -128,6 +129,9 @@ class Loader {
   // The next batch in order; nullopt after the last epoch. An error when on_error = "fail"
   // meets a bad sample, or when the error budget is exceeded.
   virtual Result<std::optional<Batch>> next() = 0;
+  // Like next(), but gives up after `timeout` with *timed_out set (the Python binding polls
+  // for Ctrl-C between tries). The serial mode does its work and never times out.
+  virtual Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out) = 0;
   // The position after the last delivered batch.
   virtual LoaderState state() const = 0;
   // Every sample skipped so far, with its stage and reason.

@@ -90,9 +90,14 @@ class PyLoader {
 
   nb::object next() {
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
-    {
-      nb::gil_scoped_release release;
-      r = loader_->next();
+    while (true) {
+      bool timed_out = false;
+      {
+        nb::gil_scoped_release release;
+        r = loader_->next_for(std::chrono::milliseconds(100), &timed_out);
+      }
+      if (!timed_out) break;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();  // Ctrl-C while waiting
     }
     if (!r.ok()) raise_loader(r.error());
     if (!r->has_value()) return nb::none();

@@ -203,13 +203,28 @@ class LoaderImpl final : public Loader {
   ~LoaderImpl() override { close(); }
 
   Result<std::optional<Batch>> next() override {
+    bool timed_out = false;
+    return next_impl(std::nullopt, &timed_out);
+  }
+
+  Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out) override {
+    return next_impl(timeout, timed_out);
+  }
+
+  Result<std::optional<Batch>> next_impl(std::optional<std::chrono::milliseconds> timeout, bool* timed_out) {
+    *timed_out = false;
     const core::Stopwatch wait;
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     {
       core::TraceSpan span(&trace_, config_.mode == "serial" ? "next (serial work)" : "next (waiting)", "consumer");
-      r = config_.mode == "serial" ? next_serial() : next_concurrent();
+      r = config_.mode == "serial" ? next_serial() : next_concurrent(timeout, timed_out);
     }
-    m_wait_->record(static_cast<std::uint64_t>(wait.elapsed_ns()));
+    if (*timed_out) {  // a partial wait: counted with the call that gets the batch
+      waited_ns_ += wait.elapsed_ns();
+      return r;
+    }
+    m_wait_->record(static_cast<std::uint64_t>(wait.elapsed_ns() + waited_ns_));
+    waited_ns_ = 0;
     if (r.ok() && r->has_value()) {
       m_batches_->add();
       std::lock_guard lock(state_mu_);
@@ -769,8 +784,12 @@ class LoaderImpl final : public Loader {
     out_.close();
   }
 
-  Result<std::optional<Batch>> next_concurrent() {
-    auto b = out_.pop();
+  Result<std::optional<Batch>> next_concurrent(std::optional<std::chrono::milliseconds> timeout, bool* timed_out) {
+    auto b = timeout ? out_.pop_for(*timeout) : out_.pop();
+    if (!b && timeout && !out_.closed()) {
+      *timed_out = true;
+      return std::optional<Batch>();
+    }
     if (b) {
       buffered_.fetch_sub(static_cast<std::int64_t>(b->storage->capacity()));
       { std::lock_guard lock(window_mu_); }
@@ -791,6 +810,7 @@ class LoaderImpl final : public Loader {
   const text::SftOptions sft_;
   const storage::S3Options s3_;
   std::int32_t pad_id_ = 0;
+  std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded
   core::MetricsRegistry metrics_;
   mutable core::TraceWriter trace_;
   core::Histogram *m_wait_, *m_process_;

@@ -128,3 +128,57 @@ def test_example_training_loop_runs_and_learns(manifest):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "steps in" in run.stdout
+
+
+INTERRUPT_SCRIPT = """
+import signal, sys, threading, time, os
+import mmfeed
+# A manifest whose only image sits behind a server that never answers: next() waits.
+with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], batch_size=1) as loader:
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    try:
+        next(loader)
+        print("no interrupt")
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - start:.1f} s")
+"""
+
+
+def test_ctrl_c_interrupts_a_waiting_next(tmp_path):
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts connections, never answers
+    port = silent.getsockname()[1]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "x", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": f"http://127.0.0.1:{port}/never.jpg"}]}]}) + "\n")
+    run = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, str(manifest), str(TOKENIZER)],
+                         capture_output=True, text=True, timeout=60)
+    silent.close()
+    assert "interrupted after" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_thousand_batches_with_flat_memory(tmp_path):
+    manifest = tmp_path / "text.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f"t{i}", "messages": [
+        {"role": "user", "content": f"question {i} " * (i % 7 + 1)},
+        {"role": "assistant", "content": "answer " * (i % 5 + 1)}]}) + "\n" for i in range(4000)))
+    script = """
+import sys, mmfeed
+def rss():
+    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
+with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], batch_size=4, tensors="torch") as loader:
+    marks = []
+    for i, batch in enumerate(loader):
+        if i in (100, 999):
+            marks.append(rss())
+print(i + 1, marks[1] - marks[0])
+"""
+    run = subprocess.run([sys.executable, "-c", script, str(manifest), str(TOKENIZER)], capture_output=True,
+                         text=True, check=True, timeout=300)
+    batches, growth = map(int, run.stdout.split())
+    assert batches == 1000
+    assert growth < 16_000_000, growth  # warm pool: no growth beyond allocator noise
