@@ -72,6 +72,7 @@ struct LoaderConfig {
   std::string on_error = "skip";     // or "fail"
   double max_error_fraction = 0.5;   // skipped / seen beyond this (after 20 samples) fails
   std::string trace_path;            // write a Chrome-trace / Perfetto timeline here on close
+  bool pin_memory = true;            // page-locked batch buffers when a CUDA runtime is present
 };
 
 // Where a run stands: enough to resume exactly (none lost, none twice).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/buffer_pool.h"
+#include "device/cuda_runtime.h"
 #include "mmfeed/loader.h"
 
 namespace nb = nanobind;
@@ -34,7 +35,7 @@ LoaderConfig config_from(nb::dict d) {
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes", "ordered"};
+                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -65,6 +66,7 @@ LoaderConfig config_from(nb::dict d) {
   c.pack_window = get<std::size_t>(d, "pack_window", c.pack_window);
   c.mrope = get<bool>(d, "mrope", false);
   c.ordered = get<bool>(d, "ordered", true);
+  c.pin_memory = get<bool>(d, "pin_memory", true);
   c.max_buffered_bytes = get<std::size_t>(d, "max_buffered_bytes", c.max_buffered_bytes);
   return c;
 }
@@ -147,6 +149,8 @@ class PyLoader {
 }  // namespace
 
 void bind_loader(nb::module_& m) {
+  m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
+        "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyLoader>(m, "_Loader")
       .def(nb::init<nb::dict, std::optional<std::string>>(), nb::arg("config"), nb::arg("state").none())
       .def("next", &PyLoader::next)

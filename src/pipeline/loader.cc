@@ -22,6 +22,7 @@
 #include "core/metrics.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
+#include "device/cuda_runtime.h"
 #include "pipeline/order.h"
 #include "storage/credentials.h"
 #include "storage/fetcher.h"
@@ -247,7 +248,13 @@ class LoaderImpl final : public Loader {
     return errors_;
   }
 
-  std::string metrics_json() const override { return metrics_.to_json(); }
+  std::string metrics_json() const override {
+    std::string json = metrics_.to_json();
+    json.pop_back();  // add where batch memory comes from
+    json += ",\"batch_memory\":";
+    core::append_json_string(json, config_.pin_memory ? device::CudaRuntime::get().describe() : "pageable (pin_memory off)");
+    return json + "}";
+  }
 
   void close() override {
     if (closed_.exchange(true)) return;
@@ -817,8 +824,11 @@ class LoaderImpl final : public Loader {
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
   core::Gauge* m_buffered_;
   // Released batch buffers are kept for reuse up to half the byte budget (at most 1 GiB).
+  // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
-      .alignment = 64, .max_cached_bytes = std::min(std::size_t{1} << 30, config_.max_buffered_bytes / 2)}};
+      .alignment = 64,
+      .max_cached_bytes = std::min(std::size_t{1} << 30, config_.max_buffered_bytes / 2),
+      .allocator = config_.pin_memory ? device::host_allocator() : core::heap_allocator()}};
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;
 

@@ -182,3 +182,15 @@ print(i + 1, marks[1] - marks[0])
     batches, growth = map(int, run.stdout.split())
     assert batches == 1000
     assert growth < 16_000_000, growth  # warm pool: no growth beyond allocator noise
+
+
+def test_batch_memory_falls_back_to_pageable_without_a_gpu(manifest):
+    described = mmfeed.cuda_runtime()
+    assert described.endswith(("pinned batch memory", "pageable memory"))
+    with mmfeed.Loader(manifest, **OPTIONS) as loader:
+        batch = next(loader)
+        assert loader.metrics()["batch_memory"] == described
+    assert batch["input_ids"].shape[0] == 4
+    with mmfeed.Loader(manifest, pin_memory=False, **OPTIONS) as loader:
+        next(loader)
+        assert loader.metrics()["batch_memory"] == "pageable (pin_memory off)"
