@@ -149,6 +149,20 @@ class PyLoader {
 }  // namespace
 
 void bind_loader(nb::module_& m) {
+  m.def(
+      "reshard_states",
+      [](const std::vector<std::string>& states, int rank, int world_size) {
+        std::vector<LoaderState> old;
+        for (const std::string& json : states) {
+          auto s = LoaderState::from_json(json);
+          if (!s.ok()) raise_loader(s.error());
+          old.push_back(*s);
+        }
+        auto r = LoaderState::reshard(old, rank, world_size);
+        if (!r.ok()) raise_loader(r.error());
+        return r->to_json();
+      },
+      nb::arg("states"), nb::arg("rank"), nb::arg("world_size"));
   m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyLoader>(m, "_Loader")

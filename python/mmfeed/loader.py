@@ -84,6 +84,12 @@ class Loader:
             raise RuntimeError("load_state_dict must be called before iterating")
         self._state = json.dumps(state)
 
+    @staticmethod
+    def reshard_states(states: list[dict], rank: int, world_size: int) -> dict:
+        """The state for `rank` of a new world of `world_size`, from the states of every rank of
+        the old world: the new ranks together deliver exactly what the old world had not."""
+        return json.loads(_mmfeed.reshard_states([json.dumps(s) for s in states], rank, world_size))
+
     def errors(self) -> list[dict]:
         return self._engine().errors()
 

@@ -50,7 +50,12 @@ const void* Batch::data(const Tensor& t) const { return storage->data() + t.offs
 std::string LoaderState::to_json() const {
   return "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
          ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
-         ",\"position\":" + std::to_string(position) + ",\"packed_delivered\":" + std::to_string(packed_delivered) + "}";
+         ",\"position\":" + std::to_string(position) + ",\"packed_delivered\":" + std::to_string(packed_delivered) +
+         (old_world_size > 0 ? ",\"old_world_size\":" + std::to_string(old_world_size) + ",\"old_positions\":[" + [&] {
+           std::string list;
+           for (std::size_t i = 0; i < old_positions.size(); ++i) list += (i ? "," : "") + std::to_string(old_positions[i]);
+           return list;
+         }() + "]" : std::string()) + "}";
 }
 
 Result<LoaderState> LoaderState::from_json(std::string_view json) {
@@ -72,7 +77,62 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
   s.position = position;
   std::uint64_t packed = 0;
   if (!doc["packed_delivered"].get_uint64().get(packed)) s.packed_delivered = packed;
+  int64_t old_world = 0;
+  simdjson::dom::array old_positions;
+  if (!doc["old_world_size"].get_int64().get(old_world) && !doc["old_positions"].get_array().get(old_positions)) {
+    s.old_world_size = static_cast<int>(old_world);
+    for (simdjson::dom::element e : old_positions) {
+      std::uint64_t v = 0;
+      if (e.get_uint64().get(v)) return Error(ErrorCode::kInvalidArgument, "old_positions holds a non-integer");
+      s.old_positions.push_back(v);
+    }
+    if (s.old_positions.size() != static_cast<std::size_t>(s.old_world_size)) {
+      return Error(ErrorCode::kInvalidArgument, "old_positions does not hold one position per old rank");
+    }
+  }
   return s;
+}
+
+Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size) {
+  if (old_ranks.empty()) return Error(ErrorCode::kInvalidArgument, "no old states to reshard");
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) + " is outside world_size " +
+                                                  std::to_string(world_size));
+  }
+  const int old_world = old_ranks.front().world_size;
+  if (static_cast<int>(old_ranks.size()) != old_world) {
+    return Error(ErrorCode::kInvalidArgument, "resharding needs the states of all " + std::to_string(old_world) +
+                                                  " old ranks, got " + std::to_string(old_ranks.size()));
+  }
+  LoaderState out;
+  out.seed = old_ranks.front().seed;
+  out.epoch = old_ranks.front().epoch;
+  out.rank = rank;
+  out.world_size = world_size;
+  out.old_world_size = old_world;
+  out.old_positions.assign(static_cast<std::size_t>(old_world), 0);
+  std::vector<bool> seen(static_cast<std::size_t>(old_world), false);
+  for (const LoaderState& s : old_ranks) {
+    if (s.seed != out.seed || s.epoch != out.epoch || s.world_size != old_world) {
+      return Error(ErrorCode::kInvalidArgument, "the old states differ in seed, epoch or world size");
+    }
+    if (s.packed_delivered != 0) {
+      return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
+                                                " stopped inside a packing window; resume it at the same world size "
+                                                "until the window ends");
+    }
+    if (s.old_world_size != 0) {
+      return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
+                                                " is itself inside a resharded epoch; finish the epoch first");
+    }
+    if (s.rank < 0 || s.rank >= old_world || seen[static_cast<std::size_t>(s.rank)]) {
+      return Error(ErrorCode::kInvalidArgument, "the old states do not cover ranks 0.." + std::to_string(old_world - 1) +
+                                                    " exactly once");
+    }
+    seen[static_cast<std::size_t>(s.rank)] = true;
+    out.old_positions[static_cast<std::size_t>(s.rank)] = s.position;
+  }
+  return out;
 }
 
 Loader::~Loader() = default;
@@ -185,6 +245,7 @@ class LoaderImpl final : public Loader {
         sft_(sft),
         s3_(std::move(s3)),
         delivered_(start),
+        start_(start),
         trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         out_(std::max<std::size_t>(1, config_.prefetch_batches)) {
     pad_id_ = tok_->token_to_id("<|endoftext|>").value_or(0);
@@ -230,6 +291,10 @@ class LoaderImpl final : public Loader {
       m_batches_->add();
       std::lock_guard lock(state_mu_);
       const auto it = batch_end_.find((*r)->epoch * 1000003ull + (*r)->index);
+      if ((*r)->epoch != delivered_.epoch) {  // a resharded epoch is over: plain order again
+        delivered_.old_world_size = 0;
+        delivered_.old_positions.clear();
+      }
       delivered_.epoch = (*r)->epoch;
       delivered_.position = it->second.first;
       delivered_.packed_delivered = it->second.second;
@@ -273,6 +338,10 @@ class LoaderImpl final : public Loader {
  private:
   // ---- shared sample work -----------------------------------------------------------------
   std::vector<std::uint64_t> order(int epoch) const {
+    if (epoch == start_.epoch && start_.old_world_size > 0) {
+      return pipeline::resharded_order(lines_.size(), config_.seed, epoch, config_.shuffle, start_.old_world_size,
+                                       start_.old_positions, config_.rank, config_.world_size);
+    }
     return pipeline::rank_order(lines_.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
   }
 
@@ -834,6 +903,7 @@ class LoaderImpl final : public Loader {
 
   mutable std::mutex state_mu_;
   LoaderState delivered_;
+  const LoaderState start_;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> batch_end_;  // batch -> state after it
 
   mutable std::mutex errors_mu_;
@@ -923,7 +993,8 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     if (resume->world_size != config.world_size || resume->rank != config.rank) {
       return bad_config("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
                                           std::to_string(resume->world_size) +
-                                          "; changing the world size on resume is not supported yet");
+                                          "; for another world size, derive each new rank's state from all old "
+                                          "ranks' states with LoaderState::reshard");
     }
     start = *resume;
   }

@@ -44,4 +44,24 @@ std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int e
   return mine;
 }
 
+std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
+                                           const std::vector<std::uint64_t>& old_positions, int rank, int world_size) {
+  const std::vector<std::uint64_t> all = epoch_permutation(n, seed, epoch, shuffle);
+  std::vector<bool> consumed(n, false);
+  for (int r = 0; r < old_world; ++r) {
+    // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done.
+    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) {
+      const std::uint64_t p = static_cast<std::uint64_t>(r) + k * static_cast<std::uint64_t>(old_world);
+      if (p < n) consumed[p] = true;
+    }
+  }
+  std::vector<std::uint64_t> mine;
+  std::uint64_t i = 0;
+  for (std::uint64_t p = 0; p < n; ++p) {
+    if (consumed[p]) continue;
+    if (i++ % static_cast<std::uint64_t>(world_size) == static_cast<std::uint64_t>(rank)) mine.push_back(all[p]);
+  }
+  return mine;
+}
+
 }  // namespace mmfeed::pipeline

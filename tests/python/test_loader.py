@@ -113,7 +113,7 @@ def test_resume_yields_exactly_the_rest(dataset, stop_after):
 def test_resume_refuses_another_world_size(dataset):
     loader = mmfeed.Loader(dataset, tokenizer=TOKENIZER, world_size=2)
     loader.load_state_dict({"seed": 0, "rank": 0, "world_size": 3, "epoch": 0, "position": 2})
-    with pytest.raises(ValueError, match="changing the world size on resume is not supported"):
+    with pytest.raises(ValueError, match="derive each new rank's state from all old ranks' states"):
         next(loader)
 
 
@@ -382,3 +382,32 @@ def test_unordered_mode_delivers_each_epoch_once_and_refuses_resume(dataset):
     loader.load_state_dict({"seed": 0, "rank": 0, "world_size": 1, "epoch": 0, "position": 4})
     with pytest.raises(ValueError, match="an unordered run cannot be resumed"):
         next(loader)
+
+
+@pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 2), (3, 2, 1), (2, 1, 3)])
+def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, taken):
+    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=2, seed=7, epochs=2)
+    delivered, states = {0: [], 1: []}, []
+    for rank in range(old_world):
+        with mmfeed.Loader(dataset, rank=rank, world_size=old_world, **options) as loader:
+            for _ in range(taken):
+                delivered[0] += next(loader)["sample_ids"]
+            states.append(loader.state_dict())
+    for rank in range(new_world):
+        state = mmfeed.Loader.reshard_states(states, rank, new_world)
+        loader = mmfeed.Loader(dataset, rank=rank, world_size=new_world, **options)
+        loader.load_state_dict(state)
+        with loader:
+            for batch in loader:
+                delivered[batch["epoch"]] += batch["sample_ids"]
+    ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
+    assert sorted(delivered[0]) == ids  # the interrupted epoch: every sample exactly once
+    assert sorted(delivered[1]) == ids  # the next epoch, sharded over the new world
+
+
+def test_reshard_refuses_incomplete_sets(dataset):
+    state = {"seed": 0, "rank": 0, "world_size": 2, "epoch": 0, "position": 4}
+    with pytest.raises(ValueError, match="needs the states of all 2 old ranks"):
+        mmfeed.Loader.reshard_states([state], 0, 3)
+    with pytest.raises(ValueError, match="stopped inside a packing window"):
+        mmfeed.Loader.reshard_states([dict(state, packed_delivered=1), dict(state, rank=1)], 0, 3)
