@@ -29,6 +29,36 @@ TEST(OrderTest, PureFunctionOfItsInputs) {
   EXPECT_EQ(plain, (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
 }
 
+TEST(OrderTest, ReshardedOrderCoversExactlyTheUnconsumedSamples) {
+  const std::uint64_t n = 101;
+  const std::vector<std::uint64_t> old_positions = {7, 3, 12};  // three old ranks, uneven progress
+  std::multiset<std::uint64_t> seen;
+  for (int r = 0; r < 3; ++r) {
+    const auto mine = pipeline::rank_order(n, 5, 1, r, 3, true);
+    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    for (std::uint64_t i : pipeline::resharded_order(n, 5, 1, true, 3, old_positions, r, 4)) seen.insert(i);
+  }
+  ASSERT_EQ(seen.size(), n);
+  for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+TEST(LoaderStateTest, JsonRoundTripWithReshardFields) {
+  LoaderState s;
+  s.seed = 9;
+  s.rank = 1;
+  s.world_size = 4;
+  s.epoch = 2;
+  s.position = 17;
+  s.old_world_size = 2;
+  s.old_positions = {5, 6};
+  const LoaderState t = LoaderState::from_json(s.to_json()).value();
+  EXPECT_EQ(t.to_json(), s.to_json());
+  EXPECT_EQ(t.old_positions, s.old_positions);
+  EXPECT_FALSE(LoaderState::from_json("{\"seed\": 1}").ok());
+}
+
 class LoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
