@@ -26,15 +26,6 @@ inline std::uint8_t clip8(std::int32_t ss) {
   return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-// Transposed horizontal coefficients for the SIMD kernel: tap t of output x at
-// kt[t * padded + x]; source byte offsets (clamped into the row) at ot[t * padded + x].
-struct TapTable {
-  int taps = 0;
-  int padded = 0;
-  std::vector<std::int32_t> k;
-  std::vector<std::int32_t> offset;
-};
-
 }  // namespace mmfeed::vision::detail
 
 #endif  // MMFEED_VISION_RESAMPLE_COMMON_
@@ -69,44 +60,41 @@ void VerticalRow(const std::uint8_t* const* rows, const std::int32_t* k, int tap
   }
 }
 
-// One RGB row of the horizontal pass for outputs [0, out_w): each tap gathers 4 bytes at the
-// tap's pixel for `lanes` outputs at once and takes R, G, B from them. Reads at most one byte
-// past the row's last pixel, so the caller keeps the image's final row for the scalar kernel.
-void HorizontalRowRgb(const std::uint8_t* row, const detail::TapTable& table, int out_w, std::uint8_t* out) {
+// Five RGB rows of the horizontal pass at once. `cols` holds the five rows transposed: for each
+// input column x, 16 bytes = rows 0-4 x (R, G, B), then one pad byte. Every output pixel is
+// then a plain dot product over its taps of 16-byte columns with one coefficient per tap -
+// contiguous loads, no gathers. Results go to out[r] for the rows that exist (n_rows <= 5).
+void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksize, const int* first,
+                        const int* count, int out_w, std::uint8_t* const* out, int n_rows) {
   const hn::ScalableTag<std::int32_t> d32;
   const hn::Rebind<std::uint8_t, decltype(d32)> d8;
-  const int lanes = static_cast<int>(hn::Lanes(d32));
-  const auto* base = reinterpret_cast<const std::int32_t*>(row);
-  const auto mask = hn::Set(d32, 0xFF);
-  HWY_ALIGN std::uint8_t r8[hn::MaxLanes(d8)];
-  HWY_ALIGN std::uint8_t g8[hn::MaxLanes(d8)];
-  HWY_ALIGN std::uint8_t b8[hn::MaxLanes(d8)];
-  for (int x = 0; x < out_w; x += lanes) {
-    auto r = hn::Set(d32, 1 << (detail::kPrecisionBits - 1));
-    auto g = r;
-    auto b = r;
-    for (int t = 0; t < table.taps; ++t) {
-      const std::size_t at = static_cast<std::size_t>(t) * table.padded + x;
-      const auto px = hn::GatherOffset(d32, base, hn::LoadU(d32, table.offset.data() + at));
-      const auto kv = hn::LoadU(d32, table.k.data() + at);
-      r = hn::Add(r, hn::Mul(hn::And(px, mask), kv));
-      g = hn::Add(g, hn::Mul(hn::And(hn::ShiftRight<8>(px), mask), kv));
-      b = hn::Add(b, hn::Mul(hn::And(hn::ShiftRight<16>(px), mask), kv));
+  const std::size_t lanes = hn::Lanes(d32);
+  const std::size_t vecs = 16 / lanes;  // 1 (AVX-512), 2 (AVX2), 4 (SSE4)
+  HWY_ALIGN std::uint8_t result[16];
+  using V = hn::Vec<decltype(d32)>;
+  for (int x = 0; x < out_w; ++x) {
+    V acc[4];
+    for (std::size_t v = 0; v < vecs; ++v) acc[v] = hn::Set(d32, 1 << (detail::kPrecisionBits - 1));
+    const std::int32_t* kx = k + static_cast<std::size_t>(x) * ksize;
+    const std::uint8_t* col = cols + static_cast<std::size_t>(first[x]) * 16;
+    for (int t = 0; t < count[x]; ++t, col += 16) {
+      const auto kv = hn::Set(d32, kx[t]);
+      for (std::size_t v = 0; v < vecs; ++v) {
+        acc[v] = hn::Add(acc[v], hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, col + v * lanes)), kv));
+      }
     }
-    hn::Store(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(r)), d8, r8);
-    hn::Store(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(g)), d8, g8);
-    hn::Store(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(b)), d8, b8);
-    const int n = std::min(lanes, out_w - x);
-    std::uint8_t* o = out + static_cast<std::size_t>(x) * 3;
-    for (int j = 0; j < n; ++j) {
-      o[j * 3 + 0] = r8[j];
-      o[j * 3 + 1] = g8[j];
-      o[j * 3 + 2] = b8[j];
+    for (std::size_t v = 0; v < vecs; ++v) {
+      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(acc[v])), d8, result + v * lanes);
+    }
+    // 4-byte moves: the byte past the pixel is overwritten by pixel x + 1 (the last pixel of a
+    // row is copied exactly, so nothing lands past the row).
+    if (x + 1 < out_w) {
+      for (int r = 0; r < n_rows; ++r) std::memcpy(out[r] + static_cast<std::size_t>(x) * 3, result + r * 3, 4);
+    } else {
+      for (int r = 0; r < n_rows; ++r) std::memcpy(out[r] + static_cast<std::size_t>(x) * 3, result + r * 3, 3);
     }
   }
 }
-
-std::size_t LanesI32() { return hn::Lanes(hn::ScalableTag<std::int32_t>()); }
 
 const char* TargetNameHere() { return hwy::TargetName(HWY_TARGET); }
 
@@ -118,8 +106,7 @@ HWY_AFTER_NAMESPACE();
 namespace mmfeed::vision {
 
 HWY_EXPORT(VerticalRow);
-HWY_EXPORT(HorizontalRowRgb);
-HWY_EXPORT(LanesI32);
+HWY_EXPORT(HorizontalBlockRgb);
 HWY_EXPORT(TargetNameHere);
 
 namespace {
@@ -218,38 +205,28 @@ void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficient
   }
 }
 
-detail::TapTable tap_table(const Coefficients& c, int in_w, int out_w) {
-  detail::TapTable t;
-  const int lanes = static_cast<int>(HWY_DYNAMIC_DISPATCH(LanesI32)());
-  t.taps = 0;
-  for (int x = 0; x < out_w; ++x) t.taps = std::max(t.taps, c.count[x]);
-  t.padded = (out_w + lanes - 1) / lanes * lanes;
-  t.k.assign(static_cast<std::size_t>(t.taps) * t.padded, 0);
-  t.offset.assign(static_cast<std::size_t>(t.taps) * t.padded, 0);
-  for (int x = 0; x < out_w; ++x) {
-    for (int tap = 0; tap < t.taps; ++tap) {
-      const std::size_t at = static_cast<std::size_t>(tap) * t.padded + x;
-      // Taps past count[x] weigh zero; their offsets are clamped into the row.
-      t.k[at] = tap < c.count[x] ? c.k[static_cast<std::size_t>(x) * c.ksize + tap] : 0;
-      t.offset[at] = std::min(c.first[x] + tap, in_w - 1) * 3;
-    }
-  }
-  return t;
-}
-
-void horizontal_simd_rgb(const std::uint8_t* in, int in_w, int in_h, int first_row, int rows, const Coefficients& c,
-                         int out_w, std::uint8_t* out) {
-  const detail::TapTable table = tap_table(c, in_w, out_w);
+// The horizontal pass five rows at a time on transposed columns (HorizontalBlockRgb).
+void horizontal_block_rgb(const std::uint8_t* in, int in_w, int first_row, int rows, const Coefficients& c, int out_w,
+                          std::uint8_t* out) {
   const std::size_t in_stride = static_cast<std::size_t>(in_w) * 3;
   const std::size_t out_stride = static_cast<std::size_t>(out_w) * 3;
-  for (int y = 0; y < rows; ++y) {
-    const int src_row = first_row + y;
-    if (src_row == in_h - 1) {  // the gather may read one byte past a row: not past the image
-      horizontal_scalar(in, in_w, 3, src_row, 1, c, out_w, out + static_cast<std::size_t>(y) * out_stride);
-      continue;
+  std::vector<std::uint8_t> cols(static_cast<std::size_t>(in_w) * 16 + 64, 0);
+  for (int y = 0; y < rows; y += 5) {
+    const int n = std::min(5, rows - y);
+    const std::uint8_t* src[5];
+    for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(first_row + y + std::min(r, n - 1)) * in_stride;
+    // Column x gets the five rows' pixel x: 4-byte moves, each next one overwriting the byte
+    // the previous carried past its pixel (the last pixel of a row is copied exactly, so no
+    // read goes past the image).
+    std::uint8_t* dst = cols.data();
+    for (int x = 0; x + 1 < in_w; ++x, dst += 16) {
+      for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
     }
-    HWY_DYNAMIC_DISPATCH(HorizontalRowRgb)(in + static_cast<std::size_t>(src_row) * in_stride, table, out_w,
-                                           out + static_cast<std::size_t>(y) * out_stride);
+    for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(in_w - 1) * 3, 3);
+    std::uint8_t* outs[5];
+    for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
+    HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(cols.data(), c.k.data(), c.ksize, c.first.data(), c.count.data(), out_w,
+                                             outs, n);
   }
 }
 
@@ -309,10 +286,10 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
     std::memcpy(out, in, static_cast<std::size_t>(in_w) * in_h * channels);
     return;
   }
-  auto horizontal = [&](const std::uint8_t* src, int src_h, int first_row, int rows, const Coefficients& c,
+  auto horizontal = [&](const std::uint8_t* src, int first_row, int rows, const Coefficients& c,
                         std::uint8_t* dst) {
     if (simd && channels == 3) {
-      horizontal_simd_rgb(src, in_w, src_h, first_row, rows, c, out_w, dst);
+      horizontal_block_rgb(src, in_w, first_row, rows, c, out_w, dst);
     } else {
       horizontal_scalar(src, in_w, channels, first_row, rows, c, out_w, dst);
     }
@@ -337,7 +314,7 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
     }
     temp.resize(static_cast<std::size_t>(in_w) * out_h * channels);
     vertical(in, static_cast<std::size_t>(in_w) * channels, vert, 0, temp.data());
-    horizontal(temp.data(), out_h, 0, out_h, precompute_coefficients(in_w, out_w, filter), out);
+    horizontal(temp.data(), 0, out_h, precompute_coefficients(in_w, out_w, filter), out);
     return;
   }
   if (!need_h) {
@@ -346,14 +323,14 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
   }
   const Coefficients horiz = precompute_coefficients(in_w, out_w, filter);
   if (!need_v) {
-    horizontal(in, in_h, 0, in_h, horiz, out);
+    horizontal(in, 0, in_h, horiz, out);
     return;
   }
   // Only the rows the vertical pass reads go through the horizontal pass.
   const int first_row = vert.first[0];
   const int last_row = vert.first[out_h - 1] + vert.count[out_h - 1];
   temp.resize(static_cast<std::size_t>(out_w) * (last_row - first_row) * channels);
-  horizontal(in, in_h, first_row, last_row - first_row, horiz, temp.data());
+  horizontal(in, first_row, last_row - first_row, horiz, temp.data());
   vertical(temp.data(), static_cast<std::size_t>(out_w) * channels, vert, first_row, out);
 }
 
