@@ -57,7 +57,8 @@ fuzz: setup
 	  mkdir -p build-fuzz/corpus/$$t && cp -n tests/data/corpus/$$t/* build-fuzz/corpus/$$t/ 2>/dev/null; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  (cd build-fuzz && ./$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
-	    corpus/$$t 2>&1 | tail -4) || exit 1; \
+	    corpus/$$t > fuzz-$$t.log 2>&1) || { tail -40 build-fuzz/fuzz-$$t.log; exit 1; }; \
+	  tail -4 build-fuzz/fuzz-$$t.log; \
 	done
 
 # The main job on the demo data: write the data set, then load it into training batches

@@ -33,6 +33,7 @@ constexpr const char* kFetchUsage =
     "  --region NAME          S3 region (default: $AWS_REGION or us-east-1)\n"
     "  --path-style           path-style S3 addressing (default for custom endpoints)\n"
     "  --no-sign-request      anonymous S3 access\n"
+    "  --ca-bundle FILE       trusted certificates (PEM) for https (default: $AWS_CA_BUNDLE, system)\n"
     "  --inflight N           requests in flight (default 64)\n"
     "  --max-attempts N       attempts per request (default 5)\n"
     "  --first-byte-timeout MS, --attempt-timeout MS, --connect-timeout MS\n"
@@ -81,6 +82,10 @@ Result<Args> parse_args(int argc, char** argv) {
       const char* v = value();
       if (v == nullptr) return Error(ErrorCode::kInvalidArgument, "--from-manifest needs a file");
       a.manifest = v;
+    } else if (arg == "--ca-bundle") {
+      const char* v = value();
+      if (v == nullptr) return Error(ErrorCode::kInvalidArgument, "--ca-bundle needs a file");
+      a.fetch.ca_file = v;
     } else if (arg == "--endpoint" || arg == "--region") {
       const char* v = value();
       if (v == nullptr) return Error(ErrorCode::kInvalidArgument, arg + " needs a value");

@@ -132,6 +132,7 @@ class Fetcher::Engine {
         completions_(std::max<std::size_t>(1, options.max_pending_results + options.queue_capacity)),
         rng_(options.seed) {
     init_curl_once();
+    ca_file_ = options_.ca_file.empty() ? process_env("AWS_CA_BUNDLE").value_or("") : options_.ca_file;
     metrics_ = metrics != nullptr ? metrics : &own_metrics_;
     m_requests_ = &metrics_->counter("fetch.requests");
     m_ok_ = &metrics_->counter("fetch.objects_ok");
@@ -416,6 +417,7 @@ class Fetcher::Engine {
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(options_.low_speed_time_s));
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+    if (!ca_file_.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, ca_file_.c_str());
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L << 10);  // fewer, larger reads per object
     curl_easy_setopt(e, CURLOPT_USERAGENT, "mmfeed/0.1");
@@ -616,6 +618,11 @@ class Fetcher::Engine {
         case CURLE_URL_MALFORMAT:
         case CURLE_UNSUPPORTED_PROTOCOL:
           return Error(ErrorCode::kInvalidArgument, detail, uri);
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CACERT_BADFILE:
+          return Error(ErrorCode::kPermissionDenied,
+                       "TLS certificate not trusted: " + detail + " (give the CA bundle: --ca-bundle or AWS_CA_BUNDLE)",
+                       uri);
         case CURLE_PARTIAL_FILE:
           return Error(ErrorCode::kIoError,
                        "truncated body: " + std::to_string(t->received) + " of " +
@@ -860,6 +867,7 @@ class Fetcher::Engine {
 
   const FetchOptions options_;
   const S3Options s3_;
+  std::string ca_file_;
   core::TraceWriter* trace_;
   core::MetricsRegistry own_metrics_;
   core::MetricsRegistry* metrics_;

@@ -59,6 +59,7 @@ struct FetchOptions {
   std::size_t part_size = 8u << 20;  // ranged-GET part size; 0 fetches every object whole
   std::size_t local_threads = 2;
   bool verify_tls = true;
+  std::string ca_file;  // PEM bundle of trusted certificates; empty: $AWS_CA_BUNDLE, else the system's
   std::uint64_t seed = 0x6d6d66656564;  // backoff jitter
 };
 

@@ -45,13 +45,22 @@ class Nginx:
         self.root = Path(root)
         self.workdir = Path(workdir)
         self.port = free_port()
+        self.tls_port = free_port()
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def certificate(self) -> Path:
+        return self.workdir / "cert.pem"
 
     def start(self) -> "Nginx":
         self.workdir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                        str(self.workdir / "key.pem"), "-out", str(self.certificate)],
+                       check=True, capture_output=True)
         text = (SERVERS_DIR / "nginx.conf.in").read_text()
         user = "user root root;" if os.geteuid() == 0 else ""
-        for key, value in {"@PREFIX@": str(self.workdir), "@PORT@": str(self.port),
+        for key, value in {"@PREFIX@": str(self.workdir), "@PORT@": str(self.port), "@TLSPORT@": str(self.tls_port),
                            "@ROOT@": str(self.root), "@USER@": user,
                            "@SERVERS@": str(SERVERS_DIR)}.items():
             text = text.replace(key, value)

@@ -147,3 +147,13 @@ def test_manifest_errors_name_the_line(cli, tmp_path):
     run = subprocess.run([cli, "fetch", "--from-manifest", manifest], capture_output=True, text=True)
     assert run.returncode == 2
     assert "m.jsonl:2: malformed JSON line" in run.stderr
+
+
+def test_https_with_a_ca_bundle_and_refusal_without(cli, nginx, object_dir):
+    f = objects(object_dir)[5]
+    url = f"https://127.0.0.1:{nginx.tls_port}/ok/{f.name}"
+    rc, report = run_fetch(cli, "--checksums", "--ca-bundle", nginx.certificate, url)
+    assert rc == 0 and report["results"][0]["sha256"] == sha(f)
+    rc, report = run_fetch(cli, url)
+    assert rc == 1 and report["errors"] == {"permission_denied": 1} and report["retries"] == 0
+    assert "TLS certificate not trusted" in report["failures"][0]["error"]
