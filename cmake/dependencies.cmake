@@ -19,6 +19,7 @@ mmfeed_pkg_dep(utf8proc libutf8proc)
 mmfeed_pkg_dep(hwy libhwy)
 mmfeed_pkg_dep(expat expat)
 mmfeed_pkg_dep(zlib zlib)
+mmfeed_pkg_dep(zstd libzstd)
 
 if(MMFEED_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -38,7 +38,7 @@ class Buffer;
 }
 
 struct LoaderConfig {
-  // JSONL manifests: paths, file://, s3:// or http(s):// URIs, plain or gzip-compressed;
+  // JSONL manifests: paths, file://, s3:// or http(s):// URIs, plain, gzip- or zstd-compressed;
   // relative image references resolve against each manifest's directory or URI prefix.
   std::vector<std::string> manifests;
   std::string tokenizer;               // tokenizer.json

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -173,7 +175,32 @@ Result<std::string> gunzip(std::span<const std::byte> in, const std::string& whe
   return out;
 }
 
-// Reads manifests from files, S3 or HTTP(S), gzip-compressed or not (by their magic bytes).
+// Decompresses Zstandard data (any number of frames).
+Result<std::string> unzstd(std::span<const std::byte> in, const std::string& where) {
+  std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> stream(ZSTD_createDStream(), &ZSTD_freeDStream);
+  if (!stream) return Error(ErrorCode::kInternal, "zstd init failed", where);
+  std::string out;
+  ZSTD_inBuffer input{in.data(), in.size(), 0};
+  std::string chunk(ZSTD_DStreamOutSize(), '\0');
+  std::size_t hint = 1;  // 0 once a frame is complete and flushed
+  for (;;) {
+    ZSTD_outBuffer output{chunk.data(), chunk.size(), 0};
+    const std::size_t consumed = input.pos;
+    const std::size_t r = ZSTD_decompressStream(stream.get(), &output, &input);
+    if (ZSTD_isError(r)) {
+      return Error(ErrorCode::kCorruptData, std::string("zstd data is corrupt: ") + ZSTD_getErrorName(r), where);
+    }
+    if (output.pos == 0 && input.pos == consumed) break;  // nothing left buffered
+    hint = r;
+    out.append(chunk.data(), output.pos);
+    if (input.pos == input.size && output.pos < output.size) break;
+  }
+  if (hint != 0) return Error(ErrorCode::kCorruptData, "zstd data is truncated", where);
+  return out;
+}
+
+// Reads manifests from files, S3 or HTTP(S), gzip- or zstd-compressed or plain (by their magic
+// bytes).
 // Relative image references resolve against the manifest's directory (or URI prefix).
 Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>& paths, const storage::S3Options& s3) {
   std::vector<ManifestLine> lines;
@@ -190,6 +217,9 @@ Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>&
     std::string text;
     if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
       MMFEED_ASSIGN_OR_RETURN(text, gunzip(data.span(), path));
+    } else if (data.size() >= 4 && data.data()[0] == std::byte{0x28} && data.data()[1] == std::byte{0xb5} &&
+               data.data()[2] == std::byte{0x2f} && data.data()[3] == std::byte{0xfd}) {
+      MMFEED_ASSIGN_OR_RETURN(text, unzstd(data.span(), path));
     } else {
       text.assign(reinterpret_cast<const char*>(data.data()), data.size());
     }

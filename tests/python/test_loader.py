@@ -3,6 +3,7 @@ sample by sample, deterministic across thread counts and modes, ranks disjoint a
 exact resume, bad samples reported and never lost, memory shared with the engine."""
 import json
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -162,7 +163,6 @@ def test_configuration_errors_name_the_field(dataset):
 
 
 def test_cli_run_reports_and_writes_a_trace(cli, dataset, tmp_path):
-    import subprocess
 
     trace = tmp_path / "trace.json"
     run = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS),
@@ -177,7 +177,6 @@ def test_cli_run_reports_and_writes_a_trace(cli, dataset, tmp_path):
 
 
 def test_cli_run_config_file_and_bad_options(cli, dataset, tmp_path):
-    import subprocess
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"manifests": [str(dataset)], "tokenizer": str(TOKENIZER), "batch_size": 6,
@@ -267,6 +266,28 @@ def test_gzip_manifest_gives_the_same_batches(dataset, tmp_path):
         load(broken)
 
 
+def test_zstd_manifest_in_two_frames_gives_the_same_batches(dataset, tmp_path):
+    # Two frames, as `zstd` writes for concatenated inputs, decompressing to more than the
+    # decoder's output chunk (blank lines are skipped); a cut-off copy is reported.
+    text = dataset.read_bytes()
+    half = text.index(b"\n", len(text) // 2) + 1
+    frames = b""
+    for i, part in enumerate((text[:half] + b"\n" * 400_000, text[half:])):
+        (tmp_path / f"part{i}").write_bytes(part)
+        frames += subprocess.run(["zstd", "-q", "-c", str(tmp_path / f"part{i}")],
+                                 check=True, capture_output=True).stdout
+    assert frames[:4] == b"\x28\xb5\x2f\xfd" and frames.count(b"\x28\xb5\x2f\xfd") >= 2
+    packed = dataset.parent / "manifest.jsonl.zst"
+    packed.write_bytes(frames)
+    a, _, _ = load(dataset, seed=2)
+    b, _, _ = load(packed, seed=2)
+    assert [x["sample_ids"] for x in a] == [x["sample_ids"] for x in b]
+    broken = tmp_path / "broken.jsonl.zst"
+    broken.write_bytes(frames[: len(frames) // 3])
+    with pytest.raises(ValueError, match="zstd data is (truncated|corrupt)"):
+        load(broken)
+
+
 def test_manifest_over_http_resolves_images_against_its_url(dataset, tmp_path):
     from servers import Nginx
 
@@ -324,7 +345,6 @@ def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
 
 
 def test_cli_inspect_marks_the_trained_spans(cli, dataset):
-    import subprocess
 
     run = subprocess.run([cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)],
                          capture_output=True, text=True, check=True)
@@ -354,7 +374,6 @@ with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=400_000, batch
 
 
 def test_byte_budget_bounds_peak_memory(tmp_path):
-    import subprocess
     import sys
 
     data = tmp_path / "big"
