@@ -20,6 +20,7 @@ mmfeed_pkg_dep(hwy libhwy)
 mmfeed_pkg_dep(expat expat)
 mmfeed_pkg_dep(zlib zlib)
 mmfeed_pkg_dep(zstd libzstd)
+mmfeed_pkg_dep(tomlplusplus tomlplusplus)
 
 if(MMFEED_BUILD_TESTS)
   find_package(GTest REQUIRED)

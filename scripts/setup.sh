@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential pkg-config git
   libcurl4-openssl-dev libssl-dev zlib1g-dev libzstd-dev zstd openssl
   libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
-  libsimdjson-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
+  libsimdjson-dev libtomlplusplus-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nginx libnginx-mod-http-lua
   gnome-backgrounds

@@ -4,11 +4,15 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/json.h"
@@ -26,12 +30,19 @@ constexpr const char* kRunUsage =
     "time the consumer waited, skipped samples and per-stage metrics.\n"
     "\n"
     "options:\n"
-    "  --config FILE          JSON object of loader options (the keys below, with _ for -)\n"
+    "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
+    "                         keys below, with _ or -; later flags override it\n"
     "  --tokenizer FILE       tokenizer.json (required)\n"
     "  --model NAME           qwen2-vl (default), qwen2.5-vl, qwen3-vl\n"
     "  --min-pixels N, --max-pixels N\n"
     "  --batch-size N         (default 8)     --epochs N (default 1)    --seed N (default 0)\n"
     "  --no-shuffle           keep manifest order\n"
+    "  --chat-template NAME   (default: the model's)\n"
+    "  --token-budget N       pack samples into rows of at most N tokens   --pack-window N (64)\n"
+    "  --mrope                add 3-D rotary position_ids\n"
+    "  --unordered            batches take samples as they finish (no resume)\n"
+    "  --max-buffered-bytes N (default 2 GiB)   --no-pin-memory\n"
+    "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
     "  --rank R --world-size W\n"
     "  --mode MODE            concurrent (default) or serial\n"
     "  --workers N            CPU threads (default 2)   --prefetch N batches (default 4)\n"
@@ -48,6 +59,11 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
     const long long v = std::strtoll(value.c_str(), &end, 10);
     if (end == value.c_str() || *end != '\0' || v < 0) return Error(ErrorCode::kInvalidArgument, key + " needs a number");
     *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
+    return ok_status();
+  };
+  auto flag = [&](bool* out) -> Status {
+    if (value != "true" && value != "false") return Error(ErrorCode::kInvalidArgument, key + " must be true or false");
+    *out = value == "true";
     return ok_status();
   };
   if (key == "tokenizer") c.tokenizer = value;
@@ -67,45 +83,119 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "truncation") c.truncation = value;
   else if (key == "on-error") c.on_error = value;
   else if (key == "trace") c.trace_path = value;
+  else if (key == "chat-template") c.chat_template = value;
+  else if (key == "token-budget") return num(&c.token_budget);
+  else if (key == "pack-window") return num(&c.pack_window);
+  else if (key == "max-buffered-bytes") return num(&c.max_buffered_bytes);
+  else if (key == "labels") c.labels = value;
+  else if (key == "max-error-fraction") {
+    char* end = nullptr;
+    c.max_error_fraction = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || c.max_error_fraction < 0 || c.max_error_fraction > 1) {
+      return Error(ErrorCode::kInvalidArgument, key + " needs a number in [0, 1]");
+    }
+  }
+  else if (key == "shuffle") return flag(&c.shuffle);
+  else if (key == "mrope") return flag(&c.mrope);
+  else if (key == "ordered") return flag(&c.ordered);
+  else if (key == "pin-memory") return flag(&c.pin_memory);
   else if (key == "manifest") c.manifests.push_back(value);
   else return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
   return ok_status();
 }
 
-Status read_config(LoaderConfig& c, const std::string& path) {
+// A config file's entries as (flag name, value) pairs: keys with '_' read as '-', numbers and
+// booleans as their text, a "manifests" list as one "manifest" entry per item.
+using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
+
+std::string flag_name(std::string_view key) {
+  std::string name(key);
+  for (char& ch : name) ch = ch == '_' ? '-' : ch;
+  if (name == "prefetch-batches") name = "prefetch";
+  if (name == "fetch-inflight") name = "inflight";
+  if (name == "manifests") name = "manifest";
+  return name;
+}
+
+Result<ConfigEntries> read_json_config(const std::string& path) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (auto err = parser.load(path).get(doc); err) {
-    return Error(ErrorCode::kInvalidArgument, std::string("config is not a JSON object: ") + simdjson::error_message(err),
-                 path);
-  }
   simdjson::dom::object obj;
+  if (auto err = parser.load(path).get(doc); err) {
+    return Error(ErrorCode::kInvalidArgument, std::string("config is not JSON: ") + simdjson::error_message(err), path);
+  }
   if (doc.get_object().get(obj)) return Error(ErrorCode::kInvalidArgument, "config is not a JSON object", path);
+  ConfigEntries entries;
   for (auto [k, v] : obj) {
-    std::string key(k);
-    for (char& ch : key) ch = ch == '_' ? '-' : ch;
-    if (key == "shuffle") {
-      bool b = true;
-      if (v.get_bool().get(b)) return Error(ErrorCode::kInvalidArgument, "shuffle must be true or false", path);
-      c.shuffle = b;
-      continue;
-    }
-    std::string value;
+    const std::string key = flag_name(k);
     std::string_view sv;
     simdjson::dom::array list;
     if (!v.get_string().get(sv)) {
-      value = std::string(sv);
-    } else if (!v.get_array().get(list) && (key == "manifests" || key == "manifest")) {
+      entries.emplace_back(key, std::string(sv));
+    } else if (!v.get_array().get(list)) {
+      if (key != "manifest") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
       for (simdjson::dom::element e : list) {
-        if (!e.get_string().get(sv)) c.manifests.emplace_back(sv);
+        if (e.get_string().get(sv)) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
+        entries.emplace_back(key, std::string(sv));
       }
-      continue;
     } else {
-      value = simdjson::minify(v);
+      entries.emplace_back(key, simdjson::minify(v));
     }
-    if (key == "prefetch-batches") key = "prefetch";
-    if (key == "fetch-inflight") key = "inflight";
-    MMFEED_RETURN_IF_ERROR(apply(c, key, value));
+  }
+  return entries;
+}
+
+Result<ConfigEntries> read_toml_config(const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    return Error(ErrorCode::kInvalidArgument,
+                 "config is not TOML: " + std::string(e.description()) + " (line " + std::to_string(at.line) +
+                     ", column " + std::to_string(at.column) + ")",
+                 path);
+  }
+  ConfigEntries entries;
+  Status status = ok_status();
+  auto scalar = [&](const std::string& key, const toml::node& node) {
+    if (node.is_string()) {
+      entries.emplace_back(key, *node.value<std::string>());
+    } else if (node.is_integer()) {
+      entries.emplace_back(key, std::to_string(*node.value<std::int64_t>()));
+    } else if (node.is_floating_point()) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", *node.value<double>());
+      entries.emplace_back(key, text);
+    } else if (node.is_boolean()) {
+      entries.emplace_back(key, *node.value<bool>() ? "true" : "false");
+    } else if (status.ok()) {
+      status = Error(ErrorCode::kInvalidArgument, "unsupported value (tables and dates are not options)",
+                     path + ": " + key);
+    }
+  };
+  for (auto&& [k, node] : table) {
+    const std::string key = flag_name(k.str());
+    if (const toml::array* list = node.as_array()) {
+      if (key != "manifest") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
+      for (const toml::node& item : *list) {
+        if (!item.is_string()) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
+        scalar(key, item);
+      }
+    } else {
+      scalar(key, node);
+    }
+  }
+  if (!status.ok()) return status.error();
+  return entries;
+}
+
+Status read_config(LoaderConfig& c, const std::string& path) {
+  const bool toml = path.size() >= 5 && path.compare(path.size() - 5, 5, ".toml") == 0;
+  MMFEED_ASSIGN_OR_RETURN(ConfigEntries entries, toml ? read_toml_config(path) : read_json_config(path));
+  for (const auto& [key, value] : entries) {
+    Status st = apply(c, key, value);
+    if (!st.ok()) return std::move(st).error().with_context(path);
   }
   return ok_status();
 }
@@ -127,6 +217,12 @@ int run_loader(int argc, char** argv) {
       json = true;
     } else if (arg == "--no-shuffle") {
       config.shuffle = false;
+    } else if (arg == "--mrope") {
+      config.mrope = true;
+    } else if (arg == "--unordered") {
+      config.ordered = false;
+    } else if (arg == "--no-pin-memory") {
+      config.pin_memory = false;
     } else if (arg.rfind("--", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");

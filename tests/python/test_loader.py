@@ -188,6 +188,44 @@ def test_cli_run_config_file_and_bad_options(cli, dataset, tmp_path):
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
 
 
+def test_cli_toml_config_equals_the_flags(cli, dataset, tmp_path):
+    # Every option is a flag and a config key; a TOML table and the flags give the same run.
+    flags = [cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS), "--no-shuffle",
+             "--token-budget", "2000", "--pack-window", "8", "--mrope", "--labels", "content_and_eos",
+             "--max-error-fraction", "0.25", "--max-buffered-bytes", "50000000", "--no-pin-memory", "--json"]
+    by_flags = json.loads(subprocess.run(flags, capture_output=True, text=True, check=True).stdout)
+    config = tmp_path / "config.toml"
+    config.write_text(f"""# mmfeed run options
+manifests = ["{dataset}"]
+tokenizer = "{TOKENIZER}"
+max_pixels = {MAX_PIXELS}
+shuffle = false
+token_budget = 2000
+pack-window = 8
+mrope = true
+labels = "content_and_eos"
+max_error_fraction = 0.25
+max_buffered_bytes = 50_000_000
+pin_memory = false
+""")
+    by_toml = json.loads(subprocess.run([cli, "run", "--config", config, "--json"], capture_output=True, text=True,
+                                        check=True).stdout)
+    for key in ("batches", "samples", "tokens", "images"):
+        assert by_toml[key] == by_flags[key], key
+    assert by_flags["samples"] == by_flags["metrics"]["counters"]["loader.samples"] > 0
+    # Packing took effect: fewer rows than samples.
+    assert by_flags["batches"] < by_flags["samples"]
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text('tokenizer = "a"\nbatch_size = = 3\n')
+    bad = subprocess.run([cli, "run", "--config", broken], capture_output=True, text=True)
+    assert bad.returncode == 2 and "config is not TOML" in bad.stderr and "line 2" in bad.stderr
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('mrope = "yes"\n')
+    bad = subprocess.run([cli, "run", "--config", wrong], capture_output=True, text=True)
+    assert bad.returncode == 2 and "mrope must be true or false" in bad.stderr and "wrong.toml" in bad.stderr
+
+
 def test_packing_fills_rows_under_the_budget(dataset):
     padded, _, _ = load(dataset, seed=6, batch_size=100)  # one batch holding every sample
     lengths = {sid: int(m.sum()) for sid, m in zip(padded[0]["sample_ids"], padded[0]["attention_mask"])}
