@@ -39,6 +39,7 @@ constexpr const char* kRunUsage =
     "  --no-shuffle           keep manifest order\n"
     "  --chat-template NAME   (default: the model's)\n"
     "  --token-budget N       pack samples into rows of at most N tokens   --pack-window N (64)\n"
+    "  --pad-to-multiple-of N round the sequence length up to a multiple of N\n"
     "  --mrope                add 3-D rotary position_ids\n"
     "  --unordered            batches take samples as they finish (no resume)\n"
     "  --max-buffered-bytes N (default 2 GiB)   --no-pin-memory\n"
@@ -85,6 +86,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "trace") c.trace_path = value;
   else if (key == "chat-template") c.chat_template = value;
   else if (key == "token-budget") return num(&c.token_budget);
+  else if (key == "pad-to-multiple-of") return num(&c.pad_to_multiple_of);
   else if (key == "pack-window") return num(&c.pack_window);
   else if (key == "max-buffered-bytes") return num(&c.max_buffered_bytes);
   else if (key == "labels") c.labels = value;

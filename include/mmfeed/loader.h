@@ -47,6 +47,9 @@ struct LoaderConfig {
   std::int64_t max_pixels = 0;
   std::string chat_template;           // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   std::size_t batch_size = 8;        // samples per padded batch
+  // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a
+  // multiple of this, the extra positions padding (pad id, label -100, mask 0, position 0).
+  std::size_t pad_to_multiple_of = 0;
   std::size_t token_budget = 0;      // > 0: pack samples into rows of at most this many tokens
   std::size_t pack_window = 64;      // samples considered together when packing
   bool mrope = false;                // add position_ids [3, B, L] (Qwen-VL's 3-D rotary positions)

@@ -35,7 +35,7 @@ LoaderConfig config_from(nb::dict d) {
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory"};
+                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pad_to_multiple_of"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -47,6 +47,7 @@ LoaderConfig config_from(nb::dict d) {
   c.max_pixels = get<std::int64_t>(d, "max_pixels", 0);
   c.chat_template = get<std::string>(d, "chat_template", "");
   c.batch_size = get<std::size_t>(d, "batch_size", c.batch_size);
+  c.pad_to_multiple_of = get<std::size_t>(d, "pad_to_multiple_of", 0);
   c.seed = get<std::uint64_t>(d, "seed", 0);
   c.shuffle = get<bool>(d, "shuffle", true);
   c.epochs = get<int>(d, "epochs", 1);

@@ -26,7 +26,8 @@ class Loader:
     """Iterates batches; see the module docstring. Options (all keywords):
 
     manifest (a path or a list of paths), tokenizer, model ("qwen2-vl", "qwen2.5-vl",
-    "qwen3-vl"), min_pixels, max_pixels, chat_template, batch_size, token_budget (pack into rows
+    "qwen3-vl"), min_pixels, max_pixels, chat_template, batch_size, pad_to_multiple_of (round the
+    sequence length up to a multiple, padded or packed), token_budget (pack into rows
     of at most this many tokens: input_ids [1, T], position_ids, cu_seqlens), pack_window,
     mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,

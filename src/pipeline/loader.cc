@@ -523,9 +523,11 @@ class LoaderImpl final : public Loader {
       images += w->grids.size();
       b.sample_ids.push_back(w->id);
     }
+    const std::size_t multiple = std::max<std::size_t>(config_.pad_to_multiple_of, 1);
+    L = (L + multiple - 1) / multiple * multiple;
     const auto n = static_cast<std::int64_t>(samples.size());
     const std::int64_t B = packed ? 1 : n;
-    const std::int64_t T = packed ? static_cast<std::int64_t>(total) : static_cast<std::int64_t>(L);
+    const std::int64_t T = static_cast<std::int64_t>(packed ? (total + multiple - 1) / multiple * multiple : L);
     const auto width = static_cast<std::int64_t>(proc_.row_elements());
     std::size_t offset = 0;
     auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
@@ -556,7 +558,8 @@ class LoaderImpl final : public Loader {
       const Work& w = *samples[i];
       const std::size_t len = w.input_ids.size();
       const std::size_t row_start = packed ? cursor : i * L;
-      const std::size_t span_len = packed ? len : L;
+      // Packed, the last sample also writes the row's padding tail (pad_to_multiple_of).
+      const std::size_t span_len = !packed ? L : i + 1 < samples.size() ? len : static_cast<std::size_t>(T) - cursor;
       for (std::size_t j = 0; j < span_len; ++j) {
         const bool real = j < len;
         ids[row_start + j] = real ? w.input_ids[j] : pad_id_;
@@ -567,7 +570,7 @@ class LoaderImpl final : public Loader {
             positions[axis * static_cast<std::size_t>(B * T) + row_start + j] = real ? w.mrope[axis * len + j] : 0;
           }
         } else if (positions) {
-          positions[row_start + j] = static_cast<std::int64_t>(j);
+          positions[row_start + j] = real ? static_cast<std::int64_t>(j) : 0;
         }
       }
       cursor += len;
@@ -984,6 +987,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   if (config.tokenizer.empty()) return bad_config("tokenizer", "no tokenizer.json given");
   if (config.batch_size == 0) return bad_config("batch_size", "must be positive");
   if (config.token_budget > 0 && config.pack_window == 0) return bad_config("pack_window", "must be positive");
+  if (config.pad_to_multiple_of > (std::size_t{1} << 20)) return bad_config("pad_to_multiple_of", "must be at most 1048576");
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
     return bad_config("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
                                   std::to_string(config.world_size));

@@ -226,6 +226,30 @@ pin_memory = false
     assert bad.returncode == 2 and "mrope must be true or false" in bad.stderr and "wrong.toml" in bad.stderr
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_pad_to_multiple_of_only_adds_padding(dataset, packed):
+    options = dict(seed=3, mrope=True, **({"token_budget": 3000, "pack_window": 8} if packed else {}))
+    plain, _, _ = load(dataset, **options)
+    rounded, errors, _ = load(dataset, pad_to_multiple_of=64, **options)
+    assert not errors and len(plain) == len(rounded)
+    grew = 0
+    for a, b in zip(plain, rounded):
+        n, m = a["input_ids"].shape[1], b["input_ids"].shape[1]
+        assert m % 64 == 0 and n <= m < n + 64
+        grew += m - n
+        for key in ("input_ids", "labels", "attention_mask"):
+            np.testing.assert_array_equal(b[key][:, :n], a[key])
+        assert (b["input_ids"][:, n:] == 151643).all()  # <|endoftext|>, Qwen's pad
+        assert (b["labels"][:, n:] == -100).all() and (b["attention_mask"][:, n:] == 0).all()
+        np.testing.assert_array_equal(b["position_ids"][:, :, :n], a["position_ids"])
+        assert (b["position_ids"][:, :, n:] == 0).all()
+        for key in ("pixel_values", "image_grid_thw", "sample_ids") + (("cu_seqlens",) if packed else ()):
+            np.testing.assert_array_equal(b[key], a[key])
+    assert grew > 0
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        load(dataset, pad_to_multiple_of=1 << 21)
+
+
 def test_packing_fills_rows_under_the_budget(dataset):
     padded, _, _ = load(dataset, seed=6, batch_size=100)  # one batch holding every sample
     lengths = {sid: int(m.sum()) for sid, m in zip(padded[0]["sample_ids"], padded[0]["attention_mask"])}
