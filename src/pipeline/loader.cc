@@ -925,11 +925,12 @@ class LoaderImpl final : public Loader {
   core::Histogram *m_wait_, *m_process_;
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
   core::Gauge* m_buffered_;
-  // Released batch buffers are kept for reuse up to half the byte budget (at most 1 GiB).
+  // Released batch buffers are kept for reuse up to a quarter of the byte budget (at most
+  // 256 MiB: a few batches; caching more only raises the resident set).
   // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
       .alignment = 64,
-      .max_cached_bytes = std::min(std::size_t{1} << 30, config_.max_buffered_bytes / 2),
+      .max_cached_bytes = std::min(std::size_t{256} << 20, config_.max_buffered_bytes / 4),
       .allocator = config_.pin_memory ? device::host_allocator() : core::heap_allocator()}};
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;
