@@ -14,7 +14,7 @@ Reported per system: GPU utilisation (step time / wall: what a GPU would be busy
 data-wait share, samples/s, CPU-seconds per sample (the process and its workers), peak RSS
 (the process plus its largest worker), time to first batch.
 
-Usage: python bench/pipeline.py [--samples 64] [--step-ms 200] [--json PATH]
+Usage: python bench/pipeline.py [--samples 64] [--step-ms 200] [--json PATH] [--trace PATH]
                                 [--systems naive,torch-dataloader,mmfeed-serial,mmfeed]
                                 [--sources local,http]
 """
@@ -74,9 +74,9 @@ def train(batches, step_s: float) -> dict:
             "computed": computed, "first_batch": first or total}
 
 
-def mmfeed_batches(manifest: Path, mode: str):
+def mmfeed_batches(manifest: Path, mode: str, trace: str = ""):
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=BATCH, mode=mode,
-                       workers=2, shuffle=False) as loader:
+                       workers=2, shuffle=False, trace_path=trace) as loader:
         yield from loader
         assert not loader.errors(), loader.errors()[:2]
 
@@ -154,20 +154,20 @@ def torch_batches(manifest: Path):
 
 
 SYSTEMS = {
-    "naive": naive_batches,
-    "torch-dataloader": torch_batches,
-    "mmfeed-serial": lambda m: mmfeed_batches(m, "serial"),
-    "mmfeed": lambda m: mmfeed_batches(m, "concurrent"),
+    "naive": lambda m, trace: naive_batches(m),
+    "torch-dataloader": lambda m, trace: torch_batches(m),
+    "mmfeed-serial": lambda m, trace: mmfeed_batches(m, "serial"),
+    "mmfeed": lambda m, trace: mmfeed_batches(m, "concurrent", trace),
 }
 
 
-def run_one(system: str, manifest: Path, step_s: float) -> dict:
+def run_one(system: str, manifest: Path, step_s: float, trace: str = "") -> dict:
     """Runs one system in this process and returns its figures. Every system's process imports
     torch and transformers first, as a training process has: imports are not timed."""
     import torch  # noqa: F401
     from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl  # noqa: F401
 
-    r = train(SYSTEMS[system](manifest), step_s)
+    r = train(SYSTEMS[system](manifest, trace), step_s)
     own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"name": system, "samples": r["samples"], "gpu_utilization": r["computed"] / r["seconds"],
             "data_wait_share": r["waited"] / r["seconds"], "samples_per_s": r["samples"] / r["seconds"],
@@ -196,12 +196,14 @@ def main() -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--sources", default="local,http")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--trace", type=Path, help="write mmfeed's Perfetto timeline for each source here "
+                        "(NAME-local.json, NAME-http.json)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
     parser.add_argument("--manifest", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     step = args.step_ms / 1000
     if args.one:
-        print(json.dumps(run_one(args.one, args.manifest, step)))
+        print(json.dumps(run_one(args.one, args.manifest, step, str(args.trace or ""))))
         return 0
     systems = args.systems.split(",")
     sources = args.sources.split(",")
@@ -210,7 +212,7 @@ def main() -> int:
         parser.error(f"unknown systems or sources: {', '.join(unknown)}")
     from servers import Nginx
 
-    results = []
+    results, traces = [], []
     with tempfile.TemporaryDirectory(prefix="mmfeed-bench-pipeline-") as tmp:
         data = Path(tmp) / "data"
         summary = datagen.generate(data, samples=args.samples, seed=0, workers=os.cpu_count())
@@ -222,8 +224,13 @@ def main() -> int:
             for source in sources:
                 for system in systems:
                     print(f"  running {system} on {source} ...", file=sys.stderr, flush=True)
-                    out = subprocess.run([sys.executable, __file__, "--one", system, "--manifest", paths[source],
-                                          "--step-ms", str(args.step_ms)], check=True, capture_output=True, text=True)
+                    command = [sys.executable, __file__, "--one", system, "--manifest", paths[source],
+                               "--step-ms", str(args.step_ms)]
+                    if args.trace and system == "mmfeed":
+                        trace = args.trace.with_name(f"{args.trace.stem}-{source}{args.trace.suffix or '.json'}")
+                        command += ["--trace", trace]
+                        traces.append(trace)
+                    out = subprocess.run(command, check=True, capture_output=True, text=True)
                     results.append({"source": source, **json.loads(out.stdout.splitlines()[-1])})
         finally:
             server.stop()
@@ -246,6 +253,8 @@ def main() -> int:
         peers = [by[n]["samples_per_s"] for n in ("naive", "torch-dataloader") if n in by]
         if "mmfeed" in by and peers:
             print(f"{source}: mmfeed {by['mmfeed']['samples_per_s'] / max(peers):.1f}x the best Python peer's samples/s")
+    for trace in traces:
+        print(f"mmfeed's timeline: {trace} (open in ui.perfetto.dev)")
     if args.json:
         args.json.write_text(json.dumps({"config": config, "systems": results}, indent=1) + "\n")
     return 0

@@ -15,7 +15,7 @@ FIELDS = ["gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_samp
 def test_pipeline_bench_reports_every_system(tmp_path):
     report = tmp_path / "bench.json"
     run = subprocess.run([sys.executable, ROOT / "bench" / "pipeline.py", "--samples", "6", "--step-ms", "20",
-                          "--json", report], capture_output=True, text=True, timeout=600)
+                          "--json", report, "--trace", tmp_path / "trace.json"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(report.read_text())
     assert out["config"]["samples"] == 6 and out["config"]["step_ms"] == 20
@@ -28,6 +28,9 @@ def test_pipeline_bench_reports_every_system(tmp_path):
     for name in SYSTEMS:
         assert name in run.stdout
     assert "the best Python peer's samples/s" in run.stdout
+    for source in ("local", "http"):  # mmfeed's timeline, one per source
+        events = json.loads((tmp_path / f"trace-{source}.json").read_text())["traceEvents"]
+        assert any(e.get("name") == "assemble batch" for e in events)
 
 
 def test_pipeline_bench_refuses_unknown_systems():
