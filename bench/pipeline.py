@@ -176,19 +176,6 @@ def run_one(system: str, manifest: Path, step_s: float, trace: str = "") -> dict
             "seconds": r["seconds"]}
 
 
-def remote_manifest(manifest: Path, url_base: str, out: Path) -> Path:
-    lines = []
-    for line in manifest.read_text().splitlines():
-        s = json.loads(line)
-        for m in s["messages"]:
-            for c in m["content"] if isinstance(m["content"], list) else []:
-                if c["type"] == "image":
-                    c["image"] = f"{url_base}/{c['image']}"
-        lines.append(json.dumps(s, ensure_ascii=False))
-    out.write_text("\n".join(lines) + "\n")
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=64)
@@ -210,7 +197,7 @@ def main() -> int:
     unknown = [s for s in systems if s not in SYSTEMS] + [s for s in sources if s not in ("local", "http")]
     if unknown:
         parser.error(f"unknown systems or sources: {', '.join(unknown)}")
-    from servers import Nginx
+    from servers import Nginx, rewrite_images
 
     results, traces = [], []
     with tempfile.TemporaryDirectory(prefix="mmfeed-bench-pipeline-") as tmp:
@@ -219,7 +206,7 @@ def main() -> int:
         manifest = data / "manifest.jsonl"
         server = Nginx(data, Path(tmp) / "nginx").start()
         try:
-            remote = remote_manifest(manifest, f"http://127.0.0.1:{server.port}/slow", Path(tmp) / "remote.jsonl")
+            remote = rewrite_images(manifest, lambda ref: server.url("slow", ref), Path(tmp) / "remote.jsonl")
             paths = {"local": manifest, "http": remote}
             for source in sources:
                 for system in systems:

@@ -38,6 +38,31 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
 
 
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """Terminates a server process, killing it when it does not exit within 10 s."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def rewrite_images(manifest: Path, image_ref, out: Path) -> Path:
+    """Copies a JSONL manifest to `out` with each image reference r replaced by image_ref(r)."""
+    lines = []
+    for line in Path(manifest).read_text().splitlines():
+        sample = json.loads(line)
+        for m in sample["messages"]:
+            for c in m["content"] if isinstance(m["content"], list) else []:
+                if c["type"] == "image":
+                    c["image"] = image_ref(c["image"])
+        lines.append(json.dumps(sample, ensure_ascii=False))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 class Nginx:
     """nginx serving `root` under /ok/, /slow/, /limited/, /faulty/, /stall/ and /status/N/."""
 
@@ -76,13 +101,7 @@ class Nginx:
         return f"http://127.0.0.1:{self.port}/{location}/{name}"
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 class MotoS3:
@@ -131,10 +150,4 @@ class MotoS3:
         return env
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)

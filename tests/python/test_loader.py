@@ -382,20 +382,12 @@ def test_manifest_and_images_in_s3(dataset, moto_s3, monkeypatch):
 
 
 def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
-    from servers import Nginx
+    from servers import Nginx, rewrite_images
 
     server = Nginx(dataset.parent, tmp_path / "nginx").start()
     try:
-        lines = []
-        for line in dataset.read_text().splitlines():
-            sample = json.loads(line)
-            for m in sample["messages"]:
-                for c in m["content"] if isinstance(m["content"], list) else []:
-                    if c["type"] == "image":
-                        c["image"] = server.url("faulty", c["image"]) + "?p=0.25"
-            lines.append(json.dumps(sample))
-        manifest = tmp_path / "faulty.jsonl"
-        manifest.write_text("\n".join(lines) + "\n")
+        manifest = rewrite_images(dataset, lambda ref: server.url("faulty", ref) + "?p=0.25",
+                                  tmp_path / "faulty.jsonl")
         faulty, errors, _ = load(manifest, seed=1)
     finally:
         server.stop()
