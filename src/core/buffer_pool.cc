@@ -1,6 +1,11 @@
 #include "core/buffer_pool.h"
 
+#include "core/scratch.h"
+
+#include <sys/mman.h>
+
 #include <bit>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <new>
@@ -12,13 +17,36 @@ namespace mmfeed::core {
 
 namespace {
 
+// Blocks of 4 MiB or more (a batch, a decoded photo) are mapped on 2 MiB boundaries and
+// marked for transparent huge pages: first touch then faults once per 2 MiB instead of once
+// per 4 KiB page, which on a loader's working set of fresh buffers is most of the kernel time.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugeMin = std::size_t{4} << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
 class HeapAllocator final : public Allocator {
  public:
   void* allocate(std::size_t bytes, std::size_t alignment) override {
-    return ::operator new(bytes, std::align_val_t(alignment));
+    if (bytes < kHugeMin || alignment > kHugePage) return ::operator new(bytes, std::align_val_t(alignment));
+    const std::size_t length = round_up(bytes, kHugePage);
+    void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = round_up(start, kHugePage);
+    if (aligned > start) munmap(raw, aligned - start);
+    if (const std::uintptr_t tail = start + length + kHugePage - (aligned + length); tail > 0) {
+      munmap(reinterpret_cast<void*>(aligned + length), tail);
+    }
+    madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+    return reinterpret_cast<void*>(aligned);
   }
-  void deallocate(void* ptr, std::size_t, std::size_t alignment) override {
-    ::operator delete(ptr, std::align_val_t(alignment));
+  void deallocate(void* ptr, std::size_t bytes, std::size_t alignment) override {
+    if (bytes < kHugeMin || alignment > kHugePage) {
+      ::operator delete(ptr, std::align_val_t(alignment));
+    } else {
+      munmap(ptr, round_up(bytes, kHugePage));
+    }
   }
   const char* name() const override { return "heap"; }
 };
@@ -44,22 +72,27 @@ class PoolState {
   }
   ~PoolState() { trim(); }
 
-  std::byte* take(std::size_t capacity) {
+  // A block of `capacity` bytes, or with `fit`, the smallest cached block of up to 1.5 times
+  // that (its class is stored in *capacity then): batches vary in size from one to the next.
+  std::byte* take(std::size_t* capacity, bool fit) {
     {
       std::lock_guard lock(mu_);
       ++stats_.acquires;
-      note_in_use(capacity);
-      auto it = free_.find(capacity);
-      if (it != free_.end() && !it->second.empty()) {
+      auto it = fit ? free_.lower_bound(*capacity) : free_.find(*capacity);
+      while (it != free_.end() && it->second.empty() && fit) ++it;
+      if (it != free_.end() && !it->second.empty() && it->first <= *capacity + *capacity / 2) {
+        *capacity = it->first;
         std::byte* block = it->second.back();
         it->second.pop_back();
-        stats_.bytes_cached -= capacity;
+        stats_.bytes_cached -= *capacity;
         ++stats_.reuses;
+        note_in_use(*capacity);
         return block;
       }
       ++stats_.allocations;
+      note_in_use(*capacity);
     }
-    return static_cast<std::byte*>(options_.allocator->allocate(capacity, options_.alignment));
+    return static_cast<std::byte*>(options_.allocator->allocate(*capacity, options_.alignment));
   }
 
   void give_back(std::byte* block, std::size_t capacity) {
@@ -152,12 +185,34 @@ std::size_t BufferPool::size_class(std::size_t bytes) {
 }
 
 Buffer BufferPool::acquire(std::size_t bytes) {
-  const std::size_t capacity = size_class(bytes);
-  return Buffer(state_, state_->take(capacity), bytes, capacity);
+  std::size_t capacity = size_class(bytes);
+  std::byte* block = state_->take(&capacity, /*fit=*/true);
+  return Buffer(state_, block, bytes, capacity);
 }
+
+std::byte* BufferPool::take(std::size_t bytes) {
+  std::size_t capacity = size_class(bytes);
+  return state_->take(&capacity, /*fit=*/false);
+}
+
+void BufferPool::give_back(std::byte* block, std::size_t bytes) { state_->give_back(block, size_class(bytes)); }
 
 void BufferPool::trim() { state_->trim(); }
 
 BufferPoolStats BufferPool::stats() const { return state_->stats(); }
+
+namespace {
+
+BufferPool& scratch_pool() {
+  // Never destroyed: scratch vectors in static objects may be freed after main returns.
+  static BufferPool* pool = new BufferPool({.alignment = 64, .max_cached_bytes = std::size_t{256} << 20});
+  return *pool;
+}
+
+}  // namespace
+
+std::byte* take_scratch(std::size_t bytes) { return scratch_pool().take(bytes); }
+
+void give_scratch(std::byte* block, std::size_t bytes) { scratch_pool().give_back(block, bytes); }
 
 }  // namespace mmfeed::core

@@ -3,8 +3,9 @@
 // A pipeline allocates the same few sizes over and over (a batch's pixel buffer, a fetched
 // JPEG); returning them to a pool instead of the heap keeps page faults and allocator locks
 // off the hot path and, with a pinning allocator, keeps pinned memory registered. Requests
-// are rounded up to size classes (four per power of two, so at most 25% slack); released
-// buffers stay cached up to a byte budget, beyond which they are freed.
+// are rounded up to size classes (four per power of two, so at most 25% slack) and served by
+// the smallest cached block of up to 1.5 times the class (consecutive batches differ in size);
+// released buffers stay cached up to a byte budget, beyond which they are freed.
 //
 // A Buffer keeps its pool's state alive, so a buffer may outlive the BufferPool object that
 // made it (a batch still held by Python after the loader is gone).
@@ -106,7 +107,12 @@ class BufferPool {
 
   BufferPoolStats stats() const;
 
-  // The capacity acquire(bytes) reserves.
+  // The raw form, for allocators (core/scratch.h): a block of size_class(bytes) that
+  // give_back(block, bytes) returns.
+  std::byte* take(std::size_t bytes);
+  void give_back(std::byte* block, std::size_t bytes);
+
+  // The capacity acquire(bytes) reserves when it allocates (a reused block may be larger).
   static std::size_t size_class(std::size_t bytes);
 
  private:

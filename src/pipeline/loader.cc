@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/metrics.h"
+#include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "device/cuda_runtime.h"
@@ -258,7 +259,7 @@ struct Work {
   // Results.
   std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
   std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
-  std::vector<float> pixels;
+  std::vector<vision::Resized> resized;  // patchified into the batch by assemble()
   std::vector<vision::Grid> grids;
 };
 
@@ -348,6 +349,11 @@ class LoaderImpl final : public Loader {
     json.pop_back();  // add where batch memory comes from
     json += ",\"batch_memory\":";
     core::append_json_string(json, config_.pin_memory ? device::CudaRuntime::get().describe() : "pageable (pin_memory off)");
+    const core::BufferPoolStats p = pool_buffers_.stats();
+    json += ",\"batch_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" +
+            std::to_string(p.reuses) + ",\"allocations\":" + std::to_string(p.allocations) +
+            ",\"peak_bytes_in_use\":" + std::to_string(p.peak_bytes_in_use) +
+            ",\"bytes_cached\":" + std::to_string(p.bytes_cached) + "}";
     return json + "}";
   }
 
@@ -409,27 +415,20 @@ class LoaderImpl final : public Loader {
     return w;
   }
 
-  // Decode, resize, patchify every image, then render and tokenize with the grids.
+  // Decode and resize every image, then render and tokenize with the grids.
   void process(Work& w) const {
     core::TraceSpan span(&trace_, "process sample", "cpu", w.id);
     const core::Stopwatch sw;
-    const std::size_t row = static_cast<std::size_t>(proc_.row_elements());
+    // Decoded and resized here; normalized and patchified by assemble() straight into the batch.
     for (std::size_t i = 0; i < w.bytes.size(); ++i) {
-      const std::span<const std::uint8_t> b(reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size());
-      auto info = vision::probe(b);
-      Result<vision::Grid> plan = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(std::move(info).error());
-      if (!plan.ok()) {
-        w.error = SampleError{w.id, "image", plan.error().with_context(w.images[i].to_string()).to_string()};
+      auto resized = proc_.resize(
+          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()));
+      if (!resized.ok()) {
+        w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string()};
         return;
       }
-      const std::size_t start = w.pixels.size();
-      w.pixels.resize(start + static_cast<std::size_t>(plan->rows()) * row);
-      auto done = proc_.process(b, w.pixels.data() + start, plan->rows());
-      if (!done.ok()) {
-        w.error = SampleError{w.id, "image", done.error().with_context(w.images[i].to_string()).to_string()};
-        return;
-      }
-      w.grids.push_back(*done);
+      w.grids.push_back(resized->grid);
+      w.resized.push_back(std::move(resized).value());
       hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
       w.bytes[i].reset();
     }
@@ -441,9 +440,7 @@ class LoaderImpl final : public Loader {
       return;
     }
     if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
-      std::size_t keep_rows = 0;
-      for (std::size_t i = 0; i < s->images_kept; ++i) keep_rows += static_cast<std::size_t>(w.grids[i].rows());
-      w.pixels.resize(keep_rows * row);
+      w.resized.resize(s->images_kept);
       w.grids.resize(s->images_kept);
     }
     if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
@@ -454,8 +451,9 @@ class LoaderImpl final : public Loader {
     w.input_ids = std::move(s->input_ids);
     w.labels = std::move(s->labels);
     w.mrope = std::move(s->position_ids);
-    hold(w, static_cast<std::int64_t>(w.pixels.size() * sizeof(float) +
-                                      (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
+    std::size_t image_bytes = 0;
+    for (const vision::Resized& r : w.resized) image_bytes += r.image.pixels.size();
+    hold(w, static_cast<std::int64_t>(image_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
     m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
 
@@ -519,7 +517,7 @@ class LoaderImpl final : public Loader {
     for (const auto& w : samples) {
       L = std::max(L, w->input_ids.size());
       total += w->input_ids.size();
-      rows += w->pixels.size() / static_cast<std::size_t>(proc_.row_elements());
+      for (const vision::Grid& g : w->grids) rows += static_cast<std::size_t>(g.rows());
       images += w->grids.size();
       b.sample_ids.push_back(w->id);
     }
@@ -575,8 +573,10 @@ class LoaderImpl final : public Loader {
       }
       cursor += len;
       if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
-      std::memcpy(pixels, w.pixels.data(), w.pixels.size() * sizeof(float));
-      pixels += w.pixels.size();
+      for (const vision::Resized& r : w.resized) {
+        proc_.write(r, pixels);
+        pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(width);
+      }
       for (const vision::Grid& g : w.grids) {
         *grids++ = g.t;
         *grids++ = g.h;
@@ -930,7 +930,7 @@ class LoaderImpl final : public Loader {
   // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
       .alignment = 64,
-      .max_cached_bytes = std::min(std::size_t{256} << 20, config_.max_buffered_bytes / 4),
+      .max_cached_bytes = config_.max_buffered_bytes / 4,
       .allocator = config_.pin_memory ? device::host_allocator() : core::heap_allocator()}};
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;

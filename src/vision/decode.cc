@@ -192,7 +192,7 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pixel_format = cmyk ? TJPF_CMYK : colorspace == TJCS_GRAY ? TJPF_GRAY : TJPF_RGB;
   const int channels = tjPixelSize[pixel_format];
-  std::vector<std::uint8_t> raw(static_cast<std::size_t>(width) * height * channels);
+  core::ScratchVector<std::uint8_t> raw(static_cast<std::size_t>(width) * height * channels);
   // ISLOW DCT and fancy upsampling are TurboJPEG's defaults, as in Pillow. A warning (truncated
   // data) is an error: Pillow refuses truncated images too.
   if (tjDecompress2(tj.get(), b.data(), static_cast<unsigned long>(b.size()), raw.data(), width, 0, height,
@@ -265,7 +265,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
   const int type = h.ihdr.color_type;
   const int depth = h.ihdr.bit_depth;
   const std::size_t n = static_cast<std::size_t>(width) * height;
-  auto decode = [&](int fmt, int flags, std::vector<std::uint8_t>& out) -> Status {
+  auto decode = [&](int fmt, int flags, core::ScratchVector<std::uint8_t>& out) -> Status {
     std::size_t size = 0;
     if (int rc = spng_decoded_image_size(ctx.ctx, fmt, &size); rc != 0) return corrupt(std::string("PNG: ") + spng_strerror(rc));
     out.resize(size);
@@ -274,7 +274,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
     }
     return ok_status();
   };
-  std::vector<std::uint8_t> raw;
+  core::ScratchVector<std::uint8_t> raw;
   RgbImage img;
   const bool has_alpha = type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA || type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA || h.has_trns;
   if (depth == 16) {
@@ -288,7 +288,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
       img = allocate(width, height);
       for (std::size_t i = 0; i < n; ++i) std::memset(&img.pixels[i * 3], std::min<std::uint16_t>(s[i], 255), 3);
     } else {
-      std::vector<std::uint8_t> rgba(n * 4);
+      core::ScratchVector<std::uint8_t> rgba(n * 4);
       for (std::size_t i = 0; i < n; ++i) {
         const std::uint16_t* p = s + i * channels;
         const std::uint8_t g = static_cast<std::uint8_t>(p[0] >> 8);
@@ -355,9 +355,11 @@ Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orienta
     return rgba_to_rgb(frame, static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options.alpha, true);
   }
   if (h.features.has_alpha && options.alpha != AlphaPolicy::kDrop) {
-    std::unique_ptr<std::uint8_t, decltype(&WebPFree)> rgba(WebPDecodeRGBA(b.data(), b.size(), nullptr, nullptr), &WebPFree);
-    if (!rgba) return corrupt("WebP data of " + std::to_string(b.size()) + " bytes is corrupt or truncated");
-    return rgba_to_rgb(rgba.get(), width, height, options.alpha, true);
+    core::ScratchVector<std::uint8_t> rgba(static_cast<std::size_t>(width) * height * 4);
+    if (WebPDecodeRGBAInto(b.data(), b.size(), rgba.data(), rgba.size(), width * 4) == nullptr) {
+      return corrupt("WebP data of " + std::to_string(b.size()) + " bytes is corrupt or truncated");
+    }
+    return rgba_to_rgb(rgba.data(), width, height, options.alpha, true);
   }
   RgbImage img = allocate(width, height);
   if (WebPDecodeRGBInto(b.data(), b.size(), img.pixels.data(), img.pixels.size(), width * 3) == nullptr) {

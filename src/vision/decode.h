@@ -30,8 +30,9 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <vector>
 
+
+#include "core/scratch.h"
 #include "mmfeed/error.h"
 
 namespace mmfeed::vision {
@@ -68,7 +69,7 @@ struct DecodeOptions {
 struct RgbImage {
   int width = 0;
   int height = 0;
-  std::vector<std::uint8_t> pixels;  // height rows of width * 3 bytes, RGB
+  core::ScratchVector<std::uint8_t> pixels;  // height rows of width * 3 bytes, RGB
 };
 
 // Reads only the headers (and the EXIF orientation). kCorruptData for unknown or broken

@@ -1,8 +1,18 @@
 #include "vision/processor.h"
 
-#include <vector>
+#include "core/scratch.h"
 
 namespace mmfeed::vision {
+
+namespace {
+
+Status check_capacity(const Grid& grid, std::int64_t capacity_rows) {
+  if (grid.rows() <= capacity_rows) return ok_status();
+  return Error(ErrorCode::kOutOfRange, "image needs " + std::to_string(grid.rows()) + " rows, the buffer holds " +
+                                           std::to_string(capacity_rows));
+}
+
+}  // namespace
 
 ImageProcessor::ImageProcessor(ProcessorConfig config) : config_(std::move(config)), table_(config_.profile) {}
 
@@ -31,41 +41,50 @@ int ImageProcessor::jpeg_scale_denom(const ImageInfo& info) const {
   return 1;
 }
 
-Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const {
-  if (config_.fast_jpeg) {
-    MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(encoded));
-    if (const int denom = jpeg_scale_denom(info); denom > 1) {
-      const bool upright = config_.decode.exif == ExifPolicy::kApply;
-      MMFEED_ASSIGN_OR_RETURN(
-          Size size, smart_resize(upright ? info.upright_height() : info.height,
-                                  upright ? info.upright_width() : info.width, config_.profile));
-      DecodeOptions reduced = config_.decode;
-      reduced.jpeg_scale_denom = denom;
-      MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, reduced));
-      return emit(image, size, dest, capacity_rows);
-    }
+Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded) const {
+  // The size comes from the header (in fast mode, the full-size one, not the reduced decode).
+  MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(encoded));
+  DecodeOptions decode = config_.decode;
+  decode.jpeg_scale_denom = jpeg_scale_denom(info);
+  const bool upright = config_.decode.exif == ExifPolicy::kApply;
+  MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(upright ? info.upright_height() : info.height,
+                                                  upright ? info.upright_width() : info.width, config_.profile));
+  MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, decode));
+  Resized out;
+  out.grid = grid_for(size, config_.profile);
+  if (size.height == image.height && size.width == image.width) {
+    out.image = std::move(image);
+    return out;
   }
-  MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, config_.decode));
-  return process_rgb(image, dest, capacity_rows);
+  out.image.width = size.width;
+  out.image.height = size.height;
+  out.image.pixels.resize(static_cast<std::size_t>(size.width) * size.height * 3);
+  resample_u8(image.pixels.data(), image.width, image.height, 3, out.image.pixels.data(), size.width, size.height,
+              config_.filter, config_.kernel);
+  return out;
+}
+
+void ImageProcessor::write(const Resized& image, void* dest) const {
+  patchify(image.image.pixels.data(), image.grid, config_.profile, table_, config_.output, dest);
+}
+
+Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const {
+  MMFEED_ASSIGN_OR_RETURN(Resized image, resize(encoded));
+  MMFEED_RETURN_IF_ERROR(check_capacity(image.grid, capacity_rows));
+  write(image, dest);
+  return image.grid;
 }
 
 Result<Grid> ImageProcessor::process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const {
   MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(image.height, image.width, config_.profile));
-  return emit(image, size, dest, capacity_rows);
-}
-
-Result<Grid> ImageProcessor::emit(const RgbImage& image, Size size, void* dest, std::int64_t capacity_rows) const {
   const ModelProfile& p = config_.profile;
   const Grid grid = grid_for(size, p);
-  if (grid.rows() > capacity_rows) {
-    return Error(ErrorCode::kOutOfRange, "image needs " + std::to_string(grid.rows()) + " rows, the buffer holds " +
-                                             std::to_string(capacity_rows));
-  }
+  MMFEED_RETURN_IF_ERROR(check_capacity(grid, capacity_rows));
   if (size.height == image.height && size.width == image.width) {
     patchify(image.pixels.data(), grid, p, table_, config_.output, dest);
     return grid;
   }
-  std::vector<std::uint8_t> resized(static_cast<std::size_t>(size.width) * size.height * 3);
+  core::ScratchVector<std::uint8_t> resized(static_cast<std::size_t>(size.width) * size.height * 3);
   resample_u8(image.pixels.data(), image.width, image.height, 3, resized.data(), size.width, size.height,
               config_.filter, config_.kernel);
   patchify(resized.data(), grid, p, table_, config_.output, dest);

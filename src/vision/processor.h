@@ -39,6 +39,12 @@ struct ProcessorConfig {
   double fast_min_remaining = 1.5;
 };
 
+// An image decoded and resized to the size its grid covers, not yet normalized.
+struct Resized {
+  RgbImage image;
+  Grid grid;
+};
+
 class ImageProcessor {
  public:
   explicit ImageProcessor(ProcessorConfig config);
@@ -57,12 +63,16 @@ class ImageProcessor {
   // The same from RGB pixels already decoded.
   Result<Grid> process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const;
 
+  // The two halves of process(), for a loader that holds images between them: decode and
+  // resize to the grid (3 bytes a pixel, a fraction of the rows' size), then normalize and
+  // patchify into `dest` (grid.rows() rows), e.g. straight into a batch buffer.
+  Result<Resized> resize(std::span<const std::uint8_t> encoded) const;
+  void write(const Resized& image, void* dest) const;
+
   // The DCT-domain reduction fast mode uses for a JPEG of `info` (1 when none applies).
   int jpeg_scale_denom(const ImageInfo& info) const;
 
  private:
-  Result<Grid> emit(const RgbImage& image, Size size, void* dest, std::int64_t capacity_rows) const;
-
   ProcessorConfig config_;
   NormalizeTable table_;
 };

@@ -17,6 +17,8 @@
 
 #include "vision/resample.h"
 
+#include "core/scratch.h"
+
 namespace mmfeed::vision::detail {
 
 constexpr int kPrecisionBits = 32 - 8 - 2;
@@ -306,7 +308,7 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
   // pass runs first (on whole rows) and the horizontal pass on its output.
   const bool horizontal_first = !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
   const Coefficients vert = precompute_coefficients(in_h, out_h, filter);
-  std::vector<std::uint8_t> temp;
+  core::ScratchVector<std::uint8_t> temp;
   if (!horizontal_first) {
     if (!need_h) {
       vertical(in, static_cast<std::size_t>(in_w) * channels, vert, 0, out);

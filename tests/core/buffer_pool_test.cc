@@ -1,4 +1,5 @@
 #include "core/buffer_pool.h"
+#include "core/scratch.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,57 @@ TEST(BufferPoolTest, ReleasedMemoryIsReused) {
   EXPECT_EQ(s.reuses, 1u);
   EXPECT_EQ(s.allocations, 1u);
   EXPECT_EQ(s.bytes_in_use, again.capacity());
+}
+
+TEST(BufferPoolTest, ASmallerRequestReusesACachedBlockUpToHalfAgainItsSize) {
+  BufferPool pool;
+  std::byte* big = nullptr;
+  {
+    Buffer b = pool.acquire(140000);  // class 147456
+    big = b.data();
+  }
+  Buffer far_smaller = pool.acquire(90000);  // class 98304: 147456 is more than 1.5x, not reused
+  EXPECT_NE(far_smaller.data(), big);
+  Buffer smaller = pool.acquire(110000);  // class 114688: reuses the 147456 block
+  EXPECT_EQ(smaller.data(), big);
+  EXPECT_EQ(smaller.size(), 110000u);
+  EXPECT_EQ(smaller.capacity(), BufferPool::size_class(140000));
+  smaller.reset();
+  EXPECT_EQ(pool.stats().bytes_cached, BufferPool::size_class(140000));  // back under its own class
+  Buffer exact = pool.acquire(140000);
+  EXPECT_EQ(exact.data(), big);
+}
+
+TEST(BufferPoolTest, LargeBlocksAreHugePageAlignedAndReused) {
+  BufferPool pool;
+  std::byte* first = nullptr;
+  {
+    Buffer b = pool.acquire(9 << 20);
+    first = b.data();
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % (2 << 20), 0u);
+    std::memset(b.data(), 1, b.size());
+  }
+  Buffer again = pool.acquire(9 << 20);
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(static_cast<int>(again.data()[again.size() - 1]), 1);  // the same warm pages
+}
+
+TEST(ScratchVectorTest, LargeVectorsReuseWarmBlocksAndSkipTheZeroFill) {
+  std::uint8_t* first = nullptr;
+  {
+    ScratchVector<std::uint8_t> v(1 << 20);
+    first = v.data();
+    std::memset(v.data(), 7, v.size());
+  }
+  ScratchVector<std::uint8_t> again(1 << 20);
+  ASSERT_EQ(again.data(), first);  // from the process-wide scratch pool
+  EXPECT_EQ(again[12345], 7);      // default-initialised: not zero-filled
+  ScratchVector<float> small(10, 1.5f);  // below the pooling threshold: plain heap, values kept
+  EXPECT_EQ(small[9], 1.5f);
+  small.resize(20);
+  small.push_back(2.0f);
+  EXPECT_EQ(small.size(), 21u);
+  EXPECT_EQ(small[20], 2.0f);
 }
 
 TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
