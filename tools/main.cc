@@ -5,8 +5,9 @@
 //   mmfeed inspect MANIFEST --tokenizer F  show a batch, trained spans marked
 //   mmfeed fetch URI...                  fetch objects, report throughput, latency and failures
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
+//   mmfeed bench [--quick]               mmfeed against the Python pipelines, feeding a trainer
 //
-// Subcommands implemented in Python (the data set generator) run the interpreter this build
+// Subcommands implemented in Python (the data set generator, the benchmark) run the interpreter this build
 // was configured with, or $MMFEED_PYTHON.
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ constexpr const char* kUsage =
     "  inspect         show one batch: tensor shapes, decoded text with the trained spans marked\n"
     "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
     "  make-dataset    write the demo data set (images + JSONL manifest); --help for options\n"
+    "  bench           feed a trainer from an object store: mmfeed against the Python pipelines\n"
     "  help            print this text\n";
 
 int run_version() {
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   if (command == "run") return mmfeed::tools::run_loader(argc - 2, argv + 2);
   if (command == "inspect") return mmfeed::tools::run_inspect(argc - 2, argv + 2);
   if (command == "make-dataset") return exec_python_module("mmfeed.datagen", argc - 2, argv + 2);
+  if (command == "bench") return exec_python_module("mmfeed.bench", argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);
     return 0;

@@ -459,11 +459,13 @@ class LoaderImpl final : public Loader {
 
   // Admission against max_buffered_bytes: what is held now, plus what the samples admitted but
   // not yet processed will hold, estimated from the samples processed so far (until there is an
-  // estimate, a few samples per worker are admitted).
+  // estimate, one batch or two samples per worker, whichever is more, are admitted).
   bool room_for_sample() const {
     const std::int64_t measured = samples_measured_.load();
     const std::int64_t pending = unprocessed_.load();
-    if (measured == 0) return pending < 2 * std::max(1, config_.workers);
+    if (measured == 0) {
+      return pending < std::max<std::int64_t>(2 * std::max(1, config_.workers), static_cast<std::int64_t>(config_.batch_size));
+    }
     const std::int64_t projected = buffered_.load() + (pending + 1) * (sample_bytes_total_.load() / measured);
     return projected < static_cast<std::int64_t>(config_.max_buffered_bytes);
   }
@@ -798,13 +800,23 @@ class LoaderImpl final : public Loader {
       finish(std::move(w));
       return;
     }
-    auto shared = std::make_shared<std::unique_ptr<Work>>(std::move(w));
-    if (!pool_->submit([this, shared] {
-          process(**shared);
-          finish(std::move(*shared));
-        })) {
-      return;
+    // The CPU takes the earliest sample fetched, not the first fetched: the next batch needs
+    // the samples at the front of the order, and fetches complete in any order.
+    {
+      std::lock_guard lock(fetched_mu_);
+      fetched_.emplace(key(w->epoch, w->seq), std::move(w));
     }
+    pool_->submit([this] {
+      std::unique_ptr<Work> next;
+      {
+        std::lock_guard lock(fetched_mu_);
+        if (fetched_.empty()) return;  // cannot happen: one task per sample queued
+        next = std::move(fetched_.begin()->second);
+        fetched_.erase(fetched_.begin());
+      }
+      process(*next);
+      finish(std::move(next));
+    });
   }
 
   void run_batcher() {
@@ -962,6 +974,8 @@ class LoaderImpl final : public Loader {
   std::mutex pending_mu_;
   std::map<std::uint64_t, std::pair<Work*, std::size_t>> pending_;  // fetch tag -> (sample, image)
   std::map<Work*, std::unique_ptr<Work>> owned_;
+  std::mutex fetched_mu_;
+  std::map<std::uint64_t, std::unique_ptr<Work>> fetched_;  // fetched, waiting for a CPU worker
   std::mutex ready_mu_;
   std::condition_variable ready_cv_;
   std::map<std::uint64_t, std::unique_ptr<Work>> ready_;

@@ -1,39 +1,61 @@
-"""bench/pipeline.py end to end on a small data set: every system runs in its own process, on
-local files and behind nginx, delivers every sample, and the JSON report has the documented
-shape. Figures are not asserted (timings), only that they are consistent."""
+"""`mmfeed bench` end to end on small data sets: every system runs in its own process, from the
+object server (S3 GETs) and from local files, delivers every sample; the report has the
+documented shape, the plot and mmfeed's trace are written. Figures are not asserted (timings),
+only that they are consistent."""
 import json
 import subprocess
 import sys
 
-from conftest import ROOT
-
-SYSTEMS = ["naive", "torch-dataloader", "mmfeed-serial", "mmfeed"]
-FIELDS = ["gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample", "peak_rss_mb",
-          "time_to_first_batch_s"]
+SYSTEMS = ["naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed"]
+FIELDS = ["gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
+          "peak_rss_mb", "time_to_first_batch_s"]
 
 
-def test_pipeline_bench_reports_every_system(tmp_path):
-    report = tmp_path / "bench.json"
-    run = subprocess.run([sys.executable, ROOT / "bench" / "pipeline.py", "--samples", "6", "--step-ms", "20",
-                          "--json", report, "--trace", tmp_path / "trace.json"], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    out = json.loads(report.read_text())
+def bench(tmp_path, *args):
+    run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--out", tmp_path / "out", "--data", tmp_path / "data",
+                          *map(str, args)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run, json.loads((tmp_path / "out" / "bench.json").read_text())
+
+
+def check(r, samples):
+    assert r["samples"] == samples, r
+    assert all(r[f] > 0 for f in FIELDS), r
+    assert r["gpu_utilization"] + r["data_wait_share"] <= 1.0001, r
+    assert r["gpu_utilization"] <= r["steady_gpu_utilization"] <= 1.0001, r
+    assert r["time_to_first_batch_s"] <= r["seconds"]
+
+
+def test_every_system_from_the_object_store_and_local_files(tmp_path):
+    run, out = bench(tmp_path, "--samples", 6, "--step-ms", 20, "--sources", "s3,local", "--no-step0")
     assert out["config"]["samples"] == 6 and out["config"]["step_ms"] == 20
-    assert [(r["source"], r["name"]) for r in out["systems"]] == [(s, n) for s in ("local", "http") for n in SYSTEMS]
+    assert out["config"]["step_choice"] == "given" and out["step0"] == []
+    assert [(r["source"], r["name"]) for r in out["systems"]] == [(s, n) for s in ("s3", "local") for n in SYSTEMS]
     for r in out["systems"]:
-        assert r["samples"] == 6, r
-        assert all(r[f] > 0 for f in FIELDS), r
-        assert r["gpu_utilization"] + r["data_wait_share"] <= 1.0001, r
-        assert r["time_to_first_batch_s"] <= r["seconds"]
+        check(r, 6)
     for name in SYSTEMS:
         assert name in run.stdout
-    assert "the best Python peer's samples/s" in run.stdout
-    for source in ("local", "http"):  # mmfeed's timeline, one per source
-        events = json.loads((tmp_path / f"trace-{source}.json").read_text())["traceEvents"]
+    assert "the samples/s of the best Python peer" in run.stdout
+    assert (tmp_path / "out" / "utilization.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for source in ("s3", "local"):  # mmfeed's timeline, one per source
+        events = json.loads((tmp_path / "out" / f"mmfeed-trace-{source}.json").read_text())["traceEvents"]
         assert any(e.get("name") == "assemble batch" for e in events)
+        assert any(e.get("name") == "GET" for e in events) == (source == "s3")
 
 
-def test_pipeline_bench_refuses_unknown_systems():
-    run = subprocess.run([sys.executable, ROOT / "bench" / "pipeline.py", "--systems", "mmfeed,grain"],
+def test_auto_step_follows_the_talks_ratio_and_step0_table(tmp_path):
+    _, out = bench(tmp_path, "--samples", 16, "--sources", "s3", "--systems", "naive,spdl,mmfeed")
+    cal = out["config"]["calibration"]
+    assert cal["source"] == "s3" and cal["samples"] == 16 and cal["naive_seconds_per_batch"] > 0
+    # The step is 15/85 of the naive loop's per-batch time on the calibration samples.
+    assert abs(out["config"]["step_ms"] - 1000 * cal["naive_seconds_per_batch"] * 15 / 85) < 1e-6
+    assert [r["name"] for r in out["systems"]] == ["naive", "spdl", "mmfeed"]
+    assert [(r["name"], r["step_ms"]) for r in out["step0"]] == [("spdl", 0.0), ("mmfeed", 0.0)]
+    for r in out["systems"] + out["step0"]:
+        check(r, 16)
+
+
+def test_refuses_unknown_systems(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--systems", "mmfeed,grain", "--out", tmp_path],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "unknown systems or sources: grain" in run.stderr

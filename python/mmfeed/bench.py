@@ -1,0 +1,492 @@
+"""mmfeed bench: the talk's experiment on this machine, mmfeed against the Python pipelines.
+
+The demo data set is loaded into batches by each system, side by side in one invocation on the
+same data and cores, while a trainer stand-in consumes the batches:
+
+  - naive: a Python loop, one sample at a time: boto3 GET (or a file read), the Hugging Face
+    Qwen2-VL processor (PIL backend), apply_chat_template + tokenizer (the talk's baseline);
+  - torch-dataloader: a PyTorch DataLoader with 2 worker processes running the same code;
+  - spdl: SPDL's pipeline (PyPI `spdl`): GETs 32 at a time on its thread pool, the same
+    preprocessing on 2 threads, batches aggregated and prefetched;
+  - mmfeed-serial: mmfeed doing the same work one sample after another on one thread;
+  - mmfeed: concurrent mode (fetches in flight, 2 CPU workers, batches prefetched).
+
+Sources: "s3", the latency-injecting object server (mmfeed.objectstore: nginx answering S3
+GetObject path-style, log-normal first byte with a 50 ms median and 200 ms p99, 32 MB/s per
+connection), started and stopped here; "local", the same files on disk.
+
+The trainer stand-in sleeps a fixed step per batch (no CPU), or with --trainer model runs a real
+Qwen-VL-shaped training step on a GPU (mmfeed.bench_model). The step is chosen as in the talk:
+256 samples took over 100 s to prepare one after another while a step trained for 15-20 s, so
+the naive loop kept the GPU busy about 15% of the time. `--step-ms auto` (the default) times the
+naive loop on the first two batches and sets the step to 15/85 of its per-batch time, which puts
+the naive loop at about 15%. A second table runs the fastest systems with an infinitely fast
+trainer (step 0): raw samples/s.
+
+Each system runs in its own process, so its CPU time and peak RSS are its own. Reported per
+system: GPU utilisation (compute / wall), the same after the first batch (steady state), the
+data-wait share, samples/s, CPU-seconds per sample (the process and its workers), peak RSS
+(the process plus its largest worker), time to first batch. Written to --out: bench.json,
+utilization.png (utilisation over time per system) and mmfeed's Perfetto timeline per source.
+
+Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
+                    [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed")
+SOURCES = ("s3", "local")
+PEERS = ("naive", "torch-dataloader", "spdl")
+STEP0_SYSTEMS = ("torch-dataloader", "spdl", "mmfeed")  # the throughput table: the fastest of each kind
+NAIVE_SHARE = 0.15  # the talk: a 15-20 s step against 100+ s of serial preparation
+BUCKET = "s3"  # the object server's S3 location doubles as the bucket name
+IMAGE_PAD = 151655
+PAD = 151643
+FIELDS = ("gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
+          "peak_rss_mb", "time_to_first_batch_s")
+
+
+def _package_file(*parts: str) -> Path:
+    """Data shipped next to the package in a source checkout (tests/data), for the tokenizer
+    and chat template the benchmark uses."""
+    here = Path(__file__).resolve()
+    for root in (here.parents[2], Path.cwd()):
+        path = root.joinpath(*parts)
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"{Path(*parts)} not found: run from the mmfeed source tree")
+
+
+def _cpu_seconds() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+# ---- the Python peers' per-sample code: what users run today ---------------------------------
+
+
+class HFSample:
+    """One sample at a time: GET or read each image, HF's Qwen2-VL processor (PIL backend), HF
+    tokenizer + chat template, image tokens expanded to the grid. `fetch` and `process` are
+    separate so a pipeline can overlap them; `__getitem__` does both."""
+
+    def __init__(self, manifest: Path, tokenizer: Path, template: Path, max_pixels: int):
+        self.base = manifest.parent
+        self.samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+        self.tokenizer, self.template, self.max_pixels = tokenizer, template, max_pixels
+        self._s3 = None
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def _client(self):
+        if self._s3 is None:
+            import boto3
+            from botocore.config import Config
+
+            self._s3 = boto3.client("s3", config=Config(s3={"addressing_style": "path"}, max_pool_connections=64))
+        return self._s3
+
+    def fetch(self, i: int) -> tuple[int, list[bytes]]:
+        blobs = []
+        for m in self.samples[i]["messages"]:
+            for c in m["content"] if isinstance(m["content"], list) else []:
+                if c["type"] == "image":
+                    uri = c["image"]
+                    if uri.startswith("s3://"):
+                        bucket, key = uri[5:].split("/", 1)
+                        blobs.append(self._client().get_object(Bucket=bucket, Key=key)["Body"].read())
+                    else:
+                        blobs.append((self.base / uri).read_bytes())
+        return i, blobs
+
+    def process(self, fetched: tuple[int, list[bytes]]) -> dict:
+        import io
+
+        import numpy as np
+        from PIL import Image, ImageOps
+        from transformers import PreTrainedTokenizerFast
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+        if not hasattr(self, "proc"):
+            self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
+            self.tok = PreTrainedTokenizerFast(tokenizer_file=str(self.tokenizer),
+                                               chat_template=self.template.read_text())
+        i, blobs = fetched
+        images = [ImageOps.exif_transpose(Image.open(io.BytesIO(b))).convert("RGB") for b in blobs]
+        vision = self.proc(images=images, return_tensors="np")
+        ids = self.tok.apply_chat_template(self.samples[i]["messages"], tokenize=True)
+        if not isinstance(ids, list):
+            ids = ids["input_ids"]
+        expanded, grids = [], iter(vision["image_grid_thw"])
+        for t in ids:
+            expanded += [t] * int(next(grids).prod() // 4) if t == IMAGE_PAD else [t]
+        return {"input_ids": np.asarray(expanded), "pixel_values": vision["pixel_values"],
+                "image_grid_thw": vision["image_grid_thw"]}
+
+    def __getitem__(self, i: int) -> dict:
+        return self.process(self.fetch(i))
+
+
+def collate(items: list[dict]) -> dict:
+    import numpy as np
+    import torch
+
+    length = max(len(x["input_ids"]) for x in items)
+    ids = np.full((len(items), length), PAD, dtype=np.int64)
+    mask = np.zeros((len(items), length), dtype=np.int64)
+    for i, x in enumerate(items):
+        ids[i, :len(x["input_ids"])] = x["input_ids"]
+        mask[i, :len(x["input_ids"])] = 1
+    return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
+            "labels": torch.from_numpy(np.where(mask == 1, ids, -100)),
+            "pixel_values": torch.from_numpy(np.concatenate([x["pixel_values"] for x in items])),
+            "image_grid_thw": torch.from_numpy(np.concatenate([x["image_grid_thw"] for x in items]))}
+
+
+def naive_batches(ds: HFSample, batch: int):
+    for start in range(0, len(ds), batch):
+        yield collate([ds[i] for i in range(start, min(start + batch, len(ds)))])
+
+
+def dataloader_batches(ds: HFSample, batch: int):
+    from torch.utils.data import DataLoader
+
+    yield from DataLoader(ds, batch_size=batch, num_workers=2, collate_fn=collate)
+
+
+def spdl_batches(ds: HFSample, batch: int):
+    from spdl.pipeline import PipelineBuilder
+
+    pipeline = (PipelineBuilder()
+                .add_source(range(len(ds)))
+                .pipe(ds.fetch, concurrency=32, output_order="input")
+                .pipe(ds.process, concurrency=2, output_order="input")
+                .aggregate(batch)
+                .pipe(collate)
+                .add_sink(4)
+                .build(num_threads=34))
+    with pipeline.auto_stop():
+        yield from pipeline
+
+
+def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str):
+    import mmfeed
+
+    with mmfeed.Loader(manifest, tokenizer=tokenizer, max_pixels=max_pixels, batch_size=batch, mode=mode,
+                       workers=2, shuffle=False, trace_path=trace) as loader:
+        yield from loader
+        if loader.errors():
+            raise RuntimeError(f"mmfeed skipped samples: {loader.errors()[:2]}")
+
+
+# ---- one system in this process ------------------------------------------------------------
+
+
+def train(batches, step, progress) -> dict:
+    """The trainer stand-in: takes batches, runs `step` on each, times its waits and steps."""
+    start_cpu, start = _cpu_seconds(), time.perf_counter()
+    waited, computed, samples, first, timeline = 0.0, 0.0, 0, None, []
+    it = iter(batches)
+    while True:
+        t = time.perf_counter()
+        batch = next(it, None)
+        got = time.perf_counter()
+        waited += got - t
+        if batch is None:
+            break
+        if first is None:
+            first = got - start
+        samples += len(batch["input_ids"])
+        step(batch)
+        done = time.perf_counter()
+        computed += done - got
+        timeline.append((round(got - start, 4), round(done - start, 4)))
+        progress(samples)
+    total = time.perf_counter() - start
+    del it
+    import gc
+
+    gc.collect()  # join worker processes now, so their CPU is counted here
+    return {"samples": samples, "seconds": total, "cpu": _cpu_seconds() - start_cpu, "waited": waited,
+            "computed": computed, "first_batch": first or total, "timeline": timeline}
+
+
+def run_one(args) -> dict:
+    """Runs one system in this process and returns its figures. Every system's process imports
+    torch and transformers first, as a training process has: imports are not timed."""
+    import torch  # noqa: F401
+    from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl  # noqa: F401
+
+    tokenizer = _package_file("tests", "data", "qwen3-tokenizer", "tokenizer.json")
+    template = _package_file("tests", "data", "chat-templates", "qwen2_vl.jinja")
+    manifest = Path(args.manifest)
+    ds = HFSample(manifest, tokenizer, template, args.max_pixels)
+    batches = {
+        "naive": lambda: naive_batches(ds, args.batch_size),
+        "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size),
+        "spdl": lambda: spdl_batches(ds, args.batch_size),
+        "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", ""),
+        "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
+                                         str(args.trace or "")),
+    }[args.one]()
+    sampler = None
+    if args.trainer == "model":
+        from mmfeed.bench_model import Nvml, Sampler, make_train_step
+
+        step = make_train_step(device=args.device)
+        gpu = Nvml.open()
+        if gpu:
+            sampler = Sampler(gpu)
+            sampler.start()
+    else:
+        seconds = args.step_ms / 1000
+        step = lambda batch: time.sleep(seconds)  # noqa: E731
+
+    def progress(samples: int) -> None:
+        print(f"progress {samples}", flush=True)
+
+    r = train(batches, step, progress)
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"name": args.one, "samples": r["samples"], "gpu_utilization": r["computed"] / r["seconds"],
+           "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
+           "data_wait_share": r["waited"] / r["seconds"], "samples_per_s": r["samples"] / r["seconds"],
+           "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
+           "peak_rss_mb": (own.ru_maxrss + workers.ru_maxrss) / 1024, "time_to_first_batch_s": r["first_batch"],
+           "seconds": r["seconds"], "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
+           "timeline": r["timeline"]}
+    if sampler:
+        out["nvml_gpu_utilization"] = sampler.stop()  # what the GPU itself reports busy
+    return out
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+
+class Progress:
+    """One line on the terminal, redrawn: which run, how far, overall."""
+
+    def __init__(self, total_samples: int):
+        self.total, self.done, self.live = total_samples, 0, sys.stderr.isatty()
+
+    def update(self, label: str, samples: int, of: int) -> None:
+        if not self.live:
+            return
+        done = self.done + samples
+        width = 30
+        filled = int(width * done / max(self.total, 1))
+        sys.stderr.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {100 * done / max(self.total, 1):3.0f}%  "
+                         f"{label:<28} {samples}/{of} samples ")
+        sys.stderr.flush()
+
+    def finish(self, label: str, samples: int, seconds: float) -> None:
+        self.done += samples
+        if self.live:
+            sys.stderr.write("\r" + " " * 90 + "\r")
+        sys.stderr.write(f"  {label:<28} {samples} samples in {seconds:.1f} s\n")
+        sys.stderr.flush()
+
+
+def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: str, progress: Progress,
+          samples: int, trace: Path | None = None) -> dict:
+    command = [sys.executable, "-m", "mmfeed.bench", "--one", system, "--manifest", str(manifest),
+               "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
+               "--trainer", args.trainer, "--device", args.device]
+    if trace:
+        command += ["--trace", str(trace)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    result = None
+    for line in proc.stdout:
+        if line.startswith("progress "):
+            progress.update(label, int(line.split()[1]), samples)
+        elif line.startswith("{"):
+            result = json.loads(line)
+    err = proc.stderr.read()
+    if proc.wait() != 0 or result is None:
+        raise SystemExit(f"mmfeed bench: {label} failed (exit {proc.returncode}):\n{err[-3000:]}")
+    progress.finish(label, result["samples"], time.perf_counter() - start)
+    return result
+
+
+def plot(results: list[dict], path: Path, step_ms: float) -> None:
+    """Utilisation over time, one panel per source, one line per system: the share of each
+    window the trainer spent computing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sources = list(dict.fromkeys(r["source"] for r in results))
+    fig, axes = plt.subplots(len(sources), 1, figsize=(10, 3.6 * len(sources)), squeeze=False)
+    for ax, source in zip(axes[:, 0], sources):
+        runs = [r for r in results if r["source"] == source]
+        horizon = max(r["seconds"] for r in runs)
+        window = max(horizon / 80, 4 * step_ms / 1000, 0.25)
+        for r in runs:
+            edges = [i * window for i in range(int(r["seconds"] / window) + 2)]
+            busy = [0.0] * (len(edges) - 1)
+            for a, b in r["timeline"]:
+                for k in range(int(a / window), min(int(b / window) + 1, len(busy))):
+                    busy[k] += max(0.0, min(b, edges[k + 1]) - max(a, edges[k]))
+            xs = [(edges[k] + edges[k + 1]) / 2 for k in range(len(busy)) if edges[k] < r["seconds"]]
+            ax.plot(xs, [100 * busy[k] / window for k in range(len(xs))],
+                    label=f"{r['name']} ({100 * r['gpu_utilization']:.0f}%)")
+        ax.set_title(f"{source}: trainer busy (step {step_ms:.0f} ms per batch)")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("GPU utilisation %")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def print_table(title: str, results: list[dict]) -> None:
+    print(f"\n{title}")
+    header = (f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}{'data wait':>10}{'samples/s':>10}"
+              f"{'CPU s/sample':>13}{'peak RSS MB':>12}{'1st batch s':>12}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(f"{r['source']:<7}{r['name']:<17}{100 * r['gpu_utilization']:>8.0f}%"
+              f"{100 * r['steady_gpu_utilization']:>7.0f}%{100 * r['data_wait_share']:>9.0f}%"
+              f"{r['samples_per_s']:>10.1f}{r['cpu_s_per_sample']:>13.3f}{r['peak_rss_mb']:>12.0f}"
+              f"{r['time_to_first_batch_s']:>12.2f}")
+    for source in dict.fromkeys(r["source"] for r in results):
+        by = {r["name"]: r for r in results if r["source"] == source}
+        peers = [(by[n]["samples_per_s"], n) for n in PEERS if n in by]
+        if "mmfeed" in by and peers:
+            best, name = max(peers)
+            print(f"{source}: mmfeed {by['mmfeed']['samples_per_s'] / best:.1f}x the samples/s of the best "
+                  f"Python peer ({name})")
+
+
+def object_store_env(port: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+               AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE="/nonexistent",
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mmfeed bench", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="128 samples from the object store, no step-0 table (under 3 minutes on 2 cores)")
+    parser.add_argument("--samples", type=int, help="samples in the data set (default 256; --quick 128)")
+    parser.add_argument("--sources", help="s3 and/or local (default s3,local; --quick s3)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--step-ms", default="auto", help="trainer step per batch in ms, or auto (the talk's ratio)")
+    parser.add_argument("--no-step0", action="store_true", help="skip the step-0 throughput table")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where the report, plot, traces go")
+    parser.add_argument("--data", type=Path, help="the data set's directory (default OUT/data; reused if present)")
+    parser.add_argument("--json", type=Path, help="the report (default OUT/bench.json)")
+    parser.add_argument("--max-pixels", type=int, default=1003520)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--trainer", choices=("sleep", "model"), default="sleep",
+                        help="sleep for the step, or run a real Qwen-VL-shaped training step (GPU)")
+    parser.add_argument("--device", default="cuda", help="device of --trainer model")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
+    parser.add_argument("--manifest", help=argparse.SUPPRESS)
+    parser.add_argument("--trace", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        args.step_ms = float(args.step_ms)
+        print(json.dumps(run_one(args)), flush=True)
+        return 0
+
+    samples = args.samples or (128 if args.quick else 256)
+    sources = (args.sources or ("s3" if args.quick else "s3,local")).split(",")
+    systems = args.systems.split(",")
+    unknown = [s for s in systems if s not in SYSTEMS] + [s for s in sources if s not in SOURCES]
+    if unknown:
+        parser.error(f"unknown systems or sources: {', '.join(unknown)}")
+    if args.step_ms != "auto":
+        try:
+            float(args.step_ms)
+        except ValueError:
+            parser.error("--step-ms takes a number of milliseconds or auto")
+    step0 = not args.quick and not args.no_step0 and args.trainer == "sleep"
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    report = args.json or out / "bench.json"
+
+    from mmfeed import datagen
+    from mmfeed.objectstore import Nginx, rewrite_images
+
+    data = args.data or out / "data"
+    print(f"mmfeed bench: writing or reusing {samples} samples in {data}", file=sys.stderr, flush=True)
+    summary = datagen.generate(data, samples=samples, seed=0, workers=os.cpu_count())
+    manifest = data / "manifest.jsonl"
+    step0_systems = [s for s in STEP0_SYSTEMS if s in systems] if step0 else []
+    calibration_samples = 2 * args.batch_size if args.step_ms == "auto" else 0
+    progress = Progress(len(sources) * (len(systems) + len(step0_systems)) * samples + calibration_samples)
+    results, step0_results, traces = [], [], []
+    with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, Nginx(data, Path(tmp) / "nginx") as server:
+        remote = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
+        paths = {"local": manifest, "s3": remote}
+        env = object_store_env(server.port)
+        calibration = None
+        if args.step_ms == "auto":
+            # The naive loop on the first two batches of the first source, with no step.
+            probe_source = sources[0]
+            head = Path(tmp) / "calibrate.jsonl"
+            head.write_text("\n".join(paths[probe_source].read_text().splitlines()[:calibration_samples]) + "\n")
+            r = spawn("naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress,
+                      calibration_samples)
+            per_batch = r["data_seconds_per_batch"]
+            step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
+            calibration = {"source": probe_source, "samples": calibration_samples, "naive_seconds_per_batch": per_batch}
+        else:
+            step_ms = float(args.step_ms)
+        for source in sources:
+            for system in systems:
+                trace = out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
+                r = spawn(system, paths[source], step_ms, args, env, f"{source}: {system}", progress, samples, trace)
+                results.append({"source": source, "step_ms": step_ms, **r})
+                if trace:
+                    traces.append(trace)
+        for source in sources:
+            for system in step0_systems:
+                r = spawn(system, paths[source], 0.0, args, env, f"{source}: {system}, step 0", progress, samples)
+                step0_results.append({"source": source, "step_ms": 0.0, **r})
+
+    config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
+              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "step_ms": step_ms,
+              "step_choice": "auto: naive at 15% (the talk's ratio)" if calibration else "given",
+              "calibration": calibration, "cores": os.cpu_count(), "trainer": args.trainer,
+              "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
+    print(f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
+          f"batches of {args.batch_size}, max_pixels {args.max_pixels}, {os.cpu_count()} cores, "
+          f"trainer: {args.trainer}")
+    print_table(f"Trainer step {step_ms:.0f} ms per batch"
+                + (" (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""), results)
+    if step0_results:
+        print_table("Trainer step 0 (infinitely fast): how fast each system delivers", step0_results)
+    plot_path = out / "utilization.png"
+    plot(results, plot_path, step_ms)
+    for r in results + step0_results:
+        r.pop("timeline")
+    report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")
+    print(f"\nreport: {report}\nplot:   {plot_path}")
+    for trace in traces:
+        print(f"trace:  {trace} (open in ui.perfetto.dev)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The latency-injecting object server of the benchmark and the storage tests: nginx (with its
+Lua module) serving a directory on a free loopback port with injected first-byte delays,
+bandwidth caps and faults, started and stopped by the caller. It answers plain HTTP GETs and,
+path-style, S3 GetObject requests (signatures are not checked), so one server stands in for an
+object store to boto3, urllib and mmfeed alike.
+
+Example:
+    with Nginx(root=data_dir, workdir=tmp / "nginx") as server:
+        url = server.url("s3", "images/0.jpg")          # what boto3 or mmfeed would GET
+        manifest = rewrite_images(data_dir / "manifest.jsonl",
+                                  lambda ref: f"s3://s3/{ref}", tmp / "remote.jsonl")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+SERVERS_DIR = Path(__file__).resolve().parent / "servers"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = None,
+                  timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            detail = log.read_text() if log and log.exists() else ""
+            raise RuntimeError(f"{what} exited with {proc.returncode} before listening\n{detail}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """Terminates a server process, killing it when it does not exit within 10 s."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def rewrite_images(manifest: Path, image_ref, out: Path) -> Path:
+    """Copies a JSONL manifest to `out` with each image reference r replaced by image_ref(r)."""
+    lines = []
+    for line in Path(manifest).read_text().splitlines():
+        sample = json.loads(line)
+        for m in sample["messages"]:
+            for c in m["content"] if isinstance(m["content"], list) else []:
+                if c["type"] == "image":
+                    c["image"] = image_ref(c["image"])
+        lines.append(json.dumps(sample, ensure_ascii=False))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+class Nginx:
+    """nginx serving `root` under /ok/, /slow/, /s3/, /limited/, /faulty/, /stall/ and /status/N/
+    (tests/python and the benchmark say what each does; servers/nginx.conf.in defines them)."""
+
+    def __init__(self, root: Path, workdir: Path):
+        self.root = Path(root)
+        self.workdir = Path(workdir)
+        self.port = free_port()
+        self.tls_port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def certificate(self) -> Path:
+        return self.workdir / "cert.pem"
+
+    def start(self) -> "Nginx":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                        str(self.workdir / "key.pem"), "-out", str(self.certificate)],
+                       check=True, capture_output=True)
+        text = (SERVERS_DIR / "nginx.conf.in").read_text()
+        user = "user root root;" if os.geteuid() == 0 else ""
+        for key, value in {"@PREFIX@": str(self.workdir), "@PORT@": str(self.port), "@TLSPORT@": str(self.tls_port),
+                           "@ROOT@": str(self.root), "@USER@": user,
+                           "@SERVERS@": str(SERVERS_DIR)}.items():
+            text = text.replace(key, value)
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(text)
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(self.workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for_port(self.port, self.proc, "nginx", self.workdir / "error.log")
+        return self
+
+    def url(self, location: str, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{location}/{name}"
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+    def __enter__(self) -> "Nginx":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
