@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
-DEMO_SAMPLES ?= 64
+DEMO_SAMPLES ?= 128
 
 .PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench clean
 
@@ -61,23 +61,19 @@ fuzz: setup
 	  tail -4 build-fuzz/fuzz-$$t.log; \
 	done
 
-# The main job on the demo data: write the data set, then load it into training batches
-# (concurrent mode, then the serial baseline for comparison) with a Perfetto trace.
+# The main job on the demo data: write the data set (or reuse it), then feed a trainer from the
+# object store with mmfeed and the Python pipelines side by side (`mmfeed bench --quick`);
+# the report, the utilisation plot and mmfeed's Perfetto trace go to $(DEMO_DIR)/bench/.
 demo: build
 	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0
-	@echo; echo "== mmfeed run (concurrent) =="
-	build/mmfeed run $(DEMO_DIR)/manifest.jsonl --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
-	  --max-pixels 1003520 --batch-size 8 --trace $(DEMO_DIR)/trace.json
-	@echo; echo "== mmfeed run --mode serial (the baseline) =="
-	build/mmfeed run $(DEMO_DIR)/manifest.jsonl --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
-	  --max-pixels 1003520 --batch-size 8 --mode serial
+	build/mmfeed bench --quick --samples $(DEMO_SAMPLES) --data $(DEMO_DIR) --out $(DEMO_DIR)/bench
 
 bench: build
 	build/core_bench
 	$(PY) bench/fetch.py
 	$(PY) bench/vision.py
 	$(PY) bench/text.py
-	$(PY) bench/pipeline.py
+	build/mmfeed bench --out bench-results
 
 clean:
-	rm -rf build build-tsan build-asan build-fuzz $(DEMO_DIR)
+	rm -rf build build-tsan build-asan build-fuzz $(DEMO_DIR) bench-results

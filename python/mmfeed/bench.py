@@ -26,8 +26,9 @@ trainer (step 0): raw samples/s.
 Each system runs in its own process, so its CPU time and peak RSS are its own. Reported per
 system: GPU utilisation (compute / wall), the same after the first batch (steady state), the
 data-wait share, samples/s, CPU-seconds per sample (the process and its workers), peak RSS
-(the process plus its largest worker), time to first batch. Written to --out: bench.json,
-utilization.png (utilisation over time per system) and mmfeed's Perfetto timeline per source.
+(the process plus its largest worker), time to first batch. Written to --out: bench.json
+(with each step's start and end, `timeline`), utilization.png (utilisation over time per
+system) and mmfeed's Perfetto timeline per source.
 
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
@@ -333,15 +334,16 @@ def plot(results: list[dict], path: Path, step_ms: float) -> None:
     for ax, source in zip(axes[:, 0], sources):
         runs = [r for r in results if r["source"] == source]
         horizon = max(r["seconds"] for r in runs)
-        window = max(horizon / 80, 4 * step_ms / 1000, 0.25)
+        window = max(horizon / 40, 8 * step_ms / 1000, 0.25)
         for r in runs:
             edges = [i * window for i in range(int(r["seconds"] / window) + 2)]
             busy = [0.0] * (len(edges) - 1)
             for a, b in r["timeline"]:
                 for k in range(int(a / window), min(int(b / window) + 1, len(busy))):
                     busy[k] += max(0.0, min(b, edges[k + 1]) - max(a, edges[k]))
-            xs = [(edges[k] + edges[k + 1]) / 2 for k in range(len(busy)) if edges[k] < r["seconds"]]
-            ax.plot(xs, [100 * busy[k] / window for k in range(len(xs))],
+            xs = [(edges[k] + min(edges[k + 1], r["seconds"])) / 2 for k in range(len(busy)) if edges[k] < r["seconds"]]
+            spans = [min(edges[k + 1], r["seconds"]) - edges[k] for k in range(len(xs))]  # the last one is partial
+            ax.plot(xs, [100 * min(busy[k] / max(spans[k], 1e-9), 1.0) for k in range(len(xs))],
                     label=f"{r['name']} ({100 * r['gpu_utilization']:.0f}%)")
         ax.set_title(f"{source}: trainer busy (step {step_ms:.0f} ms per batch)")
         ax.set_xlabel("seconds")
@@ -479,8 +481,6 @@ def main(argv: list[str] | None = None) -> int:
         print_table("Trainer step 0 (infinitely fast): how fast each system delivers", step0_results)
     plot_path = out / "utilization.png"
     plot(results, plot_path, step_ms)
-    for r in results + step0_results:
-        r.pop("timeline")
     report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")
     print(f"\nreport: {report}\nplot:   {plot_path}")
     for trace in traces:

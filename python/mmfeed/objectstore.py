@@ -76,8 +76,8 @@ class Nginx:
     (tests/python and the benchmark say what each does; servers/nginx.conf.in defines them)."""
 
     def __init__(self, root: Path, workdir: Path):
-        self.root = Path(root)
-        self.workdir = Path(workdir)
+        self.root = Path(root).resolve()
+        self.workdir = Path(workdir).resolve()
         self.port = free_port()
         self.tls_port = free_port()
         self.proc: subprocess.Popen | None = None

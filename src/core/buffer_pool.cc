@@ -72,18 +72,21 @@ class PoolState {
   }
   ~PoolState() { trim(); }
 
-  // A block of `capacity` bytes, or with `fit`, the smallest cached block of up to 1.5 times
-  // that (its class is stored in *capacity then): batches vary in size from one to the next.
+  // A block of `capacity` bytes, or with `fit`, the smallest cached block at least that large
+  // (its class is stored in *capacity then): batches vary in size from one to the next, and a
+  // cached block is resident already, so lending a larger one costs no memory, while a fresh
+  // one costs a page fault and a zero fill per page.
   std::byte* take(std::size_t* capacity, bool fit) {
     {
       std::lock_guard lock(mu_);
       ++stats_.acquires;
+      // free_ holds no empty lists: the first entry at or above the class is the best fit.
       auto it = fit ? free_.lower_bound(*capacity) : free_.find(*capacity);
-      while (it != free_.end() && it->second.empty() && fit) ++it;
-      if (it != free_.end() && !it->second.empty() && it->first <= *capacity + *capacity / 2) {
+      if (it != free_.end()) {
         *capacity = it->first;
         std::byte* block = it->second.back();
         it->second.pop_back();
+        if (it->second.empty()) free_.erase(it);
         stats_.bytes_cached -= *capacity;
         ++stats_.reuses;
         note_in_use(*capacity);
@@ -95,18 +98,33 @@ class PoolState {
     return static_cast<std::byte*>(options_.allocator->allocate(*capacity, options_.alignment));
   }
 
+  // Caches the block if it fits the budget, evicting smaller cached blocks first if that makes
+  // room (a pool whose requests grow keeps the blocks that can still serve them).
   void give_back(std::byte* block, std::size_t capacity) {
+    std::vector<std::pair<std::byte*, std::size_t>> evicted;
     {
       std::lock_guard lock(mu_);
       stats_.bytes_in_use -= capacity;
-      if (stats_.bytes_cached + capacity <= options_.max_cached_bytes) {
+      std::size_t smaller = 0;
+      for (auto it = free_.begin(); it != free_.end() && it->first < capacity; ++it) smaller += it->first * it->second.size();
+      if (capacity <= options_.max_cached_bytes && stats_.bytes_cached - smaller + capacity <= options_.max_cached_bytes) {
+        while (stats_.bytes_cached + capacity > options_.max_cached_bytes) {
+          auto it = free_.begin();
+          evicted.emplace_back(it->second.back(), it->first);
+          it->second.pop_back();
+          stats_.bytes_cached -= it->first;
+          ++stats_.frees;
+          if (it->second.empty()) free_.erase(it);
+        }
         free_[capacity].push_back(block);
         stats_.bytes_cached += capacity;
-        return;
+        block = nullptr;
+      } else {
+        ++stats_.frees;
       }
-      ++stats_.frees;
     }
-    options_.allocator->deallocate(block, capacity, options_.alignment);
+    for (auto [b, c] : evicted) options_.allocator->deallocate(b, c, options_.alignment);
+    if (block != nullptr) options_.allocator->deallocate(block, capacity, options_.alignment);
   }
 
   void trim() {

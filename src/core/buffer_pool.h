@@ -4,8 +4,8 @@
 // JPEG); returning them to a pool instead of the heap keeps page faults and allocator locks
 // off the hot path and, with a pinning allocator, keeps pinned memory registered. Requests
 // are rounded up to size classes (four per power of two, so at most 25% slack) and served by
-// the smallest cached block of up to 1.5 times the class (consecutive batches differ in size);
-// released buffers stay cached up to a byte budget, beyond which they are freed.
+// the smallest cached block at least that large (consecutive batches differ in size); released
+// buffers stay cached up to a byte budget, beyond which they are freed.
 //
 // A Buffer keeps its pool's state alive, so a buffer may outlive the BufferPool object that
 // made it (a batch still held by Python after the loader is gone).

@@ -569,7 +569,12 @@ class LoaderImpl final : public Loader {
       add("position_ids", Tensor::DType::kInt64, {B, T});
     }
     if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
-    b.storage = std::make_shared<core::Buffer>(pool_buffers_.acquire(std::max<std::size_t>(offset, 1)));
+    // Each buffer is reserved at least as large as the largest batch so far, so any cached one
+    // can serve the next batch (a fresh one costs a page fault and a zero fill per page, about
+    // as much as the patchify writing into it); the tail a smaller batch leaves is never touched.
+    high_water_ = std::max(high_water_, std::max<std::size_t>(offset, 1));
+    b.storage = std::make_shared<core::Buffer>(pool_buffers_.acquire(high_water_));
+    b.storage->resize(offset);
     auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[i].offset); };
     std::int64_t *ids = at(0), *labels = at(1), *mask = at(2), *grids = at(4);
     std::int64_t* positions = b.tensors.size() > 5 && b.tensors[5].name == "position_ids" ? at(5) : nullptr;
@@ -959,12 +964,13 @@ class LoaderImpl final : public Loader {
   core::Histogram *m_wait_, *m_process_;
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
   core::Gauge* m_buffered_;
-  // Released batch buffers are kept for reuse up to a quarter of the byte budget (at most
-  // 256 MiB: a few batches; caching more only raises the resident set).
+  // Released batch buffers are kept for reuse up to half the byte budget: in steady state the
+  // trainer releases one batch as the batcher needs the next, so a few suffice.
   // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.
+  std::size_t high_water_ = 0;  // the largest batch buffer so far (assemble() only)
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
       .alignment = 64,
-      .max_cached_bytes = config_.max_buffered_bytes / 4,
+      .max_cached_bytes = config_.max_buffered_bytes / 2,
       .allocator = config_.pin_memory ? device::host_allocator() : core::heap_allocator()}};
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;

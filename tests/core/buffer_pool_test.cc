@@ -55,23 +55,31 @@ TEST(BufferPoolTest, ReleasedMemoryIsReused) {
   EXPECT_EQ(s.bytes_in_use, again.capacity());
 }
 
-TEST(BufferPoolTest, ASmallerRequestReusesACachedBlockUpToHalfAgainItsSize) {
+TEST(BufferPoolTest, ARequestReusesTheSmallestCachedBlockThatFits) {
   BufferPool pool;
-  std::byte* big = nullptr;
+  std::byte *big = nullptr, *mid = nullptr;
   {
+    Buffer a = pool.acquire(400000);
     Buffer b = pool.acquire(140000);  // class 147456
-    big = b.data();
+    big = a.data();
+    mid = b.data();
   }
-  Buffer far_smaller = pool.acquire(90000);  // class 98304: 147456 is more than 1.5x, not reused
-  EXPECT_NE(far_smaller.data(), big);
-  Buffer smaller = pool.acquire(110000);  // class 114688: reuses the 147456 block
-  EXPECT_EQ(smaller.data(), big);
-  EXPECT_EQ(smaller.size(), 110000u);
+  Buffer larger = pool.acquire(200000);  // the only cached block that fits: the 400000 one
+  EXPECT_EQ(larger.data(), big);
+  EXPECT_EQ(larger.capacity(), BufferPool::size_class(400000));
+  Buffer smaller = pool.acquire(50000);  // the smallest that fits: the 147456 block
+  EXPECT_EQ(smaller.data(), mid);
+  EXPECT_EQ(smaller.size(), 50000u);
   EXPECT_EQ(smaller.capacity(), BufferPool::size_class(140000));
+  Buffer fresh = pool.acquire(100000);  // nothing cached: a new block
+  EXPECT_NE(fresh.data(), big);
+  EXPECT_NE(fresh.data(), mid);
   smaller.reset();
   EXPECT_EQ(pool.stats().bytes_cached, BufferPool::size_class(140000));  // back under its own class
   Buffer exact = pool.acquire(140000);
-  EXPECT_EQ(exact.data(), big);
+  EXPECT_EQ(exact.data(), mid);
+  EXPECT_EQ(pool.stats().reuses, 3u);
+  EXPECT_EQ(pool.stats().allocations, 3u);
 }
 
 TEST(BufferPoolTest, LargeBlocksAreHugePageAlignedAndReused) {
@@ -104,6 +112,26 @@ TEST(ScratchVectorTest, LargeVectorsReuseWarmBlocksAndSkipTheZeroFill) {
   small.push_back(2.0f);
   EXPECT_EQ(small.size(), 21u);
   EXPECT_EQ(small[20], 2.0f);
+}
+
+TEST(BufferPoolTest, AFullCacheEvictsSmallerBlocksForALargerOne) {
+  BufferPool pool({.max_cached_bytes = 3 * 8192});
+  {
+    Buffer a = pool.acquire(8192), b = pool.acquire(8192), c = pool.acquire(8192);
+  }
+  EXPECT_EQ(pool.stats().bytes_cached, 3u * 8192);
+  std::byte* big = nullptr;
+  {
+    Buffer d = pool.acquire(16384), e = pool.acquire(16384);  // the cached blocks are too small
+    big = d.data();
+    e.reset();  // evicts two 8192 blocks to stay within the budget
+    EXPECT_EQ(pool.stats().bytes_cached, 8192u + 16384);
+  }  // d cannot fit without evicting a block as large as itself: freed
+  EXPECT_EQ(pool.stats().bytes_cached, 8192u + 16384);
+  EXPECT_EQ(pool.stats().frees, 3u);
+  Buffer again = pool.acquire(16384);
+  EXPECT_NE(again.data(), big);  // the one cached is e's
+  EXPECT_EQ(pool.stats().bytes_cached, 8192u);
 }
 
 TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
