@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
@@ -76,13 +77,14 @@ class PoolState {
   // (its class is stored in *capacity then): batches vary in size from one to the next, and a
   // cached block is resident already, so lending a larger one costs no memory, while a fresh
   // one costs a page fault and a zero fill per page.
-  std::byte* take(std::size_t* capacity, bool fit) {
+  // `max_ratio` bounds how much larger than asked a reused block may be (0: no bound).
+  std::byte* take(std::size_t* capacity, bool fit, std::size_t max_ratio = 0) {
     {
       std::lock_guard lock(mu_);
       ++stats_.acquires;
       // free_ holds no empty lists: the first entry at or above the class is the best fit.
       auto it = fit ? free_.lower_bound(*capacity) : free_.find(*capacity);
-      if (it != free_.end()) {
+      if (it != free_.end() && (max_ratio == 0 || it->first <= *capacity * max_ratio)) {
         *capacity = it->first;
         std::byte* block = it->second.back();
         it->second.pop_back();
@@ -208,12 +210,12 @@ Buffer BufferPool::acquire(std::size_t bytes) {
   return Buffer(state_, block, bytes, capacity);
 }
 
-std::byte* BufferPool::take(std::size_t bytes) {
-  std::size_t capacity = size_class(bytes);
-  return state_->take(&capacity, /*fit=*/false);
+std::byte* BufferPool::take(std::size_t* capacity) {
+  *capacity = size_class(*capacity);
+  return state_->take(capacity, /*fit=*/true, /*max_ratio=*/4);
 }
 
-void BufferPool::give_back(std::byte* block, std::size_t bytes) { state_->give_back(block, size_class(bytes)); }
+void BufferPool::give_back(std::byte* block, std::size_t capacity) { state_->give_back(block, capacity); }
 
 void BufferPool::trim() { state_->trim(); }
 
@@ -229,8 +231,22 @@ BufferPool& scratch_pool() {
 
 }  // namespace
 
-std::byte* take_scratch(std::size_t bytes) { return scratch_pool().take(bytes); }
+// Each scratch block starts with a 64-byte header holding its capacity (a best-fit block may be
+// larger than asked), so deallocation needs only the pointer.
+constexpr std::size_t kScratchHeader = 64;
 
-void give_scratch(std::byte* block, std::size_t bytes) { scratch_pool().give_back(block, bytes); }
+std::byte* take_scratch(std::size_t bytes) {
+  std::size_t capacity = bytes + kScratchHeader;
+  std::byte* block = scratch_pool().take(&capacity);
+  std::memcpy(block, &capacity, sizeof capacity);
+  return block + kScratchHeader;
+}
+
+void give_scratch(std::byte* data) {
+  std::byte* block = data - kScratchHeader;
+  std::size_t capacity = 0;
+  std::memcpy(&capacity, block, sizeof capacity);
+  scratch_pool().give_back(block, capacity);
+}
 
 }  // namespace mmfeed::core

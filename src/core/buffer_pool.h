@@ -107,10 +107,11 @@ class BufferPool {
 
   BufferPoolStats stats() const;
 
-  // The raw form, for allocators (core/scratch.h): a block of size_class(bytes) that
-  // give_back(block, bytes) returns.
-  std::byte* take(std::size_t bytes);
-  void give_back(std::byte* block, std::size_t bytes);
+  // The raw form, for allocators (core/scratch.h): the smallest cached block of at least
+  // *capacity bytes (and at most 4 times that), or a new one of its size class; *capacity
+  // becomes the block's capacity, which give_back needs.
+  std::byte* take(std::size_t* capacity);
+  void give_back(std::byte* block, std::size_t capacity);
 
   // The capacity acquire(bytes) reserves when it allocates (a reused block may be larger).
   static std::size_t size_class(std::size_t bytes);

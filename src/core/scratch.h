@@ -6,7 +6,8 @@
 // every page, std::vector zero-fills it again, and munmap tears it down afterwards (on a
 // 2-core machine that was 45% of the loader's CPU). ScratchVector avoids all three: elements
 // are default-initialised (no zero fill), and blocks of 64 KiB or more come from one
-// process-wide BufferPool whose cache (256 MiB) hands the same warm pages to the next sample.
+// process-wide BufferPool whose cache (256 MiB) hands the same warm pages to the next sample
+// (the smallest cached block that fits, so sizes need not repeat exactly).
 //
 // Example:
 //   ScratchVector<std::uint8_t> rgb(width * height * 3);  // uninitialised, pooled
@@ -20,10 +21,10 @@
 
 namespace mmfeed::core {
 
-// Pooled memory for ScratchAllocator: at least `bytes`, 64-byte aligned. give_scratch must be
-// called with the same `bytes`.
+// Pooled memory for ScratchAllocator: at least `bytes`, 64-byte aligned, from the smallest
+// cached block that fits.
 std::byte* take_scratch(std::size_t bytes);
-void give_scratch(std::byte* block, std::size_t bytes);
+void give_scratch(std::byte* data);
 
 inline constexpr std::size_t kScratchPoolMin = std::size_t{64} << 10;
 
@@ -45,7 +46,7 @@ class ScratchAllocator {
     if (bytes < kScratchPoolMin) {
       ::operator delete(p, std::align_val_t(alignof(T)));
     } else {
-      give_scratch(reinterpret_cast<std::byte*>(p), bytes);
+      give_scratch(reinterpret_cast<std::byte*>(p));
     }
   }
   // Default-initialisation: resize() leaves trivial elements unwritten.

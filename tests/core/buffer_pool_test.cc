@@ -134,6 +134,24 @@ TEST(BufferPoolTest, AFullCacheEvictsSmallerBlocksForALargerOne) {
   EXPECT_EQ(pool.stats().bytes_cached, 8192u);
 }
 
+TEST(BufferPoolTest, RawBlocksComeBestFitWithinFourTimesTheRequest) {
+  BufferPool pool;
+  std::size_t big_capacity = 1 << 20;
+  std::byte* big = pool.take(&big_capacity);
+  EXPECT_EQ(big_capacity, std::size_t{1} << 20);
+  pool.give_back(big, big_capacity);
+  std::size_t tiny = 100000;  // 1 MiB is more than 4x its class: a new block
+  std::byte* fresh = pool.take(&tiny);
+  EXPECT_NE(fresh, big);
+  EXPECT_EQ(tiny, BufferPool::size_class(100000));
+  std::size_t mid = 300000;  // within 4x: the cached 1 MiB block, its capacity reported
+  EXPECT_EQ(pool.take(&mid), big);
+  EXPECT_EQ(mid, std::size_t{1} << 20);
+  pool.give_back(big, mid);
+  pool.give_back(fresh, tiny);
+  EXPECT_EQ(pool.stats().bytes_in_use, 0u);
+}
+
 TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
   BufferPool pool({.max_cached_bytes = 3 * 4096});
   {
