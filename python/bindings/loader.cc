@@ -1,5 +1,6 @@
-// Binding of the Loader: batches come out as numpy arrays that share the C++ batch buffer (the
-// capsule holds the buffer; dropping the last array returns it to the pool). The GIL is
+// Binding of the Loader: batches come out as numpy arrays, or torch tensors through DLPack, that
+// share the C++ batch buffer (the capsule holds the buffer; dropping the last array returns it
+// to the pool). The GIL is
 // released while the engine works and while next() waits.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -91,7 +92,7 @@ class PyLoader {
     loader_ = std::move(l).value();
   }
 
-  nb::object next() {
+  nb::object next(bool torch) {
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     while (true) {
       bool timed_out = false;
@@ -112,7 +113,12 @@ class PyLoader {
       nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
       std::vector<std::size_t> shape(t.shape.begin(), t.shape.end());
       void* data = const_cast<void*>(batch->data(t));
-      if (t.dtype == Tensor::DType::kInt64) {
+      // numpy arrays, or torch tensors made from a DLPack capsule over the same memory.
+      if (torch && t.dtype == Tensor::DType::kInt64) {
+        out[t.name.c_str()] = nb::ndarray<nb::pytorch, std::int64_t>(data, shape.size(), shape.data(), owner);
+      } else if (torch) {
+        out[t.name.c_str()] = nb::ndarray<nb::pytorch, float>(data, shape.size(), shape.data(), owner);
+      } else if (t.dtype == Tensor::DType::kInt64) {
         out[t.name.c_str()] = nb::ndarray<nb::numpy, std::int64_t>(data, shape.size(), shape.data(), owner);
       } else {
         out[t.name.c_str()] = nb::ndarray<nb::numpy, float>(data, shape.size(), shape.data(), owner);
@@ -168,7 +174,7 @@ void bind_loader(nb::module_& m) {
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyLoader>(m, "_Loader")
       .def(nb::init<nb::dict, std::optional<std::string>>(), nb::arg("config"), nb::arg("state").none())
-      .def("next", &PyLoader::next)
+      .def("next", &PyLoader::next, nb::arg("torch") = false)
       .def("state", &PyLoader::state)
       .def("errors", &PyLoader::errors)
       .def("metrics", &PyLoader::metrics)

@@ -10,8 +10,8 @@
         state = loader.state_dict()
 
 Arrays share memory with the engine's batch buffer (no copy); the buffer returns to the pool
-when the last array of the batch is freed. `tensors="torch"` wraps them with torch.from_numpy
-(still no copy).
+when the last array of the batch is freed. `tensors="torch"` gives torch tensors made from
+DLPack capsules over the same memory (still no copy).
 """
 
 from __future__ import annotations
@@ -63,15 +63,11 @@ class Loader:
         return self
 
     def __next__(self) -> dict:
-        batch = self._engine().next()
+        if self._tensors == "torch":
+            import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+        batch = self._engine().next(torch=self._tensors == "torch")
         if batch is None:
             raise StopIteration
-        if self._tensors == "torch":
-            import torch
-
-            for key, value in list(batch.items()):
-                if hasattr(value, "__array_interface__"):
-                    batch[key] = torch.from_numpy(value)
         return batch
 
     def state_dict(self) -> dict:
