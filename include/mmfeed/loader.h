@@ -86,19 +86,24 @@ struct LoaderState {
   int epoch = 0;
   std::uint64_t position = 0;  // samples of this rank's epoch order consumed by delivered batches
   std::uint64_t packed_delivered = 0;  // packing: rows already delivered from the window at position
+  // Packing: the positions (in this rank's order) of the samples those rows held, so that
+  // reshard() can count them as consumed.
+  std::vector<std::uint64_t> window_delivered;
   // After a change of world size: the positions each rank of the old world had reached in this
   // epoch. This rank's order for the epoch is then the old world's unconsumed samples (in the
   // epoch's order) dealt round-robin over the new world; `position` counts within it.
   int old_world_size = 0;
   std::vector<std::uint64_t> old_positions;
+  std::vector<std::vector<std::uint64_t>> old_windows;  // each old rank's window_delivered
 
   std::string to_json() const;
   static Result<LoaderState> from_json(std::string_view json);
 
   // The state rank `rank` of a new world of `world_size` resumes from, given the states of
   // every rank of the old world (same seed and epoch). The samples none of them consumed are
-  // shared out so that the new ranks together deliver exactly them, once. Refused (with the
-  // reason) for incomplete or inconsistent sets and for states inside a packing window.
+  // shared out so that the new ranks together deliver exactly them, once (a rank stopped inside
+  // a packing window has consumed the samples of the rows it delivered). Refused (with the
+  // reason) for incomplete or inconsistent sets.
   static Result<LoaderState> reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size);
 };
 

@@ -51,15 +51,43 @@ const Tensor* Batch::find(std::string_view name) const {
 
 const void* Batch::data(const Tensor& t) const { return storage->data() + t.offset; }
 
+namespace {
+
+std::string json_list(const std::vector<std::uint64_t>& values) {
+  std::string list = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) list += (i ? "," : "") + std::to_string(values[i]);
+  return list + "]";
+}
+
+Result<std::vector<std::uint64_t>> uint_list(simdjson::dom::element e, const char* what) {
+  simdjson::dom::array a;
+  if (e.get_array().get(a)) return Error(ErrorCode::kInvalidArgument, std::string(what) + " is not a list");
+  std::vector<std::uint64_t> out;
+  for (simdjson::dom::element v : a) {
+    std::uint64_t x = 0;
+    if (v.get_uint64().get(x)) return Error(ErrorCode::kInvalidArgument, std::string(what) + " holds a non-integer");
+    out.push_back(x);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string LoaderState::to_json() const {
-  return "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
-         ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
-         ",\"position\":" + std::to_string(position) + ",\"packed_delivered\":" + std::to_string(packed_delivered) +
-         (old_world_size > 0 ? ",\"old_world_size\":" + std::to_string(old_world_size) + ",\"old_positions\":[" + [&] {
-           std::string list;
-           for (std::size_t i = 0; i < old_positions.size(); ++i) list += (i ? "," : "") + std::to_string(old_positions[i]);
-           return list;
-         }() + "]" : std::string()) + "}";
+  std::string out = "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
+                    ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
+                    ",\"position\":" + std::to_string(position) +
+                    ",\"packed_delivered\":" + std::to_string(packed_delivered);
+  if (!window_delivered.empty()) out += ",\"window_delivered\":" + json_list(window_delivered);
+  if (old_world_size > 0) {
+    out += ",\"old_world_size\":" + std::to_string(old_world_size) + ",\"old_positions\":" + json_list(old_positions);
+    if (!old_windows.empty()) {
+      out += ",\"old_windows\":[";
+      for (std::size_t i = 0; i < old_windows.size(); ++i) out += (i ? "," : "") + json_list(old_windows[i]);
+      out += "]";
+    }
+  }
+  return out + "}";
 }
 
 Result<LoaderState> LoaderState::from_json(std::string_view json) {
@@ -81,14 +109,22 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
   s.position = position;
   std::uint64_t packed = 0;
   if (!doc["packed_delivered"].get_uint64().get(packed)) s.packed_delivered = packed;
+  if (simdjson::dom::element w; !doc["window_delivered"].get(w)) {
+    MMFEED_ASSIGN_OR_RETURN(s.window_delivered, uint_list(w, "window_delivered"));
+  }
   int64_t old_world = 0;
-  simdjson::dom::array old_positions;
-  if (!doc["old_world_size"].get_int64().get(old_world) && !doc["old_positions"].get_array().get(old_positions)) {
+  simdjson::dom::element old_positions;
+  if (!doc["old_world_size"].get_int64().get(old_world) && !doc["old_positions"].get(old_positions)) {
     s.old_world_size = static_cast<int>(old_world);
-    for (simdjson::dom::element e : old_positions) {
-      std::uint64_t v = 0;
-      if (e.get_uint64().get(v)) return Error(ErrorCode::kInvalidArgument, "old_positions holds a non-integer");
-      s.old_positions.push_back(v);
+    MMFEED_ASSIGN_OR_RETURN(s.old_positions, uint_list(old_positions, "old_positions"));
+    if (simdjson::dom::array windows; !doc["old_windows"].get_array().get(windows)) {
+      for (simdjson::dom::element w : windows) {
+        MMFEED_ASSIGN_OR_RETURN(auto list, uint_list(w, "old_windows"));
+        s.old_windows.push_back(std::move(list));
+      }
+      if (s.old_windows.size() != static_cast<std::size_t>(s.old_world_size)) {
+        return Error(ErrorCode::kInvalidArgument, "old_windows does not hold one list per old rank");
+      }
     }
     if (s.old_positions.size() != static_cast<std::size_t>(s.old_world_size)) {
       return Error(ErrorCode::kInvalidArgument, "old_positions does not hold one position per old rank");
@@ -120,10 +156,11 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
     if (s.seed != out.seed || s.epoch != out.epoch || s.world_size != old_world) {
       return Error(ErrorCode::kInvalidArgument, "the old states differ in seed, epoch or world size");
     }
-    if (s.packed_delivered != 0) {
+    if (s.packed_delivered != 0 && s.window_delivered.empty()) {
       return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
-                                                " stopped inside a packing window; resume it at the same world size "
-                                                "until the window ends");
+                                                " stopped inside a packing window and its state does not say which "
+                                                "samples it delivered (an older state); resume it at the same world "
+                                                "size until the window ends");
     }
     if (s.old_world_size != 0) {
       return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
@@ -135,6 +172,10 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
     }
     seen[static_cast<std::size_t>(s.rank)] = true;
     out.old_positions[static_cast<std::size_t>(s.rank)] = s.position;
+    if (!s.window_delivered.empty()) {
+      out.old_windows.resize(static_cast<std::size_t>(old_world));
+      out.old_windows[static_cast<std::size_t>(s.rank)] = s.window_delivered;
+    }
   }
   return out;
 }
@@ -264,6 +305,13 @@ struct Work {
   std::vector<vision::Grid> grids;
 };
 
+// The loader's state once a batch is delivered: position, packed rows, the samples they held.
+struct BatchEnd {
+  std::uint64_t position = 0;
+  std::uint64_t packed_delivered = 0;
+  std::vector<std::uint64_t> window_delivered;
+};
+
 // The tokenizer, loaded (about 0.1 s for a 150k vocabulary) while the first images are fetched.
 struct LoadedTokenizer {
   std::unique_ptr<text::Tokenizer> tok;
@@ -342,10 +390,12 @@ class LoaderImpl final : public Loader {
       if ((*r)->epoch != delivered_.epoch) {  // a resharded epoch is over: plain order again
         delivered_.old_world_size = 0;
         delivered_.old_positions.clear();
+        delivered_.old_windows.clear();
       }
       delivered_.epoch = (*r)->epoch;
-      delivered_.position = it->second.first;
-      delivered_.packed_delivered = it->second.second;
+      delivered_.position = it->second.position;
+      delivered_.packed_delivered = it->second.packed_delivered;
+      delivered_.window_delivered = std::move(it->second.window_delivered);
       batch_end_.erase(it);
     }
     return r;
@@ -393,7 +443,7 @@ class LoaderImpl final : public Loader {
   std::vector<std::uint64_t> order(int epoch) const {
     if (epoch == start_.epoch && start_.old_world_size > 0) {
       return pipeline::resharded_order(lines_.size(), config_.seed, epoch, config_.shuffle, start_.old_world_size,
-                                       start_.old_positions, config_.rank, config_.world_size);
+                                       start_.old_positions, start_.old_windows, config_.rank, config_.world_size);
     }
     return pipeline::rank_order(lines_.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
   }
@@ -531,7 +581,7 @@ class LoaderImpl final : public Loader {
 
   // Pads the samples into one pooled buffer (or, packing, lays them end to end in one row).
   Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
-                 std::pair<std::uint64_t, std::uint64_t> state_after) {
+                 BatchEnd state_after) {
     core::TraceSpan span(&trace_, "assemble batch", "batch");
     const std::int32_t pad_id = (*tok_.get())->pad_id;  // loaded: every sample here was tokenized
     const bool packed = config_.token_budget > 0;
@@ -614,7 +664,7 @@ class LoaderImpl final : public Loader {
       }
     }
     std::lock_guard lock(state_mu_);
-    batch_end_[epoch * 1000003ull + index] = state_after;
+    batch_end_[epoch * 1000003ull + index] = std::move(state_after);
     return b;
   }
 
@@ -656,15 +706,18 @@ class LoaderImpl final : public Loader {
                                    std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index) {
     std::vector<Built> out;
     if (config_.token_budget == 0) {
-      out.push_back({assemble(samples, epoch, index++, {end, 0})});
+      out.push_back({assemble(samples, epoch, index++, BatchEnd{end, 0, {}})});
       return out;
     }
     auto rows = pack(std::move(samples));
+    std::vector<std::uint64_t> delivered;  // positions in the rows up to k, rows skipped on resume included
     for (std::size_t k = 0; k < rows.size(); ++k) {
+      for (const auto& w : rows[k]) delivered.push_back(w->seq);
       if (k < skip_rows) continue;
       const bool last = k + 1 == rows.size();
-      out.push_back({assemble(rows[k], epoch, index++, last ? std::make_pair(end, std::uint64_t{0})
-                                                              : std::make_pair(start, std::uint64_t{k + 1}))});
+      BatchEnd after = last ? BatchEnd{end, 0, {}} : BatchEnd{start, k + 1, delivered};
+      if (!last) std::sort(after.window_delivered.begin(), after.window_delivered.end());
+      out.push_back({assemble(rows[k], epoch, index++, std::move(after))});
     }
     return out;
   }
@@ -978,7 +1031,7 @@ class LoaderImpl final : public Loader {
   mutable std::mutex state_mu_;
   LoaderState delivered_;
   const LoaderState start_;
-  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> batch_end_;  // batch -> state after it
+  std::map<std::uint64_t, BatchEnd> batch_end_;  // batch -> the state after it
 
   mutable std::mutex errors_mu_;
   std::vector<SampleError> errors_;

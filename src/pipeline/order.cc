@@ -45,14 +45,21 @@ std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int e
 }
 
 std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
-                                           const std::vector<std::uint64_t>& old_positions, int rank, int world_size) {
+                                           const std::vector<std::uint64_t>& old_positions,
+                                           const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
+                                           int world_size) {
   const std::vector<std::uint64_t> all = epoch_permutation(n, seed, epoch, shuffle);
   std::vector<bool> consumed(n, false);
   for (int r = 0; r < old_world; ++r) {
-    // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done.
-    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) {
+    // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done,
+    // and so are the window positions it delivered in packed rows.
+    auto consume = [&](std::uint64_t k) {
       const std::uint64_t p = static_cast<std::uint64_t>(r) + k * static_cast<std::uint64_t>(old_world);
       if (p < n) consumed[p] = true;
+    };
+    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) consume(k);
+    if (static_cast<std::size_t>(r) < old_windows.size()) {
+      for (std::uint64_t k : old_windows[static_cast<std::size_t>(r)]) consume(k);
     }
   }
   std::vector<std::uint64_t> mine;

@@ -17,8 +17,12 @@ std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int e
                                       bool shuffle);
 
 // After a change of world size: the epoch's samples that the old world (`old_world` ranks at
-// `old_positions`) had not consumed, in epoch order, dealt round-robin to `rank` of `world_size`.
+// `old_positions`, having also consumed the positions in `old_windows[r]` beyond, from rows of
+// a packing window they delivered; empty: none) had not consumed, in epoch order, dealt
+// round-robin to `rank` of `world_size`.
 std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
-                                           const std::vector<std::uint64_t>& old_positions, int rank, int world_size);
+                                           const std::vector<std::uint64_t>& old_positions,
+                                           const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
+                                           int world_size);
 
 }  // namespace mmfeed::pipeline

@@ -38,7 +38,25 @@ TEST(OrderTest, ReshardedOrderCoversExactlyTheUnconsumedSamples) {
     for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
   }
   for (int r = 0; r < 4; ++r) {
-    for (std::uint64_t i : pipeline::resharded_order(n, 5, 1, true, 3, old_positions, r, 4)) seen.insert(i);
+    for (std::uint64_t i : pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4)) seen.insert(i);
+  }
+  ASSERT_EQ(seen.size(), n);
+  for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+TEST(OrderTest, ReshardedOrderSkipsSamplesDeliveredFromAPackingWindow) {
+  const std::uint64_t n = 60;
+  const std::vector<std::uint64_t> old_positions = {8, 4};  // window starts
+  // Rank 0 delivered rows holding its positions 9 and 12 of the window at 8; rank 1 none.
+  const std::vector<std::vector<std::uint64_t>> windows = {{9, 12}, {}};
+  std::multiset<std::uint64_t> seen;
+  for (int r = 0; r < 2; ++r) {
+    const auto mine = pipeline::rank_order(n, 3, 0, r, 2, true);
+    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
+    for (std::uint64_t k : windows[static_cast<std::size_t>(r)]) seen.insert(mine[k]);
+  }
+  for (int r = 0; r < 3; ++r) {
+    for (std::uint64_t i : pipeline::resharded_order(n, 3, 0, true, 2, old_positions, windows, r, 3)) seen.insert(i);
   }
   ASSERT_EQ(seen.size(), n);
   for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
@@ -53,9 +71,14 @@ TEST(LoaderStateTest, JsonRoundTripWithReshardFields) {
   s.position = 17;
   s.old_world_size = 2;
   s.old_positions = {5, 6};
+  s.old_windows = {{7, 9}, {}};
+  s.packed_delivered = 2;
+  s.window_delivered = {17, 19, 20};
   const LoaderState t = LoaderState::from_json(s.to_json()).value();
   EXPECT_EQ(t.to_json(), s.to_json());
   EXPECT_EQ(t.old_positions, s.old_positions);
+  EXPECT_EQ(t.old_windows, s.old_windows);
+  EXPECT_EQ(t.window_delivered, s.window_delivered);
   EXPECT_FALSE(LoaderState::from_json("{\"seed\": 1}").ok());
 }
 

@@ -478,6 +478,29 @@ def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, take
     assert sorted(delivered[1]) == ids  # the next epoch, sharded over the new world
 
 
+@pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 1), (3, 2, 2)])
+def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken):
+    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, token_budget=700, pack_window=8, seed=7, epochs=2)
+    delivered, states = {0: [], 1: []}, []
+    for rank in range(old_world):
+        with mmfeed.Loader(dataset, rank=rank, world_size=old_world, **options) as loader:
+            for _ in range(taken):
+                delivered[0] += next(loader)["sample_ids"]
+            states.append(loader.state_dict())
+    inside = [s for s in states if s["packed_delivered"] > 0]
+    assert inside, states  # at least one rank stopped inside a window
+    assert all(len(s["window_delivered"]) > 0 for s in inside)
+    for rank in range(new_world):
+        loader = mmfeed.Loader(dataset, rank=rank, world_size=new_world, **options)
+        loader.load_state_dict(mmfeed.Loader.reshard_states(states, rank, new_world))
+        with loader:
+            for batch in loader:
+                delivered[batch["epoch"]] += batch["sample_ids"]
+    ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
+    assert sorted(delivered[0]) == ids  # the interrupted epoch: every sample exactly once
+    assert sorted(delivered[1]) == ids
+
+
 def test_reshard_refuses_incomplete_sets(dataset):
     state = {"seed": 0, "rank": 0, "world_size": 2, "epoch": 0, "position": 4}
     with pytest.raises(ValueError, match="needs the states of all 2 old ranks"):
