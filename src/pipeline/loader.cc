@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -482,22 +483,20 @@ class LoaderImpl final : public Loader {
     return w;
   }
 
-  // Decode and resize every image, then render and tokenize with the grids.
-  void process(Work& w) const {
+  // The grids from the images' headers, then the text (rendered and tokenized with them), then,
+  // unless `defer_images` (packing: the batcher plans rows from the token counts first and has
+  // the images decoded row by row), the images decoded and resized.
+  void process(Work& w, bool defer_images) const {
     core::TraceSpan span(&trace_, "process sample", "cpu", w.id);
     const core::Stopwatch sw;
-    // Decoded and resized here; normalized and patchified by assemble() straight into the batch.
     for (std::size_t i = 0; i < w.bytes.size(); ++i) {
-      auto resized = proc_.resize(
-          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()));
-      if (!resized.ok()) {
-        w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string()};
+      auto info = vision::probe(bytes_of(w, i));
+      Result<vision::Grid> grid = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(std::move(info).error());
+      if (!grid.ok()) {
+        w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string()};
         return;
       }
-      w.grids.push_back(resized->grid);
-      w.resized.push_back(std::move(resized).value());
-      hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
-      w.bytes[i].reset();
+      w.grids.push_back(*grid);
     }
     std::vector<text::Grid3> grids;
     for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
@@ -512,8 +511,11 @@ class LoaderImpl final : public Loader {
       return;
     }
     if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
-      w.resized.resize(s->images_kept);
       w.grids.resize(s->images_kept);
+      for (std::size_t i = s->images_kept; i < w.bytes.size(); ++i) {
+        hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
+        w.bytes[i].reset();
+      }
     }
     if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
       w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) +
@@ -523,10 +525,37 @@ class LoaderImpl final : public Loader {
     w.input_ids = std::move(s->input_ids);
     w.labels = std::move(s->labels);
     w.mrope = std::move(s->position_ids);
+    if (!defer_images && !decode_images(w, /*account=*/true)) return;
     std::size_t image_bytes = 0;
     for (const vision::Resized& r : w.resized) image_bytes += r.image.pixels.size();
     hold(w, static_cast<std::int64_t>(image_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
     m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  }
+
+  static std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
+    return {reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()};
+  }
+
+  // Decodes and resizes the sample's (kept) images; normalized and patchified later by
+  // assemble() straight into the batch. `account`: the fetched bytes count against the byte
+  // budget until now (not when the batcher, which has released the sample, calls it).
+  bool decode_images(Work& w, bool account) const {
+    core::TraceSpan span(&trace_, "decode images", "cpu", w.id);
+    for (std::size_t i = 0; i < w.grids.size(); ++i) {
+      auto resized = proc_.resize(bytes_of(w, i));
+      if (resized.ok() && (resized->grid.t != w.grids[i].t || resized->grid.h != w.grids[i].h ||
+                           resized->grid.w != w.grids[i].w)) {
+        resized = Error(ErrorCode::kCorruptData, "the decoded image disagrees with its header's size");
+      }
+      if (!resized.ok()) {
+        w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string()};
+        return false;
+      }
+      w.resized.push_back(std::move(resized).value());
+      if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
+      w.bytes[i].reset();
+    }
+    return true;
   }
 
   // Admission against max_buffered_bytes: what is held now, plus what the samples admitted but
@@ -561,6 +590,11 @@ class LoaderImpl final : public Loader {
   Status account(Work& w) {
     m_samples_->add();
     if (!w.error) return ok_status();
+    return report(w);
+  }
+
+  // Reports a failed sample already counted by account(): the error report, then the policy.
+  Status report(const Work& w) {
     m_skipped_->add();
     {
       std::lock_guard lock(errors_mu_);
@@ -702,24 +736,71 @@ class LoaderImpl final : public Loader {
   // A gathered group [start, end) of the epoch's order into batches: one padded batch, or the
   // packed rows of the window. The state after each says where a resumed run picks up: after
   // the window for its last row, else the window's start with the rows already delivered.
-  std::vector<Built> build_batches(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
-                                   std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index) {
-    std::vector<Built> out;
-    if (config_.token_budget == 0) {
-      out.push_back({assemble(samples, epoch, index++, BatchEnd{end, 0, {}})});
-      return out;
+  // Forms the group's batches and hands each to `sink` as soon as it is assembled (false from
+  // the sink: stop). Packing, the rows are planned from token counts known from the image
+  // headers, and the samples' images are decoded only now, row by row in the order the rows are
+  // delivered (on the pool in the concurrent mode), so the first row does not wait for the whole
+  // window. An image that fails to decode drops its sample from its row and is reported; a
+  // failure (on_error=fail, the error budget) is returned.
+  Result<bool> build_batches(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
+                             std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index,
+                             const std::function<bool(Built)>& sink) {
+    if (config_.token_budget == 0) return sink({assemble(samples, epoch, index++, BatchEnd{end, 0, {}})});
+    struct Decoding {
+      std::vector<std::vector<std::unique_ptr<Work>>> rows;
+      std::vector<std::size_t> left;  // per row: samples still being decoded
+      std::mutex mu;
+      std::condition_variable cv;
+    };
+    auto d = std::make_shared<Decoding>();
+    d->rows = pack(std::move(samples));
+    d->left.assign(d->rows.size(), 0);
+    // Without a pool (the serial mode) each row's images are decoded just before it is assembled.
+    const bool on_pool = pool_ != nullptr;
+    if (on_pool) {
+      for (std::size_t k = skip_rows; k < d->rows.size(); ++k) d->left[k] = d->rows[k].size();
+      for (std::size_t k = skip_rows; k < d->rows.size(); ++k) {
+        for (const auto& w : d->rows[k]) {
+          // The task keeps the rows alive: the batcher may stop before it runs.
+          if (!pool_->submit([this, d, k, sample = w.get()] {
+                decode_images(*sample, /*account=*/false);
+                {
+                  std::lock_guard lock(d->mu);
+                  --d->left[k];
+                }
+                d->cv.notify_all();
+              })) {
+            return false;
+          }
+        }
+      }
     }
-    auto rows = pack(std::move(samples));
     std::vector<std::uint64_t> delivered;  // positions in the rows up to k, rows skipped on resume included
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      for (const auto& w : rows[k]) delivered.push_back(w->seq);
+    for (std::size_t k = 0; k < d->rows.size(); ++k) {
+      for (const auto& w : d->rows[k]) delivered.push_back(w->seq);
       if (k < skip_rows) continue;
-      const bool last = k + 1 == rows.size();
+      if (on_pool) {
+        std::unique_lock lock(d->mu);
+        d->cv.wait(lock, [&] { return stop_.load() || d->left[k] == 0; });
+        if (stop_.load()) return false;
+      } else {
+        for (const auto& w : d->rows[k]) decode_images(*w, /*account=*/false);
+      }
+      std::vector<std::unique_ptr<Work>> row;
+      for (auto& w : d->rows[k]) {
+        if (!w->error) {
+          row.push_back(std::move(w));
+          continue;
+        }
+        MMFEED_RETURN_IF_ERROR(report(*w));
+      }
+      const bool last = k + 1 == d->rows.size();
       BatchEnd after = last ? BatchEnd{end, 0, {}} : BatchEnd{start, k + 1, delivered};
       if (!last) std::sort(after.window_delivered.begin(), after.window_delivered.end());
-      out.push_back({assemble(rows[k], epoch, index++, std::move(after))});
+      if (row.empty()) continue;  // every sample of the row failed: the next batch's state covers it
+      if (!sink({assemble(row, epoch, index++, std::move(after))})) return false;
     }
-    return out;
+    return true;
   }
 
   // ---- serial mode: everything on the caller's thread, one sample after another -------------
@@ -758,15 +839,18 @@ class LoaderImpl final : public Loader {
           w->bytes[i] = std::move(r->data).value();
         }
       }
-      if (!w->error) process(*w);
+      if (!w->error) process(*w, /*defer_images=*/config_.token_budget > 0);
       MMFEED_RETURN_IF_ERROR(account(*w));
       if (!w->error) samples.push_back(std::move(w));
     }
     if (samples.empty()) return std::optional<Batch>();
     const int epoch = samples.front()->epoch;
-    for (Built& built : build_batches(std::move(samples), epoch, start, serial_seq_, 0, serial_batch_)) {
-      serial_ready_.push_back(std::move(built));
-    }
+    MMFEED_RETURN_IF_ERROR(build_batches(std::move(samples), epoch, start, serial_seq_, 0, serial_batch_,
+                                         [&](Built built) {
+                                           serial_ready_.push_back(std::move(built));
+                                           return true;
+                                         }));
+    if (serial_ready_.empty()) return next_serial();  // every sample of the group failed late
     Batch b = std::move(serial_ready_.front().batch);
     serial_ready_.pop_front();
     return std::optional<Batch>(std::move(b));
@@ -895,7 +979,7 @@ class LoaderImpl final : public Loader {
         next = std::move(fetched_.begin()->second);
         fetched_.erase(fetched_.begin());
       }
-      process(*next);
+      process(*next, /*defer_images=*/config_.token_budget > 0);
       finish(std::move(next));
     });
   }
@@ -914,7 +998,7 @@ class LoaderImpl final : public Loader {
         group_start = end;
         return true;
       }
-      for (Built& built : build_batches(std::move(samples), epoch, group_start, end, skip_rows, index)) {
+      auto built = build_batches(std::move(samples), epoch, group_start, end, skip_rows, index, [&](Built built) {
         const auto bytes = static_cast<std::int64_t>(built.batch.storage->capacity());
         // Over the byte budget, wait until the trainer has taken what is queued.
         {
@@ -927,7 +1011,17 @@ class LoaderImpl final : public Loader {
         buffered_.fetch_add(bytes);
         if (!out_.push(std::move(built.batch))) return false;
         trace_.counter("prefetched batches", static_cast<double>(out_.size()));
+        return true;
+      });
+      if (!built.ok()) {
+        {
+          std::lock_guard lock(fail_mu_);
+          failure_ = std::move(built).error();
+        }
+        out_.close();
+        return false;
       }
+      if (!*built) return false;
       samples.clear();
       skip_rows = 0;
       group_start = end;

@@ -289,6 +289,41 @@ def test_packing_resumes_inside_a_window(dataset):
         assert [b["sample_ids"] for b in first + rest] == [b["sample_ids"] for b in full]
 
 
+def test_packing_plans_from_headers_and_decodes_row_by_row(dataset, tmp_path):
+    # An image whose header is intact but whose data is cut: packing plans its sample into a row
+    # from the header, the decode fails afterwards, and the sample is dropped from that row and
+    # reported; the serial and concurrent modes deliver the same rows.
+    data = tmp_path / "data"
+    shutil.copytree(dataset.parent, data)
+    lines = (data / "manifest.jsonl").read_text().splitlines()
+    victim = json.loads(lines[3])
+    image = next(c["image"] for m in victim["messages"] if isinstance(m["content"], list) for c in m["content"]
+                 if c["type"] == "image")
+    raw = (data / image).read_bytes()
+    (data / image).write_bytes(raw[:len(raw) // 2])
+    manifest = data / "manifest.jsonl"
+    padded = load(dataset, seed=4, batch_size=100)[0][0]
+    budget = int(padded["attention_mask"].sum(axis=1).max()) + 50  # every sample fits, two or three a row
+    options = dict(seed=4, token_budget=budget, pack_window=12, trace_path=str(tmp_path / "trace.json"))
+    rows, errors, _ = load(manifest, workers=2, **options)
+    assert [(e["sample_id"], e["stage"]) for e in errors] == [(victim["id"], "image")]
+    assert sorted(flat(rows)) == sorted(json.loads(line)["id"] for line in lines if json.loads(line)["id"] != victim["id"])
+    serial, serial_errors, _ = load(manifest, mode="serial", **dict(options, trace_path=""))
+    assert [r["sample_ids"] for r in serial] == [r["sample_ids"] for r in rows] and serial_errors == errors
+    for a, b in zip(rows, serial):
+        np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
+    # The first window's images were decoded row by row, in the order the rows are delivered:
+    # every sample of its first row before any of its last (the pool takes tasks in order).
+    window = set(padded["sample_ids"][:12])
+    window_rows = [r["sample_ids"] for r in rows if set(r["sample_ids"]) <= window]
+    assert len(window_rows) >= 3, window_rows
+    starts = {e["args"]["detail"]: e["ts"] for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+              if e.get("name") == "decode images"}
+    assert max(starts[sid] for sid in window_rows[0]) < min(starts[sid] for sid in window_rows[-1])
+    with pytest.raises(ValueError, match=victim["id"]):
+        load(manifest, on_error="fail", **dict(options, trace_path=""))
+
+
 def test_oversized_samples_are_reported_when_packing(dataset):
     padded, _, _ = load(dataset, batch_size=100)
     lengths = sorted(int(m.sum()) for m in padded[0]["attention_mask"])
