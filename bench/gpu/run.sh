@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real-GPU benchmark: builds mmfeed on an NVIDIA machine that has PyTorch but neither network
-# nor apt, then runs `mmfeed.bench --quick` with bench_model's Qwen-VL-shaped trainer on the GPU.
+# nor apt, checks the GPU path of the package (bench/gpu/check_device.py), then runs
+# `mmfeed.bench --quick` with bench_model's Qwen-VL-shaped trainer on the GPU.
 # Run from the repository root: bench/gpu/run.sh   (writes ${OUT:-.}/gpu-bench.json)
 # Exit status: 2 when Python packages or build tools are missing, 3 when C++ libraries are, else
 # the benchmark's (124 if it ran past 420 s).
@@ -52,6 +53,9 @@ fi
 # Build and install mmfeed (library, CLI, extension) from this tree, offline, in its own build dir.
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) PIP_BREAK_SYSTEM_PACKAGES=1 "$python" -m pip install -q \
   --disable-pip-version-check --no-index --no-build-isolation --no-deps -C build-dir=build-gpu .
+
+# The GPU half of the package's tests: pinned batch memory, device="cuda:0" equal to the host.
+timeout 120 "$python" bench/gpu/check_device.py
 
 # The benchmark itself, bounded so that a hang still leaves time to read what it wrote.
 timeout 420 "$python" -m mmfeed.bench --quick --trainer model --device cuda --json "${OUT:-.}/gpu-bench.json"

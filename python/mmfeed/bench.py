@@ -182,11 +182,14 @@ def spdl_batches(ds: HFSample, batch: int):
         yield from pipeline
 
 
-def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str):
+def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str,
+                   device: str | None = None):
+    """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream."""
     import mmfeed
 
+    on_gpu = dict(tensors="torch", device=device) if device and device.startswith("cuda") else {}
     with mmfeed.Loader(manifest, tokenizer=tokenizer, max_pixels=max_pixels, batch_size=batch, mode=mode,
-                       workers=2, shuffle=False, trace_path=trace) as loader:
+                       workers=2, shuffle=False, trace_path=trace, **on_gpu) as loader:
         yield from loader
         if loader.errors():
             raise RuntimeError(f"mmfeed skipped samples: {loader.errors()[:2]}")
@@ -240,7 +243,7 @@ def run_one(args) -> dict:
         "spdl": lambda: spdl_batches(ds, args.batch_size),
         "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", ""),
         "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
-                                         str(args.trace or "")),
+                                         str(args.trace or ""), args.device if args.trainer == "model" else None),
     }[args.one]()
     sampler = None
     if args.trainer == "model":

@@ -12,14 +12,102 @@
 Arrays share memory with the engine's batch buffer (no copy); the buffer returns to the pool
 when the last array of the batch is freed. `tensors="torch"` gives torch tensors made from
 DLPack capsules over the same memory (still no copy).
+
+`device="cuda:0"` (with tensors="torch") adds a copy stage: a thread takes each batch as the
+engine finishes it and copies it to the GPU on a side stream (from pinned memory when a CUDA
+runtime is present, so the copy is asynchronous), up to two batches ahead; the trainer gets
+device tensors whose copy its current stream waits for, without blocking the host.
+`state_dict()` counts only the batches handed to the trainer, not those staged ahead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import threading
 
 from mmfeed import _mmfeed
+
+_END = object()
+
+
+class _DeviceStage:
+    """The copy stage: host batches in, device batches out, `depth` ahead of the trainer."""
+
+    def __init__(self, source, state, device, depth: int = 2):
+        import torch
+
+        self._torch = torch
+        self._device = device
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._held = None  # the host batch of the last device batch handed over, until its copy is done
+        self._thread = threading.Thread(target=self._run, args=(source, state), name="mmfeed-h2d", daemon=True)
+        self._thread.start()
+
+    def _run(self, source, state) -> None:
+        torch = self._torch
+        try:
+            while not self._stop.is_set():
+                host = source()
+                if host is None:
+                    break
+                after = state()  # the engine's state once this batch is delivered
+                with torch.cuda.stream(self._stream) if self._stream else contextlib.nullcontext():
+                    out = {k: v.to(self._device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                           for k, v in host.items()}
+                    event = None
+                    if self._stream is not None:
+                        event = torch.cuda.Event()
+                        event.record(self._stream)
+                self._put((out, event, host, after))
+            self._put(_END)
+        except BaseException as e:  # noqa: BLE001  (handed to the trainer's thread)
+            self._put(e)
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def next(self):
+        """(device batch, engine state after it), or None at the end."""
+        while True:
+            try:
+                item = self._queue.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if self._stop.is_set() or not self._thread.is_alive() and self._queue.empty():
+                    return None  # closed
+        if item is _END:
+            self._queue.put(_END)
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        out, event, host, after = item
+        if self._held is not None and self._held[1] is not None:
+            self._held[1].synchronize()  # the previous copy is done: its host buffer may be reused
+        self._held = (host, event)
+        if event is not None:
+            current = self._torch.cuda.current_stream(self._device)
+            current.wait_event(event)
+            for value in out.values():
+                if isinstance(value, self._torch.Tensor):
+                    value.record_stream(current)  # the side stream's allocation is used on this one
+        return out, after
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+        self._thread.join()
 
 
 class Loader:
@@ -32,10 +120,11 @@ class Loader:
     mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
-    on_error ("skip" or "fail"), max_error_fraction, tensors ("np" or "torch").
+    on_error ("skip" or "fail"), max_error_fraction, tensors ("np" or "torch"), device (None, or
+    a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream).
     """
 
-    def __init__(self, manifest=None, *, tensors: str = "np", **options):
+    def __init__(self, manifest=None, *, tensors: str = "np", device=None, **options):
         if manifest is not None:
             options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                           else manifest)]
@@ -43,10 +132,22 @@ class Loader:
             options["tokenizer"] = os.fspath(options["tokenizer"])
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
+        self._device = None
+        if device is not None:
+            if tensors != "torch":
+                raise ValueError("device= needs tensors='torch'")
+            import torch
+
+            self._device = torch.device(device)
+            if self._device.type == "cuda" and not torch.cuda.is_available():
+                raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
+                                   f"(torch {torch.__version__}); leave device unset for host tensors")
         self._options = options
         self._tensors = tensors
         self._state = None
         self._core = None
+        self._stage = None
+        self._delivered_state = None  # with a copy stage: the state after the last batch handed over
         self._pid = os.getpid()
 
     def _engine(self):
@@ -63,6 +164,8 @@ class Loader:
         return self
 
     def __next__(self) -> dict:
+        if self._device is not None:
+            return self._next_on_device()
         if self._tensors == "torch":
             import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
         batch = self._engine().next(torch=self._tensors == "torch")
@@ -70,10 +173,23 @@ class Loader:
             raise StopIteration
         return batch
 
+    def _next_on_device(self) -> dict:
+        if self._stage is None:
+            core = self._engine()
+            self._delivered_state = core.state()  # where the run starts (after load_state_dict)
+            self._stage = _DeviceStage(lambda: core.next(torch=True), core.state, self._device)
+        item = self._stage.next()
+        if item is None:
+            raise StopIteration
+        batch, self._delivered_state = item
+        return batch
+
     def state_dict(self) -> dict:
         """Where the run stands after the last batch returned; load it to resume exactly there."""
         if self._core is None:
             return json.loads(self._state) if self._state else {}
+        if self._stage is not None:  # batches staged ahead are not delivered yet
+            return json.loads(self._delivered_state)
         return json.loads(self._core.state())
 
     def load_state_dict(self, state: dict) -> None:
@@ -96,6 +212,8 @@ class Loader:
     def close(self) -> None:
         if self._core is not None and os.getpid() == self._pid:
             self._core.close()
+            if self._stage is not None:
+                self._stage.close()
 
     def __enter__(self):
         return self

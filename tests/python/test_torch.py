@@ -1,8 +1,10 @@
 """PyTorch integration (torch 2.13.0 CPU): zero-copy tensors, the IterableDataset with
 DataLoader, state_dict through torch.save, disjoint shards for two gloo processes, fork
-refusal, the Megatron-shaped adapter and the example training loop."""
+refusal, the Megatron-shaped adapter, the example training loop, and the device copy stage
+on the CPU (its CUDA path runs in bench/gpu/run.sh)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -194,3 +196,48 @@ def test_batch_memory_falls_back_to_pageable_without_a_gpu(manifest):
     with mmfeed.Loader(manifest, pin_memory=False, **OPTIONS) as loader:
         next(loader)
         assert loader.metrics()["batch_memory"] == "pageable (pin_memory off)"
+
+
+def test_device_stage_on_the_cpu_delivers_the_same_batches_and_counts_only_handed_over(manifest):
+    # device= runs the copy stage (a thread staging batches ahead); on this machine's CPU build
+    # of torch it runs with device="cpu", the same code path minus the CUDA stream.
+    with mmfeed.Loader(manifest, tensors="torch", seed=2, **OPTIONS) as plain:
+        expected = [b["sample_ids"] for b in plain]
+    plain_states = []
+    with mmfeed.Loader(manifest, tensors="torch", seed=2, **OPTIONS) as plain:
+        for _ in range(2):
+            next(plain)
+            plain_states.append(plain.state_dict())
+    with mmfeed.Loader(manifest, tensors="torch", seed=2, device="cpu", **OPTIONS) as staged:
+        first = next(staged)
+        assert isinstance(first["input_ids"], torch.Tensor) and first["input_ids"].device.type == "cpu"
+        assert staged.state_dict() == plain_states[0]  # the batches staged ahead are not counted
+        second = next(staged)
+        assert staged.state_dict() == plain_states[1]
+        rest = list(staged)
+    assert [first["sample_ids"], second["sample_ids"]] + [b["sample_ids"] for b in rest] == expected
+    with mmfeed.Loader(manifest, tensors="torch", seed=2, device="cpu", **OPTIONS) as staged:
+        next(staged)
+        staged.close()  # the stage's thread stops with the engine
+        assert list(staged) == []
+
+
+def test_device_stage_refuses_what_it_cannot_do(manifest):
+    with pytest.raises(ValueError, match="device= needs tensors='torch'"):
+        mmfeed.Loader(manifest, device="cpu", **OPTIONS)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no usable CUDA device"):
+            mmfeed.Loader(manifest, tensors="torch", device="cuda:0", **OPTIONS)
+
+
+def test_device_stage_passes_engine_errors_to_the_trainer(manifest, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(manifest.parent, data)
+    victim = json.loads((data / "manifest.jsonl").read_text().splitlines()[0])
+    image = next(c["image"] for m in victim["messages"] if isinstance(m["content"], list) for c in m["content"]
+                 if c["type"] == "image")
+    (data / image).write_bytes(b"not an image")
+    with mmfeed.Loader(data / "manifest.jsonl", tensors="torch", device="cpu", on_error="fail", shuffle=False,
+                       **OPTIONS) as staged:
+        with pytest.raises(ValueError, match=victim["id"]):
+            list(staged)
