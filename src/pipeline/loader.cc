@@ -351,7 +351,10 @@ class LoaderImpl final : public Loader {
     m_samples_ = &metrics_.counter("loader.samples");
     m_skipped_ = &metrics_.counter("loader.samples_skipped");
     m_process_ = &metrics_.histogram("loader.process_sample_ns");
+    m_decode_ = &metrics_.histogram("loader.decode_images_ns");
+    m_assemble_ = &metrics_.histogram("loader.assemble_batch_ns");
     m_buffered_ = &metrics_.gauge("loader.buffered_bytes");
+    m_prefetched_ = &metrics_.gauge("loader.prefetched_batches");
     storage::FetchOptions fo;
     fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
@@ -422,6 +425,22 @@ class LoaderImpl final : public Loader {
             std::to_string(p.reuses) + ",\"allocations\":" + std::to_string(p.allocations) +
             ",\"peak_bytes_in_use\":" + std::to_string(p.peak_bytes_in_use) +
             ",\"bytes_cached\":" + std::to_string(p.bytes_cached) + "}";
+    // Each stage's busy time, items and share of its threads' time since open (the CPU stages
+    // run on `workers` threads; assembly on the batcher; the consumer's share is its waiting).
+    const double wall = std::max(opened_.elapsed_s(), 1e-9);
+    const double workers = config_.mode == "serial" ? 1.0 : static_cast<double>(std::max(1, config_.workers));
+    json += ",\"stages\":{\"wall_s\":" + std::to_string(wall);
+    auto stage = [&](const char* name, const core::Histogram* h, double threads) {
+      const core::HistogramSnapshot snap = h->snapshot();
+      const double busy = static_cast<double>(snap.sum) / 1e9;
+      json += ",\"" + std::string(name) + "\":{\"items\":" + std::to_string(snap.count) + ",\"busy_s\":" +
+              std::to_string(busy) + ",\"busy_share\":" + std::to_string(busy / (wall * threads)) + "}";
+    };
+    stage("process", m_process_, workers);
+    stage("decode", m_decode_, workers);
+    stage("assemble", m_assemble_, 1.0);
+    stage("consumer_wait", m_wait_, 1.0);
+    json += "}";
     return json + "}";
   }
 
@@ -541,6 +560,12 @@ class LoaderImpl final : public Loader {
   // budget until now (not when the batcher, which has released the sample, calls it).
   bool decode_images(Work& w, bool account) const {
     core::TraceSpan span(&trace_, "decode images", "cpu", w.id);
+    const core::Stopwatch sw;
+    struct Record {
+      const core::Stopwatch& sw;
+      core::Histogram* h;
+      ~Record() { h->record(static_cast<std::uint64_t>(sw.elapsed_ns())); }
+    } record{sw, m_decode_};
     for (std::size_t i = 0; i < w.grids.size(); ++i) {
       auto resized = proc_.resize(bytes_of(w, i));
       if (resized.ok() && (resized->grid.t != w.grids[i].t || resized->grid.h != w.grids[i].h ||
@@ -617,6 +642,7 @@ class LoaderImpl final : public Loader {
   Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
                  BatchEnd state_after) {
     core::TraceSpan span(&trace_, "assemble batch", "batch");
+    const core::Stopwatch sw;
     const std::int32_t pad_id = (*tok_.get())->pad_id;  // loaded: every sample here was tokenized
     const bool packed = config_.token_budget > 0;
     Batch b;
@@ -699,6 +725,7 @@ class LoaderImpl final : public Loader {
     }
     std::lock_guard lock(state_mu_);
     batch_end_[epoch * 1000003ull + index] = std::move(state_after);
+    m_assemble_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
     return b;
   }
 
@@ -1011,6 +1038,7 @@ class LoaderImpl final : public Loader {
         buffered_.fetch_add(bytes);
         if (!out_.push(std::move(built.batch))) return false;
         trace_.counter("prefetched batches", static_cast<double>(out_.size()));
+        m_prefetched_->set(static_cast<std::int64_t>(out_.size()));
         return true;
       });
       if (!built.ok()) {
@@ -1091,6 +1119,7 @@ class LoaderImpl final : public Loader {
       { std::lock_guard lock(window_mu_); }
       window_cv_.notify_all();
       m_buffered_->set(buffered_.load());
+      m_prefetched_->set(static_cast<std::int64_t>(out_.size()));
       return std::optional<Batch>(std::move(*b));
     }
     std::lock_guard lock(fail_mu_);
@@ -1108,9 +1137,10 @@ class LoaderImpl final : public Loader {
   std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded
   core::MetricsRegistry metrics_;
   mutable core::TraceWriter trace_;
-  core::Histogram *m_wait_, *m_process_;
+  core::Histogram *m_wait_, *m_process_, *m_decode_, *m_assemble_;
+  const core::Stopwatch opened_;  // wall time since open, for the stages' busy shares
   core::Counter *m_batches_, *m_samples_, *m_skipped_;
-  core::Gauge* m_buffered_;
+  core::Gauge *m_buffered_, *m_prefetched_;
   // Released batch buffers are kept for reuse up to half the byte budget: in steady state the
   // trainer releases one batch as the batcher needs the next, so a few suffice.
   // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.

@@ -142,6 +142,24 @@ def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
         load(data / "manifest.jsonl", seed=2, on_error="fail")
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_metrics_report_each_stage(dataset, packed):
+    options = dict(token_budget=3000, pack_window=8) if packed else {}
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, **options) as loader:
+        batches = list(loader)
+        m = loader.metrics()
+    stages = m["stages"]
+    assert stages["wall_s"] > 0
+    assert stages["process"]["items"] == 23  # every sample's text (and, padding, its images)
+    assert stages["decode"]["items"] == 23  # every sample's images, once
+    assert stages["assemble"]["items"] == len(batches)
+    assert stages["consumer_wait"]["items"] >= len(batches)
+    for name in ("process", "decode", "assemble", "consumer_wait"):
+        assert 0 < stages[name]["busy_s"] and 0 < stages[name]["busy_share"] <= 1.0001, (name, stages[name])
+    assert m["gauges"]["loader.prefetched_batches"]["max"] >= 1
+    assert m["batch_buffers"]["acquires"] == len(batches)
+
+
 def test_arrays_share_the_batch_buffer_and_outlive_the_loader(dataset):
     with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4) as loader:
         batch = next(loader)
