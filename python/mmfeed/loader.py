@@ -2,16 +2,16 @@
 
     with mmfeed.Loader(manifest="demo-data/manifest.jsonl", tokenizer="tokenizer.json",
                        model="qwen2-vl", max_pixels=1003520, batch_size=8, seed=0, epochs=1,
-                       rank=0, world_size=1, on_error="skip", tensors="np") as loader:
+                       rank=0, world_size=1, on_error="skip", tensors="torch") as loader:
         for batch in loader:      # dict: input_ids, labels, attention_mask [B, L] int64,
             ...                   # pixel_values float32 [rows, 1176], image_grid_thw int64 [n, 3],
                                   # sample_ids, epoch, index
         loader.errors()           # [{"sample_id", "stage", "reason"}, ...]
         state = loader.state_dict()
 
-Arrays share memory with the engine's batch buffer (no copy); the buffer returns to the pool
-when the last array of the batch is freed. `tensors="torch"` gives torch tensors made from
-DLPack capsules over the same memory (still no copy).
+Batches are torch tensors made from DLPack capsules over the engine's batch buffer (no copy),
+or with `tensors="np"` numpy arrays over the same memory; the buffer returns to the pool when
+the last tensor of the batch is freed.
 
 `device="cuda:0"` (with tensors="torch") adds a copy stage: a thread takes each batch as the
 engine finishes it and copies it to the GPU on a side stream (from pinned memory when a CUDA
@@ -120,11 +120,11 @@ class Loader:
     mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
-    on_error ("skip" or "fail"), max_error_fraction, tensors ("np" or "torch"), device (None, or
+    on_error ("skip" or "fail"), max_error_fraction, tensors ("torch", the default, or "np"), device (None, or
     a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream).
     """
 
-    def __init__(self, manifest=None, *, tensors: str = "np", device=None, **options):
+    def __init__(self, manifest=None, *, tensors: str = "torch", device=None, **options):
         if manifest is not None:
             options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                           else manifest)]
@@ -167,7 +167,11 @@ class Loader:
         if self._device is not None:
             return self._next_on_device()
         if self._tensors == "torch":
-            import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+            try:
+                import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+            except ImportError as e:
+                raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
+                                  "install torch, or pass tensors='np' for numpy arrays") from e
         batch = self._engine().next(torch=self._tensors == "torch")
         if batch is None:
             raise StopIteration

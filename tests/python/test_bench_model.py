@@ -104,9 +104,10 @@ def test_tiny_step_trains_on_real_mmfeed_batches(tmp_path):
     datagen.generate(tmp_path / "d", samples=4, seed=0, workers=1)
     step = make_tiny_step()
     losses = []
-    with mmfeed.Loader(tmp_path / "d" / "manifest.jsonl", tokenizer=TOKENIZER, max_pixels=200704, batch_size=2,
-                       shuffle=False) as loader:
-        for batch in loader:
-            assert isinstance(batch["pixel_values"], np.ndarray)
-            losses.append(step(batch))
-    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), losses
+    for tensors, kind in (("np", np.ndarray), ("torch", torch.Tensor)):
+        with mmfeed.Loader(tmp_path / "d" / "manifest.jsonl", tokenizer=TOKENIZER, max_pixels=200704, batch_size=2,
+                           shuffle=False, tensors=tensors) as loader:
+            for batch in loader:
+                assert isinstance(batch["pixel_values"], kind)
+                losses.append(step(batch))
+    assert len(losses) == 4 and all(math.isfinite(loss) for loss in losses), losses

@@ -24,6 +24,7 @@ def dataset(tmp_path_factory):
 
 
 def load(manifest, **options):
+    options.setdefault("tensors", "np")
     options.setdefault("tokenizer", TOKENIZER)
     options.setdefault("max_pixels", MAX_PIXELS)
     options.setdefault("batch_size", 4)
@@ -161,7 +162,7 @@ def test_metrics_report_each_stage(dataset, packed):
 
 
 def test_arrays_share_the_batch_buffer_and_outlive_the_loader(dataset):
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4) as loader:
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np") as loader:
         batch = next(loader)
     address = batch["buffer_address"]
     assert batch["input_ids"].__array_interface__["data"][0] == address

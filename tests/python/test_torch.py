@@ -224,7 +224,7 @@ def test_device_stage_on_the_cpu_delivers_the_same_batches_and_counts_only_hande
 
 def test_device_stage_refuses_what_it_cannot_do(manifest):
     with pytest.raises(ValueError, match="device= needs tensors='torch'"):
-        mmfeed.Loader(manifest, device="cpu", **OPTIONS)
+        mmfeed.Loader(manifest, tensors="np", device="cpu", **OPTIONS)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no usable CUDA device"):
             mmfeed.Loader(manifest, tensors="torch", device="cuda:0", **OPTIONS)
