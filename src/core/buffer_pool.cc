@@ -225,7 +225,7 @@ namespace {
 
 BufferPool& scratch_pool() {
   // Never destroyed: scratch vectors in static objects may be freed after main returns.
-  static BufferPool* pool = new BufferPool({.alignment = 64, .max_cached_bytes = std::size_t{256} << 20});
+  static BufferPool* pool = new BufferPool({.alignment = 64, .max_cached_bytes = kScratchCacheBytes});
   return *pool;
 }
 

@@ -6,7 +6,7 @@
 // every page, std::vector zero-fills it again, and munmap tears it down afterwards (on a
 // 2-core machine that was 45% of the loader's CPU). ScratchVector avoids all three: elements
 // are default-initialised (no zero fill), and blocks of 64 KiB or more come from one
-// process-wide BufferPool whose cache (256 MiB) hands the same warm pages to the next sample
+// process-wide BufferPool whose cache (kScratchCacheBytes) hands the same warm pages to the next sample
 // (the smallest cached block that fits, so sizes need not repeat exactly).
 //
 // Example:
@@ -27,6 +27,9 @@ std::byte* take_scratch(std::size_t bytes);
 void give_scratch(std::byte* data);
 
 inline constexpr std::size_t kScratchPoolMin = std::size_t{64} << 10;
+// Released scratch memory kept for reuse, process-wide: about two workers' decode, resize and
+// held-image buffers for 12 MP photos.
+inline constexpr std::size_t kScratchCacheBytes = std::size_t{128} << 20;
 
 template <class T>
 class ScratchAllocator {

@@ -470,12 +470,12 @@ def rss(field):
             return int(line.split()[1]) * 1024
 budget = int(sys.argv[1])
 largest = 0
-with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=400_000, batch_size=4, prefetch_batches=8,
+with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=400_000, batch_size=4, prefetch_batches=16, tensors="np",
                    workers=2, max_buffered_bytes=budget) as loader:
     base = rss("VmRSS")
     for batch in loader:
         largest = max(largest, sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes")))
-        time.sleep(0.05)  # a slow trainer: without a budget the loader would run far ahead
+        time.sleep(0.3)  # a slow trainer: without a budget the loader would run far ahead
         del batch
     print(rss("VmHWM") - base, largest)
 """
@@ -485,16 +485,24 @@ def test_byte_budget_bounds_peak_memory(tmp_path):
     import sys
 
     data = tmp_path / "big"
-    datagen.generate(data, samples=24, seed=1, max_megapixels=3, workers=2)
+    datagen.generate(data, samples=48, seed=1, max_megapixels=3, workers=2)
+
+    def growth_with(budget):
+        run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER],
+                             capture_output=True, text=True, check=True)
+        return tuple(map(int, run.stdout.split()))
+
     budget = 40_000_000
-    run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER],
-                         capture_output=True, text=True, check=True)
-    growth, largest_batch = map(int, run.stdout.split())
+    growth, largest_batch = growth_with(budget)
     # Stated overhead beyond the budget: the batch being assembled, the one the trainer holds and
-    # the samples gathered for the next (3 batches), plus two workers' decode and resize buffers
-    # for a 3 MP image (~60 MB each) and allocator slack (100 MB).
-    overhead = 3 * largest_batch + 2 * 60_000_000 + 100_000_000
+    # the samples gathered for the next (3 batches), two workers' decode and resize buffers for a
+    # 3 MP image (~60 MB each), the process-wide cache of released scratch buffers (128 MiB,
+    # core/scratch.h) and allocator slack (100 MB).
+    overhead = 3 * largest_batch + 2 * 60_000_000 + (128 << 20) + 100_000_000
     assert growth < budget + overhead, (growth, budget, overhead)
+    # The control: without the budget, the loader runs ahead of the slow trainer past that bound.
+    unbounded, _ = growth_with(1 << 40)
+    assert unbounded > budget + overhead, (unbounded, budget, overhead)
 
 
 def test_unordered_mode_delivers_each_epoch_once_and_refuses_resume(dataset):
