@@ -379,14 +379,6 @@ def print_table(title: str, results: list[dict]) -> None:
                   f"Python peer ({name})")
 
 
-def object_store_env(port: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-               AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE="/nonexistent",
-               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
-    return env
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmfeed bench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -431,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     report = args.json or out / "bench.json"
 
     from mmfeed import datagen
-    from mmfeed.objectstore import Nginx, rewrite_images
+    from mmfeed.objectstore import Nginx, rewrite_images, s3_env
 
     data = args.data or out / "data"
     print(f"mmfeed bench: writing or reusing {samples} samples in {data}", file=sys.stderr, flush=True)
@@ -444,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, Nginx(data, Path(tmp) / "nginx") as server:
         remote = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
         paths = {"local": manifest, "s3": remote}
-        env = object_store_env(server.port)
+        env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
         calibration = None
         if args.step_ms == "auto":
             # The naive loop on the first two batches of the first source, with no step.

@@ -57,6 +57,16 @@ def stop_process(proc: subprocess.Popen | None) -> None:
             proc.wait()
 
 
+def s3_env(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1") -> dict:
+    """This process's environment with every AWS_ setting replaced by one S3 endpoint and key
+    pair (no profiles, no instance metadata), for boto3 and mmfeed alike."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret_key,
+               AWS_REGION=region, AWS_DEFAULT_REGION=region, AWS_CONFIG_FILE="/nonexistent",
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    return env
+
+
 def rewrite_images(manifest: Path, image_ref, out: Path) -> Path:
     """Copies a JSONL manifest to `out` with each image reference r replaced by image_ref(r)."""
     lines = []

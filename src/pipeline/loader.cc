@@ -297,6 +297,7 @@ struct Work {
   text::Conversation conversation;
   std::vector<storage::ObjectUri> images;
   std::vector<core::Buffer> bytes;
+  std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
   std::optional<SampleError> error;
   // Results.
@@ -510,11 +511,12 @@ class LoaderImpl final : public Loader {
     const core::Stopwatch sw;
     for (std::size_t i = 0; i < w.bytes.size(); ++i) {
       auto info = vision::probe(bytes_of(w, i));
-      Result<vision::Grid> grid = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(std::move(info).error());
+      Result<vision::Grid> grid = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(info.error());
       if (!grid.ok()) {
         w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string()};
         return;
       }
+      w.infos.push_back(*info);
       w.grids.push_back(*grid);
     }
     std::vector<text::Grid3> grids;
@@ -561,26 +563,20 @@ class LoaderImpl final : public Loader {
   bool decode_images(Work& w, bool account) const {
     core::TraceSpan span(&trace_, "decode images", "cpu", w.id);
     const core::Stopwatch sw;
-    struct Record {
-      const core::Stopwatch& sw;
-      core::Histogram* h;
-      ~Record() { h->record(static_cast<std::uint64_t>(sw.elapsed_ns())); }
-    } record{sw, m_decode_};
+    bool ok = true;
     for (std::size_t i = 0; i < w.grids.size(); ++i) {
-      auto resized = proc_.resize(bytes_of(w, i));
-      if (resized.ok() && (resized->grid.t != w.grids[i].t || resized->grid.h != w.grids[i].h ||
-                           resized->grid.w != w.grids[i].w)) {
-        resized = Error(ErrorCode::kCorruptData, "the decoded image disagrees with its header's size");
-      }
+      auto resized = proc_.resize(bytes_of(w, i), w.infos[i]);
       if (!resized.ok()) {
         w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string()};
-        return false;
+        ok = false;
+        break;
       }
       w.resized.push_back(std::move(resized).value());
       if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
       w.bytes[i].reset();
     }
-    return true;
+    m_decode_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+    return ok;
   }
 
   // Admission against max_buffered_bytes: what is held now, plus what the samples admitted but

@@ -42,8 +42,12 @@ int ImageProcessor::jpeg_scale_denom(const ImageInfo& info) const {
 }
 
 Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded) const {
-  // The size comes from the header (in fast mode, the full-size one, not the reduced decode).
   MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(encoded));
+  return resize(encoded, info);
+}
+
+Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, const ImageInfo& info) const {
+  // The size comes from the header (in fast mode, the full-size one, not the reduced decode).
   DecodeOptions decode = config_.decode;
   decode.jpeg_scale_denom = jpeg_scale_denom(info);
   const bool upright = config_.decode.exif == ExifPolicy::kApply;

@@ -67,6 +67,8 @@ class ImageProcessor {
   // resize to the grid (3 bytes a pixel, a fraction of the rows' size), then normalize and
   // patchify into `dest` (grid.rows() rows), e.g. straight into a batch buffer.
   Result<Resized> resize(std::span<const std::uint8_t> encoded) const;
+  // The same for an image whose header was probed already (`info` from probe(encoded)).
+  Result<Resized> resize(std::span<const std::uint8_t> encoded, const ImageInfo& info) const;
   void write(const Resized& image, void* dest) const;
 
   // The DCT-domain reduction fast mode uses for a JPEG of `info` (1 when none applies).

@@ -57,3 +57,18 @@ def moto_s3():
     server = MotoS3().start()
     yield server
     server.stop()
+
+
+def copy_with_damaged_image(manifest: Path, out: Path, line: int, damage) -> tuple[Path, dict]:
+    """Copies the data set of `manifest` to `out` and replaces the bytes of the first image of
+    the sample on `line` with damage(bytes); returns the copy's manifest and that sample."""
+    import json
+    import shutil
+
+    shutil.copytree(manifest.parent, out)
+    copy = out / manifest.name
+    sample = json.loads(copy.read_text().splitlines()[line])
+    image = next(c["image"] for m in sample["messages"] if isinstance(m["content"], list) for c in m["content"]
+                 if c["type"] == "image")
+    (out / image).write_bytes(damage((out / image).read_bytes()))
+    return copy, sample

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from mmfeed.objectstore import Nginx, free_port, rewrite_images, stop_process, wait_for_port  # noqa: F401
+from mmfeed.objectstore import Nginx, free_port, rewrite_images, s3_env, stop_process, wait_for_port  # noqa: F401
 
 
 class MotoS3:
@@ -51,11 +51,7 @@ class MotoS3:
 
     def env(self, secret: str | None = None) -> dict:
         """Environment for the mmfeed CLI: this server and its credentials (or a wrong secret)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(AWS_ACCESS_KEY_ID=self.access_key, AWS_SECRET_ACCESS_KEY=secret or self.secret_key,
-                   AWS_REGION=self.REGION, AWS_ENDPOINT_URL=self.endpoint,
-                   AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
-        return env
+        return s3_env(self.endpoint, self.access_key, secret or self.secret_key, self.REGION)
 
     def stop(self) -> None:
         stop_process(self.proc)

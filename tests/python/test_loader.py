@@ -2,14 +2,13 @@
 sample by sample, deterministic across thread counts and modes, ranks disjoint and complete,
 exact resume, bad samples reported and never lost, memory shared with the engine."""
 import json
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
 import mmfeed
-from conftest import ROOT
+from conftest import ROOT, copy_with_damaged_image
 from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
@@ -120,19 +119,14 @@ def test_resume_refuses_another_world_size(dataset):
 
 
 def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
-    data = tmp_path / "data"
-    shutil.copytree(dataset.parent, data)
-    lines = (data / "manifest.jsonl").read_text().splitlines()
-    first = json.loads(lines[0])
-    image = next(c["image"] for m in first["messages"] if isinstance(m["content"], list) for c in m["content"]
-                 if c["type"] == "image")
-    (data / image).write_bytes((data / image).read_bytes()[:200])  # truncated
+    manifest, first = copy_with_damaged_image(dataset, tmp_path / "data", 0, lambda raw: raw[:200])  # truncated
+    lines = manifest.read_text().splitlines()
     lines.append('{"id": "broken-json", "messages": [')
     lines.append(json.dumps({"id": "missing-file", "messages": [
         {"role": "user", "content": [{"type": "image", "image": "images/nope.jpg"}, {"type": "text", "text": "?"}]},
         {"role": "assistant", "content": "!"}]}))
-    (data / "manifest.jsonl").write_text("\n".join(lines) + "\n")
-    batches, errors, _ = load(data / "manifest.jsonl", seed=2)
+    manifest.write_text("\n".join(lines) + "\n")
+    batches, errors, _ = load(manifest, seed=2)
     by_stage = {e["stage"] for e in errors}
     assert {"manifest", "fetch", "image"} <= by_stage, errors
     reported = {e["sample_id"] for e in errors}
@@ -140,7 +134,7 @@ def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
     assert any("manifest.jsonl:" in sid for sid in reported)  # the broken line named by position
     assert len(flat(batches)) + len(errors) == len(lines)
     with pytest.raises(ValueError, match="sample"):
-        load(data / "manifest.jsonl", seed=2, on_error="fail")
+        load(manifest, seed=2, on_error="fail")
 
 
 @pytest.mark.parametrize("packed", [False, True])
@@ -312,15 +306,8 @@ def test_packing_plans_from_headers_and_decodes_row_by_row(dataset, tmp_path):
     # An image whose header is intact but whose data is cut: packing plans its sample into a row
     # from the header, the decode fails afterwards, and the sample is dropped from that row and
     # reported; the serial and concurrent modes deliver the same rows.
-    data = tmp_path / "data"
-    shutil.copytree(dataset.parent, data)
-    lines = (data / "manifest.jsonl").read_text().splitlines()
-    victim = json.loads(lines[3])
-    image = next(c["image"] for m in victim["messages"] if isinstance(m["content"], list) for c in m["content"]
-                 if c["type"] == "image")
-    raw = (data / image).read_bytes()
-    (data / image).write_bytes(raw[:len(raw) // 2])
-    manifest = data / "manifest.jsonl"
+    manifest, victim = copy_with_damaged_image(dataset, tmp_path / "data", 3, lambda raw: raw[:len(raw) // 2])
+    lines = manifest.read_text().splitlines()
     padded = load(dataset, seed=4, batch_size=100)[0][0]
     budget = int(padded["attention_mask"].sum(axis=1).max()) + 50  # every sample fits, two or three a row
     options = dict(seed=4, token_budget=budget, pack_window=12, trace_path=str(tmp_path / "trace.json"))

@@ -4,7 +4,6 @@ refusal, the Megatron-shaped adapter, the example training loop, and the device 
 on the CPU (its CUDA path runs in bench/gpu/run.sh)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ from torch.utils.data import DataLoader
 import mmfeed
 import mmfeed.megatron
 import mmfeed.torch
-from conftest import ROOT
+from conftest import ROOT, copy_with_damaged_image
 from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
@@ -231,13 +230,8 @@ def test_device_stage_refuses_what_it_cannot_do(manifest):
 
 
 def test_device_stage_passes_engine_errors_to_the_trainer(manifest, tmp_path):
-    data = tmp_path / "data"
-    shutil.copytree(manifest.parent, data)
-    victim = json.loads((data / "manifest.jsonl").read_text().splitlines()[0])
-    image = next(c["image"] for m in victim["messages"] if isinstance(m["content"], list) for c in m["content"]
-                 if c["type"] == "image")
-    (data / image).write_bytes(b"not an image")
-    with mmfeed.Loader(data / "manifest.jsonl", tensors="torch", device="cpu", on_error="fail", shuffle=False,
+    damaged, victim = copy_with_damaged_image(manifest, tmp_path / "data", 0, lambda raw: b"not an image")
+    with mmfeed.Loader(damaged, tensors="torch", device="cpu", on_error="fail", shuffle=False,
                        **OPTIONS) as staged:
         with pytest.raises(ValueError, match=victim["id"]):
             list(staged)
