@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 128
 
-.PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench clean
+.PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
@@ -74,6 +74,14 @@ bench: build
 	$(PY) bench/vision.py
 	$(PY) bench/text.py
 	build/mmfeed bench --out bench-results
+
+# bench/vision.py with the HF torchvision backend's column: a second virtual environment
+# (.venv-tv, about 5.5 GB: torch 2.14.1 + torchvision 0.29.1), kept out of `make test`.
+bench-torchvision: build
+	@[[ -x .venv-tv/bin/python ]] || python3 -m venv .venv-tv
+	.venv-tv/bin/python -m pip install -q --disable-pip-version-check -r bench/requirements-torchvision.txt \
+	  2> >(grep -v '^WARNING: Location' >&2)
+	$(PY) bench/vision.py --torchvision-python .venv-tv/bin/python
 
 clean:
 	rm -rf build build-tsan build-asan build-fuzz $(DEMO_DIR) bench-results

@@ -1,14 +1,19 @@
 """bench/vision: single-thread milliseconds per image for Qwen2-VL preprocessing, same images,
 same run: mmfeed (exact), mmfeed's opt-in fast mode (DCT-domain JPEG reduction, with its error
 against the exact output), the Hugging Face processor's PIL backend (load_image route: Pillow
-open + EXIF transpose + convert, then Qwen2VLImageProcessorPil), and decoding alone (mmfeed's
-direct TurboJPEG call, and Pillow's) as the physical reference.
+open + EXIF transpose + convert, then Qwen2VLImageProcessorPil), its torchvision backend
+(Qwen2VLImageProcessor, timed in its own environment by bench/vision_torchvision.py, with the
+difference of its output from the exact one), and decoding alone (mmfeed's direct TurboJPEG
+call, and Pillow's) as the physical reference. "ceiling" is the HF PIL time over mmfeed's
+decode-alone time: the speedup an exact processor would reach if resizing and patchifying cost
+nothing, since it must decode the same JPEG with the same libjpeg-turbo arithmetic.
 
 Images: real photographs (the gnome-backgrounds wallpapers and scikit-image photos) cropped and
 resized to 0.3-12 megapixels, JPEG quality 90, 4:2:0. max_pixels at the SFT budget
 (1,003,520) and at the hub default (12,845,056).
 
-Usage: python bench/vision.py [--repeat 3]
+Usage: python bench/vision.py [--repeat 3] [--torchvision-python .venv-tv/bin/python | none]
+(the torchvision column needs `make bench-torchvision`'s environment; without it, it is skipped)
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -55,22 +64,46 @@ def best_ms(fn, repeat: int) -> float:
     return min(times) * 1e3
 
 
+ROOT = Path(__file__).resolve().parent.parent
+MAX_PIXELS = (1003520, 12845056)
+
+
+def torchvision_times(python: str, images, repeat: int, folder: Path) -> dict | None:
+    """Runs bench/vision_torchvision.py in the torchvision environment; None when it is absent."""
+    if python == "none" or not Path(python).exists():
+        print(f"torchvision backend: skipped ({python} not found; `make bench-torchvision` sets it up)\n")
+        return None
+    jobs = []
+    for mp, data in images:
+        (folder / f"{mp:.1f}.jpg").write_bytes(data)
+        jobs += [[f"{mp:.1f}", m] for m in MAX_PIXELS]
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    out = subprocess.run([python, str(ROOT / "bench" / "vision_torchvision.py"), str(folder), str(repeat)],
+                         check=True, capture_output=True, text=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"torchvision backend: torch {report['torch']}, one thread\n")
+    return report["times"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--torchvision-python", default=str(ROOT / ".venv-tv" / "bin" / "python"))
     args = parser.parse_args()
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     images = make_images()
     print(f"bench/vision: Qwen2-VL preprocessing, one thread, best of {args.repeat}; SIMD target "
           f"{mmfeed.simd_target()}; ms per image\n")
-    header = (f"{'MP':>5} {'max_pixels':>11} {'HF PIL':>9} {'mmfeed':>8} {'speedup':>8} "
-              f"{'decode (mmfeed)':>16} {'decode (Pillow)':>16} {'mmfeed / decode':>16} "
-              f"{'fast':>6} {'fast max|d|':>12} {'fast PSNR dB':>13}")
+    tv_dir = tempfile.TemporaryDirectory()
+    tv = torchvision_times(args.torchvision_python, images, args.repeat, Path(tv_dir.name))
+    header = (f"{'MP':>5} {'max_pixels':>11} {'HF PIL':>8} {'HF tv':>7} {'mmfeed':>7} {'vs PIL':>7} {'vs tv':>6} "
+              f"{'decode':>7} {'Pillow dec':>10} {'/ decode':>9} {'ceiling':>8} "
+              f"{'fast':>6} {'fast max|d|':>11} {'fast PSNR':>9} {'tv max|d|':>9}")
     print(header)
     print("-" * len(header))
-    speedups, over_decode = [], []
-    for max_pixels in (1003520, 12845056):
+    speedups, over_tv, over_decode = [], [], []
+    for max_pixels in MAX_PIXELS:
         hf = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": max_pixels})
         ours = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels)
         fast = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, fast=True)
@@ -97,13 +130,27 @@ def main() -> int:
             psnr = "exact" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f}"
             speedups.append(t_hf / t_ours)
             over_decode.append(t_ours / t_dec)
-            print(f"{mp:>5.1f} {max_pixels:>11} {t_hf:>9.1f} {t_ours:>8.1f} {t_hf / t_ours:>7.1f}x "
-                  f"{t_dec:>16.1f} {t_pil:>16.1f} {t_ours / t_dec:>15.2f}x "
-                  f"{t_fast:>6.1f} {max_d:>12.3f} {psnr:>13}")
+            t_tv = vs_tv = tv_d = "-"
+            if tv is not None:
+                key = f"{mp:.1f}-{max_pixels}"
+                ms_tv = tv[key]
+                over_tv.append(ms_tv / t_ours)
+                t_tv, vs_tv = f"{ms_tv:.1f}", f"{ms_tv / t_ours:.1f}x"
+                tv_grid = np.load(Path(tv_dir.name) / f"{key}-grid.npy")
+                tv_pixels = np.load(Path(tv_dir.name) / f"{key}.npy")
+                tv_d = (f"{float(np.abs(tv_pixels - got['pixel_values']).max()):.3f}"
+                        if np.array_equal(tv_grid, got["image_grid_thw"]) else "grid")
+            print(f"{mp:>5.1f} {max_pixels:>11} {t_hf:>8.1f} {t_tv:>7} {t_ours:>7.1f} {t_hf / t_ours:>6.1f}x "
+                  f"{vs_tv:>6} {t_dec:>7.1f} {t_pil:>10.1f} {t_ours / t_dec:>8.2f}x {t_hf / t_dec:>7.1f}x "
+                  f"{t_fast:>6.1f} {max_d:>11.3f} {psnr:>9} {tv_d:>9}")
     print(f"\nspeedup over the HF PIL backend: median {statistics.median(speedups):.1f}x "
           f"(min {min(speedups):.1f}x); mmfeed time over decode-alone: median "
           f"{statistics.median(over_decode):.2f}x (max {max(over_decode):.2f}x)")
-    print("outputs checked equal to HF (grid identical, max abs diff <= 1e-6) for every row above")
+    if over_tv:
+        print(f"speedup over the HF torchvision backend: median {statistics.median(over_tv):.1f}x "
+              f"(min {min(over_tv):.1f}x); 'tv max|d|' is its pixel_values' largest difference from "
+              f"the PIL backend's (= mmfeed's)")
+    print("outputs checked equal to HF PIL (grid identical, max abs diff <= 1e-6) for every row above")
     return 0
 
 
