@@ -1,18 +1,156 @@
-#include "vision/patchify.h"
+// Normalize + patchify: a scalar reference (table lookups) and a Highway SIMD kernel for
+// float32 output. The SIMD kernel divides without a division instruction: a product with the
+// reciprocal, then one fused multiply-add correction step (the residual times the reciprocal),
+// which gives the correctly rounded quotient for these inputs; NormalizeTable checks it equal
+// to the table for every byte value and channel, and the table is used wherever it is not.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "vision/patchify.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef MMFEED_VISION_PATCHIFY_COMMON_
+#define MMFEED_VISION_PATCHIFY_COMMON_
 
 #include <cstring>
 
+#include "vision/patchify.h"
+
+#include "core/scratch.h"
+
+#endif  // MMFEED_VISION_PATCHIFY_COMMON_
+
+HWY_BEFORE_NAMESPACE();
+namespace mmfeed::vision::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// RN(n / d) for the float n, from q = RN(n * RN(1/d)) and one correction step.
+template <class V>
+HWY_INLINE V Quotient(V n, V d, V inv) {
+  const V q = hn::Mul(n, inv);
+  return hn::MulAdd(hn::NegMulAdd(q, d, n), inv, q);
+}
+
+// lanes bytes -> (RN(v / 255) - mean) / std, each step rounded to float32 as numpy does it.
+template <class DF>
+HWY_INLINE hn::Vec<DF> NormalizeVec(DF df, const std::uint8_t* src, hn::Vec<DF> mean, hn::Vec<DF> std,
+                                    hn::Vec<DF> inv_std) {
+  const hn::Rebind<std::int32_t, DF> di;
+  const hn::Rebind<std::uint8_t, DF> d8;
+  const auto v = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, src)));
+  const auto x = Quotient(v, hn::Set(df, 255.0f), hn::Set(df, 1.0f / 255.0f));
+  return Quotient(hn::Sub(x, mean), std, inv_std);
+}
+
+// n (a multiple of the vector length) bytes -> float32, for checking against the table.
+void NormalizeBytes(const std::uint8_t* src, int n, float mean, float std, float* dst) {
+  const hn::ScalableTag<float> df;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  for (int i = 0; i < n; i += lanes) {
+    hn::StoreU(NormalizeVec(df, src + i, hn::Set(df, mean), hn::Set(df, std), hn::Set(df, 1.0f / std)), df, dst + i);
+  }
+}
+
+// float32 rows in HF's patch order. Each band of merge * P image rows is split into three
+// planes (interleaved loads); then each patch is written in memory order: per channel, the P
+// rows of P floats of the first frame, each a whole number of vectors (a store may run up to a
+// vector minus one float into the next row, which is written after it), then the frame copied
+// to the other T - 1. With T == 1 the image's last channel block goes through the table, so
+// nothing is written past the last row.
+void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int T, const float* mean, const float* std,
+                 const float* table, float* out) {
+  const hn::ScalableTag<std::uint8_t> d8;
+  const hn::ScalableTag<float> df;
+  const std::size_t lanes8 = hn::Lanes(d8);
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const std::size_t width = static_cast<std::size_t>(gw) * P;
+  const std::size_t plane_stride = width + 64;
+  const int band_rows = m * P;
+  const std::size_t plane_size = band_rows * plane_stride;
+  core::ScratchVector<std::uint8_t> planes(3 * plane_size);
+  const std::size_t frame = static_cast<std::size_t>(P) * P;
+  const std::size_t row_len = 3 * T * frame;
+  float* row = out;
+  for (int bh = 0; bh < gh / m; ++bh) {
+    for (int r = 0; r < band_rows; ++r) {
+      const std::uint8_t* src = rgb + (static_cast<std::size_t>(bh) * band_rows + r) * width * 3;
+      std::uint8_t* p0 = planes.data() + r * plane_stride;
+      std::uint8_t* p1 = p0 + plane_size;
+      std::uint8_t* p2 = p1 + plane_size;
+      std::size_t x = 0;
+      for (; x + lanes8 <= width; x += lanes8) {
+        hn::Vec<decltype(d8)> a, b, c;
+        hn::LoadInterleaved3(d8, src + 3 * x, a, b, c);
+        hn::StoreU(a, d8, p0 + x);
+        hn::StoreU(b, d8, p1 + x);
+        hn::StoreU(c, d8, p2 + x);
+      }
+      for (; x < width; ++x) {
+        p0[x] = src[3 * x];
+        p1[x] = src[3 * x + 1];
+        p2[x] = src[3 * x + 2];
+      }
+    }
+    for (int bw = 0; bw < gw / m; ++bw) {
+      for (int mh = 0; mh < m; ++mh) {
+        for (int mw = 0; mw < m; ++mw) {
+          const std::size_t x0 = static_cast<std::size_t>(bw * m + mw) * P;
+          const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
+          for (int c = 0; c < 3; ++c) {
+            const std::uint8_t* plane = planes.data() + c * plane_size + mh * P * plane_stride + x0;
+            float* first = row + c * T * frame;
+            if (T == 1 && last && c == 2) {
+              for (int ph = 0; ph < P; ++ph) {
+                for (int pw = 0; pw < P; ++pw) first[ph * P + pw] = table[c * 256 + plane[ph * plane_stride + pw]];
+              }
+              continue;
+            }
+            const auto vmean = hn::Set(df, mean[c]);
+            const auto vstd = hn::Set(df, std[c]);
+            const auto vinv = hn::Set(df, 1.0f / std[c]);
+            for (int ph = 0; ph < P; ++ph) {
+              for (int i = 0; i < P; i += lanes) {
+                hn::StoreU(NormalizeVec(df, plane + ph * plane_stride + i, vmean, vstd, vinv), df, first + ph * P + i);
+              }
+            }
+            for (int t = 1; t < T; ++t) std::memcpy(first + t * frame, first, frame * sizeof(float));
+          }
+          row += row_len;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mmfeed::vision::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+
 namespace mmfeed::vision {
+
+HWY_EXPORT(NormalizeBytes);
+HWY_EXPORT(PatchifyF32);
 
 NormalizeTable::NormalizeTable(const ModelProfile& p) {
   const double rescale = 1.0 / 255.0;
   for (int c = 0; c < 3; ++c) {
+    mean[c] = p.mean[c];
+    std[c] = p.std[c];
     for (int v = 0; v < 256; ++v) {
       // volatile keeps each step a float32 operation, as numpy does it.
       volatile float x = static_cast<float>(static_cast<double>(v) * rescale);
       volatile float centred = x - p.mean[c];
       value[c][v] = centred / p.std[c];
     }
+  }
+  std::uint8_t bytes[256 + 64] = {};
+  for (int v = 0; v < 256; ++v) bytes[v] = static_cast<std::uint8_t>(v);
+  float got[256 + 64];
+  simd_exact = true;
+  for (int c = 0; c < 3; ++c) {
+    HWY_DYNAMIC_DISPATCH(NormalizeBytes)(bytes, 256, mean[c], std[c], got);
+    simd_exact = simd_exact && std::memcmp(got, value[c].data(), 256 * sizeof(float)) == 0;
   }
 }
 
@@ -71,9 +209,15 @@ void patchify_typed(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, i
 }  // namespace
 
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const NormalizeTable& table, OutputType type,
-              void* dest) {
+              void* dest, Kernel kernel) {
   switch (type) {
     case OutputType::kFloat32:
+      if (kernel != Kernel::kScalar && table.simd_exact) {
+        HWY_DYNAMIC_DISPATCH(PatchifyF32)(rgb, grid.h, grid.w, p.patch_size, p.merge_size, p.temporal_patch_size,
+                                          table.mean.data(), table.std.data(), table.value[0].data(),
+                                          static_cast<float*>(dest));
+        break;
+      }
       patchify_typed(rgb, grid, p, p.temporal_patch_size,
                      [&](int c, std::uint8_t v) { return table.value[c][v]; }, static_cast<float*>(dest));
       break;
@@ -89,3 +233,5 @@ void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const N
 }
 
 }  // namespace mmfeed::vision
+
+#endif  // HWY_ONCE

@@ -1,7 +1,9 @@
 // Normalize and patchify in one pass, written straight into the caller's memory (a batch
-// buffer): each resized RGB pixel is looked up in a 256-entry table per channel holding
-// exactly the reference's float32 value, ((x * (1/255) in float64, then float32) - mean) / std
-// in float32, and stored at its place in HF's patch order.
+// buffer): each resized RGB pixel becomes exactly the reference's float32 value,
+// ((x * (1/255) in float64, then float32) - mean) / std in float32, stored at its place in HF's
+// patch order. The scalar kernel looks it up in a 256-entry table per channel; the SIMD kernel
+// (float32 output) computes it without division instructions and is used only where the
+// table's constructor found it equal for all 256 values of each channel.
 //
 // Layouts (P = patch, m = merge, T = temporal patch; one row per patch):
 //   kFloat32 / kBFloat16: rows of C*T*P*P, column ((c*T + t)*P + ph)*P + pw; the image is
@@ -22,6 +24,7 @@
 #include <cstdint>
 
 #include "vision/profile.h"
+#include "vision/resample.h"
 
 namespace mmfeed::vision {
 
@@ -30,6 +33,9 @@ enum class OutputType { kFloat32, kBFloat16, kUInt8 };
 struct NormalizeTable {
   explicit NormalizeTable(const ModelProfile& profile);
   std::array<std::array<float, 256>, 3> value{};
+  std::array<float, 3> mean{};
+  std::array<float, 3> std{};
+  bool simd_exact = false;  // the SIMD kernel gives `value` for every byte value and channel
 };
 
 // Bytes per element of `type`.
@@ -38,9 +44,10 @@ int element_size(OutputType type);
 int row_elements(const ModelProfile& profile, OutputType type);
 
 // `rgb` holds grid.h * P rows of grid.w * P pixels (3 bytes each). Writes grid.rows() rows of
-// row_elements(profile, type) elements of `type` at `dest`.
+// row_elements(profile, type) elements of `type` at `dest`. Float32 goes through the SIMD
+// kernel when table.simd_exact, unless `kernel` is kScalar.
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table,
-              OutputType type, void* dest);
+              OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
 
 // float32 -> bfloat16, round to nearest even (NaN kept quiet).
 std::uint16_t to_bfloat16(float f);

@@ -69,7 +69,7 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, co
 }
 
 void ImageProcessor::write(const Resized& image, void* dest) const {
-  patchify(image.image.pixels.data(), image.grid, config_.profile, table_, config_.output, dest);
+  patchify(image.image.pixels.data(), image.grid, config_.profile, table_, config_.output, dest, config_.kernel);
 }
 
 Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const {
@@ -85,13 +85,13 @@ Result<Grid> ImageProcessor::process_rgb(const RgbImage& image, void* dest, std:
   const Grid grid = grid_for(size, p);
   MMFEED_RETURN_IF_ERROR(check_capacity(grid, capacity_rows));
   if (size.height == image.height && size.width == image.width) {
-    patchify(image.pixels.data(), grid, p, table_, config_.output, dest);
+    patchify(image.pixels.data(), grid, p, table_, config_.output, dest, config_.kernel);
     return grid;
   }
   core::ScratchVector<std::uint8_t> resized(static_cast<std::size_t>(size.width) * size.height * 3);
   resample_u8(image.pixels.data(), image.width, image.height, 3, resized.data(), size.width, size.height,
               config_.filter, config_.kernel);
-  patchify(resized.data(), grid, p, table_, config_.output, dest);
+  patchify(resized.data(), grid, p, table_, config_.output, dest, config_.kernel);
   return grid;
 }
 
