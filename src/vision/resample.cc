@@ -11,6 +11,7 @@
 #define MMFEED_VISION_RESAMPLE_COMMON_
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -18,6 +19,11 @@
 #include "vision/resample.h"
 
 #include "core/scratch.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MMFEED_X86_DOT 1
+#include <immintrin.h>
+#endif
 
 namespace mmfeed::vision::detail {
 
@@ -75,7 +81,7 @@ void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksi
   HWY_ALIGN std::uint8_t result[16];
   using V = hn::Vec<decltype(d32)>;
   for (int x = 0; x < out_w; ++x) {
-    V acc[4];
+    V acc[16];  // vecs <= 16 (one lane per vector on the scalar target)
     for (std::size_t v = 0; v < vecs; ++v) acc[v] = hn::Set(d32, 1 << (detail::kPrecisionBits - 1));
     const std::int32_t* kx = k + static_cast<std::size_t>(x) * ksize;
     const std::uint8_t* col = cols + static_cast<std::size_t>(first[x]) * 16;
@@ -207,11 +213,187 @@ void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficient
   }
 }
 
+#if MMFEED_X86_DOT
+// The horizontal pass for RGB on CPUs with AVX-512 VBMI and VNNI, five rows at a time. Input:
+// for every fourth input column 4m a 64-byte group Q_m whose 32-bit lane j (j = 3 * row + channel,
+// lane 15 zero) holds that sample at columns 4m .. 4m + 3. Each output pixel starts at the group
+// holding its first tap, its coefficients shifted by first % 4 and padded with zeros to whole
+// groups; every coefficient k is split into three signed bytes, k = d0 + 256 d1 + 65536 d2, so
+// that one VPDPBUSD per digit and group adds four taps' unsigned-sample x signed-byte products,
+// and acc0 + (acc1 << 8) + (acc2 << 16) is Pillow's 32-bit sum exactly (modulo 2^32, and the sum
+// fits in 32 bits). Output pixels go out four at a time: packed to bytes together, then byte
+// permutes turn their 4 x 15 results into five rows of 12 bytes.
+// GCC 12 reports its own _mm512_slli_epi32 (an "undefined" source register) as maybe
+// uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace dot {
+
+bool cpu_has_it() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+
+struct Plan {
+  int groups = 0;                   // coefficient groups of four taps per output pixel
+  std::vector<int> start;           // the group index (first tap / 4) per output pixel
+  std::vector<std::int32_t> words;  // [pixel][group][digit]: four signed bytes, one per tap
+};
+
+// False when a coefficient does not fit three signed bytes (never for Pillow's filters).
+bool make_plan(const Coefficients& c, int out_w, Plan& plan) {
+  int span = 0;
+  for (int x = 0; x < out_w; ++x) span = std::max(span, c.first[x] % 4 + c.count[x]);
+  plan.groups = (span + 3) / 4;
+  plan.start.resize(out_w);
+  plan.words.assign(static_cast<std::size_t>(out_w) * plan.groups * 3, 0);
+  for (int x = 0; x < out_w; ++x) {
+    plan.start[x] = c.first[x] / 4;
+    const int shift = c.first[x] % 4;
+    for (int t = 0; t < c.count[x]; ++t) {
+      const std::int32_t k = c.k[static_cast<std::size_t>(x) * c.ksize + t];
+      const std::int32_t d0 = static_cast<std::int8_t>(k & 0xFF);
+      const std::int32_t k1 = (k - d0) >> 8;
+      const std::int32_t d1 = static_cast<std::int8_t>(k1 & 0xFF);
+      const std::int32_t d2 = (k1 - d1) >> 8;
+      if (d2 < -128 || d2 > 127) return false;
+      const int pos = shift + t;
+      std::int32_t* w = &plan.words[(static_cast<std::size_t>(x) * plan.groups + pos / 4) * 3];
+      const int bit = (pos % 4) * 8;
+      w[0] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d0 & 0xFF) << bit);
+      w[1] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d1 & 0xFF) << bit);
+      w[2] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d2 & 0xFF) << bit);
+    }
+  }
+  return true;
+}
+
+// Groups Q_m for m in [0, ceil(in_w / 4)) from five rows; columns past in_w are zero.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void build_groups(const std::uint8_t* const* src, int in_w,
+                                                                          std::uint8_t* q) {
+  // Group d of a 16-pixel stretch: byte 4j + u (j = 3r + ch) <- the row's byte 3 (4d + u) + ch.
+  alignas(64) static const auto kIndex = [] {
+    std::array<std::array<std::uint8_t, 64>, 4> idx{};
+    for (int d = 0; d < 4; ++d) {
+      for (int r = 0; r < 5; ++r) {
+        for (int ch = 0; ch < 3; ++ch) {
+          for (int u = 0; u < 4; ++u) idx[d][4 * (3 * r + ch) + u] = static_cast<std::uint8_t>(3 * (4 * d + u) + ch);
+        }
+      }
+    }
+    return idx;
+  }();
+  __m512i index[4];
+  for (int d = 0; d < 4; ++d) index[d] = _mm512_load_si512(kIndex[d].data());
+  int x = 0;
+  for (; 3 * x + 64 <= 3 * in_w; x += 16) {  // the 64-byte loads stay inside the rows
+    __m512i row[5];
+    for (int r = 0; r < 5; ++r) row[r] = _mm512_loadu_si512(src[r] + static_cast<std::size_t>(x) * 3);
+    for (int d = 0; d < 4; ++d) {
+      __m512i v = _mm512_maskz_permutexvar_epi8(__mmask64{0xFFF}, index[d], row[0]);
+      for (int r = 1; r < 5; ++r) v = _mm512_mask_permutexvar_epi8(v, __mmask64{0xFFF} << (12 * r), index[d], row[r]);
+      _mm512_storeu_si512(q + (static_cast<std::size_t>(x) / 4 + d) * 64, v);
+    }
+  }
+  for (int m = x / 4; m < (in_w + 3) / 4; ++m) {
+    std::uint8_t* g = q + static_cast<std::size_t>(m) * 64;
+    std::memset(g, 0, 64);
+    for (int u = 0; u < 4 && 4 * m + u < in_w; ++u) {
+      for (int r = 0; r < 5; ++r) {
+        for (int ch = 0; ch < 3; ++ch) g[4 * (3 * r + ch) + u] = src[r][static_cast<std::size_t>(4 * m + u) * 3 + ch];
+      }
+    }
+  }
+}
+
+// Pillow's sum for output pixel x, shifted down (not yet clamped): 16 x int32, lane j = 3r + ch.
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) inline __m512i output_pixel(const std::uint8_t* q,
+                                                                                                 const Plan& plan,
+                                                                                                 int x) {
+  __m512i acc0 = _mm512_set1_epi32(1 << (detail::kPrecisionBits - 1));
+  __m512i acc1 = _mm512_setzero_si512(), acc2 = acc1;
+  const std::uint8_t* g = q + static_cast<std::size_t>(plan.start[x]) * 64;
+  const std::int32_t* w = &plan.words[static_cast<std::size_t>(x) * plan.groups * 3];
+  for (int i = 0; i < plan.groups; ++i, g += 64, w += 3) {
+    const __m512i v = _mm512_loadu_si512(g);
+    acc0 = _mm512_dpbusd_epi32(acc0, v, _mm512_set1_epi32(w[0]));
+    acc1 = _mm512_dpbusd_epi32(acc1, v, _mm512_set1_epi32(w[1]));
+    acc2 = _mm512_dpbusd_epi32(acc2, v, _mm512_set1_epi32(w[2]));
+  }
+  const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(acc0, _mm512_slli_epi32(acc1, 8)), _mm512_slli_epi32(acc2, 16));
+  return _mm512_srai_epi32(sum, detail::kPrecisionBits);
+}
+
+// One block of up to five rows: out[r] for r < n_rows.
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(const std::uint8_t* q, const Plan& plan,
+                                                                               int out_w, std::uint8_t* const* out,
+                                                                               int n_rows) {
+  // Four pixels' sums packed with unsigned saturation (32 -> 16 -> 8 bits, which clamps to
+  // 0..255) leave pixel i's lane j at byte 16 (j / 4) + 4 i + j % 4. One permute gathers rows
+  // 0-3 (row r's 12 bytes at 16 r), a second row 4 (at 0).
+  alignas(64) static const auto kRows = [] {
+    std::array<std::array<std::uint8_t, 64>, 2> idx{};
+    for (int r = 0; r < 5; ++r) {
+      for (int i = 0; i < 4; ++i) {
+        for (int ch = 0; ch < 3; ++ch) {
+          const int j = 3 * r + ch;
+          idx[r / 4][16 * (r % 4) + 3 * i + ch] = static_cast<std::uint8_t>(16 * (j / 4) + 4 * i + j % 4);
+        }
+      }
+    }
+    return idx;
+  }();
+  const __m512i rows03 = _mm512_load_si512(kRows[0].data());
+  const __m512i row4 = _mm512_load_si512(kRows[1].data());
+  for (int x = 0; x < out_w; x += 4) {
+    const int n = std::min(4, out_w - x);
+    const __m512i s0 = output_pixel(q, plan, x);
+    const __m512i s1 = output_pixel(q, plan, std::min(x + 1, out_w - 1));
+    const __m512i s2 = output_pixel(q, plan, std::min(x + 2, out_w - 1));
+    const __m512i s3 = output_pixel(q, plan, std::min(x + 3, out_w - 1));
+    const __m512i bytes = _mm512_packus_epi16(_mm512_packus_epi32(s0, s1), _mm512_packus_epi32(s2, s3));
+    alignas(64) std::uint8_t lanes[80];
+    _mm512_store_si512(lanes, _mm512_permutexvar_epi8(rows03, bytes));
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes + 64), _mm512_castsi512_si128(_mm512_permutexvar_epi8(row4, bytes)));
+    // 16-byte moves where the four bytes past the 12 land on the next group's pixels.
+    const std::size_t at = static_cast<std::size_t>(x) * 3;
+    if (at + 16 <= static_cast<std::size_t>(out_w) * 3) {
+      for (int r = 0; r < n_rows; ++r) std::memcpy(out[r] + at, lanes + 16 * r, 16);
+    } else {
+      for (int r = 0; r < n_rows; ++r) std::memcpy(out[r] + at, lanes + 16 * r, 3 * n);
+    }
+  }
+}
+
+}  // namespace dot
+#pragma GCC diagnostic pop
+#endif
+
 // The horizontal pass five rows at a time on transposed columns (HorizontalBlockRgb).
 void horizontal_block_rgb(const std::uint8_t* in, int in_w, int first_row, int rows, const Coefficients& c, int out_w,
-                          std::uint8_t* out) {
+                          std::uint8_t* out, bool byte_dot) {
   const std::size_t in_stride = static_cast<std::size_t>(in_w) * 3;
   const std::size_t out_stride = static_cast<std::size_t>(out_w) * 3;
+#if MMFEED_X86_DOT
+  dot::Plan plan;
+  if (byte_dot && dot::cpu_has_it() && dot::make_plan(c, out_w, plan)) {
+    // Groups up to the last one any pixel reads; those past the image stay zero.
+    std::vector<std::uint8_t> q(static_cast<std::size_t>((in_w + 3) / 4 + plan.groups + 1) * 64, 0);
+    for (int y = 0; y < rows; y += 5) {
+      const int n = std::min(5, rows - y);
+      const std::uint8_t* src[5];
+      for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(first_row + y + std::min(r, n - 1)) * in_stride;
+      dot::build_groups(src, in_w, q.data());
+      std::uint8_t* outs[5];
+      for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
+      dot::block(q.data(), plan, out_w, outs, n);
+    }
+    return;
+  }
+#else
+  (void)byte_dot;
+#endif
   std::vector<std::uint8_t> cols(static_cast<std::size_t>(in_w) * 16 + 64, 0);
   for (int y = 0; y < rows; y += 5) {
     const int n = std::min(5, rows - y);
@@ -291,7 +473,7 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
   auto horizontal = [&](const std::uint8_t* src, int first_row, int rows, const Coefficients& c,
                         std::uint8_t* dst) {
     if (simd && channels == 3) {
-      horizontal_block_rgb(src, in_w, first_row, rows, c, out_w, dst);
+      horizontal_block_rgb(src, in_w, first_row, rows, c, out_w, dst, kernel != Kernel::kPortable);
     } else {
       horizontal_scalar(src, in_w, channels, first_row, rows, c, out_w, dst);
     }

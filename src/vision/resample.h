@@ -5,8 +5,10 @@
 // first instead when the height shrinks by more than twice the width, as Pillow >= 12.2 does),
 // an axis whose size does not change skipped.
 //
-// Two kernels compute the same integers: a scalar reference and a Highway SIMD kernel chosen
-// at run time for the CPU; tests run both against each other and against Pillow.
+// The kernels compute the same integers: a scalar reference, Highway SIMD kernels chosen at
+// run time for the CPU, and on x86 CPUs with AVX-512 VBMI and VNNI a horizontal pass for RGB
+// built on byte dot products (each 22-bit coefficient split into three signed bytes); tests run
+// them against each other and against Pillow.
 //
 // Example:
 //   std::vector<uint8_t> out(756 * 1036 * 3);
@@ -31,7 +33,9 @@ struct Coefficients {
 
 Coefficients precompute_coefficients(int in_size, int out_size, Filter filter);
 
-enum class Kernel { kAuto, kScalar, kSimd };
+// kAuto = kSimd: the fastest kernels this CPU runs; kPortable: the Highway kernels only (no
+// byte-dot pass); kScalar: the reference.
+enum class Kernel { kAuto, kScalar, kSimd, kPortable };
 
 // Resamples `in` (in_h rows of in_w * channels bytes, channels 1-4, tightly packed) to
 // out_w x out_h into `out` (tightly packed).

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <hwy/targets.h>
+
+#include <array>
 #include <random>
 #include <vector>
 
@@ -23,12 +26,14 @@ TEST(ResampleTest, CoefficientsSumToOneInFixedPoint) {
   }
 }
 
-// The SIMD kernel and the scalar reference compute the same integers: identical bytes on
-// random sizes, both pass orders, every filter and channel count.
+// The SIMD kernels (kSimd: the fastest this CPU runs, the byte-dot horizontal pass where it has
+// AVX-512 VBMI and VNNI; kPortable: the Highway kernels) and the scalar reference compute the
+// same integers: identical bytes on random sizes (shrinking up to 400x, growing), both pass
+// orders, every filter and channel count.
 TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int> size(1, 400);
-  for (int round = 0; round < 150; ++round) {
+  for (int round = 0; round < 300; ++round) {
     const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
     const int channels = std::vector<int>{1, 3, 4}[round % 3];
     const Filter filter = std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos}[round % 5 % 3];
@@ -36,9 +41,49 @@ TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
     for (auto& v : in) v = static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels);
     std::vector<std::uint8_t> simd(scalar.size());
+    const Kernel kernel = round % 2 ? Kernel::kSimd : Kernel::kPortable;
     resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, filter, Kernel::kScalar);
-    resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, filter, Kernel::kSimd);
-    ASSERT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h << " ch" << channels;
+    resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, filter, kernel);
+    ASSERT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h << " ch" << channels
+                            << (kernel == Kernel::kSimd ? " simd" : " portable");
+  }
+}
+
+// The Highway kernels on every SIMD target this CPU runs (AVX3, AVX2, SSE4, ... down to the
+// scalar target): the same bytes as the reference.
+TEST(ResampleTest, PortableKernelsMatchScalarOnEveryTarget) {
+  std::mt19937 rng(4321);
+  std::uniform_int_distribution<int> size(1, 200);
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (int round = 0; round < 30; ++round) {
+      const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
+      const int channels = round % 2 ? 3 : 1 + round % 4;
+      std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
+      for (auto& v : in) v = static_cast<std::uint8_t>(rng());
+      std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels), simd(scalar.size());
+      resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, Filter::kBicubic, Kernel::kScalar);
+      resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, Filter::kBicubic, Kernel::kPortable);
+      ASSERT_EQ(scalar, simd) << hwy::TargetName(target) << " " << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// Photograph-sized RGB shrinks (the Qwen-VL budget's shapes) on both SIMD paths, with extreme
+// pixel values, where the byte-dot sums are largest.
+TEST(ResampleTest, LargeRgbShrinksMatchScalar) {
+  std::mt19937 rng(99);
+  for (auto [in_w, in_h, out_w, out_h] : {std::array<int, 4>{2000, 61, 1148, 20}, std::array<int, 4>{4000, 23, 1148, 7},
+                                          std::array<int, 4>{1154, 9, 1148, 9}, std::array<int, 4>{333, 17, 1001, 40}}) {
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * 3);
+    for (auto& v : in) v = rng() % 3 == 0 ? 255 : rng() % 2 ? 0 : static_cast<std::uint8_t>(rng());
+    std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * 3), simd(scalar.size()), portable(scalar.size());
+    resample_u8(in.data(), in_w, in_h, 3, scalar.data(), out_w, out_h, Filter::kBicubic, Kernel::kScalar);
+    resample_u8(in.data(), in_w, in_h, 3, simd.data(), out_w, out_h, Filter::kBicubic, Kernel::kSimd);
+    resample_u8(in.data(), in_w, in_h, 3, portable.data(), out_w, out_h, Filter::kBicubic, Kernel::kPortable);
+    EXPECT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
+    EXPECT_EQ(scalar, portable) << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
   }
 }
 
