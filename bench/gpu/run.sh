@@ -27,7 +27,7 @@ for tool in pkg-config c++; do
 done
 
 # The C++ libraries cmake/dependencies.cmake asks pkg-config for, as module:Debian package.
-libraries=(libcurl:libcurl4-openssl-dev libcrypto:libssl-dev libturbojpeg:libturbojpeg0-dev spng:libspng-dev
+libraries=(libcurl:libcurl4-openssl-dev libcrypto:libssl-dev libturbojpeg:libturbojpeg0-dev libjpeg:libjpeg62-turbo-dev spng:libspng-dev
   libwebp:libwebp-dev libwebpdemux:libwebp-dev simdjson:libsimdjson-dev libpcre2-8:libpcre2-dev
   libutf8proc:libutf8proc-dev libhwy:libhwy-dev expat:libexpat1-dev zlib:zlib1g-dev libzstd:libzstd-dev
   tomlplusplus:libtomlplusplus-dev)

@@ -1,5 +1,6 @@
 #include "vision/decode.h"
 
+#include <jpeglib.h>
 #include <spng.h>
 #include <turbojpeg.h>
 #include <webp/decode.h>
@@ -7,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <memory>
@@ -221,6 +224,35 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
   }
   return img;
 }
+
+// libjpeg's error handling for decode_jpeg_rows: errors and warnings (TurboJPEG's
+// TJFLAG_STOPONWARNING, as decode_jpeg uses it) jump back with the library's message.
+struct JpegErrors {
+  jpeg_error_mgr mgr{};
+  std::jmp_buf jump{};
+  char message[JMSG_LENGTH_MAX] = {};
+};
+
+[[noreturn]] void jpeg_fail(j_common_ptr info) {
+  auto* errors = reinterpret_cast<JpegErrors*>(info->err);
+  (*info->err->format_message)(info, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+void jpeg_warn(j_common_ptr info, int level) {
+  if (level < 0) jpeg_fail(info);
+}
+
+// Everything the decoder touches between setjmp and a longjmp lives here, outside that frame.
+struct JpegStream {
+  jpeg_decompress_struct info{};
+  JpegErrors errors;
+  bool created = false;
+  core::ScratchVector<std::uint8_t> rows;
+  ~JpegStream() {
+    if (created) jpeg_destroy_decompress(&info);
+  }
+};
 
 // The one colour Pillow keeps as info["transparency"] through convert("RGB"), which HF's
 // convert_to_rgb then turns white: a palette whose tRNS makes exactly one entry fully
@@ -510,6 +542,60 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> b, const DecodeOptions
   }
   if (!img.ok() || options.exif == ExifPolicy::kIgnore || orientation == 1) return img;
   return apply_orientation(std::move(img).value(), orientation);
+}
+
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int first_row,
+                              int chunk_rows, const RowSink& sink) {
+  if (bytes.size() > options.max_bytes) {
+    return Error(ErrorCode::kResourceExhausted, "encoded image of " + std::to_string(bytes.size()) +
+                                                    " bytes exceeds the limit of " + std::to_string(options.max_bytes));
+  }
+  auto stream = std::make_unique<JpegStream>();
+  jpeg_decompress_struct& info = stream->info;
+  info.err = jpeg_std_error(&stream->errors.mgr);
+  stream->errors.mgr.error_exit = jpeg_fail;
+  stream->errors.mgr.emit_message = jpeg_warn;
+  if (setjmp(stream->errors.jump) != 0) {
+    return corrupt("JPEG data of " + std::to_string(bytes.size()) + " bytes is corrupt or truncated: " +
+                   stream->errors.message);
+  }
+  jpeg_create_decompress(&info);
+  stream->created = true;
+  jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  MMFEED_RETURN_IF_ERROR(check_limits(static_cast<int>(info.image_width), static_cast<int>(info.image_height), options));
+  if (info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK) return false;
+  // TurboJPEG's defaults, which decode_jpeg (and Pillow) decode with: ISLOW DCT, fancy upsampling.
+  info.out_color_space = JCS_RGB;
+  info.dct_method = JDCT_ISLOW;
+  info.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&info);
+  const int width = static_cast<int>(info.output_width);
+  const int height = static_cast<int>(info.output_height);
+  const std::size_t stride = static_cast<std::size_t>(width) * 3;
+  stream->rows.resize(stride * static_cast<std::size_t>(chunk_rows));
+  int chunk_start = 0;  // the image row the chunk buffer's first row holds
+  int held = 0;
+  while (static_cast<int>(info.output_scanline) < height) {
+    const int y = static_cast<int>(info.output_scanline);
+    if (y < first_row) {
+      // Rows the caller does not want: decoded into the buffer and overwritten.
+      JSAMPROW row = stream->rows.data();
+      jpeg_read_scanlines(&info, &row, 1);
+      continue;
+    }
+    if (held == 0) chunk_start = y;
+    JSAMPROW row[4];
+    const int room = std::min(chunk_rows - held, 4);
+    for (int i = 0; i < room; ++i) row[i] = stream->rows.data() + (held + i) * stride;
+    held += static_cast<int>(jpeg_read_scanlines(&info, row, static_cast<JDIMENSION>(room)));
+    if (held == chunk_rows || static_cast<int>(info.output_scanline) == height) {
+      sink(stream->rows.data(), chunk_start, held);
+      held = 0;
+    }
+  }
+  jpeg_finish_decompress(&info);
+  return true;
 }
 
 }  // namespace mmfeed::vision

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 
@@ -77,6 +78,17 @@ struct RgbImage {
 Result<ImageInfo> probe(std::span<const std::uint8_t> bytes);
 
 Result<RgbImage> decode_rgb(std::span<const std::uint8_t> bytes, const DecodeOptions& options = {});
+
+// A JPEG decoded as a stream of RGB rows, top to bottom, exactly the rows decode_rgb gives
+// (the same libjpeg-turbo settings; no EXIF orientation, no DCT scaling), `chunk_rows` at a
+// time from row `first_row` on: sink(rows, y, n) receives rows y .. y + n - 1 (n <= chunk_rows,
+// chunk_rows * width * 3 bytes of working memory instead of the whole image). Rows above
+// first_row are decoded and dropped; the data is read to its end, so that a truncated or
+// corrupt file fails as in decode_rgb. Returns false, before decoding anything, for what has
+// no direct RGB output (CMYK, YCCK: decode_rgb converts those).
+using RowSink = std::function<void(const std::uint8_t* rows, int y, int n)>;
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int first_row,
+                              int chunk_rows, const RowSink& sink);
 
 // RGB from raw pixels (channels 1: gray, 3: RGB, 4: RGBA by `alpha`), as HF treats arrays.
 RgbImage rgb_from_pixels(const std::uint8_t* pixels, int width, int height, int channels, AlphaPolicy alpha);

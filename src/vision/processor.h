@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "mmfeed/error.h"
@@ -75,6 +76,16 @@ class ImageProcessor {
   int jpeg_scale_denom(const ImageInfo& info) const;
 
  private:
+  // JPEG rows decoded in chunks of this many (a multiple of the horizontal pass's five).
+  static constexpr int kStreamRows = 20;
+
+  // A JPEG that needs no orientation, no DCT reduction and Pillow's horizontal-first order is
+  // resized while it decodes: each chunk of rows goes through the horizontal pass while it is
+  // still in cache, and the full-size image is never held. nullopt where that does not apply
+  // (resize() then decodes the whole image first); the output is identical either way.
+  Result<std::optional<Resized>> resize_streaming(std::span<const std::uint8_t> encoded, const ImageInfo& info,
+                                                  Size size) const;
+
   ProcessorConfig config_;
   NormalizeTable table_;
 };

@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "vision/resample.h"
@@ -371,49 +372,6 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(con
 #endif
 
 // The horizontal pass five rows at a time on transposed columns (HorizontalBlockRgb).
-void horizontal_block_rgb(const std::uint8_t* in, int in_w, int first_row, int rows, const Coefficients& c, int out_w,
-                          std::uint8_t* out, bool byte_dot) {
-  const std::size_t in_stride = static_cast<std::size_t>(in_w) * 3;
-  const std::size_t out_stride = static_cast<std::size_t>(out_w) * 3;
-#if MMFEED_X86_DOT
-  dot::Plan plan;
-  if (byte_dot && dot::cpu_has_it() && dot::make_plan(c, out_w, plan)) {
-    // Groups up to the last one any pixel reads; those past the image stay zero.
-    std::vector<std::uint8_t> q(static_cast<std::size_t>((in_w + 3) / 4 + plan.groups + 1) * 64, 0);
-    for (int y = 0; y < rows; y += 5) {
-      const int n = std::min(5, rows - y);
-      const std::uint8_t* src[5];
-      for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(first_row + y + std::min(r, n - 1)) * in_stride;
-      dot::build_groups(src, in_w, q.data());
-      std::uint8_t* outs[5];
-      for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
-      dot::block(q.data(), plan, out_w, outs, n);
-    }
-    return;
-  }
-#else
-  (void)byte_dot;
-#endif
-  std::vector<std::uint8_t> cols(static_cast<std::size_t>(in_w) * 16 + 64, 0);
-  for (int y = 0; y < rows; y += 5) {
-    const int n = std::min(5, rows - y);
-    const std::uint8_t* src[5];
-    for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(first_row + y + std::min(r, n - 1)) * in_stride;
-    // Column x gets the five rows' pixel x: 4-byte moves, each next one overwriting the byte
-    // the previous carried past its pixel (the last pixel of a row is copied exactly, so no
-    // read goes past the image).
-    std::uint8_t* dst = cols.data();
-    for (int x = 0; x + 1 < in_w; ++x, dst += 16) {
-      for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
-    }
-    for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(in_w - 1) * 3, 3);
-    std::uint8_t* outs[5];
-    for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
-    HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(cols.data(), c.k.data(), c.ksize, c.first.data(), c.count.data(), out_w,
-                                             outs, n);
-  }
-}
-
 }  // namespace
 
 const char* simd_target() {
@@ -461,61 +419,126 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
   return c;
 }
 
-void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
-                 Filter filter, Kernel kernel) {
-  const bool simd = kernel != Kernel::kScalar;
-  const bool need_h = out_w != in_w;
-  const bool need_v = out_h != in_h;
-  if (!need_h && !need_v) {
-    std::memcpy(out, in, static_cast<std::size_t>(in_w) * in_h * channels);
-    return;
-  }
-  auto horizontal = [&](const std::uint8_t* src, int first_row, int rows, const Coefficients& c,
-                        std::uint8_t* dst) {
-    if (simd && channels == 3) {
-      horizontal_block_rgb(src, in_w, first_row, rows, c, out_w, dst, kernel != Kernel::kPortable);
-    } else {
-      horizontal_scalar(src, in_w, channels, first_row, rows, c, out_w, dst);
-    }
-  };
-  auto vertical = [&](const std::uint8_t* src, std::size_t stride, const Coefficients& c, int row_shift,
-                      std::uint8_t* dst) {
-    if (simd) {
-      vertical_simd(src, stride, c, row_shift, out_h, dst);
-    } else {
-      vertical_scalar(src, stride, c, row_shift, out_h, dst);
-    }
-  };
+bool horizontal_first(int in_w, int in_h, int out_w, int out_h) {
   // Pillow 12.2+: when the height shrinks by more than twice what the width does, the vertical
   // pass runs first (on whole rows) and the horizontal pass on its output.
-  const bool horizontal_first = !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
-  const Coefficients vert = precompute_coefficients(in_h, out_h, filter);
-  core::ScratchVector<std::uint8_t> temp;
-  if (!horizontal_first) {
-    if (!need_h) {
-      vertical(in, static_cast<std::size_t>(in_w) * channels, vert, 0, out);
-      return;
+  return !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
+}
+
+struct HorizontalPass::State {
+  int in_w = 0;
+  int out_w = 0;
+  int channels = 0;
+  Kernel kernel = Kernel::kAuto;
+  Coefficients c;
+  bool byte_dot = false;
+#if MMFEED_X86_DOT
+  dot::Plan plan;
+#endif
+  std::vector<std::uint8_t> columns;  // byte-dot groups, or the Highway kernel's 16-byte columns
+};
+
+HorizontalPass::HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.in_w = in_w;
+  s.out_w = out_w;
+  s.channels = channels;
+  s.kernel = kernel;
+  s.c = precompute_coefficients(in_w, out_w, filter);
+  if (kernel == Kernel::kScalar || channels != 3) return;
+#if MMFEED_X86_DOT
+  s.byte_dot = kernel != Kernel::kPortable && dot::cpu_has_it() && dot::make_plan(s.c, out_w, s.plan);
+  if (s.byte_dot) {
+    // Groups up to the last one any pixel reads; those past the image stay zero.
+    s.columns.assign(static_cast<std::size_t>((in_w + 3) / 4 + s.plan.groups + 1) * 64, 0);
+    return;
+  }
+#endif
+  s.columns.assign(static_cast<std::size_t>(in_w) * 16 + 64, 0);
+}
+
+HorizontalPass::~HorizontalPass() = default;
+HorizontalPass::HorizontalPass(HorizontalPass&&) noexcept = default;
+HorizontalPass& HorizontalPass::operator=(HorizontalPass&&) noexcept = default;
+
+void HorizontalPass::run(const std::uint8_t* in, int rows, std::uint8_t* out) {
+  State& s = *state_;
+  const std::size_t in_stride = static_cast<std::size_t>(s.in_w) * s.channels;
+  const std::size_t out_stride = static_cast<std::size_t>(s.out_w) * s.channels;
+  if (s.kernel == Kernel::kScalar || s.channels != 3) {
+    horizontal_scalar(in, s.in_w, s.channels, 0, rows, s.c, s.out_w, out);
+    return;
+  }
+  // Five rows at a time (the last block repeats its last row where fewer are left).
+  for (int y = 0; y < rows; y += 5) {
+    const int n = std::min(5, rows - y);
+    const std::uint8_t* src[5];
+    for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(y + std::min(r, n - 1)) * in_stride;
+    std::uint8_t* outs[5];
+    for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
+#if MMFEED_X86_DOT
+    if (s.byte_dot) {
+      dot::build_groups(src, s.in_w, s.columns.data());
+      dot::block(s.columns.data(), s.plan, s.out_w, outs, n);
+      continue;
     }
-    temp.resize(static_cast<std::size_t>(in_w) * out_h * channels);
-    vertical(in, static_cast<std::size_t>(in_w) * channels, vert, 0, temp.data());
-    horizontal(temp.data(), 0, out_h, precompute_coefficients(in_w, out_w, filter), out);
+#endif
+    // Column x gets the five rows' pixel x: 4-byte moves, each next one overwriting the byte
+    // the previous carried past its pixel (the last pixel of a row is copied exactly, so no
+    // read goes past the image).
+    std::uint8_t* dst = s.columns.data();
+    for (int x = 0; x + 1 < s.in_w; ++x, dst += 16) {
+      for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
+    }
+    for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(s.in_w - 1) * 3, 3);
+    HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(s.columns.data(), s.c.k.data(), s.c.ksize, s.c.first.data(),
+                                             s.c.count.data(), s.out_w, outs, n);
+  }
+}
+
+void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int out_h,
+                   std::uint8_t* out, Kernel kernel) {
+  if (kernel == Kernel::kScalar) {
+    vertical_scalar(in, stride, c, first_row, out_h, out);
+  } else {
+    vertical_simd(in, stride, c, first_row, out_h, out);
+  }
+}
+
+void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
+                 Filter filter, Kernel kernel) {
+  const bool need_h = out_w != in_w;
+  const bool need_v = out_h != in_h;
+  const std::size_t in_stride = static_cast<std::size_t>(in_w) * channels;
+  if (!need_h && !need_v) {
+    std::memcpy(out, in, in_stride * in_h);
     return;
   }
+  const Coefficients vert = precompute_coefficients(in_h, out_h, filter);
   if (!need_h) {
-    vertical(in, static_cast<std::size_t>(in_w) * channels, vert, 0, out);
+    vertical_pass(in, in_stride, vert, 0, out_h, out, kernel);
     return;
   }
-  const Coefficients horiz = precompute_coefficients(in_w, out_w, filter);
+  HorizontalPass horizontal(in_w, out_w, channels, filter, kernel);
+  core::ScratchVector<std::uint8_t> temp;
+  if (!horizontal_first(in_w, in_h, out_w, out_h)) {
+    temp.resize(in_stride * out_h);
+    vertical_pass(in, in_stride, vert, 0, out_h, temp.data(), kernel);
+    horizontal.run(temp.data(), out_h, out);
+    return;
+  }
   if (!need_v) {
-    horizontal(in, 0, in_h, horiz, out);
+    horizontal.run(in, in_h, out);
     return;
   }
   // Only the rows the vertical pass reads go through the horizontal pass.
   const int first_row = vert.first[0];
   const int last_row = vert.first[out_h - 1] + vert.count[out_h - 1];
-  temp.resize(static_cast<std::size_t>(out_w) * (last_row - first_row) * channels);
-  horizontal(in, first_row, last_row - first_row, horiz, temp.data());
-  vertical(temp.data(), static_cast<std::size_t>(out_w) * channels, vert, first_row, out);
+  const std::size_t out_stride = static_cast<std::size_t>(out_w) * channels;
+  temp.resize(out_stride * (last_row - first_row));
+  horizontal.run(in + first_row * in_stride, last_row - first_row, temp.data());
+  vertical_pass(temp.data(), out_stride, vert, first_row, out_h, out, kernel);
 }
 
 }  // namespace mmfeed::vision
