@@ -18,6 +18,16 @@ using namespace mmfeed;
 
 namespace {
 
+// "auto"/"simd": the fastest kernels the CPU runs; "portable": the Highway kernels only;
+// "scalar": the reference.
+vision::Kernel kernel_from(const std::string& name) {
+  if (name == "auto") return vision::Kernel::kAuto;
+  if (name == "simd") return vision::Kernel::kSimd;
+  if (name == "portable") return vision::Kernel::kPortable;
+  if (name == "scalar") return vision::Kernel::kScalar;
+  throw nb::value_error("kernel must be 'auto', 'simd', 'portable' or 'scalar'");
+}
+
 [[noreturn]] void raise(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
 
 template <class T>
@@ -73,13 +83,7 @@ class PyImageProcessor {
     } else {
       throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
     }
-    if (kernel == "scalar") {
-      config.kernel = vision::Kernel::kScalar;
-    } else if (kernel == "simd") {
-      config.kernel = vision::Kernel::kSimd;
-    } else if (kernel != "auto") {
-      throw nb::value_error("kernel must be 'auto', 'scalar' or 'simd'");
-    }
+    config.kernel = kernel_from(kernel);
     config.fast_jpeg = fast;
     proc_ = std::make_unique<vision::ImageProcessor>(std::move(config));
   }
@@ -245,7 +249,7 @@ void bind_vision(nb::module_& m) {
         else if (filter == "box") f = vision::Filter::kBox;
         else if (filter == "hamming") f = vision::Filter::kHamming;
         else throw nb::value_error("filter must be bicubic, bilinear, lanczos, box or hamming");
-        const vision::Kernel k = kernel == "scalar" ? vision::Kernel::kScalar : vision::Kernel::kAuto;
+        const vision::Kernel k = kernel_from(kernel);
         const int channels = static_cast<int>(image.shape(2));
         const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
         auto* out = new std::uint8_t[bytes];

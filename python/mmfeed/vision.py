@@ -31,6 +31,8 @@ class ImageProcessor:
     "paste" (qwen-vl-utils: RGBA pasted on white) or "composite" (HF given a PIL image).
     output: "float32" (HF's pixel_values), "bfloat16" (returned as uint16 words) or "uint8"
     (resized pixels per patch, rows of 3*P*P, for normalizing on the GPU).
+    kernel: "auto" (the fastest this CPU runs), "portable" (the Highway kernels only) or
+    "scalar" (the reference); all give the same bytes.
     threads: images processed in parallel (the GIL is released).
     fast: opt-in approximate mode - a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain
     when the resize still shrinks it at least 1.5x after that (same grid, different pixel values;

@@ -227,7 +227,7 @@ def test_resize_is_pillow_exact_on_random_sizes(filter_name):
         if mode == "RGBA":  # Pillow premultiplies RGBA around resize; compare on RGBX (no alpha math)
             src = Image.frombytes("RGBX", src.size, src.tobytes())
         ref = np.asarray(src.resize((ow, oh), pil_filter)).reshape(oh, ow, -1)
-        for kernel in ("scalar", "auto"):
+        for kernel in ("scalar", "portable", "auto"):
             got = mmfeed.resize(arr, ow, oh, filter_name, kernel)
             np.testing.assert_array_equal(got, ref, err_msg=f"{(h, w)}->{(oh, ow)} x{channels} {kernel}")
 
@@ -235,9 +235,12 @@ def test_resize_is_pillow_exact_on_random_sizes(filter_name):
 def test_simd_and_scalar_processors_are_identical_on_large_images(photo):
     big = photo.resize((3001, 1999), Image.Resampling.BILINEAR)
     data = encode(big, "JPEG", quality=85)
-    simd = mmfeed.ImageProcessor("qwen2-vl", kernel="simd")([data])["pixel_values"]
     scalar = mmfeed.ImageProcessor("qwen2-vl", kernel="scalar")([data])["pixel_values"]
-    np.testing.assert_array_equal(simd, scalar)
+    for kernel in ("simd", "portable"):
+        got = mmfeed.ImageProcessor("qwen2-vl", kernel=kernel)([data])["pixel_values"]
+        np.testing.assert_array_equal(got, scalar, err_msg=kernel)
+    with pytest.raises(ValueError, match="kernel must be"):
+        mmfeed.ImageProcessor("qwen2-vl", kernel="avx")
 
 
 def test_threads_give_the_same_rows(photo):
