@@ -12,7 +12,7 @@ Images: real photographs (the gnome-backgrounds wallpapers and scikit-image phot
 resized to 0.3-12 megapixels, JPEG quality 90, 4:2:0. max_pixels at the SFT budget
 (1,003,520) and at the hub default (12,845,056).
 
-Usage: python bench/vision.py [--repeat 3] [--torchvision-python .venv-tv/bin/python | none]
+Usage: python bench/vision.py [--repeat 5] [--torchvision-python .venv-tv/bin/python | none]
 (the torchvision column needs `make bench-torchvision`'s environment; without it, it is skipped)
 """
 
@@ -87,7 +87,7 @@ def torchvision_times(python: str, images, repeat: int, folder: Path) -> dict | 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--torchvision-python", default=str(ROOT / ".venv-tv" / "bin" / "python"))
     args = parser.parse_args()
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil

@@ -239,6 +239,7 @@ bool cpu_has_it() {
 struct Plan {
   int groups = 0;                   // coefficient groups of four taps per output pixel
   std::vector<int> start;           // the group index (first tap / 4) per output pixel
+  std::vector<int> used;            // groups holding taps, per output pixel
   std::vector<std::int32_t> words;  // [pixel][group][digit]: four signed bytes, one per tap
 };
 
@@ -248,10 +249,12 @@ bool make_plan(const Coefficients& c, int out_w, Plan& plan) {
   for (int x = 0; x < out_w; ++x) span = std::max(span, c.first[x] % 4 + c.count[x]);
   plan.groups = (span + 3) / 4;
   plan.start.resize(out_w);
+  plan.used.resize(out_w);
   plan.words.assign(static_cast<std::size_t>(out_w) * plan.groups * 3, 0);
   for (int x = 0; x < out_w; ++x) {
     plan.start[x] = c.first[x] / 4;
     const int shift = c.first[x] % 4;
+    plan.used[x] = (shift + c.count[x] + 3) / 4;
     for (int t = 0; t < c.count[x]; ++t) {
       const std::int32_t k = c.k[static_cast<std::size_t>(x) * c.ksize + t];
       const std::int32_t d0 = static_cast<std::int8_t>(k & 0xFF);
@@ -316,7 +319,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) inline __m512i
   __m512i acc1 = _mm512_setzero_si512(), acc2 = acc1;
   const std::uint8_t* g = q + static_cast<std::size_t>(plan.start[x]) * 64;
   const std::int32_t* w = &plan.words[static_cast<std::size_t>(x) * plan.groups * 3];
-  for (int i = 0; i < plan.groups; ++i, g += 64, w += 3) {
+  for (int i = 0; i < plan.used[x]; ++i, g += 64, w += 3) {
     const __m512i v = _mm512_loadu_si512(g);
     acc0 = _mm512_dpbusd_epi32(acc0, v, _mm512_set1_epi32(w[0]));
     acc1 = _mm512_dpbusd_epi32(acc1, v, _mm512_set1_epi32(w[1]));
