@@ -19,7 +19,7 @@ build: setup
 	  --no-build-isolation --no-deps -C build-dir=build \
 	  -C cmake.define.MMFEED_BUILD_TESTS=ON -C cmake.define.MMFEED_BUILD_BENCH=ON . \
 	  2> >(grep -v '^WARNING: Location' >&2)
-	@echo "built: build/mmfeed, build/core_test, build/core_bench; mmfeed installed in $(VENV)"
+	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
 
 test: build test-cpp test-python
 
@@ -70,6 +70,7 @@ demo: build
 
 bench: build
 	build/core_bench
+	build/vision_bench
 	$(PY) bench/fetch.py
 	$(PY) bench/vision.py
 	$(PY) bench/text.py
