@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto whole = decode_rgb(bytes, options);
     int next = 0;
     bool same = true;
-    const auto streamed = decode_jpeg_rows(bytes, options, 0, 20, [&](const std::uint8_t* rows, int y, int n) {
+    const auto streamed = decode_jpeg_rows(bytes, options, info->width, info->height, 0, 20,
+                                           [&](const std::uint8_t* rows, int y, int n) {
       if (y != next || n < 1 || n > 20) std::abort();
       next = y + n;
       if (!whole.ok()) return;  // then the stream must fail later (checked below)

@@ -544,8 +544,8 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> b, const DecodeOptions
   return apply_orientation(std::move(img).value(), orientation);
 }
 
-Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int first_row,
-                              int chunk_rows, const RowSink& sink) {
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width,
+                              int height, int first_row, int chunk_rows, const RowSink& sink) {
   if (bytes.size() > options.max_bytes) {
     return Error(ErrorCode::kResourceExhausted, "encoded image of " + std::to_string(bytes.size()) +
                                                     " bytes exceeds the limit of " + std::to_string(options.max_bytes));
@@ -570,8 +570,10 @@ Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeO
   info.dct_method = JDCT_ISLOW;
   info.do_fancy_upsampling = TRUE;
   jpeg_start_decompress(&info);
-  const int width = static_cast<int>(info.output_width);
-  const int height = static_cast<int>(info.output_height);
+  if (static_cast<int>(info.output_width) != width || static_cast<int>(info.output_height) != height) {
+    return corrupt("JPEG decodes to " + std::to_string(info.output_width) + "x" + std::to_string(info.output_height) +
+                   ", its header was read as " + std::to_string(width) + "x" + std::to_string(height));
+  }
   const std::size_t stride = static_cast<std::size_t>(width) * 3;
   stream->rows.resize(stride * static_cast<std::size_t>(chunk_rows));
   int chunk_start = 0;  // the image row the chunk buffer's first row holds

@@ -85,10 +85,11 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> bytes, const DecodeOpt
 // chunk_rows * width * 3 bytes of working memory instead of the whole image). Rows above
 // first_row are decoded and dropped; the data is read to its end, so that a truncated or
 // corrupt file fails as in decode_rgb. Returns false, before decoding anything, for what has
-// no direct RGB output (CMYK, YCCK: decode_rgb converts those).
+// no direct RGB output (CMYK, YCCK: decode_rgb converts those). `width` x `height` is the size
+// the caller planned for (probe()'s): a header that says otherwise is kCorruptData.
 using RowSink = std::function<void(const std::uint8_t* rows, int y, int n)>;
-Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int first_row,
-                              int chunk_rows, const RowSink& sink);
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width,
+                              int height, int first_row, int chunk_rows, const RowSink& sink);
 
 // RGB from raw pixels (channels 1: gray, 3: RGB, 4: RGBA by `alpha`), as HF treats arrays.
 RgbImage rgb_from_pixels(const std::uint8_t* pixels, int width, int height, int channels, AlphaPolicy alpha);

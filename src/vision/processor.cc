@@ -70,7 +70,7 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
   std::uint8_t* rows = need_v ? temp.data() : out.image.pixels.data();
   HorizontalPass horizontal(info.width, size.width, 3, config_.filter, config_.kernel);
   MMFEED_ASSIGN_OR_RETURN(
-      bool decoded, decode_jpeg_rows(encoded, config_.decode, first_row, kStreamRows,
+      bool decoded, decode_jpeg_rows(encoded, config_.decode, info.width, info.height, first_row, kStreamRows,
                                      [&](const std::uint8_t* chunk, int y, int n) {
                                        n = std::min(n, last_row - y);
                                        if (n > 0) horizontal.run(chunk, n, rows + (y - first_row) * out_stride);

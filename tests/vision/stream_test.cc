@@ -43,10 +43,11 @@ std::vector<std::uint8_t> make_jpeg(int width, int height, int subsamp, int form
 }
 
 // Rows first_row .. end through decode_jpeg_rows, checking the chunks arrive in order.
-std::vector<std::uint8_t> streamed_rows(const std::vector<std::uint8_t>& jpeg, int width, int first_row, int chunk) {
+std::vector<std::uint8_t> streamed_rows(const std::vector<std::uint8_t>& jpeg, int width, int height, int first_row,
+                                        int chunk) {
   std::vector<std::uint8_t> got;
   int next = first_row;
-  auto done = decode_jpeg_rows(jpeg, {}, first_row, chunk, [&](const std::uint8_t* rows, int y, int n) {
+  auto done = decode_jpeg_rows(jpeg, {}, width, height, first_row, chunk, [&](const std::uint8_t* rows, int y, int n) {
     EXPECT_EQ(y, next);
     EXPECT_GE(n, 1);
     EXPECT_LE(n, chunk);
@@ -65,7 +66,7 @@ TEST(StreamTest, RowsEqualTheWholeImageDecode) {
     const RgbImage whole = decode_rgb(jpeg).value();
     const std::vector<std::uint8_t> all(whole.pixels.data(), whole.pixels.data() + whole.pixels.size());
     for (auto [first_row, chunk] : {std::pair{0, 20}, std::pair{0, 1}, std::pair{37, 5}, std::pair{h - 1, 20}}) {
-      const auto got = streamed_rows(jpeg, w, first_row, chunk);
+      const auto got = streamed_rows(jpeg, w, h, first_row, chunk);
       const std::vector<std::uint8_t> want(all.begin() + static_cast<std::ptrdiff_t>(first_row) * w * 3, all.end());
       EXPECT_EQ(got, want) << "subsampling " << subsamp << ", rows from " << first_row << " in chunks of " << chunk;
     }
@@ -75,25 +76,29 @@ TEST(StreamTest, RowsEqualTheWholeImageDecode) {
 TEST(StreamTest, CmykIsLeftToTheWholeImageDecoder) {
   const auto jpeg = make_jpeg(64, 48, TJSAMP_444, TJPF_CMYK, 3);
   int calls = 0;
-  auto done = decode_jpeg_rows(jpeg, {}, 0, 20, [&](const std::uint8_t*, int, int) { ++calls; });
+  auto done = decode_jpeg_rows(jpeg, {}, 64, 48, 0, 20, [&](const std::uint8_t*, int, int) { ++calls; });
   ASSERT_TRUE(done.ok());
   EXPECT_FALSE(*done);
   EXPECT_EQ(calls, 0);
 }
 
-TEST(StreamTest, TruncatedAndOversizedInputFailAsInTheWholeDecode) {
+TEST(StreamTest, TruncatedOversizedOrMisplannedInputFails) {
   const auto jpeg = make_jpeg(300, 200, TJSAMP_420, TJPF_RGB, 5);
   const std::vector<std::uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(jpeg.size() / 2));
-  auto streamed = decode_jpeg_rows(cut, {}, 0, 20, [](const std::uint8_t*, int, int) {});
+  auto streamed = decode_jpeg_rows(cut, {}, 300, 200, 0, 20, [](const std::uint8_t*, int, int) {});
   ASSERT_FALSE(streamed.ok());
   EXPECT_EQ(streamed.error().code(), ErrorCode::kCorruptData);
   EXPECT_NE(streamed.error().message().find("corrupt or truncated"), std::string::npos) << streamed.error().message();
   EXPECT_FALSE(decode_rgb(cut).ok());
   DecodeOptions small;
   small.max_pixels = 1000;
-  auto bomb = decode_jpeg_rows(jpeg, small, 0, 20, [](const std::uint8_t*, int, int) {});
+  auto bomb = decode_jpeg_rows(jpeg, small, 300, 200, 0, 20, [](const std::uint8_t*, int, int) {});
   ASSERT_FALSE(bomb.ok());
   EXPECT_EQ(bomb.error().code(), ErrorCode::kResourceExhausted);
+  auto other = decode_jpeg_rows(jpeg, {}, 300, 199, 0, 20, [](const std::uint8_t*, int, int) { FAIL(); });
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message().find("decodes to 300x200, its header was read as 300x199"), std::string::npos)
+      << other.error().message();
 }
 
 // resize() streams where it can (horizontal-first shrinks of upright JPEGs) and decodes whole
