@@ -1,6 +1,6 @@
 // Microbenchmarks for the vision kernels, each beside its reference in the same run: the
-// horizontal + vertical resample (byte-dot, Highway, scalar), normalize + patchify (SIMD,
-// table), and JPEG decoding whole vs streamed into the resample. Inputs are made at start-up:
+// horizontal + vertical resample (byte-dot, Highway, scalar), normalize + patchify for each
+// output type (SIMD, table), and JPEG decoding whole vs streamed into the resample. Inputs are made at start-up:
 // a 2000x1500 RGB picture (waves plus noise), its JPEG at quality 90, 4:2:0, and the Qwen2-VL
 // target at the SFT budget (1148x840). Run: build/vision_bench (or `make bench`).
 #include <benchmark/benchmark.h>
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "vision/decode.h"
@@ -75,23 +76,26 @@ void BM_Resample(benchmark::State& state) {
 }
 BENCHMARK(BM_Resample)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
-// Arg: 0 = the SIMD kernel, 1 = the table.
-void BM_PatchifyFloat32(benchmark::State& state) {
+// Args: output type (0 float32, 1 bfloat16, 2 uint8); 0 = the SIMD kernel, 1 = the table.
+void BM_Patchify(benchmark::State& state) {
   const ModelProfile p = sft_profile();
   const NormalizeTable table(p);
+  const OutputType type = std::vector<OutputType>{OutputType::kFloat32, OutputType::kBFloat16,
+                                                  OutputType::kUInt8}[static_cast<std::size_t>(state.range(0))];
   const Grid grid = grid_for(Size{kOutHeight, kOutWidth}, p);
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
   resample_u8(picture().data(), kWidth, kHeight, 3, rgb.data(), kOutWidth, kOutHeight, Filter::kBicubic);
-  std::vector<float> rows(static_cast<std::size_t>(grid.rows()) * p.row_width());
+  const std::size_t bytes = static_cast<std::size_t>(grid.rows()) * row_elements(p, type) * element_size(type);
+  std::vector<std::uint8_t> rows(bytes);
   for (auto _ : state) {
-    patchify(rgb.data(), grid, p, table, OutputType::kFloat32, rows.data(),
-             state.range(0) == 0 ? Kernel::kAuto : Kernel::kScalar);
+    patchify(rgb.data(), grid, p, table, type, rows.data(), state.range(1) == 0 ? Kernel::kAuto : Kernel::kScalar);
     benchmark::DoNotOptimize(rows.data());
   }
-  state.SetLabel(state.range(0) == 0 ? (table.simd_exact ? "simd" : "simd unavailable: table") : "table");
-  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(rows.size() * sizeof(float)));
+  const char* names[] = {"float32", "bfloat16", "uint8"};
+  state.SetLabel(std::string(names[state.range(0)]) + (state.range(1) == 0 ? " simd" : " table"));
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
 }
-BENCHMARK(BM_PatchifyFloat32)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Patchify)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 void BM_DecodeWhole(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(decode_rgb(jpeg()).value().pixels.data());

@@ -1,5 +1,5 @@
-// Normalize + patchify: a scalar reference (table lookups) and a Highway SIMD kernel for
-// float32 output. The SIMD kernel divides without a division instruction: a product with the
+// Normalize + patchify: a scalar reference (table lookups) and Highway SIMD kernels for every
+// output type. The normalizing kernels (float32, bfloat16) divide without a division instruction: a product with the
 // reciprocal, then one fused multiply-add correction step (the residual times the reciprocal),
 // which gives the correctly rounded quotient for these inputs; NormalizeTable checks it equal
 // to the table for every byte value and channel, and the table is used wherever it is not.
@@ -13,6 +13,7 @@
 #define MMFEED_VISION_PATCHIFY_COMMON_
 
 #include <cstring>
+#include <type_traits>
 
 #include "vision/patchify.h"
 
@@ -51,17 +52,56 @@ void NormalizeBytes(const std::uint8_t* src, int n, float mean, float std, float
   }
 }
 
-// float32 rows in HF's patch order. Each band of merge * P image rows is split into three
-// planes (interleaved loads); then each patch is written in memory order: per channel, the P
-// rows of P floats of the first frame, each a whole number of vectors (a store may run up to a
-// vector minus one float into the next row, which is written after it), then the frame copied
-// to the other T - 1. With T == 1 the image's last channel block goes through the table, so
-// nothing is written past the last row.
-void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int T, const float* mean, const float* std,
-                 const float* table, float* out) {
+// Rows r of band bh (merge * P image rows of `width` RGB pixels) split into three planes.
+HWY_INLINE void SplitBand(const std::uint8_t* rgb, int bh, int band_rows, std::size_t width, std::uint8_t* planes,
+                          std::size_t plane_stride, std::size_t plane_size) {
   const hn::ScalableTag<std::uint8_t> d8;
-  const hn::ScalableTag<float> df;
   const std::size_t lanes8 = hn::Lanes(d8);
+  for (int r = 0; r < band_rows; ++r) {
+    const std::uint8_t* src = rgb + (static_cast<std::size_t>(bh) * band_rows + r) * width * 3;
+    std::uint8_t* p0 = planes + r * plane_stride;
+    std::uint8_t* p1 = p0 + plane_size;
+    std::uint8_t* p2 = p1 + plane_size;
+    std::size_t x = 0;
+    for (; x + lanes8 <= width; x += lanes8) {
+      hn::Vec<decltype(d8)> a, b, c;
+      hn::LoadInterleaved3(d8, src + 3 * x, a, b, c);
+      hn::StoreU(a, d8, p0 + x);
+      hn::StoreU(b, d8, p1 + x);
+      hn::StoreU(c, d8, p2 + x);
+    }
+    for (; x < width; ++x) {
+      p0[x] = src[3 * x];
+      p1[x] = src[3 * x + 1];
+      p2[x] = src[3 * x + 2];
+    }
+  }
+}
+
+// float32 -> bfloat16 bits, round to nearest even (the values are finite).
+template <class DF>
+HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> ToBFloat16(DF df, hn::Vec<DF> v) {
+  const hn::Rebind<std::uint32_t, DF> du;
+  const hn::Rebind<std::int32_t, DF> di;
+  const hn::Rebind<std::uint16_t, DF> d16;
+  (void)df;
+  const auto bits = hn::BitCast(du, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), odd)));
+  return hn::DemoteTo(d16, hn::BitCast(di, rounded));
+}
+
+// Rows in HF's patch order, float32 (T = float) or bfloat16 bits (T = uint16_t). Each band of
+// merge * P image rows is split into three planes; then each patch is written in memory
+// order: per channel, the P rows of P values of the first frame, each a whole number of
+// vectors (a store may run up to a vector minus one value into the next row, which is written
+// after it), then the frame copied to the other T - 1. With one frame the image's last channel
+// block goes through the table, so nothing is written past the last row.
+template <class T>
+void PatchifyNormalized(const std::uint8_t* rgb, int gh, int gw, int P, int m, int frames, const float* mean,
+                        const float* std, const float* table, T* out) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<std::uint16_t, decltype(df)> d16;
   const int lanes = static_cast<int>(hn::Lanes(df));
   const std::size_t width = static_cast<std::size_t>(gw) * P;
   const std::size_t plane_stride = width + 64;
@@ -69,28 +109,10 @@ void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int T, c
   const std::size_t plane_size = band_rows * plane_stride;
   core::ScratchVector<std::uint8_t> planes(3 * plane_size);
   const std::size_t frame = static_cast<std::size_t>(P) * P;
-  const std::size_t row_len = 3 * T * frame;
-  float* row = out;
+  const std::size_t row_len = 3 * frames * frame;
+  T* row = out;
   for (int bh = 0; bh < gh / m; ++bh) {
-    for (int r = 0; r < band_rows; ++r) {
-      const std::uint8_t* src = rgb + (static_cast<std::size_t>(bh) * band_rows + r) * width * 3;
-      std::uint8_t* p0 = planes.data() + r * plane_stride;
-      std::uint8_t* p1 = p0 + plane_size;
-      std::uint8_t* p2 = p1 + plane_size;
-      std::size_t x = 0;
-      for (; x + lanes8 <= width; x += lanes8) {
-        hn::Vec<decltype(d8)> a, b, c;
-        hn::LoadInterleaved3(d8, src + 3 * x, a, b, c);
-        hn::StoreU(a, d8, p0 + x);
-        hn::StoreU(b, d8, p1 + x);
-        hn::StoreU(c, d8, p2 + x);
-      }
-      for (; x < width; ++x) {
-        p0[x] = src[3 * x];
-        p1[x] = src[3 * x + 1];
-        p2[x] = src[3 * x + 2];
-      }
-    }
+    SplitBand(rgb, bh, band_rows, width, planes.data(), plane_stride, plane_size);
     for (int bw = 0; bw < gw / m; ++bw) {
       for (int mh = 0; mh < m; ++mh) {
         for (int mw = 0; mw < m; ++mw) {
@@ -98,10 +120,17 @@ void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int T, c
           const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
           for (int c = 0; c < 3; ++c) {
             const std::uint8_t* plane = planes.data() + c * plane_size + mh * P * plane_stride + x0;
-            float* first = row + c * T * frame;
-            if (T == 1 && last && c == 2) {
+            T* first = row + c * frames * frame;
+            if (frames == 1 && last && c == 2) {
               for (int ph = 0; ph < P; ++ph) {
-                for (int pw = 0; pw < P; ++pw) first[ph * P + pw] = table[c * 256 + plane[ph * plane_stride + pw]];
+                for (int pw = 0; pw < P; ++pw) {
+                  const float v = table[c * 256 + plane[ph * plane_stride + pw]];
+                  if constexpr (std::is_same_v<T, float>) {
+                    first[ph * P + pw] = v;
+                  } else {
+                    first[ph * P + pw] = to_bfloat16(v);
+                  }
+                }
               }
               continue;
             }
@@ -110,12 +139,59 @@ void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int T, c
             const auto vinv = hn::Set(df, 1.0f / std[c]);
             for (int ph = 0; ph < P; ++ph) {
               for (int i = 0; i < P; i += lanes) {
-                hn::StoreU(NormalizeVec(df, plane + ph * plane_stride + i, vmean, vstd, vinv), df, first + ph * P + i);
+                const auto v = NormalizeVec(df, plane + ph * plane_stride + i, vmean, vstd, vinv);
+                if constexpr (std::is_same_v<T, float>) {
+                  hn::StoreU(v, df, first + ph * P + i);
+                } else {
+                  hn::StoreU(ToBFloat16(df, v), d16, first + ph * P + i);
+                }
               }
             }
-            for (int t = 1; t < T; ++t) std::memcpy(first + t * frame, first, frame * sizeof(float));
+            for (int t = 1; t < frames; ++t) std::memcpy(first + t * frame, first, frame * sizeof(T));
           }
           row += row_len;
+        }
+      }
+    }
+  }
+}
+
+void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int frames, const float* mean,
+                 const float* std, const float* table, float* out) {
+  PatchifyNormalized(rgb, gh, gw, P, m, frames, mean, std, table, out);
+}
+
+void PatchifyBF16(const std::uint8_t* rgb, int gh, int gw, int P, int m, int frames, const float* mean,
+                  const float* std, const float* table, std::uint16_t* out) {
+  PatchifyNormalized(rgb, gh, gw, P, m, frames, mean, std, table, out);
+}
+
+// uint8 rows of C*P*P: the planes' bytes, P at a time - as 16-byte moves where P <= 16 (the
+// bytes past P land on the next row, written after it; the image's last row is copied exactly).
+void PatchifyU8(const std::uint8_t* rgb, int gh, int gw, int P, int m, std::uint8_t* out) {
+  const std::size_t width = static_cast<std::size_t>(gw) * P;
+  const std::size_t plane_stride = width + 64;
+  const int band_rows = m * P;
+  const std::size_t plane_size = band_rows * plane_stride;
+  core::ScratchVector<std::uint8_t> planes(3 * plane_size);
+  std::uint8_t* row = out;
+  for (int bh = 0; bh < gh / m; ++bh) {
+    SplitBand(rgb, bh, band_rows, width, planes.data(), plane_stride, plane_size);
+    for (int bw = 0; bw < gw / m; ++bw) {
+      for (int mh = 0; mh < m; ++mh) {
+        for (int mw = 0; mw < m; ++mw) {
+          const std::size_t x0 = static_cast<std::size_t>(bw * m + mw) * P;
+          const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
+          for (int c = 0; c < 3; ++c) {
+            const std::uint8_t* plane = planes.data() + c * plane_size + mh * P * plane_stride + x0;
+            for (int ph = 0; ph < P; ++ph, row += P) {
+              if (P <= 16 && !(last && c == 2 && ph == P - 1)) {
+                std::memcpy(row, plane + ph * plane_stride, 16);
+              } else {
+                std::memcpy(row, plane + ph * plane_stride, P);
+              }
+            }
+          }
         }
       }
     }
@@ -131,6 +207,8 @@ namespace mmfeed::vision {
 
 HWY_EXPORT(NormalizeBytes);
 HWY_EXPORT(PatchifyF32);
+HWY_EXPORT(PatchifyBF16);
+HWY_EXPORT(PatchifyU8);
 
 NormalizeTable::NormalizeTable(const ModelProfile& p) {
   const double rescale = 1.0 / 255.0;
@@ -210,25 +288,36 @@ void patchify_typed(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, i
 
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const NormalizeTable& table, OutputType type,
               void* dest, Kernel kernel) {
+  const int P = p.patch_size;
+  const int m = p.merge_size;
+  const int T = p.temporal_patch_size;
+  const bool simd = kernel != Kernel::kScalar;
   switch (type) {
     case OutputType::kFloat32:
-      if (kernel != Kernel::kScalar && table.simd_exact) {
-        HWY_DYNAMIC_DISPATCH(PatchifyF32)(rgb, grid.h, grid.w, p.patch_size, p.merge_size, p.temporal_patch_size,
-                                          table.mean.data(), table.std.data(), table.value[0].data(),
-                                          static_cast<float*>(dest));
-        break;
+      if (simd && table.simd_exact) {
+        HWY_DYNAMIC_DISPATCH(PatchifyF32)(rgb, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(),
+                                          table.value[0].data(), static_cast<float*>(dest));
+        return;
       }
-      patchify_typed(rgb, grid, p, p.temporal_patch_size,
-                     [&](int c, std::uint8_t v) { return table.value[c][v]; }, static_cast<float*>(dest));
-      break;
+      patchify_typed(rgb, grid, p, T, [&](int c, std::uint8_t v) { return table.value[c][v]; },
+                     static_cast<float*>(dest));
+      return;
     case OutputType::kBFloat16:
-      patchify_typed(rgb, grid, p, p.temporal_patch_size,
-                     [&](int c, std::uint8_t v) { return to_bfloat16(table.value[c][v]); },
+      if (simd && table.simd_exact) {
+        HWY_DYNAMIC_DISPATCH(PatchifyBF16)(rgb, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(),
+                                           table.value[0].data(), static_cast<std::uint16_t*>(dest));
+        return;
+      }
+      patchify_typed(rgb, grid, p, T, [&](int c, std::uint8_t v) { return to_bfloat16(table.value[c][v]); },
                      static_cast<std::uint16_t*>(dest));
-      break;
+      return;
     case OutputType::kUInt8:
+      if (simd) {
+        HWY_DYNAMIC_DISPATCH(PatchifyU8)(rgb, grid.h, grid.w, P, m, static_cast<std::uint8_t*>(dest));
+        return;
+      }
       patchify_typed(rgb, grid, p, 1, [](int, std::uint8_t v) { return v; }, static_cast<std::uint8_t*>(dest));
-      break;
+      return;
   }
 }
 

@@ -2,8 +2,8 @@
 // buffer): each resized RGB pixel becomes exactly the reference's float32 value,
 // ((x * (1/255) in float64, then float32) - mean) / std in float32, stored at its place in HF's
 // patch order. The scalar kernel looks it up in a 256-entry table per channel; the SIMD kernel
-// (float32 output) computes it without division instructions and is used only where the
-// table's constructor found it equal for all 256 values of each channel.
+// (float32 and bfloat16 output) computes it without division instructions and is used only
+// where the table's constructor found it equal for all 256 values of each channel.
 //
 // Layouts (P = patch, m = merge, T = temporal patch; one row per patch):
 //   kFloat32 / kBFloat16: rows of C*T*P*P, column ((c*T + t)*P + ph)*P + pw; the image is
@@ -44,8 +44,8 @@ int element_size(OutputType type);
 int row_elements(const ModelProfile& profile, OutputType type);
 
 // `rgb` holds grid.h * P rows of grid.w * P pixels (3 bytes each). Writes grid.rows() rows of
-// row_elements(profile, type) elements of `type` at `dest`. Float32 goes through the SIMD
-// kernel when table.simd_exact, unless `kernel` is kScalar.
+// row_elements(profile, type) elements of `type` at `dest`. Unless `kernel` is kScalar, uint8
+// goes through the SIMD kernel, and float32 and bfloat16 when table.simd_exact.
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table,
               OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
 

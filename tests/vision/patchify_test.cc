@@ -25,9 +25,22 @@ std::vector<std::uint8_t> random_image(Grid g, const ModelProfile& p, std::mt199
 }
 
 // On every SIMD target this CPU runs, for the three profiles (P 14 and 16, two mean/std sets)
-// and a one-frame variant: the float32 rows equal the table's bit for bit, on grids from one
-// merge block up, and nothing is written past the last row.
-TEST(PatchifyTest, SimdKernelEqualsTheTableOnEveryTarget) {
+// and a one-frame variant, in every output type: the SIMD rows equal the table's bit for bit,
+// on grids from one merge block up, and nothing is written past the last row.
+template <class T>
+void expect_simd_equals_table(const ModelProfile& p, const NormalizeTable& table, OutputType type, Grid g,
+                              const std::vector<std::uint8_t>& rgb, const char* target) {
+  const std::size_t n = static_cast<std::size_t>(g.rows()) * row_elements(p, type);
+  std::vector<T> scalar(n), simd(n + 64, T{77});
+  patchify(rgb.data(), g, p, table, type, scalar.data(), Kernel::kScalar);
+  patchify(rgb.data(), g, p, table, type, simd.data(), Kernel::kAuto);
+  ASSERT_EQ(std::memcmp(scalar.data(), simd.data(), n * sizeof(T)), 0)
+      << target << " " << p.name << " T" << p.temporal_patch_size << " type " << static_cast<int>(type) << " grid "
+      << g.h << "x" << g.w;
+  for (std::size_t i = n; i < simd.size(); ++i) ASSERT_EQ(simd[i], T{77}) << "written past the rows";
+}
+
+TEST(PatchifyTest, SimdKernelsEqualTheTableOnEveryTarget) {
   std::mt19937 rng(7);
   std::vector<ModelProfile> profiles;
   for (const char* name : {"qwen2-vl", "qwen2.5-vl", "qwen3-vl"}) profiles.push_back(model_profile(name).value());
@@ -42,14 +55,10 @@ TEST(PatchifyTest, SimdKernelEqualsTheTableOnEveryTarget) {
       exact_targets += table.simd_exact;
       for (Grid g : {Grid{1, 2, 2}, Grid{1, 4, 6}, Grid{1, 10, 2}, Grid{1, 6, 18}}) {
         const auto rgb = random_image(g, p, rng);
-        const std::size_t n = static_cast<std::size_t>(g.rows()) * p.row_width();
-        std::vector<float> scalar(n), simd(n + 64, 12345.0f);
-        patchify(rgb.data(), g, p, table, OutputType::kFloat32, scalar.data(), Kernel::kScalar);
-        patchify(rgb.data(), g, p, table, OutputType::kFloat32, simd.data(), Kernel::kAuto);
-        ASSERT_EQ(std::memcmp(scalar.data(), simd.data(), n * sizeof(float)), 0)
-            << hwy::TargetName(target) << " " << p.name << " T" << p.temporal_patch_size << " grid " << g.h << "x"
-            << g.w;
-        for (std::size_t i = n; i < simd.size(); ++i) ASSERT_EQ(simd[i], 12345.0f) << "written past the rows";
+        const char* name = hwy::TargetName(target);
+        expect_simd_equals_table<float>(p, table, OutputType::kFloat32, g, rgb, name);
+        expect_simd_equals_table<std::uint16_t>(p, table, OutputType::kBFloat16, g, rgb, name);
+        expect_simd_equals_table<std::uint8_t>(p, table, OutputType::kUInt8, g, rgb, name);
       }
     }
   }
