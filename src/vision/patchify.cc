@@ -52,28 +52,48 @@ void NormalizeBytes(const std::uint8_t* src, int n, float mean, float std, float
   }
 }
 
-// Rows r of band bh (merge * P image rows of `width` RGB pixels) split into three planes.
-HWY_INLINE void SplitBand(const std::uint8_t* rgb, int bh, int band_rows, std::size_t width, std::uint8_t* planes,
-                          std::size_t plane_stride, std::size_t plane_size) {
+// Visits the patches in HF's row order: each band of merge * P image rows is first split into
+// three planes (interleaved loads), then visit(plane, plane_size, plane_stride, last) runs per
+// patch, `plane` at the patch's top-left byte in the first plane (the others plane_size bytes
+// on), `last` for the image's last patch. Plane rows are padded by 64 bytes, so that a vector
+// load starting inside a patch row stays in the buffer.
+template <class Visit>
+HWY_INLINE void ForEachPatch(const std::uint8_t* rgb, int gh, int gw, int P, int m, const Visit& visit) {
   const hn::ScalableTag<std::uint8_t> d8;
   const std::size_t lanes8 = hn::Lanes(d8);
-  for (int r = 0; r < band_rows; ++r) {
-    const std::uint8_t* src = rgb + (static_cast<std::size_t>(bh) * band_rows + r) * width * 3;
-    std::uint8_t* p0 = planes + r * plane_stride;
-    std::uint8_t* p1 = p0 + plane_size;
-    std::uint8_t* p2 = p1 + plane_size;
-    std::size_t x = 0;
-    for (; x + lanes8 <= width; x += lanes8) {
-      hn::Vec<decltype(d8)> a, b, c;
-      hn::LoadInterleaved3(d8, src + 3 * x, a, b, c);
-      hn::StoreU(a, d8, p0 + x);
-      hn::StoreU(b, d8, p1 + x);
-      hn::StoreU(c, d8, p2 + x);
+  const std::size_t width = static_cast<std::size_t>(gw) * P;
+  const std::size_t plane_stride = width + 64;
+  const int band_rows = m * P;
+  const std::size_t plane_size = band_rows * plane_stride;
+  core::ScratchVector<std::uint8_t> planes(3 * plane_size);
+  for (int bh = 0; bh < gh / m; ++bh) {
+    for (int r = 0; r < band_rows; ++r) {
+      const std::uint8_t* src = rgb + (static_cast<std::size_t>(bh) * band_rows + r) * width * 3;
+      std::uint8_t* p0 = planes.data() + r * plane_stride;
+      std::uint8_t* p1 = p0 + plane_size;
+      std::uint8_t* p2 = p1 + plane_size;
+      std::size_t x = 0;
+      for (; x + lanes8 <= width; x += lanes8) {
+        hn::Vec<decltype(d8)> a, b, c;
+        hn::LoadInterleaved3(d8, src + 3 * x, a, b, c);
+        hn::StoreU(a, d8, p0 + x);
+        hn::StoreU(b, d8, p1 + x);
+        hn::StoreU(c, d8, p2 + x);
+      }
+      for (; x < width; ++x) {
+        p0[x] = src[3 * x];
+        p1[x] = src[3 * x + 1];
+        p2[x] = src[3 * x + 2];
+      }
     }
-    for (; x < width; ++x) {
-      p0[x] = src[3 * x];
-      p1[x] = src[3 * x + 1];
-      p2[x] = src[3 * x + 2];
+    for (int bw = 0; bw < gw / m; ++bw) {
+      for (int mh = 0; mh < m; ++mh) {
+        for (int mw = 0; mw < m; ++mw) {
+          const std::size_t x0 = static_cast<std::size_t>(bw * m + mw) * P;
+          const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
+          visit(planes.data() + mh * P * plane_stride + x0, plane_size, plane_stride, last);
+        }
+      }
     }
   }
 }
@@ -91,9 +111,8 @@ HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> ToBFloat16(DF df, hn::Vec<DF> 
   return hn::DemoteTo(d16, hn::BitCast(di, rounded));
 }
 
-// Rows in HF's patch order, float32 (T = float) or bfloat16 bits (T = uint16_t). Each band of
-// merge * P image rows is split into three planes; then each patch is written in memory
-// order: per channel, the P rows of P values of the first frame, each a whole number of
+// Rows in HF's patch order, float32 (T = float) or bfloat16 bits (T = uint16_t). Each patch
+// is written in memory order: per channel, the P rows of P values of the first frame, each a whole number of
 // vectors (a store may run up to a vector minus one value into the next row, which is written
 // after it), then the frame copied to the other T - 1. With one frame the image's last channel
 // block goes through the table, so nothing is written past the last row.
@@ -103,57 +122,42 @@ void PatchifyNormalized(const std::uint8_t* rgb, int gh, int gw, int P, int m, i
   const hn::ScalableTag<float> df;
   const hn::Rebind<std::uint16_t, decltype(df)> d16;
   const int lanes = static_cast<int>(hn::Lanes(df));
-  const std::size_t width = static_cast<std::size_t>(gw) * P;
-  const std::size_t plane_stride = width + 64;
-  const int band_rows = m * P;
-  const std::size_t plane_size = band_rows * plane_stride;
-  core::ScratchVector<std::uint8_t> planes(3 * plane_size);
   const std::size_t frame = static_cast<std::size_t>(P) * P;
-  const std::size_t row_len = 3 * frames * frame;
   T* row = out;
-  for (int bh = 0; bh < gh / m; ++bh) {
-    SplitBand(rgb, bh, band_rows, width, planes.data(), plane_stride, plane_size);
-    for (int bw = 0; bw < gw / m; ++bw) {
-      for (int mh = 0; mh < m; ++mh) {
-        for (int mw = 0; mw < m; ++mw) {
-          const std::size_t x0 = static_cast<std::size_t>(bw * m + mw) * P;
-          const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
-          for (int c = 0; c < 3; ++c) {
-            const std::uint8_t* plane = planes.data() + c * plane_size + mh * P * plane_stride + x0;
-            T* first = row + c * frames * frame;
-            if (frames == 1 && last && c == 2) {
-              for (int ph = 0; ph < P; ++ph) {
-                for (int pw = 0; pw < P; ++pw) {
-                  const float v = table[c * 256 + plane[ph * plane_stride + pw]];
-                  if constexpr (std::is_same_v<T, float>) {
-                    first[ph * P + pw] = v;
-                  } else {
-                    first[ph * P + pw] = to_bfloat16(v);
-                  }
-                }
-              }
-              continue;
+  ForEachPatch(rgb, gh, gw, P, m, [&](const std::uint8_t* planes, std::size_t plane_size, std::size_t stride, bool last) {
+    for (int c = 0; c < 3; ++c) {
+      const std::uint8_t* plane = planes + c * plane_size;
+      T* first = row + c * frames * frame;
+      if (frames == 1 && last && c == 2) {
+        for (int ph = 0; ph < P; ++ph) {
+          for (int pw = 0; pw < P; ++pw) {
+            const float v = table[c * 256 + plane[ph * stride + pw]];
+            if constexpr (std::is_same_v<T, float>) {
+              first[ph * P + pw] = v;
+            } else {
+              first[ph * P + pw] = to_bfloat16(v);
             }
-            const auto vmean = hn::Set(df, mean[c]);
-            const auto vstd = hn::Set(df, std[c]);
-            const auto vinv = hn::Set(df, 1.0f / std[c]);
-            for (int ph = 0; ph < P; ++ph) {
-              for (int i = 0; i < P; i += lanes) {
-                const auto v = NormalizeVec(df, plane + ph * plane_stride + i, vmean, vstd, vinv);
-                if constexpr (std::is_same_v<T, float>) {
-                  hn::StoreU(v, df, first + ph * P + i);
-                } else {
-                  hn::StoreU(ToBFloat16(df, v), d16, first + ph * P + i);
-                }
-              }
-            }
-            for (int t = 1; t < frames; ++t) std::memcpy(first + t * frame, first, frame * sizeof(T));
           }
-          row += row_len;
+        }
+        continue;
+      }
+      const auto vmean = hn::Set(df, mean[c]);
+      const auto vstd = hn::Set(df, std[c]);
+      const auto vinv = hn::Set(df, 1.0f / std[c]);
+      for (int ph = 0; ph < P; ++ph) {
+        for (int i = 0; i < P; i += lanes) {
+          const auto v = NormalizeVec(df, plane + ph * stride + i, vmean, vstd, vinv);
+          if constexpr (std::is_same_v<T, float>) {
+            hn::StoreU(v, df, first + ph * P + i);
+          } else {
+            hn::StoreU(ToBFloat16(df, v), d16, first + ph * P + i);
+          }
         }
       }
+      for (int t = 1; t < frames; ++t) std::memcpy(first + t * frame, first, frame * sizeof(T));
     }
-  }
+    row += 3 * frames * frame;
+  });
 }
 
 void PatchifyF32(const std::uint8_t* rgb, int gh, int gw, int P, int m, int frames, const float* mean,
@@ -169,33 +173,19 @@ void PatchifyBF16(const std::uint8_t* rgb, int gh, int gw, int P, int m, int fra
 // uint8 rows of C*P*P: the planes' bytes, P at a time - as 16-byte moves where P <= 16 (the
 // bytes past P land on the next row, written after it; the image's last row is copied exactly).
 void PatchifyU8(const std::uint8_t* rgb, int gh, int gw, int P, int m, std::uint8_t* out) {
-  const std::size_t width = static_cast<std::size_t>(gw) * P;
-  const std::size_t plane_stride = width + 64;
-  const int band_rows = m * P;
-  const std::size_t plane_size = band_rows * plane_stride;
-  core::ScratchVector<std::uint8_t> planes(3 * plane_size);
   std::uint8_t* row = out;
-  for (int bh = 0; bh < gh / m; ++bh) {
-    SplitBand(rgb, bh, band_rows, width, planes.data(), plane_stride, plane_size);
-    for (int bw = 0; bw < gw / m; ++bw) {
-      for (int mh = 0; mh < m; ++mh) {
-        for (int mw = 0; mw < m; ++mw) {
-          const std::size_t x0 = static_cast<std::size_t>(bw * m + mw) * P;
-          const bool last = bh == gh / m - 1 && bw == gw / m - 1 && mh == m - 1 && mw == m - 1;
-          for (int c = 0; c < 3; ++c) {
-            const std::uint8_t* plane = planes.data() + c * plane_size + mh * P * plane_stride + x0;
-            for (int ph = 0; ph < P; ++ph, row += P) {
-              if (P <= 16 && !(last && c == 2 && ph == P - 1)) {
-                std::memcpy(row, plane + ph * plane_stride, 16);
-              } else {
-                std::memcpy(row, plane + ph * plane_stride, P);
-              }
-            }
-          }
+  ForEachPatch(rgb, gh, gw, P, m, [&](const std::uint8_t* planes, std::size_t plane_size, std::size_t stride, bool last) {
+    for (int c = 0; c < 3; ++c) {
+      const std::uint8_t* plane = planes + c * plane_size;
+      for (int ph = 0; ph < P; ++ph, row += P) {
+        if (P <= 16 && !(last && c == 2 && ph == P - 1)) {
+          std::memcpy(row, plane + ph * stride, 16);
+        } else {
+          std::memcpy(row, plane + ph * stride, P);
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace mmfeed::vision::HWY_NAMESPACE

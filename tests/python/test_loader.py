@@ -506,22 +506,34 @@ def test_unordered_mode_delivers_each_epoch_once_and_refuses_resume(dataset):
         next(loader)
 
 
+def stop_every_rank(dataset, world, taken, options):
+    """Each rank of `world` takes `taken` batches and stops: the ids delivered, the states."""
+    delivered, states = [], []
+    for rank in range(world):
+        with mmfeed.Loader(dataset, rank=rank, world_size=world, **options) as loader:
+            for _ in range(taken):
+                delivered += next(loader)["sample_ids"]
+            states.append(loader.state_dict())
+    return delivered, states
+
+
+def resume_resharded(dataset, states, world, options, delivered):
+    """Every rank of the new `world` resumes from the old states and runs to the end; ids per epoch."""
+    by_epoch = {0: list(delivered), 1: []}
+    for rank in range(world):
+        loader = mmfeed.Loader(dataset, rank=rank, world_size=world, **options)
+        loader.load_state_dict(mmfeed.Loader.reshard_states(states, rank, world))
+        with loader:
+            for batch in loader:
+                by_epoch[batch["epoch"]] += batch["sample_ids"]
+    return by_epoch
+
+
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 2), (3, 2, 1), (2, 1, 3)])
 def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, taken):
     options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=2, seed=7, epochs=2)
-    delivered, states = {0: [], 1: []}, []
-    for rank in range(old_world):
-        with mmfeed.Loader(dataset, rank=rank, world_size=old_world, **options) as loader:
-            for _ in range(taken):
-                delivered[0] += next(loader)["sample_ids"]
-            states.append(loader.state_dict())
-    for rank in range(new_world):
-        state = mmfeed.Loader.reshard_states(states, rank, new_world)
-        loader = mmfeed.Loader(dataset, rank=rank, world_size=new_world, **options)
-        loader.load_state_dict(state)
-        with loader:
-            for batch in loader:
-                delivered[batch["epoch"]] += batch["sample_ids"]
+    taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
+    delivered = resume_resharded(dataset, states, new_world, options, taken_ids)
     ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
     assert sorted(delivered[0]) == ids  # the interrupted epoch: every sample exactly once
     assert sorted(delivered[1]) == ids  # the next epoch, sharded over the new world
@@ -530,21 +542,11 @@ def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, take
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 1), (3, 2, 2)])
 def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken):
     options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, token_budget=700, pack_window=8, seed=7, epochs=2)
-    delivered, states = {0: [], 1: []}, []
-    for rank in range(old_world):
-        with mmfeed.Loader(dataset, rank=rank, world_size=old_world, **options) as loader:
-            for _ in range(taken):
-                delivered[0] += next(loader)["sample_ids"]
-            states.append(loader.state_dict())
+    taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     inside = [s for s in states if s["packed_delivered"] > 0]
     assert inside, states  # at least one rank stopped inside a window
     assert all(len(s["window_delivered"]) > 0 for s in inside)
-    for rank in range(new_world):
-        loader = mmfeed.Loader(dataset, rank=rank, world_size=new_world, **options)
-        loader.load_state_dict(mmfeed.Loader.reshard_states(states, rank, new_world))
-        with loader:
-            for batch in loader:
-                delivered[batch["epoch"]] += batch["sample_ids"]
+    delivered = resume_resharded(dataset, states, new_world, options, taken_ids)
     ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
     assert sorted(delivered[0]) == ids  # the interrupted epoch: every sample exactly once
     assert sorted(delivered[1]) == ids
