@@ -50,9 +50,10 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded) co
 }
 
 Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const std::uint8_t> encoded,
-                                                                 const ImageInfo& info, Size size) const {
-  const bool rotated = config_.decode.exif == ExifPolicy::kApply && info.orientation != 1;
-  if (info.format != ImageFormat::kJpeg || rotated || jpeg_scale_denom(info) != 1 || size.width == info.width ||
+                                                                 const ImageInfo& info, const DecodeOptions& decode,
+                                                                 Size size) const {
+  const bool rotated = decode.exif == ExifPolicy::kApply && info.orientation != 1;
+  if (info.format != ImageFormat::kJpeg || rotated || decode.jpeg_scale_denom != 1 || size.width == info.width ||
       !horizontal_first(info.width, info.height, size.width, size.height)) {
     return std::optional<Resized>();
   }
@@ -60,23 +61,14 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
   out.grid = grid_for(size, config_.profile);
   out.image.width = size.width;
   out.image.height = size.height;
-  const std::size_t out_stride = static_cast<std::size_t>(size.width) * 3;
-  out.image.pixels.resize(out_stride * size.height);
-  const bool need_v = size.height != info.height;
-  const Coefficients vert = precompute_coefficients(info.height, size.height, config_.filter);
-  const int first_row = need_v ? vert.first[0] : 0;
-  const int last_row = need_v ? vert.first[size.height - 1] + vert.count[size.height - 1] : info.height;
-  core::ScratchVector<std::uint8_t> temp(need_v ? out_stride * (last_row - first_row) : 0);
-  std::uint8_t* rows = need_v ? temp.data() : out.image.pixels.data();
-  HorizontalPass horizontal(info.width, size.width, 3, config_.filter, config_.kernel);
-  MMFEED_ASSIGN_OR_RETURN(
-      bool decoded, decode_jpeg_rows(encoded, config_.decode, info.width, info.height, first_row, kStreamRows,
-                                     [&](const std::uint8_t* chunk, int y, int n) {
-                                       n = std::min(n, last_row - y);
-                                       if (n > 0) horizontal.run(chunk, n, rows + (y - first_row) * out_stride);
-                                     }));
+  out.image.pixels.resize(static_cast<std::size_t>(size.width) * size.height * 3);
+  RowResampler rows(info.width, info.height, size.width, size.height, 3, config_.filter, config_.kernel,
+                    out.image.pixels.data());
+  MMFEED_ASSIGN_OR_RETURN(bool decoded,
+                          decode_jpeg_rows(encoded, decode, info.width, info.height, rows.first_row(), kStreamRows,
+                                           [&](const std::uint8_t* chunk, int y, int n) { rows.push(chunk, y, n); }));
   if (!decoded) return std::optional<Resized>();
-  if (need_v) vertical_pass(temp.data(), out_stride, vert, first_row, size.height, out.image.pixels.data(), config_.kernel);
+  rows.finish();
   return std::optional<Resized>(std::move(out));
 }
 
@@ -87,7 +79,7 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, co
   const bool upright = config_.decode.exif == ExifPolicy::kApply;
   MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(upright ? info.upright_height() : info.height,
                                                   upright ? info.upright_width() : info.width, config_.profile));
-  MMFEED_ASSIGN_OR_RETURN(std::optional<Resized> streamed, resize_streaming(encoded, info, size));
+  MMFEED_ASSIGN_OR_RETURN(std::optional<Resized> streamed, resize_streaming(encoded, info, decode, size));
   if (streamed) return std::move(*streamed);
   MMFEED_ASSIGN_OR_RETURN(RgbImage image, decode_rgb(encoded, decode));
   Resized out;

@@ -84,7 +84,7 @@ class ImageProcessor {
   // still in cache, and the full-size image is never held. nullopt where that does not apply
   // (resize() then decodes the whole image first); the output is identical either way.
   Result<std::optional<Resized>> resize_streaming(std::span<const std::uint8_t> encoded, const ImageInfo& info,
-                                                  Size size) const;
+                                                  const DecodeOptions& decode, Size size) const;
 
   ProcessorConfig config_;
   NormalizeTable table_;

@@ -428,78 +428,77 @@ bool horizontal_first(int in_w, int in_h, int out_w, int out_h) {
   return !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
 }
 
-struct HorizontalPass::State {
-  int in_w = 0;
-  int out_w = 0;
-  int channels = 0;
-  Kernel kernel = Kernel::kAuto;
-  Coefficients c;
-  bool byte_dot = false;
+namespace {
+
+// The horizontal pass from in_w to out_w samples per row, its coefficients and working memory
+// made once per image.
+class HorizontalPass {
+ public:
+  HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel)
+      : in_w_(in_w), out_w_(out_w), channels_(channels), kernel_(kernel),
+        c_(precompute_coefficients(in_w, out_w, filter)) {
+    if (kernel == Kernel::kScalar || channels != 3) return;
 #if MMFEED_X86_DOT
-  dot::Plan plan;
+    byte_dot_ = kernel != Kernel::kPortable && dot::cpu_has_it() && dot::make_plan(c_, out_w, plan_);
+    if (byte_dot_) {
+      // Groups up to the last one any pixel reads; those past the image stay zero.
+      columns_.assign(static_cast<std::size_t>((in_w + 3) / 4 + plan_.groups + 1) * 64, 0);
+      return;
+    }
 #endif
-  std::vector<std::uint8_t> columns;  // byte-dot groups, or the Highway kernel's 16-byte columns
+    columns_.assign(static_cast<std::size_t>(in_w) * 16 + 64, 0);
+  }
+
+  // `rows` consecutive rows of in_w * channels bytes -> as many rows of out_w * channels.
+  void run(const std::uint8_t* in, int rows, std::uint8_t* out) {
+    const std::size_t in_stride = static_cast<std::size_t>(in_w_) * channels_;
+    const std::size_t out_stride = static_cast<std::size_t>(out_w_) * channels_;
+    if (kernel_ == Kernel::kScalar || channels_ != 3) {
+      horizontal_scalar(in, in_w_, channels_, 0, rows, c_, out_w_, out);
+      return;
+    }
+    // Five rows at a time (the last block repeats its last row where fewer are left).
+    for (int y = 0; y < rows; y += 5) {
+      const int n = std::min(5, rows - y);
+      const std::uint8_t* src[5];
+      for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(y + std::min(r, n - 1)) * in_stride;
+      std::uint8_t* outs[5];
+      for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
+#if MMFEED_X86_DOT
+      if (byte_dot_) {
+        dot::build_groups(src, in_w_, columns_.data());
+        dot::block(columns_.data(), plan_, out_w_, outs, n);
+        continue;
+      }
+#endif
+      // Column x gets the five rows' pixel x: 4-byte moves, each next one overwriting the byte
+      // the previous carried past its pixel (the last pixel of a row is copied exactly, so no
+      // read goes past the image).
+      std::uint8_t* dst = columns_.data();
+      for (int x = 0; x + 1 < in_w_; ++x, dst += 16) {
+        for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
+      }
+      for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(in_w_ - 1) * 3, 3);
+      HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(columns_.data(), c_.k.data(), c_.ksize, c_.first.data(),
+                                               c_.count.data(), out_w_, outs, n);
+    }
+  }
+
+ private:
+  int in_w_;
+  int out_w_;
+  int channels_;
+  Kernel kernel_;
+  Coefficients c_;
+  bool byte_dot_ = false;
+#if MMFEED_X86_DOT
+  dot::Plan plan_;
+#endif
+  std::vector<std::uint8_t> columns_;  // byte-dot groups, or the Highway kernel's 16-byte columns
 };
 
-HorizontalPass::HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel)
-    : state_(std::make_unique<State>()) {
-  State& s = *state_;
-  s.in_w = in_w;
-  s.out_w = out_w;
-  s.channels = channels;
-  s.kernel = kernel;
-  s.c = precompute_coefficients(in_w, out_w, filter);
-  if (kernel == Kernel::kScalar || channels != 3) return;
-#if MMFEED_X86_DOT
-  s.byte_dot = kernel != Kernel::kPortable && dot::cpu_has_it() && dot::make_plan(s.c, out_w, s.plan);
-  if (s.byte_dot) {
-    // Groups up to the last one any pixel reads; those past the image stay zero.
-    s.columns.assign(static_cast<std::size_t>((in_w + 3) / 4 + s.plan.groups + 1) * 64, 0);
-    return;
-  }
-#endif
-  s.columns.assign(static_cast<std::size_t>(in_w) * 16 + 64, 0);
-}
-
-HorizontalPass::~HorizontalPass() = default;
-HorizontalPass::HorizontalPass(HorizontalPass&&) noexcept = default;
-HorizontalPass& HorizontalPass::operator=(HorizontalPass&&) noexcept = default;
-
-void HorizontalPass::run(const std::uint8_t* in, int rows, std::uint8_t* out) {
-  State& s = *state_;
-  const std::size_t in_stride = static_cast<std::size_t>(s.in_w) * s.channels;
-  const std::size_t out_stride = static_cast<std::size_t>(s.out_w) * s.channels;
-  if (s.kernel == Kernel::kScalar || s.channels != 3) {
-    horizontal_scalar(in, s.in_w, s.channels, 0, rows, s.c, s.out_w, out);
-    return;
-  }
-  // Five rows at a time (the last block repeats its last row where fewer are left).
-  for (int y = 0; y < rows; y += 5) {
-    const int n = std::min(5, rows - y);
-    const std::uint8_t* src[5];
-    for (int r = 0; r < 5; ++r) src[r] = in + static_cast<std::size_t>(y + std::min(r, n - 1)) * in_stride;
-    std::uint8_t* outs[5];
-    for (int r = 0; r < n; ++r) outs[r] = out + static_cast<std::size_t>(y + r) * out_stride;
-#if MMFEED_X86_DOT
-    if (s.byte_dot) {
-      dot::build_groups(src, s.in_w, s.columns.data());
-      dot::block(s.columns.data(), s.plan, s.out_w, outs, n);
-      continue;
-    }
-#endif
-    // Column x gets the five rows' pixel x: 4-byte moves, each next one overwriting the byte
-    // the previous carried past its pixel (the last pixel of a row is copied exactly, so no
-    // read goes past the image).
-    std::uint8_t* dst = s.columns.data();
-    for (int x = 0; x + 1 < s.in_w; ++x, dst += 16) {
-      for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
-    }
-    for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(s.in_w - 1) * 3, 3);
-    HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(s.columns.data(), s.c.k.data(), s.c.ksize, s.c.first.data(),
-                                             s.c.count.data(), s.out_w, outs, n);
-  }
-}
-
+// The vertical pass: `in` holds input rows first_row, first_row + 1, ... (`stride` bytes each,
+// at least every row c reads) -> out_h rows of `stride` bytes.
 void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int out_h,
                    std::uint8_t* out, Kernel kernel) {
   if (kernel == Kernel::kScalar) {
@@ -509,39 +508,75 @@ void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficient
   }
 }
 
+}  // namespace
+
+struct RowResampler::State {
+  State(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel, std::uint8_t* out)
+      : horizontal(in_w, out_w, channels, filter, kernel), kernel(kernel), out(out), out_h(out_h),
+        out_stride(static_cast<std::size_t>(out_w) * channels), in_stride(static_cast<std::size_t>(in_w) * channels),
+        last_row(in_h) {
+    if (out_h == in_h) return;  // the horizontal pass writes the output itself
+    vert = precompute_coefficients(in_h, out_h, filter);
+    // Only the rows the vertical pass reads go through the horizontal pass.
+    first_row = vert.first[0];
+    last_row = vert.first[out_h - 1] + vert.count[out_h - 1];
+    temp.resize(out_stride * (last_row - first_row));
+  }
+
+  HorizontalPass horizontal;
+  Kernel kernel;
+  std::uint8_t* out;
+  int out_h;
+  std::size_t out_stride;
+  std::size_t in_stride;
+  Coefficients vert;  // empty when the height does not change
+  int first_row = 0;
+  int last_row;
+  core::ScratchVector<std::uint8_t> temp;
+};
+
+RowResampler::RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
+                           std::uint8_t* out)
+    : state_(std::make_unique<State>(in_w, in_h, out_w, out_h, channels, filter, kernel, out)) {}
+
+RowResampler::~RowResampler() = default;
+
+int RowResampler::first_row() const { return state_->first_row; }
+
+void RowResampler::push(const std::uint8_t* rows, int y, int n) {
+  State& s = *state_;
+  const int from = std::max(y, s.first_row);
+  const int to = std::min(y + n, s.last_row);
+  if (from >= to) return;
+  std::uint8_t* dst = s.vert.first.empty() ? s.out : s.temp.data();
+  s.horizontal.run(rows + (from - y) * s.in_stride, to - from, dst + (from - s.first_row) * s.out_stride);
+}
+
+void RowResampler::finish() {
+  State& s = *state_;
+  if (!s.vert.first.empty()) vertical_pass(s.temp.data(), s.out_stride, s.vert, s.first_row, s.out_h, s.out, s.kernel);
+}
+
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
                  Filter filter, Kernel kernel) {
-  const bool need_h = out_w != in_w;
-  const bool need_v = out_h != in_h;
   const std::size_t in_stride = static_cast<std::size_t>(in_w) * channels;
-  if (!need_h && !need_v) {
+  if (out_w == in_w && out_h == in_h) {
     std::memcpy(out, in, in_stride * in_h);
     return;
   }
-  const Coefficients vert = precompute_coefficients(in_h, out_h, filter);
-  if (!need_h) {
-    vertical_pass(in, in_stride, vert, 0, out_h, out, kernel);
+  if (out_w == in_w) {
+    vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, out_h, out, kernel);
     return;
   }
-  HorizontalPass horizontal(in_w, out_w, channels, filter, kernel);
-  core::ScratchVector<std::uint8_t> temp;
-  if (!horizontal_first(in_w, in_h, out_w, out_h)) {
-    temp.resize(in_stride * out_h);
-    vertical_pass(in, in_stride, vert, 0, out_h, temp.data(), kernel);
-    horizontal.run(temp.data(), out_h, out);
+  if (horizontal_first(in_w, in_h, out_w, out_h)) {
+    RowResampler rows(in_w, in_h, out_w, out_h, channels, filter, kernel, out);
+    rows.push(in, 0, in_h);
+    rows.finish();
     return;
   }
-  if (!need_v) {
-    horizontal.run(in, in_h, out);
-    return;
-  }
-  // Only the rows the vertical pass reads go through the horizontal pass.
-  const int first_row = vert.first[0];
-  const int last_row = vert.first[out_h - 1] + vert.count[out_h - 1];
-  const std::size_t out_stride = static_cast<std::size_t>(out_w) * channels;
-  temp.resize(out_stride * (last_row - first_row));
-  horizontal.run(in + first_row * in_stride, last_row - first_row, temp.data());
-  vertical_pass(temp.data(), out_stride, vert, first_row, out_h, out, kernel);
+  core::ScratchVector<std::uint8_t> temp(in_stride * out_h);
+  vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, out_h, temp.data(), kernel);
+  HorizontalPass(in_w, out_w, channels, filter, kernel).run(temp.data(), out_h, out);
 }
 
 }  // namespace mmfeed::vision

@@ -44,39 +44,39 @@ enum class Kernel { kAuto, kScalar, kSimd, kPortable };
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
                  Filter filter, Kernel kernel = Kernel::kAuto);
 
-// The passes one by one, for callers that produce the input as a stream of rows (the JPEG
-// decoder): resample_u8 is horizontal_first() ? HorizontalPass over the rows the vertical
-// coefficients read, then vertical_pass : the other way round.
-//
-// Example (rows arriving in chunks):
-//   HorizontalPass h(in_w, out_w, 3, Filter::kBicubic);
-//   h.run(chunk, chunk_rows, temp + row_offset * out_w * 3);   // for each chunk, in order
-//   vertical_pass(temp, out_w * 3, precompute_coefficients(in_h, out_h, filter), first_row, out_h, out);
-
 // Pillow's order: true when the horizontal pass runs first.
 bool horizontal_first(int in_w, int in_h, int out_w, int out_h);
 
-// The horizontal pass from in_w to out_w samples per row, its coefficients and working memory
-// made once per image.
-class HorizontalPass {
+// resample_u8 fed its input rows in order as they are produced (a streaming decoder), for the
+// shapes Pillow resamples horizontally first with a width change (horizontal_first() and
+// out_w != in_w): each chunk goes through the horizontal pass at once, into an intermediate of
+// output-width rows (or straight into `out` when the height does not change); finish() runs the
+// vertical pass. The bytes are resample_u8's.
+//
+// Example:
+//   RowResampler r(in_w, in_h, out_w, out_h, 3, Filter::kBicubic, Kernel::kAuto, out);
+//   for (each chunk of n rows starting at row y, in order) r.push(chunk, y, n);
+//   r.finish();
+class RowResampler {
  public:
-  HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel = Kernel::kAuto);
-  ~HorizontalPass();
-  HorizontalPass(HorizontalPass&&) noexcept;
-  HorizontalPass& operator=(HorizontalPass&&) noexcept;
+  RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
+               std::uint8_t* out);
+  ~RowResampler();
+  RowResampler(const RowResampler&) = delete;
+  RowResampler& operator=(const RowResampler&) = delete;
 
-  // `rows` consecutive rows of in_w * channels bytes -> as many rows of out_w * channels.
-  void run(const std::uint8_t* in, int rows, std::uint8_t* out);
+  // The first input row the output depends on: rows above it may be skipped.
+  int first_row() const;
+  // Rows y .. y + n - 1 (in_w * channels bytes each); rows outside the ones the output depends
+  // on are ignored.
+  void push(const std::uint8_t* rows, int y, int n);
+  // After every row was pushed: writes the out_h rows.
+  void finish();
 
  private:
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// The vertical pass: `in` holds input rows first_row, first_row + 1, ... (`stride` bytes each,
-// at least every row c reads) -> c.first.size() = out_h rows of `stride` bytes.
-void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int out_h,
-                   std::uint8_t* out, Kernel kernel = Kernel::kAuto);
 
 // The SIMD target the kAuto kernel uses on this CPU ("AVX2", "AVX3", "SSE4", ...).
 const char* simd_target();
