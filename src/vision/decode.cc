@@ -131,6 +131,12 @@ int orientation_of_exif_payload(Bytes exif) {
   return exif_orientation(exif);
 }
 
+Status check_size(Bytes b, const DecodeOptions& options) {
+  if (b.size() <= options.max_bytes) return ok_status();
+  return Error(ErrorCode::kResourceExhausted, "encoded image of " + std::to_string(b.size()) +
+                                                  " bytes exceeds the limit of " + std::to_string(options.max_bytes));
+}
+
 Status check_limits(int width, int height, const DecodeOptions& options) {
   if (width <= 0 || height <= 0) {
     return corrupt("header declares no pixels (" + std::to_string(width) + "x" + std::to_string(height) +
@@ -526,10 +532,7 @@ Result<ImageInfo> probe(std::span<const std::uint8_t> b) {
 }
 
 Result<RgbImage> decode_rgb(std::span<const std::uint8_t> b, const DecodeOptions& options) {
-  if (b.size() > options.max_bytes) {
-    return Error(ErrorCode::kResourceExhausted, "encoded image of " + std::to_string(b.size()) +
-                                                    " bytes exceeds the limit of " + std::to_string(options.max_bytes));
-  }
+  MMFEED_RETURN_IF_ERROR(check_size(b, options));
   if (b.empty()) return corrupt("empty image (0 bytes)");
   const auto format = sniff(b);
   if (!format) return corrupt("not a JPEG, PNG or WebP image (unknown signature)");
@@ -546,10 +549,7 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> b, const DecodeOptions
 
 Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width,
                               int height, int first_row, int chunk_rows, const RowSink& sink) {
-  if (bytes.size() > options.max_bytes) {
-    return Error(ErrorCode::kResourceExhausted, "encoded image of " + std::to_string(bytes.size()) +
-                                                    " bytes exceeds the limit of " + std::to_string(options.max_bytes));
-  }
+  MMFEED_RETURN_IF_ERROR(check_size(bytes, options));
   auto stream = std::make_unique<JpegStream>();
   jpeg_decompress_struct& info = stream->info;
   info.err = jpeg_std_error(&stream->errors.mgr);
