@@ -203,17 +203,6 @@ void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficie
   }
 }
 
-void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int out_h,
-                   std::uint8_t* out) {
-  std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(c.ksize));
-  for (int y = 0; y < out_h; ++y) {
-    const int n = c.count[y];
-    for (int t = 0; t < n; ++t) rows[t] = in + static_cast<std::size_t>(c.first[y] - row_shift + t) * stride;
-    HWY_DYNAMIC_DISPATCH(VerticalRow)(rows.data(), &c.k[static_cast<std::size_t>(y) * c.ksize], n, stride,
-                                      out + static_cast<std::size_t>(y) * stride);
-  }
-}
-
 #if MMFEED_X86_DOT
 // The horizontal pass for RGB on CPUs with AVX-512 VBMI and VNNI, five rows at a time. Input:
 // for every fourth input column 4m a 64-byte group Q_m whose 32-bit lane j (j = 3 * row + channel,
@@ -243,6 +232,22 @@ struct Plan {
   std::vector<std::int32_t> words;  // [pixel][group][digit]: four signed bytes, one per tap
 };
 
+// Adds coefficient k as tap `slot` (0-3) of a group's three digit words: k = d0 + 256 d1 +
+// 65536 d2 in signed bytes, d_i at byte `slot` of w[i]. False when k does not fit (never for
+// Pillow's 22-bit coefficients).
+bool add_digits(std::int32_t k, int slot, std::int32_t* w) {
+  const std::int32_t d0 = static_cast<std::int8_t>(k & 0xFF);
+  const std::int32_t k1 = (k - d0) >> 8;
+  const std::int32_t d1 = static_cast<std::int8_t>(k1 & 0xFF);
+  const std::int32_t d2 = (k1 - d1) >> 8;
+  if (d2 < -128 || d2 > 127) return false;
+  const int bit = slot * 8;
+  w[0] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d0 & 0xFF) << bit);
+  w[1] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d1 & 0xFF) << bit);
+  w[2] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d2 & 0xFF) << bit);
+  return true;
+}
+
 // False when a coefficient does not fit three signed bytes (never for Pillow's filters).
 bool make_plan(const Coefficients& c, int out_w, Plan& plan) {
   int span = 0;
@@ -256,18 +261,11 @@ bool make_plan(const Coefficients& c, int out_w, Plan& plan) {
     const int shift = c.first[x] % 4;
     plan.used[x] = (shift + c.count[x] + 3) / 4;
     for (int t = 0; t < c.count[x]; ++t) {
-      const std::int32_t k = c.k[static_cast<std::size_t>(x) * c.ksize + t];
-      const std::int32_t d0 = static_cast<std::int8_t>(k & 0xFF);
-      const std::int32_t k1 = (k - d0) >> 8;
-      const std::int32_t d1 = static_cast<std::int8_t>(k1 & 0xFF);
-      const std::int32_t d2 = (k1 - d1) >> 8;
-      if (d2 < -128 || d2 > 127) return false;
       const int pos = shift + t;
-      std::int32_t* w = &plan.words[(static_cast<std::size_t>(x) * plan.groups + pos / 4) * 3];
-      const int bit = (pos % 4) * 8;
-      w[0] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d0 & 0xFF) << bit);
-      w[1] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d1 & 0xFF) << bit);
-      w[2] |= static_cast<std::int32_t>(static_cast<std::uint32_t>(d2 & 0xFF) << bit);
+      if (!add_digits(c.k[static_cast<std::size_t>(x) * c.ksize + t], pos % 4,
+                      &plan.words[(static_cast<std::size_t>(x) * plan.groups + pos / 4) * 3])) {
+        return false;
+      }
     }
   }
   return true;
@@ -368,6 +366,82 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(con
       for (int r = 0; r < n_rows; ++r) std::memcpy(out[r] + at, lanes + 16 * r, 3 * n);
     }
   }
+}
+
+// One output row of the vertical pass on byte dot products: the taps in groups of four rows,
+// whose bytes are interleaved so that each 32-bit lane holds one column's four samples
+// (VPUNPCK*, within 128-bit lanes), then one VPDPBUSD per digit as in the horizontal pass.
+// Per 128-bit lane the four interleaved vectors hold columns 0-3, 4-7, 8-11 and 12-15, so the
+// packed sums come out in column order. vertical_block does 64 columns from column i (`mask`
+// picks the columns of a last partial block; plain loads and stores otherwise, masked ones
+// being slow on some CPUs).
+template <bool kMasked>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_block(
+    const std::uint8_t* const* src, const std::int32_t* words, int groups, std::size_t i, __mmask64 mask,
+    std::uint8_t* out) {
+  __m512i acc[4][3];
+  for (int j = 0; j < 4; ++j) {
+    acc[j][0] = _mm512_set1_epi32(1 << (detail::kPrecisionBits - 1));
+    acc[j][1] = _mm512_setzero_si512();
+    acc[j][2] = acc[j][1];
+  }
+  for (int g = 0; g < groups; ++g) {
+    const std::uint8_t* const* r = src + 4 * g;
+    __m512i a, b, c, d;
+    if constexpr (kMasked) {
+      a = _mm512_maskz_loadu_epi8(mask, r[0] + i);
+      b = _mm512_maskz_loadu_epi8(mask, r[1] + i);
+      c = _mm512_maskz_loadu_epi8(mask, r[2] + i);
+      d = _mm512_maskz_loadu_epi8(mask, r[3] + i);
+    } else {
+      a = _mm512_loadu_si512(r[0] + i);
+      b = _mm512_loadu_si512(r[1] + i);
+      c = _mm512_loadu_si512(r[2] + i);
+      d = _mm512_loadu_si512(r[3] + i);
+    }
+    const __m512i ab_lo = _mm512_unpacklo_epi8(a, b), ab_hi = _mm512_unpackhi_epi8(a, b);
+    const __m512i cd_lo = _mm512_unpacklo_epi8(c, d), cd_hi = _mm512_unpackhi_epi8(c, d);
+    const __m512i q[4] = {_mm512_unpacklo_epi16(ab_lo, cd_lo), _mm512_unpackhi_epi16(ab_lo, cd_lo),
+                          _mm512_unpacklo_epi16(ab_hi, cd_hi), _mm512_unpackhi_epi16(ab_hi, cd_hi)};
+    for (int digit = 0; digit < 3; ++digit) {
+      const __m512i w = _mm512_set1_epi32(words[g * 3 + digit]);
+      for (int j = 0; j < 4; ++j) acc[j][digit] = _mm512_dpbusd_epi32(acc[j][digit], q[j], w);
+    }
+  }
+  __m512i sum[4];
+  for (int j = 0; j < 4; ++j) {
+    sum[j] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(acc[j][0], _mm512_slli_epi32(acc[j][1], 8)),
+                                                _mm512_slli_epi32(acc[j][2], 16)),
+                               detail::kPrecisionBits);
+  }
+  // Unsigned saturation clamps to 0..255 (the sums are far inside the 16-bit range).
+  const __m512i bytes = _mm512_packus_epi16(_mm512_packus_epi32(sum[0], sum[1]), _mm512_packus_epi32(sum[2], sum[3]));
+  if constexpr (kMasked) {
+    _mm512_mask_storeu_epi8(out + i, mask, bytes);
+  } else {
+    _mm512_storeu_si512(out + i, bytes);
+  }
+}
+
+// `words`: [group][digit] (add_digits); rows past `taps` in the last group have zero
+// coefficients and repeat the last row. False when a coefficient does not fit (the caller then
+// runs the portable kernel).
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* const* rows,
+                                                                          const std::int32_t* k, int taps,
+                                                                          std::size_t n, std::uint8_t* out) {
+  constexpr int kMaxGroups = 64;
+  const int groups = (taps + 3) / 4;
+  if (groups > kMaxGroups) return false;
+  std::int32_t words[kMaxGroups * 3] = {};
+  for (int t = 0; t < taps; ++t) {
+    if (!add_digits(k[t], t % 4, &words[(t / 4) * 3])) return false;
+  }
+  const std::uint8_t* src[kMaxGroups * 4];
+  for (int t = 0; t < groups * 4; ++t) src[t] = rows[std::min(t, taps - 1)];
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) vertical_block<false>(src, words, groups, i, 0, out);
+  if (i < n) vertical_block<true>(src, words, groups, i, (__mmask64{1} << (n - i)) - 1, out);
+  return true;
 }
 
 }  // namespace dot
@@ -497,6 +571,26 @@ class HorizontalPass {
   std::vector<std::uint8_t> columns_;  // byte-dot groups, or the Highway kernel's 16-byte columns
 };
 
+void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int out_h,
+                   std::uint8_t* out, Kernel kernel) {
+  std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(c.ksize));
+#if MMFEED_X86_DOT
+  const bool byte_dot = kernel != Kernel::kPortable && dot::cpu_has_it();
+#else
+  (void)kernel;
+#endif
+  for (int y = 0; y < out_h; ++y) {
+    const int n = c.count[y];
+    for (int t = 0; t < n; ++t) rows[t] = in + static_cast<std::size_t>(c.first[y] - row_shift + t) * stride;
+    const std::int32_t* k = &c.k[static_cast<std::size_t>(y) * c.ksize];
+    std::uint8_t* dst = out + static_cast<std::size_t>(y) * stride;
+#if MMFEED_X86_DOT
+    if (byte_dot && dot::vertical_row(rows.data(), k, n, stride, dst)) continue;
+#endif
+    HWY_DYNAMIC_DISPATCH(VerticalRow)(rows.data(), k, n, stride, dst);
+  }
+}
+
 // The vertical pass: `in` holds input rows first_row, first_row + 1, ... (`stride` bytes each,
 // at least every row c reads) -> out_h rows of `stride` bytes.
 void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int out_h,
@@ -504,7 +598,7 @@ void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficient
   if (kernel == Kernel::kScalar) {
     vertical_scalar(in, stride, c, first_row, out_h, out);
   } else {
-    vertical_simd(in, stride, c, first_row, out_h, out);
+    vertical_simd(in, stride, c, first_row, out_h, out, kernel);
   }
 }
 

@@ -6,9 +6,9 @@
 // an axis whose size does not change skipped.
 //
 // The kernels compute the same integers: a scalar reference, Highway SIMD kernels chosen at
-// run time for the CPU, and on x86 CPUs with AVX-512 VBMI and VNNI a horizontal pass for RGB
-// built on byte dot products (each 22-bit coefficient split into three signed bytes); tests run
-// them against each other and against Pillow.
+// run time for the CPU, and on x86 CPUs with AVX-512 VBMI and VNNI passes built on byte dot
+// products (each 22-bit coefficient split into three signed bytes: the horizontal pass for RGB,
+// the vertical pass for any channels); tests run them against each other and against Pillow.
 //
 // Example:
 //   std::vector<uint8_t> out(756 * 1036 * 3);
@@ -36,7 +36,7 @@ struct Coefficients {
 Coefficients precompute_coefficients(int in_size, int out_size, Filter filter);
 
 // kAuto = kSimd: the fastest kernels this CPU runs; kPortable: the Highway kernels only (no
-// byte-dot pass); kScalar: the reference.
+// byte-dot passes); kScalar: the reference.
 enum class Kernel { kAuto, kScalar, kSimd, kPortable };
 
 // Resamples `in` (in_h rows of in_w * channels bytes, channels 1-4, tightly packed) to

@@ -71,11 +71,14 @@ TEST(ResampleTest, PortableKernelsMatchScalarOnEveryTarget) {
 }
 
 // Photograph-sized RGB shrinks (the Qwen-VL budget's shapes) on both SIMD paths, with extreme
-// pixel values, where the byte-dot sums are largest.
+// pixel values, where the byte-dot sums are largest: horizontal and vertical passes, and the
+// vertical pass alone (heights shrinking 1.8x and 3.6x, rows of whole and partial 64-byte blocks).
 TEST(ResampleTest, LargeRgbShrinksMatchScalar) {
   std::mt19937 rng(99);
-  for (auto [in_w, in_h, out_w, out_h] : {std::array<int, 4>{2000, 61, 1148, 20}, std::array<int, 4>{4000, 23, 1148, 7},
-                                          std::array<int, 4>{1154, 9, 1148, 9}, std::array<int, 4>{333, 17, 1001, 40}}) {
+  for (auto [in_w, in_h, out_w, out_h] :
+       {std::array<int, 4>{2000, 61, 1148, 20}, std::array<int, 4>{4000, 23, 1148, 7},
+        std::array<int, 4>{1154, 9, 1148, 9}, std::array<int, 4>{333, 17, 1001, 40},
+        std::array<int, 4>{1148, 300, 1148, 168}, std::array<int, 4>{100, 3000, 100, 840}}) {
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * 3);
     for (auto& v : in) v = rng() % 3 == 0 ? 255 : rng() % 2 ? 0 : static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * 3), simd(scalar.size()), portable(scalar.size());
