@@ -1,6 +1,7 @@
 // Microbenchmarks for the vision kernels, each beside its reference in the same run: the
-// horizontal + vertical resample (byte-dot, Highway, scalar), normalize + patchify for each
-// output type (SIMD, table), and JPEG decoding whole vs streamed into the resample. Inputs are made at start-up:
+// horizontal + vertical resample and the vertical pass alone (byte-dot, Highway, scalar),
+// normalize + patchify for each output type (SIMD, table), and JPEG decoding whole vs streamed
+// into the resample. Inputs are made at start-up:
 // a 2000x1500 RGB picture (waves plus noise), its JPEG at quality 90, 4:2:0, and the Qwen2-VL
 // target at the SFT budget (1148x840). Run: build/vision_bench (or `make bench`).
 #include <benchmark/benchmark.h>
@@ -75,6 +76,20 @@ void BM_Resample(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? simd_target() : state.range(0) == 1 ? "portable" : "scalar");
 }
 BENCHMARK(BM_Resample)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The vertical pass alone: the horizontal pass's output height (1148x1500) -> 1148x840.
+void BM_ResampleVertical(benchmark::State& state) {
+  const Kernel kernel = kernel_arg(state);
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(kOutWidth) * kHeight * 3);
+  resample_u8(picture().data(), kWidth, kHeight, 3, in.data(), kOutWidth, kHeight, Filter::kBicubic);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
+  for (auto _ : state) {
+    resample_u8(in.data(), kOutWidth, kHeight, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic, kernel);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(state.range(0) == 0 ? simd_target() : state.range(0) == 1 ? "portable" : "scalar");
+}
+BENCHMARK(BM_ResampleVertical)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 // Args: output type (0 float32, 1 bfloat16, 2 uint8); 0 = the SIMD kernel, 1 = the table.
 void BM_Patchify(benchmark::State& state) {
