@@ -68,7 +68,6 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
                           decode_jpeg_rows(encoded, decode, info.width, info.height, rows.first_row(), kStreamRows,
                                            [&](const std::uint8_t* chunk, int y, int n) { rows.push(chunk, y, n); }));
   if (!decoded) return std::optional<Resized>();
-  rows.finish();
   return std::optional<Resized>(std::move(out));
 }
 

@@ -189,9 +189,9 @@ void horizontal_scalar(const std::uint8_t* in, int in_w, int channels, int first
   }
 }
 
-void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int out_h,
+void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int y0, int y1,
                      std::uint8_t* out) {
-  for (int y = 0; y < out_h; ++y) {
+  for (int y = y0; y < y1; ++y) {
     const std::int32_t* k = &c.k[static_cast<std::size_t>(y) * c.ksize];
     const std::uint8_t* base = in + static_cast<std::size_t>(c.first[y] - row_shift) * stride;
     std::uint8_t* dst = out + static_cast<std::size_t>(y) * stride;
@@ -377,8 +377,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(con
 // being slow on some CPUs).
 template <bool kMasked>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_block(
-    const std::uint8_t* const* src, const std::int32_t* words, int groups, std::size_t i, __mmask64 mask,
-    std::uint8_t* out) {
+    const std::uint8_t* base, std::size_t stride, int taps, const std::int32_t* words, int groups, std::size_t i,
+    __mmask64 mask, std::uint8_t* out) {
   __m512i acc[4][3];
   for (int j = 0; j < 4; ++j) {
     acc[j][0] = _mm512_set1_epi32(1 << (detail::kPrecisionBits - 1));
@@ -386,7 +386,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_bloc
     acc[j][2] = acc[j][1];
   }
   for (int g = 0; g < groups; ++g) {
-    const std::uint8_t* const* r = src + 4 * g;
+    const std::uint8_t* r[4];
+    for (int k = 0; k < 4; ++k) r[k] = base + static_cast<std::size_t>(std::min(4 * g + k, taps - 1)) * stride;
     __m512i a, b, c, d;
     if constexpr (kMasked) {
       a = _mm512_maskz_loadu_epi8(mask, r[0] + i);
@@ -426,9 +427,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_bloc
 // `words`: [group][digit] (add_digits); rows past `taps` in the last group have zero
 // coefficients and repeat the last row. False when a coefficient does not fit (the caller then
 // runs the portable kernel).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* const* rows,
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* base,
+                                                                          std::size_t stride,
                                                                           const std::int32_t* k, int taps,
-                                                                          std::size_t n, std::uint8_t* out) {
+                                                                          std::uint8_t* out) {
   constexpr int kMaxGroups = 64;
   const int groups = (taps + 3) / 4;
   if (groups > kMaxGroups) return false;
@@ -436,11 +438,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const s
   for (int t = 0; t < taps; ++t) {
     if (!add_digits(k[t], t % 4, &words[(t / 4) * 3])) return false;
   }
-  const std::uint8_t* src[kMaxGroups * 4];
-  for (int t = 0; t < groups * 4; ++t) src[t] = rows[std::min(t, taps - 1)];
   std::size_t i = 0;
-  for (; i + 64 <= n; i += 64) vertical_block<false>(src, words, groups, i, 0, out);
-  if (i < n) vertical_block<true>(src, words, groups, i, (__mmask64{1} << (n - i)) - 1, out);
+  for (; i + 64 <= stride; i += 64) vertical_block<false>(base, stride, taps, words, groups, i, 0, out);
+  if (i < stride) vertical_block<true>(base, stride, taps, words, groups, i, (__mmask64{1} << (stride - i)) - 1, out);
   return true;
 }
 
@@ -571,7 +571,7 @@ class HorizontalPass {
   std::vector<std::uint8_t> columns_;  // byte-dot groups, or the Highway kernel's 16-byte columns
 };
 
-void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int out_h,
+void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int y0, int y1,
                    std::uint8_t* out, Kernel kernel) {
   std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(c.ksize));
 #if MMFEED_X86_DOT
@@ -579,26 +579,27 @@ void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficient
 #else
   (void)kernel;
 #endif
-  for (int y = 0; y < out_h; ++y) {
+  for (int y = y0; y < y1; ++y) {
     const int n = c.count[y];
     for (int t = 0; t < n; ++t) rows[t] = in + static_cast<std::size_t>(c.first[y] - row_shift + t) * stride;
     const std::int32_t* k = &c.k[static_cast<std::size_t>(y) * c.ksize];
     std::uint8_t* dst = out + static_cast<std::size_t>(y) * stride;
 #if MMFEED_X86_DOT
-    if (byte_dot && dot::vertical_row(rows.data(), k, n, stride, dst)) continue;
+    if (byte_dot && dot::vertical_row(rows[0], stride, k, n, dst)) continue;
 #endif
     HWY_DYNAMIC_DISPATCH(VerticalRow)(rows.data(), k, n, stride, dst);
   }
 }
 
 // The vertical pass: `in` holds input rows first_row, first_row + 1, ... (`stride` bytes each,
-// at least every row c reads) -> out_h rows of `stride` bytes.
-void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int out_h,
+// at least every row c reads for output rows y0 .. y1 - 1) -> those rows of `out` (`stride`
+// bytes each).
+void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int y0, int y1,
                    std::uint8_t* out, Kernel kernel) {
   if (kernel == Kernel::kScalar) {
-    vertical_scalar(in, stride, c, first_row, out_h, out);
+    vertical_scalar(in, stride, c, first_row, y0, y1, out);
   } else {
-    vertical_simd(in, stride, c, first_row, out_h, out, kernel);
+    vertical_simd(in, stride, c, first_row, y0, y1, out, kernel);
   }
 }
 
@@ -626,7 +627,18 @@ struct RowResampler::State {
   Coefficients vert;  // empty when the height does not change
   int first_row = 0;
   int last_row;
+  int pushed_to = 0;  // input rows below this one went through the horizontal pass
+  int done = 0;       // output rows written
   core::ScratchVector<std::uint8_t> temp;
+
+  // The vertical pass for the output rows whose input rows have all been pushed.
+  void advance() {
+    int to = done;
+    while (to < out_h && vert.first[to] + vert.count[to] <= pushed_to) ++to;
+    if (to == done) return;
+    vertical_pass(temp.data(), out_stride, vert, first_row, done, to, out, kernel);
+    done = to;
+  }
 };
 
 RowResampler::RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
@@ -644,11 +656,8 @@ void RowResampler::push(const std::uint8_t* rows, int y, int n) {
   if (from >= to) return;
   std::uint8_t* dst = s.vert.first.empty() ? s.out : s.temp.data();
   s.horizontal.run(rows + (from - y) * s.in_stride, to - from, dst + (from - s.first_row) * s.out_stride);
-}
-
-void RowResampler::finish() {
-  State& s = *state_;
-  if (!s.vert.first.empty()) vertical_pass(s.temp.data(), s.out_stride, s.vert, s.first_row, s.out_h, s.out, s.kernel);
+  s.pushed_to = to;
+  if (!s.vert.first.empty()) s.advance();
 }
 
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
@@ -659,17 +668,18 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
     return;
   }
   if (out_w == in_w) {
-    vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, out_h, out, kernel);
+    vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, 0, out_h, out, kernel);
     return;
   }
   if (horizontal_first(in_w, in_h, out_w, out_h)) {
+    // In chunks, so that the vertical pass reads rows the horizontal pass has just written.
+    constexpr int kChunk = 40;
     RowResampler rows(in_w, in_h, out_w, out_h, channels, filter, kernel, out);
-    rows.push(in, 0, in_h);
-    rows.finish();
+    for (int y = 0; y < in_h; y += kChunk) rows.push(in + y * in_stride, y, std::min(kChunk, in_h - y));
     return;
   }
   core::ScratchVector<std::uint8_t> temp(in_stride * out_h);
-  vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, out_h, temp.data(), kernel);
+  vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, 0, out_h, temp.data(), kernel);
   HorizontalPass(in_w, out_w, channels, filter, kernel).run(temp.data(), out_h, out);
 }
 

@@ -50,13 +50,13 @@ bool horizontal_first(int in_w, int in_h, int out_w, int out_h);
 // resample_u8 fed its input rows in order as they are produced (a streaming decoder), for the
 // shapes Pillow resamples horizontally first with a width change (horizontal_first() and
 // out_w != in_w): each chunk goes through the horizontal pass at once, into an intermediate of
-// output-width rows (or straight into `out` when the height does not change); finish() runs the
-// vertical pass. The bytes are resample_u8's.
+// output-width rows (or straight into `out` when the height does not change), and each output
+// row goes through the vertical pass as soon as its input rows have arrived, while they are
+// still in cache. Once every row was pushed, `out` holds resample_u8's bytes.
 //
 // Example:
 //   RowResampler r(in_w, in_h, out_w, out_h, 3, Filter::kBicubic, Kernel::kAuto, out);
 //   for (each chunk of n rows starting at row y, in order) r.push(chunk, y, n);
-//   r.finish();
 class RowResampler {
  public:
   RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
@@ -70,8 +70,6 @@ class RowResampler {
   // Rows y .. y + n - 1 (in_w * channels bytes each); rows outside the ones the output depends
   // on are ignored.
   void push(const std::uint8_t* rows, int y, int n);
-  // After every row was pushed: writes the out_h rows.
-  void finish();
 
  private:
   struct State;
