@@ -43,9 +43,9 @@ HWY_BEFORE_NAMESPACE();
 namespace mmfeed::vision::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// One output row of the vertical pass: out[i] = clip8(2^21 + sum_t rows[t][i] * k[t]).
-void VerticalRow(const std::uint8_t* const* rows, const std::int32_t* k, int taps, std::size_t n,
-                 std::uint8_t* out) {
+// One output row of the vertical pass over `taps` consecutive input rows from `base` (`n` bytes
+// each, `n` apart): out[i] = clip8(2^21 + sum_t base[t * n + i] * k[t]).
+void VerticalRow(const std::uint8_t* base, const std::int32_t* k, int taps, std::size_t n, std::uint8_t* out) {
   const hn::ScalableTag<std::int32_t> d32;
   const hn::Rebind<std::uint8_t, decltype(d32)> d8;
   const std::size_t lanes = hn::Lanes(d32);
@@ -55,7 +55,7 @@ void VerticalRow(const std::uint8_t* const* rows, const std::int32_t* k, int tap
     auto acc1 = acc0;
     for (int t = 0; t < taps; ++t) {
       const auto kv = hn::Set(d32, k[t]);
-      const std::uint8_t* row = rows[t] + i;
+      const std::uint8_t* row = base + t * n + i;
       acc0 = hn::Add(acc0, hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, row)), kv));
       acc1 = hn::Add(acc1, hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, row + lanes)), kv));
     }
@@ -64,7 +64,7 @@ void VerticalRow(const std::uint8_t* const* rows, const std::int32_t* k, int tap
   }
   for (; i < n; ++i) {
     std::int32_t ss = 1 << (detail::kPrecisionBits - 1);
-    for (int t = 0; t < taps; ++t) ss += rows[t][i] * k[t];
+    for (int t = 0; t < taps; ++t) ss += base[t * n + i] * k[t];
     out[i] = detail::clip8(ss);
   }
 }
@@ -573,21 +573,19 @@ class HorizontalPass {
 
 void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int y0, int y1,
                    std::uint8_t* out, Kernel kernel) {
-  std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(c.ksize));
 #if MMFEED_X86_DOT
   const bool byte_dot = kernel != Kernel::kPortable && dot::cpu_has_it();
 #else
   (void)kernel;
 #endif
   for (int y = y0; y < y1; ++y) {
-    const int n = c.count[y];
-    for (int t = 0; t < n; ++t) rows[t] = in + static_cast<std::size_t>(c.first[y] - row_shift + t) * stride;
+    const std::uint8_t* base = in + static_cast<std::size_t>(c.first[y] - row_shift) * stride;
     const std::int32_t* k = &c.k[static_cast<std::size_t>(y) * c.ksize];
     std::uint8_t* dst = out + static_cast<std::size_t>(y) * stride;
 #if MMFEED_X86_DOT
-    if (byte_dot && dot::vertical_row(rows[0], stride, k, n, dst)) continue;
+    if (byte_dot && dot::vertical_row(base, stride, k, c.count[y], dst)) continue;
 #endif
-    HWY_DYNAMIC_DISPATCH(VerticalRow)(rows.data(), k, n, stride, dst);
+    HWY_DYNAMIC_DISPATCH(VerticalRow)(base, k, c.count[y], stride, dst);
   }
 }
 
