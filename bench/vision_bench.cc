@@ -1,8 +1,8 @@
 // Microbenchmarks for the vision kernels, each beside its reference in the same run: the
-// horizontal + vertical resample and the vertical pass alone (byte-dot, Highway, scalar),
-// normalize + patchify for each output type (SIMD, table), and JPEG decoding whole vs streamed
-// into the resample. Inputs are made at start-up:
-// a 2000x1500 RGB picture (waves plus noise), its JPEG at quality 90, 4:2:0, and the Qwen2-VL
+// horizontal + vertical resample and the vertical pass alone, on rows in cache and read from
+// memory (byte-dot, Highway, scalar), normalize + patchify for each output type (SIMD, table),
+// and JPEG decoding whole vs streamed into the resample. Inputs are made at start-up: a
+// 2000x1500 RGB picture (waves plus noise), its JPEG at quality 90, 4:2:0, and the Qwen2-VL
 // target at the SFT budget (1148x840). Run: build/vision_bench (or `make bench`).
 #include <benchmark/benchmark.h>
 #include <turbojpeg.h>
@@ -90,6 +90,26 @@ void BM_ResampleVertical(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? simd_target() : state.range(0) == 1 ? "portable" : "scalar");
 }
 BENCHMARK(BM_ResampleVertical)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The vertical pass reading its rows from memory, as the whole-image paths do (a decoded
+// picture larger than the caches): 1148x3000 -> 1148x840, the caches flushed before each run.
+void BM_ResampleVerticalCold(benchmark::State& state) {
+  const Kernel kernel = kernel_arg(state);
+  constexpr int kTall = 3000;
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(kOutWidth) * kTall * 3);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = picture()[i % picture().size()];
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
+  std::vector<std::uint8_t> flush(std::size_t{128} << 20);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t i = 0; i < flush.size(); i += 64) flush[i]++;
+    state.ResumeTiming();
+    resample_u8(in.data(), kOutWidth, kTall, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic, kernel);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(state.range(0) == 0 ? simd_target() : "portable");
+}
+BENCHMARK(BM_ResampleVerticalCold)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Args: output type (0 float32, 1 bfloat16, 2 uint8); 0 = the SIMD kernel, 1 = the table.
 void BM_Patchify(benchmark::State& state) {

@@ -375,6 +375,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(con
 // packed sums come out in column order. vertical_block does 64 columns from column i (`mask`
 // picks the columns of a last partial block; plain loads and stores otherwise, masked ones
 // being slow on some CPUs).
+constexpr std::size_t kPrefetch = 512;  // bytes ahead in each row
+
 template <bool kMasked>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_block(
     const std::uint8_t* base, std::size_t stride, int taps, const std::int32_t* words, int groups, std::size_t i,
@@ -388,6 +390,10 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_bloc
   for (int g = 0; g < groups; ++g) {
     const std::uint8_t* r[4];
     for (int k = 0; k < 4; ++k) r[k] = base + static_cast<std::size_t>(std::min(4 * g + k, taps - 1)) * stride;
+    // Each step takes a whole cache line from every row it reads, faster than the hardware
+    // prefetcher follows that many rows: rows read from memory (the whole-image paths) went
+    // at half the Highway kernel's speed without this (1148x3000 -> 840: 2.2 -> 1.2 ms).
+    for (int k = 0; k < 4; ++k) _mm_prefetch(reinterpret_cast<const char*>(r[k] + i + kPrefetch), _MM_HINT_T0);
     __m512i a, b, c, d;
     if constexpr (kMasked) {
       a = _mm512_maskz_loadu_epi8(mask, r[0] + i);
