@@ -1,7 +1,6 @@
 // Binding of the Loader: batches come out as numpy arrays, or torch tensors through DLPack, that
 // share the C++ batch buffer (the capsule holds the buffer; dropping the last array returns it
-// to the pool). The GIL is
-// released while the engine works and while next() waits.
+// to the pool). The GIL is released while the engine works and while next() waits.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -92,6 +91,15 @@ class PyLoader {
     loader_ = std::move(l).value();
   }
 
+  // An array of `Framework` over tensor `t`'s memory at `data`, kept alive by `owner`.
+  template <class Framework>
+  static nb::object view(const Tensor& t, void* data, const std::vector<std::size_t>& shape, nb::capsule owner) {
+    if (t.dtype == Tensor::DType::kInt64) {
+      return nb::cast(nb::ndarray<Framework, std::int64_t>(data, shape.size(), shape.data(), owner));
+    }
+    return nb::cast(nb::ndarray<Framework, float>(data, shape.size(), shape.data(), owner));
+  }
+
   nb::object next(bool torch) {
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     while (true) {
@@ -114,15 +122,7 @@ class PyLoader {
       std::vector<std::size_t> shape(t.shape.begin(), t.shape.end());
       void* data = const_cast<void*>(batch->data(t));
       // numpy arrays, or torch tensors made from a DLPack capsule over the same memory.
-      if (torch && t.dtype == Tensor::DType::kInt64) {
-        out[t.name.c_str()] = nb::ndarray<nb::pytorch, std::int64_t>(data, shape.size(), shape.data(), owner);
-      } else if (torch) {
-        out[t.name.c_str()] = nb::ndarray<nb::pytorch, float>(data, shape.size(), shape.data(), owner);
-      } else if (t.dtype == Tensor::DType::kInt64) {
-        out[t.name.c_str()] = nb::ndarray<nb::numpy, std::int64_t>(data, shape.size(), shape.data(), owner);
-      } else {
-        out[t.name.c_str()] = nb::ndarray<nb::numpy, float>(data, shape.size(), shape.data(), owner);
-      }
+      out[t.name.c_str()] = torch ? view<nb::pytorch>(t, data, shape, owner) : view<nb::numpy>(t, data, shape, owner);
     }
     out["sample_ids"] = batch->sample_ids;
     out["epoch"] = batch->epoch;

@@ -157,6 +157,12 @@ class Loader:
             raise RuntimeError(f"mmfeed.Loader was created in process {self._pid} and cannot be used in the forked "
                                f"process {os.getpid()}; create the Loader in the child (or use num_workers=0)")
         if self._core is None:
+            if self._tensors == "torch":
+                try:
+                    import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+                except ImportError as e:
+                    raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
+                                      "install torch, or pass tensors='np' for numpy arrays") from e
             self._core = _mmfeed._Loader(self._options, self._state)
         return self._core
 
@@ -166,12 +172,6 @@ class Loader:
     def __next__(self) -> dict:
         if self._device is not None:
             return self._next_on_device()
-        if self._tensors == "torch":
-            try:
-                import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
-            except ImportError as e:
-                raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
-                                  "install torch, or pass tensors='np' for numpy arrays") from e
         batch = self._engine().next(torch=self._tensors == "torch")
         if batch is None:
             raise StopIteration

@@ -6,8 +6,8 @@
 // every page, std::vector zero-fills it again, and munmap tears it down afterwards (on a
 // 2-core machine that was 45% of the loader's CPU). ScratchVector avoids all three: elements
 // are default-initialised (no zero fill), and blocks of 64 KiB or more come from one
-// process-wide BufferPool whose cache (kScratchCacheBytes) hands the same warm pages to the next sample
-// (the smallest cached block that fits, so sizes need not repeat exactly).
+// process-wide BufferPool whose cache (kScratchCacheBytes) hands the same warm pages to the
+// next sample (the smallest cached block that fits, so sizes need not repeat exactly).
 //
 // Example:
 //   ScratchVector<std::uint8_t> rgb(width * height * 3);  // uninitialised, pooled

@@ -11,12 +11,12 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
-#include <functional>
-#include <future>
 #include <thread>
 
 #include "core/bounded_queue.h"
