@@ -43,6 +43,7 @@ constexpr const char* kRunUsage =
     "  --mrope                add 3-D rotary position_ids\n"
     "  --unordered            batches take samples as they finish (no resume)\n"
     "  --max-buffered-bytes N (default 2 GiB)   --no-pin-memory\n"
+    "  --pin-device N         GPU that page-locks batch buffers (default: LOCAL_RANK, else 0)\n"
     "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
     "  --rank R --world-size W\n"
     "  --mode MODE            concurrent (default) or serial\n"
@@ -101,6 +102,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "mrope") return flag(&c.mrope);
   else if (key == "ordered") return flag(&c.ordered);
   else if (key == "pin-memory") return flag(&c.pin_memory);
+  else if (key == "pin-device") return num(&c.pin_device);
   else if (key == "manifest") c.manifests.push_back(value);
   else return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
   return ok_status();

@@ -23,10 +23,14 @@ def main() -> int:
         manifest = Path(tmp) / "manifest.jsonl"
         options = dict(tokenizer=TOKENIZER, max_pixels=401408, batch_size=4, seed=1, tensors="torch")
         with mmfeed.Loader(manifest, **options) as host_loader:
-            host = [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()} for b in host_loader]
+            host = []
+            for b in host_loader:
+                # Page-locked as the driver sees it (torch asks cudaPointerGetAttributes).
+                assert b["pixel_values"].is_pinned() and b["input_ids"].is_pinned(), "batch memory not pinned"
+                host.append({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in b.items()})
             memory = host_loader.metrics()["batch_memory"]
         print(f"check_device: batch memory: {memory}")
-        assert "pinned" in memory, memory
+        assert "pinned batch memory on device 0" in memory and "refused" not in memory, memory
         with mmfeed.Loader(manifest, device="cuda:0", **options) as loader:
             for i, batch in enumerate(loader):
                 for key, value in batch.items():

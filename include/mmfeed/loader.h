@@ -76,6 +76,8 @@ struct LoaderConfig {
   double max_error_fraction = 0.5;   // skipped / seen beyond this (after 20 samples) fails
   std::string trace_path;            // write a Chrome-trace / Perfetto timeline here on close
   bool pin_memory = true;            // page-locked batch buffers when a CUDA runtime is present
+  // The GPU whose context page-locks them; -1: LOCAL_RANK when it names a device, else 0.
+  int pin_device = -1;
 };
 
 // Where a run stands: enough to resume exactly (none lost, none twice).

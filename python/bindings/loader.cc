@@ -35,7 +35,7 @@ LoaderConfig config_from(nb::dict d) {
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pad_to_multiple_of"};
+                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -68,6 +68,7 @@ LoaderConfig config_from(nb::dict d) {
   c.mrope = get<bool>(d, "mrope", false);
   c.ordered = get<bool>(d, "ordered", true);
   c.pin_memory = get<bool>(d, "pin_memory", true);
+  c.pin_device = get<int>(d, "pin_device", -1);
   c.max_buffered_bytes = get<std::size_t>(d, "max_buffered_bytes", c.max_buffered_bytes);
   return c;
 }

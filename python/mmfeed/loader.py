@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import queue
+import sys
 import threading
 
 from mmfeed import _mmfeed
@@ -51,6 +52,8 @@ class _DeviceStage:
     def _run(self, source, state) -> None:
         torch = self._torch
         try:
+            if self._stream is not None:
+                torch.cuda.set_device(self._device)  # this thread's own current device, as the trainer's
             while not self._stop.is_set():
                 host = source()
                 if host is None:
@@ -121,7 +124,10 @@ class Loader:
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
     on_error ("skip" or "fail"), max_error_fraction, tensors ("torch", the default, or "np"), device (None, or
-    a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream).
+    a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream), pin_memory
+    (page-locked batch buffers when a CUDA runtime is present; default True), pin_device (the GPU whose
+    context page-locks them; default: device=, else torch's current device once CUDA is initialised,
+    else LOCAL_RANK, else 0).
     """
 
     def __init__(self, manifest=None, *, tensors: str = "torch", device=None, **options):
@@ -163,8 +169,22 @@ class Loader:
                 except ImportError as e:
                     raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
                                       "install torch, or pass tensors='np' for numpy arrays") from e
-            self._core = _mmfeed._Loader(self._options, self._state)
+            options = self._options
+            if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
+                options = {**options, "pin_device": device}
+            self._core = _mmfeed._Loader(options, self._state)
         return self._core
+
+    def _trainer_gpu(self):
+        """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else
+        torch's current device once torch has initialised CUDA; None leaves the choice to the engine
+        (LOCAL_RANK, else 0)."""
+        torch = sys.modules.get("torch")
+        if self._device is not None and self._device.type == "cuda":
+            return self._device.index if self._device.index is not None else torch.cuda.current_device()
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_device()
+        return None
 
     def __iter__(self):
         return self

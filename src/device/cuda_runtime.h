@@ -5,12 +5,18 @@
 //
 // Example:
 //   const CudaRuntime& cuda = CudaRuntime::get();
-//   if (cuda.available()) pool = BufferPool({.allocator = pinned_allocator()});
-//   std::cout << cuda.describe();   // "CUDA runtime 12.4, 1 device" or why it is absent
+//   int device = choose_pin_device(-1, std::getenv("LOCAL_RANK"), cuda.device_count());
+//   BufferPool pool({.allocator = host_allocator(device)});  // pinned, or the heap
+//   std::cout << cuda.describe();   // "CUDA runtime 12040 (...), 1 device: ..." or why it is absent
 #pragma once
 
+#include <atomic>
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "core/buffer_pool.h"
 
@@ -18,16 +24,20 @@ namespace mmfeed::device {
 
 class CudaRuntime {
  public:
-  // Loads libcudart once per process (thread-safe).
+  // Loads libcudart once per process (thread-safe). A runtime the process has loaded already
+  // (PyTorch's, when torch was imported first) is preferred, so that both share one runtime.
   static const CudaRuntime& get();
 
   bool available() const { return available_; }
   int device_count() const { return devices_; }
-  // "CUDA runtime 12040, 1 device", or the reason it is unavailable.
+  // "CUDA runtime 12040 (/path/libcudart.so.12), 1 device: pinned batch memory", or the
+  // reason it is unavailable.
   const std::string& describe() const { return description_; }
 
-  // Page-locked host memory; nullptr on failure.
-  void* host_alloc(std::size_t bytes) const;
+  // Page-locked host memory, pinned for every device, allocated with `device` current in the
+  // calling thread so that no context is created on another GPU; nullptr on failure.
+  void* host_alloc(std::size_t bytes, int device) const;
+  // Frees what host_alloc returned.
   void host_free(void* p) const;
 
  private:
@@ -36,12 +46,43 @@ class CudaRuntime {
   int devices_ = 0;
   std::string description_;
   void* handle_ = nullptr;
+  int (*set_device_)(int) = nullptr;
   int (*host_alloc_)(void**, std::size_t, unsigned int) = nullptr;
   int (*free_host_)(void*) = nullptr;
 };
 
-// An allocator for core::BufferPool: pinned memory when the CUDA runtime is available, the
-// heap otherwise (its name() says which: "cuda-pinned" or "heap").
-std::shared_ptr<core::Allocator> host_allocator();
+// The device whose context allocates pinned memory: `requested` when it is >= 0; otherwise the
+// launcher's LOCAL_RANK (torchrun and Megatron put local rank r on GPU r) when it names one of
+// `device_count` devices; otherwise 0. Without this every rank on a node would create a
+// context, and hold its memory, on GPU 0.
+int choose_pin_device(int requested, const char* local_rank, int device_count);
+
+// A BufferPool allocator that page-locks each block through `pin`, and takes a block `pin`
+// refuses (page-locked memory is a scarce, capped resource) from the heap instead, remembering
+// which blocks came from where so that each is freed by its own allocator.
+class PinnedAllocator final : public core::Allocator {
+ public:
+  using Pin = std::function<void*(std::size_t bytes)>;
+  using Unpin = std::function<void(void* p)>;
+  PinnedAllocator(Pin pin, Unpin unpin);
+
+  void* allocate(std::size_t bytes, std::size_t alignment) override;
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment) override;
+  const char* name() const override { return "cuda-pinned"; }
+
+  // Blocks taken from the heap because `pin` refused them, since construction.
+  std::size_t pageable_blocks() const { return pageable_blocks_.load(std::memory_order_relaxed); }
+
+ private:
+  Pin pin_;
+  Unpin unpin_;
+  std::mutex mutex_;
+  std::unordered_set<void*> from_heap_;
+  std::atomic<std::size_t> pageable_blocks_{0};
+};
+
+// The batch buffers' allocator: a PinnedAllocator on `device` when the CUDA runtime is
+// available, the heap otherwise.
+std::shared_ptr<core::Allocator> host_allocator(int device);
 
 }  // namespace mmfeed::device

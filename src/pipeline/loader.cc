@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -420,7 +421,7 @@ class LoaderImpl final : public Loader {
     std::string json = metrics_.to_json();
     json.pop_back();  // add where batch memory comes from
     json += ",\"batch_memory\":";
-    core::append_json_string(json, config_.pin_memory ? device::CudaRuntime::get().describe() : "pageable (pin_memory off)");
+    core::append_json_string(json, describe_batch_memory());
     const core::BufferPoolStats p = pool_buffers_.stats();
     json += ",\"batch_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" +
             std::to_string(p.reuses) + ",\"allocations\":" + std::to_string(p.allocations) +
@@ -1141,10 +1142,26 @@ class LoaderImpl final : public Loader {
   // trainer releases one batch as the batcher needs the next, so a few suffice.
   // Pinned (page-locked) when asked and a CUDA runtime is present, so copies to the GPU are fast.
   std::size_t high_water_ = 0;  // the largest batch buffer so far (assemble() only)
+  const int pin_device_ =
+      device::choose_pin_device(config_.pin_device, std::getenv("LOCAL_RANK"), device::CudaRuntime::get().device_count());
+  const std::shared_ptr<core::Allocator> batch_allocator_ =
+      config_.pin_memory ? device::host_allocator(pin_device_) : core::heap_allocator();
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
-      .alignment = 64,
-      .max_cached_bytes = config_.max_buffered_bytes / 2,
-      .allocator = config_.pin_memory ? device::host_allocator() : core::heap_allocator()}};
+      .alignment = 64, .max_cached_bytes = config_.max_buffered_bytes / 2, .allocator = batch_allocator_}};
+
+  // Where batch buffers come from, for metrics(): pinned (on which device, and how many blocks
+  // the runtime refused to page-lock), or pageable and why.
+  std::string describe_batch_memory() const {
+    if (!config_.pin_memory) return "pageable (pin_memory off)";
+    std::string text = device::CudaRuntime::get().describe();
+    if (const auto* pinned = dynamic_cast<const device::PinnedAllocator*>(batch_allocator_.get())) {
+      text += " on device " + std::to_string(pin_device_);
+      if (const std::size_t refused = pinned->pageable_blocks(); refused > 0) {
+        text += " (" + std::to_string(refused) + " buffers pageable: cudaHostAlloc refused them)";
+      }
+    }
+    return text;
+  }
   std::unique_ptr<storage::Fetcher> fetcher_;
   std::unique_ptr<core::ThreadPool> pool_;
 
@@ -1209,6 +1226,11 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
                                   std::to_string(config.world_size));
   }
   if (config.epochs < 1) return bad_config("epochs", "must be at least 1");
+  if (config.pin_device < -1) return bad_config("pin_device", "must be a device index, or -1 to choose");
+  if (const auto& cuda = device::CudaRuntime::get(); config.pin_memory && cuda.available() &&
+                                                     config.pin_device >= cuda.device_count()) {
+    return bad_config("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
+  }
   if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
   if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());

@@ -2,10 +2,12 @@
 DataLoader, state_dict through torch.save, disjoint shards for two gloo processes, fork
 refusal, the Megatron-shaped adapter, the example training loop, and the device copy stage
 on the CPU (its CUDA path runs in bench/gpu/run.sh)."""
+import ctypes.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,6 +197,44 @@ def test_batch_memory_falls_back_to_pageable_without_a_gpu(manifest):
     with mmfeed.Loader(manifest, pin_memory=False, **OPTIONS) as loader:
         next(loader)
         assert loader.metrics()["batch_memory"] == "pageable (pin_memory off)"
+
+
+def _runtime_described(env=None, preload=None):
+    """mmfeed.cuda_runtime() in a fresh process (the runtime is looked up once per process)."""
+    code = ("import ctypes, sys; sys.argv[1] and ctypes.CDLL(sys.argv[1]); "
+            "import mmfeed; print(mmfeed.cuda_runtime())")
+    return subprocess.run([sys.executable, "-c", code, str(preload or "")], env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_cuda_runtime_lookup_says_what_it_found(tmp_path):
+    assert _runtime_described({"MMFEED_CUDART": str(tmp_path / "absent.so")}) == \
+        "no CUDA runtime (libcudart not found): pageable memory"
+    assert "lacks cudaGetDeviceCount" in _runtime_described({"MMFEED_CUDART": "libz.so.1"})
+    toolkit = ctypes.util.find_library("cudart")
+    if toolkit is None:
+        pytest.skip("no libcudart on this machine to check the lookup of a real runtime")
+    # A runtime already in the process (torch's, when torch is imported first) is the one used:
+    # a copy of the toolkit's loaded before mmfeed looks.
+    real = Path(subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({toolkit!r}); "
+                                "print(next(l.split()[-1] for l in open('/proc/self/maps') if 'cudart' in l))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    copy = tmp_path / real.name
+    copy.write_bytes(real.read_bytes())
+    described = _runtime_described(preload=copy)
+    assert f"CUDA runtime {copy} " in described or f"({copy})" in described, described
+    alone = _runtime_described()
+    assert str(copy) not in alone and "libcudart" in alone, alone
+
+
+def test_pin_device_is_checked(manifest):
+    with pytest.raises(ValueError, match="LoaderConfig.pin_device: must be a device index, or -1 to choose"):
+        next(mmfeed.Loader(manifest, pin_device=-2, tensors="np", **OPTIONS))
+    if not mmfeed.cuda_runtime().endswith("pinned batch memory"):
+        # Without a usable runtime the device does not matter: batches are pageable either way.
+        with mmfeed.Loader(manifest, pin_device=7, tensors="np", **OPTIONS) as loader:
+            next(loader)
+            assert loader.metrics()["batch_memory"] == mmfeed.cuda_runtime()
 
 
 def test_device_stage_on_the_cpu_delivers_the_same_batches_and_counts_only_handed_over(manifest):
