@@ -31,13 +31,15 @@ def main() -> int:
             memory = host_loader.metrics()["batch_memory"]
         print(f"check_device: batch memory: {memory}")
         assert "pinned batch memory on device 0" in memory and "refused" not in memory, memory
-        with mmfeed.Loader(manifest, device="cuda:0", **options) as loader:
-            for i, batch in enumerate(loader):
-                for key, value in batch.items():
-                    if isinstance(value, torch.Tensor):
-                        assert value.device.type == "cuda", (key, value.device)
-                        assert torch.equal(value.cpu(), host[i][key]), (i, key)
-            assert i + 1 == len(host)
+        for device in ("cuda:0", "cuda"):  # "cuda": torch's current device
+            with mmfeed.Loader(manifest, device=device, **options) as loader:
+                for i, batch in enumerate(loader):
+                    for key, value in batch.items():
+                        if isinstance(value, torch.Tensor):
+                            assert value.device == torch.device("cuda", 0), (device, key, value.device)
+                            assert torch.equal(value.cpu(), host[i][key]), (device, i, key)
+                assert i + 1 == len(host)
+                assert "on device 0" in loader.metrics()["batch_memory"]
     print(json.dumps({"check_device": "ok", "batches": len(host)}))
     return 0
 

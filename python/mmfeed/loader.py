@@ -145,9 +145,12 @@ class Loader:
             import torch
 
             self._device = torch.device(device)
-            if self._device.type == "cuda" and not torch.cuda.is_available():
-                raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
-                                   f"(torch {torch.__version__}); leave device unset for host tensors")
+            if self._device.type == "cuda":
+                if not torch.cuda.is_available():
+                    raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
+                                       f"(torch {torch.__version__}); leave device unset for host tensors")
+                if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
+                    self._device = torch.device("cuda", torch.cuda.current_device())
         self._options = options
         self._tensors = tensors
         self._state = None
@@ -181,7 +184,7 @@ class Loader:
         (LOCAL_RANK, else 0)."""
         torch = sys.modules.get("torch")
         if self._device is not None and self._device.type == "cuda":
-            return self._device.index if self._device.index is not None else torch.cuda.current_device()
+            return self._device.index
         if torch is not None and torch.cuda.is_initialized():
             return torch.cuda.current_device()
         return None
