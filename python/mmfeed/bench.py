@@ -37,6 +37,7 @@ Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -249,7 +250,7 @@ def run_one(args) -> dict:
     if args.trainer == "model":
         from mmfeed.bench_model import Nvml, Sampler, make_train_step
 
-        step = make_train_step(device=args.device)
+        step = make_train_step(device=args.device, preset=args.model_preset)
         gpu = Nvml.open()
         if gpu:
             sampler = Sampler(gpu)
@@ -306,25 +307,27 @@ def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: s
           samples: int, trace: Path | None = None) -> dict:
     command = [sys.executable, "-m", "mmfeed.bench", "--one", system, "--manifest", str(manifest),
                "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
-               "--trainer", args.trainer, "--device", args.device]
+               "--trainer", args.trainer, "--device", args.device, "--model-preset", args.model_preset]
     if trace:
         command += ["--trace", str(trace)]
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     result = None
-    for line in proc.stdout:
-        if line.startswith("progress "):
-            progress.update(label, int(line.split()[1]), samples)
-        elif line.startswith("{"):
-            result = json.loads(line)
-    err = proc.stderr.read()
-    if proc.wait() != 0 or result is None:
-        raise SystemExit(f"mmfeed bench: {label} failed (exit {proc.returncode}):\n{err[-3000:]}")
+    # stderr to a file: a child that writes much there would block on a full pipe we do not read.
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in proc.stdout:
+            if line.startswith("progress "):
+                progress.update(label, int(line.split()[1]), samples)
+            elif line.startswith("{"):
+                result = json.loads(line)
+        if proc.wait() != 0 or result is None:
+            err.seek(0)
+            raise SystemExit(f"mmfeed bench: {label} failed (exit {proc.returncode}):\n{err.read()[-3000:]}")
     progress.finish(label, result["samples"], time.perf_counter() - start)
     return result
 
 
-def plot(results: list[dict], path: Path, step_ms: float) -> None:
+def plot(results: list[dict], path: Path, step_ms: float, step_label: str) -> None:
     """Utilisation over time, one panel per source, one line per system: the share of each
     window the trainer spent computing."""
     import matplotlib
@@ -348,7 +351,7 @@ def plot(results: list[dict], path: Path, step_ms: float) -> None:
             spans = [min(edges[k + 1], r["seconds"]) - edges[k] for k in range(len(xs))]  # the last one is partial
             ax.plot(xs, [100 * min(busy[k] / max(spans[k], 1e-9), 1.0) for k in range(len(xs))],
                     label=f"{r['name']} ({100 * r['gpu_utilization']:.0f}%)")
-        ax.set_title(f"{source}: trainer busy (step {step_ms:.0f} ms per batch)")
+        ax.set_title(f"{source}: trainer busy ({step_label})")
         ax.set_xlabel("seconds")
         ax.set_ylabel("GPU utilisation %")
         ax.set_ylim(0, 105)
@@ -397,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainer", choices=("sleep", "model"), default="sleep",
                         help="sleep for the step, or run a real Qwen-VL-shaped training step (GPU)")
     parser.add_argument("--device", default="cuda", help="device of --trainer model")
+    parser.add_argument("--model-preset", choices=("default", "tiny"), default="default",
+                        help="size of --trainer model: default (585M parameters, the GPU run) or tiny (CPU checks)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -425,20 +430,31 @@ def main(argv: list[str] | None = None) -> int:
     from mmfeed import datagen
     from mmfeed.objectstore import Nginx, rewrite_images, s3_env
 
+    def write_report() -> None:  # after every run, so that a run cut short still leaves its figures
+        report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")
+
     data = args.data or out / "data"
     print(f"mmfeed bench: writing or reusing {samples} samples in {data}", file=sys.stderr, flush=True)
     summary = datagen.generate(data, samples=samples, seed=0, workers=os.cpu_count())
     manifest = data / "manifest.jsonl"
     step0_systems = [s for s in STEP0_SYSTEMS if s in systems] if step0 else []
-    calibration_samples = 2 * args.batch_size if args.step_ms == "auto" else 0
+    # With the model trainer the step is the model's own: nothing to calibrate.
+    calibrate = args.step_ms == "auto" and args.trainer == "sleep"
+    calibration_samples = 2 * args.batch_size if calibrate else 0
     progress = Progress(len(sources) * (len(systems) + len(step0_systems)) * samples + calibration_samples)
     results, step0_results, traces = [], [], []
-    with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, Nginx(data, Path(tmp) / "nginx") as server:
-        remote = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
-        paths = {"local": manifest, "s3": remote}
-        env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
+    config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
+              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "cores": os.cpu_count(),
+              "trainer": args.trainer, "device": args.device if args.trainer == "model" else None,
+              "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
+    with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, contextlib.ExitStack() as stack:
+        paths, env = {"local": manifest}, dict(os.environ)
+        if "s3" in sources:  # the object store only when a source reads from it
+            server = stack.enter_context(Nginx(data, Path(tmp) / "nginx"))
+            paths["s3"] = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
+            env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
         calibration = None
-        if args.step_ms == "auto":
+        if calibrate:
             # The naive loop on the first two batches of the first source, with no step.
             probe_source = sources[0]
             head = Path(tmp) / "calibrate.jsonl"
@@ -448,35 +464,42 @@ def main(argv: list[str] | None = None) -> int:
             per_batch = r["data_seconds_per_batch"]
             step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
             calibration = {"source": probe_source, "samples": calibration_samples, "naive_seconds_per_batch": per_batch}
+        elif args.trainer == "model":
+            step_ms = 0.0  # not used: the step is the model's
         else:
             step_ms = float(args.step_ms)
+        config.update(step_ms=step_ms, calibration=calibration,
+                      step_choice="the model's" if args.trainer == "model"
+                      else "auto: naive at 15% (the talk's ratio)" if calibration else "given")
         for source in sources:
             for system in systems:
                 trace = out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
                 r = spawn(system, paths[source], step_ms, args, env, f"{source}: {system}", progress, samples, trace)
                 results.append({"source": source, "step_ms": step_ms, **r})
+                write_report()
                 if trace:
                     traces.append(trace)
         for source in sources:
             for system in step0_systems:
                 r = spawn(system, paths[source], 0.0, args, env, f"{source}: {system}, step 0", progress, samples)
                 step0_results.append({"source": source, "step_ms": 0.0, **r})
+                write_report()
 
-    config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
-              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "step_ms": step_ms,
-              "step_choice": "auto: naive at 15% (the talk's ratio)" if calibration else "given",
-              "calibration": calibration, "cores": os.cpu_count(), "trainer": args.trainer,
-              "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
     print(f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
           f"batches of {args.batch_size}, max_pixels {args.max_pixels}, {os.cpu_count()} cores, "
           f"trainer: {args.trainer}")
-    print_table(f"Trainer step {step_ms:.0f} ms per batch"
-                + (" (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""), results)
+    if args.trainer == "model":
+        title = f"Trainer: a Qwen-VL-shaped training step on {args.device}"
+    else:
+        title = (f"Trainer step {step_ms:.0f} ms per batch"
+                 + (" (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""))
+    print_table(title, results)
     if step0_results:
         print_table("Trainer step 0 (infinitely fast): how fast each system delivers", step0_results)
+    write_report()
     plot_path = out / "utilization.png"
-    plot(results, plot_path, step_ms)
-    report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")
+    plot(results, plot_path, step_ms, f"{args.device} model step" if args.trainer == "model"
+         else f"step {step_ms:.0f} ms per batch")
     print(f"\nreport: {report}\nplot:   {plot_path}")
     for trace in traces:
         print(f"trace:  {trace} (open in ui.perfetto.dev)")

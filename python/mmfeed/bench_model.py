@@ -21,6 +21,7 @@ there are no rotary positions and the layers are plain pre-norm transformer bloc
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 import torch
@@ -200,7 +201,13 @@ class Nvml:
         if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(handle)) != 0:
             lib.nvmlShutdown()
             return None
-        return cls(lib, handle)
+        nvml = cls(lib, handle)
+        try:
+            nvml.utilization()  # some virtualised GPUs answer NOT_SUPPORTED: treat as absent
+        except RuntimeError:
+            nvml.close()
+            return None
+        return nvml
 
     def utilization(self) -> float:
         """The share of the last sample period (1/6 s to 1 s, by GPU) a kernel ran, 0..1."""
@@ -216,7 +223,8 @@ class Nvml:
 
 class Sampler:
     """Samples `source.utilization()` (an Nvml) every `interval_s` on a thread, from start() to
-    stop(); stop() returns the mean, 0..1."""
+    stop(); stop() returns the mean, 0..1, or None when no sample could be read (a failing read
+    ends the sampling, not the run)."""
 
     def __init__(self, source: Nvml, interval_s: float = 0.1):
         self._source = source
@@ -227,14 +235,18 @@ class Sampler:
 
     def _run(self) -> None:
         while True:
-            self._samples.append(self._source.utilization())
+            try:
+                self._samples.append(self._source.utilization())
+            except RuntimeError as e:
+                print(f"nvml sampler: {e}; GPU utilisation not sampled further", file=sys.stderr)
+                return
             if self._stopping.wait(self._interval_s):
                 return
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> float:
+    def stop(self) -> float | None:
         self._stopping.set()
         self._thread.join()
-        return sum(self._samples) / len(self._samples)
+        return sum(self._samples) / len(self._samples) if self._samples else None

@@ -41,6 +41,7 @@ CudaRuntime::CudaRuntime() {
   set_device_ = reinterpret_cast<int (*)(int)>(dlsym(handle_, "cudaSetDevice"));
   host_alloc_ = reinterpret_cast<int (*)(void**, std::size_t, unsigned int)>(dlsym(handle_, "cudaHostAlloc"));
   free_host_ = reinterpret_cast<int (*)(void*)>(dlsym(handle_, "cudaFreeHost"));
+  clear_error_ = reinterpret_cast<int (*)()>(dlsym(handle_, "cudaGetLastError"));
   if (count == nullptr || set_device_ == nullptr || host_alloc_ == nullptr || free_host_ == nullptr) {
     description_ = "CUDA runtime lacks cudaGetDeviceCount/cudaSetDevice/cudaHostAlloc/cudaFreeHost: pageable memory";
     return;
@@ -60,6 +61,7 @@ CudaRuntime::CudaRuntime() {
                       ")";
     }
     description_ += ": pageable memory";
+    clear_error();
     return;
   }
   int v = 0;
@@ -76,13 +78,23 @@ const CudaRuntime& CudaRuntime::get() {
 }
 
 void* CudaRuntime::host_alloc(std::size_t bytes, int device) const {
-  if (!available_ || set_device_(device) != 0) return nullptr;
+  if (!available_) return nullptr;
   void* p = nullptr;
-  return host_alloc_(&p, bytes, kHostAllocPortable) == 0 ? p : nullptr;
+  if (set_device_(device) != 0 || host_alloc_(&p, bytes, kHostAllocPortable) != 0) {
+    clear_error();
+    return nullptr;
+  }
+  return p;
 }
 
 void CudaRuntime::host_free(void* p) const {
-  if (available_) free_host_(p);
+  if (available_ && free_host_(p) != 0) clear_error();
+}
+
+void CudaRuntime::clear_error() const {
+  // A failed call leaves its error as the thread's last one; in a runtime shared with torch,
+  // torch's next kernel-launch check would report it as its own.
+  if (clear_error_ != nullptr) clear_error_();
 }
 
 int choose_pin_device(int requested, const char* local_rank, int device_count) {

@@ -42,6 +42,8 @@ class CudaRuntime {
 
  private:
   CudaRuntime();
+  void clear_error() const;  // cudaGetLastError: resets the calling thread's last error
+
   bool available_ = false;
   int devices_ = 0;
   std::string description_;
@@ -49,6 +51,7 @@ class CudaRuntime {
   int (*set_device_)(int) = nullptr;
   int (*host_alloc_)(void**, std::size_t, unsigned int) = nullptr;
   int (*free_host_)(void*) = nullptr;
+  int (*clear_error_)() = nullptr;
 };
 
 // The device whose context allocates pinned memory: `requested` when it is >= 0; otherwise the

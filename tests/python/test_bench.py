@@ -55,6 +55,18 @@ def test_auto_step_follows_the_talks_ratio_and_step0_table(tmp_path):
         check(r, 16)
 
 
+def test_model_trainer_from_local_files(tmp_path):
+    # What bench/gpu/run.sh runs, on the CPU with the tiny model: no object store, no calibration.
+    _, out = bench(tmp_path, "--quick", "--samples", 8, "--batch-size", 4, "--sources", "local", "--systems",
+                   "naive,mmfeed", "--trainer", "model", "--device", "cpu", "--model-preset", "tiny")
+    assert out["config"]["trainer"] == "model" and out["config"]["device"] == "cpu"
+    assert out["config"]["step_choice"] == "the model's" and out["config"]["calibration"] is None
+    assert [(r["source"], r["name"]) for r in out["systems"]] == [("local", "naive"), ("local", "mmfeed")]
+    for r in out["systems"]:
+        check(r, 8)
+        assert "nvml_gpu_utilization" not in r  # no GPU to ask
+
+
 def test_refuses_unknown_systems(tmp_path):
     run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--systems", "mmfeed,grain", "--out", tmp_path],
                          capture_output=True, text=True)

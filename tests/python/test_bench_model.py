@@ -99,6 +99,14 @@ def test_sampler_reports_the_mean_utilization():
     sampler.start()
     assert sampler.stop() == 0.25
 
+    class Refusing:
+        def utilization(self):
+            raise RuntimeError("nvmlDeviceGetUtilizationRates failed with NVML status 3")
+
+    sampler = bench_model.Sampler(Refusing(), interval_s=0.01)
+    sampler.start()
+    assert sampler.stop() is None  # the run goes on without the figure
+
 
 def test_tiny_step_trains_on_real_mmfeed_batches(tmp_path):
     datagen.generate(tmp_path / "d", samples=4, seed=0, workers=1)
