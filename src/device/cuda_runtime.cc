@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/thread_pool.h"
+
 namespace mmfeed::device {
 
 namespace {
@@ -135,8 +137,16 @@ void PinnedAllocator::deallocate(void* p, std::size_t bytes, std::size_t alignme
 std::shared_ptr<core::Allocator> host_allocator(int device) {
   const CudaRuntime& cuda = CudaRuntime::get();
   if (!cuda.available()) return core::heap_allocator();
-  return std::make_shared<PinnedAllocator>([&cuda, device](std::size_t bytes) { return cuda.host_alloc(bytes, device); },
-                                           [&cuda](void* p) { return cuda.host_free(p); });
+  // Every runtime call runs on a thread of the allocator's own, whose current device is
+  // `device`: the threads that acquire and release batch buffers (the trainer's among them, in
+  // serial mode or when it drops the last tensor) keep their current device and open no context.
+  // Blocks are few and reused, so the hop costs nothing next to cudaHostAlloc itself.
+  auto thread = std::make_shared<core::ThreadPool>("cuda-pin", 1);
+  return std::make_shared<PinnedAllocator>(
+      [&cuda, device, thread](std::size_t bytes) {
+        return thread->async([&cuda, device, bytes] { return cuda.host_alloc(bytes, device); }).get();
+      },
+      [&cuda, thread](void* p) { thread->async([&cuda, p] { cuda.host_free(p); }).get(); });
 }
 
 }  // namespace mmfeed::device

@@ -34,8 +34,8 @@ class CudaRuntime {
   // reason it is unavailable.
   const std::string& describe() const { return description_; }
 
-  // Page-locked host memory, pinned for every device, allocated with `device` current in the
-  // calling thread so that no context is created on another GPU; nullptr on failure.
+  // Page-locked host memory, pinned for every device, allocated with `device` made current in
+  // the calling thread (so that no context is created on another GPU); nullptr on failure.
   void* host_alloc(std::size_t bytes, int device) const;
   // Frees what host_alloc returned.
   void host_free(void* p) const;
@@ -85,7 +85,7 @@ class PinnedAllocator final : public core::Allocator {
 };
 
 // The batch buffers' allocator: a PinnedAllocator on `device` when the CUDA runtime is
-// available, the heap otherwise.
+// available (its runtime calls made on a thread of its own), the heap otherwise.
 std::shared_ptr<core::Allocator> host_allocator(int device);
 
 }  // namespace mmfeed::device
