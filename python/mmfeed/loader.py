@@ -242,6 +242,12 @@ class Loader:
             if self._stage is not None:
                 self._stage.close()
 
+    def __del__(self):
+        # Dropped without close(): stop the engine's threads and the copy stage's now. The copy
+        # thread holds the engine, so without this neither would ever end.
+        with contextlib.suppress(Exception):
+            self.close()
+
     def __enter__(self):
         return self
 

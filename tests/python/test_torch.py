@@ -3,10 +3,12 @@ DataLoader, state_dict through torch.save, disjoint shards for two gloo processe
 refusal, the Megatron-shaped adapter, the example training loop, and the device copy stage
 on the CPU (its CUDA path runs in bench/gpu/run.sh)."""
 import ctypes.util
+import gc
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -259,6 +261,33 @@ def test_device_stage_on_the_cpu_delivers_the_same_batches_and_counts_only_hande
         next(staged)
         staged.close()  # the stage's thread stops with the engine
         assert list(staged) == []
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _settles_to(count: int) -> bool:
+    for _ in range(100):
+        if _threads() <= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_a_loader_dropped_mid_run_stops_its_threads(manifest, device):
+    with mmfeed.Loader(manifest, device=device, **OPTIONS) as warm:  # torch's own pools start here
+        list(warm)
+    assert _settles_to(_threads())
+    baseline = _threads()
+    loader = mmfeed.Loader(manifest, device=device, **OPTIONS)
+    batch = next(loader)  # engine threads running, batches staged ahead
+    assert _threads() > baseline
+    del loader
+    gc.collect()
+    assert _settles_to(baseline), f"{_threads()} threads, {baseline} before the loader"
+    assert batch["input_ids"].shape[0] == 4  # a batch kept stays valid
 
 
 def test_device_stage_refuses_what_it_cannot_do(manifest):
