@@ -6,8 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/thread_pool.h"
-
 namespace mmfeed::device {
 
 namespace {
@@ -134,14 +132,9 @@ void PinnedAllocator::deallocate(void* p, std::size_t bytes, std::size_t alignme
   core::heap_allocator()->deallocate(p, bytes, alignment);
 }
 
-std::shared_ptr<core::Allocator> host_allocator(int device) {
+std::shared_ptr<core::Allocator> host_allocator(int device, std::shared_ptr<core::ThreadPool> thread) {
   const CudaRuntime& cuda = CudaRuntime::get();
   if (!cuda.available()) return core::heap_allocator();
-  // Every runtime call runs on a thread of the allocator's own, whose current device is
-  // `device`: the threads that acquire and release batch buffers (the trainer's among them, in
-  // serial mode or when it drops the last tensor) keep their current device and open no context.
-  // Blocks are few and reused, so the hop costs nothing next to cudaHostAlloc itself.
-  auto thread = std::make_shared<core::ThreadPool>("cuda-pin", 1);
   return std::make_shared<PinnedAllocator>(
       [&cuda, device, thread](std::size_t bytes) {
         return thread->async([&cuda, device, bytes] { return cuda.host_alloc(bytes, device); }).get();

@@ -6,7 +6,7 @@
 // Example:
 //   const CudaRuntime& cuda = CudaRuntime::get();
 //   int device = choose_pin_device(-1, std::getenv("LOCAL_RANK"), cuda.device_count());
-//   BufferPool pool({.allocator = host_allocator(device)});  // pinned, or the heap
+//   BufferPool pool({.allocator = host_allocator(device, std::make_shared<ThreadPool>("cuda-pin", 1))});
 //   std::cout << cuda.describe();   // "CUDA runtime 12040 (...), 1 device: ..." or why it is absent
 #pragma once
 
@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "core/buffer_pool.h"
+#include "core/thread_pool.h"
 
 namespace mmfeed::device {
 
@@ -85,7 +86,11 @@ class PinnedAllocator final : public core::Allocator {
 };
 
 // The batch buffers' allocator: a PinnedAllocator on `device` when the CUDA runtime is
-// available (its runtime calls made on a thread of its own), the heap otherwise.
-std::shared_ptr<core::Allocator> host_allocator(int device);
+// available, the heap otherwise. Its runtime calls run on `thread` (one worker, kept as long as
+// the allocator), whose current device becomes `device`: the threads that acquire and release
+// batch buffers (the trainer's among them, in serial mode or when it frees the last tensor)
+// keep their current device and open no context. Blocks are few and reused, so the hop costs
+// nothing next to cudaHostAlloc itself.
+std::shared_ptr<core::Allocator> host_allocator(int device, std::shared_ptr<core::ThreadPool> thread);
 
 }  // namespace mmfeed::device

@@ -1145,7 +1145,9 @@ class LoaderImpl final : public Loader {
   const int pin_device_ =
       device::choose_pin_device(config_.pin_device, std::getenv("LOCAL_RANK"), device::CudaRuntime::get().device_count());
   const std::shared_ptr<core::Allocator> batch_allocator_ =
-      config_.pin_memory ? device::host_allocator(pin_device_) : core::heap_allocator();
+      config_.pin_memory && device::CudaRuntime::get().available()
+          ? device::host_allocator(pin_device_, std::make_shared<core::ThreadPool>("cuda-pin", 1))
+          : core::heap_allocator();
   core::BufferPool pool_buffers_{core::BufferPoolOptions{
       .alignment = 64, .max_cached_bytes = config_.max_buffered_bytes / 2, .allocator = batch_allocator_}};
 

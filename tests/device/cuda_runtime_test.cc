@@ -110,11 +110,16 @@ TEST(CudaRuntimeTest, SaysWhatItFound) {
     ASSERT_NE(p, nullptr);
     std::memset(p, 1, 1 << 20);
     cuda.host_free(p);
+    auto allocator = host_allocator(0, std::make_shared<core::ThreadPool>("cuda-pin", 1));
+    void* block = allocator->allocate(8 << 20, 64);
+    std::memset(block, 2, 8 << 20);
+    allocator->deallocate(block, 8 << 20, 64);
+    EXPECT_EQ(dynamic_cast<PinnedAllocator&>(*allocator).pageable_blocks(), 0u);
   } else {
     EXPECT_EQ(cuda.device_count(), 0);
     EXPECT_NE(cuda.describe().find("pageable memory"), std::string::npos) << cuda.describe();
     EXPECT_EQ(cuda.host_alloc(1 << 20, 0), nullptr);
-    EXPECT_EQ(host_allocator(0), core::heap_allocator());
+    EXPECT_EQ(host_allocator(0, std::make_shared<core::ThreadPool>("cuda-pin", 1)), core::heap_allocator());
   }
 }
 
