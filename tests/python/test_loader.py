@@ -3,6 +3,7 @@ sample by sample, deterministic across thread counts and modes, ranks disjoint a
 exact resume, bad samples reported and never lost, memory shared with the engine."""
 import json
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -141,7 +142,13 @@ def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
 def test_metrics_report_each_stage(dataset, packed):
     options = dict(token_budget=3000, pack_window=8) if packed else {}
     with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, **options) as loader:
-        batches = list(loader)
+        batches = [next(loader)]
+        # A trainer busy with its step takes nothing: the engine fills the prefetch queue. (A
+        # consumer that always waits may take every batch before the gauge reads the queue.)
+        deadline = time.monotonic() + 60
+        while loader.metrics()["gauges"]["loader.prefetched_batches"]["max"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        batches += list(loader)
         m = loader.metrics()
     stages = m["stages"]
     assert stages["wall_s"] > 0
