@@ -46,6 +46,7 @@ class _DeviceStage:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._held = None  # the host batch of the last device batch handed over, until its copy is done
+        self._failure = None  # the engine's error, raised again on every later next() as the engine does
         self._thread = threading.Thread(target=self._run, args=(source, state), name="mmfeed-h2d", daemon=True)
         self._thread.start()
 
@@ -81,6 +82,8 @@ class _DeviceStage:
 
     def next(self):
         """(device batch, engine state after it), or None at the end."""
+        if self._failure is not None:
+            raise self._failure
         while True:
             try:
                 item = self._queue.get(timeout=0.1)
@@ -92,6 +95,7 @@ class _DeviceStage:
             self._queue.put(_END)
             return None
         if isinstance(item, BaseException):
+            self._failure = item
             raise item
         out, event, host, after = item
         if self._held is not None and self._held[1] is not None:
@@ -158,6 +162,9 @@ class Loader:
         self._stage = None
         self._delivered_state = None  # with a copy stage: the state after the last batch handed over
         self._pid = os.getpid()
+        self._closed = False
+        # The engine (and the copy stage) open on first use, which releases the GIL: one thread opens.
+        self._opening = threading.Lock()
 
     def _engine(self):
         if os.getpid() != self._pid:
@@ -166,17 +173,22 @@ class Loader:
             raise RuntimeError(f"mmfeed.Loader was created in process {self._pid} and cannot be used in the forked "
                                f"process {os.getpid()}; create the Loader in the child (or use num_workers=0)")
         if self._core is None:
-            if self._tensors == "torch":
-                try:
-                    import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
-                except ImportError as e:
-                    raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
-                                      "install torch, or pass tensors='np' for numpy arrays") from e
-            options = self._options
-            if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
-                options = {**options, "pin_device": device}
-            self._core = _mmfeed._Loader(options, self._state)
+            with self._opening:
+                if self._core is None:
+                    self._core = self._open()
         return self._core
+
+    def _open(self):
+        if self._tensors == "torch":
+            try:
+                import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+            except ImportError as e:
+                raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
+                                  "install torch, or pass tensors='np' for numpy arrays") from e
+        options = self._options
+        if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
+            options = {**options, "pin_device": device}
+        return _mmfeed._Loader(options, self._state)
 
     def _trainer_gpu(self):
         """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else
@@ -193,6 +205,8 @@ class Loader:
         return self
 
     def __next__(self) -> dict:
+        if self._closed and self._core is None:
+            raise StopIteration  # closed before it was opened
         if self._device is not None:
             return self._next_on_device()
         batch = self._engine().next(torch=self._tensors == "torch")
@@ -203,8 +217,10 @@ class Loader:
     def _next_on_device(self) -> dict:
         if self._stage is None:
             core = self._engine()
-            self._delivered_state = core.state()  # where the run starts (after load_state_dict)
-            self._stage = _DeviceStage(lambda: core.next(torch=True), core.state, self._device)
+            with self._opening:
+                if self._stage is None:
+                    self._delivered_state = core.state()  # where the run starts (after load_state_dict)
+                    self._stage = _DeviceStage(lambda: core.next(torch=True), core.state, self._device)
         item = self._stage.next()
         if item is None:
             raise StopIteration
@@ -220,9 +236,11 @@ class Loader:
         return json.loads(self._core.state())
 
     def load_state_dict(self, state: dict) -> None:
+        """Resume from `state` (taken by state_dict()); {} -- the state of a loader not yet iterated --
+        starts from the beginning."""
         if self._core is not None:
-            raise RuntimeError("load_state_dict must be called before iterating")
-        self._state = json.dumps(state)
+            raise RuntimeError("load_state_dict must be called before iterating (the engine is already open)")
+        self._state = json.dumps(state) if state else None
 
     @staticmethod
     def reshard_states(states: list[dict], rank: int, world_size: int) -> dict:
@@ -231,12 +249,15 @@ class Loader:
         return json.loads(_mmfeed.reshard_states([json.dumps(s) for s in states], rank, world_size))
 
     def errors(self) -> list[dict]:
-        return self._engine().errors()
+        """The samples skipped or failed so far; [] before the first batch is asked for."""
+        return self._engine().errors() if self._core is not None else []
 
     def metrics(self) -> dict:
-        return json.loads(self._engine().metrics())
+        """The engine's figures; {} before the first batch is asked for (asking does not start it)."""
+        return json.loads(self._engine().metrics()) if self._core is not None else {}
 
     def close(self) -> None:
+        self._closed = True
         if self._core is not None and os.getpid() == self._pid:
             self._core.close()
             if self._stage is not None:

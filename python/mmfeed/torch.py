@@ -11,7 +11,8 @@ batch again or fork workers: use batch_size=None and num_workers=0 (the dataset 
 worker processes). Rank and world size come from torch.distributed when it is initialised,
 else from the RANK / WORLD_SIZE environment, unless given. state_dict()/load_state_dict()
 follow torchdata's StatefulDataLoader convention (the dataset's state is taken with the
-loader's and restored before iteration).
+loader's and restored before iteration). Each pass over the dataset continues the run: the
+next epoch after a complete pass, the rest of the pass after one left early.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ def _distributed_rank_and_world() -> tuple[int, int]:
 
 
 class Dataset(torch.utils.data.IterableDataset):
-    """Batches from mmfeed as dicts of torch tensors (already batched: use batch_size=None)."""
+    """Batches from mmfeed as dicts of torch tensors (already batched: use batch_size=None).
+
+    Each pass (each iter(), as a DataLoader makes for every `for batch in loader` loop) runs
+    `epochs` epochs (default 1), each with its own order, following where the previous pass
+    stopped: after a pass that ran to its end, the next epochs; after one left early (a break),
+    the rest of that pass first. set_epoch(e) starts the next pass at epoch e instead.
+    """
 
     def __init__(self, manifest, **options):
         super().__init__()
@@ -40,31 +47,67 @@ class Dataset(torch.utils.data.IterableDataset):
         options.setdefault("rank", rank)
         options.setdefault("world_size", world)
         options["tensors"] = "torch"
+        self._epochs_per_pass = int(options.pop("epochs", 1))
+        if self._epochs_per_pass < 1:
+            raise ValueError("epochs must be at least 1")
         self._manifest = manifest
         self._options = options
-        self._state: dict | None = None
         self._loader: Loader | None = None
+        self._finished = False  # the current loader ran to its end
+        self._start: dict | None = None  # where the next pass starts: a loaded state, set_epoch's
+        self._end_epoch = self._epochs_per_pass  # the epoch before which the current (or next) pass ends
+
+    def _state_at(self, epoch: int) -> dict:
+        return {"seed": self._options.get("seed", 0), "rank": self._options["rank"],
+                "world_size": self._options["world_size"], "epoch": epoch, "position": 0}
+
+    def _next_pass(self) -> tuple[dict | None, int]:
+        """(the state the next pass starts from, the epoch it ends before)."""
+        if self._start is not None or self._loader is None:
+            return self._start, self._end_epoch
+        if self._finished:
+            return self._state_at(self._end_epoch), self._end_epoch + self._epochs_per_pass
+        return self._loader.state_dict(), self._end_epoch
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         if info is not None:
             raise RuntimeError("mmfeed.torch.Dataset runs its own threads: use DataLoader(num_workers=0, "
                                "batch_size=None)")
-        if self._loader is not None:
-            self._loader.close()
-        self._loader = Loader(self._manifest, **self._options)
-        if self._state:
-            self._loader.load_state_dict(self._state)
-            self._state = None
-        return self._loader
+        start, self._end_epoch = self._next_pass()
+        self.close()
+        self._start = None
+        self._loader = loader = Loader(self._manifest, epochs=self._end_epoch, **self._options)
+        self._finished = False
+        if start:
+            loader.load_state_dict(start)
+        return self._run(loader)
+
+    def _run(self, loader: Loader):
+        yield from loader
+        if self._loader is loader:
+            self._finished = True
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass starts at `epoch`, at its first sample (the DistributedSampler convention)."""
+        self.close()
+        self._loader = None
+        self._start = self._state_at(epoch)
+        self._end_epoch = epoch + self._epochs_per_pass
 
     def state_dict(self) -> dict:
-        if self._loader is not None:
-            return self._loader.state_dict()
-        return dict(self._state or {})
+        """Where the next batch would come from: the loader's state, and the epoch its pass ends
+        before (`pass_end_epoch`)."""
+        start, end = self._next_pass()
+        return {**(start or self._state_at(0)), "pass_end_epoch": end}
 
     def load_state_dict(self, state: dict) -> None:
-        self._state = dict(state)
+        state = dict(state)
+        end = state.pop("pass_end_epoch", None)
+        self.close()
+        self._loader = None
+        self._start = state or None
+        self._end_epoch = end if end is not None else state.get("epoch", 0) + self._epochs_per_pass
 
     def errors(self) -> list[dict]:
         return self._loader.errors() if self._loader is not None else []

@@ -58,6 +58,77 @@ def test_dataset_with_dataloader_and_state_dict_through_torch_save(manifest, tmp
     assert [b["sample_ids"] for b in first] + rest == full
 
 
+def _ids(batches) -> list[str]:
+    return [i for b in batches for i in b["sample_ids"]]
+
+
+def test_dataset_passes_follow_the_run(manifest):
+    with mmfeed.Loader(manifest, seed=4, epochs=3, **OPTIONS) as loader:
+        epochs = [[], [], []]
+        for b in loader:
+            epochs[b["epoch"]] += list(b["sample_ids"])
+    dataset = mmfeed.torch.Dataset(manifest, seed=4, **OPTIONS)
+    loader = DataLoader(dataset, batch_size=None)
+    assert _ids(loader) == epochs[0]  # each pass is the next epoch, in its own order
+    assert dataset.state_dict()["epoch"] == 1
+    left_early = []
+    for b in loader:
+        left_early += b["sample_ids"]
+        break
+    assert left_early + _ids(loader) == epochs[1]  # a pass left early is completed by the next
+    assert _ids(loader) == epochs[2]
+    dataset.set_epoch(1)
+    assert _ids(loader) == epochs[1]
+    dataset.close()
+    # Two epochs a pass: the pass runs both; the state loaded is the state reported.
+    double = mmfeed.torch.Dataset(manifest, seed=4, epochs=2, **OPTIONS)
+    assert _ids(DataLoader(double, batch_size=None)) == epochs[0] + epochs[1]
+    state = {**double.state_dict()}
+    assert state["epoch"] == 2 and state["pass_end_epoch"] == 4
+    double.load_state_dict({**state, "epoch": 0, "pass_end_epoch": 1})
+    assert double.state_dict() == {**state, "epoch": 0, "pass_end_epoch": 1}
+    assert _ids(DataLoader(double, batch_size=None)) == epochs[0]
+
+
+def test_loader_edges_before_and_after_iterating(manifest):
+    loader = mmfeed.Loader(manifest, seed=4, **OPTIONS)
+    assert loader.errors() == [] and loader.metrics() == {}  # asking does not open the engine
+    fresh = loader.state_dict()
+    assert fresh == {}
+    loader.load_state_dict(fresh)  # a state taken before iterating starts from the beginning
+    with mmfeed.Loader(manifest, seed=4, **OPTIONS) as plain:
+        assert _ids(loader) == _ids(plain)
+    unopened = mmfeed.Loader(manifest, **OPTIONS)
+    unopened.close()
+    assert list(unopened) == []  # closed before it opened: nothing, not a fresh engine
+
+
+def test_loader_opens_one_engine_for_concurrent_callers(manifest):
+    # The engine opens on first use with the GIL released; callers racing for it must share one.
+    import threading
+
+    for _ in range(3):
+        loader = mmfeed.Loader(manifest, seed=5, epochs=2, tensors="np", **OPTIONS)
+        seen, lock = [], threading.Lock()
+
+        def take():
+            for b in loader:
+                with lock:
+                    seen.extend(b["sample_ids"])
+
+        threads = [threading.Thread(target=take) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        loader.close()
+        assert sorted(seen) == sorted(_ids_of_manifest(manifest) * 2)
+
+
+def _ids_of_manifest(manifest) -> list[str]:
+    return [json.loads(line)["id"] for line in manifest.read_text().splitlines() if line.strip()]
+
+
 def test_dataset_refuses_worker_processes(manifest):
     with pytest.raises(RuntimeError, match="num_workers=0"):
         next(iter(DataLoader(mmfeed.torch.Dataset(manifest, **OPTIONS), batch_size=None, num_workers=1)))
@@ -304,3 +375,5 @@ def test_device_stage_passes_engine_errors_to_the_trainer(manifest, tmp_path):
                        **OPTIONS) as staged:
         with pytest.raises(ValueError, match=victim["id"]):
             list(staged)
+        with pytest.raises(ValueError, match=victim["id"]):  # again, as without the stage: not an end
+            next(staged)
