@@ -7,6 +7,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 
@@ -73,6 +75,12 @@ LoaderConfig config_from(nb::dict d) {
   return c;
 }
 
+// What an array's capsule holds: the batch, and the process that may release it.
+struct BatchRef {
+  std::shared_ptr<Batch> batch;
+  pid_t pid;
+};
+
 class PyLoader {
  public:
   PyLoader(nb::dict config, std::optional<std::string> state) {
@@ -91,6 +99,16 @@ class PyLoader {
     if (!l.ok()) raise_loader(l.error());
     loader_ = std::move(l).value();
   }
+
+  // In a forked child (whose garbage collector may free a Loader inherited from the parent) the
+  // engine's threads do not exist, and its mutexes may be held by threads that were copied
+  // mid-call: destroying it there would crash or hang. It is left as it is, for the child's
+  // exit to reclaim. (The Python Loader refuses to be used in a child.)
+  ~PyLoader() {
+    if (getpid() != pid_) static_cast<void>(loader_.release());
+  }
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
 
   // An array of `Framework` over tensor `t`'s memory at `data`, kept alive by `owner`.
   template <class Framework>
@@ -117,9 +135,14 @@ class PyLoader {
     auto batch = std::make_shared<Batch>(std::move(**r));
     nb::dict out;
     for (const Tensor& t : batch->tensors) {
-      // Each array's capsule keeps the whole batch (and so its buffer) alive.
-      auto* keep = new std::shared_ptr<Batch>(batch);
-      nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Batch>*>(p); });
+      // Each array's capsule keeps the whole batch (and so its buffer) alive. An array freed in
+      // a forked child leaves the buffer alone: returning it would take the pool's mutex, which
+      // a parent's thread may have held at the fork.
+      auto* keep = new BatchRef{batch, pid_};
+      nb::capsule owner(keep, [](void* p) noexcept {
+        auto* ref = static_cast<BatchRef*>(p);
+        if (getpid() == ref->pid) delete ref;
+      });
       std::vector<std::size_t> shape(t.shape.begin(), t.shape.end());
       void* data = const_cast<void*>(batch->data(t));
       // numpy arrays, or torch tensors made from a DLPack capsule over the same memory.
@@ -152,6 +175,7 @@ class PyLoader {
 
  private:
   std::unique_ptr<Loader> loader_;
+  const pid_t pid_ = getpid();
 };
 
 }  // namespace

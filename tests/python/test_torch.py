@@ -163,6 +163,35 @@ def test_forked_child_is_refused_clearly(manifest):
     assert "cannot be used in the forked process" in message
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_a_forked_child_can_free_what_it_inherited(manifest, device):
+    # A child's garbage collector may free a running Loader and live batches copied from the
+    # parent (a multiprocessing pool started later, say): that must neither crash nor hang.
+    loader = mmfeed.Loader(manifest, device=device, **OPTIONS)
+    batch = next(loader)
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 1
+        try:
+            del loader, batch
+            gc.collect()
+            code = 0
+        finally:
+            os._exit(code)
+    for _ in range(400):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child hung freeing the inherited loader")
+    loader.close()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert batch["input_ids"].shape[0] == 4
+
+
 DIST_SCRIPT = """
 import json, sys, torch.distributed as dist
 import mmfeed.torch
