@@ -28,8 +28,10 @@ class TinyVLM(torch.nn.Module):
 
     def forward(self, batch):
         x = self.embed(batch["input_ids"] % self.embed.num_embeddings)
-        # one image summary per batch: the mean patch, projected, added to every position
-        x = x + self.vision(batch["pixel_values"].mean(dim=0))
+        # one image summary per batch: the mean patch, projected, added to every position (a
+        # batch of text-only samples has no patch rows, and no summary)
+        if batch["pixel_values"].shape[0] > 0:
+            x = x + self.vision(batch["pixel_values"].mean(dim=0))
         return self.head(x)
 
 

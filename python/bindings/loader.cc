@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "core/buffer_pool.h"
 #include "device/cuda_runtime.h"
@@ -23,10 +24,26 @@ namespace {
 
 [[noreturn]] void raise_loader(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
 
+// What an option of type T takes, for the message when a value does not convert.
+template <class T>
+constexpr const char* expected() {
+  if constexpr (std::is_same_v<T, bool>) return "True or False";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_unsigned_v<T>) return "an integer >= 0";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else return "a list of strings";
+}
+
 template <class T>
 T get(nb::dict d, const char* key, T fallback) {
   if (!d.contains(key) || d[key].is_none()) return fallback;
-  return nb::cast<T>(d[key]);
+  try {
+    return nb::cast<T>(d[key]);
+  } catch (const nb::cast_error&) {
+    const std::string got = nb::repr(d[key]).c_str();
+    throw nb::type_error(("loader option '" + std::string(key) + "' must be " + expected<T>() + ", not " + got).c_str());
+  }
 }
 
 LoaderConfig config_from(nb::dict d) {
@@ -181,6 +198,8 @@ class PyLoader {
 }  // namespace
 
 void bind_loader(nb::module_& m) {
+  m.def("_check_loader_options", [](nb::dict options) { static_cast<void>(config_from(options)); },
+        "Raises what opening a loader with these options would raise for an unknown name or a wrong type.");
   m.def(
       "reshard_states",
       [](const std::vector<std::string>& states, int rank, int world_size) {

@@ -138,8 +138,8 @@ class Loader:
         if manifest is not None:
             options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                           else manifest)]
-        if "tokenizer" in options:
-            options["tokenizer"] = os.fspath(options["tokenizer"])
+        options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+        _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         self._device = None

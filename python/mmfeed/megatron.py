@@ -7,8 +7,9 @@
 Each iterator yields the batch dicts of mmfeed.Loader (torch tensors, zero copy); the train
 iterator cycles epochs, the validation one restarts from the beginning when exhausted (as
 Megatron's "cyclic" valid iterator does), a missing split gives None. Rank and world size are
-the data-parallel ones: from torch.distributed (or RANK/WORLD_SIZE) unless given. The state
-of the train loader is `state_dict(train_it)` / resumable with `train_state=...`.
+the data-parallel ones: from torch.distributed (or RANK/WORLD_SIZE) unless given; `epochs`
+(or train_epochs) and `shuffle` apply to the train split only. The state of the train loader is
+`state_dict(train_it)` / resumable with `train_state=...`; each iterator has close().
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class _Cyclic:
     def state_dict(self) -> dict:
         return self._loader.state_dict()
 
+    def close(self) -> None:
+        self._loader.close()
+
 
 def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, test_manifest=None, *,
                                           train_epochs: int = 1_000_000, train_state: dict | None = None,
@@ -46,6 +50,9 @@ def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, t
     options.setdefault("rank", rank)
     options.setdefault("world_size", world)
     options.setdefault("tensors", "torch")
+    train_epochs = options.pop("epochs", train_epochs)  # `epochs` is the train split's
+    # Validation and test always run one epoch in manifest order, whatever the train split does.
+    evaluation = {**options, "shuffle": False, "epochs": 1}
 
     def train():
         loader = Loader(train_manifest, epochs=train_epochs, **options)
@@ -54,7 +61,7 @@ def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, t
         return loader
 
     def fixed(manifest):
-        return lambda: Loader(manifest, shuffle=False, epochs=1, **options)
+        return lambda: Loader(manifest, **evaluation)
 
     train_it = train()
     valid_it = _Cyclic(fixed(valid_manifest)) if valid_manifest else None

@@ -52,6 +52,7 @@ class Dataset(torch.utils.data.IterableDataset):
             raise ValueError("epochs must be at least 1")
         self._manifest = manifest
         self._options = options
+        Loader(manifest, **options).close()  # unknown options and wrong types now, not at the first pass
         self._loader: Loader | None = None
         self._finished = False  # the current loader ran to its end
         self._start: dict | None = None  # where the next pass starts: a loaded state, set_epoch's

@@ -1264,11 +1264,15 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   start.world_size = config.world_size;
   if (resume) {
     if (resume->seed != config.seed) return bad_config("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
-    if (resume->world_size != config.world_size || resume->rank != config.rank) {
+    if (resume->world_size != config.world_size) {
       return bad_config("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
                                           std::to_string(resume->world_size) +
                                           "; for another world size, derive each new rank's state from all old "
                                           "ranks' states with LoaderState::reshard");
+    }
+    if (resume->rank != config.rank) {
+      return bad_config("rank", "the resume state is rank " + std::to_string(resume->rank) + "'s, not rank " +
+                                    std::to_string(config.rank) + "'s: give each rank its own state");
     }
     start = *resume;
   }

@@ -2,6 +2,7 @@
 sample by sample, deterministic across thread counts and modes, ranks disjoint and complete,
 exact resume, bad samples reported and never lost, memory shared with the engine."""
 import json
+import re
 import subprocess
 import time
 
@@ -117,6 +118,10 @@ def test_resume_refuses_another_world_size(dataset):
     loader.load_state_dict({"seed": 0, "rank": 0, "world_size": 3, "epoch": 0, "position": 2})
     with pytest.raises(ValueError, match="derive each new rank's state from all old ranks' states"):
         next(loader)
+    other_rank = mmfeed.Loader(dataset, tokenizer=TOKENIZER, rank=0, world_size=2)
+    other_rank.load_state_dict({"seed": 0, "rank": 1, "world_size": 2, "epoch": 0, "position": 2})
+    with pytest.raises(ValueError, match="LoaderConfig.rank: the resume state is rank 1's, not rank 0's"):
+        next(other_rank)
 
 
 def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
@@ -177,7 +182,13 @@ def test_configuration_errors_name_the_field(dataset):
     with pytest.raises(ValueError, match="LoaderConfig.rank: rank 2 is outside world_size 2"):
         next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, rank=2, world_size=2))
     with pytest.raises(ValueError, match="unknown loader option 'batchsize'"):
-        next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, batchsize=3))
+        mmfeed.Loader(dataset, tokenizer=TOKENIZER, batchsize=3)  # when made, not at the first batch
+    for option, value, expected in [("max_pixels", 1e5, "an integer, not 100000.0"),
+                                    ("batch_size", -1, "an integer >= 0, not -1"),
+                                    ("shuffle", "no", "True or False, not 'no'"),
+                                    ("max_error_fraction", "half", "a number, not 'half'")]:
+        with pytest.raises(TypeError, match=f"loader option '{option}' must be {re.escape(expected)}"):
+            mmfeed.Loader(dataset, tokenizer=TOKENIZER, **{option: value})
     with pytest.raises(ValueError, match="manifest: file:///nonexistent.jsonl: cannot open"):
         next(mmfeed.Loader("/nonexistent.jsonl", tokenizer=TOKENIZER))
 

@@ -226,6 +226,15 @@ def test_megatron_iterators(manifest):
     state = mmfeed.megatron.state_dict(train)
     assert state["position"] > 0
     train.close()
+    valid.close()
+    # The train split's epochs and shuffle do not reach validation, which stays one fixed pass.
+    train, valid, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
+        manifest, manifest, None, epochs=2, shuffle=False, **OPTIONS)
+    assert [next(train)["epoch"] for _ in range(10)][-1] == 1  # 17 samples: 5 batches an epoch
+    with pytest.raises(StopIteration):
+        next(train)
+    assert _ids([next(valid) for _ in range(5)]) == _ids_of_manifest(manifest)
+    valid.close()
 
 
 def test_example_training_loop_runs_and_learns(manifest):
@@ -233,6 +242,17 @@ def test_example_training_loop_runs_and_learns(manifest):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "steps in" in run.stdout
+
+
+def test_example_training_loop_on_text_only_samples(tmp_path):
+    # Batches without images have no patch rows: the example must still learn, not turn to NaN.
+    text = tmp_path / "text.jsonl"
+    text.write_text("".join(json.dumps({"id": f"t{i}", "messages": [
+        {"role": "user", "content": f"What is {i} plus {i}?"},
+        {"role": "assistant", "content": f"{2 * i}, since {i} and {i} make {2 * i}."}]}) + "\n" for i in range(16)))
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "train_tiny.py"), str(text), "--steps", "8"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and "nan" not in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
 
 
 INTERRUPT_SCRIPT = """
