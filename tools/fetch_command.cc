@@ -161,7 +161,15 @@ int run_fetch(int argc, char** argv) {
   if (args->path_style) s3->addressing = storage::Addressing::kPath;
   if (args->anonymous) s3->anonymous = true;
 
-  // What to fetch: URIs (prefixes ending in '/' are listed) and the manifest's media.
+  std::uint64_t ok = 0, failed = 0, bytes = 0;
+  std::map<std::string, int> errors_by_kind;
+  struct Failure {
+    std::string uri, message;
+    int attempts;
+  };
+  std::vector<Failure> failures;
+  // What to fetch: URIs (prefixes ending in '/' are listed) and the manifest's media. A prefix
+  // that cannot be listed is one failure in the report; the other URIs are still fetched.
   std::vector<storage::ObjectUri> targets;
   for (const std::string& text : args->uris) {
     auto uri = storage::parse_uri(text);
@@ -172,8 +180,10 @@ int run_fetch(int argc, char** argv) {
     if (uri->scheme == storage::Scheme::kS3 && (uri->key.empty() || uri->key.back() == '/')) {
       auto listed = storage::list_objects(*s3, uri->bucket, uri->key, args->list);
       if (!listed.ok()) {
-        std::fprintf(stderr, "mmfeed fetch: %s\n", listed.error().to_string().c_str());
-        return 1;
+        ++failed;
+        ++errors_by_kind[std::string(error_code_name(listed.error().code()))];
+        failures.push_back({text, listed.error().to_string(), 0});
+        continue;
       }
       for (const auto& o : *listed) targets.push_back({storage::Scheme::kS3, "", "", uri->bucket, o.key});
     } else {
@@ -202,13 +212,6 @@ int run_fetch(int argc, char** argv) {
     fetcher.close();
   });
 
-  std::uint64_t ok = 0, failed = 0, bytes = 0;
-  std::map<std::string, int> errors_by_kind;
-  struct Failure {
-    std::string uri, message;
-    int attempts;
-  };
-  std::vector<Failure> failures;
   std::string checksums;
   while (auto r = fetcher.next()) {
     if (r->data.ok()) {

@@ -80,8 +80,11 @@ struct Transfer {
   std::uint64_t content_length = kUnknown;
   std::uint64_t range_total = kUnknown;  // from Content-Range: bytes a-b/total
   std::uint64_t range_first = kUnknown;
+  std::uint64_t range_last = kUnknown;
   std::string etag;
   bool headers_done = false;
+  bool checked = false;         // the answer's status and headers were checked (prepare_destination)
+  bool object_changed = false;  // a part came from another version of the object than the probe
   core::Buffer own;           // whole-object transfers write here
   std::byte* dest = nullptr;  // where body bytes go
   std::uint64_t dest_size = 0;
@@ -225,8 +228,12 @@ class Fetcher::Engine {
       check_deadlines_and_hedges(now);
       int running = 0;
       curl_multi_perform(multi_, &running);
+      const std::uint64_t finished = finished_transfers_;
       process_completions();
       if (submitted_.closed() && submitted_.size() == 0 && active_jobs_ == 0 && local_jobs_ == 0) break;
+      // A transfer that just finished freed a slot, or queued a part or a retry: start what can
+      // start now instead of sleeping until the next event or the 50 ms tick.
+      if (finished_transfers_ != finished) continue;
       curl_multi_poll(multi_, nullptr, 0, poll_timeout_ms(core::now_ns()), nullptr);
     }
     completions_.close();
@@ -453,7 +460,7 @@ class Fetcher::Engine {
     if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirects, 100 Continue)
       t->status = 0;
       t->content_length = kUnknown;
-      t->range_total = t->range_first = kUnknown;
+      t->range_total = t->range_first = t->range_last = kUnknown;
       t->etag.clear();
       t->headers_done = false;
       const auto sp = line.find(' ');
@@ -478,24 +485,54 @@ class Fetcher::Engine {
       const auto slash = value.find('/');
       if (space != std::string::npos && dash != std::string::npos && slash != std::string::npos) {
         t->range_first = parse_u64(std::string_view(value).substr(space + 1, dash - space - 1)).value_or(kUnknown);
+        t->range_last = parse_u64(std::string_view(value).substr(dash + 1, slash - dash - 1)).value_or(kUnknown);
         t->range_total = parse_u64(std::string_view(value).substr(slash + 1)).value_or(kUnknown);
       }
     }
     return len;
   }
 
-  // Decides where the body goes once the status and lengths are known.
+  // Checks a 2xx answer against what was asked (once, at its first body byte or at its end) and
+  // decides where the body goes. A 206 must carry a Content-Range for exactly the bytes asked
+  // (clipped to the object's end), and a part the probe's ETag: otherwise the bytes would land
+  // at the wrong offset or mix two versions of the object.
   bool prepare_destination(Transfer* t) {
+    t->checked = true;
     Job* job = t->job;
+    const auto mismatch = [t](const std::string& what) {
+      t->local_failure = what + " (asked bytes=" + std::to_string(t->range_begin) + "-" +
+                         (t->range_end == kUnknown ? std::string() : std::to_string(t->range_end)) + ", got status " +
+                         std::to_string(t->status) + (t->range_first == kUnknown ? ", no usable Content-Range)" :
+                         ", Content-Range bytes " + std::to_string(t->range_first) + "-" +
+                         std::to_string(t->range_last) + "/" + std::to_string(t->range_total) + ")");
+      return false;
+    };
+    if (t->status == 206) {
+      if (t->range_first == kUnknown || t->range_last == kUnknown || t->range_total == kUnknown ||
+          t->range_last < t->range_first || t->range_last >= t->range_total) {
+        return mismatch("206 answer without a valid Content-Range");
+      }
+      if (t->range_end != kUnknown) {
+        const std::uint64_t last = std::min(t->range_end, t->range_total - 1);
+        if (t->range_first != t->range_begin || t->range_last != last) {
+          return mismatch("206 answer for other bytes than asked");
+        }
+      }
+      if (t->content_length != kUnknown && t->content_length != t->range_last - t->range_first + 1) {
+        return mismatch("Content-Length " + std::to_string(t->content_length) + " disagrees with Content-Range");
+      }
+    }
     if (t->part >= 0) {
-      if (t->status != 206 || t->range_first != t->range_begin || t->range_total != job->total) {
-        t->local_failure = "part answer does not match the request (status " + std::to_string(t->status) +
-                           ", Content-Range start " + std::to_string(t->range_first) + ")";
+      if (t->status != 206 || t->range_total != job->total) return mismatch("part answer does not match the request");
+      if (!job->etag.empty() && t->etag != job->etag) {
+        t->object_changed = true;
+        t->local_failure = "the object changed during the fetch (ETag " + job->etag + ", then " +
+                           (t->etag.empty() ? std::string("none") : t->etag) + ")";
         return false;
       }
       return true;
     }
-    if (t->probe && t->status == 206 && t->range_total != kUnknown && t->range_total > options_.part_size) {
+    if (t->probe && t->status == 206 && t->range_total > options_.part_size) {
       // A large object: allocate it whole; the probe fills part 0, parallel GETs the rest.
       job->multipart = true;
       job->total = t->range_total;
@@ -506,10 +543,6 @@ class Fetcher::Engine {
       t->part = 0;
       t->dest = job->buffer.data();
       t->dest_size = options_.part_size;
-      if (t->range_first != 0) {
-        t->local_failure = "Content-Range does not start at 0";
-        return false;
-      }
       for (std::size_t p = 1; p < job->parts; ++p) ready_parts_.push_back({0, job, static_cast<int>(p)});
       return true;
     }
@@ -533,9 +566,7 @@ class Fetcher::Engine {
       t->error_body.append(data, keep);
       return len;
     }
-    if (t->dest == nullptr && !t->grow) {
-      if (!t->engine->prepare_destination(t)) return 0;
-    }
+    if (!t->checked && !t->engine->prepare_destination(t)) return 0;
     if (t->grow) {
       if (t->received + len > t->own.capacity()) {
         core::Buffer bigger = t->engine->engine_pool().acquire(std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len));
@@ -607,7 +638,9 @@ class Fetcher::Engine {
   std::optional<Error> outcome(Transfer* t, CURLcode code) {
     const std::string& uri = t->job->uri_text;
     if (!t->local_failure.empty()) {
-      const ErrorCode ec = code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : ErrorCode::kIoError;
+      const ErrorCode ec = code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout
+                           : t->object_changed               ? ErrorCode::kUnavailable
+                                                             : ErrorCode::kIoError;
       return Error(ec, t->local_failure, uri);
     }
     if (code != CURLE_OK) {
@@ -634,7 +667,9 @@ class Fetcher::Engine {
       }
     }
     if (t->status >= 200 && t->status < 300) {
-      if (t->dest == nullptr && !t->grow && !prepare_destination(t)) return Error(ErrorCode::kIoError, t->local_failure, uri);
+      if (!t->checked && !prepare_destination(t)) {
+        return Error(t->object_changed ? ErrorCode::kUnavailable : ErrorCode::kIoError, t->local_failure, uri);
+      }
       const std::uint64_t expected = t->grow ? t->received : t->dest_size;
       if (t->content_length != kUnknown && t->received != t->content_length) {
         return Error(ErrorCode::kIoError, "truncated body: " + std::to_string(t->received) + " of " +
@@ -656,15 +691,8 @@ class Fetcher::Engine {
         return Error(ErrorCode::kNotFound, message, uri);
       case 401:
       case 403: {
-        std::string hint = " (check the credentials";
-        if (!s3_.credentials.empty() && !s3_.anonymous) {
-          hint += " [access key " + s3_.credentials.access_key_id + ", from " + s3_.credentials.source + "]";
-        } else {
-          hint += " [none: the request was unsigned]";
-        }
-        hint += ", the region [" + s3_.region + "] and the endpoint [" +
-                (s3_.endpoint.empty() ? std::string("AWS") : s3_.endpoint) + "])";
-        return Error(ErrorCode::kPermissionDenied, message + hint, uri);
+        if (t->job->request.uri.scheme != Scheme::kS3) return Error(ErrorCode::kPermissionDenied, message, uri);
+        return Error(ErrorCode::kPermissionDenied, message + permission_hint(s3_), uri);
       }
       case 408:
       case 429:
@@ -681,6 +709,7 @@ class Fetcher::Engine {
   }
 
   void finish_transfer(Transfer* t, CURLcode code) {
+    ++finished_transfers_;
     Job* job = t->job;
     std::optional<Error> err = outcome(t, code);
     const std::int64_t now = core::now_ns();
@@ -691,7 +720,7 @@ class Fetcher::Engine {
     }
     if (t->first_byte_ns != 0) m_ttfb_->record(static_cast<std::uint64_t>(t->first_byte_ns - t->start_ns));
     const bool empty_object_probe = err && t->probe && t->status == 416;
-    const bool object_changed = err && t->status == 412;
+    const bool object_changed = err && (t->status == 412 || t->object_changed);
     int part = t->part;
     detach(t);
 
@@ -715,8 +744,11 @@ class Fetcher::Engine {
       return;
     }
     if (!job->transfers.empty() && part < 0 && !job->multipart) return;  // its twin (hedge) may still win
-    // max_attempts counts per request: each part of a large object has its own allowance.
-    int& failures = part >= 0 ? job->part_failures[part] : job->failures;
+    // max_attempts counts per request: each part of a large object has its own allowance. An
+    // object replaced during the fetch restarts it from the probe; those restarts count against
+    // the whole object's allowance, which they do not reset, so an object rewritten without end
+    // still fails.
+    int& failures = part >= 0 && !object_changed ? job->part_failures[part] : job->failures;
     const bool retryable = is_retryable(err->code()) && failures + 1 < options_.max_attempts;
     ++failures;
     if (!retryable) {
@@ -893,6 +925,7 @@ class Fetcher::Engine {
   std::list<std::unique_ptr<Job>> jobs_;
   std::vector<Transfer*> transfers_;
   std::deque<PendingStart> ready_parts_;
+  std::uint64_t finished_transfers_ = 0;  // I/O thread only
   std::priority_queue<PendingStart, std::vector<PendingStart>, std::greater<>> retries_;
   int active_jobs_ = 0;
   int local_jobs_ = 0;

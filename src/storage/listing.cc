@@ -87,10 +87,7 @@ Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view
       const ErrorCode code = resp->status == 404   ? ErrorCode::kNotFound
                              : resp->status == 403 ? ErrorCode::kPermissionDenied
                                                    : ErrorCode::kInvalidArgument;
-      if (code == ErrorCode::kPermissionDenied) {
-        message += " (check the credentials, the region [" + s3.region + "] and the endpoint [" +
-                   (s3.endpoint.empty() ? std::string("AWS") : s3.endpoint) + "])";
-      }
+      if (code == ErrorCode::kPermissionDenied) message += permission_hint(s3);
       return Error(code, message, where);
     }
     if (!page) {

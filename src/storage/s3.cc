@@ -40,6 +40,17 @@ bool dns_compatible(std::string_view bucket) {
 
 }  // namespace
 
+std::string permission_hint(const S3Options& options) {
+  std::string hint = " (check the credentials";
+  if (!options.credentials.empty() && !options.anonymous) {
+    hint += " [access key " + options.credentials.access_key_id + ", from " + options.credentials.source + "]";
+  } else {
+    hint += " [none: the request was unsigned]";
+  }
+  return hint + ", the region [" + options.region + "] and the endpoint [" +
+         (options.endpoint.empty() ? std::string("AWS") : options.endpoint) + "])";
+}
+
 bool uses_path_style(const S3Options& options, std::string_view bucket) {
   switch (options.addressing) {
     case Addressing::kPath: return true;

@@ -36,6 +36,11 @@ HttpRequest s3_request(const S3Options& options, std::string_view method, std::s
 // Whether requests for `bucket` use path-style addressing under `options`.
 bool uses_path_style(const S3Options& options, std::string_view bucket);
 
+// What to check after a 401/403 from S3: " (check the credentials [access key AKIA..., from
+// environment], the region [us-east-1] and the endpoint [AWS])" -- the key id and its source,
+// never the secret.
+std::string permission_hint(const S3Options& options);
+
 struct S3Object {
   std::string key;
   std::uint64_t size = 0;

@@ -88,6 +88,21 @@ def test_parts_survive_faults(cli, nginx, object_dir):
     assert report["results"][0]["sha256"] == sha(object_dir / "big.bin")
 
 
+def test_answers_for_other_bytes_than_asked_are_refused(cli, nginx, object_dir):
+    # Well-formed 206 answers for the wrong bytes must fail the object, never hand back short or
+    # shifted data: half the probe's range (the object fits in one part), parts served from offset
+    # 0, and parts of another version of the object (a new ETag each time, If-Match ignored).
+    size = (object_dir / "big.bin").stat().st_size
+    cases = [("short", str(2 * size), "206 answer for other bytes than asked"),
+             ("zero", "250000", "206 answer for other bytes than asked"),
+             ("etag", "250000", "the object changed during the fetch (ETag")]
+    for wrong, part_size, expected in cases:
+        rc, report = run_fetch(cli, "--part-size", part_size, "--max-attempts", "3",
+                               nginx.url("faulty", "big.bin") + f"?wrong={wrong}")
+        assert rc == 1 and report["ok"] == 0, (wrong, report)
+        assert expected in report["failures"][0]["error"], (wrong, report["failures"])
+
+
 def test_empty_object(cli, nginx):
     rc, report = run_fetch(cli, "--checksums", nginx.url("ok", "empty.bin"))
     assert rc == 0 and report["results"][0]["bytes"] == 0

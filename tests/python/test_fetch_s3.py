@@ -1,6 +1,7 @@
 """The fetch engine against moto's S3 server with signature checking enforced: a request is
 served only if mmfeed signed it exactly as S3 expects."""
 import hashlib
+import json
 import random
 
 import pytest
@@ -82,7 +83,16 @@ def test_wrong_secret_is_rejected_by_the_server_with_a_useful_message(cli, moto_
 def test_listing_with_wrong_secret_fails_cleanly(cli, moto_s3, bucket):
     import subprocess
 
-    run = subprocess.run([cli, "fetch", f"s3://{BUCKET}/listing/"], env=moto_s3.env(secret="nope-nope"),
-                         capture_output=True, text=True)
+    env = moto_s3.env(secret="nope-nope")
+    run = subprocess.run([cli, "fetch", f"s3://{BUCKET}/listing/"], env=env, capture_output=True, text=True)
     assert run.returncode == 1
-    assert "ListObjectsV2: HTTP 403" in run.stderr and "nope-nope" not in run.stderr
+    assert "ListObjectsV2: HTTP 403" in run.stdout and "nope-nope" not in run.stdout + run.stderr
+    assert f"access key {env['AWS_ACCESS_KEY_ID']}, from environment" in run.stdout  # as a GET's 403 says
+    # A prefix that cannot be listed is one failure of the report; the other URIs are fetched.
+    run = subprocess.run([cli, "fetch", "--json", f"s3://{BUCKET}/listing/", "s3://no-such-bucket/some/"]
+                         + [f"s3://{BUCKET}/listing/item-{i:02d}.bin" for i in range(3)], env=moto_s3.env(),
+                         capture_output=True, text=True)
+    report = json.loads(run.stdout)
+    assert run.returncode == 1 and report["failed"] == 1 and report["ok"] > 3, report
+    assert report["failures"][0]["uri"] == "s3://no-such-bucket/some/"
+    assert "ListObjectsV2: HTTP 404 NoSuchBucket" in report["failures"][0]["error"]

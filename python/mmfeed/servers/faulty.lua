@@ -1,5 +1,5 @@
 -- Serves @ROOT@/<name> for /faulty/<name>, honouring a single "Range: bytes=a-b", and fails a
--- fraction of requests (query ?p=, default 0.1) as S3 and networks fail:
+-- fraction of requests (query ?p=, default 0.1; 0 with ?wrong=, below) as S3 and networks fail:
 --   503 SlowDown (XML), 500, connection closed mid-body (truncation), stall mid-body,
 --   slow first byte, and a reset right after the headers.
 local root = ngx.var.document_root
@@ -28,7 +28,25 @@ end
 local part = body:sub(first + 1, last + 1)
 ngx.header["ETag"] = '"' .. ngx.md5(body) .. '"'
 
-local p = tonumber(ngx.var.arg_p) or 0.1
+-- Answers that are well formed but wrong (query ?wrong=, never at random): "short" serves the
+-- first half of the range asked, saying so in Content-Range; "zero" serves the range's length
+-- from offset 0 and says so; "etag" gives each answer another ETag and ignores If-Match, as an
+-- object overwritten during the fetch on a server that does not honour If-Match.
+local wrong = ngx.var.arg_wrong
+if wrong and status == 206 then
+  if wrong == "short" then
+    last = first + math.floor((last - first + 1) / 2) - 1
+  elseif wrong == "zero" then
+    last, first = last - first, 0
+  end
+  part = body:sub(first + 1, last + 1)
+  ngx.header["Content-Range"] = "bytes " .. first .. "-" .. last .. "/" .. #body
+end
+if wrong == "etag" then
+  ngx.header["ETag"] = '"' .. ngx.md5(tostring(ngx.now()) .. math.random()) .. '"'
+end
+
+local p = tonumber(ngx.var.arg_p) or (wrong and 0 or 0.1)
 if math.random() < p then
   local kind = math.random(6)
   if kind == 1 then
