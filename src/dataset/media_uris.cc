@@ -17,6 +17,7 @@ Result<std::vector<MediaRef>> media_uris(const std::string& manifest_path) {
   std::size_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 byte-order mark
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = manifest_path + ":" + std::to_string(line_no);
     simdjson::dom::element doc;

@@ -268,6 +268,7 @@ Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>&
     } else {
       text.assign(reinterpret_cast<const char*>(data.data()), data.size());
     }
+    if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
     std::string base;
     if (uri.scheme == storage::Scheme::kFile) {
       base = std::filesystem::path(uri.path).parent_path().string();

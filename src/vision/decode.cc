@@ -528,6 +528,11 @@ Result<ImageInfo> probe(std::span<const std::uint8_t> b) {
       break;
     }
   }
+  if (info.width <= 0 || info.height <= 0) {  // libjpeg-turbo reads a header cut short as 0x0
+    return corrupt(std::string(format_name(info.format)) + " data of " + std::to_string(b.size()) +
+                   " bytes is corrupt or truncated: its header declares no pixels (" + std::to_string(info.width) +
+                   "x" + std::to_string(info.height) + ")");
+  }
   return info;
 }
 

@@ -387,6 +387,14 @@ def test_gzip_manifest_gives_the_same_batches(dataset, tmp_path):
         load(broken)
 
 
+def test_a_byte_order_mark_does_not_cost_the_first_sample(dataset, tmp_path):
+    marked = dataset.parent / "manifest-bom.jsonl"  # beside the images it names
+    marked.write_bytes(b"\xef\xbb\xbf" + dataset.read_bytes().replace(b"\n", b"\r\n"))
+    a, _, _ = load(dataset, seed=2)
+    b, errors, _ = load(marked, seed=2)
+    assert errors == [] and [x["sample_ids"] for x in a] == [x["sample_ids"] for x in b]
+
+
 def test_zstd_manifest_in_two_frames_gives_the_same_batches(dataset, tmp_path):
     # Two frames, as `zstd` writes for concatenated inputs, decompressing to more than the
     # decoder's output chunk (blank lines are skipped); a cut-off copy is reported.

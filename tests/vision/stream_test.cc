@@ -103,6 +103,21 @@ TEST(StreamTest, TruncatedOversizedOrMisplannedInputFails) {
 
 // resize() streams where it can (horizontal-first shrinks of upright JPEGs) and decodes whole
 // otherwise (vertical-first, width unchanged, CMYK): always decode_rgb + resample_u8's bytes.
+TEST(StreamTest, AJpegCutBeforeItsFrameHeaderIsCorruptNotEmpty) {
+  // libjpeg-turbo reads such a header as 0x0: the probe must call the file broken, not hand an
+  // empty image on (whose error then read "image of 0x0 has no pixels").
+  const auto jpeg = make_jpeg(300, 200, TJSAMP_420, TJPF_RGB, 5);
+  for (std::size_t keep : {10u, 100u}) {
+    const std::vector<std::uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(keep));
+    auto info = probe(cut);
+    ASSERT_FALSE(info.ok()) << keep;
+    EXPECT_EQ(info.error().code(), ErrorCode::kCorruptData);
+    EXPECT_NE(info.error().message().find("JPEG data of " + std::to_string(keep) + " bytes is corrupt or truncated"),
+              std::string::npos)
+        << info.error().message();
+  }
+}
+
 TEST(StreamTest, ResizeEqualsDecodeThenResample) {
   struct Case {
     int w, h, subsamp, format;
