@@ -702,6 +702,9 @@ class Fetcher::Engine {
         return Error(ErrorCode::kUnavailable, message + " (the object changed during the fetch)", uri);
       case 416:
         return Error(ErrorCode::kOutOfRange, message, uri);
+      case 501:  // Not Implemented, HTTP Version Not Supported: asking again changes nothing
+      case 505:
+        return Error(ErrorCode::kInvalidArgument, message, uri);
       default:
         if (t->status >= 500) return Error(ErrorCode::kUnavailable, message, uri);
         return Error(ErrorCode::kInvalidArgument, message, uri);
@@ -752,7 +755,14 @@ class Fetcher::Engine {
     const bool retryable = is_retryable(err->code()) && failures + 1 < options_.max_attempts;
     ++failures;
     if (!retryable) {
-      fail_job(job, std::move(*err));
+      std::string message = err->message();
+      if (part >= 0 && !object_changed && job->parts > 1) {  // the part's own count, then all GETs
+        message += " (part " + std::to_string(part) + " of " + std::to_string(job->parts) + ", after " +
+                   std::to_string(failures) + " attempts of it; " + std::to_string(job->attempts) + " requests in all)";
+      } else if (job->attempts > 1) {
+        message += " (after " + std::to_string(job->attempts) + " attempts)";
+      }
+      fail_job(job, Error(err->code(), std::move(message), err->context()));
       return;
     }
     ++job->retries;
@@ -825,9 +835,7 @@ class Fetcher::Engine {
     if (!job->buffer.empty()) note_bytes(-static_cast<std::int64_t>(job->buffer.capacity()));
     job->buffer.reset();
     FetchResult r = base_result(job);
-    std::string message = error.message();
-    if (job->attempts > 1) message += " (after " + std::to_string(job->attempts) + " attempts)";
-    r.data = Error(error.code(), std::move(message), error.context());
+    r.data = std::move(error);
     --active_jobs_;
     deliver(job, std::move(r));
   }

@@ -1,6 +1,7 @@
 """The fetch engine against nginx with injected latency and faults: every request ends with the
 right bytes or a named error, none lost, none hung."""
 import hashlib
+import re
 
 from conftest import run_fetch
 
@@ -49,6 +50,11 @@ def test_404_is_final_at_once_and_names_the_uri(cli, nginx):
     assert failure["uri"] == url and failure["attempts"] == 1
     assert "HTTP 404" in failure["error"] and url in failure["error"]
     assert report["errors"] == {"not_found": 1} and report["retries"] == 0
+
+
+def test_501_is_final_at_once(cli, nginx):
+    rc, report = run_fetch(cli, "--max-attempts", "3", nginx.url("status/501", "x.jpg"))
+    assert rc == 1 and report["failures"][0]["attempts"] == 1 and report["retries"] == 0
 
 
 def test_slowdown_is_retried_then_reported(cli, nginx):
@@ -101,6 +107,9 @@ def test_answers_for_other_bytes_than_asked_are_refused(cli, nginx, object_dir):
                                nginx.url("faulty", "big.bin") + f"?wrong={wrong}")
         assert rc == 1 and report["ok"] == 0, (wrong, report)
         assert expected in report["failures"][0]["error"], (wrong, report["failures"])
+        if wrong == "zero":  # the probe's range starts at 0 and passes; the later parts fail, counted alone
+            assert re.search(r"\(part \d+ of 20, after 3 attempts of it; \d+ requests in all\)",
+                             report["failures"][0]["error"]), report["failures"]
 
 
 def test_empty_object(cli, nginx):
