@@ -242,6 +242,18 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos) + " videos but " +
                                                   std::to_string(video_grids.size()) + " video grids were given");
   }
+  if (options.merge_size < 1) {
+    return Error(ErrorCode::kInvalidArgument, "merge_size " + std::to_string(options.merge_size) + " is not positive");
+  }
+  for (std::span<const Grid3> grids : {image_grids, video_grids}) {
+    for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
+      if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options.merge_size != 0 || g.w % options.merge_size != 0) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "grid (" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) +
+                         ") is not positive with h and w multiples of merge_size " + std::to_string(options.merge_size));
+      }
+    }
+  }
   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
   MMFEED_ASSIGN_OR_RETURN(Encoding enc, tok.encode_with_offsets(r.text));
   const auto image_pad = tok.token_to_id("<|image_pad|>");

@@ -182,6 +182,17 @@ def test_image_count_must_match_the_grids(tok):
         mmfeed.encode_conversation(msgs, [(1, 4, 4)] * 2, tok)
 
 
+def test_grids_the_merger_cannot_cut_are_refused(tok):
+    # They crashed the process (an mrope index past the end, a division by zero) or looped.
+    msgs = CONVERSATIONS["several images"]
+    for grids, options, message in [([(1, 5, 5)] * 3, dict(mrope=True), r"grid \(1, 5, 5\) is not positive"),
+                                    ([(1, 4, 4), (1, 4, 4), (0, 4, 4)], {}, r"grid \(0, 4, 4\)"),
+                                    ([(1, 4, 4)] * 3, dict(merge_size=0), "merge_size 0 is not positive"),
+                                    ([(1, 4, 4)] * 3, dict(merge_size=-2, mrope=True), "merge_size -2")]:
+        with pytest.raises(ValueError, match=message):
+            mmfeed.encode_conversation(msgs, grids, tok, **options)
+
+
 def test_unknown_template_is_refused(tok):
     with pytest.raises(ValueError, match="chat template 'qwen3-vl' is not available"):
         mmfeed.render_chat(CONVERSATIONS["plain strings"], template="qwen3-vl")
