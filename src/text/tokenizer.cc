@@ -299,6 +299,7 @@ struct Tokenizer::Impl {
     struct Run {
       std::size_t norm_begin, orig_begin;
       bool changed;
+      bool lead_kept = false;  // changed, but its leading ASCII character came through as itself
     };
     std::vector<Run> runs;
     std::string_view text = segment;
@@ -326,6 +327,10 @@ struct Tokenizer::Impl {
           const std::string_view composed =
               len >= 0 ? std::string_view(reinterpret_cast<const char*>(out), static_cast<std::size_t>(len)) : run;
           r.changed = composed != run;
+          // A composition with an ASCII base yields a non-ASCII character: an ASCII first byte
+          // out means the lead character was left alone, and the change lies after it.
+          r.lead_kept = r.changed && static_cast<unsigned char>(run[0]) < 0x80 && !composed.empty() &&
+                        composed[0] == run[0];
           normalized.append(composed);
           std::free(out);
         }
@@ -339,7 +344,11 @@ struct Tokenizer::Impl {
       auto it = std::upper_bound(runs.begin(), runs.end(), norm,
                                  [](std::size_t v, const Run& r) { return v < r.norm_begin; });
       const Run& r = *std::prev(it);
-      return base + r.orig_begin + (r.changed ? 0 : norm - r.norm_begin);
+      if (!r.changed) return base + r.orig_begin + (norm - r.norm_begin);
+      // Inside a changed run positions map to its start, or to just after a lead character that
+      // NFC kept (so a token starting an assistant reply after the header's "\n" maps into the
+      // reply, and is trained).
+      return base + r.orig_begin + (r.lead_kept && norm > r.norm_begin ? 1 : 0);
     };
     std::vector<std::pair<std::size_t, std::size_t>> pieces;
     pre_tokenize(text, pieces);

@@ -182,6 +182,17 @@ def test_image_count_must_match_the_grids(tok):
         mmfeed.encode_conversation(msgs, [(1, 4, 4)] * 2, tok)
 
 
+def test_a_reply_that_nfc_changes_is_trained_like_its_composed_form(tok):
+    # NFC composes these: the ids equal those of the composed text, and so must the labels (the
+    # first token of the reply was left untrained when the change began right after the header).
+    for decomposed, composed in [("\u1100\u1161\u11a8 yes", "\uac01 yes"), ("\u304b\u3099 x", "\u304c x"),
+                                 ("\u212b x", "\u00c5 x")]:
+        out = [mmfeed.encode_conversation([{"role": "user", "content": "q"}, {"role": "assistant", "content": reply}],
+                                          [], tok) for reply in (decomposed, composed)]
+        assert list(out[0]["input_ids"]) == list(out[1]["input_ids"]), decomposed
+        assert list(out[0]["labels"]) == list(out[1]["labels"]), decomposed
+
+
 def test_grids_the_merger_cannot_cut_are_refused(tok):
     # They crashed the process (an mrope index past the end, a division by zero) or looped.
     msgs = CONVERSATIONS["several images"]
