@@ -289,6 +289,32 @@ struct Tokenizer::Impl {
     if (last_end < text.size()) pieces.emplace_back(last_end, text.size());
   }
 
+  // NFC of `run` by utf8proc, which (2.8) wrongly joins U+11A7 to a preceding Hangul syllable
+  // without a final consonant, deleting it; U+11A7 is a starter nothing composes with (it is
+  // the T jamo one before the composing range), so composing the text before each one apart
+  // from the rest is exact.
+  static std::string compose(std::string_view run) {
+    std::string out;
+    constexpr std::string_view kJamo11A7 = "\xE1\x86\xA7";
+    while (!run.empty()) {
+      std::size_t cut = run.find(kJamo11A7, 1);
+      if (cut == std::string_view::npos) cut = run.size();
+      const std::string_view piece = run.substr(0, cut);
+      utf8proc_uint8_t* composed = nullptr;
+      const utf8proc_ssize_t len =
+          utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(piece.data()), static_cast<utf8proc_ssize_t>(piece.size()),
+                       &composed, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      if (len >= 0) {
+        out.append(reinterpret_cast<const char*>(composed), static_cast<std::size_t>(len));
+      } else {
+        out.append(piece);
+      }
+      std::free(composed);
+      run.remove_prefix(cut);
+    }
+    return out;
+  }
+
   // Tokenizes a segment that holds no added tokens; offsets relative to `base` in the input.
   void encode_plain(std::string_view segment, std::size_t base, Encoding& enc) const {
     if (segment.empty()) return;
@@ -320,19 +346,13 @@ struct Tokenizer::Impl {
         if (simple) {
           normalized.append(run);
         } else {
-          utf8proc_uint8_t* out = nullptr;
-          const utf8proc_ssize_t len =
-              utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()), static_cast<utf8proc_ssize_t>(run.size()),
-                           &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-          const std::string_view composed =
-              len >= 0 ? std::string_view(reinterpret_cast<const char*>(out), static_cast<std::size_t>(len)) : run;
+          const std::string composed = compose(run);
           r.changed = composed != run;
           // A composition with an ASCII base yields a non-ASCII character: an ASCII first byte
           // out means the lead character was left alone, and the change lies after it.
           r.lead_kept = r.changed && static_cast<unsigned char>(run[0]) < 0x80 && !composed.empty() &&
                         composed[0] == run[0];
           normalized.append(composed);
-          std::free(out);
         }
         runs.push_back(r);
         i = j;

@@ -59,6 +59,13 @@ def test_special_tokens_are_split_out_of_text(tokenizers):
     assert ours.token_to_id("Ġhello") == ours.encode(" hello")[0]
 
 
+def test_hangul_jamo_11a7_survives_nfc(tokenizers):
+    # utf8proc joins U+11A7 to an open syllable, deleting it; the reference keeps it.
+    ours, hf = tokenizers
+    for text in ["\uac00\u11a7", "\ud558\u11a7\u11a7 x", "a\u1100\u1161\u11a7\u0301"]:
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, repr(text)
+
+
 def test_invalid_utf8_is_an_error(tokenizers):
     ours, _ = tokenizers
     with pytest.raises(ValueError, match="not valid UTF-8"):
