@@ -637,6 +637,8 @@ class Fetcher::Engine {
   // Classifies the outcome of one transfer; returns nullopt on success.
   std::optional<Error> outcome(Transfer* t, CURLcode code) {
     const std::string& uri = t->job->uri_text;
+    // A 2xx answer with no body byte was never checked: check it now, its failure reported below.
+    if (code == CURLE_OK && t->status >= 200 && t->status < 300 && !t->checked) prepare_destination(t);
     if (!t->local_failure.empty()) {
       const ErrorCode ec = code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout
                            : t->object_changed               ? ErrorCode::kUnavailable
@@ -667,9 +669,6 @@ class Fetcher::Engine {
       }
     }
     if (t->status >= 200 && t->status < 300) {
-      if (!t->checked && !prepare_destination(t)) {
-        return Error(t->object_changed ? ErrorCode::kUnavailable : ErrorCode::kIoError, t->local_failure, uri);
-      }
       const std::uint64_t expected = t->grow ? t->received : t->dest_size;
       if (t->content_length != kUnknown && t->received != t->content_length) {
         return Error(ErrorCode::kIoError, "truncated body: " + std::to_string(t->received) + " of " +
