@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +44,10 @@ constexpr const char* kRunUsage =
     "  --mrope                add 3-D rotary position_ids\n"
     "  --unordered            batches take samples as they finish (no resume)\n"
     "  --max-buffered-bytes N (default 2 GiB)   --no-pin-memory\n"
-    "  --pin-device N         GPU that page-locks batch buffers (default: LOCAL_RANK, else 0)\n"
+    "  --max-object-bytes N   largest image fetched (default 512 MiB)\n"
+    "  --max-manifest-bytes N largest manifest, decompressed (default 4 GiB)\n"
+    "  --max-images-per-sample N (default 256)\n"
+    "  --pin-device N         GPU that page-locks batch buffers (default -1: LOCAL_RANK, else 0)\n"
     "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
     "  --rank R --world-size W\n"
     "  --mode MODE            concurrent (default) or serial\n"
@@ -56,10 +60,13 @@ constexpr const char* kRunUsage =
     "  --json                 print the summary as JSON\n";
 
 Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
-  auto num = [&](auto* out) -> Status {
+  auto num = [&](auto* out, long long min = 0) -> Status {
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (end == value.c_str() || *end != '\0' || v < 0) return Error(ErrorCode::kInvalidArgument, key + " needs a number");
+    if (end == value.c_str() || *end != '\0' || v < min || errno == ERANGE) {
+      return Error(ErrorCode::kInvalidArgument, key + " needs a number from " + std::to_string(min));
+    }
     *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
     return ok_status();
   };
@@ -90,6 +97,9 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "pad-to-multiple-of") return num(&c.pad_to_multiple_of);
   else if (key == "pack-window") return num(&c.pack_window);
   else if (key == "max-buffered-bytes") return num(&c.max_buffered_bytes);
+  else if (key == "max-object-bytes") return num(&c.max_object_bytes);
+  else if (key == "max-manifest-bytes") return num(&c.max_manifest_bytes);
+  else if (key == "max-images-per-sample") return num(&c.max_images_per_sample);
   else if (key == "labels") c.labels = value;
   else if (key == "max-error-fraction") {
     char* end = nullptr;
@@ -102,7 +112,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "mrope") return flag(&c.mrope);
   else if (key == "ordered") return flag(&c.ordered);
   else if (key == "pin-memory") return flag(&c.pin_memory);
-  else if (key == "pin-device") return num(&c.pin_device);
+  else if (key == "pin-device") return num(&c.pin_device, -1);
   else if (key == "manifest") c.manifests.push_back(value);
   else return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
   return ok_status();

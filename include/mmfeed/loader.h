@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mmfeed/error.h"
@@ -62,25 +63,35 @@ struct LoaderConfig {
   // false: batches take samples as they finish (within the epoch) instead of in order: no
   // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.
   bool ordered = true;
-  int workers = 2;                  // CPU threads for decode, resize and tokenization
+  int workers = 2;                  // CPU threads for decode, resize and tokenization, 1 to 1024
   std::size_t prefetch_batches = 4;
   // Bytes held between the fetch and the trainer (fetched images not yet processed, processed
   // samples waiting for their batch, batches prefetched): the reader admits no new sample past
-  // it. One sample is always admitted, so a sample larger than the budget still passes.
+  // it. A sample that alone would need more (its images' pixel rows, planned from their
+  // headers) is refused by name.
   std::size_t max_buffered_bytes = std::size_t{2} << 30;
-  std::size_t fetch_inflight = 64;
+  std::size_t fetch_inflight = 64;   // GETs in flight, 1 to 4096
+  // Limits on sizes that come from outside, checked before memory is committed:
+  std::size_t max_object_bytes = std::size_t{512} << 20;     // one image as fetched (declared or read)
+  std::size_t max_manifest_bytes = std::size_t{4} << 30;     // one manifest, fetched and decompressed
+  std::size_t max_images_per_sample = 256;                    // images one sample may name
   std::size_t max_length = 0;        // tokens; 0: no limit
   std::string truncation = "error";  // or "truncate"
   std::string labels = "qwen";       // or "content_and_eos"
   std::string on_error = "skip";     // or "fail"
-  double max_error_fraction = 0.5;   // skipped / seen beyond this (after 20 samples) fails
+  // Skipped / seen beyond this fails the run: checked from the 20th sample on, and once more at
+  // the end whatever the count (a run whose every sample failed is an error at any size). 0-1.
+  double max_error_fraction = 0.5;
   std::string trace_path;            // write a Chrome-trace / Perfetto timeline here on close
   bool pin_memory = true;            // page-locked batch buffers when a CUDA runtime is present
   // The GPU whose context page-locks them; -1: LOCAL_RANK when it names a device, else 0.
   int pin_device = -1;
 };
 
-// Where a run stands: enough to resume exactly (none lost, none twice).
+// Where a run stands: enough to resume exactly (none lost, none twice). It carries a fingerprint
+// of what it resumes (each manifest's size, line count and CRC-32, the seed, shuffle and batching
+// options): open() refuses a state whose fingerprint differs from the run's, naming what differs,
+// and a position outside the run.
 struct LoaderState {
   std::uint64_t seed = 0;
   int rank = 0;
@@ -97,6 +108,9 @@ struct LoaderState {
   int old_world_size = 0;
   std::vector<std::uint64_t> old_positions;
   std::vector<std::vector<std::uint64_t>> old_windows;  // each old rank's window_delivered
+  // What the state resumes: (name, value) pairs set by the loader. Empty (a state made by hand):
+  // only the ranges are checked.
+  std::vector<std::pair<std::string, std::string>> fingerprint;
 
   std::string to_json() const;
   static Result<LoaderState> from_json(std::string_view json);

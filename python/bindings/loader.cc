@@ -54,7 +54,8 @@ LoaderConfig config_from(nb::dict d) {
                                   "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of"};
+                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of",
+                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -89,6 +90,9 @@ LoaderConfig config_from(nb::dict d) {
   c.pin_memory = get<bool>(d, "pin_memory", true);
   c.pin_device = get<int>(d, "pin_device", -1);
   c.max_buffered_bytes = get<std::size_t>(d, "max_buffered_bytes", c.max_buffered_bytes);
+  c.max_object_bytes = get<std::size_t>(d, "max_object_bytes", c.max_object_bytes);
+  c.max_manifest_bytes = get<std::size_t>(d, "max_manifest_bytes", c.max_manifest_bytes);
+  c.max_images_per_sample = get<std::size_t>(d, "max_images_per_sample", c.max_images_per_sample);
   return c;
 }
 

@@ -127,7 +127,12 @@ class Loader:
     mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
     world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
-    on_error ("skip" or "fail"), max_error_fraction, tensors ("torch", the default, or "np"), device (None, or
+    on_error ("skip" or "fail"), max_error_fraction (0-1; also checked at the end of the run, and a run whose
+    every sample failed is an error), ordered (False: batches take samples as they finish; no resume),
+    max_buffered_bytes (bytes held between fetch and trainer, default 2 GiB; a sample that alone needs more
+    is refused), max_object_bytes (largest image fetched, default 512 MiB), max_manifest_bytes (largest
+    manifest decompressed, default 4 GiB), max_images_per_sample (default 256), trace_path (a Perfetto
+    timeline written on close), tensors ("torch", the default, or "np"), device (None, or
     a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream), pin_memory
     (page-locked batch buffers when a CUDA runtime is present; default True), pin_device (the GPU whose
     context page-locks them; default: device=, else torch's current device once CUDA is initialised,
@@ -139,6 +144,9 @@ class Loader:
             options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                           else manifest)]
         options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+        for name in ("min_pixels", "max_pixels"):
+            if isinstance(options.get(name), (int, float)) and options[name] <= 0:
+                raise ValueError(f"{name} must be positive, not {options[name]} (leave it unset for the model's)")
         _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")

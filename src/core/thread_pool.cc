@@ -15,9 +15,15 @@ void set_current_thread_name(const std::string& name) {
 ThreadPool::ThreadPool(std::string name, std::size_t threads, std::size_t queue_capacity)
     : name_(std::move(name)), tasks_(queue_capacity) {
   if (threads == 0) throw std::invalid_argument("thread pool '" + name_ + "' needs at least one thread");
-  workers_.reserve(threads);
-  for (std::size_t i = 0; i < threads; ++i) {
-    workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    workers_.reserve(threads);
+    for (std::size_t i = 0; i < threads; ++i) {
+      workers_.emplace_back([this, i] { worker_loop(i); });
+    }
+  } catch (...) {  // the system refused a thread: stop those started, then report it
+    tasks_.close();
+    for (auto& worker : workers_) worker.join();
+    throw;
   }
 }
 

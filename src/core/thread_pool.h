@@ -42,6 +42,7 @@ class ThreadPool {
  public:
   // `threads` workers named "<name>-<i>" (Linux keeps the first 15 bytes); the task queue
   // holds at most `queue_capacity` tasks not yet started.
+  // Throws std::system_error, with no thread left running, when the system refuses a thread.
   ThreadPool(std::string name, std::size_t threads, std::size_t queue_capacity = 1024);
   ~ThreadPool();  // shutdown()
   ThreadPool(const ThreadPool&) = delete;

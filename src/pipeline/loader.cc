@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 #include "core/bounded_queue.h"
@@ -89,35 +92,69 @@ std::string LoaderState::to_json() const {
       out += "]";
     }
   }
+  if (!fingerprint.empty()) {
+    out += ",\"fingerprint\":{";
+    for (std::size_t i = 0; i < fingerprint.size(); ++i) {
+      if (i) out += ",";
+      core::append_json_string(out, fingerprint[i].first);
+      out += ":";
+      core::append_json_string(out, fingerprint[i].second);
+    }
+    out += "}";
+  }
   return out + "}";
 }
+
+namespace {
+
+// A field of the state that must be an integer in [lo, hi]: the message says which and why.
+template <class T>
+Result<T> state_int(simdjson::dom::element doc, const char* field, std::int64_t lo, std::uint64_t hi) {
+  simdjson::dom::element e;
+  if (doc[field].get(e)) return Error(ErrorCode::kInvalidArgument, std::string("loader state lacks ") + field);
+  std::uint64_t u = 0;
+  std::int64_t i = 0;
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (!e.get_uint64().get(u)) {
+    if (u > hi) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(u) + " is outside " + range);
+    return static_cast<T>(u);
+  }
+  if (!e.get_int64().get(i)) {  // negative
+    if (i < lo) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(i) + " is outside " + range);
+    return static_cast<T>(i);
+  }
+  return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " must be an integer in " + range);
+}
+
+}  // namespace
 
 Result<LoaderState> LoaderState::from_json(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (parser.parse(json.data(), json.size()).get(doc)) return Error(ErrorCode::kInvalidArgument, "loader state is not JSON");
-  LoaderState s;
-  std::uint64_t seed = 0, position = 0;
-  int64_t rank = 0, world = 0, epoch = 0;
-  if (doc["seed"].get_uint64().get(seed) || doc["rank"].get_int64().get(rank) ||
-      doc["world_size"].get_int64().get(world) || doc["epoch"].get_int64().get(epoch) ||
-      doc["position"].get_uint64().get(position)) {
-    return Error(ErrorCode::kInvalidArgument, "loader state lacks seed, rank, world_size, epoch or position");
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return Error(ErrorCode::kInvalidArgument, std::string("loader state is not valid JSON: ") +
+                                                  simdjson::error_message(err) +
+                                                  (err == simdjson::NUMBER_ERROR
+                                                       ? " (a number outside 0..2^64-1?)"
+                                                       : ""));
   }
-  s.seed = seed;
-  s.rank = static_cast<int>(rank);
-  s.world_size = static_cast<int>(world);
-  s.epoch = static_cast<int>(epoch);
-  s.position = position;
-  std::uint64_t packed = 0;
-  if (!doc["packed_delivered"].get_uint64().get(packed)) s.packed_delivered = packed;
+  if (!doc.is_object()) return Error(ErrorCode::kInvalidArgument, "loader state is not a JSON object");
+  constexpr auto kIntMax = static_cast<std::uint64_t>(INT32_MAX);
+  LoaderState s;
+  MMFEED_ASSIGN_OR_RETURN(s.seed, state_int<std::uint64_t>(doc, "seed", 0, UINT64_MAX));
+  MMFEED_ASSIGN_OR_RETURN(s.rank, state_int<int>(doc, "rank", 0, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.world_size, state_int<int>(doc, "world_size", 1, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.epoch, state_int<int>(doc, "epoch", 0, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.position, state_int<std::uint64_t>(doc, "position", 0, UINT64_MAX));
+  if (simdjson::dom::element e; !doc["packed_delivered"].get(e)) {
+    MMFEED_ASSIGN_OR_RETURN(s.packed_delivered, state_int<std::uint64_t>(doc, "packed_delivered", 0, UINT64_MAX));
+  }
   if (simdjson::dom::element w; !doc["window_delivered"].get(w)) {
     MMFEED_ASSIGN_OR_RETURN(s.window_delivered, uint_list(w, "window_delivered"));
   }
-  int64_t old_world = 0;
   simdjson::dom::element old_positions;
-  if (!doc["old_world_size"].get_int64().get(old_world) && !doc["old_positions"].get(old_positions)) {
-    s.old_world_size = static_cast<int>(old_world);
+  if (simdjson::dom::element e; !doc["old_world_size"].get(e) && !doc["old_positions"].get(old_positions)) {
+    MMFEED_ASSIGN_OR_RETURN(s.old_world_size, state_int<int>(doc, "old_world_size", 1, kIntMax));
     MMFEED_ASSIGN_OR_RETURN(s.old_positions, uint_list(old_positions, "old_positions"));
     if (simdjson::dom::array windows; !doc["old_windows"].get_array().get(windows)) {
       for (simdjson::dom::element w : windows) {
@@ -130,6 +167,17 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
     }
     if (s.old_positions.size() != static_cast<std::size_t>(s.old_world_size)) {
       return Error(ErrorCode::kInvalidArgument, "old_positions does not hold one position per old rank");
+    }
+  }
+  if (simdjson::dom::element f; !doc["fingerprint"].get(f)) {
+    simdjson::dom::object fields;
+    if (f.get_object().get(fields)) return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint is not an object");
+    for (auto [key, value] : fields) {
+      std::string_view v;
+      if (value.get_string().get(v)) {
+        return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint." + std::string(key) + " is not a string");
+      }
+      s.fingerprint.emplace_back(std::string(key), std::string(v));
     }
   }
   return s;
@@ -152,11 +200,15 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
   out.rank = rank;
   out.world_size = world_size;
   out.old_world_size = old_world;
+  out.fingerprint = old_ranks.front().fingerprint;
   out.old_positions.assign(static_cast<std::size_t>(old_world), 0);
   std::vector<bool> seen(static_cast<std::size_t>(old_world), false);
   for (const LoaderState& s : old_ranks) {
     if (s.seed != out.seed || s.epoch != out.epoch || s.world_size != old_world) {
       return Error(ErrorCode::kInvalidArgument, "the old states differ in seed, epoch or world size");
+    }
+    if (s.fingerprint != out.fingerprint) {
+      return Error(ErrorCode::kInvalidArgument, "the old states were taken over different runs (their fingerprints differ)");
     }
     if (s.packed_delivered != 0 && s.window_delivered.empty()) {
       return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
@@ -186,23 +238,65 @@ Loader::~Loader() = default;
 
 namespace {
 
-struct ManifestLine {
+// The manifests, read once: each one's text whole (decompressed), and an index of its
+// non-blank lines (24 bytes a line, so a manifest of millions of short lines costs little
+// beyond its text).
+struct Manifest {
+  std::string name;      // as given
+  std::string base_dir;  // relative image references resolve against it
   std::string text;
-  std::string base_dir;
-  std::string where;  // file:line
+  std::uint32_t crc32 = 0;  // of text, for the resume state's fingerprint
 };
 
-// Inflates gzip data (any number of members).
-Result<std::string> gunzip(std::span<const std::byte> in, const std::string& where) {
+struct ManifestLine {
+  std::uint64_t offset = 0;  // into its manifest's text
+  std::uint32_t length = 0;
+  std::uint32_t manifest = 0;
+  std::uint64_t number = 0;  // 1-based line number, for messages
+};
+
+struct Manifests {
+  std::vector<Manifest> files;
+  std::vector<ManifestLine> lines;
+
+  std::string_view text(const ManifestLine& line) const {
+    return std::string_view(files[line.manifest].text).substr(line.offset, line.length);
+  }
+  std::string where(const ManifestLine& line) const {
+    return files[line.manifest].name + ":" + std::to_string(line.number);
+  }
+};
+
+// The text grows past `limit`: refused before the memory is committed.
+Error manifest_too_large(const std::string& where, std::size_t limit) {
+  return Error(ErrorCode::kResourceExhausted,
+               "manifest decompresses to more than max_manifest_bytes (" + std::to_string(limit) +
+                   " bytes); split it, or raise the limit",
+               where);
+}
+
+// Inflates gzip data (any number of members) up to `limit` bytes. zlib counts input in 32-bit
+// units: the input is fed in pieces so that one over 4 GiB is read whole.
+Result<std::string> gunzip(std::span<const std::byte> in, std::size_t limit, const std::string& where) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return Error(ErrorCode::kInternal, "zlib init failed", where);
+  constexpr std::size_t kPiece = std::size_t{1} << 30;
   std::string out;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
+  std::size_t fed = 0;  // input bytes handed to zlib so far
+  auto feed = [&] {
+    if (z.avail_in > 0 || fed == in.size()) return;
+    const std::size_t piece = std::min(kPiece, in.size() - fed);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data() + fed));
+    z.avail_in = static_cast<uInt>(piece);
+    fed += piece;
+  };
+  auto left = [&] { return z.avail_in > 0 || fed < in.size(); };
   char chunk[1 << 16];
   int rc = Z_OK;
-  while (rc != Z_STREAM_END || z.avail_in > 0) {
+  feed();
+  while (rc != Z_STREAM_END || left()) {
     if (rc == Z_STREAM_END) inflateReset(&z);  // a concatenated member
+    feed();
     z.next_out = reinterpret_cast<Bytef*>(chunk);
     z.avail_out = sizeof chunk;
     rc = inflate(&z, Z_NO_FLUSH);
@@ -210,8 +304,13 @@ Result<std::string> gunzip(std::span<const std::byte> in, const std::string& whe
       inflateEnd(&z);
       return Error(ErrorCode::kCorruptData, std::string("gzip data is corrupt: ") + (z.msg ? z.msg : "inflate failed"), where);
     }
-    out.append(chunk, sizeof chunk - z.avail_out);
-    if (rc != Z_STREAM_END && z.avail_in == 0 && z.avail_out != 0) {
+    const std::size_t produced = sizeof chunk - z.avail_out;
+    if (out.size() + produced > limit) {
+      inflateEnd(&z);
+      return manifest_too_large(where, limit);
+    }
+    out.append(chunk, produced);
+    if (rc != Z_STREAM_END && !left() && z.avail_out != 0) {
       inflateEnd(&z);
       return Error(ErrorCode::kCorruptData, "gzip data is truncated", where);
     }
@@ -220,8 +319,8 @@ Result<std::string> gunzip(std::span<const std::byte> in, const std::string& whe
   return out;
 }
 
-// Decompresses Zstandard data (any number of frames).
-Result<std::string> unzstd(std::span<const std::byte> in, const std::string& where) {
+// Decompresses Zstandard data (any number of frames) up to `limit` bytes.
+Result<std::string> unzstd(std::span<const std::byte> in, std::size_t limit, const std::string& where) {
   std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> stream(ZSTD_createDStream(), &ZSTD_freeDStream);
   if (!stream) return Error(ErrorCode::kInternal, "zstd init failed", where);
   std::string out;
@@ -237,6 +336,7 @@ Result<std::string> unzstd(std::span<const std::byte> in, const std::string& whe
     }
     if (output.pos == 0 && input.pos == consumed) break;  // nothing left buffered
     hint = r;
+    if (out.size() + output.pos > limit) return manifest_too_large(where, limit);
     out.append(chunk.data(), output.pos);
     if (input.pos == input.size && output.pos < output.size) break;
   }
@@ -245,12 +345,13 @@ Result<std::string> unzstd(std::span<const std::byte> in, const std::string& whe
 }
 
 // Reads manifests from files, S3 or HTTP(S), gzip- or zstd-compressed or plain (by their magic
-// bytes).
+// bytes), each at most max_manifest_bytes fetched and decompressed, and indexes their lines.
 // Relative image references resolve against the manifest's directory (or URI prefix).
-Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>& paths, const storage::S3Options& s3) {
-  std::vector<ManifestLine> lines;
+Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit, const storage::S3Options& s3) {
+  Manifests out;
   storage::FetchOptions options;
   options.part_size = 0;
+  options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
@@ -258,37 +359,48 @@ Result<std::vector<ManifestLine>> read_manifests(const std::vector<std::string>&
     auto r = fetcher.next();
     if (!r) return Error(ErrorCode::kInternal, "fetcher closed", path);
     if (!r->data.ok()) return std::move(r->data).error().with_context("manifest");
-    const core::Buffer& data = *r->data;
-    std::string text;
+    core::Buffer data = std::move(r->data).value();
+    Manifest m;
+    m.name = path;
     if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
-      MMFEED_ASSIGN_OR_RETURN(text, gunzip(data.span(), path));
+      MMFEED_ASSIGN_OR_RETURN(m.text, gunzip(data.span(), limit, path));
     } else if (data.size() >= 4 && data.data()[0] == std::byte{0x28} && data.data()[1] == std::byte{0xb5} &&
                data.data()[2] == std::byte{0x2f} && data.data()[3] == std::byte{0xfd}) {
-      MMFEED_ASSIGN_OR_RETURN(text, unzstd(data.span(), path));
+      MMFEED_ASSIGN_OR_RETURN(m.text, unzstd(data.span(), limit, path));
     } else {
-      text.assign(reinterpret_cast<const char*>(data.data()), data.size());
+      m.text.assign(reinterpret_cast<const char*>(data.data()), data.size());
     }
-    if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
-    std::string base;
+    data.reset();
+    if (m.text.starts_with("\xEF\xBB\xBF")) m.text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
+    m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size()));
     if (uri.scheme == storage::Scheme::kFile) {
-      base = std::filesystem::path(uri.path).parent_path().string();
+      m.base_dir = std::filesystem::path(uri.path).parent_path().string();
     } else {
       const std::string full = uri.to_string();
-      base = full.substr(0, full.rfind('/'));
+      m.base_dir = full.substr(0, full.rfind('/'));
     }
-    std::size_t n = 0, at = 0;
+    const auto index = static_cast<std::uint32_t>(out.files.size());
+    const std::string_view text = m.text;
+    std::uint64_t number = 0;
+    std::size_t at = 0;
     while (at < text.size()) {
       std::size_t end = text.find('\n', at);
-      if (end == std::string::npos) end = text.size();
-      ++n;
-      std::string line = text.substr(at, end - at);
+      if (end == std::string_view::npos) end = text.size();
+      ++number;
+      const std::string_view line = text.substr(at, end - at);
+      if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+        if (line.size() > UINT32_MAX) {
+          return Error(ErrorCode::kResourceExhausted, "line of " + std::to_string(line.size()) + " bytes",
+                       path + ":" + std::to_string(number));
+        }
+        out.lines.push_back({at, static_cast<std::uint32_t>(line.size()), index, number});
+      }
       at = end + 1;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      lines.push_back({std::move(line), base, path + ":" + std::to_string(n)});
     }
+    out.files.push_back(std::move(m));
   }
-  if (lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
-  return lines;
+  if (out.lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
+  return out;
 }
 
 // One sample through the stages.
@@ -335,11 +447,11 @@ TokenizerFuture load_tokenizer(const std::string& path) {
 
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(LoaderConfig config, std::vector<ManifestLine> lines, TokenizerFuture tok,
+  LoaderImpl(LoaderConfig config, Manifests manifests, TokenizerFuture tok,
              vision::ProcessorConfig vconfig, text::ChatTemplate tmpl, text::SftOptions sft, storage::S3Options s3,
              LoaderState start)
       : config_(std::move(config)),
-        lines_(std::move(lines)),
+        manifests_(std::move(manifests)),
         tok_(std::move(tok)),
         proc_(std::move(vconfig)),
         tmpl_(tmpl),
@@ -361,8 +473,23 @@ class LoaderImpl final : public Loader {
     storage::FetchOptions fo;
     fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
+    fo.max_object_bytes = config_.max_object_bytes;
     fetcher_ = std::make_unique<storage::Fetcher>(fo, s3_, &metrics_, trace_.enabled() ? &trace_ : nullptr);
-    if (config_.mode != "serial") start_threads();
+  }
+
+  // Starts the concurrent mode's threads; a thread the system refuses is an error (what started
+  // is stopped), not an abort.
+  Status start() {
+    if (config_.mode == "serial") return ok_status();
+    try {
+      start_threads();
+    } catch (const std::system_error& e) {
+      close();
+      return Error(ErrorCode::kResourceExhausted, "cannot start " + std::to_string(config_.workers) +
+                                                      " worker threads: " + e.what() + "; give fewer workers",
+                   "LoaderConfig.workers");
+    }
+    return ok_status();
   }
 
   ~LoaderImpl() override { close(); }
@@ -465,10 +592,10 @@ class LoaderImpl final : public Loader {
   // ---- shared sample work -----------------------------------------------------------------
   std::vector<std::uint64_t> order(int epoch) const {
     if (epoch == start_.epoch && start_.old_world_size > 0) {
-      return pipeline::resharded_order(lines_.size(), config_.seed, epoch, config_.shuffle, start_.old_world_size,
+      return pipeline::resharded_order(manifests_.lines.size(), config_.seed, epoch, config_.shuffle, start_.old_world_size,
                                        start_.old_positions, start_.old_windows, config_.rank, config_.world_size);
     }
-    return pipeline::rank_order(lines_.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
+    return pipeline::rank_order(manifests_.lines.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
   }
 
   // Parses the sample's line and resolves its image URIs.
@@ -476,11 +603,12 @@ class LoaderImpl final : public Loader {
     auto w = std::make_unique<Work>();
     w->epoch = epoch;
     w->seq = seq;
-    const ManifestLine& line = lines_[line_index];
-    w->id = line.where;
-    auto c = text::parse_conversation(line.text);
+    const ManifestLine& line = manifests_.lines[line_index];
+    const std::string& base_dir = manifests_.files[line.manifest].base_dir;
+    w->id = manifests_.where(line);
+    auto c = text::parse_conversation(manifests_.text(line));
     if (!c.ok()) {
-      w->error = SampleError{line.where, "manifest", c.error().to_string()};
+      w->error = SampleError{w->id, "manifest", c.error().to_string()};
       return w;
     }
     if (!c->id.empty()) w->id = c->id;
@@ -488,12 +616,18 @@ class LoaderImpl final : public Loader {
       w->error = SampleError{w->id, "manifest", "videos are not supported yet"};
       return w;
     }
-    const bool remote_base = line.base_dir.find("://") != std::string::npos;
+    if (const std::size_t n = c->count(text::ContentItem::Type::kImage); n > config_.max_images_per_sample) {
+      w->error = SampleError{w->id, "manifest", "sample names " + std::to_string(n) +
+                                                    " images, more than max_images_per_sample (" +
+                                                    std::to_string(config_.max_images_per_sample) + ")"};
+      return w;
+    }
+    const bool remote_base = base_dir.find("://") != std::string::npos;
     for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
       // Relative references in a remote manifest resolve against its URI prefix.
       const bool relative = uri.find("://") == std::string::npos && !uri.empty() && uri[0] != '/';
-      auto parsed = remote_base && relative ? storage::parse_uri(line.base_dir + "/" + uri)
-                                            : storage::parse_uri(uri, line.base_dir);
+      auto parsed = remote_base && relative ? storage::parse_uri(base_dir + "/" + uri)
+                                            : storage::parse_uri(uri, base_dir);
       if (!parsed.ok()) {
         w->error = SampleError{w->id, "manifest", parsed.error().to_string()};
         return w;
@@ -520,6 +654,19 @@ class LoaderImpl final : public Loader {
       }
       w.infos.push_back(*info);
       w.grids.push_back(*grid);
+    }
+    // The pixel rows the batch will hold for this sample, known from the headers before any
+    // pixel is decoded: a sample that alone exceeds the byte budget can never be buffered.
+    std::uint64_t pixel_bytes = 0;
+    for (const vision::Grid& g : w.grids) {
+      pixel_bytes += static_cast<std::uint64_t>(g.rows()) * proc_.row_bytes();
+    }
+    if (pixel_bytes > config_.max_buffered_bytes) {
+      w.error = SampleError{w.id, "image", "its " + std::to_string(w.grids.size()) + " images need " +
+                                               std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
+                                               "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
+                                               "); lower max_pixels or raise the budget"};
+      return;
     }
     std::vector<text::Grid3> grids;
     for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
@@ -632,6 +779,26 @@ class LoaderImpl final : public Loader {
                    std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
                        std::to_string(config_.max_error_fraction) + "); last: " + w.error->sample_id + ": " +
                        w.error->reason);
+    }
+    return ok_status();
+  }
+
+  // At the end of the run, the budget once more whatever the number of samples: fewer than 20
+  // are not checked on the way, and a run whose every sample failed is an error at any size.
+  Status final_budget() const {
+    const auto seen = m_samples_->value(), skipped = m_skipped_->value();
+    if (skipped == 0) return ok_status();
+    std::lock_guard lock(errors_mu_);
+    const SampleError& last = errors_.back();
+    if (skipped == seen) {
+      return Error(ErrorCode::kResourceExhausted, "every sample failed (" + std::to_string(seen) + " of " +
+                                                      std::to_string(seen) + "); last: " + last.sample_id + ": " +
+                                                      last.stage + ": " + last.reason);
+    }
+    if (static_cast<double>(skipped) / static_cast<double>(seen) > config_.max_error_fraction) {
+      return Error(ErrorCode::kResourceExhausted,
+                   std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
+                       std::to_string(config_.max_error_fraction) + "); last: " + last.sample_id + ": " + last.reason);
     }
     return ok_status();
   }
@@ -868,7 +1035,18 @@ class LoaderImpl final : public Loader {
       MMFEED_RETURN_IF_ERROR(account(*w));
       if (!w->error) samples.push_back(std::move(w));
     }
-    if (samples.empty()) return std::optional<Batch>();
+    if (samples.empty()) {  // the run is over
+      if (!final_checked_) {
+        final_checked_ = true;
+        if (Status st = final_budget(); !st.ok()) {
+          std::lock_guard lock(fail_mu_);
+          failure_ = std::move(st).error();
+        }
+      }
+      std::lock_guard lock(fail_mu_);
+      if (failure_) return *failure_;
+      return std::optional<Batch>();
+    }
     const int epoch = samples.front()->epoch;
     MMFEED_RETURN_IF_ERROR(build_batches(std::move(samples), epoch, start, serial_seq_, 0, serial_batch_,
                                          [&](Built built) {
@@ -1078,7 +1256,13 @@ class LoaderImpl final : public Loader {
           seq = 0;
           group_start = 0;
           index = 0;
-          if (epoch >= config_.epochs) break;
+          if (epoch >= config_.epochs) {
+            if (Status st = final_budget(); !st.ok()) {
+              std::lock_guard lock(fail_mu_);
+              failure_ = std::move(st).error();
+            }
+            break;
+          }
           continue;
         } else {
           break;  // reader finished without this epoch
@@ -1126,7 +1310,7 @@ class LoaderImpl final : public Loader {
   }
 
   const LoaderConfig config_;
-  const std::vector<ManifestLine> lines_;
+  const Manifests manifests_;
   const TokenizerFuture tok_;
   vision::ImageProcessor proc_;
   const text::ChatTemplate tmpl_;
@@ -1181,6 +1365,7 @@ class LoaderImpl final : public Loader {
   core::BoundedQueue<Batch> out_;
   std::mutex fail_mu_;
   std::optional<Error> failure_;
+  bool final_checked_ = false;  // serial mode: the end-of-run budget check is done
 
   // Concurrent stages.
   std::thread reader_, collector_, batcher_;
@@ -1212,8 +1397,72 @@ class LoaderImpl final : public Loader {
   std::deque<Built> serial_ready_;
 };
 
+// Upper bounds of the options that size threads and queues: beyond them a typo, not a plan.
+constexpr int kMaxWorkers = 1024;
+constexpr std::size_t kMaxInflight = 4096;
+constexpr std::size_t kMaxPrefetch = 1024;
+constexpr std::size_t kMaxPackWindow = 1 << 16;
+constexpr std::size_t kMaxBatch = 1 << 20;
+
 Error bad_config(const std::string& field, const std::string& message) {
   return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
+}
+
+// What a resume state must agree with: the data (each manifest's size, lines and CRC-32) and the
+// options that decide the order and the batches. The number of epochs is not part of it (a run
+// may be extended); the world size and rank are checked on their own (resharding changes them).
+// Packing plans rows from token counts, so with token_budget the options that change a sample's
+// tokens are part of it too.
+std::vector<std::pair<std::string, std::string>> fingerprint_of(const LoaderConfig& c, const Manifests& m) {
+  std::vector<std::pair<std::string, std::string>> f;
+  char crc[16];
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    std::uint64_t lines = 0;
+    for (const ManifestLine& l : m.lines) lines += l.manifest == i ? 1 : 0;
+    std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
+    f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text.size()) +
+                                                         " bytes, " + std::to_string(lines) + " samples, crc32 " +
+                                                         crc + ")");
+  }
+  f.emplace_back("samples", std::to_string(m.lines.size()));
+  f.emplace_back("seed", std::to_string(c.seed));
+  f.emplace_back("shuffle", c.shuffle ? "true" : "false");
+  f.emplace_back("batch_size", std::to_string(c.batch_size));
+  f.emplace_back("token_budget", std::to_string(c.token_budget));
+  if (c.token_budget > 0) {
+    f.emplace_back("pack_window", std::to_string(c.pack_window));
+    f.emplace_back("model", c.model);
+    f.emplace_back("chat_template", c.chat_template);
+    f.emplace_back("min_pixels", std::to_string(c.min_pixels));
+    f.emplace_back("max_pixels", std::to_string(c.max_pixels));
+    f.emplace_back("max_length", std::to_string(c.max_length));
+    f.emplace_back("truncation", c.truncation);
+  }
+  return f;
+}
+
+// "" when the state's fingerprint matches the run's (or it has none), else what differs.
+std::string fingerprint_mismatch(const std::vector<std::pair<std::string, std::string>>& was,
+                                 const std::vector<std::pair<std::string, std::string>>& now) {
+  if (was.empty()) return "";
+  std::string diff;
+  auto find = [](const auto& list, const std::string& key) -> const std::string* {
+    for (const auto& [k, v] : list) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  };
+  auto note = [&](const std::string& key, const std::string* a, const std::string* b) {
+    diff += (diff.empty() ? "" : "; ") + key + " was " + (a ? *a : "absent") + ", now " + (b ? *b : "absent");
+  };
+  for (const auto& [key, value] : now) {
+    const std::string* old = find(was, key);
+    if (!old || *old != value) note(key, old, &value);
+  }
+  for (const auto& [key, value] : was) {
+    if (!find(now, key)) note(key, &value, nullptr);
+  }
+  return diff;
 }
 
 }  // namespace
@@ -1229,6 +1478,28 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
                                   std::to_string(config.world_size));
   }
   if (config.epochs < 1) return bad_config("epochs", "must be at least 1");
+  if (config.workers < 1 || config.workers > kMaxWorkers) {
+    return bad_config("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", not " + std::to_string(config.workers));
+  }
+  if (config.fetch_inflight < 1 || config.fetch_inflight > kMaxInflight) {
+    return bad_config("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
+                                            std::to_string(config.fetch_inflight));
+  }
+  if (config.prefetch_batches < 1 || config.prefetch_batches > kMaxPrefetch) {
+    return bad_config("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", not " +
+                                              std::to_string(config.prefetch_batches));
+  }
+  if (config.pack_window > kMaxPackWindow) return bad_config("pack_window", "must be at most " + std::to_string(kMaxPackWindow));
+  if (config.batch_size > kMaxBatch) return bad_config("batch_size", "must be at most " + std::to_string(kMaxBatch));
+  if (!(config.max_error_fraction >= 0.0 && config.max_error_fraction <= 1.0)) {  // NaN fails both
+    return bad_config("max_error_fraction", "must be a fraction from 0 to 1, not " + std::to_string(config.max_error_fraction));
+  }
+  if (config.min_pixels < 0) return bad_config("min_pixels", "must be positive (0: the model's)");
+  if (config.max_pixels < 0) return bad_config("max_pixels", "must be positive (0: the model's)");
+  if (config.max_buffered_bytes == 0) return bad_config("max_buffered_bytes", "must be positive");
+  if (config.max_object_bytes == 0) return bad_config("max_object_bytes", "must be positive");
+  if (config.max_manifest_bytes == 0) return bad_config("max_manifest_bytes", "must be positive");
+  if (config.max_images_per_sample == 0) return bad_config("max_images_per_sample", "must be positive");
   if (config.pin_device < -1) return bad_config("pin_device", "must be a device index, or -1 to choose");
   if (const auto& cuda = device::CudaRuntime::get(); config.pin_memory && cuda.available() &&
                                                      config.pin_device >= cuda.device_count()) {
@@ -1237,12 +1508,21 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
   if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
-  TokenizerFuture tok = load_tokenizer(config.tokenizer);
-  MMFEED_ASSIGN_OR_RETURN(auto lines, read_manifests(config.manifests, s3));
+  TokenizerFuture tok;
+  try {
+    tok = load_tokenizer(config.tokenizer);
+  } catch (const std::system_error& e) {
+    return Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread to load the tokenizer: ") + e.what());
+  }
+  MMFEED_ASSIGN_OR_RETURN(Manifests manifests, read_manifests(config.manifests, config.max_manifest_bytes, s3));
   vision::ProcessorConfig vconfig;
   MMFEED_ASSIGN_OR_RETURN(vconfig.profile, vision::model_profile(config.model));
   if (config.min_pixels > 0) vconfig.profile.min_pixels = config.min_pixels;
   if (config.max_pixels > 0) vconfig.profile.max_pixels = config.max_pixels;
+  if (vconfig.profile.min_pixels > vconfig.profile.max_pixels) {
+    return bad_config("min_pixels", "min_pixels " + std::to_string(vconfig.profile.min_pixels) + " exceeds max_pixels " +
+                                        std::to_string(vconfig.profile.max_pixels));
+  }
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(template_name));
   text::SftOptions sft;
@@ -1263,7 +1543,14 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   start.seed = config.seed;
   start.rank = config.rank;
   start.world_size = config.world_size;
+  start.fingerprint = fingerprint_of(config, manifests);
   if (resume) {
+    if (const std::string diff = fingerprint_mismatch(resume->fingerprint, start.fingerprint); !diff.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state was taken over another run: " + diff +
+                       ". Resume with the data and options it was taken with, or start afresh without it",
+                   "resume state");
+    }
     if (resume->seed != config.seed) return bad_config("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
     if (resume->world_size != config.world_size) {
       return bad_config("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
@@ -1275,7 +1562,43 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
       return bad_config("rank", "the resume state is rank " + std::to_string(resume->rank) + "'s, not rank " +
                                     std::to_string(config.rank) + "'s: give each rank its own state");
     }
+    auto fingerprint = std::move(start.fingerprint);
     start = *resume;
+    start.fingerprint = std::move(fingerprint);
+    if (start.epoch >= config.epochs) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state is in epoch " + std::to_string(start.epoch) + ", past this run's " +
+                       std::to_string(config.epochs) + " epoch" + (config.epochs == 1 ? "" : "s"),
+                   "resume state");
+    }
+    const std::uint64_t n = manifests.lines.size();
+    const std::uint64_t epoch_size =
+        start.old_world_size > 0
+            ? pipeline::resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
+                                        start.old_positions, start.old_windows, config.rank, config.world_size)
+                  .size()
+            : pipeline::rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle).size();
+    if (start.position > epoch_size) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state is at position " + std::to_string(start.position) + " of epoch " +
+                       std::to_string(start.epoch) + ", which has " + std::to_string(epoch_size) +
+                       " samples for this rank",
+                   "resume state");
+    }
+    if (start.packed_delivered > 0 && config.token_budget == 0) {
+      return Error(ErrorCode::kInvalidArgument, "the resume state is inside a packing window, but token_budget is 0",
+                   "resume state");
+    }
+    for (const auto* list : {&start.window_delivered}) {
+      for (std::uint64_t p : *list) {
+        if (p >= n) return Error(ErrorCode::kInvalidArgument, "window_delivered names position " + std::to_string(p) +
+                                                                  " of " + std::to_string(n), "resume state");
+      }
+    }
+    for (std::uint64_t p : start.old_positions) {
+      if (p > n) return Error(ErrorCode::kInvalidArgument, "old_positions names position " + std::to_string(p) +
+                                                               " of " + std::to_string(n), "resume state");
+    }
   }
   if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
     return bad_config("ordered", "an unordered run cannot be resumed (its order depends on timing)");
@@ -1285,8 +1608,14 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still
   // fails open().
-  auto loader = std::make_unique<LoaderImpl>(config, std::move(lines), tok, std::move(vconfig), tmpl, sft,
-                                             std::move(s3), start);
+  std::unique_ptr<LoaderImpl> loader;
+  try {
+    loader = std::make_unique<LoaderImpl>(config, std::move(manifests), tok, std::move(vconfig), tmpl, sft,
+                                          std::move(s3), start);
+  } catch (const std::system_error& e) {  // the fetcher's threads
+    return Error(ErrorCode::kResourceExhausted, std::string("cannot start the fetch threads: ") + e.what());
+  }
+  MMFEED_RETURN_IF_ERROR(loader->start());
   if (const auto& loaded = tok.get(); !loaded.ok()) return loaded.error();
   return std::unique_ptr<Loader>(std::move(loader));
 }

@@ -1,0 +1,243 @@
+"""Issue 15, the loader's part: what a hostile or careless user hands the Loader is refused by
+name, before memory is committed, and never aborts, hangs or loses a sample in silence."""
+import gzip
+import json
+import math
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+import mmfeed
+from conftest import ROOT
+from mmfeed import datagen
+
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+MAX_PIXELS = 100_000
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile-data")
+    datagen.generate(out, samples=12, seed=15, max_megapixels=0.3, workers=2)
+    return out / "manifest.jsonl"
+
+
+def load(manifest, state=None, **options):
+    options.setdefault("tensors", "np")
+    options.setdefault("tokenizer", TOKENIZER)
+    options.setdefault("max_pixels", MAX_PIXELS)
+    options.setdefault("batch_size", 4)
+    loader = mmfeed.Loader(manifest, **options)
+    if state is not None:
+        loader.load_state_dict(state)
+    with loader:
+        batches = list(loader)
+        return [sid for b in batches for sid in b["sample_ids"]], loader.errors(), loader.state_dict()
+
+
+def first_batch(manifest, **options):
+    options.setdefault("tokenizer", TOKENIZER)
+    with mmfeed.Loader(manifest, tensors="np", **options) as loader:
+        return next(loader)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("fetch_inflight", 0, "LoaderConfig.fetch_inflight: must be 1 to 4096, not 0"),
+    ("workers", 100_000, "LoaderConfig.workers: must be 1 to 1024, not 100000"),
+    ("workers", 0, "LoaderConfig.workers: must be 1 to 1024, not 0"),
+    ("prefetch_batches", 0, "LoaderConfig.prefetch_batches: must be 1 to 1024, not 0"),
+    ("max_error_fraction", math.nan, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
+    ("max_error_fraction", -1.0, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
+    ("max_images_per_sample", 0, "LoaderConfig.max_images_per_sample: must be positive"),
+])
+def test_out_of_range_options_are_refused_by_name(dataset, option, value, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        first_batch(dataset, **{option: value})
+
+
+@pytest.mark.parametrize("option", ["min_pixels", "max_pixels"])
+def test_pixel_limits_must_be_positive(dataset, option):
+    for value in (0, -5):  # as transformers refuses them; None (unset) is the model's
+        with pytest.raises(ValueError, match=f"{option} must be positive, not {value}"):
+            mmfeed.Loader(dataset, tokenizer=TOKENIZER, **{option: value})
+
+
+THREADS_SCRIPT = """
+import resource, sys, mmfeed
+# Room for the interpreter and a few threads, not for 1,000 thread stacks of 8 MiB.
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (used + (3 << 30), hard))
+try:
+    with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], workers=1000, tensors="np") as loader:
+        next(loader)
+    print("opened")
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_threads_the_system_refuses_are_an_error_not_an_abort(dataset):
+    # 1,000 workers are allowed, but the address space given holds fewer thread stacks: the
+    # loader must say so (and stop the threads it started) instead of terminating the process.
+    run = subprocess.run([sys.executable, "-c", THREADS_SCRIPT, dataset, TOKENIZER], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "refused: LoaderConfig.workers: cannot start 1000 worker threads" in run.stdout, run.stdout
+
+
+def test_every_sample_failing_is_an_error_at_any_size(dataset, tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps({"id": f"s{i}", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": f"missing-{i}.jpg"}]},
+        {"role": "assistant", "content": "x"}]}) + "\n" for i in range(5)))
+    with pytest.raises(ValueError, match=r"every sample failed \(5 of 5\); last: s\d: fetch: "):
+        load(broken)
+    with pytest.raises(ValueError, match=r"every sample failed \(5 of 5\)"):
+        load(broken, mode="serial")
+
+
+def test_the_error_budget_is_checked_at_the_end_of_a_small_run(dataset, tmp_path):
+    lines = dataset.read_text().splitlines()
+    manifest = tmp_path / "mostly-broken.jsonl"
+    manifest.write_text("\n".join(lines[:2] + ["{not json"] * 3) + "\n")  # 3 of 5 fail: 60% > 50%
+    with pytest.raises(ValueError, match=r"3 of 5 samples failed, more than the error budget \(0\.5"):
+        load(manifest)
+    ids, errors, _ = load(manifest, max_error_fraction=0.6)
+    assert len(ids) == 2 and len(errors) == 3
+
+
+def test_cli_run_fails_when_every_sample_fails(cli, tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json\n" * 3)
+    run = subprocess.run([cli, "run", broken, "--tokenizer", TOKENIZER], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "every sample failed (3 of 3)" in run.stderr
+
+
+def test_a_sample_naming_too_many_images_is_refused_before_fetching(dataset, tmp_path):
+    lines = dataset.read_text().splitlines()
+    image = next(c["image"] for m in json.loads(lines[0])["messages"] if isinstance(m["content"], list)
+                 for c in m["content"] if c["type"] == "image")
+    manifest = dataset.parent / "many-images.jsonl"
+    manifest.write_text("\n".join(lines + [json.dumps({"id": "greedy", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": image}] * 1500 + [{"type": "text", "text": "?"}]},
+        {"role": "assistant", "content": "x"}]})]) + "\n")
+    ids, errors, _ = load(manifest)
+    assert len(ids) == len(lines)
+    assert errors == [{"sample_id": "greedy", "stage": "manifest",
+                       "reason": "sample names 1500 images, more than max_images_per_sample (256)"}]
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
+        list(loader)
+        assert loader.metrics()["counters"].get("fetch.requests", 0) <= len(lines) * 4  # its images never fetched
+
+
+def test_a_sample_larger_than_the_byte_budget_is_refused_by_name(dataset):
+    # Under a budget of 100 kB no sample's pixel rows fit (each image here is tens of thousands of
+    # pixels, 24 bytes each as float rows): every one is refused, planned from its headers.
+    with pytest.raises(ValueError, match="every sample failed"):
+        load(dataset, max_buffered_bytes=100_000)
+    ids, errors, _ = load(dataset, max_buffered_bytes=100_000, max_error_fraction=1.0)
+    assert not ids and errors
+    assert all(e["stage"] == "image" and "bytes of pixel rows, more than max_buffered_bytes (100000)" in e["reason"]
+               for e in errors), errors
+
+
+def test_a_manifest_that_inflates_past_its_limit_is_refused(dataset, tmp_path):
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(dataset.read_bytes() + b"\n" * 5_000_000))
+    with pytest.raises(ValueError, match=r"manifest decompresses to more than max_manifest_bytes \(1000000 bytes\)"):
+        first_batch(bomb, max_manifest_bytes=1_000_000)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(dataset.read_bytes() + b" " * 2_000_000)
+    with pytest.raises(ValueError, match=r"1000000"):
+        first_batch(plain, max_manifest_bytes=1_000_000)
+    # Under the limit, blank lines cost nothing but their bytes.
+    ids, errors, _ = load(bomb, max_pixels=MAX_PIXELS)
+    assert len(ids) == 12 and not errors
+
+
+def gzip_member_with_comment(size: int, path) -> None:
+    """Appends to `path` an empty gzip member whose header carries a comment of `size` bytes:
+    an input over 4 GiB that inflates to nothing."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    body = deflate.compress(b"") + deflate.flush()
+    with open(path, "ab") as f:
+        f.write(b"\x1f\x8b\x08\x10\x00\x00\x00\x00\x00\xff")  # FCOMMENT
+        chunk = b"c" * (64 << 20)
+        left = size
+        while left > 0:
+            f.write(chunk[:min(left, len(chunk))])
+            left -= len(chunk)
+        f.write(b"\x00" + body + b"\x00" * 8)  # CRC-32 and size of no data
+
+
+def test_a_gzip_manifest_over_4_gib_is_read_whole(dataset, tmp_path):
+    # zlib counts input in 32 bits: the members after the first 4 GiB were silently dropped.
+    lines = dataset.read_text().splitlines(keepends=True)
+    manifest = dataset.parent / "huge.jsonl.gz"
+    try:
+        manifest.write_bytes(gzip.compress("".join(lines[:6]).encode()))
+        gzip_member_with_comment((1 << 32) + 1000, manifest)
+        with open(manifest, "ab") as f:
+            f.write(gzip.compress("".join(lines[6:]).encode()))
+        assert manifest.stat().st_size > 1 << 32
+        ids, errors, _ = load(manifest, max_manifest_bytes=5 << 30)
+    finally:
+        manifest.unlink(missing_ok=True)
+    assert not errors and len(ids) == 12
+
+
+@pytest.fixture(scope="module")
+def taken(dataset):
+    """A state taken after one batch of a two-epoch run."""
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, epochs=2, seed=3,
+                       tensors="np") as loader:
+        next(loader)
+        return loader.state_dict()
+
+
+def test_the_resume_state_carries_a_fingerprint_of_its_run(dataset, taken):
+    fingerprint = taken["fingerprint"]
+    assert fingerprint["samples"] == "12" and fingerprint["seed"] == "3" and fingerprint["shuffle"] == "true"
+    assert fingerprint["manifest 0"].startswith(f"{dataset} (") and "12 samples, crc32 " in fingerprint["manifest 0"]
+    ids, errors, _ = load(dataset, taken, epochs=2, seed=3)  # the same run resumes
+    assert len(ids) == 2 * 12 - 4 and not errors
+
+
+def test_a_resume_state_of_another_run_is_refused_saying_what_differs(dataset, taken, tmp_path):
+    grown = tmp_path / "manifest.jsonl"
+    lines = dataset.read_text().splitlines()
+    grown.write_text("\n".join(lines + lines[:2]) + "\n")
+    state = dict(taken, fingerprint={**taken["fingerprint"],
+                                     "manifest 0": taken["fingerprint"]["manifest 0"].replace(str(dataset), str(grown))})
+    with pytest.raises(ValueError, match=r"resume state: the resume state was taken over another run: manifest 0 was "
+                                         r".* 12 samples, .*now .* 14 samples.*; samples was 12, now 14"):
+        load(grown, state, epochs=2, seed=3, max_pixels=MAX_PIXELS)
+    with pytest.raises(ValueError, match="shuffle was true, now false"):
+        load(dataset, taken, epochs=2, seed=3, shuffle=False)
+    with pytest.raises(ValueError, match="batch_size was 4, now 3"):
+        load(dataset, taken, epochs=2, seed=3, batch_size=3)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("epoch", -1, "loader state: epoch -1 is outside 0..2147483647"),
+    ("epoch", 2, "the resume state is in epoch 2, past this run's 2 epochs"),
+    ("position", 10**18, "the resume state is at position 1000000000000000000 of epoch 0, which has 12 samples"),
+    ("position", -5, "loader state: position -5 is outside 0..18446744073709551615"),
+    ("position", 2**64, "loader state is not valid JSON: .*a number outside 0..2\\^64-1"),
+    ("position", 1.5, "loader state: position must be an integer"),
+    ("seed", "3", "loader state: seed must be an integer"),
+])
+def test_out_of_range_resume_fields_are_refused(dataset, taken, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        load(dataset, dict(taken, **{field: value}), epochs=2, seed=3)
+
+
+def test_a_hand_made_state_without_fingerprint_is_still_range_checked(dataset):
+    ids, _, _ = load(dataset, {"seed": 0, "rank": 0, "world_size": 1, "epoch": 0, "position": 8})
+    assert len(ids) == 4
+    with pytest.raises(ValueError, match="which has 12 samples"):
+        load(dataset, {"seed": 0, "rank": 0, "world_size": 1, "epoch": 0, "position": 13})
