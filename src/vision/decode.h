@@ -73,10 +73,15 @@ struct RgbImage {
   core::ScratchVector<std::uint8_t> pixels;  // height rows of width * 3 bytes, RGB
 };
 
-// Reads only the headers (and the EXIF orientation). kCorruptData for unknown or broken
-// headers, naming what was wrong.
+// Reads only the headers (and the EXIF orientation). kCorruptData for broken headers, naming
+// what was wrong, and for data of no known format (its first 16 bytes, in hex and as text, in
+// the message). kUnsupported, naming the format, for what is recognised by its signature but
+// not decoded: GIF, TIFF, BMP, HEIC/HEIF/AVIF, SVG, ICO, JPEG XL images and PDF documents
+// ("GIF image: format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of
+// those").
 Result<ImageInfo> probe(std::span<const std::uint8_t> bytes);
 
+// The pixels, with the errors of probe() and those of the data after the header.
 Result<RgbImage> decode_rgb(std::span<const std::uint8_t> bytes, const DecodeOptions& options = {});
 
 // A JPEG decoded as a stream of RGB rows, top to bottom, exactly the rows decode_rgb gives

@@ -258,7 +258,9 @@ def test_plan_matches_the_spec_examples():
 
 BROKEN = {
     "empty": (b"", "empty image (0 bytes)"),
-    "wrong magic": (b"GIF89a" + b"\0" * 100, "not a JPEG, PNG or WebP image"),
+    "wrong magic": (b"<html>" + b"\0" * 100,
+                    'not a JPEG, PNG or WebP image: unknown signature 3c 68 74 6d 6c 3e 00 00 00 00 00 00 00 00 00 00 '
+                    '("<html>..........")'),
     "truncated jpeg": (None, "JPEG data of"),
     "truncated png": (None, "PNG data of"),
     "corrupt webp": (None, "WebP"),
@@ -284,6 +286,27 @@ def test_broken_files_give_clear_errors(photo):
     proc = mmfeed.ImageProcessor("qwen2-vl")
     for name, (data, message) in cases.items():
         with pytest.raises(ValueError, match=re.escape("image 1: " + message)):
+            proc([jpeg, data])
+
+
+def test_formats_it_does_not_decode_are_named(photo):
+    # Issue 15: real files of each format were all "unknown signature".
+    small = photo.resize((32, 24))
+    files = {
+        "GIF image": encode(small, "GIF"),
+        "TIFF image (little-endian)": encode(small, "TIFF"),
+        "TIFF image (big-endian)": encode(small.convert("L").convert("I;16B"), "TIFF"),
+        "BMP image": encode(small, "BMP"),
+        "ICO image": encode(small, "ICO"),
+        "AVIF image": encode(small, "AVIF"),
+        "PDF document": encode(small, "PDF"),
+        "SVG image": b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="32" height="24"/>',
+    }
+    jpeg = encode(small, "JPEG")
+    proc = mmfeed.ImageProcessor("qwen2-vl")
+    for name, data in files.items():
+        message = f"image 1: {name}: format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of those"
+        with pytest.raises(ValueError, match=re.escape(message)):
             proc([jpeg, data])
 
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vision/patchify.h"
@@ -55,13 +58,79 @@ TEST(OrientationTest, RotationsCompose) {
   EXPECT_EQ(r.pixels[0], 3);  // top-left of a clockwise turn is the bottom-left source pixel
 }
 
-TEST(DecodeTest, RejectsUnknownAndEmptyInput) {
-  const std::vector<std::uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 0, 0, 0, 0, 0, 0};
-  auto r = decode_rgb(gif);
+std::vector<std::uint8_t> bytes(std::string_view s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
+
+TEST(DecodeTest, EmptyInputIsCorrupt) {
+  auto r = decode_rgb({});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kCorruptData);
-  EXPECT_FALSE(decode_rgb({}).ok());
-  EXPECT_FALSE(probe(gif).ok());
+  EXPECT_EQ(r.error().message(), "empty image (0 bytes)");
+  EXPECT_EQ(probe({}).error().message(), "empty image (0 bytes)");
+}
+
+// Issue 15: these were all "unknown signature"; the message now names the format found.
+TEST(DecodeTest, RecognisedFormatsItDoesNotDecodeAreNamed) {
+  using namespace std::string_view_literals;
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"GIF87a\x01\x00\x01\x00\x80\x00\x00"sv, "GIF image"},
+      {"GIF89a\x01\x00\x01\x00\x80\x00\x00"sv, "GIF image"},
+      {"II*\x00\x08\x00\x00\x00\x0e\x00\x00\x01"sv, "TIFF image (little-endian)"},
+      {"MM\x00*\x00\x00\x00\x08\x00\x0e\x01\x00"sv, "TIFF image (big-endian)"},
+      // File header (size 58, pixels at 54), then a 40-byte BITMAPINFOHEADER.
+      {"BM\x3a\x00\x00\x00\x00\x00\x00\x00\x36\x00\x00\x00\x28\x00\x00\x00\x01\x00\x00\x00"sv, "BMP image"},
+      {"\x00\x00\x00\x18" "ftypheic\x00\x00\x00\x00" "mif1heic"sv, "HEIC image"},
+      {"\x00\x00\x00\x1c" "ftypavif\x00\x00\x00\x00" "avifmif1miaf"sv, "AVIF image"},
+      {"\x00\x00\x00\x18" "ftypmif1\x00\x00\x00\x00" "mif1miaf"sv, "HEIF image"},
+      {"\x00\x00\x00\x18" "ftypmif1\x00\x00\x00\x00" "mif1avif"sv, "AVIF image"},  // AVIF by a compatible brand
+      {"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"/>"sv, "SVG image"},
+      {"\xef\xbb\xbf<?xml version=\"1.0\"?>\n<!-- drawn by hand -->\n"
+       "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+       "<svg xmlns=\"http://www.w3.org/2000/svg\">"sv,
+       "SVG image"},
+      // One 16x16 32-bit entry of 1128 bytes at offset 22.
+      {"\x00\x00\x01\x00\x01\x00\x10\x10\x00\x00\x01\x00\x20\x00\x68\x04\x00\x00\x16\x00\x00\x00"sv, "ICO image"},
+      {"\xff\x0a\xfa\x1f\x42\x08\x44\x01"sv, "JPEG XL image"},  // bare codestream
+      {"\x00\x00\x00\x0cJXL \x0d\x0a\x87\x0a\x00\x00\x00\x14" "ftypjxl "sv, "JPEG XL image"},  // container
+      {"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"sv, "PDF document"},
+  };
+  for (const auto& [data, name] : cases) {
+    const std::string want =
+        std::string(name) + ": format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of those";
+    auto decoded = decode_rgb(bytes(data));
+    ASSERT_FALSE(decoded.ok()) << name;
+    EXPECT_EQ(decoded.error().code(), ErrorCode::kUnsupported) << name;
+    EXPECT_EQ(decoded.error().message(), want);
+    auto probed = probe(bytes(data));
+    ASSERT_FALSE(probed.ok()) << name;
+    EXPECT_EQ(probed.error().code(), ErrorCode::kUnsupported) << name;
+    EXPECT_EQ(probed.error().message(), want);
+  }
+}
+
+TEST(DecodeTest, UnknownDataIsCorruptAndShowsItsFirstBytes) {
+  using namespace std::string_view_literals;
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"<!DOCTYPE html>\n<html><body>Not Found</body></html>"sv,
+       "3c 21 44 4f 43 54 59 50 45 20 68 74 6d 6c 3e 0a (\"<!DOCTYPE html>.\")"},
+      // An S3 error document is XML, but not SVG.
+      {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code></Error>"sv,
+       "3c 3f 78 6d 6c 20 76 65 72 73 69 6f 6e 3d 22 31 (\"<?xml version=\"1\")"},
+      // ISO-BMFF of a video brand is not an image format.
+      {"\x00\x00\x00\x18" "ftypisom\x00\x00\x02\x00" "isomiso2"sv,
+       "00 00 00 18 66 74 79 70 69 73 6f 6d 00 00 02 00 (\"....ftypisom....\")"},
+      {"BMW"sv, "42 4d 57 (\"BMW\")"},  // "BM" without a BMP header after it
+      {"\x00\x00\x01\x00"sv, "00 00 01 00 (\"....\")"},  // ICO's first bytes, no directory
+  };
+  for (const auto& [data, signature] : cases) {
+    const std::string want = "not a JPEG, PNG or WebP image: unknown signature " + std::string(signature);
+    auto decoded = decode_rgb(bytes(data));
+    ASSERT_FALSE(decoded.ok()) << signature;
+    EXPECT_EQ(decoded.error().code(), ErrorCode::kCorruptData) << signature;
+    EXPECT_EQ(decoded.error().message(), want);
+    auto probed = probe(bytes(data));
+    ASSERT_FALSE(probed.ok()) << signature;
+    EXPECT_EQ(probed.error().message(), want);
+  }
 }
 
 TEST(DecodeTest, MaxBytesIsCheckedFirst) {
