@@ -3,6 +3,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 namespace mmfeed::text {
 
@@ -10,11 +12,15 @@ namespace {
 
 Error bad(const std::string& message) { return Error(ErrorCode::kCorruptData, message); }
 
+constexpr std::string_view kRoles = R"("system", "user", "assistant" or "tool")";
+constexpr std::string_view kSpeakers =
+    R"("human", "gpt", "user", "assistant", "model", "system", "tool", "function" or "observation")";
+
 bool known_role(std::string_view role) {
   return role == "system" || role == "user" || role == "assistant" || role == "tool";
 }
 
-// LLaVA / ShareGPT speaker names to roles.
+// LLaVA / ShareGPT speaker names (kSpeakers) to roles.
 std::optional<std::string> role_of_speaker(std::string_view from) {
   if (from == "human" || from == "user") return "user";
   if (from == "gpt" || from == "assistant" || from == "model") return "assistant";
@@ -23,63 +29,129 @@ std::optional<std::string> role_of_speaker(std::string_view from) {
   return std::nullopt;
 }
 
-// Reads a string or a list of strings (LLaVA's "image" may be either).
-std::vector<std::string> string_list(simdjson::dom::element e) {
+// What a JSON value is, for messages that say what was found: "a number", "an object".
+std::string_view kind_of(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::ARRAY: return "a list";
+    case simdjson::dom::element_type::OBJECT: return "an object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: return "a number";
+    case simdjson::dom::element_type::STRING: return "a string";
+    case simdjson::dom::element_type::BOOL: return "a boolean";
+    case simdjson::dom::element_type::NULL_VALUE: return "null";
+  }
+  return "an unknown JSON value";
+}
+
+// The string at `path`, or an error naming the path and what it holds instead.
+Result<std::string_view> as_string(simdjson::dom::element e, const std::string& path, std::string_view what = {}) {
+  std::string_view s;
+  if (!e.get_string().get(s)) return s;
+  return bad(path + " must be a string" + (what.empty() ? "" : " (" + std::string(what) + ")") + ", got " +
+             std::string(kind_of(e)));
+}
+
+// The sample's "id": a string, or an integer written in decimal. nullopt when absent, empty or
+// of another type.
+std::optional<std::string> id_of(simdjson::dom::element doc) {
+  std::string_view id;
+  std::int64_t numeric_id = 0;
+  if (!doc["id"].get_string().get(id)) return id.empty() ? std::nullopt : std::optional<std::string>(id);
+  if (!doc["id"].get_int64().get(numeric_id)) return std::to_string(numeric_id);
+  return std::nullopt;
+}
+
+// The URIs under `key`: a string or a list of strings (LLaVA's "image" may be either).
+Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_view key) {
   std::vector<std::string> out;
   std::string_view s;
+  simdjson::dom::array a;
   if (!e.get_string().get(s)) {
     out.emplace_back(s);
-    return out;
-  }
-  simdjson::dom::array a;
-  if (!e.get_array().get(a)) {
+  } else if (!e.get_array().get(a)) {
+    std::size_t index = 0;
     for (simdjson::dom::element x : a) {
-      if (!x.get_string().get(s)) out.emplace_back(s);
+      MMFEED_ASSIGN_OR_RETURN(std::string_view uri,
+                              as_string(x, std::string(key) + "[" + std::to_string(index++) + "]", "a URI"));
+      out.emplace_back(uri);
     }
+  } else {
+    return bad(std::string(key) + " must be a URI or a list of URIs, got " + std::string(kind_of(e)));
   }
   return out;
 }
 
-Result<Conversation> parse_messages(simdjson::dom::array messages, Conversation c) {
+// One item of a message's content list at `where` ("messages[1].content[0]").
+Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
+  simdjson::dom::object o;
+  if (item.get_object().get(o)) {
+    return bad(where + " must be an object (a text, image or video item), got " + std::string(kind_of(item)));
+  }
+  std::string_view type;  // stays empty when absent or not a string: the keys decide then
+  if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
+  simdjson::dom::element field;
+  if (!o["image"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
+    return ContentItem{ContentItem::Type::kImage, std::string(uri)};
+  }
+  if (!o["image_url"].get(field)) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
+    std::string_view uri;
+    if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
+      return ContentItem{ContentItem::Type::kImage, std::string(uri)};
+    }
+    return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
+               std::string(kind_of(field)));
+  }
+  if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
+  if (!o["video"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
+    return ContentItem{ContentItem::Type::kVideo, std::string(uri)};
+  }
+  if (type == "video") return bad(where + " has type 'video' but no \"video\"");
+  if (!o["text"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
+    return ContentItem{ContentItem::Type::kText, std::string(text)};
+  }
+  return bad(where + " has no \"text\", \"image\" or \"video\"" +
+             (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
+}
+
+Result<Conversation> parse_messages(simdjson::dom::element messages, Conversation c) {
+  simdjson::dom::array list;
+  if (messages.get_array().get(list)) {
+    return bad("messages must be a list of messages, got " + std::string(kind_of(messages)));
+  }
   std::size_t index = 0;
-  for (simdjson::dom::element m : messages) {
-    const std::string where = "message " + std::to_string(index++);
+  for (simdjson::dom::element m : list) {
+    const std::string where = "messages[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (m.get_object().get(o)) {
+      return bad(where + " must be an object with \"role\" and \"content\", got " + std::string(kind_of(m)));
+    }
+    simdjson::dom::element field;
+    if (o["role"].get(field)) return bad(where + " has no \"role\" (expected " + std::string(kRoles) + ")");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view role, as_string(field, where + ".role"));
+    if (!known_role(role)) {
+      return bad(where + " has unknown role '" + std::string(role) + "' (expected " + std::string(kRoles) + ")");
+    }
     Message msg;
-    std::string_view role;
-    if (m["role"].get_string().get(role)) return bad(where + " has no \"role\"");
-    if (!known_role(role)) return bad(where + " has unknown role '" + std::string(role) + "'");
     msg.role = std::string(role);
-    simdjson::dom::element content;
-    if (m["content"].get(content)) return bad(where + " has no \"content\"");
+    if (o["content"].get(field)) return bad(where + " has no \"content\" (expected a string or a list of content items)");
     std::string_view text;
     simdjson::dom::array items;
-    if (!content.get_string().get(text)) {
+    if (!field.get_string().get(text)) {
       msg.content_is_string = true;
       msg.content.push_back({ContentItem::Type::kText, std::string(text)});
-    } else if (!content.get_array().get(items)) {
+    } else if (!field.get_array().get(items)) {
+      std::size_t item_index = 0;
       for (simdjson::dom::element item : items) {
-        std::string_view type;
-        (void)item["type"].get_string().get(type);
-        std::string_view value;
-        simdjson::dom::element field;
-        if (type == "image" || !item["image"].get(field) || !item["image_url"].get(field)) {
-          if (!item["image"].get_string().get(value) || !item["image_url"]["url"].get_string().get(value) ||
-              !item["image_url"].get_string().get(value)) {
-            msg.content.push_back({ContentItem::Type::kImage, std::string(value)});
-          } else {
-            return bad(where + ": image item without an image URI");
-          }
-        } else if (type == "video" || !item["video"].get(field)) {
-          if (item["video"].get_string().get(value)) return bad(where + ": video item without a video URI");
-          msg.content.push_back({ContentItem::Type::kVideo, std::string(value)});
-        } else if (!item["text"].get_string().get(value)) {
-          msg.content.push_back({ContentItem::Type::kText, std::string(value)});
-        } else {
-          return bad(where + ": content item without text, image or video");
-        }
+        MMFEED_ASSIGN_OR_RETURN(ContentItem parsed,
+                                parse_item(item, where + ".content[" + std::to_string(item_index++) + "]"));
+        msg.content.push_back(std::move(parsed));
       }
     } else {
-      return bad(where + ": \"content\" is neither a string nor a list");
+      return bad(where + ".content must be a string or a list of content items, got " + std::string(kind_of(field)));
     }
     c.messages.push_back(std::move(msg));
   }
@@ -88,24 +160,40 @@ Result<Conversation> parse_messages(simdjson::dom::array messages, Conversation 
 }
 
 // LLaVA and ShareGPT: placeholders <image>/<video> in the text, URIs in a list beside it.
-Result<Conversation> parse_conversations(simdjson::dom::element doc, simdjson::dom::array turns, Conversation c) {
+Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::dom::element turns, Conversation c) {
+  simdjson::dom::array list;
+  if (turns.get_array().get(list)) {
+    return bad("conversations must be a list of turns, got " + std::string(kind_of(turns)));
+  }
   std::vector<std::string> images, videos;
   for (const char* key : {"image", "images"}) {
     simdjson::dom::element e;
-    if (!doc[key].get(e)) images = string_list(e);
+    if (!doc[key].get(e)) {
+      MMFEED_ASSIGN_OR_RETURN(images, uri_list(e, key));
+    }
   }
   for (const char* key : {"video", "videos"}) {
     simdjson::dom::element e;
-    if (!doc[key].get(e)) videos = string_list(e);
+    if (!doc[key].get(e)) {
+      MMFEED_ASSIGN_OR_RETURN(videos, uri_list(e, key));
+    }
   }
   std::size_t next_image = 0, next_video = 0, index = 0;
-  for (simdjson::dom::element t : turns) {
-    const std::string where = "turn " + std::to_string(index++);
-    std::string_view from, value;
-    if (t["from"].get_string().get(from)) return bad(where + " has no \"from\"");
-    if (t["value"].get_string().get(value)) return bad(where + " has no \"value\"");
+  for (simdjson::dom::element t : list) {
+    const std::string where = "conversations[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (t.get_object().get(o)) {
+      return bad(where + " must be an object with \"from\" and \"value\", got " + std::string(kind_of(t)));
+    }
+    simdjson::dom::element field;
+    if (o["from"].get(field)) return bad(where + " has no \"from\" (expected " + std::string(kSpeakers) + ")");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view from, as_string(field, where + ".from"));
     const auto role = role_of_speaker(from);
-    if (!role) return bad(where + " has unknown speaker '" + std::string(from) + "'");
+    if (!role) {
+      return bad(where + " has unknown speaker '" + std::string(from) + "' (expected " + std::string(kSpeakers) + ")");
+    }
+    if (o["value"].get(field)) return bad(where + " has no \"value\" (expected the turn's text)");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view value, as_string(field, where + ".value"));
     Message msg;
     msg.role = *role;
     std::size_t at = 0;
@@ -138,6 +226,15 @@ Result<Conversation> parse_conversations(simdjson::dom::element doc, simdjson::d
   return c;
 }
 
+Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
+  simdjson::dom::object o;
+  if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(kind_of(doc)));
+  simdjson::dom::element list;
+  if (!o["messages"].get(list)) return parse_messages(list, std::move(c));
+  if (!o["conversations"].get(list)) return parse_conversations(o, list, std::move(c));
+  return bad("sample has neither \"messages\" nor \"conversations\"");
+}
+
 }  // namespace
 
 std::size_t Conversation::count(ContentItem::Type type) const {
@@ -164,25 +261,19 @@ Result<Conversation> parse_conversation(std::string_view json) {
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
     return bad(std::string("malformed JSON: ") + simdjson::error_message(err));
   }
+  const std::optional<std::string> id = id_of(doc);
   Conversation c;
-  std::string_view id;
-  int64_t numeric_id = 0;
-  if (!doc["id"].get_string().get(id)) {
-    c.id = std::string(id);
-  } else if (!doc["id"].get_int64().get(numeric_id)) {
-    c.id = std::to_string(numeric_id);
-  }
-  simdjson::dom::array list;
-  Result<Conversation> r = Error(ErrorCode::kInternal, "unset");
-  if (!doc["messages"].get_array().get(list)) {
-    r = parse_messages(list, std::move(c));
-  } else if (!doc["conversations"].get_array().get(list)) {
-    r = parse_conversations(doc, list, std::move(c));
-  } else {
-    return bad("sample has neither \"messages\" nor \"conversations\"");
-  }
-  if (!r.ok() && !id.empty()) return std::move(r).error().with_context("sample " + std::string(id));
+  if (id) c.id = *id;
+  Result<Conversation> r = parse_sample(doc, std::move(c));
+  if (!r.ok() && id) return std::move(r).error().with_context("sample " + *id);
   return r;
+}
+
+std::optional<std::string> sample_id_of(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc)) return std::nullopt;
+  return id_of(doc);
 }
 
 Result<ChatTemplate> chat_template(std::string_view name) {

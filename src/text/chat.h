@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,10 +48,24 @@ struct Conversation {
   std::vector<std::string> media(ContentItem::Type type) const;
 };
 
-// Parses one sample in any of the formats above. Errors name what is wrong: invalid UTF-8,
-// a message without role or content, an unknown role in LLaVA/ShareGPT data, a placeholder
-// count that does not match the images listed.
+// Parses one sample in any of the formats above. Errors (kCorruptData) name the JSON path at
+// fault and what was expected there: "messages must be a list of messages, got an object",
+// "messages[1].content[0].text must be a string, got a number", "messages[0] has no \"role\"
+// (expected ...)", an unknown role or speaker, invalid UTF-8 ("malformed JSON: ..."), a
+// placeholder count that does not match the images listed. When the sample has an id the
+// error's context is "sample <id>".
 Result<Conversation> parse_conversation(std::string_view json);
+
+// The sample's id as parse_conversation reads it (Conversation::id): the top-level "id" of a
+// JSON object, a string or an integer (in decimal). nullopt when the line is not JSON, or its
+// id is absent, empty or of another type. For naming a sample whose line does not parse as a
+// conversation.
+//
+// Example:
+//   sample_id_of(R"({"id": "s7", "messages": {}})")  // "s7"
+//   sample_id_of(R"({"id": 42})")                     // "42"
+//   sample_id_of("{not json")                         // nullopt
+std::optional<std::string> sample_id_of(std::string_view json);
 
 enum class ChatTemplate { kQwen2VL };
 

@@ -3,6 +3,7 @@ apply_chat_template with the real template text, ids identical to the tokenizer 
 rendering, labels identical to a plain Python implementation of Qwen's recipe written here,
 mrope position ids identical to transformers' get_rope_index."""
 import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -159,11 +160,14 @@ def test_truncation_policies(tok):
 
 
 @pytest.mark.parametrize("sample,message", [
-    ({"messages": [{"content": "x"}]}, "message 0 has no \"role\""),
-    ({"messages": [{"role": "user"}]}, "message 0 has no \"content\""),
-    ({"messages": [{"role": "wizard", "content": "x"}]}, "unknown role 'wizard'"),
+    ({"messages": [{"content": "x"}]}, 'messages[0] has no "role" (expected "system", "user", "assistant" or "tool")'),
+    ({"messages": [{"role": "user"}]}, 'messages[0] has no "content" (expected a string or a list of content items)'),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0] has unknown role 'wizard'"),
     ({"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
-     "sample s7: message 0: content item without text, image or video"),
+     "sample s7: messages[0].content[0] has no \"text\", \"image\" or \"video\" (type 'audio')"),
+    ({"id": "s8", "messages": {}}, "sample s8: messages must be a list of messages, got an object"),
+    ({"messages": [{"role": "user", "content": "q"}, {"role": "user", "content": [{"type": "text", "text": 5}]}]},
+     "messages[1].content[0].text must be a string, got a number"),
     ({"conversations": [{"from": "human", "value": "<image> <image>"}], "image": "a.jpg"},
      "more <image> placeholders than images listed"),
     ({"conversations": [{"from": "human", "value": "hi"}], "images": ["a.jpg"]},
@@ -172,7 +176,7 @@ def test_truncation_policies(tok):
     ({"prompt": "x"}, "neither \"messages\" nor \"conversations\""),
 ])
 def test_bad_conversations_are_named_errors(tok, sample, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         mmfeed.encode_conversation(sample, [], tok)
 
 

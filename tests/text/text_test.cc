@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
@@ -44,6 +48,96 @@ TEST(ChatTest, InvalidUtf8InAManifestLineIsAnError) {
   auto r = parse_conversation("{\"messages\": [{\"role\": \"user\", \"content\": \"a\xff\"}]}");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("malformed JSON"), std::string::npos);
+}
+
+// The message of parse_conversation's error for `json`, context included.
+std::string error_of(std::string_view json) {
+  auto r = parse_conversation(json);
+  if (r.ok()) return "parsed";
+  EXPECT_EQ(r.error().code(), ErrorCode::kCorruptData) << json;
+  return r.error().to_string();
+}
+
+// Issue 15: each of these was reported as something else ("sample has neither ...", "content
+// item without text, image or video", "has no role" for a role that is there).
+TEST(ChatTest, MessagesThatAreNotAListNameWhatTheyAre) {
+  EXPECT_EQ(error_of(R"({"messages": {}})"), "messages must be a list of messages, got an object");
+  EXPECT_EQ(error_of(R"({"messages": "hi"})"), "messages must be a list of messages, got a string");
+  EXPECT_EQ(error_of(R"({"conversations": {}})"), "conversations must be a list of turns, got an object");
+  EXPECT_EQ(error_of(R"([{"role": "user", "content": "hi"}])"), "sample must be a JSON object, got a list");
+}
+
+TEST(ChatTest, AMessageThatIsNotAnObjectIsNamed) {
+  EXPECT_EQ(error_of(R"({"messages": [5]})"), R"(messages[0] must be an object with "role" and "content", got a number)");
+  EXPECT_EQ(error_of(R"({"conversations": ["hi"]})"),
+            R"(conversations[0] must be an object with "from" and "value", got a string)");
+}
+
+TEST(ChatTest, ANonStringTextNamesItsPath) {
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "q"},
+                                      {"role": "user", "content": [{"type": "text", "text": 5}]}]})"),
+            "messages[1].content[0].text must be a string, got a number");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"text": null}]}]})"),
+            "messages[0].content[1].text must be a string, got null");
+}
+
+TEST(ChatTest, ContentOfTheWrongTypeIsNamed) {
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": 5}]})"),
+            "messages[0].content must be a string or a list of content items, got a number");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [["hi"]]}]})"),
+            "messages[0].content[0] must be an object (a text, image or video item), got a list");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image", "image": 5}]}]})"),
+            "messages[0].content[0].image must be a string (the image's URI), got a number");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"image_url": {"uri": "a.jpg"}}]}]})"),
+            "messages[0].content[0].image_url must be a URI or an object with a string \"url\", got an object");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image", "text": "a.jpg"}]}]})"),
+            "messages[0].content[0] has type 'image' but no \"image\" or \"image_url\"");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "video", "video": true}]}]})"),
+            "messages[0].content[0].video must be a string (the video's URI), got a boolean");
+  EXPECT_EQ(error_of(R"({"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]})"),
+            "sample s7: messages[0].content[0] has no \"text\", \"image\" or \"video\" (type 'audio')");
+}
+
+TEST(ChatTest, AMissingOrNonStringRoleIsNamed) {
+  EXPECT_EQ(error_of(R"({"messages": [{"content": "x"}]})"),
+            R"(messages[0] has no "role" (expected "system", "user", "assistant" or "tool"))");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": 5, "content": "x"}]})"), "messages[0].role must be a string, got a number");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "wizard", "content": "x"}]})"),
+            R"(messages[0] has unknown role 'wizard' (expected "system", "user", "assistant" or "tool"))");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user"}]})"),
+            R"(messages[0] has no "content" (expected a string or a list of content items))");
+}
+
+TEST(ChatTest, LlavaTurnsOfTheWrongTypeAreNamed) {
+  EXPECT_EQ(error_of(R"({"conversations": [{"from": "human", "value": 5}]})"),
+            "conversations[0].value must be a string, got a number");
+  EXPECT_EQ(error_of(R"({"conversations": [{"from": null, "value": "hi"}]})"),
+            "conversations[0].from must be a string, got null");
+  EXPECT_EQ(error_of(R"({"conversations": [{"from": "human", "value": "<image>"}], "image": 5})"),
+            "image must be a URI or a list of URIs, got a number");
+  EXPECT_EQ(error_of(R"({"conversations": [{"from": "human", "value": "<image>"}], "images": ["a.jpg", 5]})"),
+            "images[1] must be a string (a URI), got a number");
+}
+
+TEST(ChatTest, ANumericIdNamesTheSampleInErrors) {
+  EXPECT_EQ(error_of(R"({"id": 7, "messages": {}})"), "sample 7: messages must be a list of messages, got an object");
+  EXPECT_EQ(parse_conversation(R"({"id": 7, "messages": [{"role": "user", "content": "hi"}]})")->id, "7");
+}
+
+TEST(SampleIdTest, ReadsTheIdOfALineThatIsNotAConversation) {
+  EXPECT_EQ(sample_id_of(R"({"id": "s7", "messages": {}})"), "s7");
+  EXPECT_EQ(sample_id_of(R"({"messages": [], "id": 42})"), "42");
+  EXPECT_EQ(sample_id_of(R"({"id": "caf\u00e9"})"), "caf\xc3\xa9");
+}
+
+TEST(SampleIdTest, NoIdWhenItCannotBeRead) {
+  EXPECT_EQ(sample_id_of("{\"id\": \"s7\", \"messages\": [}"), std::nullopt);  // malformed JSON
+  EXPECT_EQ(sample_id_of(R"({"messages": []})"), std::nullopt);
+  EXPECT_EQ(sample_id_of(R"({"id": ""})"), std::nullopt);
+  EXPECT_EQ(sample_id_of(R"({"id": 1.5})"), std::nullopt);
+  EXPECT_EQ(sample_id_of(R"({"id": {"k": 1}})"), std::nullopt);
+  EXPECT_EQ(sample_id_of(R"(["s7"])"), std::nullopt);
+  EXPECT_EQ(sample_id_of(""), std::nullopt);
 }
 
 TEST(ChatTest, RendersTheDefaultSystemPromptAndSpans) {
