@@ -174,7 +174,9 @@ class Loader {
   virtual std::vector<SampleError> errors() const = 0;
   // Per-stage counters and timings, the consumer's wait time, as JSON.
   virtual std::string metrics_json() const = 0;
-  // Stops the stages; next() returns nullopt afterwards. Idempotent.
+  // Stops the stages. Unless the data had ended, next() returns kCancelled afterwards, also a
+  // next() waiting on another thread: a consumer never takes a close() for the end of the data.
+  // Idempotent.
   virtual void close() = 0;
 };
 

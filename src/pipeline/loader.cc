@@ -515,6 +515,11 @@ class LoaderImpl final : public Loader {
       waited_ns_ += wait.elapsed_ns();
       return r;
     }
+    if (r.ok() && !r->has_value() && closed_.load() && !ended_.load()) {
+      // close() before the data ended (from another thread while this call waited, perhaps): say
+      // so, or the consumer would take it for the end of the data.
+      return Error(ErrorCode::kCancelled, "the loader was closed (close() was called) before the end of its data");
+    }
     m_wait_->record(static_cast<std::uint64_t>(wait.elapsed_ns() + waited_ns_));
     waited_ns_ = 0;
     if (r.ok() && r->has_value()) {
@@ -608,7 +613,12 @@ class LoaderImpl final : public Loader {
     w->id = manifests_.where(line);
     auto c = text::parse_conversation(manifests_.text(line));
     if (!c.ok()) {
-      w->error = SampleError{w->id, "manifest", c.error().to_string()};
+      std::string reason = c.error().to_string();
+      if (auto id = text::sample_id_of(manifests_.text(line))) {  // keyed by its id, the line named in the reason
+        reason += " (" + w->id + ")";
+        w->id = std::move(*id);
+      }
+      w->error = SampleError{w->id, "manifest", std::move(reason)};
       return w;
     }
     if (!c->id.empty()) w->id = c->id;
@@ -662,7 +672,8 @@ class LoaderImpl final : public Loader {
       pixel_bytes += static_cast<std::uint64_t>(g.rows()) * proc_.row_bytes();
     }
     if (pixel_bytes > config_.max_buffered_bytes) {
-      w.error = SampleError{w.id, "image", "its " + std::to_string(w.grids.size()) + " images need " +
+      const std::size_t n = w.grids.size();
+      w.error = SampleError{w.id, "image", "its " + std::to_string(n) + (n == 1 ? " image needs " : " images need ") +
                                                std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
                                                "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
                                                "); lower max_pixels or raise the budget"};
@@ -1036,6 +1047,7 @@ class LoaderImpl final : public Loader {
       if (!w->error) samples.push_back(std::move(w));
     }
     if (samples.empty()) {  // the run is over
+      ended_.store(true);
       if (!final_checked_) {
         final_checked_ = true;
         if (Status st = final_budget(); !st.ok()) {
@@ -1257,6 +1269,7 @@ class LoaderImpl final : public Loader {
           group_start = 0;
           index = 0;
           if (epoch >= config_.epochs) {
+            ended_.store(true);
             if (Status st = final_budget(); !st.ok()) {
               std::lock_guard lock(fail_mu_);
               failure_ = std::move(st).error();
@@ -1366,6 +1379,7 @@ class LoaderImpl final : public Loader {
   std::mutex fail_mu_;
   std::optional<Error> failure_;
   bool final_checked_ = false;  // serial mode: the end-of-run budget check is done
+  std::atomic<bool> ended_{false};  // every epoch was delivered (or the run failed): not a close()
 
   // Concurrent stages.
   std::thread reader_, collector_, batcher_;

@@ -101,7 +101,7 @@ def test_every_sample_failing_is_an_error_at_any_size(dataset, tmp_path):
 
 def test_the_error_budget_is_checked_at_the_end_of_a_small_run(dataset, tmp_path):
     lines = dataset.read_text().splitlines()
-    manifest = tmp_path / "mostly-broken.jsonl"
+    manifest = dataset.parent / "mostly-broken.jsonl"
     manifest.write_text("\n".join(lines[:2] + ["{not json"] * 3) + "\n")  # 3 of 5 fail: 60% > 50%
     with pytest.raises(ValueError, match=r"3 of 5 samples failed, more than the error budget \(0\.5"):
         load(manifest)
@@ -137,16 +137,18 @@ def test_a_sample_naming_too_many_images_is_refused_before_fetching(dataset, tmp
 def test_a_sample_larger_than_the_byte_budget_is_refused_by_name(dataset):
     # Under a budget of 100 kB no sample's pixel rows fit (each image here is tens of thousands of
     # pixels, 24 bytes each as float rows): every one is refused, planned from its headers.
-    with pytest.raises(ValueError, match="every sample failed"):
-        load(dataset, max_buffered_bytes=100_000)
-    ids, errors, _ = load(dataset, max_buffered_bytes=100_000, max_error_fraction=1.0)
-    assert not ids and errors
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, max_buffered_bytes=100_000,
+                       tensors="np") as loader:
+        with pytest.raises(ValueError, match="every sample failed"):
+            next(loader)
+        errors = loader.errors()
+    assert len(errors) == 12
     assert all(e["stage"] == "image" and "bytes of pixel rows, more than max_buffered_bytes (100000)" in e["reason"]
                for e in errors), errors
 
 
 def test_a_manifest_that_inflates_past_its_limit_is_refused(dataset, tmp_path):
-    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb = dataset.parent / "bomb.jsonl.gz"
     bomb.write_bytes(gzip.compress(dataset.read_bytes() + b"\n" * 5_000_000))
     with pytest.raises(ValueError, match=r"manifest decompresses to more than max_manifest_bytes \(1000000 bytes\)"):
         first_batch(bomb, max_manifest_bytes=1_000_000)
@@ -241,3 +243,45 @@ def test_a_hand_made_state_without_fingerprint_is_still_range_checked(dataset):
     assert len(ids) == 4
     with pytest.raises(ValueError, match="which has 12 samples"):
         load(dataset, {"seed": 0, "rank": 0, "world_size": 1, "epoch": 0, "position": 13})
+
+
+def test_close_from_another_thread_is_not_the_end_of_the_data(dataset):
+    import threading
+
+    # A consumer draining a run of 1,000 epochs on one thread, close() from another: the consumer
+    # must learn that the loader was closed, not meet an end of data that was never reached.
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=1, epochs=1000,
+                       tensors="np") as loader:
+        next(loader)
+        errors = []
+
+        def drain():
+            try:
+                while next(loader, None) is not None:
+                    pass
+                errors.append("ended without an error")
+            except ValueError as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=drain)
+        t.start()
+        t.join(1.0)  # let it run: whatever it has taken by then, the data is far from its end
+        loader.close()
+        t.join(60)
+        assert not t.is_alive()
+    assert errors and "the loader was closed (close() was called) before the end of its data" in errors[0], errors
+    with pytest.raises(ValueError, match="the loader was closed"):  # and on this thread, afterwards
+        next(loader)
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as complete:
+        list(complete)
+    assert list(complete) == []  # closed after the end of the data: the end, as before
+
+
+def test_an_unparsable_sample_with_an_id_is_reported_by_its_id(dataset):
+    manifest = dataset.parent / "bad-content.jsonl"
+    manifest.write_text(json.dumps({"id": "object-messages", "messages": {}}) + "\n" +
+                        dataset.read_text())
+    ids, errors, _ = load(manifest)
+    assert len(ids) == 12
+    assert [e["sample_id"] for e in errors] == ["object-messages"]
+    assert errors[0]["reason"].endswith(f"({manifest}:1)")
