@@ -40,6 +40,8 @@ constexpr const char* kFetchUsage =
     "  --stall-timeout MS     fail an attempt that receives nothing for MS ms (default 10000)\n"
     "  --list-page-size N     keys per ListObjectsV2 page (default 1000)\n"
     "  --part-size BYTES      ranged-GET part size for large objects (default 8 MiB; 0 = whole)\n"
+    "  --max-object-bytes N   refuse an object larger than N bytes before taking memory for it\n"
+    "                         (default 536870912 = 512 MiB, the image decoder's limit)\n"
     "  --hedge QUANTILE       re-issue requests slower than this latency quantile (e.g. 0.95)\n"
     "  --hedge-min-ms MS      never hedge a request younger than this (default 100)\n"
     "  --repeat N             fetch the list N times (benchmarking)\n"
@@ -107,6 +109,8 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_keys));
     } else if (arg == "--part-size") {
       MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.part_size));
+    } else if (arg == "--max-object-bytes") {
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.max_object_bytes));
     } else if (arg == "--hedge-min-ms") {
       MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.hedge_min_ms));
     } else if (arg == "--repeat") {

@@ -1,10 +1,6 @@
 #include "storage/fetcher.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -23,6 +19,7 @@
 #include "core/bounded_queue.h"
 #include "core/clock.h"
 #include "core/thread_pool.h"
+#include "storage/file_reader.h"
 #include "storage/s3.h"
 
 namespace mmfeed::storage {
@@ -31,6 +28,7 @@ namespace {
 
 constexpr std::uint64_t kUnknown = UINT64_MAX;
 constexpr std::size_t kMaxErrorBody = 16 << 10;
+constexpr long kMaxRedirects = 5;
 
 // libcurl's process-wide initialisation, done once before the first handle.
 void init_curl_once() {
@@ -82,8 +80,7 @@ struct Transfer {
   std::uint64_t range_first = kUnknown;
   std::uint64_t range_last = kUnknown;
   std::string etag;
-  bool headers_done = false;
-  bool checked = false;         // the answer's status and headers were checked (prepare_destination)
+  bool checked = false;         // the 2xx answer's headers were checked (prepare_destination)
   bool object_changed = false;  // a part came from another version of the object than the probe
   core::Buffer own;           // whole-object transfers write here
   std::byte* dest = nullptr;  // where body bytes go
@@ -91,7 +88,8 @@ struct Transfer {
   std::uint64_t received = 0;
   bool grow = false;  // no length known: own buffer grows
   std::string error_body;
-  std::string local_failure;  // set when our own callbacks abort the transfer
+  std::string local_failure;  // set when our own callbacks abort the transfer ...
+  ErrorCode local_failure_code = ErrorCode::kIoError;  // ... and its code, unless it timed out
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
@@ -157,15 +155,14 @@ class Fetcher::Engine {
     curl_share_setopt(share_, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     multi_ = curl_multi_init();
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(options_.max_inflight));
-    files_ = std::make_unique<core::ThreadPool>("file-read", std::max<std::size_t>(1, options_.local_threads),
-                                                options_.max_pending_results + 1);
+    files_ = std::make_unique<FileReader>(options_.local_threads, pool_, [multi = multi_] { curl_multi_wakeup(multi); });
     thread_ = std::thread([this] { run(); });
   }
 
   ~Engine() {
     cancel();
     if (thread_.joinable()) thread_.join();
-    files_->shutdown();
+    files_.reset();  // before the multi handle goes: its readers wake the I/O thread through it
     curl_multi_cleanup(multi_);
     curl_share_cleanup(share_);
   }
@@ -230,7 +227,7 @@ class Fetcher::Engine {
       curl_multi_perform(multi_, &running);
       const std::uint64_t finished = finished_transfers_;
       process_completions();
-      if (submitted_.closed() && submitted_.size() == 0 && active_jobs_ == 0 && local_jobs_ == 0) break;
+      if (submitted_.closed() && submitted_.size() == 0 && active_jobs_ == 0 && local_jobs_.empty()) break;
       // A transfer that just finished freed a slot, or queued a part or a retry: start what can
       // start now instead of sleeping until the next event or the 50 ms tick.
       if (finished_transfers_ != finished) continue;
@@ -251,7 +248,7 @@ class Fetcher::Engine {
   bool room_for_job() {
     // Raise the flag before looking, so a result taken after the look always wakes us.
     waiting_for_consumer_.store(true);
-    if (static_cast<std::size_t>(active_jobs_ + local_jobs_) + completions_.size() >= options_.max_pending_results) {
+    if (static_cast<std::size_t>(active_jobs_) + local_jobs_.size() + completions_.size() >= options_.max_pending_results) {
       return false;
     }
     waiting_for_consumer_.store(false);
@@ -271,6 +268,13 @@ class Fetcher::Engine {
       jobs_.push_back(std::move(job));
       if (j->request.uri.scheme == Scheme::kFile) {
         start_local(j);
+      } else if (j->request.uri.scheme == Scheme::kS3 && j->request.uri.key.empty()) {
+        // A GET of "s3://bucket/" is a ListObjects call: its XML would pass for the object.
+        ++active_jobs_;
+        fail_job(j, Error(ErrorCode::kInvalidArgument,
+                          "an S3 object URI needs a key (s3://bucket/ names a bucket; to fetch what is in it, "
+                          "list it: mmfeed fetch s3://bucket/prefix/)",
+                          j->uri_text));
       } else {
         ++active_jobs_;
         start_transfer(j, -1, false);
@@ -293,83 +297,26 @@ class Fetcher::Engine {
 
   // ---- local files ---------------------------------------------------------------------
   void start_local(Job* job) {
-    ++local_jobs_;
-    files_->submit([this, job] {
-      FetchResult result = read_local(*job);
-      {
-        std::lock_guard lock(local_mu_);
-        local_done_.emplace_back(job, std::move(result));
-      }
-      curl_multi_wakeup(multi_);
-    });
+    const std::uint64_t id = next_local_id_++;
+    local_jobs_.emplace(id, job);
+    job->attempts = 1;
+    FileRead read{.id = id, .path = job->request.uri.path, .uri = job->uri_text, .max_bytes = options_.max_object_bytes};
+    if (job->request.range) {
+      read.offset = job->request.range->offset;
+      read.length = job->request.range->length;
+    }
+    files_->submit(std::move(read), options_.attempt_timeout_ms);
   }
 
-  FetchResult read_local(const Job& job) {
-    FetchResult r;
-    r.tag = job.request.tag;
-    r.uri = job.uri_text;
-    r.attempts = 1;
-    const std::int64_t start = core::now_ns();
-    const std::string& path = job.request.uri.path;
-    auto fail = [&](int err, const std::string& what) {
-      const ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::kNotFound
-                             : err == EACCES || err == EPERM ? ErrorCode::kPermissionDenied
-                                                             : ErrorCode::kIoError;
-      r.data = Error(code, what + ": " + std::strerror(err), job.uri_text);
-      return std::move(r);
-    };
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(errno, "cannot open");
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return fail(err, "cannot stat");
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      return fail(EISDIR, "cannot read");
-    }
-    std::uint64_t offset = 0;
-    std::uint64_t length = static_cast<std::uint64_t>(st.st_size);
-    if (job.request.range) {
-      offset = std::min<std::uint64_t>(job.request.range->offset, length);
-      length = std::min<std::uint64_t>(job.request.range->length, length - offset);
-    }
-    core::Buffer buf = pool_.acquire(length);
-    std::uint64_t done = 0;
-    while (done < length) {
-      const ssize_t n = ::pread(fd, buf.data() + done, length - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n < 0 ? errno : EIO;
-        ::close(fd);
-        if (n == 0) {
-          r.data = Error(ErrorCode::kIoError,
-                         "file shrank while reading: got " + std::to_string(done) + " of " +
-                             std::to_string(length) + " bytes",
-                         job.uri_text);
-          return r;
-        }
-        return fail(err, "read failed");
-      }
-      done += static_cast<std::uint64_t>(n);
-    }
-    ::close(fd);
-    r.latency_ns = core::now_ns() - start;
-    r.data = std::move(buf);
-    return r;
-  }
-
+  // Delivers the local reads that finished, and those whose deadline passed as kTimeout.
   void collect_local_results() {
-    std::vector<std::pair<Job*, FetchResult>> done;
-    {
-      std::lock_guard lock(local_mu_);
-      done.swap(local_done_);
-    }
-    for (auto& [job, result] : done) {
-      --local_jobs_;
-      deliver(job, std::move(result));
+    for (auto& [id, data] : files_->take_done()) {
+      const auto it = local_jobs_.find(id);
+      Job* job = it->second;
+      local_jobs_.erase(it);
+      FetchResult r = base_result(job);
+      r.data = std::move(data);
+      deliver(job, std::move(r));
     }
   }
 
@@ -433,9 +380,11 @@ class Fetcher::Engine {
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Engine::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    // A proxy's "200 Connection established" would pass for the answer's headers in on_header.
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     if (uri.scheme != Scheme::kS3) {
       curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-      curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+      curl_easy_setopt(e, CURLOPT_MAXREDIRS, kMaxRedirects);
     }
     for (const auto& [name, value] : req.headers) {
       t->headers = curl_slist_append(t->headers, (name + ": " + value).c_str());
@@ -462,14 +411,16 @@ class Fetcher::Engine {
       t->content_length = kUnknown;
       t->range_total = t->range_first = t->range_last = kUnknown;
       t->etag.clear();
-      t->headers_done = false;
       const auto sp = line.find(' ');
       if (sp != std::string_view::npos) t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
       return len;
     }
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) {
-      if (trim(line).empty()) t->headers_done = true;
+      if (!trim(line).empty()) return len;
+      // The end of a 2xx answer's headers: check it and take memory for its body now, before a
+      // body byte arrives (an object over the size limit is refused before it costs anything).
+      if (t->status >= 200 && t->status < 300 && !t->checked && !t->engine->prepare_destination(t)) return 0;
       return len;
     }
     const std::string name = lower(trim(line.substr(0, colon)));
@@ -492,7 +443,7 @@ class Fetcher::Engine {
     return len;
   }
 
-  // Checks a 2xx answer against what was asked (once, at its first body byte or at its end) and
+  // Checks a 2xx answer against what was asked (once, at the end of its headers) and
   // decides where the body goes. A 206 must carry a Content-Range for exactly the bytes asked
   // (clipped to the object's end), and a part the probe's ETag: otherwise the bytes would land
   // at the wrong offset or mix two versions of the object.
@@ -526,6 +477,7 @@ class Fetcher::Engine {
       if (t->status != 206 || t->range_total != job->total) return mismatch("part answer does not match the request");
       if (!job->etag.empty() && t->etag != job->etag) {
         t->object_changed = true;
+        t->local_failure_code = ErrorCode::kUnavailable;
         t->local_failure = "the object changed during the fetch (ETag " + job->etag + ", then " +
                            (t->etag.empty() ? std::string("none") : t->etag) + ")";
         return false;
@@ -534,11 +486,12 @@ class Fetcher::Engine {
     }
     if (t->probe && t->status == 206 && t->range_total > options_.part_size) {
       // A large object: allocate it whole; the probe fills part 0, parallel GETs the rest.
+      if (!within_size_limit(t, t->range_total, "Content-Range total")) return false;
+      if (!acquire(t, job->buffer, t->range_total)) return false;
       job->multipart = true;
       job->total = t->range_total;
       job->etag = t->etag;
       job->parts = static_cast<std::size_t>((job->total + options_.part_size - 1) / options_.part_size);
-      job->buffer = engine_pool().acquire(job->total);
       note_bytes(static_cast<std::int64_t>(job->buffer.capacity()));
       t->part = 0;
       t->dest = job->buffer.data();
@@ -547,7 +500,8 @@ class Fetcher::Engine {
       return true;
     }
     if (t->content_length != kUnknown) {
-      t->own = engine_pool().acquire(t->content_length);
+      if (!within_size_limit(t, t->content_length, "Content-Length")) return false;
+      if (!acquire(t, t->own, t->content_length)) return false;
       note_bytes(static_cast<std::int64_t>(t->own.capacity()));
       t->dest = t->own.data();
       t->dest_size = t->content_length;
@@ -555,6 +509,29 @@ class Fetcher::Engine {
       t->grow = true;
     }
     return true;
+  }
+
+  // Refuses, for good, a body of `bytes` (as `what` declares it) over max_object_bytes.
+  bool within_size_limit(Transfer* t, std::uint64_t bytes, const char* what) {
+    if (bytes <= options_.max_object_bytes) return true;
+    t->local_failure_code = ErrorCode::kResourceExhausted;
+    t->local_failure = std::string("object of ") + std::to_string(bytes) + " bytes (" + what +
+                       ") exceeds the object size limit of " + std::to_string(options_.max_object_bytes) +
+                       " bytes (raise max_object_bytes, --max-object-bytes)";
+    return false;
+  }
+
+  // Memory from the pool, or the transfer's final failure: running out of memory is this
+  // object's error, never the process's end (and no exception may cross libcurl's C frames).
+  bool acquire(Transfer* t, core::Buffer& out, std::uint64_t bytes) {
+    try {
+      out = engine_pool().acquire(static_cast<std::size_t>(bytes));
+      return true;
+    } catch (const std::bad_alloc&) {
+      t->local_failure_code = ErrorCode::kResourceExhausted;
+      t->local_failure = "out of memory for a body of " + std::to_string(bytes) + " bytes";
+      return false;
+    }
   }
 
   static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
@@ -566,12 +543,18 @@ class Fetcher::Engine {
       t->error_body.append(data, keep);
       return len;
     }
-    if (!t->checked && !t->engine->prepare_destination(t)) return 0;
+    Engine* engine = t->engine;
     if (t->grow) {
+      // A body of unknown length (chunked, or ended by closing the connection) is refused as
+      // soon as it passes the limit, and its buffer never grows beyond the limit.
+      if (!engine->within_size_limit(t, t->received + len, "received so far, no length declared")) return 0;
       if (t->received + len > t->own.capacity()) {
-        core::Buffer bigger = t->engine->engine_pool().acquire(std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len));
+        const std::uint64_t want = std::min<std::uint64_t>(std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len),
+                                                           engine->options_.max_object_bytes);
+        core::Buffer bigger;
+        if (!engine->acquire(t, bigger, want)) return 0;
         if (t->received > 0) std::memcpy(bigger.data(), t->own.data(), t->received);
-        t->engine->note_bytes(static_cast<std::int64_t>(bigger.capacity()) - static_cast<std::int64_t>(t->own.capacity()));
+        engine->note_bytes(static_cast<std::int64_t>(bigger.capacity()) - static_cast<std::int64_t>(t->own.capacity()));
         t->own = std::move(bigger);
       }
       std::memcpy(t->own.data() + t->received, data, len);
@@ -637,13 +620,8 @@ class Fetcher::Engine {
   // Classifies the outcome of one transfer; returns nullopt on success.
   std::optional<Error> outcome(Transfer* t, CURLcode code) {
     const std::string& uri = t->job->uri_text;
-    // A 2xx answer with no body byte was never checked: check it now, its failure reported below.
-    if (code == CURLE_OK && t->status >= 200 && t->status < 300 && !t->checked) prepare_destination(t);
     if (!t->local_failure.empty()) {
-      const ErrorCode ec = code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout
-                           : t->object_changed               ? ErrorCode::kUnavailable
-                                                             : ErrorCode::kIoError;
-      return Error(ec, t->local_failure, uri);
+      return Error(code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : t->local_failure_code, t->local_failure, uri);
     }
     if (code != CURLE_OK) {
       const std::string detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(code);
@@ -653,6 +631,14 @@ class Fetcher::Engine {
         case CURLE_URL_MALFORMAT:
         case CURLE_UNSUPPORTED_PROTOCOL:
           return Error(ErrorCode::kInvalidArgument, detail, uri);
+        case CURLE_TOO_MANY_REDIRECTS: {  // a loop: following it again ends the same way
+          char* last = nullptr;
+          curl_easy_getinfo(t->easy, CURLINFO_EFFECTIVE_URL, &last);
+          return Error(ErrorCode::kInvalidArgument,
+                       "redirect loop: more than " + std::to_string(kMaxRedirects) + " redirects" +
+                           (last != nullptr ? std::string(", the last to ") + last : std::string()),
+                       uri);
+        }
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CACERT_BADFILE:
           return Error(ErrorCode::kPermissionDenied,
@@ -867,11 +853,14 @@ class Fetcher::Engine {
   }
 
   void cancel_everything() {
-    // Local reads in progress finish on their pool; wait for them so none is lost.
-    while (local_jobs_ > 0) {
-      files_->wait_idle();
-      collect_local_results();
+    // A local read still running is abandoned, not waited for: it may never return.
+    for (const auto& [id, job] : local_jobs_) {
+      files_->abandon(id);
+      FetchResult r = base_result(job);
+      r.data = Error(ErrorCode::kCancelled, "fetch cancelled", job->uri_text);
+      deliver(job, std::move(r));
     }
+    local_jobs_.clear();
     std::vector<Job*> live;
     for (auto& j : jobs_) live.push_back(j.get());
     for (Job* job : live) {
@@ -923,9 +912,7 @@ class Fetcher::Engine {
   CURLM* multi_ = nullptr;
   CURLSH* share_ = nullptr;
   std::array<std::mutex, kShareLocks> share_locks_;
-  std::unique_ptr<core::ThreadPool> files_;
-  std::mutex local_mu_;
-  std::vector<std::pair<Job*, FetchResult>> local_done_;
+  std::unique_ptr<FileReader> files_;
   std::thread thread_;
 
   // Owned by the I/O thread.
@@ -935,7 +922,8 @@ class Fetcher::Engine {
   std::uint64_t finished_transfers_ = 0;  // I/O thread only
   std::priority_queue<PendingStart, std::vector<PendingStart>, std::greater<>> retries_;
   int active_jobs_ = 0;
-  int local_jobs_ = 0;
+  std::map<std::uint64_t, Job*> local_jobs_;  // by FileRead id
+  std::uint64_t next_local_id_ = 0;
   std::size_t inflight_bytes_ = 0;
   std::mt19937_64 rng_;
 };

@@ -1,16 +1,20 @@
 // The fetch engine: many GETs in flight on one I/O thread, none lost, none hung.
 //
 // S3 and HTTP(S) objects go through libcurl's multi interface (keep-alive connections, a
-// share handle for DNS and TLS sessions); local files are read with pread on a small pool.
+// share handle for DNS and TLS sessions); local regular files are read with pread on a few
+// reader threads (storage/file_reader.h) under the same attempt deadline.
 // Every request ends in exactly one FetchResult, bytes or an Error naming the URI:
 //   - deadlines: connect, first byte, whole attempt, and a stall (low-speed) limit;
 //   - retries with exponential backoff and full jitter on 5xx, 429/503 SlowDown, connection
-//     resets, timeouts and truncated bodies; 404 and 403 are final at once;
+//     resets, timeouts and truncated bodies; 404, 403, a redirect loop and an object over the
+//     size limit are final at once;
 //   - hedging (opt-in): a second GET for a request still running past a latency quantile,
 //     the first answer wins;
 //   - large objects: the first GET asks for part_size bytes; if the object is larger, the
 //     rest is fetched as parallel ranged GETs pinned to the first answer's ETag (If-Match);
-//   - truncation: bodies are checked against Content-Length and Content-Range.
+//   - truncation: bodies are checked against Content-Length and Content-Range;
+//   - size: no object larger than max_object_bytes is given memory, whatever its length header
+//     says; a failed allocation is that object's error, never the process's end.
 // Memory is bounded: requests in flight, finished results not yet taken, and the bytes the
 // in-flight requests hold all have limits; submit() blocks when the engine is full.
 //
@@ -57,6 +61,13 @@ struct FetchOptions {
   double hedge_quantile = 0.0;  // 0 disables; 0.95 hedges requests slower than the p95
   int hedge_min_ms = 100;       // never hedge earlier than this
   std::size_t part_size = 8u << 20;  // ranged-GET part size; 0 fetches every object whole
+  // The largest object accepted, checked against every size a server or the file system
+  // declares before memory is committed for it (and against a body of unknown length as it
+  // grows). 512 MiB is the image decoder's own input limit (vision::DecodeOptions::max_bytes):
+  // a larger object could not be decoded anyway.
+  std::uint64_t max_object_bytes = 512u << 20;
+  // Threads reading local files. A read still running at attempt_timeout_ms (a stalled network
+  // mount) is abandoned with its thread, which then serves no other read.
   std::size_t local_threads = 2;
   bool verify_tls = true;
   std::string ca_file;  // PEM bundle of trusted certificates; empty: $AWS_CA_BUNDLE, else the system's
@@ -90,7 +101,7 @@ class Fetcher {
   // `metrics` and `trace` may be null; when given they must outlive the Fetcher.
   Fetcher(FetchOptions options, S3Options s3, core::MetricsRegistry* metrics = nullptr,
           core::TraceWriter* trace = nullptr);
-  ~Fetcher();  // cancel(), then join
+  ~Fetcher();  // cancel(), then join the I/O thread; never waits for a local read that hangs
   Fetcher(const Fetcher&) = delete;
   Fetcher& operator=(const Fetcher&) = delete;
 
@@ -103,7 +114,8 @@ class Fetcher {
 
   // No more submissions; what was submitted still completes.
   void close();
-  // Ends everything now: each request not yet delivered is delivered with kCancelled.
+  // Ends everything now: each request not yet delivered is delivered with kCancelled, local
+  // reads still running included (they are abandoned, not waited for).
   void cancel();
 
   const FetchOptions& options() const { return options_; }

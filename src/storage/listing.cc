@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace mmfeed::storage {
@@ -54,6 +55,7 @@ Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view
   const std::string where = "s3://" + std::string(bucket) + "/" + std::string(prefix);
   std::vector<S3Object> objects;
   std::string token;
+  std::set<std::string> tokens_seen;
   std::mt19937_64 rng(std::random_device{}());
   while (true) {
     HeaderList query = {{"list-type", "2"}, {"max-keys", std::to_string(options.max_keys)}};
@@ -97,6 +99,13 @@ Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view
     }
     for (auto& o : page->objects) objects.push_back(std::move(o));
     if (!page->truncated) break;
+    // A token handed out before would list the same pages again, for ever.
+    if (!tokens_seen.insert(page->next_continuation_token).second) {
+      return Error(ErrorCode::kCorruptData,
+                   "ListObjectsV2: the server repeated the continuation token '" + page->next_continuation_token +
+                       "' (page " + std::to_string(tokens_seen.size() + 1) + "); listing stopped, it would never end",
+                   where);
+    }
     token = page->next_continuation_token;
   }
   return objects;

@@ -1,6 +1,7 @@
 // ListObjectsV2: expanding s3://bucket/prefix/ into the objects under it, page by page,
-// following continuation tokens. Pages are fetched one after another (each names the next),
-// with the fetch engine's retry rules for throttling and server errors.
+// following continuation tokens (a token the server repeats is an error, not a loop). Pages are
+// fetched one after another (each names the next), with the fetch engine's retry rules for
+// throttling and server errors.
 //
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(auto objects, list_objects(s3, "bucket", "train/"));

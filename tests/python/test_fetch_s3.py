@@ -96,3 +96,28 @@ def test_listing_with_wrong_secret_fails_cleanly(cli, moto_s3, bucket):
     assert run.returncode == 1 and report["failed"] == 1 and report["ok"] > 3, report
     assert report["failures"][0]["uri"] == "s3://no-such-bucket/some/"
     assert "ListObjectsV2: HTTP 404 NoSuchBucket" in report["failures"][0]["error"]
+
+
+def test_issue15_a_repeated_continuation_token_ends_the_listing(cli, nginx):
+    # A server whose every ListObjectsV2 page names the same continuation token was asked for the
+    # same page for ever (10,000 requests in 20 s). The listing stops with an error naming the prefix
+    # and the token.
+    from servers import s3_env
+
+    env = s3_env(f"http://127.0.0.1:{nginx.port}", "unused", "unused")
+    rc, report = run_fetch(cli, "--no-sign-request", "--path-style", "s3://listing-loop/train/", env=env,
+                           timeout=60)  # generous: only a loop reaches it
+    assert rc == 1 and report["errors"] == {"corrupt_data": 1} and report["ok"] == 0, report
+    assert report["failures"][0]["error"] == ("s3://listing-loop/train/: ListObjectsV2: the server repeated the "
+                                              "continuation token 'same-token' (page 2); listing stopped, it would "
+                                              "never end")
+
+
+def test_issue15_an_object_uri_without_a_key_is_refused(cli, moto_s3, bucket, tmp_path):
+    # "s3://bucket/" as an image fetched the bucket's listing and handed its XML on as the image.
+    manifest = tmp_path / "manifest.jsonl"
+    sample = {"id": "a", "messages": [{"role": "user", "content": [{"type": "image", "image": f"s3://{BUCKET}/"}]}]}
+    manifest.write_text(json.dumps(sample) + "\n")
+    rc, report = run_fetch(cli, "--from-manifest", manifest, env=moto_s3.env())
+    assert rc == 1 and report["errors"] == {"invalid_argument": 1} and report["requests"] == 0, report
+    assert report["failures"][0]["error"].startswith(f"s3://{BUCKET}/: an S3 object URI needs a key")

@@ -451,9 +451,12 @@ def test_manifest_and_images_in_s3(dataset, moto_s3, monkeypatch):
 def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
     from servers import Nginx, rewrite_images
 
+    # Every image's first four requests fail, one in each quick way (faulty.lua); the fetcher's five
+    # attempts always reach the fifth, so the test cannot fail by chance.
     server = Nginx(dataset.parent, tmp_path / "nginx").start()
     try:
-        manifest = rewrite_images(dataset, lambda ref: server.url("faulty", ref) + "?p=0.25",
+        manifest = rewrite_images(dataset,
+                                  lambda ref: server.url("faulty", ref) + "?faults=slowdown,500,truncate,reset",
                                   tmp_path / "faulty.jsonl")
         faulty, errors, _ = load(manifest, seed=1)
     finally:

@@ -1,6 +1,8 @@
 #include "storage/fetcher.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -62,7 +64,7 @@ TEST_F(FetcherTest, ErrorsNameTheUri) {
   while (auto r = fetcher.next()) {
     ASSERT_FALSE(r->data.ok());
     EXPECT_NE(r->data.error().to_string().find(r->uri), std::string::npos);
-    EXPECT_EQ(r->data.error().code(), r->tag == 7 ? ErrorCode::kNotFound : ErrorCode::kIoError);
+    EXPECT_EQ(r->data.error().code(), r->tag == 7 ? ErrorCode::kNotFound : ErrorCode::kUnsupported);
     ++n;
   }
   EXPECT_EQ(n, 2);
@@ -100,6 +102,76 @@ TEST_F(FetcherTest, CancelAccountsForEverySubmission) {
     EXPECT_EQ(received, accepted.load()) << "round " << round;
     EXPECT_GT(cancelled, 0);
   }
+}
+
+// Issue 15: a FIFO as a local image blocked the reader in open() until a writer came (for ever),
+// and with it the loader. It is refused by name, before anything waits on it.
+TEST_F(FetcherTest, Issue15AFifoIsRefusedNotWaitedFor) {
+  const auto fifo = dir_ / "image.jpg";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  FetchOptions options;
+  options.attempt_timeout_ms = 600'000;  // the refusal must not wait for a deadline
+  auto fetcher = std::make_unique<Fetcher>(options, S3Options{});
+  ASSERT_TRUE(fetcher->submit({parse_uri(fifo.string()).value(), 0, std::nullopt}));
+  const auto r = fetcher->next_for(std::chrono::seconds(60));  // generous: only a hang misses it
+  if (!r) {
+    // Release the blocked open (a writer arrives), so that a failure here does not hang the suite.
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    FAIL() << "the read of a FIFO did not return";
+  }
+  ASSERT_FALSE(r->data.ok());
+  EXPECT_EQ(r->data.error().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(r->data.error().to_string(), "file://" + fifo.string() + ": cannot read: a FIFO, not a regular file");
+}
+
+// Issue 15: a local file's size is checked before memory is taken for it; a 100 GiB sparse file
+// ended the process with std::bad_alloc.
+TEST_F(FetcherTest, Issue15AFileOverTheSizeLimitIsRefusedBeforeReading) {
+  const auto sparse = dir_ / "huge.bin";
+  std::ofstream(sparse).close();
+  std::filesystem::resize_file(sparse, 100ull << 30);
+  FetchOptions options;
+  options.max_object_bytes = 2000;
+  Fetcher fetcher(options, {});
+  ASSERT_TRUE(fetcher.submit({parse_uri(sparse.string()).value(), 0, std::nullopt}));
+  ASSERT_TRUE(fetcher.submit({file(40), 1, std::nullopt}));           // 2480 bytes: over
+  ASSERT_TRUE(fetcher.submit({file(40), 2, ByteRange{0, 2000}}));    // the range asked fits
+  ASSERT_TRUE(fetcher.submit({file(1), 3, std::nullopt}));            // 1037 bytes: fits
+  fetcher.close();
+  std::map<std::uint64_t, FetchResult> results;
+  while (auto r = fetcher.next()) results.emplace(r->tag, std::move(*r));
+  ASSERT_EQ(results.size(), 4u);
+  ASSERT_FALSE(results.at(0).data.ok());
+  EXPECT_EQ(results.at(0).data.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(results.at(0).data.error().to_string(),
+            "file://" + sparse.string() + ": file of 107374182400 bytes exceeds the object size limit of 2000 bytes "
+            "(raise max_object_bytes, --max-object-bytes)");
+  ASSERT_FALSE(results.at(1).data.ok());
+  EXPECT_EQ(results.at(1).data.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(results.at(2).data.value().size(), 2000u);
+  EXPECT_EQ(results.at(3).data.value().size(), 1037u);
+}
+
+TEST_F(FetcherTest, Issue15TheDefaultSizeLimitIsTheDecodersLimit) {
+  EXPECT_EQ(FetchOptions{}.max_object_bytes, 512u << 20);
+}
+
+// Issue 15: "s3://bucket/" fetched as an object sent a ListObjects GET and handed back its XML as
+// the object. It is refused by name, without a request.
+TEST_F(FetcherTest, Issue15AnS3ObjectUriWithoutAKeyIsRefused) {
+  S3Options s3;
+  s3.endpoint = "http://127.0.0.1:9";  // nobody listens: a request would fail otherwise
+  s3.anonymous = true;
+  Fetcher fetcher({}, s3);
+  ASSERT_TRUE(fetcher.submit({parse_uri("s3://bucket/").value(), 0, std::nullopt}));
+  fetcher.close();
+  auto r = fetcher.next();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_FALSE(r->data.ok());
+  EXPECT_EQ(r->data.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r->data.error().to_string().find("s3://bucket/: an S3 object URI needs a key"), std::string::npos)
+      << r->data.error().to_string();
+  EXPECT_EQ(r->attempts, 0);
 }
 
 TEST_F(FetcherTest, DestroyingAnOpenFetcherDoesNotHang) {
