@@ -288,3 +288,26 @@ def test_issue15_a_redirect_loop_is_final(cli, nginx):
     assert rc == 1 and report["errors"] == {"invalid_argument": 1} and report["retries"] == 0, report
     assert report["failures"][0]["attempts"] == 1
     assert report["failures"][0]["error"] == f"{url}: redirect loop: more than 5 redirects, the last to {url}"
+
+
+def test_issue15_an_allocation_that_fails_is_that_objects_error(cli, nginx, tmp_path):
+    # With the limit raised past what the address space allows, taking memory for a declared
+    # 100 GiB fails: std::bad_alloc ended the process; now it is that object's error and the
+    # others arrive.
+    import resource
+
+    sparse = tmp_path / "sparse.bin"
+    with open(sparse, "wb") as f:
+        f.truncate(100 << 30)
+
+    def limit_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    for uri in (nginx.url("huge", "declared"), f"file://{sparse}"):
+        run = subprocess.run([str(cli), "fetch", "--json", "--max-object-bytes", str(200 << 30), uri,
+                              nginx.url("ok", "obj-000.bin")], capture_output=True, text=True, timeout=120,
+                             preexec_fn=limit_address_space)
+        report = json.loads(run.stdout) if run.stdout.strip() else run.stderr
+        assert run.returncode == 1 and report["ok"] == 1 and report["errors"] == {"resource_exhausted": 1}, report
+        assert re.fullmatch(re.escape(uri) + r": out of memory for a (body|file) of 107374182400 bytes",
+                            report["failures"][0]["error"]), report["failures"]
