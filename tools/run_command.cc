@@ -49,7 +49,7 @@ constexpr const char* kRunUsage =
     "  --max-images-per-sample N (default 256)\n"
     "  --pin-device N         GPU that page-locks batch buffers (default -1: LOCAL_RANK, else 0)\n"
     "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
-    "  --rank R --world-size W\n"
+    "  --rank R --world-size W   --shard-remainder pad|drop|keep (default pad: equal shards)\n"
     "  --mode MODE            concurrent (default) or serial\n"
     "  --workers N            CPU threads (default 2)   --prefetch N batches (default 4)\n"
     "  --inflight N           fetches in flight (default 64)\n"
@@ -84,6 +84,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   else if (key == "seed") return num(&c.seed);
   else if (key == "rank") return num(&c.rank);
   else if (key == "world-size") return num(&c.world_size);
+  else if (key == "shard-remainder") c.shard_remainder = value;
   else if (key == "mode") c.mode = value;
   else if (key == "workers") return num(&c.workers);
   else if (key == "prefetch") return num(&c.prefetch_batches);

@@ -59,6 +59,11 @@ struct LoaderConfig {
   int epochs = 1;
   int rank = 0;
   int world_size = 1;
+  // When world_size does not divide the samples: "pad" (every rank the same count, at most
+  // world_size - 1 samples of the epoch twice, as torch's DistributedSampler), "drop" (the same
+  // count, at most world_size - 1 left out) or "keep" (disjoint and complete, but the first
+  // ranks one sample more: a data-parallel job whose ranks run different step counts hangs).
+  std::string shard_remainder = "pad";
   std::string mode = "concurrent";  // or "serial"
   // false: batches take samples as they finish (within the epoch) instead of in order: no
   // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.

@@ -55,7 +55,7 @@ LoaderConfig config_from(nb::dict d) {
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
                                   "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of",
-                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample"};
+                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample", "shard_remainder"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -73,6 +73,7 @@ LoaderConfig config_from(nb::dict d) {
   c.epochs = get<int>(d, "epochs", 1);
   c.rank = get<int>(d, "rank", 0);
   c.world_size = get<int>(d, "world_size", 1);
+  c.shard_remainder = get<std::string>(d, "shard_remainder", c.shard_remainder);
   c.mode = get<std::string>(d, "mode", c.mode);
   c.workers = get<int>(d, "workers", c.workers);
   c.prefetch_batches = get<std::size_t>(d, "prefetch_batches", c.prefetch_batches);

@@ -125,7 +125,9 @@ class Loader:
     sequence length up to a multiple, padded or packed), token_budget (pack into rows
     of at most this many tokens: input_ids [1, T], position_ids, cu_seqlens), pack_window,
     mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
-    world_size, mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
+    world_size, shard_remainder ("pad", the default: every rank the same number of samples, at most
+    world_size - 1 twice, as torch's DistributedSampler; "drop": at most world_size - 1 left out;
+    "keep": disjoint and complete, ranks may differ by one), mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
     max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
     on_error ("skip" or "fail"), max_error_fraction (0-1; also checked at the end of the run, and a run whose
     every sample failed is an error), ordered (False: batches take samples as they finish; no resume),

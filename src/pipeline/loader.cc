@@ -445,6 +445,13 @@ TokenizerFuture load_tokenizer(const std::string& path) {
          }).share();
 }
 
+std::optional<pipeline::ShardRemainder> shard_remainder(const std::string& name) {
+  if (name == "pad") return pipeline::ShardRemainder::kPad;
+  if (name == "drop") return pipeline::ShardRemainder::kDrop;
+  if (name == "keep") return pipeline::ShardRemainder::kKeep;
+  return std::nullopt;
+}
+
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(LoaderConfig config, Manifests manifests, TokenizerFuture tok,
@@ -598,9 +605,11 @@ class LoaderImpl final : public Loader {
   std::vector<std::uint64_t> order(int epoch) const {
     if (epoch == start_.epoch && start_.old_world_size > 0) {
       return pipeline::resharded_order(manifests_.lines.size(), config_.seed, epoch, config_.shuffle, start_.old_world_size,
-                                       start_.old_positions, start_.old_windows, config_.rank, config_.world_size);
+                                       start_.old_positions, start_.old_windows, config_.rank, config_.world_size,
+                                       remainder_);
     }
-    return pipeline::rank_order(manifests_.lines.size(), config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle);
+    return pipeline::rank_order(manifests_.lines.size(), config_.seed, epoch, config_.rank, config_.world_size,
+                                config_.shuffle, remainder_);
   }
 
   // Parses the sample's line and resolves its image URIs.
@@ -1323,6 +1332,7 @@ class LoaderImpl final : public Loader {
   }
 
   const LoaderConfig config_;
+  const pipeline::ShardRemainder remainder_ = *shard_remainder(config_.shard_remainder);  // checked by open()
   const Manifests manifests_;
   const TokenizerFuture tok_;
   vision::ImageProcessor proc_;
@@ -1441,6 +1451,7 @@ std::vector<std::pair<std::string, std::string>> fingerprint_of(const LoaderConf
   f.emplace_back("samples", std::to_string(m.lines.size()));
   f.emplace_back("seed", std::to_string(c.seed));
   f.emplace_back("shuffle", c.shuffle ? "true" : "false");
+  f.emplace_back("shard_remainder", c.shard_remainder);
   f.emplace_back("batch_size", std::to_string(c.batch_size));
   f.emplace_back("token_budget", std::to_string(c.token_budget));
   if (c.token_budget > 0) {
@@ -1521,6 +1532,8 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
   if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
+  const std::optional<pipeline::ShardRemainder> remainder = shard_remainder(config.shard_remainder);
+  if (!remainder) return bad_config("shard_remainder", "must be pad, drop or keep");
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   TokenizerFuture tok;
   try {
@@ -1589,9 +1602,12 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     const std::uint64_t epoch_size =
         start.old_world_size > 0
             ? pipeline::resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
-                                        start.old_positions, start.old_windows, config.rank, config.world_size)
+                                        start.old_positions, start.old_windows, config.rank, config.world_size,
+                                        *remainder)
                   .size()
-            : pipeline::rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle).size();
+            : pipeline::rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle,
+                                   *remainder)
+                  .size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
                    "the resume state is at position " + std::to_string(start.position) + " of epoch " +

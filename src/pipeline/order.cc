@@ -23,6 +23,21 @@ std::uint64_t below(std::uint64_t& state, std::uint64_t bound) {
   return v % bound;
 }
 
+// `order` made a multiple of `world` long by the policy (repeating its own first entries, or
+// cutting its tail).
+std::vector<std::uint64_t> even_out(std::vector<std::uint64_t> order, int world, ShardRemainder remainder) {
+  const auto w = static_cast<std::uint64_t>(world);
+  const std::uint64_t n = order.size();
+  if (n % w == 0 || remainder == ShardRemainder::kKeep) return order;
+  if (remainder == ShardRemainder::kDrop) {
+    order.resize(n / w * w);
+    return order;
+  }
+  const std::uint64_t padded = (n + w - 1) / w * w;
+  for (std::uint64_t p = n; p < padded; ++p) order.push_back(order[p % n]);
+  return order;
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle) {
@@ -35,10 +50,10 @@ std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed
 }
 
 std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
-                                      bool shuffle) {
-  const std::vector<std::uint64_t> all = epoch_permutation(n, seed, epoch, shuffle);
+                                      bool shuffle, ShardRemainder remainder) {
+  const std::vector<std::uint64_t> all = even_out(epoch_permutation(n, seed, epoch, shuffle), world_size, remainder);
   std::vector<std::uint64_t> mine;
-  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < n; p += static_cast<std::uint64_t>(world_size)) {
+  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < all.size(); p += static_cast<std::uint64_t>(world_size)) {
     mine.push_back(all[p]);
   }
   return mine;
@@ -47,26 +62,30 @@ std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int e
 std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
                                            const std::vector<std::uint64_t>& old_positions,
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
-                                           int world_size) {
-  const std::vector<std::uint64_t> all = epoch_permutation(n, seed, epoch, shuffle);
-  std::vector<bool> consumed(n, false);
+                                           int world_size, ShardRemainder remainder) {
+  // The old world's positions index its evened-out permutation.
+  const std::vector<std::uint64_t> all = even_out(epoch_permutation(n, seed, epoch, shuffle), old_world, remainder);
+  std::vector<bool> consumed(all.size(), false);
   for (int r = 0; r < old_world; ++r) {
     // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done,
     // and so are the window positions it delivered in packed rows.
     auto consume = [&](std::uint64_t k) {
       const std::uint64_t p = static_cast<std::uint64_t>(r) + k * static_cast<std::uint64_t>(old_world);
-      if (p < n) consumed[p] = true;
+      if (p < all.size()) consumed[p] = true;
     };
     for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) consume(k);
     if (static_cast<std::size_t>(r) < old_windows.size()) {
       for (std::uint64_t k : old_windows[static_cast<std::size_t>(r)]) consume(k);
     }
   }
+  std::vector<std::uint64_t> left;
+  for (std::uint64_t p = 0; p < all.size(); ++p) {
+    if (!consumed[p]) left.push_back(all[p]);
+  }
+  left = even_out(std::move(left), world_size, remainder);
   std::vector<std::uint64_t> mine;
-  std::uint64_t i = 0;
-  for (std::uint64_t p = 0; p < n; ++p) {
-    if (consumed[p]) continue;
-    if (i++ % static_cast<std::uint64_t>(world_size) == static_cast<std::uint64_t>(rank)) mine.push_back(all[p]);
+  for (std::uint64_t i = static_cast<std::uint64_t>(rank); i < left.size(); i += static_cast<std::uint64_t>(world_size)) {
+    mine.push_back(left[i]);
   }
   return mine;
 }

@@ -21,6 +21,60 @@ TEST(OrderTest, RanksAreDisjointAndComplete) {
   for (std::uint64_t i = 0; i < 103; ++i) EXPECT_EQ(seen.count(i), 1u);
 }
 
+// Issue 15: 24 samples over 5 ranks gave 5, 5, 5, 5, 4 samples (2, 2, 2, 2, 1 batches of 4),
+// and a data-parallel job hung at the epoch's end.
+TEST(OrderTest, PaddedShardsAreEqualAndRepeatTheFirstSamples) {
+  const std::uint64_t n = 24;
+  std::multiset<std::uint64_t> seen;
+  for (int rank = 0; rank < 5; ++rank) {
+    const auto mine = pipeline::rank_order(n, 7, 1, rank, 5, true, pipeline::ShardRemainder::kPad);
+    EXPECT_EQ(mine.size(), 5u) << rank;
+    seen.insert(mine.begin(), mine.end());
+  }
+  const auto perm = pipeline::epoch_permutation(n, 7, 1, true);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(seen.count(i), i == perm[0] ? 2u : 1u) << i;  // one pad: the epoch's first sample
+  }
+}
+
+TEST(OrderTest, DroppedShardsAreEqualAndLeaveOutTheLastSamples) {
+  const std::uint64_t n = 24;
+  std::multiset<std::uint64_t> seen;
+  for (int rank = 0; rank < 5; ++rank) {
+    const auto mine = pipeline::rank_order(n, 7, 1, rank, 5, true, pipeline::ShardRemainder::kDrop);
+    EXPECT_EQ(mine.size(), 4u) << rank;
+    seen.insert(mine.begin(), mine.end());
+  }
+  const auto perm = pipeline::epoch_permutation(n, 7, 1, true);
+  for (std::uint64_t p = 0; p < n; ++p) EXPECT_EQ(seen.count(perm[p]), p < 20 ? 1u : 0u) << p;
+}
+
+TEST(OrderTest, FewerSamplesThanRanksStillGiveEveryRankOneWhenPadded) {
+  for (int rank = 0; rank < 8; ++rank) {
+    EXPECT_EQ(pipeline::rank_order(3, 1, 0, rank, 8, true, pipeline::ShardRemainder::kPad).size(), 1u);
+    EXPECT_TRUE(pipeline::rank_order(3, 1, 0, rank, 8, true, pipeline::ShardRemainder::kDrop).empty());
+  }
+}
+
+TEST(OrderTest, ReshardedPaddedShardsAreEqualAndCoverTheRest) {
+  const std::uint64_t n = 101;  // padded to 102 over 3 old ranks of 34
+  const std::vector<std::uint64_t> old_positions = {7, 3, 13};
+  std::multiset<std::uint64_t> seen;
+  for (int r = 0; r < 3; ++r) {
+    const auto mine = pipeline::rank_order(n, 5, 1, r, 3, true, pipeline::ShardRemainder::kPad);
+    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
+  }
+  std::vector<std::size_t> sizes;
+  for (int r = 0; r < 4; ++r) {
+    const auto mine = pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4, pipeline::ShardRemainder::kPad);
+    sizes.push_back(mine.size());
+    seen.insert(mine.begin(), mine.end());
+  }
+  EXPECT_EQ(sizes, std::vector<std::size_t>(4, 20u));  // 102 - 23 consumed = 79 left, padded to 80
+  for (std::uint64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << i;
+  EXPECT_EQ(seen.size(), 23u + 80u);
+}
+
 TEST(OrderTest, PureFunctionOfItsInputs) {
   EXPECT_EQ(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 0, true));
   EXPECT_NE(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 1, true));
