@@ -92,9 +92,23 @@ def test_ranks_are_disjoint_and_complete(dataset):
     ids = [json.loads(line)["id"] for line in dataset.read_text().splitlines()]
     seen = []
     for rank in range(3):
-        batches, _, _ = load(dataset, seed=9, rank=rank, world_size=3)
+        batches, _, _ = load(dataset, seed=9, rank=rank, world_size=3, shard_remainder="keep")
         seen += flat(batches)
     assert sorted(seen) == sorted(ids)
+
+
+def test_ranks_get_equal_shards_by_default(dataset):
+    # Issue 15: unequal shards (23 samples over 3 ranks: 8, 8, 7) hang a data-parallel job at the
+    # epoch's end. Padded (the default), every rank gets 8 and the epoch's first sample comes
+    # twice; dropped, every rank gets 7 and the epoch's last two are left out.
+    ids = [json.loads(line)["id"] for line in dataset.read_text().splitlines()]
+    whole = flat(load(dataset, seed=9, shard_remainder="keep")[0])
+    for remainder, per_rank, expected in [("pad", 8, ids + whole[:1]), ("drop", 7, whole[:21])]:
+        shards = [flat(load(dataset, seed=9, rank=r, world_size=3, **({"shard_remainder": remainder}
+                                                                         if remainder != "pad" else {}))[0])
+                  for r in range(3)]
+        assert [len(s) for s in shards] == [per_rank] * 3, remainder
+        assert sorted(sum(shards, [])) == sorted(expected), remainder
 
 
 @pytest.mark.parametrize("stop_after", [1, 3, 6])
@@ -479,21 +493,31 @@ def test_cli_inspect_marks_the_trained_spans(cli, dataset):
 
 
 RSS_SCRIPT = """
-import sys, time, mmfeed
+import itertools, sys, time, mmfeed
 def rss(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
-budget = int(sys.argv[1])
-largest = 0
-with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=400_000, batch_size=4, prefetch_batches=16, tensors="np",
-                   workers=2, max_buffered_bytes=budget) as loader:
+def prefetched(loader):
+    return loader.metrics()["gauges"]["loader.prefetched_batches"]["value"]
+budget, hold_all = int(sys.argv[1]), sys.argv[4] == "hold-all"
+largest = total = 0
+with mmfeed.Loader(sys.argv[2], tokenizer=sys.argv[3], max_pixels=1_000_000, batch_size=4, prefetch_batches=16,
+                   tensors="np", workers=2, max_buffered_bytes=budget) as loader:
     base = rss("VmRSS")
-    for batch in loader:
-        largest = max(largest, sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes")))
+    batches = iter(loader)
+    first = [next(batches)]
+    if hold_all:  # the control: the trainer takes nothing more until every other batch is prefetched
+        deadline = time.monotonic() + 600
+        while prefetched(loader) < 11:
+            assert time.monotonic() < deadline, "the loader never prefetched every batch"
+            time.sleep(0.05)
+    for batch in itertools.chain(first, batches):
+        size = sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes"))
+        largest, total = max(largest, size), total + size
         time.sleep(0.3)  # a slow trainer: without a budget the loader would run far ahead
         del batch
-    print(rss("VmHWM") - base, largest)
+    print(rss("VmHWM") - base, largest, total, len(loader.errors()))
 """
 
 
@@ -503,22 +527,26 @@ def test_byte_budget_bounds_peak_memory(tmp_path):
     data = tmp_path / "big"
     datagen.generate(data, samples=48, seed=1, max_megapixels=3, workers=2)
 
-    def growth_with(budget):
-        run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER],
-                             capture_output=True, text=True, check=True)
+    def growth_with(budget, hold_all=False):
+        run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER,
+                              "hold-all" if hold_all else "stream"], capture_output=True, text=True, check=True)
         return tuple(map(int, run.stdout.split()))
 
-    budget = 40_000_000
-    growth, largest_batch = growth_with(budget)
+    budget = 100_000_000  # more than any one sample's pixel rows here (a larger one would be refused)
+    growth, largest_batch, total, failed = growth_with(budget)
+    assert failed == 0
     # Stated overhead beyond the budget: the batch being assembled, the one the trainer holds and
     # the samples gathered for the next (3 batches), two workers' decode and resize buffers for a
     # 3 MP image (~60 MB each), the process-wide cache of released scratch buffers (128 MiB,
     # core/scratch.h) and allocator slack (100 MB).
     overhead = 3 * largest_batch + 2 * 60_000_000 + (128 << 20) + 100_000_000
     assert growth < budget + overhead, (growth, budget, overhead)
-    # The control: without the budget, the loader runs ahead of the slow trainer past that bound.
-    unbounded, _ = growth_with(1 << 40)
-    assert unbounded > budget + overhead, (unbounded, budget, overhead)
+    # The control, from the same data in the same run and independent of the machine's speed:
+    # without a budget, a trainer that waits until all 12 batches are prefetched holds them all at
+    # once, which this data set makes larger than the bound above.
+    assert total > budget + overhead, (total, budget, overhead)
+    unbounded, _, _, _ = growth_with(1 << 40, hold_all=True)
+    assert unbounded >= total, (unbounded, total)
 
 
 def test_unordered_mode_delivers_each_epoch_once_and_refuses_resume(dataset):
@@ -560,7 +588,7 @@ def resume_resharded(dataset, states, world, options, delivered):
 
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 2), (3, 2, 1), (2, 1, 3)])
 def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, taken):
-    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=2, seed=7, epochs=2)
+    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=2, seed=7, epochs=2, shard_remainder="keep")
     taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     delivered = resume_resharded(dataset, states, new_world, options, taken_ids)
     ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
@@ -570,7 +598,8 @@ def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, take
 
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 1), (3, 2, 2)])
 def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken):
-    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, token_budget=700, pack_window=8, seed=7, epochs=2)
+    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, token_budget=700, pack_window=8, seed=7, epochs=2,
+                   shard_remainder="keep")
     taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     inside = [s for s in states if s["packed_delivered"] > 0]
     assert inside, states  # at least one rank stopped inside a window
