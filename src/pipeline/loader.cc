@@ -472,6 +472,7 @@ class LoaderImpl final : public Loader {
     m_batches_ = &metrics_.counter("loader.batches");
     m_samples_ = &metrics_.counter("loader.samples");
     m_skipped_ = &metrics_.counter("loader.samples_skipped");
+    m_duplicate_ids_ = &metrics_.counter("loader.duplicate_sample_ids");
     m_process_ = &metrics_.histogram("loader.process_sample_ns");
     m_decode_ = &metrics_.histogram("loader.decode_images_ns");
     m_assemble_ = &metrics_.histogram("loader.assemble_batch_ns");
@@ -779,8 +780,27 @@ class LoaderImpl final : public Loader {
   // Accounts a finished sample: errors go to the report (or fail the run), the rest batch.
   Status account(Work& w) {
     m_samples_->add();
+    note_id(w);
     if (!w.error) return ok_status();
     return report(w);
+  }
+
+  // Duplicate sample ids make errors() and sample_ids ambiguous: counted over this rank's first
+  // epoch (8 bytes a sample until it ends) as loader.duplicate_sample_ids. Accounting thread only.
+  void note_id(const Work& w) {
+    if (w.epoch == start_.epoch) {
+      id_hashes_.push_back(std::hash<std::string>{}(w.id));
+    } else {
+      count_duplicate_ids();
+    }
+  }
+  void count_duplicate_ids() {
+    if (id_hashes_.empty()) return;
+    std::sort(id_hashes_.begin(), id_hashes_.end());
+    std::int64_t duplicates = 0;
+    for (std::size_t i = 1; i < id_hashes_.size(); ++i) duplicates += id_hashes_[i] == id_hashes_[i - 1] ? 1 : 0;
+    m_duplicate_ids_->add(duplicates);
+    id_hashes_ = {};
   }
 
   // Reports a failed sample already counted by account(): the error report, then the policy.
@@ -1057,6 +1077,7 @@ class LoaderImpl final : public Loader {
     }
     if (samples.empty()) {  // the run is over
       ended_.store(true);
+      count_duplicate_ids();
       if (!final_checked_) {
         final_checked_ = true;
         if (Status st = final_budget(); !st.ok()) {
@@ -1279,6 +1300,7 @@ class LoaderImpl final : public Loader {
           index = 0;
           if (epoch >= config_.epochs) {
             ended_.store(true);
+            count_duplicate_ids();
             if (Status st = final_budget(); !st.ok()) {
               std::lock_guard lock(fail_mu_);
               failure_ = std::move(st).error();
@@ -1344,7 +1366,8 @@ class LoaderImpl final : public Loader {
   mutable core::TraceWriter trace_;
   core::Histogram *m_wait_, *m_process_, *m_decode_, *m_assemble_;
   const core::Stopwatch opened_;  // wall time since open, for the stages' busy shares
-  core::Counter *m_batches_, *m_samples_, *m_skipped_;
+  core::Counter *m_batches_, *m_samples_, *m_skipped_, *m_duplicate_ids_;
+  std::vector<std::size_t> id_hashes_;  // the first epoch's sample ids, hashed (note_id)
   core::Gauge *m_buffered_, *m_prefetched_;
   // Released batch buffers are kept for reuse up to half the byte budget: in steady state the
   // trainer releases one batch as the batcher needs the next, so a few suffice.

@@ -285,3 +285,17 @@ def test_an_unparsable_sample_with_an_id_is_reported_by_its_id(dataset):
     assert len(ids) == 12
     assert [e["sample_id"] for e in errors] == ["object-messages"]
     assert errors[0]["reason"].endswith(f"({manifest}:1)")
+
+
+@pytest.mark.parametrize("mode", ["concurrent", "serial"])
+def test_duplicate_sample_ids_are_counted(dataset, mode):
+    lines = dataset.read_text().splitlines()
+    manifest = dataset.parent / "duplicates.jsonl"
+    manifest.write_text("\n".join(lines + lines[:3]) + "\n")  # three ids twice
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, epochs=2, mode=mode,
+                       tensors="np") as loader:
+        assert len([sid for b in loader for sid in b["sample_ids"]]) == 2 * 15
+        assert loader.metrics()["counters"]["loader.duplicate_sample_ids"] == 3  # the first epoch's
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
+        list(loader)
+        assert loader.metrics()["counters"]["loader.duplicate_sample_ids"] == 0
