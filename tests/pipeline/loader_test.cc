@@ -189,7 +189,10 @@ TEST_F(LoaderTest, ClosingMidRunReturnsPromptly) {
     auto loader = Loader::open(config()).value();
     ASSERT_TRUE(loader->next().value().has_value());
     loader->close();
-    EXPECT_FALSE(loader->next().value().has_value());
+    // Closed before the end of the data: not mistaken for the end (issue 15).
+    const auto after = loader->next();
+    ASSERT_FALSE(after.ok());
+    EXPECT_EQ(after.error().code(), ErrorCode::kCancelled);
   }
 }
 
@@ -225,8 +228,15 @@ TEST_F(LoaderTest, PackingDecodesRowByRowAndMatchesTheSerialMode) {
     c.mode = mode;
     auto loader = Loader::open(c).value();
     std::vector<std::vector<std::string>> rows;
-    while (auto b = loader->next().value()) {
-      rows.push_back(b->sample_ids);
+    for (;;) {
+      auto b = loader->next();
+      if (!b.ok()) {  // closed early
+        EXPECT_TRUE(close_early);
+        EXPECT_EQ(b.error().code(), ErrorCode::kCancelled);
+        break;
+      }
+      if (!b->has_value()) break;
+      rows.push_back((*b)->sample_ids);
       if (close_early && rows.size() == 2) loader->close();  // tasks still queued must not dangle
     }
     EXPECT_EQ(loader->errors().size(), close_early ? loader->errors().size() : 2u);  // "bad", both epochs
