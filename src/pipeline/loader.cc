@@ -481,7 +481,10 @@ class LoaderImpl final : public Loader {
     storage::FetchOptions fo;
     fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
-    fo.max_object_bytes = config_.max_object_bytes;
+    // What is being fetched counts against the byte budget too, not only what has arrived: no
+    // object may outgrow the budget, and the bytes in-flight requests hold stay under it.
+    fo.max_object_bytes = std::min(config_.max_object_bytes, config_.max_buffered_bytes);
+    fo.max_inflight_bytes = config_.max_buffered_bytes;
     fetcher_ = std::make_unique<storage::Fetcher>(fo, s3_, &metrics_, trace_.enabled() ? &trace_ : nullptr);
   }
 
@@ -721,6 +724,17 @@ class LoaderImpl final : public Loader {
     for (const vision::Resized& r : w.resized) image_bytes += r.image.pixels.size();
     hold(w, static_cast<std::int64_t>(image_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
     m_process_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  }
+
+  // A fetch error as reported; an object refused for its size under a byte budget smaller than
+  // max_object_bytes says which limit bound it.
+  std::string fetch_failure(const Error& e) const {
+    std::string reason = e.to_string();
+    if (e.code() == ErrorCode::kResourceExhausted && config_.max_buffered_bytes < config_.max_object_bytes) {
+      reason += "; here max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
+                ") is the limit, being smaller than max_object_bytes";
+    }
+    return reason;
   }
 
   static std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
@@ -1066,7 +1080,7 @@ class LoaderImpl final : public Loader {
         auto r = fetcher_->next();
         if (!r) return std::optional<Batch>();
         if (!r->data.ok()) {
-          w->error = SampleError{w->id, "fetch", r->data.error().to_string()};
+          w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error())};
         } else {
           w->bytes[i] = std::move(r->data).value();
         }
@@ -1191,7 +1205,7 @@ class LoaderImpl final : public Loader {
         auto [w, index] = it->second;
         pending_.erase(it);
         if (!r->data.ok()) {
-          if (!w->error) w->error = SampleError{w->id, "fetch", r->data.error().to_string()};
+          if (!w->error) w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error())};
         } else {
           w->bytes[index] = std::move(r->data).value();
           hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));

@@ -299,3 +299,44 @@ def test_duplicate_sample_ids_are_counted(dataset, mode):
     with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
         list(loader)
         assert loader.metrics()["counters"]["loader.duplicate_sample_ids"] == 0
+
+
+BODY_SCRIPT = """
+import sys, mmfeed
+with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], max_pixels=100_000, batch_size=4, tensors="np",
+                   max_buffered_bytes=int(sys.argv[3])) as loader:
+    ids = [sid for b in loader for sid in b["sample_ids"]]
+    print(len(ids), *[e["reason"] for e in loader.errors()], sep="\\n")
+"""
+
+
+def run_measured(*args):
+    """Runs BODY_SCRIPT; its output lines and its own peak RSS in bytes."""
+    import os
+
+    proc = subprocess.Popen([sys.executable, "-c", BODY_SCRIPT, *map(str, args)], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, out
+    return out.splitlines(), usage.ru_maxrss * 1024
+
+
+def test_a_body_being_fetched_counts_against_the_byte_budget(dataset, nginx):
+    # An endless body without a length was buffered whole (4 GiB: 4.4 GB RSS under a 100 MB
+    # budget). What is being fetched counts against the budget: the object is refused once it
+    # outgrows it, and peak memory stays within the control (the same samples without it) plus
+    # twice the budget.
+    budget = 50_000_000
+    control = dataset.parent / "control.jsonl"
+    control.write_text(dataset.read_text())
+    endless = dataset.parent / "endless.jsonl"
+    endless.write_text(dataset.read_text() + json.dumps({"id": "endless", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": nginx.url("huge", "chunked")}]},
+        {"role": "assistant", "content": "x"}]}) + "\n")
+    (count, *reasons), peak = run_measured(endless, TOKENIZER, budget)
+    (control_count,), control_peak = run_measured(control, TOKENIZER, budget)
+    assert int(count) == int(control_count) == 12
+    assert len(reasons) == 1 and f"exceeds the object size limit of {budget} bytes" in reasons[0], reasons
+    assert f"here max_buffered_bytes ({budget}) is the limit" in reasons[0]
+    assert peak < control_peak + 2 * budget, (peak, control_peak)
