@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <queue>
@@ -411,6 +412,17 @@ Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_file(const std::string& path) {
+  // Checked before opening: a FIFO would block the open forever, a huge file take its size.
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{256} << 20;  // Qwen's is 11 MB
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return Error(ErrorCode::kUnsupported, "tokenizer file is not a regular file", path);
+  }
+  if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "tokenizer file of " + std::to_string(size) + " bytes, more than " + std::to_string(kMaxBytes), path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(ErrorCode::kNotFound, "cannot open tokenizer file", path);
   std::stringstream ss;

@@ -340,3 +340,12 @@ def test_a_body_being_fetched_counts_against_the_byte_budget(dataset, nginx):
     assert len(reasons) == 1 and f"exceeds the object size limit of {budget} bytes" in reasons[0], reasons
     assert f"here max_buffered_bytes ({budget}) is the limit" in reasons[0]
     assert peak < control_peak + 2 * budget, (peak, control_peak)
+
+
+def test_a_tokenizer_path_that_is_a_fifo_is_refused_not_waited_on(dataset, tmp_path):
+    import os
+
+    fifo = tmp_path / "tokenizer.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="tokenizer file is not a regular file"):
+        first_batch(dataset, tokenizer=fifo, max_pixels=MAX_PIXELS)
