@@ -464,9 +464,9 @@ class LoaderImpl final : public Loader {
         tmpl_(tmpl),
         sft_(sft),
         s3_(std::move(s3)),
+        trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         delivered_(start),
         start_(start),
-        trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         out_(std::max<std::size_t>(1, config_.prefetch_batches)) {
     m_wait_ = &metrics_.histogram("loader.consumer_wait_ns");
     m_batches_ = &metrics_.counter("loader.batches");
