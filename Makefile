@@ -6,6 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 128
+DEMO_MODEL ?= qwen2-vl
 
 .PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench bench-torchvision clean
 
@@ -62,11 +63,12 @@ fuzz: setup
 	done
 
 # The main job on the demo data: write the data set (or reuse it), then feed a trainer from the
-# object store with mmfeed and the Python pipelines side by side (`mmfeed bench --quick`);
+# object store with mmfeed and the Python pipelines side by side (`mmfeed bench --quick`), with
+# the preprocessing of DEMO_MODEL (qwen2-vl, qwen2.5-vl or qwen3-vl: `make demo DEMO_MODEL=qwen3-vl`);
 # the report, the utilisation plot and mmfeed's Perfetto trace go to $(DEMO_DIR)/bench/.
 demo: build
 	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0
-	build/mmfeed bench --quick --samples $(DEMO_SAMPLES) --data $(DEMO_DIR) --out $(DEMO_DIR)/bench
+	build/mmfeed bench --quick --model $(DEMO_MODEL) --samples $(DEMO_SAMPLES) --data $(DEMO_DIR) --out $(DEMO_DIR)/bench
 
 bench: build
 	build/core_bench

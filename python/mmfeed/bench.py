@@ -54,6 +54,7 @@ STEP0_SYSTEMS = ("torch-dataloader", "spdl", "mmfeed")  # the throughput table: 
 NAIVE_SHARE = 0.15  # the talk: a 15-20 s step against 100+ s of serial preparation
 BUCKET = "s3"  # the object server's S3 location doubles as the bucket name
 IMAGE_PAD = 151655
+TEMPLATE_FILES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
 PAD = 151643
 FIELDS = ("gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
           "peak_rss_mb", "time_to_first_batch_s")
@@ -83,10 +84,10 @@ class HFSample:
     tokenizer + chat template, image tokens expanded to the grid. `fetch` and `process` are
     separate so a pipeline can overlap them; `__getitem__` does both."""
 
-    def __init__(self, manifest: Path, tokenizer: Path, template: Path, max_pixels: int):
+    def __init__(self, manifest: Path, tokenizer: Path, template: Path, max_pixels: int, model: str = "qwen2-vl"):
         self.base = manifest.parent
         self.samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-        self.tokenizer, self.template, self.max_pixels = tokenizer, template, max_pixels
+        self.tokenizer, self.template, self.max_pixels, self.model = tokenizer, template, max_pixels, model
         self._s3 = None
 
     def __len__(self) -> int:
@@ -122,7 +123,13 @@ class HFSample:
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         if not hasattr(self, "proc"):
-            self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
+            # The hub's preprocessor configs: Qwen2/2.5-VL patch 14 with CLIP's mean and std,
+            # Qwen3-VL patch 16 with mean and std 0.5 and a larger minimum; merge 2 for both.
+            if self.model == "qwen3-vl":
+                self.proc = Qwen2VLImageProcessorPil(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                                     size={"shortest_edge": 65536, "longest_edge": self.max_pixels})
+            else:
+                self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
             self.tok = PreTrainedTokenizerFast(tokenizer_file=str(self.tokenizer),
                                                chat_template=self.template.read_text())
         i, blobs = fetched
@@ -184,12 +191,12 @@ def spdl_batches(ds: HFSample, batch: int):
 
 
 def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str,
-                   device: str | None = None):
+                   device: str | None = None, model: str = "qwen2-vl"):
     """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream."""
     import mmfeed
 
     on_gpu = dict(tensors="torch", device=device) if device and device.startswith("cuda") else {}
-    with mmfeed.Loader(manifest, tokenizer=tokenizer, max_pixels=max_pixels, batch_size=batch, mode=mode,
+    with mmfeed.Loader(manifest, tokenizer=tokenizer, model=model, max_pixels=max_pixels, batch_size=batch, mode=mode,
                        workers=2, shuffle=False, trace_path=trace, **on_gpu) as loader:
         yield from loader
         if loader.errors():
@@ -235,16 +242,18 @@ def run_one(args) -> dict:
     from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl  # noqa: F401
 
     tokenizer = _package_file("tests", "data", "qwen3-tokenizer", "tokenizer.json")
-    template = _package_file("tests", "data", "chat-templates", "qwen2_vl.jinja")
+    template = _package_file("tests", "data", "chat-templates", TEMPLATE_FILES[args.model])
     manifest = Path(args.manifest)
-    ds = HFSample(manifest, tokenizer, template, args.max_pixels)
+    ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model)
     batches = {
         "naive": lambda: naive_batches(ds, args.batch_size),
         "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size),
         "spdl": lambda: spdl_batches(ds, args.batch_size),
-        "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", ""),
+        "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", "",
+                                                model=args.model),
         "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
-                                         str(args.trace or ""), args.device if args.trainer == "model" else None),
+                                         str(args.trace or ""), args.device if args.trainer == "model" else None,
+                                         model=args.model),
     }[args.one]()
     sampler = None
     if args.trainer == "model":
@@ -307,6 +316,7 @@ def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: s
           samples: int, trace: Path | None = None) -> dict:
     command = [sys.executable, "-m", "mmfeed.bench", "--one", system, "--manifest", str(manifest),
                "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
+               "--model", args.model,
                "--trainer", args.trainer, "--device", args.device, "--model-preset", args.model_preset]
     if trace:
         command += ["--trace", str(trace)]
@@ -395,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where the report, plot, traces go")
     parser.add_argument("--data", type=Path, help="the data set's directory (default OUT/data; reused if present)")
     parser.add_argument("--json", type=Path, help="the report (default OUT/bench.json)")
+    parser.add_argument("--model", choices=sorted(TEMPLATE_FILES), default="qwen2-vl",
+                        help="the model whose preprocessing every system runs (its image processor and chat template)")
     parser.add_argument("--max-pixels", type=int, default=1003520)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--trainer", choices=("sleep", "model"), default="sleep",
@@ -444,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(len(sources) * (len(systems) + len(step0_systems)) * samples + calibration_samples)
     results, step0_results, traces = [], [], []
     config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
-              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "cores": os.cpu_count(),
+              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "model": args.model,
+              "cores": os.cpu_count(),
               "trainer": args.trainer, "device": args.device if args.trainer == "model" else None,
               "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
     with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, contextlib.ExitStack() as stack:
@@ -486,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                 write_report()
 
     print(f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
-          f"batches of {args.batch_size}, max_pixels {args.max_pixels}, {os.cpu_count()} cores, "
+          f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, {os.cpu_count()} cores, "
           f"trainer: {args.trainer}")
     if args.trainer == "model":
         title = f"Trainer: a Qwen-VL-shaped training step on {args.device}"
