@@ -53,7 +53,8 @@ void bind_text(nb::module_& m) {
       "encode_conversation",
       [](const text::Tokenizer& tok, const std::string& sample_json, std::vector<std::vector<std::int64_t>> image_grids,
          std::vector<std::vector<std::int64_t>> video_grids, const std::string& tmpl, std::size_t max_length,
-         const std::string& truncation, const std::string& labels, bool mrope, bool add_vision_id, int merge_size) {
+         const std::string& truncation, const std::string& labels, bool mrope, bool add_vision_id, int merge_size,
+         bool train_reasoning) {
         const text::Conversation c = conversation_from_json(sample_json);
         auto grids = [](const std::vector<std::vector<std::int64_t>>& in) {
           std::vector<text::Grid3> out;
@@ -82,6 +83,7 @@ void bind_text(nb::module_& m) {
         o.mrope_position_ids = mrope;
         o.merge_size = merge_size;
         o.render.add_vision_id = add_vision_id;
+        o.train_reasoning = train_reasoning;
         const auto ig = grids(image_grids), vg = grids(video_grids);
         const text::ChatTemplate tmpl_value = template_of(tmpl);
         Result<text::SftSample> r = Error(ErrorCode::kInternal, "unset");
@@ -101,7 +103,7 @@ void bind_text(nb::module_& m) {
       },
       nb::arg("tokenizer"), nb::arg("sample_json"), nb::arg("image_grids"), nb::arg("video_grids"),
       nb::arg("template"), nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"),
-      nb::arg("add_vision_id"), nb::arg("merge_size"));
+      nb::arg("add_vision_id"), nb::arg("merge_size"), nb::arg("train_reasoning"));
   nb::class_<text::Tokenizer>(m, "_Tokenizer")
       .def_static(
           "from_file",

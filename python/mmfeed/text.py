@@ -47,39 +47,61 @@ class Tokenizer:
         return self._core.vocab_size()
 
 
-def _sample_json(messages) -> str:
+def _sample_json(messages, tools=None) -> str:
     import json
 
-    sample = messages if isinstance(messages, dict) else {"messages": list(messages)}
+    sample = dict(messages) if isinstance(messages, dict) else {"messages": list(messages)}
+    if tools is not None:
+        # As transformers takes them: JSON schemas (dicts), or functions converted with its
+        # get_json_schema (transformers needed only then).
+        schemas = []
+        for tool in tools:
+            if isinstance(tool, dict):
+                schemas.append(tool)
+            elif callable(tool):
+                from transformers.utils import get_json_schema
+
+                schemas.append(get_json_schema(tool))
+            else:
+                raise ValueError(f"tools are JSON schemas (dicts) or functions, got {type(tool).__name__}")
+        sample["tools"] = schemas
     return json.dumps(sample, ensure_ascii=False)
 
 
 def render_chat(messages, template: str = "qwen2-vl", add_generation_prompt: bool = False,
-                add_vision_id: bool = False) -> str:
+                add_vision_id: bool = False, tools=None) -> str:
     """The conversation as the model's chat template renders it (HF apply_chat_template,
-    tokenize=False). `messages` is a list of {"role", "content"} dicts, or a whole manifest
-    sample (LLaVA "conversations" and ShareGPT shapes included)."""
-    return _mmfeed.render_chat(_sample_json(messages), template, add_generation_prompt, add_vision_id)
+    tokenize=False, byte for byte). `messages` is a list of {"role", "content"} dicts (with
+    "tool_calls" and "reasoning_content" where the template reads them), or a whole manifest
+    sample (LLaVA "conversations" and ShareGPT shapes included, "tools" beside "messages").
+    template: "qwen2-vl" (= "qwen2.5-vl"), "qwen3-vl" (Instruct), "qwen3-vl-thinking", or the
+    path of a template file (.jinja, or chat_template.json) byte-identical to one of those.
+    tools: JSON schemas (dicts) or functions, as apply_chat_template takes them."""
+    return _mmfeed.render_chat(_sample_json(messages, tools), os.fspath(template), add_generation_prompt,
+                               add_vision_id)
 
 
 def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_grids=(), template: str = "qwen2-vl",
                         max_length: int | None = None, truncation: str = "error", labels: str = "qwen",
-                        mrope: bool = False, add_vision_id: bool = False, merge_size: int = 2) -> dict:
+                        mrope: bool = False, add_vision_id: bool = False, merge_size: int = 2, tools=None,
+                        train_reasoning: bool = True) -> dict:
     """Renders, tokenizes and labels a conversation for supervised fine-tuning.
 
     image_grids: one (t, h, w) per image, in order (the processor's image_grid_thw); each image
-    pad becomes t*h*w/merge_size^2 tokens. labels: "qwen" trains assistant content + <|im_end|>
-    + "\\n" (Qwen's recipe), "content_and_eos" without the newline; -100 elsewhere.
-    truncation: "error" (a sample over max_length raises) or "truncate" (cut, never inside an
-    image; "images_kept" says how many images remain). mrope: add position_ids [3, L].
+    pad becomes t*h*w/merge_size^2 tokens. labels: "qwen" trains each assistant turn (content,
+    tool calls, and the <think> block the Thinking template renders unless train_reasoning is
+    False) + <|im_end|> + "\\n" (Qwen's recipe), "content_and_eos" without the newline; -100
+    elsewhere (system, user and tool turns). truncation: "error" (a sample over max_length
+    raises) or "truncate" (cut, never inside an image; "images_kept" says how many images
+    remain). mrope: add position_ids [3, L]. tools: as render_chat's.
     Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids).
     """
     import numpy as np
 
-    out = _mmfeed.encode_conversation(tokenizer._core, _sample_json(messages),
+    out = _mmfeed.encode_conversation(tokenizer._core, _sample_json(messages, tools),
                                       [list(map(int, g)) for g in image_grids],
-                                      [list(map(int, g)) for g in video_grids], template, max_length or 0,
-                                      truncation, labels, mrope, add_vision_id, merge_size)
+                                      [list(map(int, g)) for g in video_grids], os.fspath(template), max_length or 0,
+                                      truncation, labels, mrope, add_vision_id, merge_size, train_reasoning)
     result = {k: np.asarray(out[k], dtype=np.int64) for k in ("input_ids", "labels", "attention_mask")}
     if mrope:
         result["position_ids"] = np.asarray(out["position_ids"], dtype=np.int64).reshape(3, -1)

@@ -3,8 +3,15 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
+#include <tuple>
+
+#include "text/python_json.h"
 
 namespace mmfeed::text {
 
@@ -91,14 +98,19 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   std::string_view type;  // stays empty when absent or not a string: the keys decide then
   if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
   simdjson::dom::element field;
+  std::optional<std::string> media_text;  // a media item's own "text" (see ContentItem)
+  if ((!o["image"].get(field) || !o["image_url"].get(field) || !o["video"].get(field)) && !o["text"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
+    media_text = std::string(text);
+  }
   if (!o["image"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
-    return ContentItem{ContentItem::Type::kImage, std::string(uri)};
+    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
   }
   if (!o["image_url"].get(field)) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
     std::string_view uri;
     if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
-      return ContentItem{ContentItem::Type::kImage, std::string(uri)};
+      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
     }
     return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
                std::string(kind_of(field)));
@@ -106,15 +118,102 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
   if (!o["video"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
-    return ContentItem{ContentItem::Type::kVideo, std::string(uri)};
+    return ContentItem{ContentItem::Type::kVideo, std::string(uri), media_text};
   }
   if (type == "video") return bad(where + " has type 'video' but no \"video\"");
   if (!o["text"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
-    return ContentItem{ContentItem::Type::kText, std::string(text)};
+    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt};
   }
   return bad(where + " has no \"text\", \"image\" or \"video\"" +
              (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
+}
+
+// Python's truthiness of a JSON value, which Jinja's `if x` applies.
+bool truthy(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::ARRAY: return e.get_array().value_unsafe().size() > 0;
+    case simdjson::dom::element_type::OBJECT: return e.get_object().value_unsafe().size() > 0;
+    case simdjson::dom::element_type::INT64: return e.get_int64().value_unsafe() != 0;
+    case simdjson::dom::element_type::UINT64: return e.get_uint64().value_unsafe() != 0;
+    case simdjson::dom::element_type::DOUBLE: return e.get_double().value_unsafe() != 0;
+    case simdjson::dom::element_type::STRING: return !e.get_string().value_unsafe().empty();
+    case simdjson::dom::element_type::BOOL: return e.get_bool().value_unsafe();
+    case simdjson::dom::element_type::NULL_VALUE: return false;
+  }
+  return false;
+}
+
+// The message's "tool_calls" (absent, null or empty: none), each {"name", "arguments"} or
+// wrapped in a non-empty {"function": {...}}.
+Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, const std::string& where) {
+  std::vector<ToolCall> out;
+  simdjson::dom::element field;
+  if (message["tool_calls"].get(field) || field.is_null()) return out;
+  simdjson::dom::array list;
+  if (field.get_array().get(list)) {
+    return bad(where + ".tool_calls must be a list of tool calls, got " + std::string(kind_of(field)));
+  }
+  std::size_t index = 0;
+  for (simdjson::dom::element call : list) {
+    std::string at = where + ".tool_calls[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (call.get_object().get(o)) {
+      return bad(at + " must be an object with \"name\" and \"arguments\" (or \"function\"), got " +
+                 std::string(kind_of(call)));
+    }
+    if (simdjson::dom::element function; !o["function"].get(function) && truthy(function)) {
+      if (function.get_object().get(o)) {
+        return bad(at + ".function must be an object with \"name\" and \"arguments\", got " +
+                   std::string(kind_of(function)));
+      }
+      at += ".function";
+    }
+    ToolCall tc;
+    if (o["name"].get(field)) return bad(at + " has no \"name\" (expected the function's name)");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view name, as_string(field, at + ".name", "the function's name"));
+    tc.name = std::string(name);
+    if (o["arguments"].get(field)) return bad(at + " has no \"arguments\" (expected a string or a JSON value)");
+    if (std::string_view arguments; !field.get_string().get(arguments)) {
+      tc.arguments = std::string(arguments);
+    } else {
+      append_python_json(tc.arguments, field);
+    }
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+// The message's reasoning under the first of the names transformers reads that is not null.
+Result<std::optional<std::string>> parse_reasoning(simdjson::dom::object message, const std::string& where) {
+  for (const char* key : {"reasoning_content", "thinking", "reasoning"}) {
+    simdjson::dom::element field;
+    if (message[key].get(field) || field.is_null()) continue;
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + "." + key));
+    return std::optional<std::string>(text);
+  }
+  return std::optional<std::string>();
+}
+
+// The sample's "tools" (absent or null: none), each an object as transformers requires.
+Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
+  std::vector<std::string> out;
+  simdjson::dom::element field;
+  if (sample["tools"].get(field) || field.is_null()) return out;
+  simdjson::dom::array list;
+  if (field.get_array().get(list)) {
+    return bad("tools must be a list of tools (JSON schemas), got " + std::string(kind_of(field)));
+  }
+  std::size_t index = 0;
+  for (simdjson::dom::element tool : list) {
+    if (!tool.is_object()) {
+      return bad("tools[" + std::to_string(index) + "] must be an object (a tool's JSON schema), got " +
+                 std::string(kind_of(tool)));
+    }
+    ++index;
+    append_python_json(out.emplace_back(), tool);
+  }
+  return out;
 }
 
 Result<Conversation> parse_messages(simdjson::dom::element messages, Conversation c) {
@@ -137,10 +236,15 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
     }
     Message msg;
     msg.role = std::string(role);
-    if (o["content"].get(field)) return bad(where + " has no \"content\" (expected a string or a list of content items)");
+    MMFEED_ASSIGN_OR_RETURN(msg.tool_calls, parse_tool_calls(o, where));
+    MMFEED_ASSIGN_OR_RETURN(msg.reasoning_content, parse_reasoning(o, where));
     std::string_view text;
     simdjson::dom::array items;
-    if (!field.get_string().get(text)) {
+    if (o["content"].get(field)) {
+      if (msg.tool_calls.empty()) {
+        return bad(where + " has no \"content\" (expected a string or a list of content items)");
+      }
+    } else if (!field.get_string().get(text)) {
       msg.content_is_string = true;
       msg.content.push_back({ContentItem::Type::kText, std::string(text)});
     } else if (!field.get_array().get(items)) {
@@ -229,6 +333,7 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
 Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
   simdjson::dom::object o;
   if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(kind_of(doc)));
+  MMFEED_ASSIGN_OR_RETURN(c.tools, parse_tools(o));
   simdjson::dom::element list;
   if (!o["messages"].get(list)) return parse_messages(list, std::move(c));
   if (!o["conversations"].get(list)) return parse_conversations(o, list, std::move(c));
@@ -276,48 +381,296 @@ std::optional<std::string> sample_id_of(std::string_view json) {
   return id_of(doc);
 }
 
-Result<ChatTemplate> chat_template(std::string_view name) {
-  if (name == "qwen2-vl" || name == "qwen2.5-vl") return ChatTemplate::kQwen2VL;
-  return Error(ErrorCode::kUnsupported, "chat template '" + std::string(name) +
-                                            "' is not available (known: qwen2-vl, qwen2.5-vl); mmfeed renders only "
-                                            "templates it reproduces exactly");
+namespace {
+
+constexpr std::array<std::pair<ChatTemplate, std::string_view>, 3> kTemplateNames = {{
+    {ChatTemplate::kQwen2VL, "Qwen2-VL"},
+    {ChatTemplate::kQwen3VL, "Qwen3-VL Instruct"},
+    {ChatTemplate::kQwen3VLThinking, "Qwen3-VL Thinking"},
+}};
+
+// A template given as a file: its text (or a JSON object's "chat_template" string) must equal
+// one mmfeed renders.
+Result<ChatTemplate> chat_template_file(const std::string& path) {
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{1} << 20;  // the templates are ~5 KB
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    return Error(ErrorCode::kNotFound,
+                 "chat template '" + path + "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
+                 "qwen3-vl-thinking) nor an existing file");
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    return Error(ErrorCode::kUnsupported, "chat template file is not a regular file", path);
+  }
+  if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes) {
+    return Error(ErrorCode::kUnsupported, "chat template file of " + std::to_string(size) + " bytes, more than " +
+                                              std::to_string(kMaxBytes) + "; not a template mmfeed renders", path);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(ErrorCode::kNotFound, "cannot open chat template file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view inner;
+  if (!parser.parse(text).get(doc) && !doc["chat_template"].get_string().get(inner)) text = std::string(inner);
+  for (const auto& [tmpl, name] : kTemplateNames) {
+    if (text == chat_template_text(tmpl)) return tmpl;
+  }
+  return Error(ErrorCode::kUnsupported,
+               "chat template file '" + path + "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
+               "Qwen3-VL Instruct, Qwen3-VL Thinking as published); mmfeed renders only templates it reproduces "
+               "exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking) or render with transformers");
 }
 
-Result<Rendered> render_chat(const Conversation& c, ChatTemplate, const RenderOptions& options) {
-  // The Qwen2-VL / Qwen2.5-VL template (tests/data/chat-templates/qwen2_vl.jinja).
+constexpr std::string_view kImageBlock = "<|vision_start|><|image_pad|><|vision_end|>";
+constexpr std::string_view kVideoBlock = "<|vision_start|><|video_pad|><|vision_end|>";
+constexpr std::string_view kImEnd = "<|im_end|>\n";
+constexpr std::string_view kToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// The vision counters of the templates' namespaces (image_count, video_count).
+struct VisionCount {
+  int images = 0;
+  int videos = 0;
+};
+
+// A message's content as the templates render it: text, and media as vision blocks numbered
+// with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
+// render_content(..., false) prints the current values without counting).
+std::string render_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
+  std::string out;
+  for (const ContentItem& item : m.content) {
+    switch (item.type) {
+      case ContentItem::Type::kText:
+        out += item.value;
+        break;
+      case ContentItem::Type::kImage:
+        if (count) ++n.images;
+        if (options.add_vision_id) out += "Picture " + std::to_string(n.images) + ": ";
+        out += kImageBlock;
+        break;
+      case ContentItem::Type::kVideo:
+        if (count) ++n.videos;
+        if (options.add_vision_id) out += "Video " + std::to_string(n.videos) + ": ";
+        out += kVideoBlock;
+        break;
+    }
+  }
+  return out;
+}
+
+// Only the "text" of each item (media skipped unless they carry one): Qwen3-VL Instruct's system
+// prompt and assistant content.
+std::string render_text_only(const Message& m) {
+  std::string out;
+  for (const ContentItem& item : m.content) {
+    if (item.type == ContentItem::Type::kText) {
+      out += item.value;
+    } else if (item.media_text) {
+      out += *item.media_text;
+    }
+  }
+  return out;
+}
+
+void render_tools_header(std::string& out, const Conversation& c, const std::string& system) {
+  out += "<|im_start|>system\n";
+  if (c.messages.front().role == "system") out += system + "\n\n";
+  out += kToolsHead;
+  for (const std::string& tool : c.tools) {
+    out += '\n';
+    out += tool;
+  }
+  out += kToolsTail;
+}
+
+void render_tool_calls(std::string& out, const Message& m, bool has_content) {
+  for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+    if (k > 0 || has_content) out += '\n';
+    out += "<tool_call>\n{\"name\": \"";
+    out += m.tool_calls[k].name;
+    out += "\", \"arguments\": ";
+    out += m.tool_calls[k].arguments;
+    out += "}\n</tool_call>";
+  }
+}
+
+// A run of tool messages becomes one user turn of <tool_response> blocks.
+void render_tool_response(std::string& out, const Conversation& c, std::size_t i, const std::string& content) {
+  if (i == 0 || c.messages[i - 1].role != "tool") out += "<|im_start|>user";
+  out += "\n<tool_response>\n";
+  out += content;
+  out += "\n</tool_response>";
+  if (i + 1 == c.messages.size() || c.messages[i + 1].role != "tool") out += kImEnd;
+}
+
+std::string_view strip_newlines_left(std::string_view s) {
+  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+  return s;
+}
+
+std::string_view strip_newlines_right(std::string_view s) {
+  while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return s;
+}
+
+// Closes assistant turn `begin` (after its header): records its spans and ends it.
+void end_assistant_turn(Rendered& r, std::size_t begin, ByteSpan think) {
+  r.assistant_content.push_back({begin, r.text.size()});
+  r.assistant_end.push_back({r.text.size(), r.text.size() + kImEnd.size()});
+  r.assistant_think.push_back(think);
+  r.text += kImEnd;
+}
+
+// tests/data/chat-templates/qwen2_vl.jinja
+Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options) {
   Rendered r;
-  std::string& out = r.text;
-  int images = 0, videos = 0;
+  VisionCount n;
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
-    if (i == 0 && m.role != "system") out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
-    out += "<|im_start|>" + m.role + "\n";
-    const std::size_t content_begin = out.size();
-    for (const ContentItem& item : m.content) {
-      switch (item.type) {
-        case ContentItem::Type::kText:
-          out += item.value;
-          break;
-        case ContentItem::Type::kImage:
-          ++images;
-          if (options.add_vision_id) out += "Picture " + std::to_string(images) + ": ";
-          out += "<|vision_start|><|image_pad|><|vision_end|>";
-          break;
-        case ContentItem::Type::kVideo:
-          ++videos;
-          if (options.add_vision_id) out += "Video " + std::to_string(videos) + ": ";
-          out += "<|vision_start|><|video_pad|><|vision_end|>";
-          break;
-      }
-    }
+    if (i == 0 && m.role != "system") r.text += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+    r.text += "<|im_start|>" + m.role + "\n";
+    const std::size_t begin = r.text.size();
+    r.text += render_content(m, n, true, options);
     if (m.role == "assistant") {
-      r.assistant_content.push_back({content_begin, out.size()});
-      r.assistant_end.push_back({out.size(), out.size() + 11});
+      end_assistant_turn(r, begin, {begin, begin});
+    } else {
+      r.text += kImEnd;
     }
-    out += "<|im_end|>\n";
   }
-  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n";
   return r;
+}
+
+// tests/data/chat-templates/qwen3_vl.jinja
+Rendered render_qwen3_vl(const Conversation& c, const RenderOptions& options) {
+  Rendered r;
+  const Message& first = c.messages.front();
+  const std::string system = first.role == "system" ? render_text_only(first) : std::string();
+  if (!c.tools.empty()) {
+    render_tools_header(r.text, c, system);
+  } else if (first.role == "system") {
+    r.text += "<|im_start|>system\n" + system;
+    r.text += kImEnd;
+  }
+  VisionCount n;
+  for (std::size_t i = 0; i < c.messages.size(); ++i) {
+    const Message& m = c.messages[i];
+    if (m.role == "user") {
+      r.text += "<|im_start|>user\n" + render_content(m, n, true, options);
+      r.text += kImEnd;
+    } else if (m.role == "assistant") {
+      r.text += "<|im_start|>assistant\n";
+      const std::size_t begin = r.text.size();
+      r.text += render_text_only(m);
+      render_tool_calls(r.text, m, m.has_content());
+      end_assistant_turn(r, begin, {begin, begin});
+    } else if (m.role == "tool") {
+      render_tool_response(r.text, c, i, render_content(m, n, true, options));
+    }  // system messages after the first are not rendered
+  }
+  if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n";
+  return r;
+}
+
+// tests/data/chat-templates/qwen3_vl_thinking.jinja
+Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& options) {
+  Rendered r;
+  VisionCount n;
+  const Message& first = c.messages.front();
+  const std::string system = first.role == "system" ? render_content(first, n, false, options) : std::string();
+  if (!c.tools.empty()) {
+    render_tools_header(r.text, c, system);
+  } else if (first.role == "system") {
+    r.text += "<|im_start|>system\n" + system;
+    r.text += kImEnd;
+  }
+  // The last user query: the last user message that is not a tool response it carries itself.
+  std::size_t last_query = c.messages.size() - 1;
+  for (std::size_t i = c.messages.size(); i-- > 0;) {
+    if (c.messages[i].role != "user") continue;
+    const std::string content = render_content(c.messages[i], n, false, options);
+    if (!(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < c.messages.size(); ++i) {
+    const Message& m = c.messages[i];
+    std::string content = render_content(m, n, true, options);  // counted for every message
+    if (m.role == "user" || (m.role == "system" && i > 0)) {
+      r.text += "<|im_start|>" + m.role + "\n" + content;
+      r.text += kImEnd;
+    } else if (m.role == "assistant") {
+      std::string reasoning;
+      if (m.reasoning_content) {
+        reasoning = *m.reasoning_content;
+      } else if (const std::size_t close = content.find("</think>"); close != std::string::npos) {
+        std::string_view before = strip_newlines_right(std::string_view(content).substr(0, close));
+        if (const std::size_t open = before.rfind("<think>"); open != std::string_view::npos) {
+          before.remove_prefix(open + 7);
+        }
+        reasoning = std::string(strip_newlines_left(before));
+        content = std::string(strip_newlines_left(std::string_view(content).substr(content.rfind("</think>") + 8)));
+      }
+      r.text += "<|im_start|>assistant\n";
+      const std::size_t begin = r.text.size();
+      ByteSpan think{begin, begin};
+      if (i > last_query && (i + 1 == c.messages.size() || !reasoning.empty())) {
+        r.text += "<think>\n";
+        r.text += strip_newlines_right(strip_newlines_left(reasoning));
+        r.text += "\n</think>\n\n";
+        think.end = r.text.size();
+        r.text += strip_newlines_left(content);
+      } else {
+        r.text += content;
+      }
+      render_tool_calls(r.text, m, !content.empty());
+      end_assistant_turn(r, begin, think);
+    } else if (m.role == "tool") {
+      render_tool_response(r.text, c, i, content);
+    }
+  }
+  if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n<think>\n";
+  return r;
+}
+
+std::string_view template_name(ChatTemplate tmpl) {
+  for (const auto& [t, name] : kTemplateNames) {
+    if (t == tmpl) return name;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Result<ChatTemplate> chat_template(std::string_view name) {
+  if (name == "qwen2-vl" || name == "qwen2.5-vl") return ChatTemplate::kQwen2VL;
+  if (name == "qwen3-vl") return ChatTemplate::kQwen3VL;
+  if (name == "qwen3-vl-thinking") return ChatTemplate::kQwen3VLThinking;
+  if (name.empty()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "chat template name is empty (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3-vl-thinking)");
+  }
+  return chat_template_file(std::string(name));
+}
+
+Result<Rendered> render_chat(const Conversation& c, ChatTemplate tmpl, const RenderOptions& options) {
+  if (c.messages.empty()) return Error(ErrorCode::kInvalidArgument, "conversation has no messages");
+  switch (tmpl) {
+    case ChatTemplate::kQwen2VL: return render_qwen2_vl(c, options);
+    case ChatTemplate::kQwen3VL: return render_qwen3_vl(c, options);
+    case ChatTemplate::kQwen3VLThinking: return render_qwen3_vl_thinking(c, options);
+  }
+  return Error(ErrorCode::kInvalidArgument, "unknown chat template");
 }
 
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
@@ -346,6 +699,19 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     }
   }
   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
+  for (const auto& [block, n, what] : {std::tuple{kImageBlock, n_images, "images"}, std::tuple{kVideoBlock, n_videos, "videos"}}) {
+    std::size_t rendered = 0;
+    for (std::size_t at = r.text.find(block); at != std::string::npos; at = r.text.find(block, at + block.size())) {
+      ++rendered;
+    }
+    if (rendered != n) {  // Qwen3-VL Instruct prints no media in assistant turns or system messages
+      return Error(ErrorCode::kInvalidArgument,
+                   "the " + std::string(template_name(tmpl)) + " template renders " + std::to_string(rendered) +
+                       " of the conversation's " + std::to_string(n) + " " + what +
+                       " (it prints none in some turns, e.g. Qwen3-VL Instruct's assistant and system turns); move "
+                       "them to a user turn");
+    }
+  }
   MMFEED_ASSIGN_OR_RETURN(Encoding enc, tok.encode_with_offsets(r.text));
   const auto image_pad = tok.token_to_id("<|image_pad|>");
   const auto video_pad = tok.token_to_id("<|video_pad|>");
@@ -356,6 +722,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   }
   auto trained = [&](std::size_t at) {
     for (std::size_t k = 0; k < r.assistant_content.size(); ++k) {
+      if (!options.train_reasoning && at >= r.assistant_think[k].begin && at < r.assistant_think[k].end) return false;
       if (at >= r.assistant_content[k].begin && at < r.assistant_content[k].end) return true;
       const std::size_t end_len = options.labels == LabelPolicy::kQwen ? 11 : 10;  // "<|im_end|>" (+ "\n")
       if (at >= r.assistant_end[k].begin && at < r.assistant_end[k].begin + end_len) return true;

@@ -4,15 +4,24 @@
 //
 // Formats read (one JSON object per sample):
 //   Qwen/OpenAI  {"messages": [{"role": "user", "content": "text" | [{"type": "image", "image": uri},
-//                                                                {"type": "text", "text": ...}]}]}
+//                                                                {"type": "text", "text": ...}]},
+//                              {"role": "assistant", "content": ..., "reasoning_content": "...",
+//                               "tool_calls": [{"function": {"name": "f", "arguments": {...}}}]},
+//                              {"role": "tool", "content": ...}],
+//                 "tools": [{"type": "function", "function": {...}}, ...]}
 //   LLaVA        {"conversations": [{"from": "human"|"gpt"|"system", "value": "<image>\nWhat is it?"}],
 //                 "image": uri | [uri, ...]}
 //   ShareGPT     {"conversations": [{"from": "user"|"assistant"|..., "value": ...}], "images": [...]}
 //
+// Templates: Qwen2-VL / Qwen2.5-VL, and Qwen3-VL Instruct and Thinking, each identical to
+// transformers' apply_chat_template with the published text (chat_template_text) for every
+// conversation parse_conversation accepts.
+//
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(Conversation c, parse_conversation(line));
-//   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, ChatTemplate::kQwen2VL, {}));
-//   MMFEED_ASSIGN_OR_RETURN(SftSample s, encode_conversation(tokenizer, c, ChatTemplate::kQwen2VL, grids, {}));
+//   MMFEED_ASSIGN_OR_RETURN(ChatTemplate t, chat_template("qwen3-vl"));
+//   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, t, {}));
+//   MMFEED_ASSIGN_OR_RETURN(SftSample s, encode_conversation(tokenizer, c, t, grids, {}));
 #pragma once
 
 #include <cstdint>
@@ -31,17 +40,35 @@ struct ContentItem {
   enum class Type { kText, kImage, kVideo };
   Type type = Type::kText;
   std::string value;  // the text, or the image/video URI
+  // An image or video item's own "text" key: Qwen3-VL Instruct renders it in the system prompt
+  // (where it prints the "text" of every item and skips media), nowhere else.
+  std::optional<std::string> media_text;
+};
+
+// One call of an assistant turn. `arguments` is what the templates print: a string argument as
+// given, any other JSON value as `tojson` writes it (python_json.h).
+struct ToolCall {
+  std::string name;
+  std::string arguments;
 };
 
 struct Message {
-  std::string role;  // "system", "user", "assistant" (others are rendered as given)
+  std::string role;  // "system", "user", "assistant" or "tool"
   bool content_is_string = false;
-  std::vector<ContentItem> content;  // one text item when content_is_string
+  std::vector<ContentItem> content;  // one text item when content_is_string; empty when absent
+  std::vector<ToolCall> tool_calls;  // assistant turns
+  // "reasoning_content" (or, as transformers aliases them, "thinking" or "reasoning": the first
+  // that is not null). Only the Qwen3-VL Thinking template renders it.
+  std::optional<std::string> reasoning_content;
+
+  // What Jinja's `if message.content` sees: a non-empty string or a non-empty list.
+  bool has_content() const { return content_is_string ? !content.front().value.empty() : !content.empty(); }
 };
 
 struct Conversation {
   std::string id;
   std::vector<Message> messages;
+  std::vector<std::string> tools;  // the sample's "tools", each as `tojson` writes it
 
   std::size_t count(ContentItem::Type type) const;
   // Image (or video) URIs in order of appearance.
@@ -51,9 +78,17 @@ struct Conversation {
 // Parses one sample in any of the formats above. Errors (kCorruptData) name the JSON path at
 // fault and what was expected there: "messages must be a list of messages, got an object",
 // "messages[1].content[0].text must be a string, got a number", "messages[0] has no \"role\"
-// (expected ...)", an unknown role or speaker, invalid UTF-8 ("malformed JSON: ..."), a
-// placeholder count that does not match the images listed. When the sample has an id the
-// error's context is "sample <id>".
+// (expected ...)", "messages[2].tool_calls[0].function.name must be a string, got null",
+// "tools[1] must be an object (a tool's JSON schema), got a string", an unknown role or
+// speaker, invalid UTF-8 ("malformed JSON: ..."), a placeholder count that does not match the
+// images listed. When the sample has an id the error's context is "sample <id>".
+//
+// An assistant message with "tool_calls" may omit "content" (rendered as empty, as Jinja
+// renders an undefined content). A tool call is {"name", "arguments"}, optionally wrapped in
+// {"function": {...}} (OpenAI's form; an empty "function" is ignored, as the templates' `if
+// tool_call.function` ignores it); "name" must be a string, "arguments" a string or any JSON
+// value. Refused where the templates would print something ill-defined: a missing name or
+// arguments, a media item whose "text" is not a string.
 Result<Conversation> parse_conversation(std::string_view json);
 
 // The sample's id as parse_conversation reads it (Conversation::id): the top-level "id" of a
@@ -67,11 +102,28 @@ Result<Conversation> parse_conversation(std::string_view json);
 //   sample_id_of("{not json")                         // nullopt
 std::optional<std::string> sample_id_of(std::string_view json);
 
-enum class ChatTemplate { kQwen2VL };
+enum class ChatTemplate {
+  kQwen2VL,          // Qwen2-VL and Qwen2.5-VL
+  kQwen3VL,          // Qwen3-VL Instruct
+  kQwen3VLThinking,  // Qwen3-VL Thinking
+};
 
-// "qwen2-vl" and "qwen2.5-vl" (the same template). Others, "qwen3-vl" included, are refused:
-// mmfeed renders only templates whose reference text it can test against.
-Result<ChatTemplate> chat_template(std::string_view name);
+// The template by name: "qwen2-vl" and "qwen2.5-vl" (the same template), "qwen3-vl" (Instruct:
+// the model's default) and "qwen3-vl-thinking". Anything else is taken as a file: a template
+// text (.jinja), or a JSON object whose "chat_template" is a string (a processor's
+// chat_template.json, a tokenizer_config.json). It is accepted only when that text is
+// byte-identical to one of chat_template_text's; otherwise refused naming the file (kUnsupported):
+// mmfeed renders only templates it reproduces exactly. A missing file is kNotFound, one that is
+// not a regular file or over 1 MiB is refused before it is read.
+//
+// Example:
+//   chat_template("qwen3-vl")                         // kQwen3VL
+//   chat_template("/models/Qwen3-VL-8B-Thinking/chat_template.json")  // kQwen3VLThinking
+//   chat_template("my_template.jinja")                // error: not one mmfeed renders
+Result<ChatTemplate> chat_template(std::string_view name_or_path);
+
+// The published text of `tmpl` that render_chat reproduces (tests/data/chat-templates/).
+std::string_view chat_template_text(ChatTemplate tmpl);
 
 struct RenderOptions {
   bool add_generation_prompt = false;
@@ -83,17 +135,33 @@ struct ByteSpan {
   std::size_t end = 0;
 };
 
+// The rendered text and, per assistant message in order, the spans labels need.
 struct Rendered {
   std::string text;
-  std::vector<ByteSpan> assistant_content;  // each assistant message's content
-  std::vector<ByteSpan> assistant_end;      // its "<|im_end|>\n"
+  // The turn after "<|im_start|>assistant\n" up to its "<|im_end|>": reasoning block (when
+  // rendered), content and tool calls.
+  std::vector<ByteSpan> assistant_content;
+  std::vector<ByteSpan> assistant_end;    // its "<|im_end|>\n"
+  // Within assistant_content, "<think>\n...\n</think>\n\n" where the Thinking template renders
+  // it (empty span where it does not).
+  std::vector<ByteSpan> assistant_think;
 };
 
+// Renders as apply_chat_template(messages, tools=conversation.tools, add_generation_prompt,
+// add_vision_id) with chat_template_text(tmpl), byte for byte. Qwen3-VL renders tool messages
+// as a user turn of <tool_response> blocks; the Instruct template drops system messages after
+// the first; the Thinking template keeps <think> blocks only for assistant turns after the
+// last user query (a user message that is not itself a <tool_response>) and splits content at
+// </think> when no reasoning_content is given. Qwen2-VL ignores tools, tool calls and reasoning.
 Result<Rendered> render_chat(const Conversation& conversation, ChatTemplate tmpl, const RenderOptions& options = {});
 
+// What is trained, for every template: the assistant turns only, as rendered after
+// "<|im_start|>assistant\n": content, tool calls and (default, see train_reasoning) the
+// <think> block the Thinking template renders, then the end marker by policy. Never system,
+// user or tool turns: tool responses are inputs (Qwen3-VL renders them in a user turn).
 enum class LabelPolicy {
-  kQwen,         // assistant content + "<|im_end|>" + "\n" (Qwen's recipe, LLaMA-Factory's)
-  kContentAndEos,  // assistant content + "<|im_end|>"
+  kQwen,           // assistant turn + "<|im_end|>" + "\n" (Qwen's recipe, LLaMA-Factory's)
+  kContentAndEos,  // assistant turn + "<|im_end|>"
 };
 
 enum class Truncation {
@@ -111,6 +179,11 @@ struct SftOptions {
   Truncation truncation = Truncation::kError;
   bool mrope_position_ids = false;
   int merge_size = 2;
+  // Train the <think> block the Thinking template renders (true by default: with that template
+  // the model is asked to produce its reasoning, so the reasoning is part of the reply it learns;
+  // the template itself drops reasoning before the last user query, so only the turns it keeps
+  // are trained). false leaves "<think>...</think>\n\n" at -100, training only the answer.
+  bool train_reasoning = true;
   RenderOptions render;
 };
 

@@ -208,6 +208,324 @@ def test_grids_the_merger_cannot_cut_are_refused(tok):
             mmfeed.encode_conversation(msgs, grids, tok, **options)
 
 
-def test_unknown_template_is_refused(tok):
-    with pytest.raises(ValueError, match="chat template 'qwen3-vl' is not available"):
-        mmfeed.render_chat(CONVERSATIONS["plain strings"], template="qwen3-vl")
+# --- Qwen3-VL (Instruct and Thinking) -----------------------------------------------------------
+
+QWEN3 = {"qwen3-vl": "qwen3_vl.jinja", "qwen3-vl-thinking": "qwen3_vl_thinking.jinja"}
+SEED_CONVERSATIONS = 300
+ALPHABET = list("abc xyz XYZ 0123 .,;:!?-_/") + ["\n", "\n\n", "\t", "\r", "\"", "'", "\\", "{", "}", "[", "]",
+                                                  "é", "中文", "😀", "\u0000", "\u001f", "\u007f", "\u2028",
+                                                  "<tool_call>", "</tool_response>", "</think>", "<think>"]
+
+
+def qwen3_template(name):
+    return (DATA / "chat-templates" / QWEN3[name]).read_text()
+
+
+def rand_text(rng, tags=True, max_len=6):
+    pool = ALPHABET if tags else [c for c in ALPHABET if not c.startswith("<")]
+    return "".join(rng.choice(pool) for _ in range(rng.randrange(max_len + 1)))
+
+
+def rand_number(rng):
+    return rng.choice([0, -1, 7, 2 ** 63 - 1, -2 ** 63, 2 ** 64 - 1, 0.0, -0.0, 1.0, 0.1, -2.5, 1e16, 1.5e16, 1e15,
+                       123456789012345.6, 1e-4, 1e-5, 5e-324, 1.7976931348623157e308, 3.141592653589793, 1e22,
+                       rng.uniform(-1e6, 1e6), rng.random() * 10 ** rng.randrange(-30, 30),
+                       rng.randrange(-10 ** 12, 10 ** 12)])
+
+
+def rand_json(rng, depth=0):
+    kind = rng.randrange(8 if depth < 3 else 5)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rand_number(rng)
+    if kind in (3, 4):
+        return rand_text(rng, max_len=8)
+    if kind == 5:
+        return [rand_json(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rand_text(rng, tags=False, max_len=4) + str(i): rand_json(rng, depth + 1) for i in range(rng.randrange(4))}
+
+
+def rand_tool(rng):
+    return {"type": "function", "function": {"name": "f" + rand_text(rng, tags=False, max_len=3),
+                                             "description": rand_text(rng),
+                                             "parameters": rand_json(rng, 1)}}
+
+
+def rand_content(rng, media=True, tool_response_text=False):
+    if tool_response_text and rng.random() < 0.5:
+        return "<tool_response>\n" + rand_text(rng) + "\n</tool_response>"
+    if rng.random() < 0.4:
+        return rand_text(rng)
+    items = []
+    for _ in range(rng.randrange(4)):
+        r = rng.random()
+        if media and r < 0.25:
+            items.append(img("i.jpg") if rng.random() < 0.8 else {"type": "image_url", "image_url": {"url": "u"}})
+        elif media and r < 0.4:
+            items.append({"type": "video", "video": "v.mp4"})
+        else:
+            items.append(txt(rand_text(rng)))
+    return items
+
+
+def rand_tool_call(rng):
+    args = rand_text(rng) if rng.random() < 0.3 else {k: rand_json(rng, 1) for k in ("a", "b")[:rng.randrange(3)]}
+    call = {"name": "f" + rand_text(rng, tags=False, max_len=3), "arguments": args}
+    return {"type": "function", "function": call} if rng.random() < 0.7 else call
+
+
+def rand_assistant(rng, media):
+    m = {"role": "assistant"}
+    shape = rng.randrange(4)
+    if shape == 0:
+        m["content"] = rand_content(rng, media=media)
+    elif shape == 1:  # reasoning inline, as models emit it
+        m["content"] = (rng.choice(["", "\n", "<think>", "<think>\n"]) + rand_text(rng, tags=False) +
+                        rng.choice(["", "\n", "\n\n"]) + "</think>" + rng.choice(["", "\n", "\n\n"]) +
+                        rand_text(rng))
+    elif shape == 2:
+        m["content"] = rand_content(rng, media=media)
+        m[rng.choice(["reasoning_content", "reasoning_content", "thinking", "reasoning"])] = rng.choice(
+            ["", "\n" + rand_text(rng, tags=False) + "\n", rand_text(rng, tags=False)])
+    else:
+        m["content"] = rng.choice(["", rand_text(rng), [], [txt("")]])
+    if rng.random() < 0.35:
+        if rng.random() < 0.3:
+            del m["content"]
+        m["tool_calls"] = [rand_tool_call(rng) for _ in range(rng.randrange(1, 3))]
+    return m
+
+
+def rand_conversation(rng, media_in_assistant=True):
+    """A conversation exercising each branch of the Qwen3-VL templates: system prompt present
+    or absent (string, list, images in it), user turns with images and videos, assistant turns
+    with inline <think>, reasoning_content, tool calls, runs of tool responses (with media), a
+    user turn that is itself a <tool_response>, a system message later on."""
+    msgs = []
+    if rng.random() < 0.5:
+        sys_content = rand_content(rng, media=rng.random() < 0.3)
+        if isinstance(sys_content, list) and sys_content and rng.random() < 0.3:
+            sys_content.append({"type": "image", "image": "s.jpg", "text": rand_text(rng)})
+        msgs.append({"role": "system", "content": sys_content})
+    for _ in range(rng.randrange(1, 4)):
+        msgs.append({"role": "user", "content": rand_content(rng, tool_response_text=rng.random() < 0.2)})
+        for _ in range(rng.randrange(3)):
+            a = rand_assistant(rng, media_in_assistant)
+            msgs.append(a)
+            if "tool_calls" in a or rng.random() < 0.3:
+                for _ in range(rng.randrange(1, 4)):
+                    msgs.append({"role": "tool", "content": rand_content(rng)})
+        if rng.random() < 0.1:
+            msgs.append({"role": "system", "content": rand_text(rng)})
+    if rng.random() < 0.5:
+        msgs.append(rand_assistant(rng, media_in_assistant))
+    tools = rng.choice([None, None, [], [rand_tool(rng) for _ in range(rng.randrange(1, 3))]])
+    return msgs, tools
+
+
+def generated(n, seed=16, **kwargs):
+    import random
+
+    rng = random.Random(seed)
+    return [rand_conversation(rng, **kwargs) for _ in range(n)]
+
+
+@pytest.mark.parametrize("template", sorted(QWEN3))
+def test_qwen3_rendering_identical_to_apply_chat_template(hf, template):
+    text = qwen3_template(template)
+    for i, (msgs, tools) in enumerate(generated(SEED_CONVERSATIONS)):
+        for gen in (False, True):
+            for vid in (False, True):
+                want = hf.apply_chat_template(msgs, tools=tools, chat_template=text, tokenize=False,
+                                              add_generation_prompt=gen, add_vision_id=vid)
+                got = mmfeed.render_chat(msgs, template=template, add_generation_prompt=gen, add_vision_id=vid,
+                                         tools=tools)
+                assert got == want, (i, gen, vid, msgs, tools)
+
+
+def test_generated_conversations_reach_every_branch():
+    convs = generated(SEED_CONVERSATIONS)
+    seen = set()
+    for msgs, tools in convs:
+        roles = [m["role"] for m in msgs]
+        seen |= {"system first"} if roles[0] == "system" else {"no system"}
+        seen |= {"later system"} if "system" in roles[1:] else set()
+        seen |= {"tools"} if tools else set()
+        seen |= {"tool run"} if any(a == b == "tool" for a, b in zip(roles, roles[1:])) else set()
+        for m in msgs:
+            c = m.get("content")
+            seen |= {"string content"} if isinstance(c, str) else {"list content"} if c is not None else {"no content"}
+            if isinstance(c, list):
+                seen |= {item.get("type") for item in c}
+            if isinstance(c, str) and c.startswith("<tool_response>"):
+                seen.add("user tool_response")
+            if isinstance(c, str) and "</think>" in c and m["role"] == "assistant":
+                seen.add("inline think")
+            for key in ("reasoning_content", "thinking", "reasoning"):
+                seen |= {key} if key in m else set()
+            for call in m.get("tool_calls", []):
+                seen.add("function wrapper" if "function" in call else "bare call")
+                args = (call.get("function") or call)["arguments"]
+                seen.add("string arguments" if isinstance(args, str) else "json arguments")
+        seen |= {"ends with assistant"} if roles[-1] == "assistant" else set()
+    assert seen >= {"system first", "no system", "later system", "tools", "tool run", "string content", "list content",
+                    "no content", "image", "image_url", "video", "text", "user tool_response", "inline think",
+                    "reasoning_content", "thinking", "reasoning", "function wrapper", "bare call", "string arguments",
+                    "json arguments", "ends with assistant"}, seen
+
+
+def test_tool_schemas_serialise_as_json_dumps():
+    # tojson under transformers is json.dumps(ensure_ascii=False): key order kept, floats as repr.
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        value = rand_json(rng)
+        tool = {"v": value, "n": rand_number(rng)}
+        out = mmfeed.render_chat([{"role": "user", "content": "q"}], template="qwen3-vl", tools=[tool])
+        assert "<tools>\n" + json.dumps(tool, ensure_ascii=False) + "\n</tools>" in out, tool
+
+
+def test_tools_may_be_functions_as_transformers_takes_them(hf):
+    def get_weather(city: str, days: int = 1):
+        """Weather forecast.
+
+        Args:
+            city: The city.
+            days: How many days.
+        """
+
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+    want = hf.apply_chat_template(msgs, tools=[get_weather], chat_template=qwen3_template("qwen3-vl"), tokenize=False)
+    assert mmfeed.render_chat(msgs, template="qwen3-vl", tools=[get_weather]) == want
+
+
+def qwen3_reference_labels(hf, text, template, grids, vgrids, newline=True, train_reasoning=True):
+    """Labels computed here from the rendered text: each "<|im_start|>assistant\\n" turn up to
+    its <|im_end|> (+ "\\n"), minus the leading <think> block when not trained; vision tokens
+    and everything else -100."""
+    spans, skip, at = [], [], 0
+    while (at := text.find("<|im_start|>assistant\n", at)) != -1:
+        start = at + len("<|im_start|>assistant\n")
+        end = text.find("<|im_end|>", start)
+        if end == -1:  # the generation prompt
+            break
+        spans.append((start, end + len("<|im_end|>") + (1 if newline else 0)))
+        if template == "qwen3-vl-thinking" and text.startswith("<think>\n", start):
+            skip.append((start, text.index("\n</think>\n\n", start) + len("\n</think>\n\n")))
+        at = end
+    if train_reasoning:
+        skip = []
+    enc = hf(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, labels, images, videos = [], [], iter(grids), iter(vgrids)
+    for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
+        if token in (IMAGE_PAD, VIDEO_PAD):
+            t, h, w = next(images) if token == IMAGE_PAD else next(videos)
+            ids += [token] * (t * h * w // 4)
+            labels += [-100] * (t * h * w // 4)
+            continue
+        ids.append(token)
+        trained = any(a <= s < b for a, b in spans) and not any(a <= s < b for a, b in skip)
+        labels.append(token if trained and token not in (151652, 151653) else -100)
+    return ids, labels
+
+
+@pytest.mark.parametrize("template", sorted(QWEN3))
+def test_qwen3_labels_are_the_assistant_turns(hf, tok, template):
+    text_template = qwen3_template(template)
+    checked = refused = 0
+    for i, (msgs, tools) in enumerate(generated(120, seed=61)):
+        n_img = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"]
+                    if c.get("type") in ("image", "image_url"))
+        n_vid = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"] if c.get("type") == "video")
+        grids, vgrids = [(1, 4, 2 + 2 * (k % 3)) for k in range(n_img)], [(2, 2, 4)] * n_vid
+        text = hf.apply_chat_template(msgs, tools=tools, chat_template=text_template, tokenize=False)
+        rendered_media = text.count("<|image_pad|>"), text.count("<|video_pad|>")
+        for policy, newline in (("qwen", True), ("content_and_eos", False)):
+            for train_reasoning in (True, False):
+                kwargs = dict(template=template, tools=tools, labels=policy, train_reasoning=train_reasoning,
+                              video_grids=vgrids)
+                if rendered_media != (n_img, n_vid):  # media the template does not print
+                    with pytest.raises(ValueError, match="template renders .* move them to a user turn"):
+                        mmfeed.encode_conversation(msgs, grids, tok, **kwargs)
+                    refused += 1
+                    continue
+                out = mmfeed.encode_conversation(msgs, grids, tok, **kwargs)
+                ids, labels = qwen3_reference_labels(hf, text, template, grids, vgrids, newline, train_reasoning)
+                assert out["input_ids"].tolist() == ids, i
+                assert out["labels"].tolist() == labels, (i, policy, train_reasoning)
+                checked += 1
+    assert checked > 200
+    if template == "qwen3-vl":
+        assert refused > 0  # images in assistant turns or the system prompt
+
+
+def test_thinking_labels_by_default_train_the_think_block(tok):
+    msgs = [{"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "Add them."}]
+    text = mmfeed.render_chat(msgs, template="qwen3-vl-thinking")
+    assert text.endswith("<|im_start|>assistant\n<think>\nAdd them.\n</think>\n\n4<|im_end|>\n")
+    trained = [t for t in mmfeed.encode_conversation(msgs, [], tok, template="qwen3-vl-thinking")["labels"] if t != -100]
+    assert tok.decode(trained) == "<think>\nAdd them.\n</think>\n\n4<|im_end|>\n"
+    answer = mmfeed.encode_conversation(msgs, [], tok, template="qwen3-vl-thinking", train_reasoning=False)["labels"]
+    assert tok.decode([t for t in answer if t != -100]) == "4<|im_end|>\n"
+
+
+def test_tool_responses_are_never_trained(tok):
+    msgs = [{"role": "user", "content": "Weather?"},
+            {"role": "assistant", "tool_calls": [{"function": {"name": "w", "arguments": {"city": "Oslo"}}}]},
+            {"role": "tool", "content": "rain"}, {"role": "assistant", "content": "Rain."}]
+    for template in QWEN3:
+        labels = mmfeed.encode_conversation(msgs, [], tok, template=template)["labels"]
+        trained = tok.decode([t for t in labels if t != -100])
+        assert "rain" not in trained and "tool_response" not in trained
+        assert '<tool_call>\n{"name": "w", "arguments": {"city": "Oslo"}}\n</tool_call><|im_end|>\n' in trained
+
+
+@pytest.mark.parametrize("sample,message", [
+    ({"messages": [{"role": "assistant", "content": "x", "tool_calls": {}}]},
+     "messages[0].tool_calls must be a list of tool calls, got an object"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}]},
+     'messages[0].tool_calls[0].function has no "name"'),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"name": 3, "arguments": {}}]}]},
+     "messages[0].tool_calls[0].name must be a string (the function's name), got a number"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"function": "f"}]}]},
+     "messages[0].tool_calls[0].function must be an object"),
+    ({"messages": [{"role": "assistant", "tool_calls": [{"name": "f"}]}]},
+     'messages[0].tool_calls[0] has no "arguments"'),
+    ({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]},
+     "messages[0].reasoning_content must be a string, got a number"),
+    ({"id": 9, "messages": [{"role": "user", "content": "x"}], "tools": ["f"]},
+     "sample 9: tools[0] must be an object (a tool's JSON schema), got a string"),
+    ({"messages": [{"role": "user", "content": "x"}], "tools": {}}, "tools must be a list of tools"),
+    ({"messages": [{"role": "assistant"}]}, 'messages[0] has no "content"'),
+])
+def test_bad_qwen3_fields_are_named_errors(sample, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mmfeed.render_chat(sample, template="qwen3-vl")
+
+
+def test_template_files_are_accepted_only_byte_identical(tmp_path):
+    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>x</think>Hello"}]
+    for name, file in QWEN3.items():
+        text = (DATA / "chat-templates" / file).read_text()
+        want = mmfeed.render_chat(msgs, template=name)
+        (tmp_path / file).write_text(text)
+        assert mmfeed.render_chat(msgs, template=tmp_path / file) == want
+        (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": text}))
+        assert mmfeed.render_chat(msgs, template=tmp_path / "chat_template.json") == want
+    assert mmfeed.render_chat(msgs, template=DATA / "chat-templates" / "qwen2_vl.jinja") == mmfeed.render_chat(msgs)
+    mine = tmp_path / "mine.jinja"
+    mine.write_text(qwen3_template("qwen3-vl").replace("# Tools", "# My tools"))
+    with pytest.raises(ValueError, match=re.escape(f"chat template file '{mine}' is not byte-identical")):
+        mmfeed.render_chat(msgs, template=mine)
+    (tmp_path / "stripped.jinja").write_text(qwen3_template("qwen3-vl").rstrip("\n"))
+    with pytest.raises(ValueError, match="is not byte-identical"):
+        mmfeed.render_chat(msgs, template=tmp_path / "stripped.jinja")
+    with pytest.raises(RuntimeError, match="chat template 'qwen4-vl' is neither a known name"):
+        mmfeed.render_chat(msgs, template="qwen4-vl")
+    with pytest.raises(ValueError, match="not a regular file"):
+        mmfeed.render_chat(msgs, template=tmp_path)

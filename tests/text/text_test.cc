@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include "text/chat.h"
+#include "text/python_json.h"
 #include "text/tokenizer.h"
 
 namespace mmfeed::text {
@@ -163,6 +167,139 @@ TEST(ChatTest, LabelsTrainOnlyTheReply) {
     if (s.labels[i] != kIgnoreIndex) trained.push_back(s.input_ids[i]);
   }
   EXPECT_EQ(qwen().decode(trained), "yo<|im_end|>\n");
+}
+
+
+// Expected strings are Python's json.dumps(json.loads(input), ensure_ascii=False).
+TEST(PythonJsonTest, WritesWhatJsonDumpsWrites) {
+  EXPECT_EQ(python_json(R"({"b":[1,2.50,true],"a":null})").value(), R"({"b": [1, 2.5, true], "a": null})");
+  EXPECT_EQ(python_json("[1e16, 1.5e16, 1e15, 1e-4, 1e-5, 0.1, -0.0, 5e-324, 1.7976931348623157e308, 1E22, 100.0, "
+                        "2.5e-7]")
+                .value(),
+            "[1e+16, 1.5e+16, 1000000000000000.0, 0.0001, 1e-05, 0.1, -0.0, 5e-324, 1.7976931348623157e+308, "
+            "1e+22, 100.0, 2.5e-07]");
+  EXPECT_EQ(python_json("[9223372036854775807, -9223372036854775808, 18446744073709551615, 0, -1]").value(),
+            "[9223372036854775807, -9223372036854775808, 18446744073709551615, 0, -1]");
+  EXPECT_EQ(python_json(R"({"s":"q\"\\\n\r\t\b\f\u0000\u001f\u007f )" "\xc3\xa9\xf0\x9f\x98\x80" R"(\u2028/"})").value(),
+            R"({"s": "q\"\\\n\r\t\b\f\u0000\u001f)" "\x7f \xc3\xa9\xf0\x9f\x98\x80\xe2\x80\xa8/\"}");
+  EXPECT_EQ(python_json(R"({"x":{"y":[{},[],{"z":""}]}})").value(), R"({"x": {"y": [{}, [], {"z": ""}]}})");
+  EXPECT_EQ(python_json(R"("\ud83d\ude00")").value(), "\"\xf0\x9f\x98\x80\"");
+  EXPECT_FALSE(python_json("{").ok());
+}
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(std::string(MMFEED_TEST_DATA_DIR "/chat-templates/") + name, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ChatTemplateTest, CarriesThePublishedTextsByteForByte) {
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen2VL), read_fixture("qwen2_vl.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VL), read_fixture("qwen3_vl.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VLThinking), read_fixture("qwen3_vl_thinking.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VL).size(), 5292u);
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VLThinking).size(), 5199u);
+}
+
+TEST(ChatTemplateTest, NamesSelectTemplates) {
+  EXPECT_EQ(chat_template("qwen2-vl").value(), ChatTemplate::kQwen2VL);
+  EXPECT_EQ(chat_template("qwen2.5-vl").value(), ChatTemplate::kQwen2VL);
+  EXPECT_EQ(chat_template("qwen3-vl").value(), ChatTemplate::kQwen3VL);
+  EXPECT_EQ(chat_template("qwen3-vl-thinking").value(), ChatTemplate::kQwen3VLThinking);
+  EXPECT_EQ(chat_template("qwen4-vl").error().code(), ErrorCode::kNotFound);
+}
+
+TEST(ChatTemplateTest, AFileIsAcceptedOnlyByteIdentical) {
+  const std::string dir = MMFEED_TEST_DATA_DIR "/chat-templates/";
+  EXPECT_EQ(chat_template(dir + "qwen3_vl_thinking.jinja").value(), ChatTemplate::kQwen3VLThinking);
+  EXPECT_EQ(chat_template(dir + "qwen3_vl.jinja").value(), ChatTemplate::kQwen3VL);
+  const std::string mine = (std::filesystem::temp_directory_path() / "mmfeed_text_test_mine.jinja").string();
+  std::ofstream(mine, std::ios::binary) << read_fixture("qwen3_vl.jinja") << "\n";
+  const auto refused = chat_template(mine);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(refused.error().message().find("chat template file '" + mine + "' is not byte-identical"), std::string::npos)
+      << refused.error().message();
+  std::filesystem::remove(mine);
+}
+
+TEST(ChatTest, ParsesToolsToolCallsAndReasoning) {
+  const Conversation c = parse_conversation(R"({"tools": [{"name": "w", "p": 1.50}], "messages": [
+      {"role": "user", "content": "q"},
+      {"role": "assistant", "thinking": "hmm", "tool_calls": [{"function": {"name": "w", "arguments": {"b": 1, "a": "x"}}},
+                                                            {"function": {}, "name": "v", "arguments": "{\"raw\":1}"}]},
+      {"role": "tool", "content": "sun"}]})")
+                             .value();
+  ASSERT_EQ(c.tools.size(), 1u);
+  EXPECT_EQ(c.tools[0], R"({"name": "w", "p": 1.5})");
+  const Message& a = c.messages[1];
+  EXPECT_EQ(a.reasoning_content, std::optional<std::string>("hmm"));
+  EXPECT_FALSE(a.has_content());
+  ASSERT_EQ(a.tool_calls.size(), 2u);
+  EXPECT_EQ(a.tool_calls[0].name, "w");
+  EXPECT_EQ(a.tool_calls[0].arguments, R"({"b": 1, "a": "x"})");
+  EXPECT_EQ(a.tool_calls[1].name, "v");
+  EXPECT_EQ(a.tool_calls[1].arguments, R"({"raw":1})");
+  EXPECT_EQ(c.messages[2].role, "tool");
+}
+
+TEST(ChatTest, ToolCallErrorsNameTheJsonPath) {
+  const auto r = parse_conversation(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": null}}]}]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "messages[0].tool_calls[0].function.name must be a string (the function's name), got null");
+}
+
+TEST(ChatTest, Qwen3ThinkingKeepsReasoningOnlyAfterTheLastQuery) {
+  const Conversation c = parse_conversation(R"({"messages": [
+      {"role": "user", "content": "a"}, {"role": "assistant", "content": "<think>old</think>A"},
+      {"role": "user", "content": "b"}, {"role": "assistant", "content": "", "reasoning_content": "r",
+                                         "tool_calls": [{"name": "f", "arguments": {}}]},
+      {"role": "tool", "content": "t"}, {"role": "assistant", "content": "\n\nB"}]})")
+                             .value();
+  const Rendered r = render_chat(c, ChatTemplate::kQwen3VLThinking).value();
+  EXPECT_EQ(r.text,
+            "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n<|im_start|>user\nb<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nr\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n"
+            "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nt\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nB<|im_end|>\n");
+  ASSERT_EQ(r.assistant_think.size(), 3u);
+  EXPECT_EQ(r.assistant_think[0].end, r.assistant_think[0].begin);
+  EXPECT_EQ(r.text.substr(r.assistant_think[1].begin, r.assistant_think[1].end - r.assistant_think[1].begin),
+            "<think>\nr\n</think>\n\n");
+  const Rendered instruct = render_chat(c, ChatTemplate::kQwen3VL).value();
+  EXPECT_NE(instruct.text.find("<|im_start|>assistant\n<think>old</think>A<|im_end|>"), std::string::npos);
+}
+
+TEST(ChatTest, ReasoningIsTrainedByDefaultAndCanBeLeftOut) {
+  const Conversation c =
+      parse_conversation(R"({"messages": [{"role": "user", "content": "q"},
+                                          {"role": "assistant", "content": "yes", "reasoning_content": "why"}]})")
+          .value();
+  auto trained_text = [&](bool train_reasoning) {
+    SftOptions o;
+    o.train_reasoning = train_reasoning;
+    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, {}, {}, o).value();
+    std::vector<std::int32_t> trained;
+    for (const std::int32_t id : s.labels) {
+      if (id != kIgnoreIndex) trained.push_back(id);
+    }
+    return qwen().decode(trained);
+  };
+  EXPECT_EQ(trained_text(true), "<think>\nwhy\n</think>\n\nyes<|im_end|>\n");
+  EXPECT_EQ(trained_text(false), "yes<|im_end|>\n");
+}
+
+TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {
+  const Conversation c = parse_conversation(R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": [{"type": "image", "image": "a.jpg"}, {"type": "text", "text": "x"}]}]})")
+                             .value();
+  const std::vector<Grid3> grids = {{1, 4, 4}};
+  const auto r = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, grids, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message().rfind("the Qwen3-VL Instruct template renders 0 of the conversation's 1 images", 0), 0u)
+      << r.error().message();
+  EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, grids, {}).ok());
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+// JSON values written as Python's json.dumps(value, ensure_ascii=False) writes them, which is
+// what the chat templates' `tojson` filter produces under transformers: separators ", " and
+// ": ", keys in the order given, integers exact, floats as Python's repr ("1.0", "1e-05",
+// "1e+16"), strings with \" \\ \n \r \t \b \f escaped, other control characters as \u00XX and
+// everything else (non-ASCII included) as is.
+//
+// Example:
+//   python_json(R"({"b":[1,2.50,true],"a":null})")  // {"b": [1, 2.5, true], "a": null}
+#pragma once
+
+#include <simdjson.h>
+
+#include <string>
+#include <string_view>
+
+#include "mmfeed/error.h"
+
+namespace mmfeed::text {
+
+// Appends `value` to `out`. Written once here for every JSON value a template serialises.
+void append_python_json(std::string& out, simdjson::dom::element value);
+
+// One JSON text re-serialised; kCorruptData when it does not parse. Numbers simdjson cannot hold
+// exactly (integers beyond 64 bits, floats beyond double range) do not parse.
+Result<std::string> python_json(std::string_view json);
+
+}  // namespace mmfeed::text
