@@ -1,6 +1,9 @@
-// Fuzz target: manifest sample parsing, chat rendering, tokenization and SFT encoding of what
-// renders. Invariants: labels and attention mask as long as the ids; encoding is stable under
-// a decode round trip (decode gives the NFC-normalised text, which encodes to the same ids).
+// Fuzz target: manifest sample parsing (tools, tool calls, reasoning included), chat rendering
+// with each template (Qwen2-VL, Qwen3-VL Instruct and Thinking), tokenization and SFT encoding of
+// what renders. Invariants: one set of spans per assistant message, each inside the text (the
+// think block inside its turn, the turn ending at its "<|im_end|>\n"); labels and attention mask
+// as long as the ids; encoding is stable under a decode round trip (decode gives the
+// NFC-normalised text, which encodes to the same ids).
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -25,13 +28,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!conversation.ok()) return 0;
   std::vector<Grid3> images(conversation->count(ContentItem::Type::kImage), Grid3{1, 4, 4});
   std::vector<Grid3> videos(conversation->count(ContentItem::Type::kVideo), Grid3{2, 4, 4});
-  SftOptions options;
-  options.mrope_position_ids = true;
-  auto sample = encode_conversation(*tok, *conversation, ChatTemplate::kQwen2VL, images, videos, options);
-  if (sample.ok() && (sample->labels.size() != sample->input_ids.size() ||
-                      sample->attention_mask.size() != sample->input_ids.size() ||
-                      sample->position_ids.size() != 3 * sample->input_ids.size())) {
-    std::abort();
+  std::size_t assistants = 0;
+  for (const Message& m : conversation->messages) assistants += m.role == "assistant";
+  for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking}) {
+    for (const bool vision_id : {false, true}) {
+      const auto rendered = render_chat(*conversation, tmpl, {.add_generation_prompt = vision_id, .add_vision_id = vision_id});
+      if (!rendered.ok()) std::abort();  // every parsed conversation renders
+      const Rendered& r = *rendered;
+      if (r.assistant_content.size() != assistants || r.assistant_end.size() != assistants ||
+          r.assistant_think.size() != assistants) {
+        std::abort();
+      }
+      for (std::size_t k = 0; k < assistants; ++k) {
+        const ByteSpan turn = r.assistant_content[k], think = r.assistant_think[k], end = r.assistant_end[k];
+        if (turn.begin > turn.end || turn.end != end.begin || end.end > r.text.size() ||
+            r.text.compare(end.begin, end.end - end.begin, "<|im_end|>\n") != 0 || think.begin != turn.begin ||
+            think.end < think.begin || think.end > turn.end) {
+          std::abort();
+        }
+      }
+    }
+    SftOptions options;
+    options.mrope_position_ids = true;
+    options.train_reasoning = tmpl != ChatTemplate::kQwen3VLThinking;
+    auto sample = encode_conversation(*tok, *conversation, tmpl, images, videos, options);
+    if (sample.ok() && (sample->labels.size() != sample->input_ids.size() ||
+                        sample->attention_mask.size() != sample->input_ids.size() ||
+                        sample->position_ids.size() != 3 * sample->input_ids.size())) {
+      std::abort();
+    }
   }
   return 0;
 }

@@ -246,7 +246,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
       }
     } else if (!field.get_string().get(text)) {
       msg.content_is_string = true;
-      msg.content.push_back({ContentItem::Type::kText, std::string(text)});
+      msg.content.push_back({ContentItem::Type::kText, std::string(text), std::nullopt});
     } else if (!field.get_array().get(items)) {
       std::size_t item_index = 0;
       for (simdjson::dom::element item : items) {
@@ -306,15 +306,15 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
       const std::size_t vid = value.find("<video>", at);
       const std::size_t next = std::min(img, vid);
       if (next > at) {
-        msg.content.push_back({ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at))});
+        msg.content.push_back({ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at)), std::nullopt});
       }
       if (next == std::string_view::npos) break;
       if (next == img) {
         if (next_image >= images.size()) return bad(where + ": more <image> placeholders than images listed");
-        msg.content.push_back({ContentItem::Type::kImage, images[next_image++]});
+        msg.content.push_back({ContentItem::Type::kImage, images[next_image++], std::nullopt});
       } else {
         if (next_video >= videos.size()) return bad(where + ": more <video> placeholders than videos listed");
-        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++]});
+        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++], std::nullopt});
       }
       at = next + 7;
     }
@@ -396,7 +396,7 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
-    return Error(ErrorCode::kNotFound,
+    return Error(ErrorCode::kUnsupported,
                  "chat template '" + path + "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
                  "qwen3-vl-thinking) nor an existing file");
   }

@@ -113,8 +113,8 @@ enum class ChatTemplate {
 // text (.jinja), or a JSON object whose "chat_template" is a string (a processor's
 // chat_template.json, a tokenizer_config.json). It is accepted only when that text is
 // byte-identical to one of chat_template_text's; otherwise refused naming the file (kUnsupported):
-// mmfeed renders only templates it reproduces exactly. A missing file is kNotFound, one that is
-// not a regular file or over 1 MiB is refused before it is read.
+// mmfeed renders only templates it reproduces exactly. So is a name that is neither known nor an
+// existing file; one that is not a regular file or over 1 MiB is refused before it is read.
 //
 // Example:
 //   chat_template("qwen3-vl")                         // kQwen3VL

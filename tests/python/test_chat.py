@@ -525,7 +525,7 @@ def test_template_files_are_accepted_only_byte_identical(tmp_path):
     (tmp_path / "stripped.jinja").write_text(qwen3_template("qwen3-vl").rstrip("\n"))
     with pytest.raises(ValueError, match="is not byte-identical"):
         mmfeed.render_chat(msgs, template=tmp_path / "stripped.jinja")
-    with pytest.raises(RuntimeError, match="chat template 'qwen4-vl' is neither a known name"):
+    with pytest.raises(ValueError, match="chat template 'qwen4-vl' is neither a known name"):
         mmfeed.render_chat(msgs, template="qwen4-vl")
     with pytest.raises(ValueError, match="not a regular file"):
         mmfeed.render_chat(msgs, template=tmp_path)

@@ -207,7 +207,7 @@ TEST(ChatTemplateTest, NamesSelectTemplates) {
   EXPECT_EQ(chat_template("qwen2.5-vl").value(), ChatTemplate::kQwen2VL);
   EXPECT_EQ(chat_template("qwen3-vl").value(), ChatTemplate::kQwen3VL);
   EXPECT_EQ(chat_template("qwen3-vl-thinking").value(), ChatTemplate::kQwen3VLThinking);
-  EXPECT_EQ(chat_template("qwen4-vl").error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(chat_template("qwen4-vl").error().code(), ErrorCode::kUnsupported);
 }
 
 TEST(ChatTemplateTest, AFileIsAcceptedOnlyByteIdentical) {
