@@ -71,3 +71,14 @@ def test_refuses_unknown_systems(tmp_path):
     run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--systems", "mmfeed,grain", "--out", tmp_path],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "unknown systems or sources: grain" in run.stderr
+
+
+def test_qwen3_vl_preprocessing_in_every_system(tmp_path):
+    # The peers run transformers' Qwen3-VL image processing (patch 16, mean/std 0.5) and chat
+    # template; mmfeed model="qwen3-vl".
+    _, out = bench(tmp_path, "--samples", 6, "--step-ms", 10, "--sources", "local", "--no-step0", "--model",
+                   "qwen3-vl")
+    assert out["config"]["model"] == "qwen3-vl"
+    assert [r["name"] for r in out["systems"]] == SYSTEMS
+    for r in out["systems"]:
+        check(r, 6)

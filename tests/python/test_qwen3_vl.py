@@ -1,0 +1,151 @@
+"""Issue 16: the whole Qwen3-VL sample from the Loader against transformers' own Qwen3-VL
+processor (Qwen3VLProcessor with the Qwen3-VL Instruct chat template, the PIL image processor at
+patch 16, merge 2, mean/std 0.5), on the demo set and on generated conversations: input_ids with
+the image tokens expanded, pixel_values, image_grid_thw, labels and mrope position ids."""
+import io
+import json
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageOps
+from transformers import Qwen2TokenizerFast
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+from transformers.processing_utils import ProcessorMixin
+
+import mmfeed
+from conftest import ROOT
+from mmfeed import datagen
+
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+TEMPLATES = ROOT / "tests" / "data" / "chat-templates"
+MAX_PIXELS = 200_704  # a multiple of 32^2 under the hub's 16,777,216, to keep the test small
+TOLERANCE = 1e-6  # as the image parity tests (test_vision.py)
+
+
+@pytest.fixture(scope="module")
+def processor(monkeypatch_module):
+    # The processor's class check looks the image and video processor classes up by name among
+    # the torchvision-backed ones, which this environment lacks; the PIL image processor is the
+    # reference mmfeed matches, and no video is processed here.
+    monkeypatch_module.setattr(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None)
+    tok = Qwen2TokenizerFast(tokenizer_file=str(TOKENIZER))
+    images = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
+                                      image_std=[0.5] * 3,
+                                      size={"shortest_edge": 65536, "longest_edge": MAX_PIXELS})
+    return Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=None,
+                            chat_template=(TEMPLATES / "qwen3_vl.jinja").read_text())
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def hf_messages(sample: dict, base) -> list:
+    """The sample's messages with each image opened as transformers' load_image does."""
+    out = []
+    for m in sample["messages"]:
+        if isinstance(m["content"], list):
+            content = []
+            for c in m["content"]:
+                if c["type"] == "image":
+                    with Image.open(io.BytesIO((base / c["image"]).read_bytes())) as im:
+                        c = {"type": "image", "image": ImageOps.exif_transpose(im).convert("RGB")}
+                content.append(c)
+            m = {**m, "content": content}
+        out.append(m)
+    return out
+
+
+def reference(processor, sample: dict, base) -> dict:
+    """transformers' sample: ids, pixels, grids, the labels of the assistant turns (content,
+    <|im_end|> and the newline after it, by character offsets in the rendered text; vision tokens
+    never), and get_rope_index's positions."""
+    messages = hf_messages(sample, base)
+    out = dict(processor.apply_chat_template(messages, tokenize=True, return_dict=True, return_tensors="np"))
+    out.setdefault("image_grid_thw", np.zeros((0, 3), np.int64))  # a text-only sample
+    out.setdefault("pixel_values", np.zeros((0, 3 * 2 * 16 * 16), np.float32))
+    text = processor.apply_chat_template(messages, tokenize=False)
+    spans = [(m.start(1), m.end(1)) for m in re.finditer(r"<\|im_start\|>assistant\n(.*?<\|im_end\|>\n)", text, re.S)]
+    enc = processor.tokenizer(text, return_offsets_mapping=True)
+    labels = []
+    grids = iter(out["image_grid_thw"])
+    for token, (start, _) in zip(enc["input_ids"], enc["offset_mapping"]):
+        if token == processor.image_token_id:
+            labels += [-100] * int(np.prod(next(grids)) // 4)
+        else:
+            trained = token not in (processor.vision_start_token_id, processor.vision_end_token_id)
+            labels.append(token if trained and any(a <= start < b for a, b in spans) else -100)
+    fake = SimpleNamespace(config=SimpleNamespace(vision_config=SimpleNamespace(spatial_merge_size=2)))
+    fake.get_vision_position_ids = lambda *a, **k: Qwen3VLModel.get_vision_position_ids(fake, *a, **k)
+    positions, _ = Qwen3VLModel.get_rope_index(fake, torch.from_numpy(out["input_ids"]),
+                                               torch.from_numpy(out["mm_token_type_ids"]),
+                                               image_grid_thw=torch.from_numpy(out["image_grid_thw"])
+                                               if len(out["image_grid_thw"]) else None)
+    return {"input_ids": out["input_ids"][0], "pixel_values": out["pixel_values"],
+            "image_grid_thw": out["image_grid_thw"], "labels": np.array(labels), "position_ids": positions[:, 0].numpy()}
+
+
+def assert_samples_equal(manifest, processor):
+    samples = {json.loads(line)["id"]: json.loads(line) for line in manifest.read_text().splitlines()}
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", max_pixels=MAX_PIXELS, batch_size=1,
+                       shuffle=False, mrope=True, tensors="np") as loader:
+        batches = list(loader)
+        assert not loader.errors()
+    assert len(batches) == len(samples)
+    for b in batches:
+        want = reference(processor, samples[b["sample_ids"][0]], manifest.parent)
+        np.testing.assert_array_equal(b["input_ids"][0], want["input_ids"])
+        np.testing.assert_array_equal(b["labels"][0], want["labels"])
+        np.testing.assert_array_equal(b["image_grid_thw"], want["image_grid_thw"])
+        np.testing.assert_array_equal(b["position_ids"][:, 0], want["position_ids"])
+        assert b["pixel_values"].shape == want["pixel_values"].shape
+        assert np.abs(b["pixel_values"] - want["pixel_values"]).max(initial=0.0) <= TOLERANCE
+
+
+def test_demo_samples_equal_the_transformers_processor(tmp_path, processor):
+    datagen.generate(tmp_path, samples=12, seed=16, max_megapixels=0.5, workers=2)
+    assert_samples_equal(tmp_path / "manifest.jsonl", processor)
+
+
+def test_generated_conversations_equal_the_transformers_processor(tmp_path, processor):
+    # System prompts present and absent, several images per turn, multi-turn, text-only turns.
+    import random
+
+    datagen.generate(tmp_path, samples=6, seed=17, max_megapixels=0.4, workers=2)
+    images = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "images").iterdir())
+    rng = random.Random(16)
+    lines = []
+    for i in range(24):
+        messages = [{"role": "system", "content": rng.choice(["You are terse.", "Describe precisely."])}] \
+            if rng.random() < 0.5 else []
+        for turn in range(rng.randint(1, 3)):
+            content = [{"type": "image", "image": rng.choice(images)} for _ in range(rng.randint(0, 2))]
+            content.insert(rng.randint(0, len(content)), {"type": "text", "text": rng.choice(
+                ["What is shown?", "Compare them.", "Zähle die Dinge. 数一数。", "  spaces  \n and lines"])})
+            if len(content) == 1 and rng.random() < 0.5:
+                content = content[0]["text"]  # string content
+            messages.append({"role": "user", "content": content})
+            messages.append({"role": "assistant", "content": rng.choice(["A cat.", "Two, left and right.",
+                                                                         "第一张更亮。", "Yes.\n\nNo."])})
+        lines.append(json.dumps({"id": f"gen-{i}", "messages": messages}, ensure_ascii=False))
+    manifest = tmp_path / "generated.jsonl"
+    manifest.write_text("\n".join(lines) + "\n")
+    assert_samples_equal(manifest, processor)
+
+
+def test_cli_inspect_shows_a_qwen3_vl_sample(cli, tmp_path):
+    import subprocess
+
+    datagen.generate(tmp_path, samples=2, seed=18, max_megapixels=0.3, workers=2)
+    run = subprocess.run([cli, "inspect", tmp_path / "manifest.jsonl", "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
+                          "--max-pixels", str(MAX_PIXELS)], capture_output=True, text=True, check=True)
+    assert re.search(r"pixel_values    float32 \[\d+, 1536\]", run.stdout), run.stdout  # 3 * 2 * 16 * 16
+    assert "You are a helpful assistant." not in run.stdout  # Qwen3-VL adds no default system prompt
+    assert "<|im_start|>assistant\n[[" in run.stdout and "<|image_pad|>x" in run.stdout
