@@ -49,6 +49,7 @@ constexpr const char* kRunUsage =
     "  --max-images-per-sample N (default 256)\n"
     "  --pin-device N         GPU that page-locks batch buffers (default -1: LOCAL_RANK, else 0)\n"
     "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
+    "  --no-train-reasoning   leave the Thinking template's <think> block untrained\n"
     "  --rank R --world-size W   --shard-remainder pad|drop|keep (default pad: equal shards)\n"
     "  --mode MODE            concurrent (default) or serial\n"
     "  --workers N            CPU threads (default 2)   --prefetch N batches (default 4)\n"
@@ -111,6 +112,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
   }
   else if (key == "shuffle") return flag(&c.shuffle);
   else if (key == "mrope") return flag(&c.mrope);
+  else if (key == "train-reasoning") return flag(&c.train_reasoning);
   else if (key == "ordered") return flag(&c.ordered);
   else if (key == "pin-memory") return flag(&c.pin_memory);
   else if (key == "pin-device") return num(&c.pin_device, -1);
@@ -238,6 +240,8 @@ int run_loader(int argc, char** argv) {
       config.ordered = false;
     } else if (arg == "--no-pin-memory") {
       config.pin_memory = false;
+    } else if (arg == "--no-train-reasoning") {
+      config.train_reasoning = false;
     } else if (arg.rfind("--", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");

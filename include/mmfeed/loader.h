@@ -83,6 +83,9 @@ struct LoaderConfig {
   std::size_t max_length = 0;        // tokens; 0: no limit
   std::string truncation = "error";  // or "truncate"
   std::string labels = "qwen";       // or "content_and_eos"
+  // With the Qwen3-VL Thinking template: train the <think> block it renders (the reply the model
+  // learns to produce); false leaves it at -100.
+  bool train_reasoning = true;
   std::string on_error = "skip";     // or "fail"
   // Skipped / seen beyond this fails the run: checked from the 20th sample on, and once more at
   // the end whatever the count (a run whose every sample failed is an error at any size). 0-1.

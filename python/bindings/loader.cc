@@ -55,7 +55,8 @@ LoaderConfig config_from(nb::dict d) {
                                   "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
                                   "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
                                   "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of",
-                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample", "shard_remainder"};
+                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample", "shard_remainder",
+                                  "train_reasoning"};
     if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
       throw nb::value_error(("unknown loader option '" + k + "'").c_str());
     }
@@ -81,6 +82,7 @@ LoaderConfig config_from(nb::dict d) {
   c.max_length = get<std::size_t>(d, "max_length", 0);
   c.truncation = get<std::string>(d, "truncation", c.truncation);
   c.labels = get<std::string>(d, "labels", c.labels);
+  c.train_reasoning = get<bool>(d, "train_reasoning", c.train_reasoning);
   c.on_error = get<std::string>(d, "on_error", c.on_error);
   c.max_error_fraction = get<double>(d, "max_error_fraction", c.max_error_fraction);
   c.trace_path = get<std::string>(d, "trace_path", "");

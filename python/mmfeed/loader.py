@@ -128,7 +128,8 @@ class Loader:
     world_size, shard_remainder ("pad", the default: every rank the same number of samples, at most
     world_size - 1 twice, as torch's DistributedSampler; "drop": at most world_size - 1 left out;
     "keep": disjoint and complete, ranks may differ by one), mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
-    max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"),
+    max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"), train_reasoning
+    (default True: with chat_template="qwen3-vl-thinking" the <think> block is trained),
     on_error ("skip" or "fail"), max_error_fraction (0-1; also checked at the end of the run, and a run whose
     every sample failed is an error), ordered (False: batches take samples as they finish; no resume),
     max_buffered_bytes (bytes held between fetch and trainer, default 2 GiB; a sample that alone needs more

@@ -1602,6 +1602,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     return bad_config("labels", "must be qwen or content_and_eos");
   }
   sft.merge_size = vconfig.profile.merge_size;
+  sft.train_reasoning = config.train_reasoning;
   sft.mrope_position_ids = config.mrope;
   LoaderState start;
   start.seed = config.seed;

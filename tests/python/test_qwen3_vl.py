@@ -149,3 +149,26 @@ def test_cli_inspect_shows_a_qwen3_vl_sample(cli, tmp_path):
     assert re.search(r"pixel_values    float32 \[\d+, 1536\]", run.stdout), run.stdout  # 3 * 2 * 16 * 16
     assert "You are a helpful assistant." not in run.stdout  # Qwen3-VL adds no default system prompt
     assert "<|im_start|>assistant\n[[" in run.stdout and "<|image_pad|>x" in run.stdout
+
+
+def test_the_thinking_template_trains_reasoning_unless_told_not_to(tmp_path):
+    datagen.generate(tmp_path, samples=2, seed=19, max_megapixels=0.3, workers=2)
+    sample = json.loads((tmp_path / "manifest.jsonl").read_text().splitlines()[0])
+    sample["messages"][-1] = {"role": "assistant", "content": "It is red.", "reasoning_content": "Look at the hue."}
+    manifest = tmp_path / "thinking.jsonl"
+    manifest.write_text(json.dumps(sample) + "\n")
+    tok = mmfeed.Tokenizer.from_file(TOKENIZER)
+    think = tok.encode("<think>\nLook at the hue.\n</think>\n\n")
+
+    def labels(**options):
+        with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", chat_template="qwen3-vl-thinking",
+                           max_pixels=MAX_PIXELS, tensors="np", **options) as loader:
+            b = next(loader)
+        ids, lab = b["input_ids"][0].tolist(), b["labels"][0].tolist()
+        at = next(i for i in range(len(ids)) if ids[i:i + len(think)] == think)
+        return lab[at:at + len(think)], lab[at + len(think):]
+
+    trained, reply = labels()
+    assert trained == think and reply[0] != -100
+    untrained, reply = labels(train_reasoning=False)
+    assert untrained == [-100] * len(think) and reply[0] != -100
