@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/metrics.h"
-#include "dataset/media_uris.h"
+#include "dataset/manifest.h"
 #include "storage/fetcher.h"
 #include "storage/listing.h"
 #include "storage/sigv4.h"
@@ -194,8 +194,9 @@ int run_fetch(int argc, char** argv) {
       targets.push_back(std::move(uri).value());
     }
   }
-  if (!args->manifest.empty()) {
-    auto media = dataset::media_uris(args->manifest);
+  if (!args->manifest.empty()) {  // read as the Loader reads it (local or remote, compressed or not)
+    auto manifests = dataset::read_manifests({args->manifest}, dataset::kDefaultMaxManifestBytes, *s3);
+    auto media = manifests.ok() ? dataset::media_of(*manifests) : Result<std::vector<dataset::MediaRef>>(manifests.error());
     if (!media.ok()) {
       std::fprintf(stderr, "mmfeed fetch: %s\n", media.error().to_string().c_str());
       return 2;

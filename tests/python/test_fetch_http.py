@@ -199,7 +199,7 @@ def test_malformed_uri_is_a_usage_error(cli):
 
 
 def test_fetch_from_manifest(cli, tmp_path):
-    from mmfeed import datagen
+    import datagen
 
     datagen.generate(tmp_path, samples=4, seed=9, max_megapixels=0.3, workers=1)
     rc, report = run_fetch(cli, "--from-manifest", tmp_path / "manifest.jsonl")
@@ -211,10 +211,29 @@ def test_manifest_errors_name_the_line(cli, tmp_path):
     import subprocess
 
     manifest = tmp_path / "m.jsonl"
-    manifest.write_text('{"id": "a", "messages": []}\n{"id": "b", "messages": [\n')
+    manifest.write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n{"id": "b", "messages": [\n')
     run = subprocess.run([cli, "fetch", "--from-manifest", manifest], capture_output=True, text=True)
     assert run.returncode == 2
-    assert "m.jsonl:2: malformed JSON line" in run.stderr
+    assert "m.jsonl:2: malformed JSON" in run.stderr
+
+
+def test_from_manifest_reads_what_the_loader_reads(cli, tmp_path):
+    # Issue 17: one manifest reader. `--from-manifest` read plain local files only; it now takes a
+    # gzip-compressed manifest and LLaVA-style samples as the Loader does.
+    import gzip
+
+    import datagen
+
+    datagen.generate(tmp_path, samples=4, seed=9, max_megapixels=0.3, workers=1)
+    lines = (tmp_path / "manifest.jsonl").read_text().splitlines()
+    image = next(c["image"] for m in json.loads(lines[0])["messages"] if isinstance(m["content"], list)
+                 for c in m["content"] if c["type"] == "image")
+    lines.append(json.dumps({"id": "llava", "image": image,
+                             "conversations": [{"from": "human", "value": "<image>\nWhat?"}, {"from": "gpt", "value": "!"}]}))
+    (tmp_path / "m.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    rc, plain = run_fetch(cli, "--from-manifest", tmp_path / "manifest.jsonl")
+    rc_gz, packed = run_fetch(cli, "--from-manifest", tmp_path / "m.jsonl.gz")
+    assert rc == rc_gz == 0 and packed["ok"] == plain["ok"] + 1
 
 
 def test_https_with_a_ca_bundle_and_refusal_without(cli, nginx, object_dir):
