@@ -1,0 +1,253 @@
+// The resume state: LoaderState's JSON form (every field range-checked, the message naming it),
+// resharding across world sizes, and the fingerprint a state carries of the run it was taken in.
+#include "pipeline/resume_state.h"
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include "core/json.h"
+
+namespace mmfeed {
+
+namespace {
+
+std::string json_list(const std::vector<std::uint64_t>& values) {
+  std::string list = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) list += ',';
+    list += std::to_string(values[i]);
+  }
+  return list + "]";
+}
+
+Result<std::vector<std::uint64_t>> uint_list(simdjson::dom::element e, const char* what) {
+  simdjson::dom::array a;
+  if (e.get_array().get(a)) return Error(ErrorCode::kInvalidArgument, std::string(what) + " is not a list");
+  std::vector<std::uint64_t> out;
+  for (simdjson::dom::element v : a) {
+    std::uint64_t x = 0;
+    if (v.get_uint64().get(x)) return Error(ErrorCode::kInvalidArgument, std::string(what) + " holds a non-integer");
+    out.push_back(x);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string LoaderState::to_json() const {
+  std::string out = "{\"seed\":" + std::to_string(seed) + ",\"rank\":" + std::to_string(rank) +
+                    ",\"world_size\":" + std::to_string(world_size) + ",\"epoch\":" + std::to_string(epoch) +
+                    ",\"position\":" + std::to_string(position) +
+                    ",\"packed_delivered\":" + std::to_string(packed_delivered);
+  if (!window_delivered.empty()) out += ",\"window_delivered\":" + json_list(window_delivered);
+  if (old_world_size > 0) {
+    out += ",\"old_world_size\":" + std::to_string(old_world_size) + ",\"old_positions\":" + json_list(old_positions);
+    if (!old_windows.empty()) {
+      out += ",\"old_windows\":[";
+      for (std::size_t i = 0; i < old_windows.size(); ++i) {
+        if (i) out += ',';
+        out += json_list(old_windows[i]);
+      }
+      out += "]";
+    }
+  }
+  if (!fingerprint.empty()) {
+    out += ",\"fingerprint\":{";
+    for (std::size_t i = 0; i < fingerprint.size(); ++i) {
+      if (i) out += ",";
+      core::append_json_string(out, fingerprint[i].first);
+      out += ":";
+      core::append_json_string(out, fingerprint[i].second);
+    }
+    out += "}";
+  }
+  return out + "}";
+}
+
+namespace {
+
+// A field of the state that must be an integer in [lo, hi]: the message says which and why.
+template <class T>
+Result<T> state_int(simdjson::dom::element doc, const char* field, std::int64_t lo, std::uint64_t hi) {
+  simdjson::dom::element e;
+  if (doc[field].get(e)) return Error(ErrorCode::kInvalidArgument, std::string("loader state lacks ") + field);
+  std::uint64_t u = 0;
+  std::int64_t i = 0;
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (!e.get_uint64().get(u)) {
+    if (u > hi) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(u) + " is outside " + range);
+    return static_cast<T>(u);
+  }
+  if (!e.get_int64().get(i)) {  // negative
+    if (i < lo) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(i) + " is outside " + range);
+    return static_cast<T>(i);
+  }
+  return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " must be an integer in " + range);
+}
+
+}  // namespace
+
+Result<LoaderState> LoaderState::from_json(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return Error(ErrorCode::kInvalidArgument, std::string("loader state is not valid JSON: ") +
+                                                  simdjson::error_message(err) +
+                                                  (err == simdjson::NUMBER_ERROR
+                                                       ? " (a number outside 0..2^64-1?)"
+                                                       : ""));
+  }
+  if (!doc.is_object()) return Error(ErrorCode::kInvalidArgument, "loader state is not a JSON object");
+  constexpr auto kIntMax = static_cast<std::uint64_t>(INT32_MAX);
+  LoaderState s;
+  MMFEED_ASSIGN_OR_RETURN(s.seed, state_int<std::uint64_t>(doc, "seed", 0, UINT64_MAX));
+  MMFEED_ASSIGN_OR_RETURN(s.rank, state_int<int>(doc, "rank", 0, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.world_size, state_int<int>(doc, "world_size", 1, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.epoch, state_int<int>(doc, "epoch", 0, kIntMax));
+  MMFEED_ASSIGN_OR_RETURN(s.position, state_int<std::uint64_t>(doc, "position", 0, UINT64_MAX));
+  if (simdjson::dom::element e; !doc["packed_delivered"].get(e)) {
+    MMFEED_ASSIGN_OR_RETURN(s.packed_delivered, state_int<std::uint64_t>(doc, "packed_delivered", 0, UINT64_MAX));
+  }
+  if (simdjson::dom::element w; !doc["window_delivered"].get(w)) {
+    MMFEED_ASSIGN_OR_RETURN(s.window_delivered, uint_list(w, "window_delivered"));
+  }
+  simdjson::dom::element old_positions;
+  if (simdjson::dom::element e; !doc["old_world_size"].get(e) && !doc["old_positions"].get(old_positions)) {
+    MMFEED_ASSIGN_OR_RETURN(s.old_world_size, state_int<int>(doc, "old_world_size", 1, kIntMax));
+    MMFEED_ASSIGN_OR_RETURN(s.old_positions, uint_list(old_positions, "old_positions"));
+    if (simdjson::dom::array windows; !doc["old_windows"].get_array().get(windows)) {
+      for (simdjson::dom::element w : windows) {
+        MMFEED_ASSIGN_OR_RETURN(auto list, uint_list(w, "old_windows"));
+        s.old_windows.push_back(std::move(list));
+      }
+      if (s.old_windows.size() != static_cast<std::size_t>(s.old_world_size)) {
+        return Error(ErrorCode::kInvalidArgument, "old_windows does not hold one list per old rank");
+      }
+    }
+    if (s.old_positions.size() != static_cast<std::size_t>(s.old_world_size)) {
+      return Error(ErrorCode::kInvalidArgument, "old_positions does not hold one position per old rank");
+    }
+  }
+  if (simdjson::dom::element f; !doc["fingerprint"].get(f)) {
+    simdjson::dom::object fields;
+    if (f.get_object().get(fields)) return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint is not an object");
+    for (auto [key, value] : fields) {
+      std::string_view v;
+      if (value.get_string().get(v)) {
+        return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint." + std::string(key) + " is not a string");
+      }
+      s.fingerprint.emplace_back(std::string(key), std::string(v));
+    }
+  }
+  return s;
+}
+
+Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size) {
+  if (old_ranks.empty()) return Error(ErrorCode::kInvalidArgument, "no old states to reshard");
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) + " is outside world_size " +
+                                                  std::to_string(world_size));
+  }
+  const int old_world = old_ranks.front().world_size;
+  if (static_cast<int>(old_ranks.size()) != old_world) {
+    return Error(ErrorCode::kInvalidArgument, "resharding needs the states of all " + std::to_string(old_world) +
+                                                  " old ranks, got " + std::to_string(old_ranks.size()));
+  }
+  LoaderState out;
+  out.seed = old_ranks.front().seed;
+  out.epoch = old_ranks.front().epoch;
+  out.rank = rank;
+  out.world_size = world_size;
+  out.old_world_size = old_world;
+  out.fingerprint = old_ranks.front().fingerprint;
+  out.old_positions.assign(static_cast<std::size_t>(old_world), 0);
+  std::vector<bool> seen(static_cast<std::size_t>(old_world), false);
+  for (const LoaderState& s : old_ranks) {
+    if (s.seed != out.seed || s.epoch != out.epoch || s.world_size != old_world) {
+      return Error(ErrorCode::kInvalidArgument, "the old states differ in seed, epoch or world size");
+    }
+    if (s.fingerprint != out.fingerprint) {
+      return Error(ErrorCode::kInvalidArgument, "the old states were taken over different runs (their fingerprints differ)");
+    }
+    if (s.packed_delivered != 0 && s.window_delivered.empty()) {
+      return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
+                                                " stopped inside a packing window and its state does not say which "
+                                                "samples it delivered (an older state); resume it at the same world "
+                                                "size until the window ends");
+    }
+    if (s.old_world_size != 0) {
+      return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
+                                                " is itself inside a resharded epoch; finish the epoch first");
+    }
+    if (s.rank < 0 || s.rank >= old_world || seen[static_cast<std::size_t>(s.rank)]) {
+      return Error(ErrorCode::kInvalidArgument, "the old states do not cover ranks 0.." + std::to_string(old_world - 1) +
+                                                    " exactly once");
+    }
+    seen[static_cast<std::size_t>(s.rank)] = true;
+    out.old_positions[static_cast<std::size_t>(s.rank)] = s.position;
+    if (!s.window_delivered.empty()) {
+      out.old_windows.resize(static_cast<std::size_t>(old_world));
+      out.old_windows[static_cast<std::size_t>(s.rank)] = s.window_delivered;
+    }
+  }
+  return out;
+}
+
+
+namespace pipeline {
+
+Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
+  Fingerprint f;
+  char crc[16];
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    std::uint64_t lines = 0;
+    for (const dataset::ManifestLine& l : m.lines) lines += l.manifest == i ? 1 : 0;
+    std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
+    f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text.size()) +
+                                                         " bytes, " + std::to_string(lines) + " samples, crc32 " +
+                                                         crc + ")");
+  }
+  f.emplace_back("samples", std::to_string(m.lines.size()));
+  f.emplace_back("seed", std::to_string(c.seed));
+  f.emplace_back("shuffle", c.shuffle ? "true" : "false");
+  f.emplace_back("shard_remainder", c.shard_remainder);
+  f.emplace_back("batch_size", std::to_string(c.batch_size));
+  f.emplace_back("token_budget", std::to_string(c.token_budget));
+  if (c.token_budget > 0) {
+    f.emplace_back("pack_window", std::to_string(c.pack_window));
+    f.emplace_back("model", c.model);
+    f.emplace_back("chat_template", c.chat_template);
+    f.emplace_back("min_pixels", std::to_string(c.min_pixels));
+    f.emplace_back("max_pixels", std::to_string(c.max_pixels));
+    f.emplace_back("max_length", std::to_string(c.max_length));
+    f.emplace_back("truncation", c.truncation);
+  }
+  return f;
+}
+
+std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now) {
+  if (was.empty()) return "";
+  std::string diff;
+  auto find = [](const auto& list, const std::string& key) -> const std::string* {
+    for (const auto& [k, v] : list) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  };
+  auto note = [&](const std::string& key, const std::string* a, const std::string* b) {
+    diff += (diff.empty() ? "" : "; ") + key + " was " + (a ? *a : "absent") + ", now " + (b ? *b : "absent");
+  };
+  for (const auto& [key, value] : now) {
+    const std::string* old = find(was, key);
+    if (!old || *old != value) note(key, old, &value);
+  }
+  for (const auto& [key, value] : was) {
+    if (!find(now, key)) note(key, &value, nullptr);
+  }
+  return diff;
+}
+
+}  // namespace pipeline
+}  // namespace mmfeed

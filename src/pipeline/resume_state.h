@@ -1,0 +1,28 @@
+// The resume state's internals: what a state is checked against (its fingerprint). LoaderState's
+// own JSON form and resharding (include/mmfeed/loader.h) are implemented beside them, in
+// resume_state.cc.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataset/manifest.h"
+#include "mmfeed/loader.h"
+
+namespace mmfeed::pipeline {
+
+using Fingerprint = std::vector<std::pair<std::string, std::string>>;
+
+// What a resume state must agree with: the data (each manifest's size, lines and CRC-32) and the
+// options that decide the order and the batches. The number of epochs is not part of it (a run
+// may be extended); the world size and rank are checked on their own (resharding changes them).
+// Packing plans rows from token counts, so with token_budget the options that change a sample's
+// tokens are part of it too.
+Fingerprint fingerprint_of(const LoaderConfig& config, const dataset::Manifests& manifests);
+
+// "" when the state's fingerprint matches the run's (or it has none), else each difference:
+// "shuffle was true, now false; samples was 23, now 25".
+std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now);
+
+}  // namespace mmfeed::pipeline
