@@ -17,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <system_error>
 #include <thread>
 
@@ -32,6 +31,7 @@
 #include "dataset/manifest.h"
 #include "device/cuda_runtime.h"
 #include "pipeline/order.h"
+#include "pipeline/packer.h"
 #include "pipeline/resume_state.h"
 #include "storage/credentials.h"
 #include "storage/fetcher.h"
@@ -604,26 +604,14 @@ class LoaderImpl final : public Loader {
     return b;
   }
 
-  // First-fit decreasing over a window: the longest samples first, each into the first row with
-  // room; rows come out in the order they were opened. Deterministic for a window.
+  // The window packed into rows (pipeline/packer.h) by the samples' token counts.
   std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const {
-    std::vector<std::size_t> order(window.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return window[a]->input_ids.size() > window[b]->input_ids.size();
-    });
+    std::vector<std::size_t> lengths;
+    for (const auto& w : window) lengths.push_back(w->input_ids.size());
     std::vector<std::vector<std::unique_ptr<Work>>> rows;
-    std::vector<std::size_t> used;
-    for (std::size_t i : order) {
-      const std::size_t len = window[i]->input_ids.size();
-      std::size_t r = 0;
-      while (r < rows.size() && used[r] + len > config_.token_budget) ++r;
-      if (r == rows.size()) {
-        rows.emplace_back();
-        used.push_back(0);
-      }
-      used[r] += len;
-      rows[r].push_back(std::move(window[i]));
+    for (const std::vector<std::size_t>& row : pipeline::pack_rows(lengths, config_.token_budget)) {
+      rows.emplace_back();
+      for (std::size_t i : row) rows.back().push_back(std::move(window[i]));
     }
     return rows;
   }

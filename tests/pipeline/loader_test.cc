@@ -8,6 +8,7 @@
 #include <set>
 
 #include "pipeline/order.h"
+#include "pipeline/packer.h"
 
 namespace mmfeed {
 namespace {
@@ -73,6 +74,15 @@ TEST(OrderTest, ReshardedPaddedShardsAreEqualAndCoverTheRest) {
   EXPECT_EQ(sizes, std::vector<std::size_t>(4, 20u));  // 102 - 23 consumed = 79 left, padded to 80
   for (std::uint64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << i;
   EXPECT_EQ(seen.size(), 23u + 80u);
+}
+
+TEST(PackerTest, FirstFitDecreasingKeepsRowsUnderTheBudget) {
+  const std::vector<std::size_t> lengths = {5, 3, 4, 2};
+  EXPECT_EQ(pipeline::pack_rows(lengths, 7), (std::vector<std::vector<std::size_t>>{{0, 3}, {2, 1}}));
+  // Ties keep the window's order; a sample over the budget gets a row of its own.
+  const std::vector<std::size_t> ties = {3, 3, 3, 9};
+  EXPECT_EQ(pipeline::pack_rows(ties, 6), (std::vector<std::vector<std::size_t>>{{3}, {0, 1}, {2}}));
+  EXPECT_TRUE(pipeline::pack_rows({}, 6).empty());
 }
 
 TEST(OrderTest, PureFunctionOfItsInputs) {
