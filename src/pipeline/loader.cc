@@ -30,6 +30,7 @@
 #include "core/trace.h"
 #include "dataset/manifest.h"
 #include "device/cuda_runtime.h"
+#include "pipeline/config.h"
 #include "pipeline/order.h"
 #include "pipeline/packer.h"
 #include "pipeline/resume_state.h"
@@ -105,24 +106,19 @@ TokenizerFuture load_tokenizer(const std::string& path) {
          }).share();
 }
 
-std::optional<pipeline::ShardRemainder> shard_remainder(const std::string& name) {
-  if (name == "pad") return pipeline::ShardRemainder::kPad;
-  if (name == "drop") return pipeline::ShardRemainder::kDrop;
-  if (name == "keep") return pipeline::ShardRemainder::kKeep;
-  return std::nullopt;
-}
-
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(LoaderConfig config, Manifests manifests, TokenizerFuture tok,
-             vision::ProcessorConfig vconfig, text::ChatTemplate tmpl, text::SftOptions sft, storage::S3Options s3,
+  LoaderImpl(pipeline::Settings settings, Manifests manifests, TokenizerFuture tok, storage::S3Options s3,
              LoaderState start)
-      : config_(std::move(config)),
+      : config_(settings.options),
+        serial_(settings.serial),
+        fail_on_error_(settings.fail_on_error),
+        remainder_(settings.remainder),
         manifests_(std::move(manifests)),
         tok_(std::move(tok)),
-        proc_(std::move(vconfig)),
-        tmpl_(tmpl),
-        sft_(sft),
+        proc_(std::move(settings.vision)),
+        tmpl_(settings.chat_template),
+        sft_(settings.sft),
         s3_(std::move(s3)),
         trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         delivered_(start),
@@ -139,7 +135,7 @@ class LoaderImpl final : public Loader {
     m_buffered_ = &metrics_.gauge("loader.buffered_bytes");
     m_prefetched_ = &metrics_.gauge("loader.prefetched_batches");
     storage::FetchOptions fo;
-    fo.max_inflight = config_.mode == "serial" ? 1 : config_.fetch_inflight;
+    fo.max_inflight = serial_ ? 1 : config_.fetch_inflight;
     fo.max_pending_results = std::max<std::size_t>(fo.max_inflight * 2, 16);
     // What is being fetched counts against the byte budget too, not only what has arrived: no
     // object may outgrow the budget, and the bytes in-flight requests hold stay under it.
@@ -151,7 +147,7 @@ class LoaderImpl final : public Loader {
   // Starts the concurrent mode's threads; a thread the system refuses is an error (what started
   // is stopped), not an abort.
   Status start() {
-    if (config_.mode == "serial") return ok_status();
+    if (serial_) return ok_status();
     try {
       start_threads();
     } catch (const std::system_error& e) {
@@ -179,8 +175,8 @@ class LoaderImpl final : public Loader {
     const core::Stopwatch wait;
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     {
-      core::TraceSpan span(&trace_, config_.mode == "serial" ? "next (serial work)" : "next (waiting)", "consumer");
-      r = config_.mode == "serial" ? next_serial() : next_concurrent(timeout, timed_out);
+      core::TraceSpan span(&trace_, serial_ ? "next (serial work)" : "next (waiting)", "consumer");
+      r = serial_ ? next_serial() : next_concurrent(timeout, timed_out);
     }
     if (*timed_out) {  // a partial wait: counted with the call that gets the batch
       waited_ns_ += wait.elapsed_ns();
@@ -234,7 +230,7 @@ class LoaderImpl final : public Loader {
     // Each stage's busy time, items and share of its threads' time since open (the CPU stages
     // run on `workers` threads; assembly on the batcher; the consumer's share is its waiting).
     const double wall = std::max(opened_.elapsed_s(), 1e-9);
-    const double workers = config_.mode == "serial" ? 1.0 : static_cast<double>(std::max(1, config_.workers));
+    const double workers = serial_ ? 1.0 : static_cast<double>(std::max(1, config_.workers));
     json += ",\"stages\":{\"wall_s\":" + std::to_string(wall);
     auto stage = [&](const char* name, const core::Histogram* h, double threads) {
       const core::HistogramSnapshot snap = h->snapshot();
@@ -435,12 +431,12 @@ class LoaderImpl final : public Loader {
   // Byte accounting against max_buffered_bytes (concurrent mode; the serial mode holds one
   // sample at a time by construction).
   void hold(Work& w, std::int64_t delta) const {
-    if (config_.mode == "serial") return;
+    if (serial_) return;
     w.held += delta;
     buffered_.fetch_add(delta);
   }
   void release(Work& w) {
-    if (config_.mode == "serial") return;
+    if (serial_) return;
     buffered_.fetch_sub(w.held);
     w.held = 0;
     { std::lock_guard lock(window_mu_); }  // the reader is either before its check or asleep
@@ -480,7 +476,7 @@ class LoaderImpl final : public Loader {
       std::lock_guard lock(errors_mu_);
       errors_.push_back(*w.error);
     }
-    if (config_.on_error == "fail") {
+    if (fail_on_error_) {
       return Error(ErrorCode::kCorruptData, w.error->stage + ": " + w.error->reason, "sample " + w.error->sample_id);
     }
     const auto seen = m_samples_->value(), skipped = m_skipped_->value();
@@ -775,7 +771,7 @@ class LoaderImpl final : public Loader {
   static std::uint64_t key(int epoch, std::uint64_t seq) { return (static_cast<std::uint64_t>(epoch) << 40) | seq; }
 
   void finish(std::unique_ptr<Work> w) {
-    if (config_.mode != "serial") {
+    if (!serial_) {
       unprocessed_.fetch_sub(1);
       if (!w->error) {
         sample_bytes_total_.fetch_add(w->held);
@@ -1012,7 +1008,9 @@ class LoaderImpl final : public Loader {
   }
 
   const LoaderConfig config_;
-  const pipeline::ShardRemainder remainder_ = *shard_remainder(config_.shard_remainder);  // checked by open()
+  const bool serial_;
+  const bool fail_on_error_;
+  const pipeline::ShardRemainder remainder_;
   const Manifests manifests_;
   const TokenizerFuture tok_;
   vision::ImageProcessor proc_;
@@ -1102,61 +1100,10 @@ class LoaderImpl final : public Loader {
   std::deque<Built> serial_ready_;
 };
 
-// Upper bounds of the options that size threads and queues: beyond them a typo, not a plan.
-constexpr int kMaxWorkers = 1024;
-constexpr std::size_t kMaxInflight = 4096;
-constexpr std::size_t kMaxPrefetch = 1024;
-constexpr std::size_t kMaxPackWindow = 1 << 16;
-constexpr std::size_t kMaxBatch = 1 << 20;
-
-Error bad_config(const std::string& field, const std::string& message) {
-  return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume) {
-  if (config.manifests.empty()) return bad_config("manifests", "no manifest given");
-  if (config.tokenizer.empty()) return bad_config("tokenizer", "no tokenizer.json given");
-  if (config.batch_size == 0) return bad_config("batch_size", "must be positive");
-  if (config.token_budget > 0 && config.pack_window == 0) return bad_config("pack_window", "must be positive");
-  if (config.pad_to_multiple_of > (std::size_t{1} << 20)) return bad_config("pad_to_multiple_of", "must be at most 1048576");
-  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
-    return bad_config("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
-                                  std::to_string(config.world_size));
-  }
-  if (config.epochs < 1) return bad_config("epochs", "must be at least 1");
-  if (config.workers < 1 || config.workers > kMaxWorkers) {
-    return bad_config("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", not " + std::to_string(config.workers));
-  }
-  if (config.fetch_inflight < 1 || config.fetch_inflight > kMaxInflight) {
-    return bad_config("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
-                                            std::to_string(config.fetch_inflight));
-  }
-  if (config.prefetch_batches < 1 || config.prefetch_batches > kMaxPrefetch) {
-    return bad_config("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", not " +
-                                              std::to_string(config.prefetch_batches));
-  }
-  if (config.pack_window > kMaxPackWindow) return bad_config("pack_window", "must be at most " + std::to_string(kMaxPackWindow));
-  if (config.batch_size > kMaxBatch) return bad_config("batch_size", "must be at most " + std::to_string(kMaxBatch));
-  if (!(config.max_error_fraction >= 0.0 && config.max_error_fraction <= 1.0)) {  // NaN fails both
-    return bad_config("max_error_fraction", "must be a fraction from 0 to 1, not " + std::to_string(config.max_error_fraction));
-  }
-  if (config.min_pixels < 0) return bad_config("min_pixels", "must be positive (0: the model's)");
-  if (config.max_pixels < 0) return bad_config("max_pixels", "must be positive (0: the model's)");
-  if (config.max_buffered_bytes == 0) return bad_config("max_buffered_bytes", "must be positive");
-  if (config.max_object_bytes == 0) return bad_config("max_object_bytes", "must be positive");
-  if (config.max_manifest_bytes == 0) return bad_config("max_manifest_bytes", "must be positive");
-  if (config.max_images_per_sample == 0) return bad_config("max_images_per_sample", "must be positive");
-  if (config.pin_device < -1) return bad_config("pin_device", "must be a device index, or -1 to choose");
-  if (const auto& cuda = device::CudaRuntime::get(); config.pin_memory && cuda.available() &&
-                                                     config.pin_device >= cuda.device_count()) {
-    return bad_config("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
-  }
-  if (config.mode != "concurrent" && config.mode != "serial") return bad_config("mode", "must be concurrent or serial");
-  if (config.on_error != "skip" && config.on_error != "fail") return bad_config("on_error", "must be skip or fail");
-  const std::optional<pipeline::ShardRemainder> remainder = shard_remainder(config.shard_remainder);
-  if (!remainder) return bad_config("shard_remainder", "must be pad, drop or keep");
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   TokenizerFuture tok;
   try {
@@ -1165,107 +1112,12 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread to load the tokenizer: ") + e.what());
   }
   MMFEED_ASSIGN_OR_RETURN(Manifests manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
-  vision::ProcessorConfig vconfig;
-  MMFEED_ASSIGN_OR_RETURN(vconfig.profile, vision::model_profile(config.model));
-  if (config.min_pixels > 0) vconfig.profile.min_pixels = config.min_pixels;
-  if (config.max_pixels > 0) vconfig.profile.max_pixels = config.max_pixels;
-  if (vconfig.profile.min_pixels > vconfig.profile.max_pixels) {
-    return bad_config("min_pixels", "min_pixels " + std::to_string(vconfig.profile.min_pixels) + " exceeds max_pixels " +
-                                        std::to_string(vconfig.profile.max_pixels));
-  }
-  const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
-  MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(template_name));
-  text::SftOptions sft;
-  sft.max_length = config.max_length;
-  if (config.truncation == "truncate") {
-    sft.truncation = text::Truncation::kTruncate;
-  } else if (config.truncation != "error") {
-    return bad_config("truncation", "must be error or truncate");
-  }
-  if (config.labels == "content_and_eos") {
-    sft.labels = text::LabelPolicy::kContentAndEos;
-  } else if (config.labels != "qwen") {
-    return bad_config("labels", "must be qwen or content_and_eos");
-  }
-  sft.merge_size = vconfig.profile.merge_size;
-  sft.train_reasoning = config.train_reasoning;
-  sft.mrope_position_ids = config.mrope;
-  LoaderState start;
-  start.seed = config.seed;
-  start.rank = config.rank;
-  start.world_size = config.world_size;
-  start.fingerprint = pipeline::fingerprint_of(config, manifests);
-  if (resume) {
-    if (const std::string diff = pipeline::fingerprint_mismatch(resume->fingerprint, start.fingerprint); !diff.empty()) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "the resume state was taken over another run: " + diff +
-                       ". Resume with the data and options it was taken with, or start afresh without it",
-                   "resume state");
-    }
-    if (resume->seed != config.seed) return bad_config("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
-    if (resume->world_size != config.world_size) {
-      return bad_config("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
-                                          std::to_string(resume->world_size) +
-                                          "; for another world size, derive each new rank's state from all old "
-                                          "ranks' states with LoaderState::reshard");
-    }
-    if (resume->rank != config.rank) {
-      return bad_config("rank", "the resume state is rank " + std::to_string(resume->rank) + "'s, not rank " +
-                                    std::to_string(config.rank) + "'s: give each rank its own state");
-    }
-    auto fingerprint = std::move(start.fingerprint);
-    start = *resume;
-    start.fingerprint = std::move(fingerprint);
-    if (start.epoch >= config.epochs) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "the resume state is in epoch " + std::to_string(start.epoch) + ", past this run's " +
-                       std::to_string(config.epochs) + " epoch" + (config.epochs == 1 ? "" : "s"),
-                   "resume state");
-    }
-    const std::uint64_t n = manifests.lines.size();
-    const std::uint64_t epoch_size =
-        start.old_world_size > 0
-            ? pipeline::resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
-                                        start.old_positions, start.old_windows, config.rank, config.world_size,
-                                        *remainder)
-                  .size()
-            : pipeline::rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle,
-                                   *remainder)
-                  .size();
-    if (start.position > epoch_size) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "the resume state is at position " + std::to_string(start.position) + " of epoch " +
-                       std::to_string(start.epoch) + ", which has " + std::to_string(epoch_size) +
-                       " samples for this rank",
-                   "resume state");
-    }
-    if (start.packed_delivered > 0 && config.token_budget == 0) {
-      return Error(ErrorCode::kInvalidArgument, "the resume state is inside a packing window, but token_budget is 0",
-                   "resume state");
-    }
-    for (const auto* list : {&start.window_delivered}) {
-      for (std::uint64_t p : *list) {
-        if (p >= n) return Error(ErrorCode::kInvalidArgument, "window_delivered names position " + std::to_string(p) +
-                                                                  " of " + std::to_string(n), "resume state");
-      }
-    }
-    for (std::uint64_t p : start.old_positions) {
-      if (p > n) return Error(ErrorCode::kInvalidArgument, "old_positions names position " + std::to_string(p) +
-                                                               " of " + std::to_string(n), "resume state");
-    }
-  }
-  if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
-    return bad_config("ordered", "an unordered run cannot be resumed (its order depends on timing)");
-  }
-  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
-    return bad_config("mode", "resuming is supported in the concurrent mode only");
-  }
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, settings.remainder, manifests, resume));
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still
   // fails open().
   std::unique_ptr<LoaderImpl> loader;
   try {
-    loader = std::make_unique<LoaderImpl>(config, std::move(manifests), tok, std::move(vconfig), tmpl, sft,
-                                          std::move(s3), start);
+    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(manifests), tok, std::move(s3), start);
   } catch (const std::system_error& e) {  // the fetcher's threads
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start the fetch threads: ") + e.what());
   }

@@ -8,6 +8,8 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "pipeline/config.h"
+#include "pipeline/order.h"
 
 namespace mmfeed {
 
@@ -247,6 +249,81 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
     if (!find(now, key)) note(key, &value, nullptr);
   }
   return diff;
+}
+
+Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remainder,
+                                const dataset::Manifests& manifests, std::optional<LoaderState> resume) {
+  LoaderState start;
+  start.seed = config.seed;
+  start.rank = config.rank;
+  start.world_size = config.world_size;
+  start.fingerprint = fingerprint_of(config, manifests);
+  if (resume) {
+    if (const std::string diff = fingerprint_mismatch(resume->fingerprint, start.fingerprint); !diff.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state was taken over another run: " + diff +
+                       ". Resume with the data and options it was taken with, or start afresh without it",
+                   "resume state");
+    }
+    if (resume->seed != config.seed) return config_error("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
+    if (resume->world_size != config.world_size) {
+      return config_error("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
+                          std::to_string(resume->world_size) +
+                          "; for another world size, derive each new rank's state from all old "
+                                          "ranks' states with LoaderState::reshard");
+    }
+    if (resume->rank != config.rank) {
+      return config_error("rank", "the resume state is rank " + std::to_string(resume->rank) + "'s, not rank " +
+                          std::to_string(config.rank) + "'s: give each rank its own state");
+    }
+    auto fingerprint = std::move(start.fingerprint);
+    start = *resume;
+    start.fingerprint = std::move(fingerprint);
+    if (start.epoch >= config.epochs) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state is in epoch " + std::to_string(start.epoch) + ", past this run's " +
+                       std::to_string(config.epochs) + " epoch" + (config.epochs == 1 ? "" : "s"),
+                   "resume state");
+    }
+    const std::uint64_t n = manifests.lines.size();
+    const std::uint64_t epoch_size =
+        start.old_world_size > 0
+            ? resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
+                                        start.old_positions, start.old_windows, config.rank, config.world_size,
+                                        remainder)
+                  .size()
+            : rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle,
+                                   remainder)
+                  .size();
+    if (start.position > epoch_size) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "the resume state is at position " + std::to_string(start.position) + " of epoch " +
+                       std::to_string(start.epoch) + ", which has " + std::to_string(epoch_size) +
+                       " samples for this rank",
+                   "resume state");
+    }
+    if (start.packed_delivered > 0 && config.token_budget == 0) {
+      return Error(ErrorCode::kInvalidArgument, "the resume state is inside a packing window, but token_budget is 0",
+                   "resume state");
+    }
+    for (const auto* list : {&start.window_delivered}) {
+      for (std::uint64_t p : *list) {
+        if (p >= n) return Error(ErrorCode::kInvalidArgument, "window_delivered names position " + std::to_string(p) +
+                                                                  " of " + std::to_string(n), "resume state");
+      }
+    }
+    for (std::uint64_t p : start.old_positions) {
+      if (p > n) return Error(ErrorCode::kInvalidArgument, "old_positions names position " + std::to_string(p) +
+                                                               " of " + std::to_string(n), "resume state");
+    }
+  }
+  if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
+    return config_error("ordered", "an unordered run cannot be resumed (its order depends on timing)");
+  }
+  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
+    return config_error("mode", "resuming is supported in the concurrent mode only");
+  }
+  return start;
 }
 
 }  // namespace pipeline

@@ -1,14 +1,16 @@
-// The resume state's internals: what a state is checked against (its fingerprint). LoaderState's
-// own JSON form and resharding (include/mmfeed/loader.h) are implemented beside them, in
-// resume_state.cc.
+// The resume state's internals: the fingerprint a state carries of its run, and the checks a
+// state passes before a run starts from it. LoaderState's own JSON form and resharding
+// (include/mmfeed/loader.h) are implemented beside them, in resume_state.cc.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dataset/manifest.h"
 #include "mmfeed/loader.h"
+#include "pipeline/order.h"
 
 namespace mmfeed::pipeline {
 
@@ -24,5 +26,11 @@ Fingerprint fingerprint_of(const LoaderConfig& config, const dataset::Manifests&
 // "" when the state's fingerprint matches the run's (or it has none), else each difference:
 // "shuffle was true, now false; samples was 23, now 25".
 std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now);
+
+// Where a run starts: the beginning, or `resume` once it is checked against the run — its
+// fingerprint, seed, world size and rank, an epoch within the run's, a position within the
+// epoch, packing fields only when packing; unordered and serial runs cannot resume.
+Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remainder,
+                                const dataset::Manifests& manifests, std::optional<LoaderState> resume);
 
 }  // namespace mmfeed::pipeline

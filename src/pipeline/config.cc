@@ -1,0 +1,102 @@
+#include "pipeline/config.h"
+
+#include "device/cuda_runtime.h"
+#include "vision/profile.h"
+
+namespace mmfeed::pipeline {
+
+namespace {
+
+// Upper bounds of the options that size threads and queues: beyond them a typo, not a plan.
+constexpr int kMaxWorkers = 1024;
+constexpr std::size_t kMaxInflight = 4096;
+constexpr std::size_t kMaxPrefetch = 1024;
+constexpr std::size_t kMaxPackWindow = 1 << 16;
+constexpr std::size_t kMaxBatch = 1 << 20;
+
+}  // namespace
+
+Error config_error(const std::string& field, const std::string& message) {
+  return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
+}
+
+Result<Settings> check_config(const LoaderConfig& config) {
+  if (config.manifests.empty()) return config_error("manifests", "no manifest given");
+  if (config.tokenizer.empty()) return config_error("tokenizer", "no tokenizer.json given");
+  if (config.batch_size == 0) return config_error("batch_size", "must be positive");
+  if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");
+  if (config.pad_to_multiple_of > (std::size_t{1} << 20)) return config_error("pad_to_multiple_of", "must be at most 1048576");
+  if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
+    return config_error("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
+                        std::to_string(config.world_size));
+  }
+  if (config.epochs < 1) return config_error("epochs", "must be at least 1");
+  if (config.workers < 1 || config.workers > kMaxWorkers) {
+    return config_error("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", not " + std::to_string(config.workers));
+  }
+  if (config.fetch_inflight < 1 || config.fetch_inflight > kMaxInflight) {
+    return config_error("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
+                        std::to_string(config.fetch_inflight));
+  }
+  if (config.prefetch_batches < 1 || config.prefetch_batches > kMaxPrefetch) {
+    return config_error("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", not " +
+                        std::to_string(config.prefetch_batches));
+  }
+  if (config.pack_window > kMaxPackWindow) return config_error("pack_window", "must be at most " + std::to_string(kMaxPackWindow));
+  if (config.batch_size > kMaxBatch) return config_error("batch_size", "must be at most " + std::to_string(kMaxBatch));
+  if (!(config.max_error_fraction >= 0.0 && config.max_error_fraction <= 1.0)) {  // NaN fails both
+    return config_error("max_error_fraction", "must be a fraction from 0 to 1, not " + std::to_string(config.max_error_fraction));
+  }
+  if (config.min_pixels < 0) return config_error("min_pixels", "must be positive (0: the model's)");
+  if (config.max_pixels < 0) return config_error("max_pixels", "must be positive (0: the model's)");
+  if (config.max_buffered_bytes == 0) return config_error("max_buffered_bytes", "must be positive");
+  if (config.max_object_bytes == 0) return config_error("max_object_bytes", "must be positive");
+  if (config.max_manifest_bytes == 0) return config_error("max_manifest_bytes", "must be positive");
+  if (config.max_images_per_sample == 0) return config_error("max_images_per_sample", "must be positive");
+  if (config.pin_device < -1) return config_error("pin_device", "must be a device index, or -1 to choose");
+  if (const auto& cuda = device::CudaRuntime::get(); config.pin_memory && cuda.available() &&
+                                                     config.pin_device >= cuda.device_count()) {
+    return config_error("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
+  }
+  if (config.mode != "concurrent" && config.mode != "serial") return config_error("mode", "must be concurrent or serial");
+  if (config.on_error != "skip" && config.on_error != "fail") return config_error("on_error", "must be skip or fail");
+  Settings out;
+  out.options = config;
+  out.serial = config.mode == "serial";
+  out.fail_on_error = config.on_error == "fail";
+  if (config.shard_remainder == "pad") {
+    out.remainder = ShardRemainder::kPad;
+  } else if (config.shard_remainder == "drop") {
+    out.remainder = ShardRemainder::kDrop;
+  } else if (config.shard_remainder == "keep") {
+    out.remainder = ShardRemainder::kKeep;
+  } else {
+    return config_error("shard_remainder", "must be pad, drop or keep");
+  }
+    MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
+  if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;
+  if (config.max_pixels > 0) out.vision.profile.max_pixels = config.max_pixels;
+  if (out.vision.profile.min_pixels > out.vision.profile.max_pixels) {
+    return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) + " exceeds max_pixels " +
+                        std::to_string(out.vision.profile.max_pixels));
+  }
+  const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
+  MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
+  out.sft.max_length = config.max_length;
+  if (config.truncation == "truncate") {
+    out.sft.truncation = text::Truncation::kTruncate;
+  } else if (config.truncation != "error") {
+    return config_error("truncation", "must be error or truncate");
+  }
+  if (config.labels == "content_and_eos") {
+    out.sft.labels = text::LabelPolicy::kContentAndEos;
+  } else if (config.labels != "qwen") {
+    return config_error("labels", "must be qwen or content_and_eos");
+  }
+  out.sft.merge_size = out.vision.profile.merge_size;
+  out.sft.train_reasoning = config.train_reasoning;
+  out.sft.mrope_position_ids = config.mrope;
+  return out;
+}
+
+}  // namespace mmfeed::pipeline

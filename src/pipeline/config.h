@@ -1,0 +1,38 @@
+// The Loader's configuration, checked once: every option of LoaderConfig against its range (each
+// error names the field, "LoaderConfig.workers: must be 1 to 1024, not 0"), the fixed choices
+// turned into enums, and the stages' own configurations (the image processor's profile, the chat
+// template, the SFT options) built from them. What needs the manifests (the resume state's
+// checks) is in resume_state.h.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(Settings settings, check_config(config));
+//   if (settings.serial) ...
+#pragma once
+
+#include <string>
+
+#include "mmfeed/error.h"
+#include "mmfeed/loader.h"
+#include "pipeline/order.h"
+#include "text/chat.h"
+#include "vision/processor.h"
+
+namespace mmfeed::pipeline {
+
+struct Settings {
+  LoaderConfig options;  // as given: sizes, counts, paths
+  bool serial = false;         // mode "serial": every stage on the caller's thread
+  bool fail_on_error = false;  // on_error "fail": the first bad sample ends the run
+  ShardRemainder remainder = ShardRemainder::kPad;
+  vision::ProcessorConfig vision;
+  text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
+  text::SftOptions sft;
+};
+
+// Checks `config` and builds its Settings; the first option out of range is the error.
+Result<Settings> check_config(const LoaderConfig& config);
+
+// An error about option `field`: its context is "LoaderConfig.<field>".
+Error config_error(const std::string& field, const std::string& message);
+
+}  // namespace mmfeed::pipeline
