@@ -108,6 +108,10 @@ TokenizerFuture load_tokenizer(const std::string& path) {
 
 class LoaderImpl final : public Loader {
  public:
+  // The one key of the loader's maps: a sample (epoch, position in the rank's order) or a batch
+  // (epoch, batch number), ordered by epoch first. 2^40 positions an epoch, 2^24 epochs.
+  static std::uint64_t key(int epoch, std::uint64_t n) { return (static_cast<std::uint64_t>(epoch) << 40) | n; }
+
   LoaderImpl(pipeline::Settings settings, Manifests manifests, TokenizerFuture tok, storage::S3Options s3,
              LoaderState start)
       : config_(settings.options),
@@ -192,7 +196,7 @@ class LoaderImpl final : public Loader {
     if (r.ok() && r->has_value()) {
       m_batches_->add();
       std::lock_guard lock(state_mu_);
-      const auto it = batch_end_.find((*r)->epoch * 1000003ull + (*r)->index);
+      const auto it = batch_end_.find(key((*r)->epoch, (*r)->index));
       if ((*r)->epoch != delivered_.epoch) {  // a resharded epoch is over: plain order again
         delivered_.old_world_size = 0;
         delivered_.old_positions.clear();
@@ -595,7 +599,7 @@ class LoaderImpl final : public Loader {
       }
     }
     std::lock_guard lock(state_mu_);
-    batch_end_[epoch * 1000003ull + index] = std::move(state_after);
+    batch_end_[key(epoch, index)] = std::move(state_after);
     m_assemble_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));
     return b;
   }
@@ -768,7 +772,6 @@ class LoaderImpl final : public Loader {
     batcher_ = std::thread([this] { run_batcher(); });
   }
 
-  static std::uint64_t key(int epoch, std::uint64_t seq) { return (static_cast<std::uint64_t>(epoch) << 40) | seq; }
 
   void finish(std::unique_ptr<Work> w) {
     if (!serial_) {
