@@ -4,6 +4,8 @@
 #include <fstream>
 #include <map>
 
+#include "core/strings.h"
+
 namespace mmfeed::storage {
 
 std::optional<std::string> process_env(std::string_view name) {
@@ -16,13 +18,6 @@ namespace {
 
 using IniFile = std::map<std::string, std::map<std::string, std::string>>;
 
-std::string trim(std::string_view s) {
-  const auto begin = s.find_first_not_of(" \t\r");
-  if (begin == std::string_view::npos) return {};
-  const auto end = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(begin, end - begin + 1));
-}
-
 // The AWS INI dialect: [section], key = value, '#' and ';' comment lines. nullopt when the
 // file does not exist.
 Result<std::optional<IniFile>> read_ini(const std::string& path) {
@@ -34,14 +29,14 @@ Result<std::optional<IniFile>> read_ini(const std::string& path) {
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    const std::string t = trim(line);
+    const std::string t = core::trim(line);
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[') {
       if (t.back() != ']') {
         return Error(ErrorCode::kInvalidArgument, "unterminated section header",
                      path + ":" + std::to_string(line_no));
       }
-      section = trim(std::string_view(t).substr(1, t.size() - 2));
+      section = core::trim(std::string_view(t).substr(1, t.size() - 2));
       ini[section];
       continue;
     }
@@ -50,7 +45,7 @@ Result<std::optional<IniFile>> read_ini(const std::string& path) {
     if (section.empty()) {
       return Error(ErrorCode::kInvalidArgument, "key outside any [section]", path + ":" + std::to_string(line_no));
     }
-    ini[section][trim(std::string_view(t).substr(0, eq))] = trim(std::string_view(t).substr(eq + 1));
+    ini[section][core::trim(std::string_view(t).substr(0, eq))] = core::trim(std::string_view(t).substr(eq + 1));
   }
   return std::optional<IniFile>(std::move(ini));
 }

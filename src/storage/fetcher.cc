@@ -18,6 +18,7 @@
 
 #include "core/bounded_queue.h"
 #include "core/clock.h"
+#include "core/strings.h"
 #include "core/thread_pool.h"
 #include "storage/file_reader.h"
 #include "storage/s3.h"
@@ -34,18 +35,6 @@ constexpr long kMaxRedirects = 5;
 void init_curl_once() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return std::string(s);
 }
 
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
@@ -417,14 +406,14 @@ class Fetcher::Engine {
     }
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) {
-      if (!trim(line).empty()) return len;
+      if (!core::trim(line).empty()) return len;
       // The end of a 2xx answer's headers: check it and take memory for its body now, before a
       // body byte arrives (an object over the size limit is refused before it costs anything).
       if (t->status >= 200 && t->status < 300 && !t->checked && !t->engine->prepare_destination(t)) return 0;
       return len;
     }
-    const std::string name = lower(trim(line.substr(0, colon)));
-    const std::string value = trim(line.substr(colon + 1));
+    const std::string name = core::ascii_lower(core::trim(line.substr(0, colon)));
+    const std::string value = core::trim(line.substr(colon + 1));
     if (name == "content-length") {
       t->content_length = parse_u64(value).value_or(kUnknown);
     } else if (name == "etag") {

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 
+#include "core/strings.h"
 #include "storage/uri.h"
 
 namespace mmfeed::storage {
@@ -63,12 +64,6 @@ std::string canonical_query(const std::vector<std::pair<std::string, std::string
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 // Trims a header value and folds every run of spaces (and line folds) to one space.
 std::string canonical_header_value(std::string_view value) {
   std::string out;
@@ -92,7 +87,7 @@ SignedRequest sign_v4(const SigningRequest& request, const Credentials& credenti
   // Names lower-cased; repeated names join their values with ',' in the order given.
   std::map<std::string, std::string> headers;
   auto add = [&](std::string_view name, std::string_view value) {
-    std::string& slot = headers[lower(name)];
+    std::string& slot = headers[core::ascii_lower(name)];
     const std::string v = canonical_header_value(value);
     slot = slot.empty() ? v : slot + "," + v;
   };
