@@ -2,7 +2,7 @@
 server, same run.
 
 The server is nginx on loopback with a log-normal first-byte delay (median 50 ms, see
-python/mmfeed/servers/nginx.conf.in, location /slow/), serving objects of 100 KB to 2 MB through the S3
+tests/support/servers/nginx.conf.in, location /slow/), serving objects of 100 KB to 2 MB through the S3
 protocol (path-style: bucket "slow"). Both clients sign every request with SigV4. Reported per
 client: objects/s, MB/s, CPU-seconds per 1,000 objects (the client's own process), and the
 physical bound min(bandwidth, in-flight / latency) for the in-flight count used.
@@ -25,9 +25,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mmfeed.objectstore import Nginx
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+from objectstore import Nginx  # noqa: E402
 
 MEDIAN_FIRST_BYTE_S = 0.05
 SIGMA = 0.35

@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 import numpy as np  # noqa: E402
 from PIL import Image, ImageOps  # noqa: E402
 
+import datagen  # noqa: E402
 import mmfeed  # noqa: E402
-from mmfeed import datagen  # noqa: E402
 
 MEGAPIXELS = [0.3, 1.0, 3.0, 6.0, 12.0]
 

@@ -7,8 +7,10 @@
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
 //   mmfeed bench [--quick]               mmfeed against the Python pipelines, feeding a trainer
 //
-// Subcommands implemented in Python (the data set generator, the benchmark) run the interpreter this build
-// was configured with, or $MMFEED_PYTHON.
+// Subcommands implemented in Python (the data set generator, the benchmark) are development tools
+// that stay in the source tree, not in the wheel: they run tests/support/datagen.py and
+// bench/pipeline.py from the checkout this binary was built from (or $MMFEED_SOURCE_DIR) with the
+// interpreter this build was configured with (or $MMFEED_PYTHON). Without a checkout they say so.
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,8 +33,8 @@ constexpr const char* kUsage =
     "  run             run the loader over a manifest and report what it delivered; --help for options\n"
     "  inspect         show one batch: tensor shapes, decoded text with the trained spans marked\n"
     "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
-    "  make-dataset    write the demo data set (images + JSONL manifest); --help for options\n"
-    "  bench           feed a trainer from an object store: mmfeed against the Python pipelines\n"
+    "  make-dataset    write the demo data set (images + JSONL manifest); --help for options; needs a checkout\n"
+    "  bench           feed a trainer from an object store: mmfeed against the Python pipelines; needs a checkout\n"
     "  help            print this text\n";
 
 int run_version() {
@@ -43,14 +45,45 @@ int run_version() {
   return 0;
 }
 
-// Replaces this process with `python -m <module> args...`.
-int exec_python_module(const char* module, int argc, char** argv) {
+// A subcommand that runs a Python script of the source tree.
+struct SourceTool {
+  const char* command;  // the subcommand, for messages
+  const char* script;   // relative to the source tree
+  const char* needs;    // what the script needs besides the checkout and mmfeed
+};
+
+constexpr SourceTool kMakeDataset{"make-dataset", "tests/support/datagen.py",
+                                  "scikit-image and scikit-learn, whose sample photographs it uses"};
+constexpr SourceTool kBench{"bench", "bench/pipeline.py",
+                            "nginx with its Lua module and the Python peers torch, transformers, spdl, boto3 and "
+                            "matplotlib"};
+
+// The checkout the Python subcommands run from: $MMFEED_SOURCE_DIR, else the tree this binary was
+// built from. A wheel built from an sdist was configured in a temporary directory that is gone.
+std::string source_dir() {
+  const char* dir = std::getenv("MMFEED_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : MMFEED_SOURCE_DIR;
+}
+
+// Replaces this process with `python SOURCE/script args...`; returns 127 with what to do when
+// there is no checkout to run it from or no interpreter.
+int exec_source_tool(const SourceTool& tool, int argc, char** argv) {
+  const std::string dir = source_dir();
+  std::string script = dir + "/" + tool.script;
+  if (access(script.c_str(), R_OK) != 0) {
+    std::fprintf(stderr,
+                 "mmfeed %s: %s not found in %s: this development tool runs from an mmfeed source checkout, "
+                 "and the installed package does not ship it.\n"
+                 "Run it in a checkout (`make build`, then build/mmfeed %s) or set MMFEED_SOURCE_DIR to one; "
+                 "it also needs %s; scripts/setup.sh installs them.\n",
+                 tool.command, tool.script, dir.c_str(), tool.command, tool.needs);
+    return 127;
+  }
   const char* python = std::getenv("MMFEED_PYTHON");
   if (python == nullptr || *python == '\0') python = MMFEED_DEFAULT_PYTHON;
   std::vector<char*> args;
   args.push_back(const_cast<char*>(python));
-  args.push_back(const_cast<char*>("-m"));
-  args.push_back(const_cast<char*>(module));
+  args.push_back(script.data());
   for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execvp(python, args.data());
@@ -71,8 +104,8 @@ int main(int argc, char** argv) {
   if (command == "fetch") return mmfeed::tools::run_fetch(argc - 2, argv + 2);
   if (command == "run") return mmfeed::tools::run_loader(argc - 2, argv + 2);
   if (command == "inspect") return mmfeed::tools::run_inspect(argc - 2, argv + 2);
-  if (command == "make-dataset") return exec_python_module("mmfeed.datagen", argc - 2, argv + 2);
-  if (command == "bench") return exec_python_module("mmfeed.bench", argc - 2, argv + 2);
+  if (command == "make-dataset") return exec_source_tool(kMakeDataset, argc - 2, argv + 2);
+  if (command == "bench") return exec_source_tool(kBench, argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);
     return 0;

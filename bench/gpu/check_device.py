@@ -10,9 +10,11 @@ from pathlib import Path
 import torch
 
 import mmfeed
-from mmfeed import datagen
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+
+import datagen  # noqa: E402
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 
 

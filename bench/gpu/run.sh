@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The real-GPU benchmark, on an NVIDIA machine that has PyTorch but neither network nor apt:
 # gets mmfeed there (the prebuilt .gpu-bundle, or a build), checks the GPU path of the package
-# (bench/gpu/check_device.py), then runs `mmfeed.bench --quick` from local files with
-# bench_model's Qwen-VL-shaped trainer on the GPU.
+# (bench/gpu/check_device.py), then runs `mmfeed bench --quick` (bench/pipeline.py) from local
+# files with bench/bench_model.py's Qwen-VL-shaped trainer on the GPU.
 # Run from the repository root: bench/gpu/run.sh   (writes ${OUT:-.}/gpu-bench.json)
 # Exit status: 2 when Python packages or build tools are missing, 3 when C++ libraries are, else
 # the benchmark's (124 if it ran past 420 s), else check_device.py's.
@@ -80,7 +80,7 @@ systems=naive,torch-dataloader,mmfeed-serial,mmfeed
 if "$python" -c 'import spdl.pipeline' 2>/dev/null; then
   systems=naive,torch-dataloader,spdl,mmfeed-serial,mmfeed
 fi
-timeout 420 "$python" -m mmfeed.bench --quick --sources local --systems "$systems" --trainer model --device cuda \
+timeout 420 "$python" bench/pipeline.py --quick --sources local --systems "$systems" --trainer model --device cuda \
   --out "${OUT:-.}/gpu-bench" --json "${OUT:-.}/gpu-bench.json"
 if ((checked)); then
   echo "bench/gpu: check_device.py failed (exit $checked)" >&2

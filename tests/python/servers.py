@@ -1,5 +1,5 @@
 """Real servers for the storage tests, started on free loopback ports and stopped afterwards:
-nginx serving objects with injected latency, bandwidth limits and faults (mmfeed.objectstore,
+nginx serving objects with injected latency, bandwidth limits and faults (tests/support/objectstore.py,
 shared with the benchmark), and moto's S3 server with signature checking enforced."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from mmfeed.objectstore import Nginx, free_port, rewrite_images, s3_env, stop_process, wait_for_port  # noqa: F401
+from objectstore import Nginx, free_port, rewrite_images, s3_env, stop_process, wait_for_port  # noqa: F401
 
 
 class MotoS3:

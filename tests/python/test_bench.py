@@ -6,13 +6,16 @@ import json
 import subprocess
 import sys
 
+from conftest import ROOT
+
+BENCH = ROOT / "bench" / "pipeline.py"
 SYSTEMS = ["naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed"]
 FIELDS = ["gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
           "peak_rss_mb", "time_to_first_batch_s"]
 
 
 def bench(tmp_path, *args):
-    run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--out", tmp_path / "out", "--data", tmp_path / "data",
+    run = subprocess.run([sys.executable, BENCH, "--out", tmp_path / "out", "--data", tmp_path / "data",
                           *map(str, args)], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     return run, json.loads((tmp_path / "out" / "bench.json").read_text())
@@ -68,7 +71,7 @@ def test_model_trainer_from_local_files(tmp_path):
 
 
 def test_refuses_unknown_systems(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "mmfeed.bench", "--systems", "mmfeed,grain", "--out", tmp_path],
+    run = subprocess.run([sys.executable, BENCH, "--systems", "mmfeed,grain", "--out", tmp_path],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "unknown systems or sources: grain" in run.stderr
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+import bench_model
+import datagen
 import mmfeed
 from conftest import ROOT
-from mmfeed import bench_model, datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 VISION_START, VISION_END = 151652, 151653

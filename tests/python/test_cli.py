@@ -1,4 +1,7 @@
+import os
 import subprocess
+
+import pytest
 
 import mmfeed
 
@@ -26,3 +29,14 @@ def test_installed_cli_is_on_the_venv_path():
     assert found, "pip install should put the mmfeed CLI next to the venv's python"
     out = subprocess.run([found, "version"], capture_output=True, text=True, check=True).stdout
     assert out.startswith("mmfeed ")
+
+
+@pytest.mark.parametrize("command, script", [("make-dataset", "tests/support/datagen.py"), ("bench", "bench/pipeline.py")])
+def test_development_commands_without_a_checkout_say_what_they_need(cli, tmp_path, command, script):
+    # As from a wheel built from an sdist: the source tree the CLI was built from is gone.
+    env = dict(os.environ, MMFEED_SOURCE_DIR=str(tmp_path))
+    run = subprocess.run([cli, command, "--out", tmp_path / "out"], capture_output=True, text=True, env=env)
+    assert run.returncode == 127
+    assert run.stderr.startswith(f"mmfeed {command}: {script} not found in {tmp_path}: ")
+    assert "MMFEED_SOURCE_DIR" in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from PIL import Image, ImageOps
 
-from mmfeed import datagen
+import datagen
 
 
 def tree_digest(root):

@@ -27,7 +27,7 @@ CONFIGS = {
 
 
 def data(tmp: Path) -> Path:
-    from mmfeed import datagen
+    import datagen
 
     datagen.generate(tmp, samples=16, seed=17, max_megapixels=0.4, workers=2)
     return tmp / "manifest.jsonl"

@@ -9,9 +9,9 @@ import zlib
 
 import pytest
 
+import datagen
 import mmfeed
 from conftest import ROOT
-from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 MAX_PIXELS = 100_000

@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
+import datagen
 import mmfeed
 from conftest import ROOT, copy_with_damaged_image
-from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 MAX_PIXELS = 100_000

@@ -17,9 +17,9 @@ from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
+import datagen
 import mmfeed
 from conftest import ROOT
-from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 TEMPLATES = ROOT / "tests" / "data" / "chat-templates"

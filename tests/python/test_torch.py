@@ -16,11 +16,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+import datagen
 import mmfeed
 import mmfeed.megatron
 import mmfeed.torch
 from conftest import ROOT, copy_with_damaged_image
-from mmfeed import datagen
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=TOKENIZER, max_pixels=100_000, batch_size=4)

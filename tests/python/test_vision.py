@@ -13,8 +13,8 @@ import pytest
 from PIL import Image, ImageOps
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+import datagen
 import mmfeed
-from mmfeed import datagen
 
 PROFILES = {
     # name: (patch, mean/std or None for CLIP's, min_pixels, max_pixels) as the hub configs set them

@@ -11,12 +11,12 @@ same data and cores, while a trainer stand-in consumes the batches:
   - mmfeed-serial: mmfeed doing the same work one sample after another on one thread;
   - mmfeed: concurrent mode (fetches in flight, 2 CPU workers, batches prefetched).
 
-Sources: "s3", the latency-injecting object server (mmfeed.objectstore: nginx answering S3
+Sources: "s3", the latency-injecting object server (tests/support/objectstore.py: nginx answering S3
 GetObject path-style, log-normal first byte with a 50 ms median and 200 ms p99, 32 MB/s per
 connection), started and stopped here; "local", the same files on disk.
 
 The trainer stand-in sleeps a fixed step per batch (no CPU), or with --trainer model runs a real
-Qwen-VL-shaped training step on a GPU (mmfeed.bench_model). The step is chosen as in the talk:
+Qwen-VL-shaped training step on a GPU (bench/bench_model.py). The step is chosen as in the talk:
 256 samples took over 100 s to prepare one after another while a step trained for 15-20 s, so
 the naive loop kept the GPU busy about 15% of the time. `--step-ms auto` (the default) times the
 naive loop on the first two batches and sets the step to 15/85 of its per-batch time, which puts
@@ -32,6 +32,11 @@ system) and mmfeed's Perfetto timeline per source.
 
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
+       python bench/pipeline.py ...   (the same; mmfeed bench runs this file from the source tree)
+
+A development tool, not part of the package: it needs this source tree (the data set generator
+and the object server in tests/support/, the tokenizer and chat templates in tests/data/) and
+the benchmark peers of requirements.txt.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
+
 SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed")
 SOURCES = ("s3", "local")
 PEERS = ("naive", "torch-dataloader", "spdl")
@@ -58,17 +66,6 @@ TEMPLATE_FILES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", 
 PAD = 151643
 FIELDS = ("gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
           "peak_rss_mb", "time_to_first_batch_s")
-
-
-def _package_file(*parts: str) -> Path:
-    """Data shipped next to the package in a source checkout (tests/data), for the tokenizer
-    and chat template the benchmark uses."""
-    here = Path(__file__).resolve()
-    for root in (here.parents[2], Path.cwd()):
-        path = root.joinpath(*parts)
-        if path.exists():
-            return path
-    raise FileNotFoundError(f"{Path(*parts)} not found: run from the mmfeed source tree")
 
 
 def _cpu_seconds() -> float:
@@ -241,8 +238,8 @@ def run_one(args) -> dict:
     import torch  # noqa: F401
     from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl  # noqa: F401
 
-    tokenizer = _package_file("tests", "data", "qwen3-tokenizer", "tokenizer.json")
-    template = _package_file("tests", "data", "chat-templates", TEMPLATE_FILES[args.model])
+    tokenizer = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+    template = ROOT / "tests" / "data" / "chat-templates" / TEMPLATE_FILES[args.model]
     manifest = Path(args.manifest)
     ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model)
     batches = {
@@ -257,7 +254,7 @@ def run_one(args) -> dict:
     }[args.one]()
     sampler = None
     if args.trainer == "model":
-        from mmfeed.bench_model import Nvml, Sampler, make_train_step
+        from bench_model import Nvml, Sampler, make_train_step
 
         step = make_train_step(device=args.device, preset=args.model_preset)
         gpu = Nvml.open()
@@ -314,7 +311,7 @@ class Progress:
 
 def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: str, progress: Progress,
           samples: int, trace: Path | None = None) -> dict:
-    command = [sys.executable, "-m", "mmfeed.bench", "--one", system, "--manifest", str(manifest),
+    command = [sys.executable, __file__, "--one", system, "--manifest", str(manifest),
                "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
                "--model", args.model,
                "--trainer", args.trainer, "--device", args.device, "--model-preset", args.model_preset]
@@ -439,8 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report = args.json or out / "bench.json"
 
-    from mmfeed import datagen
-    from mmfeed.objectstore import Nginx, rewrite_images, s3_env
+    import datagen
+    from objectstore import Nginx, rewrite_images, s3_env
 
     def write_report() -> None:  # after every run, so that a run cut short still leaves its figures
         report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")

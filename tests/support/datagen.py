@@ -3,7 +3,10 @@ image conversations in several languages.
 
 Usage:
     mmfeed make-dataset --out DIR --samples N --seed S [--max-megapixels MP] [--json]
-    python -m mmfeed.datagen ...   (the same)
+    python tests/support/datagen.py ...   (the same; mmfeed make-dataset runs this file)
+
+A development tool kept in the source tree, not in the package: the tests, the benchmarks and
+`make demo` write their data with it (`import datagen` with tests/support on sys.path).
 
 Everything is a pure function of (samples, seed, max-megapixels, the installed source photos and
 Pillow): the same arguments write byte-identical files. Sources are the sample photographs that
