@@ -135,6 +135,7 @@ struct SampleError {
   std::string sample_id;
   std::string stage;   // manifest, fetch, image, text
   std::string reason;
+  ErrorCode code = ErrorCode::kCorruptData;  // what failed: not_found, permission_denied, corrupt_data, ...
 };
 
 struct Tensor {

@@ -187,6 +187,7 @@ class PyLoader {
       d["sample_id"] = e.sample_id;
       d["stage"] = e.stage;
       d["reason"] = e.reason;
+      d["code"] = std::string(error_code_name(e.code));
       out.append(d);
     }
     return out;

@@ -291,24 +291,25 @@ class LoaderImpl final : public Loader {
         reason += " (" + w->id + ")";
         w->id = std::move(*id);
       }
-      w->error = SampleError{w->id, "manifest", std::move(reason)};
+      w->error = SampleError{w->id, "manifest", std::move(reason), c.error().code()};
       return w;
     }
     if (!c->id.empty()) w->id = c->id;
     if (c->count(text::ContentItem::Type::kVideo) > 0) {
-      w->error = SampleError{w->id, "manifest", "videos are not supported yet"};
+      w->error = SampleError{w->id, "manifest", "videos are not supported yet", ErrorCode::kUnsupported};
       return w;
     }
     if (const std::size_t n = c->count(text::ContentItem::Type::kImage); n > config_.max_images_per_sample) {
       w->error = SampleError{w->id, "manifest", "sample names " + std::to_string(n) +
                                                     " images, more than max_images_per_sample (" +
-                                                    std::to_string(config_.max_images_per_sample) + ")"};
+                                                    std::to_string(config_.max_images_per_sample) + ")",
+                             ErrorCode::kResourceExhausted};
       return w;
     }
     for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
       auto parsed = dataset::resolve(uri, base_dir);
       if (!parsed.ok()) {
-        w->error = SampleError{w->id, "manifest", parsed.error().to_string()};
+        w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
         return w;
       }
       w->images.push_back(std::move(parsed).value());
@@ -328,7 +329,8 @@ class LoaderImpl final : public Loader {
       auto info = vision::probe(bytes_of(w, i));
       Result<vision::Grid> grid = info.ok() ? proc_.plan(*info) : Result<vision::Grid>(info.error());
       if (!grid.ok()) {
-        w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string()};
+        w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string(),
+                              grid.error().code()};
         return;
       }
       w.infos.push_back(*info);
@@ -345,19 +347,20 @@ class LoaderImpl final : public Loader {
       w.error = SampleError{w.id, "image", "its " + std::to_string(n) + (n == 1 ? " image needs " : " images need ") +
                                                std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
                                                "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
-                                               "); lower max_pixels or raise the budget"};
+                                               "); lower max_pixels or raise the budget",
+                            ErrorCode::kResourceExhausted};
       return;
     }
     std::vector<text::Grid3> grids;
     for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
     const auto& tok = tok_.get();  // waits for it once, at the start
     if (!tok.ok()) {
-      w.error = SampleError{w.id, "text", tok.error().to_string()};
+      w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
       return;
     }
     auto s = text::encode_conversation(*(*tok)->tok, w.conversation, tmpl_, grids, {}, sft_);
     if (!s.ok()) {
-      w.error = SampleError{w.id, "text", s.error().to_string()};
+      w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
       return;
     }
     if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
@@ -369,7 +372,8 @@ class LoaderImpl final : public Loader {
     }
     if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
       w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) +
-                                              " tokens, more than token_budget " + std::to_string(config_.token_budget)};
+                                              " tokens, more than token_budget " + std::to_string(config_.token_budget),
+                            ErrorCode::kOutOfRange};
       return;
     }
     w.input_ids = std::move(s->input_ids);
@@ -407,7 +411,8 @@ class LoaderImpl final : public Loader {
     for (std::size_t i = 0; i < w.grids.size(); ++i) {
       auto resized = proc_.resize(bytes_of(w, i), w.infos[i]);
       if (!resized.ok()) {
-        w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string()};
+        w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string(),
+                              resized.error().code()};
         ok = false;
         break;
       }
@@ -480,8 +485,8 @@ class LoaderImpl final : public Loader {
       std::lock_guard lock(errors_mu_);
       errors_.push_back(*w.error);
     }
-    if (fail_on_error_) {
-      return Error(ErrorCode::kCorruptData, w.error->stage + ": " + w.error->reason, "sample " + w.error->sample_id);
+    if (fail_on_error_) {  // the sample's own error code: a 403 stays a permission error
+      return Error(w.error->code, w.error->stage + ": " + w.error->reason, "sample " + w.error->sample_id);
     }
     const auto seen = m_samples_->value(), skipped = m_skipped_->value();
     if (seen >= 20 && static_cast<double>(skipped) / static_cast<double>(seen) > config_.max_error_fraction) {
@@ -724,7 +729,7 @@ class LoaderImpl final : public Loader {
         auto r = fetcher_->next();
         if (!r) return std::optional<Batch>();
         if (!r->data.ok()) {
-          w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error())};
+          w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error()), r->data.error().code()};
         } else {
           w->bytes[i] = std::move(r->data).value();
         }
@@ -848,7 +853,7 @@ class LoaderImpl final : public Loader {
         auto [w, index] = it->second;
         pending_.erase(it);
         if (!r->data.ok()) {
-          if (!w->error) w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error())};
+          if (!w->error) w->error = SampleError{w->id, "fetch", fetch_failure(r->data.error()), r->data.error().code()};
         } else {
           w->bytes[index] = std::move(r->data).value();
           hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));

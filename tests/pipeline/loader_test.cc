@@ -194,6 +194,33 @@ TEST_F(LoaderTest, EverySampleDeliveredOrReportedAcrossEpochs) {
   EXPECT_EQ(errors[0].stage, "image");
 }
 
+// Issue 17: on_error = "fail" reported every failure as corrupt data; the sample's own code stays.
+TEST_F(LoaderTest, FailingOnErrorKeepsTheSamplesErrorCode) {
+  {
+    std::ofstream m(dir_ / "missing.jsonl");
+    m << R"({"id": "gone", "messages": [{"role": "user", "content": [{"type": "image", "image": "nope.png"}]}]})"
+      << "\n";
+  }
+  LoaderConfig c = config();
+  c.manifests = {(dir_ / "missing.jsonl").string()};
+  c.on_error = "fail";
+  auto loader = Loader::open(c).value();
+  const auto r = loader->next();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kNotFound) << r.error().to_string();
+  ASSERT_EQ(loader->errors().size(), 1u);
+  EXPECT_EQ(loader->errors()[0].code, ErrorCode::kNotFound);
+  c = config();  // the truncated image: corrupt data
+  c.on_error = "fail";
+  c.shuffle = false;
+  auto corrupt = Loader::open(c).value();
+  Result<std::optional<Batch>> last = std::optional<Batch>();
+  while ((last = corrupt->next()).ok() && last->has_value()) {
+  }
+  ASSERT_FALSE(last.ok());
+  EXPECT_EQ(last.error().code(), ErrorCode::kCorruptData);
+}
+
 TEST_F(LoaderTest, ClosingMidRunReturnsPromptly) {
   for (int round = 0; round < 5; ++round) {
     auto loader = Loader::open(config()).value();

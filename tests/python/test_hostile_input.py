@@ -128,7 +128,8 @@ def test_a_sample_naming_too_many_images_is_refused_before_fetching(dataset, tmp
     ids, errors, _ = load(manifest)
     assert len(ids) == len(lines)
     assert errors == [{"sample_id": "greedy", "stage": "manifest",
-                       "reason": "sample names 1500 images, more than max_images_per_sample (256)"}]
+                       "reason": "sample names 1500 images, more than max_images_per_sample (256)",
+                       "code": "resource_exhausted"}]
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
         list(loader)
         assert loader.metrics()["counters"].get("fetch.requests", 0) <= len(lines) * 4  # its images never fetched
@@ -143,8 +144,12 @@ def test_a_sample_larger_than_the_byte_budget_is_refused_by_name(dataset):
             next(loader)
         errors = loader.errors()
     assert len(errors) == 12
+    # An image file itself larger than the budget is refused as it is fetched; the others by their
+    # pixel rows, from their headers.
     assert all(e["stage"] == "image" and "bytes of pixel rows, more than max_buffered_bytes (100000)" in e["reason"]
+               or e["stage"] == "fetch" and "here max_buffered_bytes (100000) is the limit" in e["reason"]
                for e in errors), errors
+    assert any(e["stage"] == "image" for e in errors)
 
 
 def test_a_manifest_that_inflates_past_its_limit_is_refused(dataset, tmp_path):
@@ -349,3 +354,16 @@ def test_a_tokenizer_path_that_is_a_fifo_is_refused_not_waited_on(dataset, tmp_p
     os.mkfifo(fifo)
     with pytest.raises(ValueError, match="tokenizer file is not a regular file"):
         first_batch(dataset, tokenizer=fifo, max_pixels=MAX_PIXELS)
+
+
+def test_a_failing_sample_keeps_its_error_code_under_on_error_fail(dataset, tmp_path):
+    # Issue 17: on_error="fail" re-raised every failure as corrupt data (a 403 became corrupt_data).
+    lines = dataset.read_text().splitlines()
+    manifest = dataset.parent / "missing.jsonl"
+    manifest.write_text(json.dumps({"id": "gone", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
+        {"role": "assistant", "content": "x"}]}) + "\n" + "\n".join(lines) + "\n")
+    ids, errors, _ = load(manifest, shuffle=False)
+    assert [(e["sample_id"], e["stage"], e["code"]) for e in errors] == [("gone", "fetch", "not_found")]
+    with pytest.raises(ValueError, match=r"^sample gone: fetch: .*cannot open: No such file"):
+        load(manifest, shuffle=False, on_error="fail")
