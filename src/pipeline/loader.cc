@@ -31,6 +31,7 @@
 #include "dataset/manifest.h"
 #include "device/cuda_runtime.h"
 #include "pipeline/config.h"
+#include "pipeline/error_budget.h"
 #include "pipeline/order.h"
 #include "pipeline/packer.h"
 #include "pipeline/resume_state.h"
@@ -130,8 +131,6 @@ class LoaderImpl final : public Loader {
         out_(std::max<std::size_t>(1, config_.prefetch_batches)) {
     m_wait_ = &metrics_.histogram("loader.consumer_wait_ns");
     m_batches_ = &metrics_.counter("loader.batches");
-    m_samples_ = &metrics_.counter("loader.samples");
-    m_skipped_ = &metrics_.counter("loader.samples_skipped");
     m_duplicate_ids_ = &metrics_.counter("loader.duplicate_sample_ids");
     m_process_ = &metrics_.histogram("loader.process_sample_ns");
     m_decode_ = &metrics_.histogram("loader.decode_images_ns");
@@ -217,8 +216,7 @@ class LoaderImpl final : public Loader {
   }
 
   std::vector<SampleError> errors() const override {
-    std::lock_guard lock(errors_mu_);
-    return errors_;
+    return budget_.errors();
   }
 
   std::string metrics_json() const override {
@@ -454,10 +452,8 @@ class LoaderImpl final : public Loader {
 
   // Accounts a finished sample: errors go to the report (or fail the run), the rest batch.
   Status account(Work& w) {
-    m_samples_->add();
     note_id(w);
-    if (!w.error) return ok_status();
-    return report(w);
+    return budget_.count(w.error);
   }
 
   // Duplicate sample ids make errors() and sample_ids ambiguous: counted over this rank's first
@@ -476,46 +472,6 @@ class LoaderImpl final : public Loader {
     for (std::size_t i = 1; i < id_hashes_.size(); ++i) duplicates += id_hashes_[i] == id_hashes_[i - 1] ? 1 : 0;
     m_duplicate_ids_->add(duplicates);
     id_hashes_ = {};
-  }
-
-  // Reports a failed sample already counted by account(): the error report, then the policy.
-  Status report(const Work& w) {
-    m_skipped_->add();
-    {
-      std::lock_guard lock(errors_mu_);
-      errors_.push_back(*w.error);
-    }
-    if (fail_on_error_) {  // the sample's own error code: a 403 stays a permission error
-      return Error(w.error->code, w.error->stage + ": " + w.error->reason, "sample " + w.error->sample_id);
-    }
-    const auto seen = m_samples_->value(), skipped = m_skipped_->value();
-    if (seen >= 20 && static_cast<double>(skipped) / static_cast<double>(seen) > config_.max_error_fraction) {
-      return Error(ErrorCode::kResourceExhausted,
-                   std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
-                       std::to_string(config_.max_error_fraction) + "); last: " + w.error->sample_id + ": " +
-                       w.error->reason);
-    }
-    return ok_status();
-  }
-
-  // At the end of the run, the budget once more whatever the number of samples: fewer than 20
-  // are not checked on the way, and a run whose every sample failed is an error at any size.
-  Status final_budget() const {
-    const auto seen = m_samples_->value(), skipped = m_skipped_->value();
-    if (skipped == 0) return ok_status();
-    std::lock_guard lock(errors_mu_);
-    const SampleError& last = errors_.back();
-    if (skipped == seen) {
-      return Error(ErrorCode::kResourceExhausted, "every sample failed (" + std::to_string(seen) + " of " +
-                                                      std::to_string(seen) + "); last: " + last.sample_id + ": " +
-                                                      last.stage + ": " + last.reason);
-    }
-    if (static_cast<double>(skipped) / static_cast<double>(seen) > config_.max_error_fraction) {
-      return Error(ErrorCode::kResourceExhausted,
-                   std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
-                       std::to_string(config_.max_error_fraction) + "); last: " + last.sample_id + ": " + last.reason);
-    }
-    return ok_status();
   }
 
   // Pads the samples into one pooled buffer (or, packing, lays them end to end in one row).
@@ -687,7 +643,7 @@ class LoaderImpl final : public Loader {
           row.push_back(std::move(w));
           continue;
         }
-        MMFEED_RETURN_IF_ERROR(report(*w));
+        MMFEED_RETURN_IF_ERROR(budget_.fail(*w->error));
       }
       const bool last = k + 1 == d->rows.size();
       BatchEnd after = last ? BatchEnd{end, 0, {}} : BatchEnd{start, k + 1, delivered};
@@ -743,7 +699,7 @@ class LoaderImpl final : public Loader {
       count_duplicate_ids();
       if (!final_checked_) {
         final_checked_ = true;
-        if (Status st = final_budget(); !st.ok()) {
+        if (Status st = budget_.at_end(); !st.ok()) {
           std::lock_guard lock(fail_mu_);
           failure_ = std::move(st).error();
         }
@@ -963,7 +919,7 @@ class LoaderImpl final : public Loader {
           if (epoch >= config_.epochs) {
             ended_.store(true);
             count_duplicate_ids();
-            if (Status st = final_budget(); !st.ok()) {
+            if (Status st = budget_.at_end(); !st.ok()) {
               std::lock_guard lock(fail_mu_);
               failure_ = std::move(st).error();
             }
@@ -1030,7 +986,8 @@ class LoaderImpl final : public Loader {
   mutable core::TraceWriter trace_;
   core::Histogram *m_wait_, *m_process_, *m_decode_, *m_assemble_;
   const core::Stopwatch opened_;  // wall time since open, for the stages' busy shares
-  core::Counter *m_batches_, *m_samples_, *m_skipped_, *m_duplicate_ids_;
+  core::Counter *m_batches_, *m_duplicate_ids_;
+  pipeline::ErrorBudget budget_{fail_on_error_, config_.max_error_fraction, metrics_};
   std::vector<std::size_t> id_hashes_;  // the first epoch's sample ids, hashed (note_id)
   core::Gauge *m_buffered_, *m_prefetched_;
   // Released batch buffers are kept for reuse up to half the byte budget: in steady state the
@@ -1067,8 +1024,6 @@ class LoaderImpl final : public Loader {
   const LoaderState start_;
   std::map<std::uint64_t, BatchEnd> batch_end_;  // batch -> the state after it
 
-  mutable std::mutex errors_mu_;
-  std::vector<SampleError> errors_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};
