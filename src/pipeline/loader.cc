@@ -30,6 +30,7 @@
 #include "core/trace.h"
 #include "dataset/manifest.h"
 #include "device/cuda_runtime.h"
+#include "pipeline/assembler.h"
 #include "pipeline/config.h"
 #include "pipeline/error_budget.h"
 #include "pipeline/order.h"
@@ -63,25 +64,8 @@ Loader::~Loader() = default;
 namespace {
 
 using dataset::ManifestLine;
+using pipeline::Work;
 using dataset::Manifests;
-
-// One sample through the stages.
-struct Work {
-  std::uint64_t seq = 0;  // position in this rank's order for the epoch
-  int epoch = 0;
-  std::string id;
-  text::Conversation conversation;
-  std::vector<storage::ObjectUri> images;
-  std::vector<core::Buffer> bytes;
-  std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
-  std::size_t arrived = 0;
-  std::optional<SampleError> error;
-  // Results.
-  std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
-  std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
-  std::vector<vision::Resized> resized;  // patchified into the batch by assemble()
-  std::vector<vision::Grid> grids;
-};
 
 // The loader's state once a batch is delivered: position, packed rows, the samples they held.
 struct BatchEnd {
@@ -474,91 +458,18 @@ class LoaderImpl final : public Loader {
     id_hashes_ = {};
   }
 
-  // Pads the samples into one pooled buffer (or, packing, lays them end to end in one row).
+  // The group's batch (pipeline/assembler.h), and the state after it for when it is delivered.
   Batch assemble(std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
                  BatchEnd state_after) {
     core::TraceSpan span(&trace_, "assemble batch", "batch");
     const core::Stopwatch sw;
-    const std::int32_t pad_id = (*tok_.get())->pad_id;  // loaded: every sample here was tokenized
-    const bool packed = config_.token_budget > 0;
-    Batch b;
+    const pipeline::BatchLayout layout{.packed = config_.token_budget > 0,
+                                       .pad_to_multiple_of = config_.pad_to_multiple_of,
+                                       .mrope = config_.mrope,
+                                       .pad_id = (*tok_.get())->pad_id};  // loaded: every sample was tokenized
+    Batch b = pipeline::assemble_batch(samples, layout, proc_, pool_buffers_, high_water_);
     b.epoch = epoch;
     b.index = index;
-    std::size_t L = 0, total = 0, rows = 0, images = 0;
-    for (const auto& w : samples) {
-      L = std::max(L, w->input_ids.size());
-      total += w->input_ids.size();
-      for (const vision::Grid& g : w->grids) rows += static_cast<std::size_t>(g.rows());
-      images += w->grids.size();
-      b.sample_ids.push_back(w->id);
-    }
-    const std::size_t multiple = std::max<std::size_t>(config_.pad_to_multiple_of, 1);
-    L = (L + multiple - 1) / multiple * multiple;
-    const auto n = static_cast<std::int64_t>(samples.size());
-    const std::int64_t B = packed ? 1 : n;
-    const std::int64_t T = static_cast<std::int64_t>(packed ? (total + multiple - 1) / multiple * multiple : L);
-    const auto width = static_cast<std::int64_t>(proc_.row_elements());
-    std::size_t offset = 0;
-    auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
-      Tensor t{name, dtype, std::move(shape), offset};
-      offset += (t.bytes() + 63) / 64 * 64;
-      b.tensors.push_back(std::move(t));
-    };
-    add("input_ids", Tensor::DType::kInt64, {B, T});
-    add("labels", Tensor::DType::kInt64, {B, T});
-    add("attention_mask", Tensor::DType::kInt64, {B, T});
-    add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
-    add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(images), 3});
-    if (config_.mrope) {
-      add("position_ids", Tensor::DType::kInt64, {3, B, T});
-    } else if (packed) {
-      add("position_ids", Tensor::DType::kInt64, {B, T});
-    }
-    if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
-    // Each buffer is reserved at least as large as the largest batch so far, so any cached one
-    // can serve the next batch (a fresh one costs a page fault and a zero fill per page, about
-    // as much as the patchify writing into it); the tail a smaller batch leaves is never touched.
-    high_water_ = std::max(high_water_, std::max<std::size_t>(offset, 1));
-    b.storage = std::make_shared<core::Buffer>(pool_buffers_.acquire(high_water_));
-    b.storage->resize(offset);
-    auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[i].offset); };
-    std::int64_t *ids = at(0), *labels = at(1), *mask = at(2), *grids = at(4);
-    std::int64_t* positions = b.tensors.size() > 5 && b.tensors[5].name == "position_ids" ? at(5) : nullptr;
-    std::int64_t* cu = packed ? at(b.tensors.size() - 1) : nullptr;
-    auto* pixels = reinterpret_cast<float*>(b.storage->data() + b.tensors[3].offset);
-    std::size_t cursor = 0;  // packed: where the next sample starts
-    if (cu) cu[0] = 0;
-    for (std::size_t i = 0; i < samples.size(); ++i) {
-      const Work& w = *samples[i];
-      const std::size_t len = w.input_ids.size();
-      const std::size_t row_start = packed ? cursor : i * L;
-      // Packed, the last sample also writes the row's padding tail (pad_to_multiple_of).
-      const std::size_t span_len = !packed ? L : i + 1 < samples.size() ? len : static_cast<std::size_t>(T) - cursor;
-      for (std::size_t j = 0; j < span_len; ++j) {
-        const bool real = j < len;
-        ids[row_start + j] = real ? w.input_ids[j] : pad_id;
-        labels[row_start + j] = real ? w.labels[j] : text::kIgnoreIndex;
-        mask[row_start + j] = real ? 1 : 0;
-        if (positions && config_.mrope) {
-          for (std::size_t axis = 0; axis < 3; ++axis) {
-            positions[axis * static_cast<std::size_t>(B * T) + row_start + j] = real ? w.mrope[axis * len + j] : 0;
-          }
-        } else if (positions) {
-          positions[row_start + j] = real ? static_cast<std::int64_t>(j) : 0;
-        }
-      }
-      cursor += len;
-      if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
-      for (const vision::Resized& r : w.resized) {
-        proc_.write(r, pixels);
-        pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(width);
-      }
-      for (const vision::Grid& g : w.grids) {
-        *grids++ = g.t;
-        *grids++ = g.h;
-        *grids++ = g.w;
-      }
-    }
     std::lock_guard lock(state_mu_);
     batch_end_[key(epoch, index)] = std::move(state_after);
     m_assemble_->record(static_cast<std::uint64_t>(sw.elapsed_ns()));

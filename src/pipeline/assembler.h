@@ -1,0 +1,38 @@
+// The batch assembler: processed samples in, one batch out, every tensor in one pooled buffer.
+// Padded, B rows of the longest sample's length L; packed, the samples end to end in one row of
+// T tokens with cu_seqlens. Lengths are rounded up to pad_to_multiple_of with padding (pad id,
+// label -100, mask 0, position 0). Pixels are normalized and patchified straight from each
+// sample's resized images into the buffer, so they are written once. Pure apart from the pool:
+// the same samples and layout give the same bytes.
+//
+// Example:
+//   Batch b = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool, high_water);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "mmfeed/loader.h"
+#include "pipeline/sample.h"
+#include "vision/processor.h"
+
+namespace mmfeed::pipeline {
+
+struct BatchLayout {
+  bool packed = false;                 // one row of the samples end to end, with cu_seqlens
+  std::size_t pad_to_multiple_of = 0;  // > 1: lengths rounded up to a multiple
+  bool mrope = false;                  // position_ids [3, B, L] from the samples' mrope ids
+  std::int32_t pad_id = 0;
+};
+
+// The batch of `samples` (epoch and index left for the caller). Its buffer is reserved at least
+// `high_water` bytes, raised to this batch's size: any cached buffer can then serve the next
+// batch (a fresh one costs a page fault and a zero fill per page, about as much as writing the
+// pixels), and the tail a smaller batch leaves is never touched.
+Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
+                     const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water);
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,37 @@
+// One sample on its way through the stages: parsed from its manifest line (prepare), its images
+// fetched, its headers probed, text encoded and images resized (process, decode), then laid into
+// a batch (assembler.h). Owned by one stage at a time: the reader, the collector, a CPU worker,
+// the batcher — handed on with its unique_ptr, so no two threads touch it at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "mmfeed/loader.h"
+#include "storage/uri.h"
+#include "text/chat.h"
+#include "vision/processor.h"
+
+namespace mmfeed::pipeline {
+
+struct Work {
+  std::uint64_t seq = 0;  // position in this rank's order for the epoch
+  int epoch = 0;
+  std::string id;
+  text::Conversation conversation;
+  std::vector<storage::ObjectUri> images;
+  std::vector<core::Buffer> bytes;
+  std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
+  std::size_t arrived = 0;
+  std::optional<SampleError> error;
+  // Results.
+  std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
+  std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
+  std::vector<vision::Resized> resized;  // patchified into the batch by assemble()
+  std::vector<vision::Grid> grids;
+};
+
+}  // namespace mmfeed::pipeline
