@@ -465,10 +465,13 @@ def main(argv: list[str] | None = None) -> int:
             env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
         calibration = None
         if calibrate:
-            # The naive loop on the first two batches of the first source, with no step.
+            # The naive loop on the first two batches of the first source, with no step. The head
+            # lies elsewhere than the data set, so local image paths are made absolute.
             probe_source = sources[0]
-            head = Path(tmp) / "calibrate.jsonl"
-            head.write_text("\n".join(paths[probe_source].read_text().splitlines()[:calibration_samples]) + "\n")
+            base = paths[probe_source].parent.resolve()
+            head = rewrite_images(paths[probe_source], lambda ref: ref if "://" in ref else str(base / ref),
+                                  Path(tmp) / "calibrate.jsonl")
+            head.write_text("\n".join(head.read_text().splitlines()[:calibration_samples]) + "\n")
             r = spawn("naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress,
                       calibration_samples)
             per_batch = r["data_seconds_per_batch"]

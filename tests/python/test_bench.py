@@ -70,6 +70,13 @@ def test_model_trainer_from_local_files(tmp_path):
         assert "nvml_gpu_utilization" not in r  # no GPU to ask
 
 
+def test_auto_step_calibrates_on_local_files(tmp_path):
+    # The calibration's head manifest lies outside the data set; its local image paths still resolve.
+    _, out = bench(tmp_path, "--quick", "--samples", 8, "--sources", "local", "--systems", "mmfeed")
+    assert out["config"]["calibration"]["source"] == "local" and out["config"]["step_ms"] > 0
+    check(out["systems"][0], 8)
+
+
 def test_refuses_unknown_systems(tmp_path):
     run = subprocess.run([sys.executable, BENCH, "--systems", "mmfeed,grain", "--out", tmp_path],
                          capture_output=True, text=True)
