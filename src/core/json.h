@@ -7,8 +7,10 @@
 
 namespace mmfeed::core {
 
-// Appends `s` to `out` as a JSON string literal (quotes and escapes included); bytes that
-// are not well-formed UTF-8 become U+FFFD so the output always parses.
+// Appends `s` to `out` as a JSON string literal (quotes and escapes included), escaped as
+// Python's json.dumps(ensure_ascii=False) escapes it (\" \\ \n \r \t \b \f, other control
+// characters \u00xx); bytes that are not well-formed UTF-8 become U+FFFD so the output always
+// parses.
 void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace mmfeed::core

@@ -4,34 +4,11 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/json.h"
+
 namespace mmfeed::text {
 
 namespace {
-
-void append_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[static_cast<unsigned char>(c) >> 4];
-          out += kHex[static_cast<unsigned char>(c) & 0xf];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 // Python's float repr: the shortest digits that round-trip; positional when the decimal
 // exponent is in [-4, 16), with ".0" added to integral values; otherwise d[.ddd]e[+-]XX.
@@ -99,7 +76,7 @@ void append_python_json(std::string& out, simdjson::dom::element value) {
       for (simdjson::dom::key_value_pair field : object) {
         if (!first) out += ", ";
         first = false;
-        append_string(out, field.key);
+        core::append_json_string(out, field.key);
         out += ": ";
         append_python_json(out, field.value);
       }
@@ -109,7 +86,7 @@ void append_python_json(std::string& out, simdjson::dom::element value) {
     case simdjson::dom::element_type::INT64: out += std::to_string(value.get_int64().value_unsafe()); return;
     case simdjson::dom::element_type::UINT64: out += std::to_string(value.get_uint64().value_unsafe()); return;
     case simdjson::dom::element_type::DOUBLE: append_double(out, value.get_double().value_unsafe()); return;
-    case simdjson::dom::element_type::STRING: append_string(out, value.get_string().value_unsafe()); return;
+    case simdjson::dom::element_type::STRING: core::append_json_string(out, value.get_string().value_unsafe()); return;
     case simdjson::dom::element_type::BOOL: out += value.get_bool().value_unsafe() ? "true" : "false"; return;
     case simdjson::dom::element_type::NULL_VALUE: out += "null"; return;
   }
