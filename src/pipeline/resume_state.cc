@@ -202,10 +202,11 @@ namespace pipeline {
 
 Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
   Fingerprint f;
+  std::vector<std::uint64_t> samples(m.files.size(), 0);  // per manifest, in one pass over the lines
+  for (const dataset::ManifestLine& l : m.lines) ++samples[l.manifest];
   char crc[16];
   for (std::size_t i = 0; i < m.files.size(); ++i) {
-    std::uint64_t lines = 0;
-    for (const dataset::ManifestLine& l : m.lines) lines += l.manifest == i ? 1 : 0;
+    const std::uint64_t lines = samples[i];
     std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
     f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text.size()) +
                                                          " bytes, " + std::to_string(lines) + " samples, crc32 " +
