@@ -1,17 +1,16 @@
+// The Loader's wiring and the stages not yet in files of their own: the sample processor
+// (prepare, process, decode_images), the byte budget (admission, hold/release) and the serial and
+// concurrent drivers (reader, collector, batcher, next). Over 600 lines for that reason: they
+// share the LoaderImpl's state (queues, budget counters, the fetcher), and moving each behind an
+// interface of its own is the rest of issue 17; the configuration, resume state, error budget,
+// packer and assembler are already apart (docs/ARCHITECTURE.md).
 #include "mmfeed/loader.h"
-
-#include <simdjson.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <map>

@@ -1,3 +1,8 @@
+// The fetch engine's I/O thread: curl set-up, response parsing and checks, deadlines and hedging,
+// error classification and retries, multipart planning. Over 600 lines because these act on one
+// Transfer/Job state machine owned by the I/O thread; splitting out the pure parts (the response
+// checks and the error classification, each with its own tests) is open work of issue 17. Local
+// reads are already apart (file_reader.*).
 #include "storage/fetcher.h"
 
 #include <curl/curl.h>

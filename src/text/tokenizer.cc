@@ -1,3 +1,8 @@
+// The tokenizer.json BPE tokenizer: loading and checking the file, added tokens, NFC, the
+// pre-tokenizer regex, byte-level BPE and decoding. Over 600 lines because all of them work on
+// one Impl (vocabulary, merges, added-token matcher, compiled regex) that the loader fills and
+// encode reads; splitting the loader from the encoder needs that Impl in an internal header, a
+// step of issue 17 not yet taken.
 #include "text/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

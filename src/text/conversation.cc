@@ -1,0 +1,382 @@
+// Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
+// "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
+// errors name the JSON path at fault. Rendering and encoding are in chat.cc.
+#include "text/chat.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+#include "text/python_json.h"
+
+namespace mmfeed::text {
+
+namespace {
+
+Error bad(const std::string& message) { return Error(ErrorCode::kCorruptData, message); }
+
+constexpr std::string_view kRoles = R"("system", "user", "assistant" or "tool")";
+constexpr std::string_view kSpeakers =
+    R"("human", "gpt", "user", "assistant", "model", "system", "tool", "function" or "observation")";
+
+bool known_role(std::string_view role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool";
+}
+
+// LLaVA / ShareGPT speaker names (kSpeakers) to roles.
+std::optional<std::string> role_of_speaker(std::string_view from) {
+  if (from == "human" || from == "user") return "user";
+  if (from == "gpt" || from == "assistant" || from == "model") return "assistant";
+  if (from == "system") return "system";
+  if (from == "tool" || from == "function" || from == "observation") return "tool";
+  return std::nullopt;
+}
+
+// What a JSON value is, for messages that say what was found: "a number", "an object".
+std::string_view kind_of(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::ARRAY: return "a list";
+    case simdjson::dom::element_type::OBJECT: return "an object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: return "a number";
+    case simdjson::dom::element_type::STRING: return "a string";
+    case simdjson::dom::element_type::BOOL: return "a boolean";
+    case simdjson::dom::element_type::NULL_VALUE: return "null";
+  }
+  return "an unknown JSON value";
+}
+
+// The string at `path`, or an error naming the path and what it holds instead.
+Result<std::string_view> as_string(simdjson::dom::element e, const std::string& path, std::string_view what = {}) {
+  std::string_view s;
+  if (!e.get_string().get(s)) return s;
+  return bad(path + " must be a string" + (what.empty() ? "" : " (" + std::string(what) + ")") + ", got " +
+             std::string(kind_of(e)));
+}
+
+// The sample's "id": a string, or an integer written in decimal. nullopt when absent, empty or
+// of another type.
+std::optional<std::string> id_of(simdjson::dom::element doc) {
+  std::string_view id;
+  std::int64_t numeric_id = 0;
+  if (!doc["id"].get_string().get(id)) return id.empty() ? std::nullopt : std::optional<std::string>(id);
+  if (!doc["id"].get_int64().get(numeric_id)) return std::to_string(numeric_id);
+  return std::nullopt;
+}
+
+// The URIs under `key`: a string or a list of strings (LLaVA's "image" may be either).
+Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_view key) {
+  std::vector<std::string> out;
+  std::string_view s;
+  simdjson::dom::array a;
+  if (!e.get_string().get(s)) {
+    out.emplace_back(s);
+  } else if (!e.get_array().get(a)) {
+    std::size_t index = 0;
+    for (simdjson::dom::element x : a) {
+      MMFEED_ASSIGN_OR_RETURN(std::string_view uri,
+                              as_string(x, std::string(key) + "[" + std::to_string(index++) + "]", "a URI"));
+      out.emplace_back(uri);
+    }
+  } else {
+    return bad(std::string(key) + " must be a URI or a list of URIs, got " + std::string(kind_of(e)));
+  }
+  return out;
+}
+
+// One item of a message's content list at `where` ("messages[1].content[0]").
+Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
+  simdjson::dom::object o;
+  if (item.get_object().get(o)) {
+    return bad(where + " must be an object (a text, image or video item), got " + std::string(kind_of(item)));
+  }
+  std::string_view type;  // stays empty when absent or not a string: the keys decide then
+  if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
+  simdjson::dom::element field;
+  std::optional<std::string> media_text;  // a media item's own "text" (see ContentItem)
+  if ((!o["image"].get(field) || !o["image_url"].get(field) || !o["video"].get(field)) && !o["text"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
+    media_text = std::string(text);
+  }
+  if (!o["image"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
+    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
+  }
+  if (!o["image_url"].get(field)) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
+    std::string_view uri;
+    if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
+      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
+    }
+    return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
+               std::string(kind_of(field)));
+  }
+  if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
+  if (!o["video"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
+    return ContentItem{ContentItem::Type::kVideo, std::string(uri), media_text};
+  }
+  if (type == "video") return bad(where + " has type 'video' but no \"video\"");
+  if (!o["text"].get(field)) {
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
+    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt};
+  }
+  return bad(where + " has no \"text\", \"image\" or \"video\"" +
+             (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
+}
+
+// Python's truthiness of a JSON value, which Jinja's `if x` applies.
+bool truthy(simdjson::dom::element e) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::ARRAY: return e.get_array().value_unsafe().size() > 0;
+    case simdjson::dom::element_type::OBJECT: return e.get_object().value_unsafe().size() > 0;
+    case simdjson::dom::element_type::INT64: return e.get_int64().value_unsafe() != 0;
+    case simdjson::dom::element_type::UINT64: return e.get_uint64().value_unsafe() != 0;
+    case simdjson::dom::element_type::DOUBLE: return e.get_double().value_unsafe() != 0;
+    case simdjson::dom::element_type::STRING: return !e.get_string().value_unsafe().empty();
+    case simdjson::dom::element_type::BOOL: return e.get_bool().value_unsafe();
+    case simdjson::dom::element_type::NULL_VALUE: return false;
+  }
+  return false;
+}
+
+// The message's "tool_calls" (absent, null or empty: none), each {"name", "arguments"} or
+// wrapped in a non-empty {"function": {...}}.
+Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, const std::string& where) {
+  std::vector<ToolCall> out;
+  simdjson::dom::element field;
+  if (message["tool_calls"].get(field) || field.is_null()) return out;
+  simdjson::dom::array list;
+  if (field.get_array().get(list)) {
+    return bad(where + ".tool_calls must be a list of tool calls, got " + std::string(kind_of(field)));
+  }
+  std::size_t index = 0;
+  for (simdjson::dom::element call : list) {
+    std::string at = where + ".tool_calls[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (call.get_object().get(o)) {
+      return bad(at + " must be an object with \"name\" and \"arguments\" (or \"function\"), got " +
+                 std::string(kind_of(call)));
+    }
+    if (simdjson::dom::element function; !o["function"].get(function) && truthy(function)) {
+      if (function.get_object().get(o)) {
+        return bad(at + ".function must be an object with \"name\" and \"arguments\", got " +
+                   std::string(kind_of(function)));
+      }
+      at += ".function";
+    }
+    ToolCall tc;
+    if (o["name"].get(field)) return bad(at + " has no \"name\" (expected the function's name)");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view name, as_string(field, at + ".name", "the function's name"));
+    tc.name = std::string(name);
+    if (o["arguments"].get(field)) return bad(at + " has no \"arguments\" (expected a string or a JSON value)");
+    if (std::string_view arguments; !field.get_string().get(arguments)) {
+      tc.arguments = std::string(arguments);
+    } else {
+      append_python_json(tc.arguments, field);
+    }
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+// The message's reasoning under the first of the names transformers reads that is not null.
+Result<std::optional<std::string>> parse_reasoning(simdjson::dom::object message, const std::string& where) {
+  for (const char* key : {"reasoning_content", "thinking", "reasoning"}) {
+    simdjson::dom::element field;
+    if (message[key].get(field) || field.is_null()) continue;
+    MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + "." + key));
+    return std::optional<std::string>(text);
+  }
+  return std::optional<std::string>();
+}
+
+// The sample's "tools" (absent or null: none), each an object as transformers requires.
+Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
+  std::vector<std::string> out;
+  simdjson::dom::element field;
+  if (sample["tools"].get(field) || field.is_null()) return out;
+  simdjson::dom::array list;
+  if (field.get_array().get(list)) {
+    return bad("tools must be a list of tools (JSON schemas), got " + std::string(kind_of(field)));
+  }
+  std::size_t index = 0;
+  for (simdjson::dom::element tool : list) {
+    if (!tool.is_object()) {
+      return bad("tools[" + std::to_string(index) + "] must be an object (a tool's JSON schema), got " +
+                 std::string(kind_of(tool)));
+    }
+    ++index;
+    append_python_json(out.emplace_back(), tool);
+  }
+  return out;
+}
+
+Result<Conversation> parse_messages(simdjson::dom::element messages, Conversation c) {
+  simdjson::dom::array list;
+  if (messages.get_array().get(list)) {
+    return bad("messages must be a list of messages, got " + std::string(kind_of(messages)));
+  }
+  std::size_t index = 0;
+  for (simdjson::dom::element m : list) {
+    const std::string where = "messages[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (m.get_object().get(o)) {
+      return bad(where + " must be an object with \"role\" and \"content\", got " + std::string(kind_of(m)));
+    }
+    simdjson::dom::element field;
+    if (o["role"].get(field)) return bad(where + " has no \"role\" (expected " + std::string(kRoles) + ")");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view role, as_string(field, where + ".role"));
+    if (!known_role(role)) {
+      return bad(where + " has unknown role '" + std::string(role) + "' (expected " + std::string(kRoles) + ")");
+    }
+    Message msg;
+    msg.role = std::string(role);
+    MMFEED_ASSIGN_OR_RETURN(msg.tool_calls, parse_tool_calls(o, where));
+    MMFEED_ASSIGN_OR_RETURN(msg.reasoning_content, parse_reasoning(o, where));
+    std::string_view text;
+    simdjson::dom::array items;
+    if (o["content"].get(field)) {
+      if (msg.tool_calls.empty()) {
+        return bad(where + " has no \"content\" (expected a string or a list of content items)");
+      }
+    } else if (!field.get_string().get(text)) {
+      msg.content_is_string = true;
+      msg.content.push_back({ContentItem::Type::kText, std::string(text), std::nullopt});
+    } else if (!field.get_array().get(items)) {
+      std::size_t item_index = 0;
+      for (simdjson::dom::element item : items) {
+        MMFEED_ASSIGN_OR_RETURN(ContentItem parsed,
+                                parse_item(item, where + ".content[" + std::to_string(item_index++) + "]"));
+        msg.content.push_back(std::move(parsed));
+      }
+    } else {
+      return bad(where + ".content must be a string or a list of content items, got " + std::string(kind_of(field)));
+    }
+    c.messages.push_back(std::move(msg));
+  }
+  if (c.messages.empty()) return bad("conversation has no messages");
+  return c;
+}
+
+// LLaVA and ShareGPT: placeholders <image>/<video> in the text, URIs in a list beside it.
+Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::dom::element turns, Conversation c) {
+  simdjson::dom::array list;
+  if (turns.get_array().get(list)) {
+    return bad("conversations must be a list of turns, got " + std::string(kind_of(turns)));
+  }
+  std::vector<std::string> images, videos;
+  for (const char* key : {"image", "images"}) {
+    simdjson::dom::element e;
+    if (!doc[key].get(e)) {
+      MMFEED_ASSIGN_OR_RETURN(images, uri_list(e, key));
+    }
+  }
+  for (const char* key : {"video", "videos"}) {
+    simdjson::dom::element e;
+    if (!doc[key].get(e)) {
+      MMFEED_ASSIGN_OR_RETURN(videos, uri_list(e, key));
+    }
+  }
+  std::size_t next_image = 0, next_video = 0, index = 0;
+  for (simdjson::dom::element t : list) {
+    const std::string where = "conversations[" + std::to_string(index++) + "]";
+    simdjson::dom::object o;
+    if (t.get_object().get(o)) {
+      return bad(where + " must be an object with \"from\" and \"value\", got " + std::string(kind_of(t)));
+    }
+    simdjson::dom::element field;
+    if (o["from"].get(field)) return bad(where + " has no \"from\" (expected " + std::string(kSpeakers) + ")");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view from, as_string(field, where + ".from"));
+    const auto role = role_of_speaker(from);
+    if (!role) {
+      return bad(where + " has unknown speaker '" + std::string(from) + "' (expected " + std::string(kSpeakers) + ")");
+    }
+    if (o["value"].get(field)) return bad(where + " has no \"value\" (expected the turn's text)");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view value, as_string(field, where + ".value"));
+    Message msg;
+    msg.role = *role;
+    std::size_t at = 0;
+    while (at <= value.size()) {
+      const std::size_t img = value.find("<image>", at);
+      const std::size_t vid = value.find("<video>", at);
+      const std::size_t next = std::min(img, vid);
+      if (next > at) {
+        msg.content.push_back({ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at)), std::nullopt});
+      }
+      if (next == std::string_view::npos) break;
+      if (next == img) {
+        if (next_image >= images.size()) return bad(where + ": more <image> placeholders than images listed");
+        msg.content.push_back({ContentItem::Type::kImage, images[next_image++], std::nullopt});
+      } else {
+        if (next_video >= videos.size()) return bad(where + ": more <video> placeholders than videos listed");
+        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++], std::nullopt});
+      }
+      at = next + 7;
+    }
+    c.messages.push_back(std::move(msg));
+  }
+  if (next_image != images.size()) {
+    return bad(std::to_string(images.size()) + " images listed but " + std::to_string(next_image) + " <image> placeholders");
+  }
+  if (next_video != videos.size()) {
+    return bad(std::to_string(videos.size()) + " videos listed but " + std::to_string(next_video) + " <video> placeholders");
+  }
+  if (c.messages.empty()) return bad("conversation has no turns");
+  return c;
+}
+
+Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
+  simdjson::dom::object o;
+  if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(kind_of(doc)));
+  MMFEED_ASSIGN_OR_RETURN(c.tools, parse_tools(o));
+  simdjson::dom::element list;
+  if (!o["messages"].get(list)) return parse_messages(list, std::move(c));
+  if (!o["conversations"].get(list)) return parse_conversations(o, list, std::move(c));
+  return bad("sample has neither \"messages\" nor \"conversations\"");
+}
+
+}  // namespace
+
+std::size_t Conversation::count(ContentItem::Type type) const {
+  std::size_t n = 0;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) n += item.type == type;
+  }
+  return n;
+}
+
+std::vector<std::string> Conversation::media(ContentItem::Type type) const {
+  std::vector<std::string> out;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) {
+      if (item.type == type) out.push_back(item.value);
+    }
+  }
+  return out;
+}
+
+Result<Conversation> parse_conversation(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return bad(std::string("malformed JSON: ") + simdjson::error_message(err));
+  }
+  const std::optional<std::string> id = id_of(doc);
+  Conversation c;
+  if (id) c.id = *id;
+  Result<Conversation> r = parse_sample(doc, std::move(c));
+  if (!r.ok() && id) return std::move(r).error().with_context("sample " + *id);
+  return r;
+}
+
+std::optional<std::string> sample_id_of(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc)) return std::nullopt;
+  return id_of(doc);
+}
+
+}  // namespace mmfeed::text
