@@ -198,7 +198,7 @@ BufferPool::BufferPool(BufferPoolOptions options)
 std::size_t BufferPool::size_class(std::size_t bytes) {
   if (bytes <= kMinClass) return kMinClass;
   // Four classes per octave: 2^k * {4, 5, 6, 7} / 4.
-  const int k = std::bit_width(bytes - 1) - 1;  // 2^k < bytes <= 2^(k+1)
+  const int k = static_cast<int>(std::bit_width(bytes - 1)) - 1;  // 2^k < bytes <= 2^(k+1)
   const std::size_t quarter = std::size_t{1} << (k - 2);
   const std::size_t base = std::size_t{1} << k;
   return base + ((bytes - base + quarter - 1) / quarter) * quarter;

@@ -27,7 +27,7 @@ void Gauge::raise_max(std::int64_t v) {
 
 std::size_t Histogram::bucket_index(std::uint64_t value) {
   if (value < kSub) return static_cast<std::size_t>(value);
-  const int octave = std::bit_width(value) - 1;  // >= kSubBits
+  const int octave = static_cast<int>(std::bit_width(value)) - 1;  // >= kSubBits
   const int shift = octave - kSubBits;
   const std::size_t sub = static_cast<std::size_t>(value >> shift) - kSub;
   return kSub + static_cast<std::size_t>(shift) * kSub + sub;

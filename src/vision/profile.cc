@@ -44,7 +44,8 @@ Result<Size> smart_resize(int height, int width, int factor, std::int64_t min_pi
   std::int64_t h_bar = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(height) / factor)) * factor;
   std::int64_t w_bar = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(width) / factor)) * factor;
   if (h_bar * w_bar > max_pixels) {
-    const double beta = std::sqrt(static_cast<double>(static_cast<std::int64_t>(height) * width) / max_pixels);
+    const double beta =
+        std::sqrt(static_cast<double>(static_cast<std::int64_t>(height) * width) / static_cast<double>(max_pixels));
     h_bar = std::max<std::int64_t>(factor, static_cast<std::int64_t>(std::floor(height / beta / factor)) * factor);
     w_bar = std::max<std::int64_t>(factor, static_cast<std::int64_t>(std::floor(width / beta / factor)) * factor);
   } else if (h_bar * w_bar < min_pixels) {

@@ -610,15 +610,16 @@ void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficient
 }  // namespace
 
 struct RowResampler::State {
-  State(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel, std::uint8_t* out)
-      : horizontal(in_w, out_w, channels, filter, kernel), kernel(kernel), out(out), out_h(out_h),
-        out_stride(static_cast<std::size_t>(out_w) * channels), in_stride(static_cast<std::size_t>(in_w) * channels),
-        last_row(in_h) {
-    if (out_h == in_h) return;  // the horizontal pass writes the output itself
-    vert = precompute_coefficients(in_h, out_h, filter);
+  State(int in_w, int in_h, int out_w, int out_height, int channels, Filter filter, Kernel kernel_choice,
+        std::uint8_t* out_pixels)
+      : horizontal(in_w, out_w, channels, filter, kernel_choice), kernel(kernel_choice), out(out_pixels),
+        out_h(out_height), out_stride(static_cast<std::size_t>(out_w) * channels),
+        in_stride(static_cast<std::size_t>(in_w) * channels), last_row(in_h) {
+    if (out_height == in_h) return;  // the horizontal pass writes the output itself
+    vert = precompute_coefficients(in_h, out_height, filter);
     // Only the rows the vertical pass reads go through the horizontal pass.
     first_row = vert.first[0];
-    last_row = vert.first[out_h - 1] + vert.count[out_h - 1];
+    last_row = vert.first[out_height - 1] + vert.count[out_height - 1];
     temp.resize(out_stride * (last_row - first_row));
   }
 

@@ -17,9 +17,9 @@ std::vector<std::uint8_t> tiff_with_orientation(bool little, std::uint16_t value
                                        : std::vector<std::uint8_t>{'M', 'M', 0, 42, 0, 0, 0, 8};
   auto put16 = [&](std::uint16_t v) {
     if (little) {
-      t.push_back(v & 0xFF), t.push_back(v >> 8);
+      t.push_back(static_cast<std::uint8_t>(v & 0xFF)), t.push_back(static_cast<std::uint8_t>(v >> 8));
     } else {
-      t.push_back(v >> 8), t.push_back(v & 0xFF);
+      t.push_back(static_cast<std::uint8_t>(v >> 8)), t.push_back(static_cast<std::uint8_t>(v & 0xFF));
     }
   };
   put16(2);                                          // two entries
