@@ -8,17 +8,21 @@ DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 128
 DEMO_MODEL ?= qwen2-vl
 
-.PHONY: setup build test test-cpp test-python test-tsan test-asan fuzz demo bench bench-torchvision clean
+.PHONY: setup build test test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
 
 # One CMake build tree (build/) for the library, CLI, tests, benchmarks and the Python
-# extension; pip installs the package and the CLI into .venv from it.
+# extension; pip installs the package and the CLI into .venv from it. MMFEED_WERROR=1 in the
+# environment makes warnings in our code errors (`MMFEED_WERROR=1 make test`); it is passed on
+# every build, ON or OFF, so that build/'s CMake cache does not keep an earlier run's choice.
+WERROR := $(if $(filter 1,$(MMFEED_WERROR)),ON,OFF)
 build: setup
 	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation --no-deps -C build-dir=build \
-	  -C cmake.define.MMFEED_BUILD_TESTS=ON -C cmake.define.MMFEED_BUILD_BENCH=ON . \
+	  -C cmake.define.MMFEED_BUILD_TESTS=ON -C cmake.define.MMFEED_BUILD_BENCH=ON \
+	  -C cmake.define.MMFEED_WERROR=$(WERROR) . \
 	  2> >(grep -v '^WARNING: Location' >&2)
 	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
 
@@ -30,13 +34,14 @@ test-cpp:
 test-python:
 	$(PY) -m pytest -q tests/python
 
-# The core runtime's, fetch engine's and loader's tests under ThreadSanitizer, in a separate build tree.
+# The core runtime's, storage's (fetch engine, HTTP fetches against nginx included) and loader's
+# tests under ThreadSanitizer, in a separate build tree.
 test-tsan: setup
 	cmake -S . -B build-tsan -G Ninja -DMMFEED_SANITIZE=thread -DMMFEED_BUILD_PYTHON=OFF \
 	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-tsan -j $(JOBS) --target core_test storage_test pipeline_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/core_test
-	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test --gtest_filter='FetcherTest.*'
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
 
 # The C++ suites under AddressSanitizer (leaks included), in a separate build tree.
@@ -45,6 +50,14 @@ test-asan: setup
 	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+# The C++ suites under UndefinedBehaviorSanitizer, in a separate build tree; the first finding
+# fails the test (-fno-sanitize-recover=undefined).
+test-ubsan: setup
+	cmake -S . -B build-ubsan -G Ninja -DMMFEED_SANITIZE=undefined -DMMFEED_BUILD_PYTHON=OFF \
+	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-ubsan -j $(JOBS)
+	cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/) built with clang, each run FUZZ_SECONDS from the committed corpus;
 # new inputs go to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.
@@ -87,4 +100,4 @@ bench-torchvision: build
 	$(PY) bench/vision.py --torchvision-python .venv-tv/bin/python
 
 clean:
-	rm -rf build build-tsan build-asan build-fuzz $(DEMO_DIR) bench-results
+	rm -rf build build-tsan build-asan build-ubsan build-fuzz $(DEMO_DIR) bench-results
