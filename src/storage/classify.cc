@@ -1,0 +1,71 @@
+#include "storage/classify.h"
+
+#include "storage/curl_easy.h"
+#include "storage/s3.h"
+
+namespace mmfeed::storage {
+
+Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
+  const std::string detail(f.detail);
+  switch (f.code) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return Error(ErrorCode::kTimeout, "timed out: " + detail, uri);
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return Error(ErrorCode::kInvalidArgument, detail, uri);
+    case CURLE_TOO_MANY_REDIRECTS:  // a loop: following it again ends the same way
+      return Error(ErrorCode::kInvalidArgument,
+                   "redirect loop: more than " + std::to_string(kMaxRedirects) + " redirects" +
+                       (f.last_url != nullptr ? std::string(", the last to ") + f.last_url : std::string()),
+                   uri);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+      return Error(ErrorCode::kPermissionDenied,
+                   "TLS certificate not trusted: " + detail + " (give the CA bundle: --ca-bundle or AWS_CA_BUNDLE)",
+                   uri);
+    case CURLE_PARTIAL_FILE:
+      return Error(ErrorCode::kIoError,
+                   "truncated body: " + std::to_string(f.received) + " of " +
+                       (f.content_length == kUnknown ? std::string("?") : std::to_string(f.content_length)) +
+                       " bytes (" + detail + ")",
+                   uri);
+    default:
+      return Error(ErrorCode::kIoError, detail, uri);
+  }
+}
+
+Error classify_http_status(long status, std::string_view body, const S3Options* s3, const std::string& uri) {
+  std::string message = "HTTP " + std::to_string(status);
+  if (auto doc = parse_s3_error(body)) {
+    message += " " + doc->code;
+    if (!doc->message.empty()) message += ": " + doc->message;
+  }
+  switch (status) {
+    case 404:
+      return Error(ErrorCode::kNotFound, message, uri);
+    case 401:
+    case 403:
+      if (s3 == nullptr) return Error(ErrorCode::kPermissionDenied, message, uri);
+      return Error(ErrorCode::kPermissionDenied, message + permission_hint(*s3), uri);
+    case 408:
+    case 429:
+    case 503:
+      return Error(ErrorCode::kUnavailable, message, uri);
+    case 412:
+      return Error(ErrorCode::kUnavailable, message + " (the object changed during the fetch)", uri);
+    case 416:
+      return Error(ErrorCode::kOutOfRange, message, uri);
+    case 501:  // Not Implemented, HTTP Version Not Supported: asking again changes nothing
+    case 505:
+      return Error(ErrorCode::kInvalidArgument, message, uri);
+    default:
+      if (status >= 500) return Error(ErrorCode::kUnavailable, message, uri);
+      return Error(ErrorCode::kInvalidArgument, message, uri);
+  }
+}
+
+Error classify_refusal(const Refusal& refusal, CURLcode code, const std::string& uri) {
+  return Error(code == CURLE_OPERATION_TIMEDOUT ? ErrorCode::kTimeout : refusal.code, refusal.message, uri);
+}
+
+}  // namespace mmfeed::storage
