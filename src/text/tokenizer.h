@@ -6,7 +6,13 @@
 // Pipeline: added tokens split out of the raw text first (those marked normalized=false;
 // lstrip/rstrip/single_word honoured) -> NFC normalization (ASCII and other short-cut text
 // skips utf8proc) -> the Split pre-tokenizer's regex (PCRE2, UTF + UCP, JIT) -> ByteLevel ->
-// BPE merges by rank, with a cache of merged pieces.
+// BPE merges by rank, with a cache of merged pieces. Loading is tokenizer_json.cc, encoding and
+// decoding tokenizer.cc; the tables they share are in tokenizer_impl.h (internal).
+//
+// Threads: load on any thread; a loaded Tokenizer may then be used by any number of threads at
+// once (the Loader's workers each encode with the same one). Its tables are read-only after
+// loading; what encoding writes is the merged-piece cache, sharded and locked per shard, and
+// PCRE2 match state, which is per thread. Destroy it only once no thread uses it.
 //
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_file("tokenizer.json"));
@@ -43,7 +49,7 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view json);
   static Result<std::unique_ptr<Tokenizer>> from_file(const std::string& path);
 
-  // kInvalidArgument on text that is not valid UTF-8. Thread-safe.
+  // kInvalidArgument on text that is not valid UTF-8. Thread-safe, as is everything below.
   Result<std::vector<std::int32_t>> encode(std::string_view text) const;
   Result<Encoding> encode_with_offsets(std::string_view text) const;
 

@@ -27,6 +27,36 @@ TEST(TokenizerTest, EncodesAndDecodesKnownIds) {
   EXPECT_EQ(qwen().token_to_id("<|im_end|>"), 151645);
 }
 
+// One text through every path of encode: added tokens (special and not), NFC (a combining
+// accent), the U+11A7 jamo utf8proc mishandles, CJK, Hangul, Arabic, Devanagari, a ZWJ emoji,
+// digits split one by one, "\r\n" and tabs in code. Expected ids from Hugging Face `tokenizers`
+// 0.23.3 on the same tokenizer.json:
+//   Tokenizer.from_file("tests/data/qwen3-tokenizer/tokenizer.json")
+//       .encode(text, add_special_tokens=False).ids
+// with `text` the Python string spelled by the C++ literal below.
+TEST(TokenizerTest, MultilingualTextWithSpecialTokensMatchesHuggingFace) {
+  const std::string text =
+      "<|im_start|>user\n"
+      "Hello, world! Caf\xc3\xa9 vs Cafe\xcc\x81 \xe2\x80\x94 "                                // "Café vs Cafe\u0301 —"
+      "\xe4\xb8\xad\xe6\x96\x87\xe5\x88\x86\xe8\xaf\x8d\xef\xbc\x8c"                        // 中文分词，
+      "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88, "  // 日本語のテキスト
+      "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xea\xb0\x80\xe1\x86\xa7, "                      // 한국어 가\u11a7
+      "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9, "                            // العربية
+      "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "             // हिन्दी
+      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "             // man ZWJ woman ZWJ girl
+      "123456789 def f(x):\r\n"
+      "\treturn x**2  <|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+      "<|im_start|>assistant\n<think>\n\n</think>\n\nOK.<|im_end|>\n";
+  const std::vector<std::int32_t> expected = {
+      151644, 872,    198,    9707,   11,     1879,   0,      65671,  6165,   65671,  1959,   72858,  16744,  17177,
+      99689,  3837,   101059, 102819, 15767,  56833,  61803,  70534,  11,     130092, 31079,  35509,  124137, 100,
+      11,     129071, 11,     84310,  42311,  101,    30484,  99,     43647,  61804,  101,    378,    235,    145233,
+      378,    235,    145665, 220,    16,     17,     18,     19,     20,     21,     22,     23,     24,     707,
+      282,    2075,   5783,   853,    856,    334,    17,     256,    151652, 151655, 151653, 151645, 198,    151644,
+      77091,  198,    151667, 271,    151668, 271,    3925,   13,     151645, 198};
+  EXPECT_EQ(qwen().encode(text).value(), expected);
+}
+
 TEST(TokenizerTest, OffsetsCoverTheInput) {
   const std::string text = "<|im_start|>user\nCaf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87";
   const Encoding enc = qwen().encode_with_offsets(text).value();
@@ -46,6 +76,31 @@ TEST(TokenizerTest, MalformedJsonIsAnError) {
   EXPECT_FALSE(Tokenizer::from_json("{").ok());
   EXPECT_EQ(Tokenizer::from_json(R"({"model": {"type": "Unigram"}})").error().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(Tokenizer::from_file("/nonexistent.json").error().code(), ErrorCode::kNotFound);
+}
+
+// The Qwen3 tokenizer.json with the first occurrence of `from` replaced by `to`.
+std::string qwen_json_with(std::string_view from, std::string_view to) {
+  std::ifstream in(MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string json = ss.str();
+  const std::size_t at = json.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) json.replace(at, from.size(), to);
+  return json;
+}
+
+// `tokenizers` refuses such a file too; before, the flag was read as false.
+TEST(TokenizerTest, AnAddedTokenFlagOfAnotherTypeIsRefused) {
+  const auto r = Tokenizer::from_json(qwen_json_with(R"("lstrip": false)", R"("lstrip": "no")"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kCorruptData);
+  EXPECT_EQ(r.error().message(), R"(tokenizer.json: malformed added token '<|endoftext|>': "lstrip" is not a boolean)");
+}
+
+TEST(TokenizerTest, AnAbsentAddedTokenFlagIsFalse) {
+  const auto tok = Tokenizer::from_json(qwen_json_with("\"lstrip\": false,\n", "")).value();
+  EXPECT_EQ(tok->encode(" <|endoftext|>").value(), (std::vector<std::int32_t>{220, 151643}));
 }
 
 TEST(ChatTest, InvalidUtf8InAManifestLineIsAnError) {

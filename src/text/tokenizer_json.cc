@@ -1,0 +1,284 @@
+// Loading a Hugging Face tokenizer.json into the tables the encoder reads (tokenizer_impl.h):
+// the byte-level BPE model (vocabulary, merges), the NFC normalizer, the pre-tokenizer's split
+// regex (compiled here), the added tokens; and refusing, by name, every feature outside them.
+#include "text/tokenizer.h"
+
+#include <simdjson.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "text/tokenizer_impl.h"
+
+namespace mmfeed::text {
+
+namespace {
+
+Error unsupported(const std::string& what) {
+  return Error(ErrorCode::kUnsupported, "tokenizer.json: " + what + " is not supported");
+}
+
+// GPT-2's byte-level alphabet: printable bytes stand for themselves, the others are shifted
+// to code points from 256 up.
+struct ByteLevelAlphabet {
+  std::array<std::uint32_t, 256> byte_to_cp{};
+  std::unordered_map<std::uint32_t, std::uint8_t> cp_to_byte;
+  ByteLevelAlphabet() {
+    std::uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      byte_to_cp[b] = printable ? static_cast<std::uint32_t>(b) : next++;
+      cp_to_byte[byte_to_cp[b]] = static_cast<std::uint8_t>(b);
+    }
+  }
+};
+
+const ByteLevelAlphabet& alphabet() {
+  static const ByteLevelAlphabet a;
+  return a;
+}
+
+// An added token's flag: absent reads as false (files written before a flag existed lack it);
+// present, it must be a boolean, as `tokenizers` requires.
+Status read_flag(simdjson::dom::element token, std::string_view content, const char* key, bool* out) {
+  const simdjson::error_code err = token[key].get_bool().get(*out);
+  if (err == simdjson::SUCCESS || err == simdjson::NO_SUCH_FIELD) return ok_status();
+  return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed added token '" + std::string(content) + "': \"" +
+                                            key + "\" is not a boolean");
+}
+
+}  // namespace
+
+namespace detail {
+
+// A vocabulary key (byte-level characters) to the raw bytes it stands for.
+std::optional<std::string> key_to_bytes(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(key.data());
+  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(key.size());
+  while (left > 0) {
+    utf8proc_int32_t cp = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &cp);
+    if (n <= 0) return std::nullopt;
+    auto it = alphabet().cp_to_byte.find(static_cast<std::uint32_t>(cp));
+    if (it == alphabet().cp_to_byte.end()) return std::nullopt;
+    out += static_cast<char>(it->second);
+    p += n;
+    left -= n;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_file(const std::string& path) {
+  // Checked before opening: a FIFO would block the open forever, a huge file take its size.
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{256} << 20;  // Qwen's is 11 MB
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return Error(ErrorCode::kUnsupported, "tokenizer file is not a regular file", path);
+  }
+  if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "tokenizer file of " + std::to_string(size) + " bytes, more than " + std::to_string(kMaxBytes), path);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(ErrorCode::kNotFound, "cannot open tokenizer file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto t = from_json(ss.str());
+  if (!t.ok()) return std::move(t).error().with_context(path);
+  return t;
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return Error(ErrorCode::kCorruptData, std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
+  }
+  auto impl = std::make_unique<Impl>();
+
+  // Model: byte-level BPE only.
+  simdjson::dom::object model;
+  if (doc["model"].get_object().get(model)) return Error(ErrorCode::kCorruptData, "tokenizer.json has no model");
+  std::string_view type;
+  if (model["type"].get_string().get(type) || type != "BPE") {
+    return unsupported("model type '" + std::string(type) + "' (only BPE)");
+  }
+  bool flag = false;
+  if (!model["byte_fallback"].get_bool().get(flag) && flag) return unsupported("BPE byte_fallback");
+  double dropout = 0;
+  if (!model["dropout"].get_double().get(dropout) && dropout > 0) return unsupported("BPE dropout");
+  std::string_view affix;
+  if (!model["continuing_subword_prefix"].get_string().get(affix) && !affix.empty()) {
+    return unsupported("BPE continuing_subword_prefix");
+  }
+  if (!model["end_of_word_suffix"].get_string().get(affix) && !affix.empty()) return unsupported("BPE end_of_word_suffix");
+  if (!model["ignore_merges"].get_bool().get(flag)) impl->ignore_merges = flag;
+
+  simdjson::dom::object vocab;
+  if (model["vocab"].get_object().get(vocab)) return Error(ErrorCode::kCorruptData, "tokenizer.json: model.vocab missing");
+  std::int32_t max_id = -1;
+  for (auto [key, value] : vocab) {
+    int64_t id = 0;
+    if (value.get_int64().get(id)) return Error(ErrorCode::kCorruptData, "tokenizer.json: vocab id is not an integer");
+    auto bytes = detail::key_to_bytes(key);
+    if (!bytes) return unsupported("a vocabulary entry outside the byte-level alphabet ('" + std::string(key) + "')");
+    impl->vocab.emplace(*bytes, static_cast<std::int32_t>(id));
+    max_id = std::max<std::int32_t>(max_id, static_cast<std::int32_t>(id));
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = impl->vocab.find(std::string(1, static_cast<char>(b)));
+    if (it == impl->vocab.end()) return unsupported("a vocabulary without every single byte");
+    impl->byte_id[b] = it->second;
+  }
+
+  simdjson::dom::array merges;
+  if (model["merges"].get_array().get(merges)) return Error(ErrorCode::kCorruptData, "tokenizer.json: model.merges missing");
+  impl->merges.reserve(merges.size() * 2);
+  std::int32_t rank = 0;
+  for (simdjson::dom::element m : merges) {
+    std::string left, right;
+    std::string_view s;
+    simdjson::dom::array pair;
+    if (!m.get_string().get(s)) {  // "a b"
+      const auto sp = s.find(' ');
+      if (sp == std::string_view::npos) return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed merge");
+      left = std::string(s.substr(0, sp));
+      right = std::string(s.substr(sp + 1));
+    } else if (!m.get_array().get(pair) && pair.size() == 2) {  // ["a", "b"]
+      left = std::string(std::string_view(pair.at(0)));
+      right = std::string(std::string_view(pair.at(1)));
+    } else {
+      return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed merge");
+    }
+    auto lb = detail::key_to_bytes(left), rb = detail::key_to_bytes(right);
+    if (!lb || !rb) return unsupported("a merge outside the byte-level alphabet");
+    auto li = impl->vocab.find(*lb), ri = impl->vocab.find(*rb), mi = impl->vocab.find(*lb + *rb);
+    if (li == impl->vocab.end() || ri == impl->vocab.end() || mi == impl->vocab.end()) {
+      return Error(ErrorCode::kCorruptData, "tokenizer.json: merge of tokens missing from the vocabulary");
+    }
+    impl->merges.emplace(Impl::pair_key(li->second, ri->second), std::make_pair(rank++, mi->second));
+  }
+
+  // Normalizer: none or NFC.
+  simdjson::dom::element normalizer = doc["normalizer"];
+  if (!normalizer.is_null()) {
+    std::string_view ntype;
+    if (normalizer["type"].get_string().get(ntype) || ntype != "NFC") {
+      return unsupported("normalizer '" + std::string(ntype) + "' (only NFC)");
+    }
+    impl->nfc = true;
+  }
+
+  // Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] or
+  // ByteLevel(use_regex=true), the GPT-2 pattern.
+  std::string pattern;
+  auto byte_level_ok = [](simdjson::dom::element e, bool* use_regex) -> Status {
+    bool prefix = false;
+    if (!e["add_prefix_space"].get_bool().get(prefix) && prefix) return unsupported("ByteLevel add_prefix_space");
+    *use_regex = true;
+    bool r = true;
+    if (!e["use_regex"].get_bool().get(r)) *use_regex = r;
+    return ok_status();
+  };
+  simdjson::dom::element pre = doc["pre_tokenizer"];
+  std::string_view ptype;
+  if (pre.is_null() || pre["type"].get_string().get(ptype)) return unsupported("a missing pre_tokenizer");
+  std::vector<simdjson::dom::element> steps;
+  if (ptype == "Sequence") {
+    for (simdjson::dom::element e : pre["pretokenizers"].get_array()) steps.push_back(e);
+  } else {
+    steps.push_back(pre);
+  }
+  bool saw_byte_level = false;
+  for (simdjson::dom::element e : steps) {
+    std::string_view t;  // stays empty without a string "type": refused below as pre_tokenizer ''
+    const bool has_type = !e["type"].get_string().get(t);
+    if (has_type && t == "Split") {
+      std::string_view behavior, regex;
+      bool invert = false;
+      const bool has_behavior = !e["behavior"].get_string().get(behavior);
+      if (!e["invert"].get_bool().get(invert) && invert) return unsupported("Split invert");
+      if (!has_behavior || behavior != "Isolated") return unsupported("Split behavior '" + std::string(behavior) + "'");
+      if (e["pattern"]["Regex"].get_string().get(regex)) return unsupported("a Split pattern that is not a Regex");
+      if (!pattern.empty()) return unsupported("more than one Split");
+      pattern = std::string(regex);
+    } else if (has_type && t == "ByteLevel") {
+      bool use_regex = true;
+      MMFEED_RETURN_IF_ERROR(byte_level_ok(e, &use_regex));
+      if (use_regex) {
+        if (!pattern.empty()) return unsupported("a Split followed by ByteLevel(use_regex=true)");
+        pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+      }
+      saw_byte_level = true;
+    } else {
+      return unsupported("pre_tokenizer '" + std::string(t) + "'");
+    }
+  }
+  if (!saw_byte_level || pattern.empty()) return unsupported("a pre_tokenizer without ByteLevel and a split pattern");
+
+  // Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none.
+  simdjson::dom::element post = doc["post_processor"];
+  std::string_view post_type;
+  if (!post.is_null() && (post["type"].get_string().get(post_type) || post_type != "ByteLevel")) {
+    return unsupported("post_processor '" + std::string(post_type) + "' (it would add tokens)");
+  }
+  simdjson::dom::element dec = doc["decoder"];
+  std::string_view dec_type;
+  if (!dec.is_null() && (dec["type"].get_string().get(dec_type) || dec_type != "ByteLevel")) {
+    return unsupported("decoder '" + std::string(dec_type) + "'");
+  }
+
+  int errcode = 0;
+  PCRE2_SIZE erroff = 0;
+  impl->regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                              &errcode, &erroff, nullptr);
+  if (impl->regex == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(errcode, msg, sizeof msg);
+    return unsupported("pre-tokenizer regex (PCRE2: " + std::string(reinterpret_cast<char*>(msg)) + " at " +
+                       std::to_string(erroff) + ")");
+  }
+  pcre2_jit_compile(impl->regex, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
+  impl->pattern = pattern;
+
+  // Added tokens.
+  simdjson::dom::array added;
+  if (!doc["added_tokens"].get_array().get(added)) {
+    impl->added.reserve(added.size());
+    for (simdjson::dom::element a : added) {
+      detail::AddedToken t{};
+      int64_t id = 0;
+      std::string_view content;
+      if (a["id"].get_int64().get(id) || a["content"].get_string().get(content)) {
+        return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed added token");
+      }
+      t.id = static_cast<std::int32_t>(id);
+      t.content = std::string(content);
+      MMFEED_RETURN_IF_ERROR(read_flag(a, content, "special", &t.special));
+      MMFEED_RETURN_IF_ERROR(read_flag(a, content, "lstrip", &t.lstrip));
+      MMFEED_RETURN_IF_ERROR(read_flag(a, content, "rstrip", &t.rstrip));
+      MMFEED_RETURN_IF_ERROR(read_flag(a, content, "single_word", &t.single_word));
+      MMFEED_RETURN_IF_ERROR(read_flag(a, content, "normalized", &t.normalized));
+      impl->added.push_back(std::move(t));
+      max_id = std::max(max_id, impl->added.back().id);
+    }
+    for (const detail::AddedToken& t : impl->added) {
+      impl->added_by_id[t.id] = &t;
+      (t.normalized ? impl->normalized_matcher : impl->raw_matcher).add(&t);
+    }
+  }
+  impl->id_to_bytes.resize(static_cast<std::size_t>(max_id) + 1);
+  for (const auto& [bytes, id] : impl->vocab) impl->id_to_bytes[id] = bytes;
+  for (const detail::AddedToken& t : impl->added) impl->id_to_bytes[t.id] = t.content;
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+}  // namespace mmfeed::text
