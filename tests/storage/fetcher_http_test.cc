@@ -1,0 +1,216 @@
+// The fetch engine against a real nginx (nginx_server.h, the config the Python tests use): plain,
+// ranged and multipart GETs, final and retried failures, deadlines -- the HTTP paths the sanitizer
+// builds (make test-asan, make test-tsan) must see. Faults are deterministic: faulty.lua's
+// ?faults=K1,K2 fails the n-th request for a URL in way Kn, and serves every later one. No test
+// asserts on timing; each deadline is far (25x or more) from the delay that trips it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "nginx_server.h"
+#include "storage/fetcher.h"
+
+namespace mmfeed::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string pattern(std::size_t size, unsigned seed) {
+  std::string s(size, '\0');
+  for (std::size_t i = 0; i < size; ++i) s[i] = static_cast<char>((i * 131 + i / 251 + seed) & 0xff);
+  return s;
+}
+
+std::string bytes_of(const FetchResult& r) {
+  return std::string(reinterpret_cast<const char*>(r.data->data()), r.data->size());
+}
+
+class FetcherHttpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("mmfeed-http-" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "objects");
+    std::ofstream(dir_ / "objects" / "small.bin", std::ios::binary) << small();
+    std::ofstream(dir_ / "objects" / "big.bin", std::ios::binary) << big();
+    auto server = testing::NginxServer::start(dir_ / "objects", dir_ / "nginx");
+    if (server.ok()) {
+      server_ = std::move(server).value();
+    } else {
+      start_error_ = server.error().to_string();
+    }
+  }
+
+  static void TearDownTestSuite() {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void SetUp() override {
+    if (!server_) GTEST_FAIL() << "no nginx to test against: " << start_error_;
+  }
+
+  static const std::string& small() {
+    static const std::string s = pattern(10'000, 1);
+    return s;
+  }
+  static const std::string& big() {
+    static const std::string s = pattern(1'000'000, 2);
+    return s;
+  }
+
+  static std::string url(std::string_view location, std::string_view name) { return server_->url(location, name); }
+
+  // A query parameter that gives a URL a count of requests of its own at faulty.lua.
+  static std::string fresh() { return "&run=" + std::to_string(++runs_); }
+
+  // Options whose retries wait a millisecond at most.
+  static FetchOptions quick() {
+    FetchOptions o;
+    o.backoff_base_ms = 1;
+    o.backoff_max_ms = 1;
+    return o;
+  }
+
+  // `uri` fetched alone with `options`: its one result (a failure when none comes within 60 s,
+  // which only a hang would miss).
+  static FetchResult fetch(const FetchOptions& options, const std::string& uri,
+                           std::optional<ByteRange> range = std::nullopt) {
+    Fetcher fetcher(options, {});
+    EXPECT_TRUE(fetcher.submit({parse_uri(uri).value(), 1, range}));
+    fetcher.close();
+    auto r = fetcher.next_for(std::chrono::seconds(60));
+    if (!r) {
+      ADD_FAILURE() << "no result within 60 s for " << uri;
+      return FetchResult{};
+    }
+    return std::move(*r);
+  }
+
+  static inline fs::path dir_;
+  static inline std::unique_ptr<testing::NginxServer> server_;
+  static inline std::string start_error_;
+  static inline int runs_ = 0;
+};
+
+TEST_F(FetcherHttpTest, APlainGetArrivesByteExact) {
+  const FetchResult r = fetch(quick(), url("ok", "small.bin"));
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), small());
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.retries, 0);
+}
+
+TEST_F(FetcherHttpTest, ARangedGetArrivesAsTheBytesAsked) {
+  const FetchResult r = fetch(quick(), url("ok", "big.bin"), ByteRange{1000, 5000});
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(r.http_status, 206);
+  EXPECT_EQ(bytes_of(r), big().substr(1000, 5000));
+}
+
+TEST_F(FetcherHttpTest, ALargeObjectArrivesInParallelRangedParts) {
+  FetchOptions options = quick();
+  options.part_size = 250'000;
+  const FetchResult r = fetch(options, url("ok", "big.bin"));
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), big());
+  EXPECT_EQ(r.attempts, 4);  // the probe learns the size, three parts follow
+}
+
+TEST_F(FetcherHttpTest, A404IsFinalAtOnceAndNamesTheUri) {
+  FetchOptions options = quick();
+  options.max_attempts = 3;
+  const std::string uri = url("status/404", "missing.jpg");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(r.data.error().to_string(), uri + ": HTTP 404");
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.retries, 0);
+}
+
+TEST_F(FetcherHttpTest, AThrottledThenFailingRequestIsRetriedUntilItArrives) {
+  FetchOptions options = quick();
+  options.max_attempts = 3;
+  const FetchResult r = fetch(options, url("faulty", "small.bin") + "?faults=slowdown,500" + fresh());
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), small());
+  EXPECT_EQ(r.attempts, 3);
+  EXPECT_EQ(r.retries, 2);
+}
+
+TEST_F(FetcherHttpTest, AThrottledRequestKeepsItsCodeWhenItsAttemptsRunOut) {
+  FetchOptions options = quick();
+  options.max_attempts = 3;
+  const std::string uri = url("status/503", "x.jpg");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(r.data.error().to_string(), uri + ": HTTP 503 SlowDown: Please reduce your request rate. (after 3 attempts)");
+  EXPECT_EQ(r.attempts, 3);
+}
+
+TEST_F(FetcherHttpTest, ATruncatedAndAResetProbeAreRetriedThenThePartsArrive) {
+  FetchOptions options = quick();
+  options.part_size = 250'000;
+  options.max_attempts = 3;
+  const FetchResult r = fetch(options, url("faulty", "big.bin") + "?faults=truncate,reset" + fresh());
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), big());
+  EXPECT_EQ(r.retries, 2);
+  EXPECT_EQ(r.attempts, 6);
+}
+
+TEST_F(FetcherHttpTest, AnObjectThatChangesBetweenPartsFailsAfterItsAttempts) {
+  FetchOptions options = quick();
+  options.part_size = 250'000;
+  options.max_attempts = 2;
+  const FetchResult r = fetch(options, url("faulty", "big.bin") + "?wrong=etag");
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(r.data.error().message().rfind("the object changed during the fetch (ETag \"", 0), 0u)
+      << r.data.error().to_string();
+}
+
+TEST_F(FetcherHttpTest, AContentLengthOverTheObjectLimitIsRefusedBeforeItsBody) {
+  FetchOptions options = quick();
+  options.max_object_bytes = 1u << 20;
+  const std::string uri = url("huge", "declared");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": object of 107374182400 bytes (Content-Length) exceeds the object size limit of 1048576 bytes "
+                  "(raise max_object_bytes, --max-object-bytes)");
+  EXPECT_EQ(r.attempts, 1);
+}
+
+TEST_F(FetcherHttpTest, AFirstByteThatNeverComesTimesOutUnderItsDeadline) {
+  FetchOptions options = quick();
+  options.first_byte_timeout_ms = 200;  // faulty.lua's "slow" answers after 5 s
+  options.max_attempts = 2;
+  const std::string uri = url("faulty", "small.bin") + "?faults=slow,slow" + fresh();
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kTimeout);
+  EXPECT_EQ(r.data.error().to_string(), uri + ": no response within the first-byte deadline of 200 ms (after 2 attempts)");
+  EXPECT_EQ(r.attempts, 2);
+}
+
+TEST_F(FetcherHttpTest, AnAttemptPastItsDeadlineTimesOut) {
+  FetchOptions options = quick();
+  options.attempt_timeout_ms = 200;  // faulty.lua's "stall" sends half the body, then nothing for 5 s
+  options.max_attempts = 1;
+  const std::string uri = url("faulty", "small.bin") + "?faults=stall" + fresh();
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kTimeout);
+  EXPECT_EQ(r.data.error().message().rfind("timed out: ", 0), 0u) << r.data.error().to_string();
+}
+
+}  // namespace
+}  // namespace mmfeed::storage
