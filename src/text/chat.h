@@ -17,6 +17,15 @@
 // transformers' apply_chat_template with the published text (chat_template_text) for every
 // conversation parse_conversation accepts.
 //
+// Three stages, one file each: parse_conversation (conversation.cc), chat_template and
+// render_chat (chat.cc: text and the assistant spans), encode_conversation (chat_encode.cc:
+// tokens, vision pads expanded, the loss mask, truncation, mrope ids).
+//
+// Threads: all are functions of their arguments alone (chat_template also reads the file it is
+// given), callable from any number of threads at once (the Loader's workers each render and
+// encode their own sample); encode_conversation shares only the Tokenizer, which is safe to
+// share (tokenizer.h).
+//
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(Conversation c, parse_conversation(line));
 //   MMFEED_ASSIGN_OR_RETURN(ChatTemplate t, chat_template("qwen3-vl"));
@@ -125,6 +134,9 @@ Result<ChatTemplate> chat_template(std::string_view name_or_path);
 // The published text of `tmpl` that render_chat reproduces (tests/data/chat-templates/).
 std::string_view chat_template_text(ChatTemplate tmpl);
 
+// The name of `tmpl` in messages: "Qwen2-VL", "Qwen3-VL Instruct" or "Qwen3-VL Thinking".
+std::string_view chat_template_name(ChatTemplate tmpl);
+
 struct RenderOptions {
   bool add_generation_prompt = false;
   bool add_vision_id = false;
@@ -134,6 +146,11 @@ struct ByteSpan {
   std::size_t begin = 0;
   std::size_t end = 0;
 };
+
+// What every template renders for an image and a video item (after "Picture N: " or "Video N: "
+// with add_vision_id); encode_conversation expands each pad to its grid's tokens.
+inline constexpr std::string_view kImageBlock = "<|vision_start|><|image_pad|><|vision_end|>";
+inline constexpr std::string_view kVideoBlock = "<|vision_start|><|video_pad|><|vision_end|>";
 
 // The rendered text and, per assistant message in order, the spans labels need.
 struct Rendered {

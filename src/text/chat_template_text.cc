@@ -263,4 +263,13 @@ std::string_view chat_template_text(ChatTemplate tmpl) {
   return {};
 }
 
+std::string_view chat_template_name(ChatTemplate tmpl) {
+  switch (tmpl) {
+    case ChatTemplate::kQwen2VL: return "Qwen2-VL";
+    case ChatTemplate::kQwen3VL: return "Qwen3-VL Instruct";
+    case ChatTemplate::kQwen3VLThinking: return "Qwen3-VL Thinking";
+  }
+  return "unknown";
+}
+
 }  // namespace mmfeed::text
