@@ -34,27 +34,12 @@ std::optional<std::string> role_of_speaker(std::string_view from) {
   return std::nullopt;
 }
 
-// What a JSON value is, for messages that say what was found: "a number", "an object".
-std::string_view kind_of(simdjson::dom::element e) {
-  switch (e.type()) {
-    case simdjson::dom::element_type::ARRAY: return "a list";
-    case simdjson::dom::element_type::OBJECT: return "an object";
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-    case simdjson::dom::element_type::DOUBLE: return "a number";
-    case simdjson::dom::element_type::STRING: return "a string";
-    case simdjson::dom::element_type::BOOL: return "a boolean";
-    case simdjson::dom::element_type::NULL_VALUE: return "null";
-  }
-  return "an unknown JSON value";
-}
-
 // The string at `path`, or an error naming the path and what it holds instead.
 Result<std::string_view> as_string(simdjson::dom::element e, const std::string& path, std::string_view what = {}) {
   std::string_view s;
   if (!e.get_string().get(s)) return s;
   return bad(path + " must be a string" + (what.empty() ? "" : " (" + std::string(what) + ")") + ", got " +
-             std::string(kind_of(e)));
+             std::string(json_kind(e)));
 }
 
 // The sample's "id": a string, or an integer written in decimal. nullopt when absent, empty or
@@ -82,7 +67,7 @@ Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_
       out.emplace_back(uri);
     }
   } else {
-    return bad(std::string(key) + " must be a URI or a list of URIs, got " + std::string(kind_of(e)));
+    return bad(std::string(key) + " must be a URI or a list of URIs, got " + std::string(json_kind(e)));
   }
   return out;
 }
@@ -91,7 +76,7 @@ Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_
 Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
   simdjson::dom::object o;
   if (item.get_object().get(o)) {
-    return bad(where + " must be an object (a text, image or video item), got " + std::string(kind_of(item)));
+    return bad(where + " must be an object (a text, image or video item), got " + std::string(json_kind(item)));
   }
   std::string_view type;  // stays empty when absent or not a string: the keys decide then
   if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
@@ -111,7 +96,7 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
       return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
     }
     return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
-               std::string(kind_of(field)));
+               std::string(json_kind(field)));
   }
   if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
   if (!o["video"].get(field)) {
@@ -150,7 +135,7 @@ Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, co
   if (message["tool_calls"].get(field) || field.is_null()) return out;
   simdjson::dom::array list;
   if (field.get_array().get(list)) {
-    return bad(where + ".tool_calls must be a list of tool calls, got " + std::string(kind_of(field)));
+    return bad(where + ".tool_calls must be a list of tool calls, got " + std::string(json_kind(field)));
   }
   std::size_t index = 0;
   for (simdjson::dom::element call : list) {
@@ -158,12 +143,12 @@ Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, co
     simdjson::dom::object o;
     if (call.get_object().get(o)) {
       return bad(at + " must be an object with \"name\" and \"arguments\" (or \"function\"), got " +
-                 std::string(kind_of(call)));
+                 std::string(json_kind(call)));
     }
     if (simdjson::dom::element function; !o["function"].get(function) && truthy(function)) {
       if (function.get_object().get(o)) {
         return bad(at + ".function must be an object with \"name\" and \"arguments\", got " +
-                   std::string(kind_of(function)));
+                   std::string(json_kind(function)));
       }
       at += ".function";
     }
@@ -200,13 +185,13 @@ Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
   if (sample["tools"].get(field) || field.is_null()) return out;
   simdjson::dom::array list;
   if (field.get_array().get(list)) {
-    return bad("tools must be a list of tools (JSON schemas), got " + std::string(kind_of(field)));
+    return bad("tools must be a list of tools (JSON schemas), got " + std::string(json_kind(field)));
   }
   std::size_t index = 0;
   for (simdjson::dom::element tool : list) {
     if (!tool.is_object()) {
       return bad("tools[" + std::to_string(index) + "] must be an object (a tool's JSON schema), got " +
-                 std::string(kind_of(tool)));
+                 std::string(json_kind(tool)));
     }
     ++index;
     append_python_json(out.emplace_back(), tool);
@@ -217,14 +202,14 @@ Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
 Result<Conversation> parse_messages(simdjson::dom::element messages, Conversation c) {
   simdjson::dom::array list;
   if (messages.get_array().get(list)) {
-    return bad("messages must be a list of messages, got " + std::string(kind_of(messages)));
+    return bad("messages must be a list of messages, got " + std::string(json_kind(messages)));
   }
   std::size_t index = 0;
   for (simdjson::dom::element m : list) {
     const std::string where = "messages[" + std::to_string(index++) + "]";
     simdjson::dom::object o;
     if (m.get_object().get(o)) {
-      return bad(where + " must be an object with \"role\" and \"content\", got " + std::string(kind_of(m)));
+      return bad(where + " must be an object with \"role\" and \"content\", got " + std::string(json_kind(m)));
     }
     simdjson::dom::element field;
     if (o["role"].get(field)) return bad(where + " has no \"role\" (expected " + std::string(kRoles) + ")");
@@ -253,7 +238,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
         msg.content.push_back(std::move(parsed));
       }
     } else {
-      return bad(where + ".content must be a string or a list of content items, got " + std::string(kind_of(field)));
+      return bad(where + ".content must be a string or a list of content items, got " + std::string(json_kind(field)));
     }
     c.messages.push_back(std::move(msg));
   }
@@ -265,7 +250,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
 Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::dom::element turns, Conversation c) {
   simdjson::dom::array list;
   if (turns.get_array().get(list)) {
-    return bad("conversations must be a list of turns, got " + std::string(kind_of(turns)));
+    return bad("conversations must be a list of turns, got " + std::string(json_kind(turns)));
   }
   std::vector<std::string> images, videos;
   for (const char* key : {"image", "images"}) {
@@ -285,7 +270,7 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
     const std::string where = "conversations[" + std::to_string(index++) + "]";
     simdjson::dom::object o;
     if (t.get_object().get(o)) {
-      return bad(where + " must be an object with \"from\" and \"value\", got " + std::string(kind_of(t)));
+      return bad(where + " must be an object with \"from\" and \"value\", got " + std::string(json_kind(t)));
     }
     simdjson::dom::element field;
     if (o["from"].get(field)) return bad(where + " has no \"from\" (expected " + std::string(kSpeakers) + ")");
@@ -330,7 +315,7 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
 
 Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
   simdjson::dom::object o;
-  if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(kind_of(doc)));
+  if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(json_kind(doc)));
   MMFEED_ASSIGN_OR_RETURN(c.tools, parse_tools(o));
   simdjson::dom::element list;
   if (!o["messages"].get(list)) return parse_messages(list, std::move(c));

@@ -55,6 +55,20 @@ void append_double(std::string& out, double x) {
 
 }  // namespace
 
+std::string_view json_kind(simdjson::dom::element value) {
+  switch (value.type()) {
+    case simdjson::dom::element_type::ARRAY: return "a list";
+    case simdjson::dom::element_type::OBJECT: return "an object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE: return "a number";
+    case simdjson::dom::element_type::STRING: return "a string";
+    case simdjson::dom::element_type::BOOL: return "a boolean";
+    case simdjson::dom::element_type::NULL_VALUE: return "null";
+  }
+  return "an unknown JSON value";
+}
+
 void append_python_json(std::string& out, simdjson::dom::element value) {
   switch (value.type()) {
     case simdjson::dom::element_type::ARRAY: {

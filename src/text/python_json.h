@@ -20,6 +20,10 @@ namespace mmfeed::text {
 // Appends `value` to `out`. Written once here for every JSON value a template serialises.
 void append_python_json(std::string& out, simdjson::dom::element value);
 
+// What a JSON value is, in Python's words ("a list", "an object", "a number", "a string",
+// "a boolean", "null"), for error messages that say what was found instead of what was expected.
+std::string_view json_kind(simdjson::dom::element value);
+
 // One JSON text re-serialised; kCorruptData when it does not parse. Numbers simdjson cannot hold
 // exactly (integers beyond 64 bits, floats beyond double range) do not parse.
 Result<std::string> python_json(std::string_view json);

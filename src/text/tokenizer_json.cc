@@ -7,10 +7,13 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "text/python_json.h"
 #include "text/tokenizer_impl.h"
 
 namespace mmfeed::text {
@@ -19,6 +22,26 @@ namespace {
 
 Error unsupported(const std::string& what) {
   return Error(ErrorCode::kUnsupported, "tokenizer.json: " + what + " is not supported");
+}
+
+Error corrupt(const std::string& what) { return Error(ErrorCode::kCorruptData, "tokenizer.json: " + what); }
+
+std::string kind(simdjson::dom::element e) { return std::string(json_kind(e)); }
+
+// Token ids: `tokenizers` holds them as u32, the id -> token table here indexes by int32.
+constexpr std::string_view kIdRange = "an integer from 0 to 2147483647";
+
+// `e` as a token id; nullopt when it is not an integer in kIdRange.
+std::optional<std::int32_t> read_id(simdjson::dom::element e) {
+  std::int64_t id = 0;
+  if (e.get_int64().get(id) || id < 0 || id > INT32_MAX) return std::nullopt;
+  return static_cast<std::int32_t>(id);
+}
+
+// What a value read_id refused holds: "a string", or the integer itself ("-1").
+std::string not_an_id(simdjson::dom::element e) {
+  std::int64_t id = 0;
+  return e.get_int64().get(id) ? kind(e) : std::to_string(id);
 }
 
 // GPT-2's byte-level alphabet: printable bytes stand for themselves, the others are shifted
@@ -102,11 +125,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
     return Error(ErrorCode::kCorruptData, std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
   }
+  // Every member is read with simdjson's error codes: a field absent or of another type in a
+  // file from outside is a kCorruptData naming it, never a simdjson_error thrown.
+  simdjson::dom::object root;
+  if (doc.get_object().get(root)) return corrupt("the document must be a JSON object, got " + kind(doc));
   auto impl = std::make_unique<Impl>();
+  simdjson::dom::element field;
 
   // Model: byte-level BPE only.
   simdjson::dom::object model;
-  if (doc["model"].get_object().get(model)) return Error(ErrorCode::kCorruptData, "tokenizer.json has no model");
+  if (root["model"].get(field)) return corrupt(R"("model" is missing (expected an object with "type": "BPE"))");
+  if (field.get_object().get(model)) {
+    return corrupt(R"("model" must be an object with "type": "BPE", got )" + kind(field));
+  }
   std::string_view type;
   if (model["type"].get_string().get(type) || type != "BPE") {
     return unsupported("model type '" + std::string(type) + "' (only BPE)");
@@ -123,15 +154,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   if (!model["ignore_merges"].get_bool().get(flag)) impl->ignore_merges = flag;
 
   simdjson::dom::object vocab;
-  if (model["vocab"].get_object().get(vocab)) return Error(ErrorCode::kCorruptData, "tokenizer.json: model.vocab missing");
+  if (model["vocab"].get(field)) return corrupt("model.vocab is missing (expected an object of token -> id)");
+  if (field.get_object().get(vocab)) return corrupt("model.vocab must be an object of token -> id, got " + kind(field));
   std::int32_t max_id = -1;
   for (auto [key, value] : vocab) {
-    int64_t id = 0;
-    if (value.get_int64().get(id)) return Error(ErrorCode::kCorruptData, "tokenizer.json: vocab id is not an integer");
+    const std::optional<std::int32_t> id = read_id(value);
+    if (!id) {
+      return corrupt("model.vocab[\"" + std::string(key) + "\"] must be an id (" + std::string(kIdRange) + "), got " +
+                     not_an_id(value));
+    }
     auto bytes = detail::key_to_bytes(key);
     if (!bytes) return unsupported("a vocabulary entry outside the byte-level alphabet ('" + std::string(key) + "')");
-    impl->vocab.emplace(*bytes, static_cast<std::int32_t>(id));
-    max_id = std::max<std::int32_t>(max_id, static_cast<std::int32_t>(id));
+    impl->vocab.emplace(*bytes, *id);
+    max_id = std::max(max_id, *id);
   }
   for (int b = 0; b < 256; ++b) {
     auto it = impl->vocab.find(std::string(1, static_cast<char>(b)));
@@ -140,23 +175,38 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   }
 
   simdjson::dom::array merges;
-  if (model["merges"].get_array().get(merges)) return Error(ErrorCode::kCorruptData, "tokenizer.json: model.merges missing");
+  if (model["merges"].get(field)) return corrupt("model.merges is missing (expected a list of merges)");
+  if (field.get_array().get(merges)) return corrupt("model.merges must be a list of merges, got " + kind(field));
   impl->merges.reserve(merges.size() * 2);
   std::int32_t rank = 0;
   for (simdjson::dom::element m : merges) {
+    auto where = [&] { return "model.merges[" + std::to_string(rank) + "]"; };  // built only for an error
     std::string left, right;
     std::string_view s;
     simdjson::dom::array pair;
     if (!m.get_string().get(s)) {  // "a b"
       const auto sp = s.find(' ');
-      if (sp == std::string_view::npos) return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed merge");
+      if (sp == std::string_view::npos) {
+        return corrupt(where() + " '" + std::string(s) + "' must be two tokens separated by a space");
+      }
       left = std::string(s.substr(0, sp));
       right = std::string(s.substr(sp + 1));
-    } else if (!m.get_array().get(pair) && pair.size() == 2) {  // ["a", "b"]
-      left = std::string(std::string_view(pair.at(0)));
-      right = std::string(std::string_view(pair.at(1)));
+    } else if (!m.get_array().get(pair)) {  // ["a", "b"]
+      if (pair.size() != 2) {
+        return corrupt(where() + R"( must be "left right" or ["left", "right"], got a list of )" +
+                       std::to_string(pair.size()));
+      }
+      std::string* const sides[] = {&left, &right};
+      std::size_t side = 0;
+      for (simdjson::dom::element e : pair) {
+        std::string_view token;
+        if (e.get_string().get(token)) {
+          return corrupt(where() + "[" + std::to_string(side) + "] must be a string (a token), got " + kind(e));
+        }
+        *sides[side++] = std::string(token);
+      }
     } else {
-      return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed merge");
+      return corrupt(where() + R"( must be "left right" or ["left", "right"], got )" + kind(m));
     }
     auto lb = detail::key_to_bytes(left), rb = detail::key_to_bytes(right);
     if (!lb || !rb) return unsupported("a merge outside the byte-level alphabet");
@@ -167,9 +217,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     impl->merges.emplace(Impl::pair_key(li->second, ri->second), std::make_pair(rank++, mi->second));
   }
 
-  // Normalizer: none or NFC.
-  simdjson::dom::element normalizer = doc["normalizer"];
-  if (!normalizer.is_null()) {
+  // Normalizer: none (absent or null, as `tokenizers` reads it) or NFC.
+  if (simdjson::dom::element normalizer; !root["normalizer"].get(normalizer) && !normalizer.is_null()) {
+    if (!normalizer.is_object()) return corrupt(R"("normalizer" must be an object or null, got )" + kind(normalizer));
     std::string_view ntype;
     if (normalizer["type"].get_string().get(ntype) || ntype != "NFC") {
       return unsupported("normalizer '" + std::string(ntype) + "' (only NFC)");
@@ -188,12 +238,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     if (!e["use_regex"].get_bool().get(r)) *use_regex = r;
     return ok_status();
   };
-  simdjson::dom::element pre = doc["pre_tokenizer"];
+  simdjson::dom::element pre;
+  if (root["pre_tokenizer"].get(pre) || pre.is_null()) return unsupported("a missing pre_tokenizer");
+  if (!pre.is_object()) return corrupt(R"("pre_tokenizer" must be an object, got )" + kind(pre));
   std::string_view ptype;
-  if (pre.is_null() || pre["type"].get_string().get(ptype)) return unsupported("a missing pre_tokenizer");
+  if (pre["type"].get_string().get(ptype)) return unsupported("a missing pre_tokenizer");
   std::vector<simdjson::dom::element> steps;
   if (ptype == "Sequence") {
-    for (simdjson::dom::element e : pre["pretokenizers"].get_array()) steps.push_back(e);
+    simdjson::dom::array list;
+    if (pre["pretokenizers"].get(field)) {
+      return corrupt(R"(pre_tokenizer of type Sequence has no "pretokenizers" (expected a list of pre-tokenizers))");
+    }
+    if (field.get_array().get(list)) return corrupt("pre_tokenizer.pretokenizers must be a list, got " + kind(field));
+    for (simdjson::dom::element e : list) steps.push_back(e);
   } else {
     steps.push_back(pre);
   }
@@ -224,15 +281,18 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   }
   if (!saw_byte_level || pattern.empty()) return unsupported("a pre_tokenizer without ByteLevel and a split pattern");
 
-  // Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none.
-  simdjson::dom::element post = doc["post_processor"];
+  // Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none. None is
+  // absent or null, as for the normalizer.
+  simdjson::dom::element post;
   std::string_view post_type;
-  if (!post.is_null() && (post["type"].get_string().get(post_type) || post_type != "ByteLevel")) {
+  if (!root["post_processor"].get(post) && !post.is_null() &&
+      (post["type"].get_string().get(post_type) || post_type != "ByteLevel")) {
     return unsupported("post_processor '" + std::string(post_type) + "' (it would add tokens)");
   }
-  simdjson::dom::element dec = doc["decoder"];
+  simdjson::dom::element dec;
   std::string_view dec_type;
-  if (!dec.is_null() && (dec["type"].get_string().get(dec_type) || dec_type != "ByteLevel")) {
+  if (!root["decoder"].get(dec) && !dec.is_null() &&
+      (dec["type"].get_string().get(dec_type) || dec_type != "ByteLevel")) {
     return unsupported("decoder '" + std::string(dec_type) + "'");
   }
 
@@ -249,18 +309,26 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   pcre2_jit_compile(impl->regex, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
   impl->pattern = pattern;
 
-  // Added tokens.
-  simdjson::dom::array added;
-  if (!doc["added_tokens"].get_array().get(added)) {
+  // Added tokens: none when absent; present, a list as `tokenizers` requires.
+  if (!root["added_tokens"].get(field)) {
+    simdjson::dom::array added;
+    if (field.get_array().get(added)) return corrupt(R"("added_tokens" must be a list of tokens, got )" + kind(field));
     impl->added.reserve(added.size());
+    std::size_t index = 0;
     for (simdjson::dom::element a : added) {
+      const std::string where = "added_tokens[" + std::to_string(index++) + "]";
+      if (!a.is_object()) return corrupt(where + R"( must be an object with "id" and "content", got )" + kind(a));
       detail::AddedToken t{};
-      int64_t id = 0;
       std::string_view content;
-      if (a["id"].get_int64().get(id) || a["content"].get_string().get(content)) {
-        return Error(ErrorCode::kCorruptData, "tokenizer.json: malformed added token");
+      if (a["content"].get_string().get(content)) return corrupt(where + R"( has no string "content")");
+      simdjson::dom::element id_value;
+      if (a["id"].get(id_value)) return corrupt("malformed added token '" + std::string(content) + R"(': no "id")");
+      const std::optional<std::int32_t> id = read_id(id_value);
+      if (!id) {
+        return corrupt("malformed added token '" + std::string(content) + R"(': "id" must be )" +
+                       std::string(kIdRange) + ", got " + not_an_id(id_value));
       }
-      t.id = static_cast<std::int32_t>(id);
+      t.id = *id;
       t.content = std::string(content);
       MMFEED_RETURN_IF_ERROR(read_flag(a, content, "special", &t.special));
       MMFEED_RETURN_IF_ERROR(read_flag(a, content, "lstrip", &t.lstrip));

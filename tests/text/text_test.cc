@@ -103,6 +103,140 @@ TEST(TokenizerTest, AnAbsentAddedTokenFlagIsFalse) {
   EXPECT_EQ(tok->encode(" <|endoftext|>").value(), (std::vector<std::int32_t>{220, 151643}));
 }
 
+// Loads `json`, which must be refused with `code` and exactly `message`, no exception escaping:
+// the malformed shapes below once made simdjson throw out of from_json ("The JSON field
+// referenced does not exist in this object" in Python) or were read silently.
+void expect_refused(const std::string& json, ErrorCode code, std::string_view message) {
+  std::optional<Result<std::unique_ptr<Tokenizer>>> r;
+  ASSERT_NO_THROW(r.emplace(Tokenizer::from_json(json)));
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(r->error().code(), code);
+  EXPECT_EQ(r->error().message(), message);
+}
+
+// The first merge of the Qwen3 file, as it is written there.
+constexpr std::string_view kFirstMerge = "\"merges\": [\n      [\n        \"\xc4\xa0\",\n        \"\xc4\xa0\"\n      ]";
+
+TEST(TokenizerJsonTest, ADocumentThatIsNotAnObjectIsRefused) {
+  expect_refused("[]", ErrorCode::kCorruptData, "tokenizer.json: the document must be a JSON object, got a list");
+}
+
+TEST(TokenizerJsonTest, AMissingModelIsNamed) {
+  expect_refused(R"({"version": "1.0"})", ErrorCode::kCorruptData,
+                 R"(tokenizer.json: "model" is missing (expected an object with "type": "BPE"))");
+}
+
+TEST(TokenizerJsonTest, AModelThatIsNotAnObjectIsNamed) {
+  expect_refused(R"({"model": "BPE"})", ErrorCode::kCorruptData,
+                 R"(tokenizer.json: "model" must be an object with "type": "BPE", got a string)");
+}
+
+TEST(TokenizerJsonTest, AMissingVocabularyIsNamed) {
+  expect_refused(R"({"model": {"type": "BPE", "merges": []}})", ErrorCode::kCorruptData,
+                 "tokenizer.json: model.vocab is missing (expected an object of token -> id)");
+}
+
+TEST(TokenizerJsonTest, AVocabularyThatIsNotAnObjectIsNamed) {
+  expect_refused(R"({"model": {"type": "BPE", "vocab": ["a"], "merges": []}})", ErrorCode::kCorruptData,
+                 "tokenizer.json: model.vocab must be an object of token -> id, got a list");
+}
+
+TEST(TokenizerJsonTest, AVocabularyIdThatIsNotAnIntegerIsNamed) {
+  expect_refused(R"({"model": {"type": "BPE", "vocab": {"a": "0"}, "merges": []}})", ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.vocab["a"] must be an id (an integer from 0 to 2147483647), got a string)");
+}
+
+// A negative id indexed the id -> token table out of bounds.
+TEST(TokenizerJsonTest, AVocabularyIdOutOfRangeIsNamed) {
+  expect_refused(R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})", ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.vocab["a"] must be an id (an integer from 0 to 2147483647), got -1)");
+}
+
+TEST(TokenizerJsonTest, AMissingMergeListIsNamed) {
+  expect_refused(qwen_json_with("\"merges\": [", "\"merged\": ["), ErrorCode::kCorruptData,
+                 "tokenizer.json: model.merges is missing (expected a list of merges)");
+}
+
+TEST(TokenizerJsonTest, AMergeListThatIsNotAListIsNamed) {
+  expect_refused(qwen_json_with("\"merges\": [", "\"merges\": {}, \"unused\": ["), ErrorCode::kCorruptData,
+                 "tokenizer.json: model.merges must be a list of merges, got an object");
+}
+
+TEST(TokenizerJsonTest, AMergeWrittenAsNumbersIsNamed) {
+  expect_refused(qwen_json_with(kFirstMerge, "\"merges\": [[1, 2]"), ErrorCode::kCorruptData,
+                 "tokenizer.json: model.merges[0][0] must be a string (a token), got a number");
+}
+
+TEST(TokenizerJsonTest, AMergeOfThreeTokensIsNamed) {
+  expect_refused(qwen_json_with(kFirstMerge, R"("merges": [["a", "b", "c"])"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.merges[0] must be "left right" or ["left", "right"], got a list of 3)");
+}
+
+TEST(TokenizerJsonTest, AMergeThatIsNeitherAStringNorAListIsNamed) {
+  expect_refused(qwen_json_with(kFirstMerge, R"("merges": [{"a": "b"})"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.merges[0] must be "left right" or ["left", "right"], got an object)");
+}
+
+TEST(TokenizerJsonTest, AMergeStringWithoutASpaceIsNamed) {
+  expect_refused(qwen_json_with(kFirstMerge, R"("merges": ["ab")"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.merges[0] 'ab' must be two tokens separated by a space)");
+}
+
+TEST(TokenizerJsonTest, ANormalizerThatIsNotAnObjectIsNamed) {
+  expect_refused(qwen_json_with(R"("normalizer": {)", R"("normalizer": "NFC", "unused": {)"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: "normalizer" must be an object or null, got a string)");
+}
+
+TEST(TokenizerJsonTest, APreTokenizerThatIsNotAnObjectIsNamed) {
+  expect_refused(qwen_json_with(R"("pre_tokenizer": {)", R"("pre_tokenizer": [], "unused": {)"),
+                 ErrorCode::kCorruptData, R"(tokenizer.json: "pre_tokenizer" must be an object, got a list)");
+}
+
+TEST(TokenizerJsonTest, ASequencePreTokenizerWithoutPretokenizersIsNamed) {
+  expect_refused(qwen_json_with("\"pretokenizers\": [", "\"pretokenizer\": ["), ErrorCode::kCorruptData,
+                 "tokenizer.json: pre_tokenizer of type Sequence has no \"pretokenizers\" (expected a list of "
+                 "pre-tokenizers)");
+}
+
+TEST(TokenizerJsonTest, PretokenizersThatAreNotAListAreNamed) {
+  expect_refused(qwen_json_with("\"pretokenizers\": [", "\"pretokenizers\": {}, \"unused\": ["),
+                 ErrorCode::kCorruptData, "tokenizer.json: pre_tokenizer.pretokenizers must be a list, got an object");
+}
+
+TEST(TokenizerJsonTest, AddedTokensThatAreNotAListAreNamed) {
+  expect_refused(qwen_json_with("\"added_tokens\": [", "\"added_tokens\": {}, \"unused\": ["), ErrorCode::kCorruptData,
+                 "tokenizer.json: \"added_tokens\" must be a list of tokens, got an object");
+}
+
+TEST(TokenizerJsonTest, AnAddedTokenThatIsNotAnObjectIsNamed) {
+  expect_refused(qwen_json_with("\"added_tokens\": [", "\"added_tokens\": [7, "), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: added_tokens[0] must be an object with "id" and "content", got a number)");
+}
+
+TEST(TokenizerJsonTest, AnAddedTokenWithoutContentIsNamed) {
+  expect_refused(qwen_json_with(R"("content": "<|endoftext|>")", R"("contents": "<|endoftext|>")"),
+                 ErrorCode::kCorruptData, R"(tokenizer.json: added_tokens[0] has no string "content")");
+}
+
+TEST(TokenizerJsonTest, AnAddedTokenIdThatIsNotAnIntegerIsNamed) {
+  expect_refused(qwen_json_with(R"("id": 151643)", R"("id": "151643")"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: malformed added token '<|endoftext|>': "id" must be an integer from 0 to )"
+                 R"(2147483647, got a string)");
+}
+
+// As in `tokenizers`, where only "model" is required.
+TEST(TokenizerJsonTest, AnAbsentNormalizerPostProcessorOrDecoderIsNone) {
+  std::string json = qwen_json_with(R"("normalizer":)", R"("unused_normalizer":)");
+  for (std::string_view key : {R"("post_processor":)", R"("decoder":)"}) {
+    json.replace(json.find(key), key.size(), "\"unused_" + std::string(key.substr(1)));
+  }
+  std::optional<Result<std::unique_ptr<Tokenizer>>> r;
+  ASSERT_NO_THROW(r.emplace(Tokenizer::from_json(json)));
+  ASSERT_TRUE(r->ok()) << r->error().to_string();
+  EXPECT_EQ(r->value()->encode("Hello, world").value(), (std::vector<std::int32_t>{9707, 11, 1879}));
+  EXPECT_NE(r->value()->encode("Cafe\xcc\x81").value(), qwen().encode("Cafe\xcc\x81").value());  // no NFC
+}
+
 TEST(ChatTest, InvalidUtf8InAManifestLineIsAnError) {
   auto r = parse_conversation("{\"messages\": [{\"role\": \"user\", \"content\": \"a\xff\"}]}");
   ASSERT_FALSE(r.ok());
