@@ -18,121 +18,77 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "mmfeed/loader.h"
+#include "mmfeed/loader_options.h"
 #include "tools/commands.h"
 
 namespace mmfeed::tools {
 
 namespace {
 
-constexpr const char* kRunUsage =
-    "usage: mmfeed run [options] MANIFEST...\n"
-    "\n"
-    "Runs the loader over JSONL manifests and prints samples/s, tokens, images, the share of\n"
-    "time the consumer waited, skipped samples and per-stage metrics.\n"
-    "\n"
-    "options:\n"
-    "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
-    "                         keys below, with _ or -; later flags override it\n"
-    "  --tokenizer FILE       tokenizer.json (required)\n"
-    "  --model NAME           qwen2-vl (default), qwen2.5-vl, qwen3-vl\n"
-    "  --min-pixels N, --max-pixels N\n"
-    "  --batch-size N         (default 8)     --epochs N (default 1)    --seed N (default 0)\n"
-    "  --no-shuffle           keep manifest order\n"
-    "  --chat-template NAME   (default: the model's)\n"
-    "  --token-budget N       pack samples into rows of at most N tokens   --pack-window N (64)\n"
-    "  --pad-to-multiple-of N round the sequence length up to a multiple of N\n"
-    "  --mrope                add 3-D rotary position_ids\n"
-    "  --unordered            batches take samples as they finish (no resume)\n"
-    "  --max-buffered-bytes N (default 2 GiB)   --no-pin-memory\n"
-    "  --max-object-bytes N   largest image fetched (default 512 MiB)\n"
-    "  --max-manifest-bytes N largest manifest, decompressed (default 4 GiB)\n"
-    "  --max-images-per-sample N (default 256)\n"
-    "  --pin-device N         GPU that page-locks batch buffers (default -1: LOCAL_RANK, else 0)\n"
-    "  --labels qwen|content_and_eos   --max-error-fraction F (default 0.5)\n"
-    "  --no-train-reasoning   leave the Thinking template's <think> block untrained\n"
-    "  --rank R --world-size W   --shard-remainder pad|drop|keep (default pad: equal shards)\n"
-    "  --mode MODE            concurrent (default) or serial\n"
-    "  --workers N            CPU threads (default 2)   --prefetch N batches (default 4)\n"
-    "  --inflight N           fetches in flight (default 64)\n"
-    "  --max-length N         tokens per sample; --truncation error|truncate\n"
-    "  --on-error skip|fail   (default skip)\n"
-    "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
-    "  --trace FILE           write a Chrome-trace / Perfetto timeline\n"
-    "  --json                 print the summary as JSON\n";
+// Flags that are not `--<option name with dashes>`: the short names the CLI has always taken.
+constexpr std::pair<std::string_view, std::string_view> kFlagAliases[] = {
+    {"manifest", "manifests"}, {"prefetch", "prefetch_batches"}, {"inflight", "fetch_inflight"},
+    {"trace", "trace_path"}, {"unordered", "no-ordered"}};
 
-Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
-  auto num = [&](auto* out, long long min = 0) -> Status {
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (end == value.c_str() || *end != '\0' || v < min || errno == ERANGE) {
-      return Error(ErrorCode::kInvalidArgument, key + " needs a number from " + std::to_string(min));
-    }
-    *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
-    return ok_status();
-  };
-  auto flag = [&](bool* out) -> Status {
-    if (value != "true" && value != "false") return Error(ErrorCode::kInvalidArgument, key + " must be true or false");
-    *out = value == "true";
-    return ok_status();
-  };
-  if (key == "tokenizer") c.tokenizer = value;
-  else if (key == "model") c.model = value;
-  else if (key == "min-pixels") return num(&c.min_pixels);
-  else if (key == "max-pixels") return num(&c.max_pixels);
-  else if (key == "batch-size") return num(&c.batch_size);
-  else if (key == "epochs") return num(&c.epochs);
-  else if (key == "seed") return num(&c.seed);
-  else if (key == "rank") return num(&c.rank);
-  else if (key == "world-size") return num(&c.world_size);
-  else if (key == "shard-remainder") c.shard_remainder = value;
-  else if (key == "mode") c.mode = value;
-  else if (key == "workers") return num(&c.workers);
-  else if (key == "prefetch") return num(&c.prefetch_batches);
-  else if (key == "inflight") return num(&c.fetch_inflight);
-  else if (key == "max-length") return num(&c.max_length);
-  else if (key == "truncation") c.truncation = value;
-  else if (key == "on-error") c.on_error = value;
-  else if (key == "trace") c.trace_path = value;
-  else if (key == "chat-template") c.chat_template = value;
-  else if (key == "token-budget") return num(&c.token_budget);
-  else if (key == "pad-to-multiple-of") return num(&c.pad_to_multiple_of);
-  else if (key == "pack-window") return num(&c.pack_window);
-  else if (key == "max-buffered-bytes") return num(&c.max_buffered_bytes);
-  else if (key == "max-object-bytes") return num(&c.max_object_bytes);
-  else if (key == "max-manifest-bytes") return num(&c.max_manifest_bytes);
-  else if (key == "max-images-per-sample") return num(&c.max_images_per_sample);
-  else if (key == "labels") c.labels = value;
-  else if (key == "max-error-fraction") {
-    char* end = nullptr;
-    c.max_error_fraction = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || c.max_error_fraction < 0 || c.max_error_fraction > 1) {
-      return Error(ErrorCode::kInvalidArgument, key + " needs a number in [0, 1]");
-    }
+// The usage, with one line per loader option from the option table (mmfeed/loader_options.h).
+std::string run_usage() {
+  std::string out =
+      "usage: mmfeed run [options] MANIFEST...\n"
+      "\n"
+      "Runs the loader over JSONL manifests and prints samples/s, tokens, images, the share of\n"
+      "time the consumer waited, skipped samples and per-stage metrics.\n"
+      "\n"
+      "options:\n"
+      "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
+      "                         options below, with _ or -; later flags override it\n"
+      "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
+      "  --json                 print the summary as JSON\n"
+      "\n"
+      "loader options (--name VALUE; a yes/no option as --name or --no-name; aliases: --manifest,\n"
+      "--prefetch, --inflight, --trace, --unordered):\n";
+  for (const LoaderOptionInfo& o : loader_options()) {
+    std::string flag = "--" + o.name;
+    for (char& ch : flag) ch = ch == '_' ? '-' : ch;
+    const std::string value = o.type == "bool" ? "" : " " + (o.type.find('|') != std::string::npos ? o.type : "VALUE");
+    out += "  " + flag + value + "\n      " + o.doc +
+           (o.default_text.empty() ? "" : " (default " + o.default_text + ")") + "\n";
   }
-  else if (key == "shuffle") return flag(&c.shuffle);
-  else if (key == "mrope") return flag(&c.mrope);
-  else if (key == "train-reasoning") return flag(&c.train_reasoning);
-  else if (key == "ordered") return flag(&c.ordered);
-  else if (key == "pin-memory") return flag(&c.pin_memory);
-  else if (key == "pin-device") return num(&c.pin_device, -1);
-  else if (key == "manifest") c.manifests.push_back(value);
-  else return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
-  return ok_status();
+  return out;
 }
 
-// A config file's entries as (flag name, value) pairs: keys with '_' read as '-', numbers and
-// booleans as their text, a "manifests" list as one "manifest" entry per item.
-using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
-
-std::string flag_name(std::string_view key) {
+// The option a flag or config key names ("batch-size", "batch_size", "prefetch": "prefetch_batches").
+std::string option_name(std::string_view key) {
+  for (const auto& [alias, name] : kFlagAliases) {
+    if (key == alias) return std::string(name);
+  }
   std::string name(key);
-  for (char& ch : name) ch = ch == '_' ? '-' : ch;
-  if (name == "prefetch-batches") name = "prefetch";
-  if (name == "fetch-inflight") name = "inflight";
-  if (name == "manifests") name = "manifest";
+  for (char& ch : name) ch = ch == '-' ? '_' : ch;
   return name;
 }
+
+const LoaderOptionInfo* find_option(const std::string& name) {
+  static const std::vector<LoaderOptionInfo> options = loader_options();
+  for (const LoaderOptionInfo& o : options) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+bool is_bool_option(const std::string& name) {
+  const LoaderOptionInfo* o = find_option(name);
+  return o != nullptr && o->type == "bool";
+}
+
+// `key` as a flag or config key names it.
+Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
+  const std::string name = option_name(key);
+  if (find_option(name) == nullptr) return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
+  return set_loader_option(c, name, value);
+}
+
+// A config file's entries as (option name, value) pairs: keys with '-' read as '_', numbers and
+// booleans as their text, a "manifests" list as one entry per item.
+using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
 
 Result<ConfigEntries> read_json_config(const std::string& path) {
   simdjson::dom::parser parser;
@@ -144,13 +100,13 @@ Result<ConfigEntries> read_json_config(const std::string& path) {
   if (doc.get_object().get(obj)) return Error(ErrorCode::kInvalidArgument, "config is not a JSON object", path);
   ConfigEntries entries;
   for (auto [k, v] : obj) {
-    const std::string key = flag_name(k);
+    const std::string key = option_name(k);
     std::string_view sv;
     simdjson::dom::array list;
     if (!v.get_string().get(sv)) {
       entries.emplace_back(key, std::string(sv));
     } else if (!v.get_array().get(list)) {
-      if (key != "manifest") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
+      if (key != "manifests") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
       for (simdjson::dom::element e : list) {
         if (e.get_string().get(sv)) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
         entries.emplace_back(key, std::string(sv));
@@ -192,9 +148,9 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
     }
   };
   for (auto&& [k, node] : table) {
-    const std::string key = flag_name(k.str());
+    const std::string key = option_name(k.str());
     if (const toml::array* list = node.as_array()) {
-      if (key != "manifest") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
+      if (key != "manifests") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
       for (const toml::node& item : *list) {
         if (!item.is_string()) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
         scalar(key, item);
@@ -226,22 +182,18 @@ int run_loader(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kRunUsage, stdout);
+      std::fputs(run_usage().c_str(), stdout);
       return 0;
     }
     Status st = ok_status();
+    const std::string name = arg.rfind("--", 0) == 0 ? option_name(arg.substr(2)) : "";
     if (arg == "--json") {
       json = true;
-    } else if (arg == "--no-shuffle") {
-      config.shuffle = false;
-    } else if (arg == "--mrope") {
-      config.mrope = true;
-    } else if (arg == "--unordered") {
-      config.ordered = false;
-    } else if (arg == "--no-pin-memory") {
-      config.pin_memory = false;
-    } else if (arg == "--no-train-reasoning") {
-      config.train_reasoning = false;
+    } else if (!name.empty() && is_bool_option(name)) {  // --mrope, or --mrope true|false
+      const bool valued = i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false");
+      st = apply(config, arg.substr(2), valued ? argv[++i] : "true");
+    } else if (name.rfind("no_", 0) == 0 && is_bool_option(name.substr(3))) {
+      st = apply(config, arg.substr(5), "false");
     } else if (arg.rfind("--", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
@@ -256,7 +208,7 @@ int run_loader(int argc, char** argv) {
       config.manifests.push_back(arg);
     }
     if (!st.ok()) {
-      std::fprintf(stderr, "mmfeed run: %s\n\n%s", st.error().to_string().c_str(), kRunUsage);
+      std::fprintf(stderr, "mmfeed run: %s\n\n%s", st.error().to_string().c_str(), run_usage().c_str());
       return 2;
     }
   }

@@ -5,7 +5,7 @@
 // Face Qwen-VL processor, renders and tokenizes the conversation with labels, and assembles
 // batches in one pooled buffer, a few batches ahead of the trainer. The order of samples and
 // batches is a pure function of (manifests, seed, epoch, rank, world_size) whatever order the
-// work completes in; `mode = "serial"` runs the same work one sample after another (the
+// work completes in; `mode = Mode::kSerial` runs the same work one sample after another (the
 // baseline the concurrent mode is measured against).
 //
 // Example:
@@ -34,10 +34,16 @@
 
 namespace mmfeed {
 
-namespace core {
-class Buffer;
-}
+// The fixed choices among the options (their names, as Python and the CLI take them, are in
+// loader_options.h).
+enum class Mode { kConcurrent, kSerial };  // serial: every stage on the caller's thread
+enum class OnError { kSkip, kFail };
+enum class ShardRemainder { kPad, kDrop, kKeep };
+enum class Truncation { kError, kTruncate };
+enum class Labels { kQwen, kContentAndEos };  // which tokens are trained
 
+// Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
+// The model and the chat template are names (of the profiles and templates the engine has).
 struct LoaderConfig {
   // JSONL manifests: paths, file://, s3:// or http(s):// URIs, plain, gzip- or zstd-compressed;
   // relative image references resolve against each manifest's directory or URI prefix.
@@ -59,12 +65,12 @@ struct LoaderConfig {
   int epochs = 1;
   int rank = 0;
   int world_size = 1;
-  // When world_size does not divide the samples: "pad" (every rank the same count, at most
-  // world_size - 1 samples of the epoch twice, as torch's DistributedSampler), "drop" (the same
-  // count, at most world_size - 1 left out) or "keep" (disjoint and complete, but the first
+  // When world_size does not divide the samples: kPad (every rank the same count, at most
+  // world_size - 1 samples of the epoch twice, as torch's DistributedSampler), kDrop (the same
+  // count, at most world_size - 1 left out) or kKeep (disjoint and complete, but the first
   // ranks one sample more: a data-parallel job whose ranks run different step counts hangs).
-  std::string shard_remainder = "pad";
-  std::string mode = "concurrent";  // or "serial"
+  ShardRemainder shard_remainder = ShardRemainder::kPad;
+  Mode mode = Mode::kConcurrent;
   // false: batches take samples as they finish (within the epoch) instead of in order: no
   // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.
   bool ordered = true;
@@ -81,12 +87,12 @@ struct LoaderConfig {
   std::size_t max_manifest_bytes = std::size_t{4} << 30;     // one manifest, fetched and decompressed
   std::size_t max_images_per_sample = 256;                    // images one sample may name
   std::size_t max_length = 0;        // tokens; 0: no limit
-  std::string truncation = "error";  // or "truncate"
-  std::string labels = "qwen";       // or "content_and_eos"
+  Truncation truncation = Truncation::kError;
+  Labels labels = Labels::kQwen;
   // With the Qwen3-VL Thinking template: train the <think> block it renders (the reply the model
   // learns to produce); false leaves it at -100.
   bool train_reasoning = true;
-  std::string on_error = "skip";     // or "fail"
+  OnError on_error = OnError::kSkip;
   // Skipped / seen beyond this fails the run: checked from the 20th sample on, and once more at
   // the end whatever the count (a run whose every sample failed is an error at any size). 0-1.
   double max_error_fraction = 0.5;
@@ -158,10 +164,24 @@ struct Batch {
   // [3, B, L] with mrope. Packed: input_ids, labels, attention_mask, position_ids [1, T] (or
   // [3, 1, T] with mrope; 1-D positions restart at 0 for each sample), cu_seqlens [n + 1].
   std::vector<Tensor> tensors;
-  std::shared_ptr<core::Buffer> storage;
 
   const Tensor* find(std::string_view name) const;
-  const void* data(const Tensor& t) const;
+  const void* data(const Tensor& t) const { return buffer_ + t.offset; }
+  // The one buffer every tensor lives in, and the bytes it reserves (what the batch counts
+  // against max_buffered_bytes until the trainer takes it).
+  const std::byte* buffer() const { return buffer_; }
+  std::size_t buffer_capacity() const { return capacity_; }
+  // The engine's: hands the batch `buffer` (`capacity` bytes reserved), kept alive by `owner`.
+  void set_buffer(std::shared_ptr<void> owner, std::byte* buffer, std::size_t capacity) {
+    owner_ = std::move(owner);
+    buffer_ = buffer;
+    capacity_ = capacity;
+  }
+
+ private:
+  std::shared_ptr<void> owner_;  // shared by the batch's copies: the buffer returns when the last goes
+  std::byte* buffer_ = nullptr;
+  std::size_t capacity_ = 0;
 };
 
 class Loader {

@@ -13,9 +13,9 @@
 #include <string>
 #include <type_traits>
 
-#include "core/buffer_pool.h"
 #include "device/cuda_runtime.h"
 #include "mmfeed/loader.h"
+#include "mmfeed/loader_options.h"
 
 namespace nb = nanobind;
 using namespace mmfeed;
@@ -26,8 +26,9 @@ namespace {
 
 // What an option of type T takes, for the message when a value does not convert.
 template <class T>
-constexpr const char* expected() {
-  if constexpr (std::is_same_v<T, bool>) return "True or False";
+std::string expected() {
+  if constexpr (std::is_enum_v<T>) return "one of " + choice_list<T>();
+  else if constexpr (std::is_same_v<T, bool>) return "True or False";
   else if constexpr (std::is_floating_point_v<T>) return "a number";
   else if constexpr (std::is_unsigned_v<T>) return "an integer >= 0";
   else if constexpr (std::is_integral_v<T>) return "an integer";
@@ -35,67 +36,37 @@ constexpr const char* expected() {
   else return "a list of strings";
 }
 
+// Sets `out` from a Python value: a fixed choice from its name, the rest by nanobind's casts.
 template <class T>
-T get(nb::dict d, const char* key, T fallback) {
-  if (!d.contains(key) || d[key].is_none()) return fallback;
+void set_from(T& out, const char* key, nb::handle value) {
   try {
-    return nb::cast<T>(d[key]);
+    if constexpr (std::is_enum_v<T>) {
+      const std::optional<T> v = parse_choice<T>(nb::cast<std::string>(value));
+      if (!v) throw nb::cast_error();
+      out = *v;
+    } else {
+      out = nb::cast<T>(value);
+    }
   } catch (const nb::cast_error&) {
-    const std::string got = nb::repr(d[key]).c_str();
+    const std::string got = nb::repr(value).c_str();
     throw nb::type_error(("loader option '" + std::string(key) + "' must be " + expected<T>() + ", not " + got).c_str());
   }
 }
 
+// The config from keyword options, through the option table (mmfeed/loader_options.h); None
+// leaves an option at its default.
 LoaderConfig config_from(nb::dict d) {
   LoaderConfig c;
   for (auto [key, value] : d) {
     const std::string k = nb::cast<std::string>(key);
-    static const char* known[] = {"manifests", "tokenizer", "model", "min_pixels", "max_pixels", "chat_template",
-                                  "batch_size", "seed", "shuffle", "epochs", "rank", "world_size", "mode", "workers",
-                                  "prefetch_batches", "fetch_inflight", "max_length", "truncation", "labels",
-                                  "on_error", "max_error_fraction", "trace_path", "token_budget", "pack_window",
-                                  "mrope", "max_buffered_bytes", "ordered", "pin_memory", "pin_device", "pad_to_multiple_of",
-                                  "max_object_bytes", "max_manifest_bytes", "max_images_per_sample", "shard_remainder",
-                                  "train_reasoning"};
-    if (std::find(std::begin(known), std::end(known), k) == std::end(known)) {
-      throw nb::value_error(("unknown loader option '" + k + "'").c_str());
-    }
+    bool known = false;
+    for_each_loader_option([&](const char* name, auto member, const char*) {
+      if (k != name) return;
+      known = true;
+      if (!value.is_none()) set_from(c.*member, name, value);
+    });
+    if (!known) throw nb::value_error(("unknown loader option '" + k + "'").c_str());
   }
-  c.manifests = get<std::vector<std::string>>(d, "manifests", {});
-  c.tokenizer = get<std::string>(d, "tokenizer", "");
-  c.model = get<std::string>(d, "model", c.model);
-  c.min_pixels = get<std::int64_t>(d, "min_pixels", 0);
-  c.max_pixels = get<std::int64_t>(d, "max_pixels", 0);
-  c.chat_template = get<std::string>(d, "chat_template", "");
-  c.batch_size = get<std::size_t>(d, "batch_size", c.batch_size);
-  c.pad_to_multiple_of = get<std::size_t>(d, "pad_to_multiple_of", 0);
-  c.seed = get<std::uint64_t>(d, "seed", 0);
-  c.shuffle = get<bool>(d, "shuffle", true);
-  c.epochs = get<int>(d, "epochs", 1);
-  c.rank = get<int>(d, "rank", 0);
-  c.world_size = get<int>(d, "world_size", 1);
-  c.shard_remainder = get<std::string>(d, "shard_remainder", c.shard_remainder);
-  c.mode = get<std::string>(d, "mode", c.mode);
-  c.workers = get<int>(d, "workers", c.workers);
-  c.prefetch_batches = get<std::size_t>(d, "prefetch_batches", c.prefetch_batches);
-  c.fetch_inflight = get<std::size_t>(d, "fetch_inflight", c.fetch_inflight);
-  c.max_length = get<std::size_t>(d, "max_length", 0);
-  c.truncation = get<std::string>(d, "truncation", c.truncation);
-  c.labels = get<std::string>(d, "labels", c.labels);
-  c.train_reasoning = get<bool>(d, "train_reasoning", c.train_reasoning);
-  c.on_error = get<std::string>(d, "on_error", c.on_error);
-  c.max_error_fraction = get<double>(d, "max_error_fraction", c.max_error_fraction);
-  c.trace_path = get<std::string>(d, "trace_path", "");
-  c.token_budget = get<std::size_t>(d, "token_budget", 0);
-  c.pack_window = get<std::size_t>(d, "pack_window", c.pack_window);
-  c.mrope = get<bool>(d, "mrope", false);
-  c.ordered = get<bool>(d, "ordered", true);
-  c.pin_memory = get<bool>(d, "pin_memory", true);
-  c.pin_device = get<int>(d, "pin_device", -1);
-  c.max_buffered_bytes = get<std::size_t>(d, "max_buffered_bytes", c.max_buffered_bytes);
-  c.max_object_bytes = get<std::size_t>(d, "max_object_bytes", c.max_object_bytes);
-  c.max_manifest_bytes = get<std::size_t>(d, "max_manifest_bytes", c.max_manifest_bytes);
-  c.max_images_per_sample = get<std::size_t>(d, "max_images_per_sample", c.max_images_per_sample);
   return c;
 }
 
@@ -175,7 +146,7 @@ class PyLoader {
     out["sample_ids"] = batch->sample_ids;
     out["epoch"] = batch->epoch;
     out["index"] = batch->index;
-    out["buffer_address"] = reinterpret_cast<std::uintptr_t>(batch->storage->data());
+    out["buffer_address"] = reinterpret_cast<std::uintptr_t>(batch->buffer());
     return out;
   }
 
@@ -208,6 +179,21 @@ class PyLoader {
 void bind_loader(nb::module_& m) {
   m.def("_check_loader_options", [](nb::dict options) { static_cast<void>(config_from(options)); },
         "Raises what opening a loader with these options would raise for an unknown name or a wrong type.");
+  m.def(
+      "loader_options",
+      [] {
+        nb::list out;
+        for (const LoaderOptionInfo& o : loader_options()) {
+          nb::dict d;
+          d["name"] = o.name;
+          d["type"] = o.type;
+          d["default"] = o.default_text;
+          d["doc"] = o.doc;
+          out.append(d);
+        }
+        return out;
+      },
+      "The engine's loader options, from its one option table: [{name, type, default, doc}, ...].");
   m.def(
       "reshard_states",
       [](const std::vector<std::string>& states, int rank, int world_size) {

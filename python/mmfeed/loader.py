@@ -118,29 +118,18 @@ class _DeviceStage:
 
 
 class Loader:
-    """Iterates batches; see the module docstring. Options (all keywords):
+    """Iterates batches; see the module docstring.
 
-    manifest (a path or a list of paths), tokenizer, model ("qwen2-vl", "qwen2.5-vl",
-    "qwen3-vl"), min_pixels, max_pixels, chat_template, batch_size, pad_to_multiple_of (round the
-    sequence length up to a multiple, padded or packed), token_budget (pack into rows
-    of at most this many tokens: input_ids [1, T], position_ids, cu_seqlens), pack_window,
-    mrope (position_ids [3, B, L]), seed, shuffle, epochs, rank,
-    world_size, shard_remainder ("pad", the default: every rank the same number of samples, at most
-    world_size - 1 twice, as torch's DistributedSampler; "drop": at most world_size - 1 left out;
-    "keep": disjoint and complete, ranks may differ by one), mode ("concurrent" or "serial"), workers, prefetch_batches, fetch_inflight,
-    max_length, truncation ("error" or "truncate"), labels ("qwen" or "content_and_eos"), train_reasoning
-    (default True: with chat_template="qwen3-vl-thinking" the <think> block is trained),
-    on_error ("skip" or "fail"), max_error_fraction (0-1; also checked at the end of the run, and a run whose
-    every sample failed is an error), ordered (False: batches take samples as they finish; no resume),
-    max_buffered_bytes (bytes held between fetch and trainer, default 2 GiB; a sample that alone needs more
-    is refused), max_object_bytes (largest image fetched, default 512 MiB), max_manifest_bytes (largest
-    manifest decompressed, default 4 GiB), max_images_per_sample (default 256), trace_path (a Perfetto
-    timeline written on close), tensors ("torch", the default, or "np"), device (None, or
-    a torch device such as "cuda:0": batches arrive there, copied ahead on a side stream), pin_memory
-    (page-locked batch buffers when a CUDA runtime is present; default True), pin_device (the GPU whose
-    context page-locks them; default: device=, else torch's current device once CUDA is initialised,
-    else LOCAL_RANK, else 0).
+    Loader(manifest=None, *, tensors="torch", device=None, **options)
+
+    manifest: a path or URI, or a list of them (the `manifests` option). tensors: "torch" or "np".
+    device: None (host tensors), or a torch device such as "cuda:0": batches arrive there, copied
+    ahead on a side stream. With device=, pin_device defaults to that device, else to torch's
+    current device once CUDA is initialised.
+
+    The engine's options (keywords; None leaves the default), listed below from its option table:
     """
+
 
     def __init__(self, manifest=None, *, tensors: str = "torch", device=None, **options):
         if manifest is not None:
@@ -286,3 +275,14 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _option_lines() -> str:
+    lines = []
+    for o in _mmfeed.loader_options():
+        default = f" (default {o['default']})" if o["default"] else ""
+        lines.append(f"    {o['name']}: {o['type']}. {o['doc']}{default}")
+    return "\n".join(lines) + "\n"
+
+
+Loader.__doc__ += _option_lines()

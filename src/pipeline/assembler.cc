@@ -40,13 +40,15 @@ Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const Ba
   }
   if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
   high_water = std::max(high_water, std::max<std::size_t>(offset, 1));
-  b.storage = std::make_shared<core::Buffer>(pool.acquire(high_water));
-  b.storage->resize(offset);
-  auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(b.storage->data() + b.tensors[i].offset); };
+  auto buffer = std::make_shared<core::Buffer>(pool.acquire(high_water));
+  buffer->resize(offset);
+  std::byte* base = buffer->data();
+  b.set_buffer(buffer, base, buffer->capacity());
+  auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(base + b.tensors[i].offset); };
   std::int64_t *ids = at(0), *labels = at(1), *mask = at(2), *grids = at(4);
   std::int64_t* positions = b.tensors.size() > 5 && b.tensors[5].name == "position_ids" ? at(5) : nullptr;
   std::int64_t* cu = packed ? at(b.tensors.size() - 1) : nullptr;
-  auto* pixels = reinterpret_cast<float*>(b.storage->data() + b.tensors[3].offset);
+  auto* pixels = reinterpret_cast<float*>(base + b.tensors[3].offset);
   std::size_t cursor = 0;  // packed: where the next sample starts
   if (cu) cu[0] = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {

@@ -58,22 +58,9 @@ Result<Settings> check_config(const LoaderConfig& config) {
                                                      config.pin_device >= cuda.device_count()) {
     return config_error("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
   }
-  if (config.mode != "concurrent" && config.mode != "serial") return config_error("mode", "must be concurrent or serial");
-  if (config.on_error != "skip" && config.on_error != "fail") return config_error("on_error", "must be skip or fail");
   Settings out;
   out.options = config;
-  out.serial = config.mode == "serial";
-  out.fail_on_error = config.on_error == "fail";
-  if (config.shard_remainder == "pad") {
-    out.remainder = ShardRemainder::kPad;
-  } else if (config.shard_remainder == "drop") {
-    out.remainder = ShardRemainder::kDrop;
-  } else if (config.shard_remainder == "keep") {
-    out.remainder = ShardRemainder::kKeep;
-  } else {
-    return config_error("shard_remainder", "must be pad, drop or keep");
-  }
-    MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
+  MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
   if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;
   if (config.max_pixels > 0) out.vision.profile.max_pixels = config.max_pixels;
   if (out.vision.profile.min_pixels > out.vision.profile.max_pixels) {
@@ -83,16 +70,9 @@ Result<Settings> check_config(const LoaderConfig& config) {
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
   out.sft.max_length = config.max_length;
-  if (config.truncation == "truncate") {
-    out.sft.truncation = text::Truncation::kTruncate;
-  } else if (config.truncation != "error") {
-    return config_error("truncation", "must be error or truncate");
-  }
-  if (config.labels == "content_and_eos") {
-    out.sft.labels = text::LabelPolicy::kContentAndEos;
-  } else if (config.labels != "qwen") {
-    return config_error("labels", "must be qwen or content_and_eos");
-  }
+  out.sft.truncation =
+      config.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;
+  out.sft.labels = config.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
   out.sft.merge_size = out.vision.profile.merge_size;
   out.sft.train_reasoning = config.train_reasoning;
   out.sft.mrope_position_ids = config.mrope;

@@ -6,7 +6,7 @@
 //
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(Settings settings, check_config(config));
-//   if (settings.serial) ...
+//   text::ChatTemplate t = settings.chat_template;
 #pragma once
 
 #include <string>
@@ -20,10 +20,7 @@
 namespace mmfeed::pipeline {
 
 struct Settings {
-  LoaderConfig options;  // as given: sizes, counts, paths
-  bool serial = false;         // mode "serial": every stage on the caller's thread
-  bool fail_on_error = false;  // on_error "fail": the first bad sample ends the run
-  ShardRemainder remainder = ShardRemainder::kPad;
+  LoaderConfig options;  // as given
   vision::ProcessorConfig vision;
   text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
   text::SftOptions sft;

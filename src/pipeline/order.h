@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "mmfeed/loader.h"
+
 namespace mmfeed::pipeline {
 
-enum class ShardRemainder { kKeep, kPad, kDrop };
+using mmfeed::ShardRemainder;  // loader.h: kPad, kDrop, kKeep
 
 std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle);
 std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "mmfeed/loader_options.h"
 #include "pipeline/config.h"
 #include "pipeline/order.h"
 
@@ -215,7 +216,7 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
   f.emplace_back("samples", std::to_string(m.lines.size()));
   f.emplace_back("seed", std::to_string(c.seed));
   f.emplace_back("shuffle", c.shuffle ? "true" : "false");
-  f.emplace_back("shard_remainder", c.shard_remainder);
+  f.emplace_back("shard_remainder", std::string(choice_name(c.shard_remainder)));
   f.emplace_back("batch_size", std::to_string(c.batch_size));
   f.emplace_back("token_budget", std::to_string(c.token_budget));
   if (c.token_budget > 0) {
@@ -225,7 +226,7 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
     f.emplace_back("min_pixels", std::to_string(c.min_pixels));
     f.emplace_back("max_pixels", std::to_string(c.max_pixels));
     f.emplace_back("max_length", std::to_string(c.max_length));
-    f.emplace_back("truncation", c.truncation);
+    f.emplace_back("truncation", std::string(choice_name(c.truncation)));
   }
   return f;
 }
@@ -252,7 +253,7 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
   return diff;
 }
 
-Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remainder,
+Result<LoaderState> start_state(const LoaderConfig& config,
                                 const dataset::Manifests& manifests, std::optional<LoaderState> resume) {
   LoaderState start;
   start.seed = config.seed;
@@ -291,10 +292,10 @@ Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remai
         start.old_world_size > 0
             ? resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
                                         start.old_positions, start.old_windows, config.rank, config.world_size,
-                                        remainder)
+                                        config.shard_remainder)
                   .size()
             : rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle,
-                                   remainder)
+                                   config.shard_remainder)
                   .size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
@@ -321,7 +322,7 @@ Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remai
   if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
     return config_error("ordered", "an unordered run cannot be resumed (its order depends on timing)");
   }
-  if (config.mode == "serial" && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
+  if (config.mode == Mode::kSerial && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {
     return config_error("mode", "resuming is supported in the concurrent mode only");
   }
   return start;

@@ -30,7 +30,6 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
 // Where a run starts: the beginning, or `resume` once it is checked against the run — its
 // fingerprint, seed, world size and rank, an epoch within the run's, a position within the
 // epoch, packing fields only when packing; unordered and serial runs cannot resume.
-Result<LoaderState> start_state(const LoaderConfig& config, ShardRemainder remainder,
-                                const dataset::Manifests& manifests, std::optional<LoaderState> resume);
+Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manifests& manifests, std::optional<LoaderState> resume);
 
 }  // namespace mmfeed::pipeline

@@ -17,6 +17,10 @@
 
 namespace mmfeed::pipeline {
 
+// The one key of the loader's maps: a sample (epoch, position in the rank's order) or a batch
+// (epoch, batch number), ordered by epoch first. 2^40 positions an epoch, 2^24 epochs.
+inline std::uint64_t order_key(int epoch, std::uint64_t n) { return (static_cast<std::uint64_t>(epoch) << 40) | n; }
+
 struct Work {
   std::uint64_t seq = 0;  // position in this rank's order for the epoch
   int epoch = 0;

@@ -203,7 +203,7 @@ TEST_F(LoaderTest, FailingOnErrorKeepsTheSamplesErrorCode) {
   }
   LoaderConfig c = config();
   c.manifests = {(dir_ / "missing.jsonl").string()};
-  c.on_error = "fail";
+  c.on_error = OnError::kFail;
   auto loader = Loader::open(c).value();
   const auto r = loader->next();
   ASSERT_FALSE(r.ok());
@@ -211,7 +211,7 @@ TEST_F(LoaderTest, FailingOnErrorKeepsTheSamplesErrorCode) {
   ASSERT_EQ(loader->errors().size(), 1u);
   EXPECT_EQ(loader->errors()[0].code, ErrorCode::kNotFound);
   c = config();  // the truncated image: corrupt data
-  c.on_error = "fail";
+  c.on_error = OnError::kFail;
   c.shuffle = false;
   auto corrupt = Loader::open(c).value();
   Result<std::optional<Batch>> last = std::optional<Batch>();
@@ -258,7 +258,7 @@ TEST_F(LoaderTest, ResumeContinuesWhereTheStateSays) {
 TEST_F(LoaderTest, PackingDecodesRowByRowAndMatchesTheSerialMode) {
   // Rows planned from header-probed token counts, images decoded on the pool row by row; the
   // serial mode decodes the same rows inline and must deliver the same batches.
-  auto run = [&](const std::string& mode, bool close_early) {
+  auto run = [&](Mode mode, bool close_early) {
     LoaderConfig c = config();
     c.token_budget = 150;
     c.pack_window = 10;
@@ -279,13 +279,13 @@ TEST_F(LoaderTest, PackingDecodesRowByRowAndMatchesTheSerialMode) {
     EXPECT_EQ(loader->errors().size(), close_early ? loader->errors().size() : 2u);  // "bad", both epochs
     return rows;
   };
-  const auto concurrent = run("concurrent", false);
-  EXPECT_EQ(concurrent, run("serial", false));
+  const auto concurrent = run(Mode::kConcurrent, false);
+  EXPECT_EQ(concurrent, run(Mode::kSerial, false));
   std::size_t samples = 0;
   for (const auto& r : concurrent) samples += r.size();
   EXPECT_EQ(samples, 60u);
   EXPECT_GT(concurrent.size(), 6u);  // packing took effect: several rows per window of 10
-  for (int round = 0; round < 3; ++round) run("concurrent", true);
+  for (int round = 0; round < 3; ++round) run(Mode::kConcurrent, true);
 }
 
 TEST_F(LoaderTest, BadConfigurationNamesTheField) {

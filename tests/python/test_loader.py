@@ -268,7 +268,7 @@ pin_memory = false
     wrong = tmp_path / "wrong.toml"
     wrong.write_text('mrope = "yes"\n')
     bad = subprocess.run([cli, "run", "--config", wrong], capture_output=True, text=True)
-    assert bad.returncode == 2 and "mrope must be true or false" in bad.stderr and "wrong.toml" in bad.stderr
+    assert bad.returncode == 2 and "mrope takes true or false" in bad.stderr and "wrong.toml" in bad.stderr
 
 
 @pytest.mark.parametrize("packed", [False, True])

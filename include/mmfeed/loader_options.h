@@ -1,0 +1,137 @@
+// The Loader's options, listed once. Each row names an option (the Python keyword and the
+// config-file key; `mmfeed run` takes it as --name-with-dashes), the LoaderConfig member it sets
+// and a one-line doc; the default is the member's in LoaderConfig{}. The Python binding, the CLI's
+// flags and config files, and the Python docstring are made from this list, and tests check that
+// each accepts every option, so they cannot drift. A new option: a member in loader.h, a row here.
+//
+// Example:
+//   LoaderConfig c;
+//   MMFEED_RETURN_IF_ERROR(set_loader_option(c, "batch_size", "16"));
+//   MMFEED_RETURN_IF_ERROR(set_loader_option(c, "shard_remainder", "drop"));
+//   for (const LoaderOptionInfo& o : loader_options()) std::printf("%s = %s\n", o.name.c_str(), o.default_text.c_str());
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmfeed/error.h"
+#include "mmfeed/loader.h"
+
+namespace mmfeed {
+
+// Calls f(name, member pointer, doc) for every option of LoaderConfig, in this order.
+template <class F>
+void for_each_loader_option(F&& f) {
+  f("manifests", &LoaderConfig::manifests,
+    "JSONL manifests: paths, file://, s3:// or http(s):// URIs; plain, gzip or zstd");
+  f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
+  f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
+  f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");
+  f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
+  f("chat_template", &LoaderConfig::chat_template,
+    "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
+  f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
+  f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
+    "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");
+  f("token_budget", &LoaderConfig::token_budget,
+    "> 0: pack samples into rows of at most this many tokens (input_ids [1, T], cu_seqlens)");
+  f("pack_window", &LoaderConfig::pack_window, "samples considered together when packing");
+  f("mrope", &LoaderConfig::mrope, "add position_ids [3, B, L]: Qwen-VL's 3-D rotary positions");
+  f("seed", &LoaderConfig::seed, "the shuffle's seed");
+  f("shuffle", &LoaderConfig::shuffle, "shuffle the samples each epoch (false: manifest order)");
+  f("epochs", &LoaderConfig::epochs, "passes over the data");
+  f("rank", &LoaderConfig::rank, "this data-parallel rank");
+  f("world_size", &LoaderConfig::world_size, "data-parallel ranks");
+  f("shard_remainder", &LoaderConfig::shard_remainder,
+    "when world_size does not divide the samples: pad (equal shards, at most world_size - 1 samples twice), "
+    "drop (equal, at most world_size - 1 left out) or keep (disjoint, ranks may differ by one)");
+  f("mode", &LoaderConfig::mode, "concurrent, or serial: one sample after another on the caller's thread");
+  f("ordered", &LoaderConfig::ordered,
+    "false: batches take samples as they finish (no waiting for a slow one; no resume)");
+  f("workers", &LoaderConfig::workers, "CPU threads for decode, resize and tokenization, 1 to 1024");
+  f("prefetch_batches", &LoaderConfig::prefetch_batches, "batches prepared ahead of the trainer, 1 to 1024");
+  f("max_buffered_bytes", &LoaderConfig::max_buffered_bytes,
+    "bytes held between fetch and trainer; a sample that alone needs more is refused");
+  f("fetch_inflight", &LoaderConfig::fetch_inflight, "GETs in flight, 1 to 4096");
+  f("max_object_bytes", &LoaderConfig::max_object_bytes, "largest image fetched (declared or read)");
+  f("max_manifest_bytes", &LoaderConfig::max_manifest_bytes, "largest manifest, fetched and decompressed");
+  f("max_images_per_sample", &LoaderConfig::max_images_per_sample, "most images one sample may name");
+  f("max_length", &LoaderConfig::max_length, "tokens per sample (0: no limit)");
+  f("truncation", &LoaderConfig::truncation, "a sample over max_length: error, or truncate");
+  f("labels", &LoaderConfig::labels,
+    "which tokens are trained: qwen (assistant replies), or content_and_eos");
+  f("train_reasoning", &LoaderConfig::train_reasoning,
+    "with the Qwen3-VL Thinking template, train the <think> block (false: -100)");
+  f("on_error", &LoaderConfig::on_error, "a bad sample: skip (reported in errors()), or fail the run");
+  f("max_error_fraction", &LoaderConfig::max_error_fraction,
+    "skipped / seen beyond this fails the run (from the 20th sample, and at the end), 0 to 1");
+  f("trace_path", &LoaderConfig::trace_path, "write a Chrome-trace / Perfetto timeline here on close");
+  f("pin_memory", &LoaderConfig::pin_memory, "page-locked batch buffers when a CUDA runtime is present");
+  f("pin_device", &LoaderConfig::pin_device, "the GPU that page-locks them (-1: LOCAL_RANK, else 0)");
+}
+
+// The names of a fixed choice, in the order of its enum's values.
+template <class E>
+struct Choices;
+template <>
+struct Choices<Mode> {
+  static constexpr std::array<std::string_view, 2> names{"concurrent", "serial"};
+};
+template <>
+struct Choices<OnError> {
+  static constexpr std::array<std::string_view, 2> names{"skip", "fail"};
+};
+template <>
+struct Choices<ShardRemainder> {
+  static constexpr std::array<std::string_view, 3> names{"pad", "drop", "keep"};
+};
+template <>
+struct Choices<Truncation> {
+  static constexpr std::array<std::string_view, 2> names{"error", "truncate"};
+};
+template <>
+struct Choices<Labels> {
+  static constexpr std::array<std::string_view, 2> names{"qwen", "content_and_eos"};
+};
+
+// The name of a choice ("pad"), and the choice of a name (nullopt: not one of them).
+template <class E>
+std::string_view choice_name(E value) {
+  return Choices<E>::names[static_cast<std::size_t>(value)];
+}
+template <class E>
+std::optional<E> parse_choice(std::string_view name) {
+  for (std::size_t i = 0; i < Choices<E>::names.size(); ++i) {
+    if (Choices<E>::names[i] == name) return static_cast<E>(i);
+  }
+  return std::nullopt;
+}
+// "pad, drop or keep".
+template <class E>
+std::string choice_list() {
+  std::string out;
+  const auto& names = Choices<E>::names;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+// An option as text, for help screens and docstrings.
+struct LoaderOptionInfo {
+  std::string name;
+  std::string type;          // "str", "list[str]", "int", "float", "bool", or the choices "pad|drop|keep"
+  std::string default_text;  // LoaderConfig{}'s value, as the type reads it ("" for an empty string)
+  std::string doc;
+};
+std::vector<LoaderOptionInfo> loader_options();
+
+// Sets option `name` from its text: numbers in decimal, booleans true/false, a choice by name, a
+// list option appends one item. An error names the option and what it takes.
+Status set_loader_option(LoaderConfig& config, std::string_view name, std::string_view text);
+
+}  // namespace mmfeed

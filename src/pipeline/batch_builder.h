@@ -1,0 +1,73 @@
+// The batch builder: a gathered group of processed samples to the batches a trainer gets. A
+// padded run makes one batch of the group; a packed run plans the group (a packing window) into
+// rows by token count (packer.h), has each row's images decoded — on the CPU pool, row by row in
+// delivery order, so the first row does not wait for the whole window — and assembles each row
+// as it is ready (assembler.h). Each batch's resume state is registered with Progress as it is
+// formed. An image that fails to decode drops its sample from its row and is accounted.
+//
+// Thread safety: one thread builds (the batcher, or the caller in the serial mode); the decoding
+// tasks it submits run on the pool and touch only their own sample.
+//
+// Example:
+//   BatchBuilder builder(config, processor, errors, progress, pool_buffers, metrics, &trace);
+//   std::uint64_t index = 0;
+//   MMFEED_ASSIGN_OR_RETURN(bool go_on, builder.build(std::move(group), epoch, 0, 64, 0, index, &cpu, stop,
+//                                                     [&](Batch b) { return queue.push(std::move(b)); }));
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "core/metrics.h"
+#include "core/thread_pool.h"
+#include "core/trace.h"
+#include "mmfeed/error.h"
+#include "mmfeed/loader.h"
+#include "pipeline/error_budget.h"
+#include "pipeline/progress.h"
+#include "pipeline/sample.h"
+#include "pipeline/sample_processor.h"
+
+namespace mmfeed::pipeline {
+
+class BatchBuilder {
+ public:
+  // Every reference must outlive the builder.
+  BatchBuilder(const LoaderConfig& config, const SampleProcessor& processor, ErrorBudget& errors, Progress& progress,
+               core::BufferPool& buffers, core::MetricsRegistry& metrics, core::TraceWriter* trace);
+
+  // Samples gathered before batches are formed: a padded batch, or a packing window.
+  std::size_t group_size() const;
+
+  // Hands a batch on; false: stop building.
+  using Sink = std::function<bool(Batch)>;
+
+  // The group of positions [start, end) of `epoch`'s order (its good samples in `samples`) into
+  // batches numbered from `index` on (advanced past them), each handed to `sink` as soon as it
+  // is assembled. Resuming inside a packed window, its first `skip_rows` rows are not formed
+  // again. `cpu`: where packed rows' images are decoded (null: on this thread, just before each
+  // row is assembled); `stop`: set when the loader closes. False when the sink or `stop` ended
+  // it; an error when a late failure ends the run (on_error "fail", the error budget).
+  Result<bool> build(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start, std::uint64_t end,
+                     std::uint64_t skip_rows, std::uint64_t& index, core::ThreadPool* cpu,
+                     const std::atomic<bool>& stop, const Sink& sink);
+
+ private:
+  Batch assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, BatchEnd after);
+  std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const;
+
+  const LoaderConfig& config_;
+  const SampleProcessor& processor_;
+  ErrorBudget& errors_;
+  Progress& progress_;
+  core::BufferPool& buffers_;
+  core::TraceWriter* const trace_;
+  core::Histogram& assemble_ns_;
+  std::size_t high_water_ = 0;  // the largest batch buffer so far (the building thread's)
+};
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,245 @@
+#include "pipeline/concurrent_driver.h"
+
+#include <algorithm>
+
+#include "core/thread_pool.h"
+
+namespace mmfeed::pipeline {
+
+ConcurrentDriver::ConcurrentDriver(Stages stages)
+    : Driver(std::move(stages)),
+      memory_(*s_.memory),
+      out_(std::max<std::size_t>(1, config_.prefetch_batches)),
+      buffered_gauge_(s_.metrics.gauge("loader.buffered_bytes")),
+      prefetched_gauge_(s_.metrics.gauge("loader.prefetched_batches")) {}
+
+void ConcurrentDriver::start() {
+  cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
+                                            memory_.window() + 16);
+  reader_ = std::thread([this] { run_reader(); });
+  collector_ = std::thread([this] { run_collector(); });
+  batcher_ = std::thread([this] { run_batcher(); });
+}
+
+void ConcurrentDriver::stop() {
+  if (stop_.exchange(true)) return;
+  s_.fetcher.cancel();
+  { std::lock_guard lock(ready_mu_); }  // the batcher is either before its check or asleep
+  ready_cv_.notify_all();
+  memory_.stop();
+  (void)out_.cancel();
+  for (std::thread* t : {&reader_, &collector_, &batcher_}) {
+    if (t->joinable()) t->join();
+  }
+  if (cpu_) cpu_->shutdown();
+}
+
+void ConcurrentDriver::fail(Error error) {
+  {
+    std::lock_guard lock(fail_mu_);
+    failure_ = std::move(error);
+  }
+  out_.close();
+}
+
+void ConcurrentDriver::finish(std::unique_ptr<Work> w) {
+  memory_.processed(*w);
+  {
+    std::lock_guard lock(ready_mu_);
+    ready_[order_key(w->epoch, w->seq)] = std::move(w);
+  }
+  ready_cv_.notify_all();
+}
+
+void ConcurrentDriver::run_reader() {
+  core::set_current_thread_name("read");
+  const LoaderState start = s_.start;
+  std::uint64_t tag = 0;
+  for (int epoch = start.epoch; epoch < config_.epochs && !stop_.load(); ++epoch) {
+    const std::vector<std::uint64_t> ord = order(epoch);
+    {
+      std::lock_guard lock(ready_mu_);
+      epoch_sizes_[epoch] = ord.size();
+    }
+    ready_cv_.notify_all();
+    for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
+      if (!memory_.admit()) return;
+      auto w = s_.processor.prepare(epoch, seq, ord[seq]);
+      if (w->error || w->images.empty()) {
+        submit_processing(std::move(w));
+        continue;
+      }
+      Work* raw = w.get();
+      std::vector<std::uint64_t> tags;
+      {
+        std::lock_guard lock(pending_mu_);
+        for (std::size_t i = 0; i < raw->images.size(); ++i) {
+          tags.push_back(tag);
+          pending_[tag++] = {raw, i};
+        }
+        owned_[raw] = std::move(w);
+      }
+      for (std::size_t i = 0; i < raw->images.size(); ++i) {
+        if (!s_.fetcher.submit({raw->images[i], tags[i], std::nullopt})) return;
+      }
+    }
+  }
+  {
+    std::lock_guard lock(ready_mu_);
+    reader_done_ = true;
+  }
+  ready_cv_.notify_all();
+  s_.fetcher.close();
+}
+
+void ConcurrentDriver::run_collector() {
+  core::set_current_thread_name("collect");
+  while (auto r = s_.fetcher.next()) {
+    std::unique_ptr<Work> complete;
+    {
+      std::lock_guard lock(pending_mu_);
+      auto it = pending_.find(r->tag);
+      if (it == pending_.end()) continue;
+      auto [w, index] = it->second;
+      pending_.erase(it);
+      if (!r->data.ok()) {
+        if (!w->error) {
+          w->error = SampleError{w->id, "fetch", s_.processor.fetch_failure(r->data.error()), r->data.error().code()};
+        }
+      } else {
+        w->bytes[index] = std::move(r->data).value();
+        memory_.hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));
+      }
+      if (++w->arrived == w->images.size()) {
+        complete = std::move(owned_[w]);
+        owned_.erase(w);
+      }
+    }
+    if (complete) submit_processing(std::move(complete));
+  }
+}
+
+void ConcurrentDriver::submit_processing(std::unique_ptr<Work> w) {
+  if (w->error) {
+    finish(std::move(w));
+    return;
+  }
+  {
+    std::lock_guard lock(fetched_mu_);
+    fetched_.emplace(order_key(w->epoch, w->seq), std::move(w));
+  }
+  cpu_->submit([this] {
+    std::unique_ptr<Work> next;
+    {
+      std::lock_guard lock(fetched_mu_);
+      if (fetched_.empty()) return;  // cannot happen: one task per sample queued
+      next = std::move(fetched_.begin()->second);
+      fetched_.erase(fetched_.begin());
+    }
+    s_.processor.process(*next, /*defer_images=*/config_.token_budget > 0);
+    finish(std::move(next));
+  });
+}
+
+void ConcurrentDriver::run_batcher() {
+  core::set_current_thread_name("batch");
+  const LoaderState start = s_.start;
+  int epoch = start.epoch;
+  std::uint64_t seq = start.position;
+  std::uint64_t index = 0;
+  std::uint64_t group_start = seq;
+  std::uint64_t skip_rows = start.packed_delivered;  // resuming inside a packed window
+  std::vector<std::unique_ptr<Work>> samples;
+  // The gathered group up to position `end` into batches; false: stop.
+  auto emit = [&](std::uint64_t end) -> bool {
+    if (samples.empty()) {
+      group_start = end;
+      return true;
+    }
+    auto built = s_.builder.build(std::move(samples), epoch, group_start, end, skip_rows, index, cpu_.get(), stop_,
+                                  [&](Batch batch) {
+                                    const auto bytes = static_cast<std::int64_t>(batch.buffer_capacity());
+                                    // Over the byte budget, wait until the trainer has taken what is queued.
+                                    if (!memory_.wait_for_batch(bytes, [&] { return out_.size() == 0; })) return false;
+                                    if (!out_.push(std::move(batch))) return false;
+                                    if (s_.trace != nullptr) {
+                                      s_.trace->counter("prefetched batches", static_cast<double>(out_.size()));
+                                    }
+                                    prefetched_gauge_.set(static_cast<std::int64_t>(out_.size()));
+                                    return true;
+                                  });
+    if (!built.ok()) {
+      fail(std::move(built).error());
+      return false;
+    }
+    if (!*built) return false;
+    samples.clear();
+    skip_rows = 0;
+    group_start = end;
+    return true;
+  };
+  // Ordered: the next sample of the order. Unordered: any finished sample of the epoch.
+  auto next_ready = [&] {
+    if (config_.ordered) return ready_.find(order_key(epoch, seq));
+    auto it = ready_.lower_bound(order_key(epoch, 0));
+    return it != ready_.end() && it->first < order_key(epoch + 1, 0) ? it : ready_.end();
+  };
+  while (!stop_.load()) {
+    std::unique_ptr<Work> w;
+    {
+      std::unique_lock lock(ready_mu_);
+      ready_cv_.wait(lock, [&] {
+        return stop_.load() || next_ready() != ready_.end() ||
+               (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) || (reader_done_ && !epoch_sizes_.count(epoch));
+      });
+      if (stop_.load()) break;
+      if (auto it = next_ready(); it != ready_.end()) {
+        w = std::move(it->second);
+        ready_.erase(it);
+      } else if (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) {
+        lock.unlock();
+        if (!emit(seq)) break;  // the epoch's last, partial batch
+        ++epoch;
+        seq = 0;
+        group_start = 0;
+        index = 0;
+        if (epoch >= config_.epochs) {
+          if (Status st = end_of_run(); !st.ok()) fail(std::move(st).error());
+          break;
+        }
+        continue;
+      } else {
+        break;  // reader finished without this epoch
+      }
+    }
+    ++seq;
+    memory_.leave(*w);
+    if (Status st = account(*w); !st.ok()) {
+      fail(std::move(st).error());
+      return;
+    }
+    if (!w->error) samples.push_back(std::move(w));
+    if (samples.size() == s_.builder.group_size() && !emit(seq)) break;
+  }
+  out_.close();
+}
+
+Result<std::optional<Batch>> ConcurrentDriver::next(std::optional<std::chrono::milliseconds> timeout,
+                                                    bool* timed_out) {
+  auto b = timeout ? out_.pop_for(*timeout) : out_.pop();
+  if (!b && timeout && !out_.closed()) {
+    *timed_out = true;
+    return std::optional<Batch>();
+  }
+  if (b) {
+    memory_.batch_taken(static_cast<std::int64_t>(b->buffer_capacity()));
+    buffered_gauge_.set(memory_.held_bytes());
+    prefetched_gauge_.set(static_cast<std::int64_t>(out_.size()));
+    return std::optional<Batch>(std::move(*b));
+  }
+  std::lock_guard lock(fail_mu_);
+  if (failure_) return *failure_;
+  return std::optional<Batch>();
+}
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,50 @@
+#include "pipeline/driver.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "pipeline/order.h"
+
+namespace mmfeed::pipeline {
+
+Driver::Driver(Stages stages)
+    : s_(std::move(stages)),
+      config_(s_.settings.options),
+      duplicate_ids_(s_.metrics.counter("loader.duplicate_sample_ids")) {}
+
+std::vector<std::uint64_t> Driver::order(int epoch) const {
+  const LoaderState& start = s_.start;
+  if (epoch == start.epoch && start.old_world_size > 0) {
+    return resharded_order(s_.samples, config_.seed, epoch, config_.shuffle, start.old_world_size,
+                           start.old_positions, start.old_windows, config_.rank, config_.world_size,
+                           config_.shard_remainder);
+  }
+  return rank_order(s_.samples, config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle,
+                    config_.shard_remainder);
+}
+
+Status Driver::account(const Work& w) {
+  if (w.epoch == s_.start.epoch) {
+    id_hashes_.push_back(std::hash<std::string>{}(w.id));
+  } else {
+    count_duplicate_ids();
+  }
+  return s_.errors.count(w.error);
+}
+
+Status Driver::end_of_run() {
+  ended_.store(true);
+  count_duplicate_ids();
+  return s_.errors.at_end();
+}
+
+void Driver::count_duplicate_ids() {
+  if (id_hashes_.empty()) return;
+  std::sort(id_hashes_.begin(), id_hashes_.end());
+  std::int64_t duplicates = 0;
+  for (std::size_t i = 1; i < id_hashes_.size(); ++i) duplicates += id_hashes_[i] == id_hashes_[i - 1] ? 1 : 0;
+  duplicate_ids_.add(duplicates);
+  id_hashes_ = {};
+}
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,182 @@
+#include "pipeline/sample_processor.h"
+
+#include <span>
+#include <utility>
+
+#include "core/clock.h"
+#include "text/chat.h"
+
+namespace mmfeed::pipeline {
+
+TokenizerFuture load_tokenizer(const std::string& path) {
+  return std::async(std::launch::async, [path]() -> Result<std::shared_ptr<const LoadedTokenizer>> {
+           MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(path));
+           auto loaded = std::make_shared<LoadedTokenizer>();
+           loaded->pad_id = tok->token_to_id("<|endoftext|>").value_or(0);
+           loaded->tok = std::move(tok);
+           return std::shared_ptr<const LoadedTokenizer>(std::move(loaded));
+         }).share();
+}
+
+namespace {
+
+std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
+  return {reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()};
+}
+
+}  // namespace
+
+SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manifests& manifests,
+                                 TokenizerFuture tokenizer, MemoryBudget* budget, core::MetricsRegistry& metrics,
+                                 core::TraceWriter* trace)
+    : config_(settings.options),
+      manifests_(manifests),
+      tokenizer_(std::move(tokenizer)),
+      vision_(settings.vision),
+      template_(settings.chat_template),
+      sft_(settings.sft),
+      budget_(budget),
+      trace_(trace),
+      process_ns_(metrics.histogram("loader.process_sample_ns")),
+      decode_ns_(metrics.histogram("loader.decode_images_ns")) {}
+
+void SampleProcessor::hold(Work& w, std::int64_t delta) const {
+  if (budget_ != nullptr) budget_->hold(w, delta);
+}
+
+std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std::uint64_t line_index) const {
+  auto w = std::make_unique<Work>();
+  w->epoch = epoch;
+  w->seq = seq;
+  const dataset::ManifestLine& line = manifests_.lines[line_index];
+  const std::string& base_dir = manifests_.files[line.manifest].base_dir;
+  w->id = manifests_.where(line);
+  auto c = text::parse_conversation(manifests_.text(line));
+  if (!c.ok()) {
+    std::string reason = c.error().to_string();
+    if (auto id = text::sample_id_of(manifests_.text(line))) {  // keyed by its id, the line named in the reason
+      reason += " (" + w->id + ")";
+      w->id = std::move(*id);
+    }
+    w->error = SampleError{w->id, "manifest", std::move(reason), c.error().code()};
+    return w;
+  }
+  if (!c->id.empty()) w->id = c->id;
+  if (c->count(text::ContentItem::Type::kVideo) > 0) {
+    w->error = SampleError{w->id, "manifest", "videos are not supported yet", ErrorCode::kUnsupported};
+    return w;
+  }
+  if (const std::size_t n = c->count(text::ContentItem::Type::kImage); n > config_.max_images_per_sample) {
+    w->error = SampleError{w->id, "manifest", "sample names " + std::to_string(n) +
+                                                  " images, more than max_images_per_sample (" +
+                                                  std::to_string(config_.max_images_per_sample) + ")",
+                           ErrorCode::kResourceExhausted};
+    return w;
+  }
+  for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
+    auto parsed = dataset::resolve(uri, base_dir);
+    if (!parsed.ok()) {
+      w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
+      return w;
+    }
+    w->images.push_back(std::move(parsed).value());
+  }
+  w->conversation = std::move(c).value();
+  w->bytes.resize(w->images.size());
+  return w;
+}
+
+void SampleProcessor::process(Work& w, bool defer_images) const {
+  core::TraceSpan span(trace_, "process sample", "cpu", w.id);
+  const core::Stopwatch sw;
+  for (std::size_t i = 0; i < w.bytes.size(); ++i) {
+    auto info = vision::probe(bytes_of(w, i));
+    Result<vision::Grid> grid = info.ok() ? vision_.plan(*info) : Result<vision::Grid>(info.error());
+    if (!grid.ok()) {
+      w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string(),
+                            grid.error().code()};
+      return;
+    }
+    w.infos.push_back(*info);
+    w.grids.push_back(*grid);
+  }
+  // The pixel rows the batch will hold for this sample, known from the headers before any
+  // pixel is decoded: a sample that alone exceeds the byte budget can never be buffered.
+  std::uint64_t pixel_bytes = 0;
+  for (const vision::Grid& g : w.grids) {
+    pixel_bytes += static_cast<std::uint64_t>(g.rows()) * vision_.row_bytes();
+  }
+  if (pixel_bytes > config_.max_buffered_bytes) {
+    const std::size_t n = w.grids.size();
+    w.error = SampleError{w.id, "image", "its " + std::to_string(n) + (n == 1 ? " image needs " : " images need ") +
+                                             std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
+                                             "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
+                                             "); lower max_pixels or raise the budget",
+                          ErrorCode::kResourceExhausted};
+    return;
+  }
+  std::vector<text::Grid3> grids;
+  for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
+  const auto& tok = tokenizer_.get();  // waits for it once, at the start
+  if (!tok.ok()) {
+    w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
+    return;
+  }
+  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_, grids, {}, sft_);
+  if (!s.ok()) {
+    w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
+    return;
+  }
+  if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
+    w.grids.resize(s->images_kept);
+    for (std::size_t i = s->images_kept; i < w.bytes.size(); ++i) {
+      hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
+      w.bytes[i].reset();
+    }
+  }
+  if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
+    w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) +
+                                            " tokens, more than token_budget " + std::to_string(config_.token_budget),
+                          ErrorCode::kOutOfRange};
+    return;
+  }
+  w.input_ids = std::move(s->input_ids);
+  w.labels = std::move(s->labels);
+  w.mrope = std::move(s->position_ids);
+  if (!defer_images && !decode_images(w, /*account=*/true)) return;
+  std::size_t image_bytes = 0;
+  for (const vision::Resized& r : w.resized) image_bytes += r.image.pixels.size();
+  hold(w, static_cast<std::int64_t>(image_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
+  process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+}
+
+std::string SampleProcessor::fetch_failure(const Error& e) const {
+  std::string reason = e.to_string();
+  if (e.code() == ErrorCode::kResourceExhausted && config_.max_buffered_bytes < config_.max_object_bytes) {
+    reason += "; here max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
+              ") is the limit, being smaller than max_object_bytes";
+  }
+  return reason;
+}
+
+bool SampleProcessor::decode_images(Work& w, bool account) const {
+  core::TraceSpan span(trace_, "decode images", "cpu", w.id);
+  const core::Stopwatch sw;
+  bool ok = true;
+  for (std::size_t i = 0; i < w.grids.size(); ++i) {
+    auto resized = vision_.resize(bytes_of(w, i), w.infos[i]);
+    if (!resized.ok()) {
+      w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string(),
+                            resized.error().code()};
+      ok = false;
+      break;
+    }
+    w.resized.push_back(std::move(resized).value());
+    if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
+    w.bytes[i].reset();
+  }
+  decode_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  return ok;
+}
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,89 @@
+// The sample processor: one manifest line to a sample ready for a batch, as pure steps over a
+// `Work` (pipeline/sample.h). prepare() parses the line and resolves its image URIs; process()
+// probes the fetched images' headers for their grids, renders and tokenizes the conversation
+// with them, and (unless deferred for packing) decode_images() decodes and resizes the images.
+// Failures are recorded in the sample (`Work::error`, naming it, its stage and the reason).
+//
+// Thread safety: const and stateless apart from metrics and the trace, so any number of threads
+// call it at once, each on a sample it owns. The tokenizer loads on a thread of its own while
+// the first images are fetched; the first process() waits for it.
+//
+// Example:
+//   SampleProcessor proc(settings, manifests, load_tokenizer(config.tokenizer), &budget, metrics, &trace);
+//   auto w = proc.prepare(/*epoch=*/0, /*seq=*/0, order[0]);
+//   ... fetch w->images into w->bytes ...
+//   proc.process(*w, /*defer_images=*/false);
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "core/metrics.h"
+#include "core/trace.h"
+#include "dataset/manifest.h"
+#include "mmfeed/error.h"
+#include "pipeline/config.h"
+#include "pipeline/memory_budget.h"
+#include "pipeline/sample.h"
+#include "text/tokenizer.h"
+
+namespace mmfeed::pipeline {
+
+struct LoadedTokenizer {
+  std::unique_ptr<text::Tokenizer> tok;
+  std::int32_t pad_id = 0;
+};
+using TokenizerFuture = std::shared_future<Result<std::shared_ptr<const LoadedTokenizer>>>;
+
+// Starts loading the tokenizer at `path` (about 0.1 s for a 150k vocabulary) on a thread of its
+// own; throws std::system_error when the thread cannot start.
+TokenizerFuture load_tokenizer(const std::string& path);
+
+class SampleProcessor {
+ public:
+  // `budget`: where the bytes a sample holds are counted (null: not counted, the serial mode).
+  // `manifests`, `budget`, `metrics` and `trace` must outlive the processor.
+  SampleProcessor(const Settings& settings, const dataset::Manifests& manifests, TokenizerFuture tokenizer,
+                  MemoryBudget* budget, core::MetricsRegistry& metrics, core::TraceWriter* trace);
+
+  // The sample at `line_index` of the manifests, `seq`-th of the rank's order in `epoch`: its
+  // conversation parsed, its image URIs resolved, one empty byte slot per image.
+  std::unique_ptr<Work> prepare(int epoch, std::uint64_t seq, std::uint64_t line_index) const;
+
+  // The grids from the images' headers, then the text (rendered and tokenized with them), then,
+  // unless `defer_images` (packing: the batcher plans rows from the token counts first and has
+  // the images decoded row by row), the images decoded and resized.
+  void process(Work& w, bool defer_images) const;
+
+  // Decodes and resizes the sample's (kept) images; normalized and patchified later, straight
+  // into the batch. `account`: the fetched bytes count against the budget until now (not when
+  // the batcher, which has released the sample, calls it). False on failure (in `w.error`).
+  bool decode_images(Work& w, bool account) const;
+
+  // The reason a fetch failed, as reported to the user: an object refused for its size under a
+  // byte budget smaller than max_object_bytes says which limit bound it.
+  std::string fetch_failure(const Error& e) const;
+
+  // The tokenizer's padding id; waits for the tokenizer (loaded once any sample is processed).
+  std::int32_t pad_id() const { return (*tokenizer_.get())->pad_id; }
+
+  const vision::ImageProcessor& images() const { return vision_; }
+
+ private:
+  void hold(Work& w, std::int64_t delta) const;
+
+  const LoaderConfig& config_;
+  const dataset::Manifests& manifests_;
+  const TokenizerFuture tokenizer_;
+  const vision::ImageProcessor vision_;
+  const text::ChatTemplate template_;
+  const text::SftOptions sft_;
+  MemoryBudget* const budget_;
+  core::TraceWriter* const trace_;
+  core::Histogram& process_ns_;
+  core::Histogram& decode_ns_;
+};
+
+}  // namespace mmfeed::pipeline

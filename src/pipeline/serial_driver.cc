@@ -1,0 +1,66 @@
+#include "pipeline/serial_driver.h"
+
+namespace mmfeed::pipeline {
+
+Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milliseconds> /*timeout*/,
+                                                bool* /*timed_out*/) {
+  if (stop_.load()) return std::optional<Batch>();
+  if (!ready_.empty()) {
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    return std::optional<Batch>(std::move(b));
+  }
+  std::vector<std::unique_ptr<Work>> samples;
+  std::uint64_t start = seq_;
+  while (samples.size() < s_.builder.group_size()) {
+    if (epoch_ >= config_.epochs) break;
+    if (loaded_epoch_ != epoch_) {
+      order_ = order(epoch_);
+      loaded_epoch_ = epoch_;
+      seq_ = 0;
+      batch_ = 0;
+      start = 0;
+    }
+    if (seq_ >= order_.size()) {
+      if (!samples.empty()) break;  // the epoch's last, partial group
+      ++epoch_;
+      continue;
+    }
+    auto w = s_.processor.prepare(epoch_, seq_, order_[seq_]);
+    ++seq_;
+    for (std::size_t i = 0; !w->error && i < w->images.size(); ++i) {
+      if (!s_.fetcher.submit({w->images[i], i, std::nullopt})) return std::optional<Batch>();
+      auto r = s_.fetcher.next();
+      if (!r) return std::optional<Batch>();
+      if (!r->data.ok()) {
+        w->error = SampleError{w->id, "fetch", s_.processor.fetch_failure(r->data.error()), r->data.error().code()};
+      } else {
+        w->bytes[i] = std::move(r->data).value();
+      }
+    }
+    if (!w->error) s_.processor.process(*w, /*defer_images=*/config_.token_budget > 0);
+    MMFEED_RETURN_IF_ERROR(account(*w));
+    if (!w->error) samples.push_back(std::move(w));
+  }
+  if (samples.empty()) {  // the run is over
+    if (!final_checked_) {
+      final_checked_ = true;
+      if (Status st = end_of_run(); !st.ok()) failure_ = std::move(st).error();
+    }
+    if (failure_) return *failure_;
+    return std::optional<Batch>();
+  }
+  const int epoch = samples.front()->epoch;
+  const std::atomic<bool> never{false};
+  MMFEED_RETURN_IF_ERROR(s_.builder.build(std::move(samples), epoch, start, seq_, 0, batch_, /*cpu=*/nullptr, never,
+                                          [&](Batch b) {
+                                            ready_.push_back(std::move(b));
+                                            return true;
+                                          }));
+  if (ready_.empty()) return next(std::nullopt, nullptr);  // every sample of the group failed late
+  Batch b = std::move(ready_.front());
+  ready_.pop_front();
+  return std::optional<Batch>(std::move(b));
+}
+
+}  // namespace mmfeed::pipeline
