@@ -280,9 +280,10 @@ class Loader:
 def _option_lines() -> str:
     lines = []
     for o in _mmfeed.loader_options():
-        default = f" (default {o['default']})" if o["default"] else ""
+        value = o["default"].capitalize() if o["type"] == "bool" else o["default"]  # True, as Python spells it
+        default = f" (default {value})" if value else ""
         lines.append(f"    {o['name']}: {o['type']}. {o['doc']}{default}")
     return "\n".join(lines) + "\n"
 
 
-Loader.__doc__ += _option_lines()
+Loader.__doc__ = Loader.__doc__.rstrip() + "\n" + _option_lines()

@@ -53,7 +53,8 @@ def test_the_docstring_lists_every_option_with_its_default():
         line = next((l for l in doc.splitlines() if l.strip().startswith(o["name"] + ":")), None)
         assert line is not None, o["name"]
         if o["default"]:
-            assert f"(default {o['default']})" in line
+            default = o["default"].capitalize() if o["type"] == "bool" else o["default"]
+            assert f"(default {default})" in line
 
 
 def test_cli_help_lists_every_option(cli):
