@@ -66,6 +66,7 @@ struct Transfer {
   bool grow = false;  // no length known: own buffer grows
   std::string error_body;           // a non-2xx answer's body, for its S3 error document (capped)
   std::optional<Refusal> refusal;   // set when our callbacks or deadlines stop the transfer
+  bool past_deadline = false;       // marked by check_deadlines_and_hedges, which then finishes it
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
@@ -152,7 +153,8 @@ class Fetcher::Engine {
   // Memory from the pool, or the transfer's final failure: running out of memory is this object's
   // error, never the process's end (and no exception may cross libcurl's C frames).
   bool acquire(Transfer* t, core::Buffer& out, std::uint64_t bytes);
-  // Ends the transfers past a deadline (as timeouts) and hedges the requests due a hedge.
+  // Ends the transfers past a deadline (as timeouts), then hedges the requests still running that
+  // are due a hedge.
   void check_deadlines_and_hedges(std::int64_t now);
   // Finishes the transfers libcurl reports done.
   void process_completions();

@@ -170,22 +170,32 @@ std::size_t Fetcher::Engine::on_body(char* data, std::size_t size, std::size_t n
 }
 
 void Fetcher::Engine::check_deadlines_and_hedges(std::int64_t now) {
-  const std::int64_t hedge_after = policy_.hedge_after_ns(*m_latency_);
-  std::vector<Transfer*> expired;
-  std::vector<Job*> to_hedge;
+  // Finishing a transfer may end its job, and a job that ends frees itself and its other transfers
+  // (a part's final failure fails the whole object). So no Transfer* or Job* is held across a
+  // finish_transfer: the transfers past a deadline are marked, then finished one at a time, each
+  // found again among the living (a few, and transfers_ is at most max_inflight long); the hedges
+  // are chosen afterwards from what is still running.
   for (Transfer* t : transfers_) {
     if (auto missed = policy_.missed_deadline(t->times, t->received, now)) {
       t->refusal = Refusal{.message = std::move(*missed)};
-      expired.push_back(t);
-    }
-    if (!t->job->hedged && !t->job->multipart && t->part < 0 && t->job->request.uri.scheme != Scheme::kFile &&
-        RetryPolicy::hedge_due(hedge_after, t->times.start_ns, now)) {
-      to_hedge.push_back(t->job);
+      t->past_deadline = true;
     }
   }
-  for (Transfer* t : expired) finish_transfer(t, CURLE_OPERATION_TIMEDOUT);
-  for (Job* job : to_hedge) {
-    if (job->hedged || job->transfers.empty() || transfers_active() >= options_.max_inflight) continue;
+  const auto past_deadline = [](const Transfer* t) { return t->past_deadline; };
+  for (auto it = std::ranges::find_if(transfers_, past_deadline); it != transfers_.end();
+       it = std::ranges::find_if(transfers_, past_deadline)) {
+    finish_transfer(*it, CURLE_OPERATION_TIMEDOUT);
+  }
+  const std::int64_t hedge_after = policy_.hedge_after_ns(*m_latency_);
+  // Hedging frees nothing; the hedges it appends to transfers_ are past `running`, never hedged.
+  const std::size_t running = transfers_.size();
+  for (std::size_t i = 0; i < running && transfers_active() < options_.max_inflight; ++i) {
+    Transfer* t = transfers_[i];
+    Job* job = t->job;
+    if (job->hedged || job->multipart || t->part >= 0 || job->request.uri.scheme == Scheme::kFile ||
+        !RetryPolicy::hedge_due(hedge_after, t->times.start_ns, now)) {
+      continue;
+    }
     job->hedged = true;
     m_hedges_->add();
     start_transfer(job, -1, true);

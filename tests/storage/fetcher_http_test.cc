@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "core/metrics.h"
 #include "nginx_server.h"
 #include "storage/fetcher.h"
 
@@ -210,6 +211,32 @@ TEST_F(FetcherHttpTest, AnAttemptPastItsDeadlineTimesOut) {
   ASSERT_FALSE(r.data.ok());
   EXPECT_EQ(r.data.error().code(), ErrorCode::kTimeout);
   EXPECT_EQ(r.data.error().message().rfind("timed out: ", 0), 0u) << r.data.error().to_string();
+}
+
+// Issue 17 (review of the fetch engine): a request due a hedge in the same deadline check that
+// ends its only attempt, finally, was hedged after that failure had freed it. The hedge is due at
+// exactly the first-byte deadline: 20 latencies of 1 ms are known, so the hedge waits hedge_min_ms,
+// which equals first_byte_timeout_ms, and both tests are `now - start > 200 ms` on the same clock
+// reading. faulty.lua's "slow" sends no byte for 5 s, and one attempt allows no retry.
+TEST_F(FetcherHttpTest, Issue17AHedgedJobWhoseTransferFailsFinallyIsNotReadAfterItIsFreed) {
+  FetchOptions options = quick();
+  options.first_byte_timeout_ms = 200;
+  options.hedge_quantile = 0.5;
+  options.hedge_min_ms = 200;
+  options.max_attempts = 1;
+  core::MetricsRegistry metrics;
+  for (int i = 0; i < 20; ++i) metrics.histogram("fetch.latency_ns").record(1'000'000);
+  const std::string uri = url("faulty", "small.bin") + "?faults=slow" + fresh();
+  Fetcher fetcher(options, {}, &metrics);
+  ASSERT_TRUE(fetcher.submit({parse_uri(uri).value(), 1, std::nullopt}));
+  fetcher.close();
+  auto r = fetcher.next_for(std::chrono::seconds(60));
+  ASSERT_TRUE(r.has_value()) << "no result within 60 s for " << uri;
+  ASSERT_FALSE(r->data.ok());
+  EXPECT_EQ(r->data.error().to_string(), uri + ": no response within the first-byte deadline of 200 ms");
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_FALSE(fetcher.next_for(std::chrono::seconds(60)).has_value());
+  EXPECT_EQ(metrics.snapshot().counters["fetch.hedges"], 0);
 }
 
 }  // namespace
