@@ -1,22 +1,27 @@
 """mmfeed bench: the talk's experiment on this machine, mmfeed against the Python pipelines.
 
 The demo data set is loaded into batches by each system, side by side in one invocation on the
-same data and cores, while a trainer stand-in consumes the batches:
+same data and the same CPU budget, while a trainer stand-in consumes the batches:
 
   - naive: a Python loop, one sample at a time: boto3 GET (or a file read), the Hugging Face
     Qwen2-VL processor (PIL backend), apply_chat_template + tokenizer (the talk's baseline);
-  - torch-dataloader: a PyTorch DataLoader with 2 worker processes running the same code;
+  - torch-dataloader: a PyTorch DataLoader with --workers worker processes running the same code;
   - spdl: SPDL's pipeline (PyPI `spdl`): GETs 32 at a time on its thread pool, the same
-    preprocessing on 2 threads, batches aggregated and prefetched;
+    preprocessing on --workers threads, batches aggregated and prefetched;
   - mmfeed-serial: mmfeed doing the same work one sample after another on one thread;
-  - mmfeed: concurrent mode (fetches in flight, 2 CPU workers, batches prefetched).
+  - mmfeed: concurrent mode (fetches in flight, --workers CPU workers, batches prefetched).
+
+The budget: --workers N (default: the cores this process may use, its CPU affinity capped by a
+cgroup v2 cpu.max quota) is DataLoader's num_workers, SPDL's processing concurrency and mmfeed's
+workers alike; --cpus K pins the benchmark and everything it starts to K cores first.
 
 Sources: "s3", the latency-injecting object server (tests/support/objectstore.py: nginx answering S3
 GetObject path-style, log-normal first byte with a 50 ms median and 200 ms p99, 32 MB/s per
 connection), started and stopped here; "local", the same files on disk.
 
 The trainer stand-in sleeps a fixed step per batch (no CPU), or with --trainer model runs a real
-Qwen-VL-shaped training step on a GPU (bench/bench_model.py). The step is chosen as in the talk:
+Qwen-VL-shaped training step on a GPU (bench/bench_model.py; the table then shows NVML's GPU busy
+share beside the compute share, and the mean step). The step is chosen as in the talk:
 256 samples took over 100 s to prepare one after another while a step trained for 15-20 s, so
 the naive loop kept the GPU busy about 15% of the time. `--step-ms auto` (the default) times the
 naive loop on the first two batches and sets the step to 15/85 of its per-batch time, which puts
@@ -30,8 +35,19 @@ data-wait share, samples/s, CPU-seconds per sample (the process and its workers)
 (with each step's start and end, `timeline`), utilization.png (utilisation over time per
 system) and mmfeed's Perfetto timeline per source.
 
+Two sizing experiments replace those tables when asked (either or both):
+
+  --scaling       step 0 from local files (unless --sources) for workers 1, 2, 4, ... up to the
+                  cores, mmfeed and the best Python peer (torch-dataloader): samples/s, CPU s per
+                  sample, and mmfeed's single-threaded share (busy seconds of its one-thread
+                  stages over its CPU seconds) with the Amdahl ceiling it implies (1 / share);
+  --cores-needed  for each parallel system, the fewest cores (affinity 1, 2, 4, ... up to the
+                  cores; workers = cores) at which the trainer stays >= 95% busy after the first
+                  batch at the --step-ms demand (auto: the talk's ratio).
+
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
+                    [--workers N] [--cpus K] [--scaling] [--cores-needed]
        python bench/pipeline.py ...   (the same; mmfeed bench runs this file from the source tree)
 
 A development tool, not part of the package: it needs this source tree (the data set generator
@@ -55,10 +71,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
 
+import budget  # noqa: E402  (bench/, beside this file)
+
 SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed")
 SOURCES = ("s3", "local")
 PEERS = ("naive", "torch-dataloader", "spdl")
 STEP0_SYSTEMS = ("torch-dataloader", "spdl", "mmfeed")  # the throughput table: the fastest of each kind
+PARALLEL = STEP0_SYSTEMS  # the systems --workers sizes; naive and mmfeed-serial run on one thread
+SCALING_SYSTEMS = ("torch-dataloader", "mmfeed")  # mmfeed and the best Python peer (DataLoader + HF processor)
+BUSY_ENOUGH = 0.95  # --cores-needed: the trainer's steady utilisation a system must reach
 NAIVE_SHARE = 0.15  # the talk: a 15-20 s step against 100+ s of serial preparation
 BUCKET = "s3"  # the object server's S3 location doubles as the bucket name
 IMAGE_PAD = 151655
@@ -166,38 +187,41 @@ def naive_batches(ds: HFSample, batch: int):
         yield collate([ds[i] for i in range(start, min(start + batch, len(ds)))])
 
 
-def dataloader_batches(ds: HFSample, batch: int):
+def dataloader_batches(ds: HFSample, batch: int, workers: int):
     from torch.utils.data import DataLoader
 
-    yield from DataLoader(ds, batch_size=batch, num_workers=2, collate_fn=collate)
+    yield from DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=collate)
 
 
-def spdl_batches(ds: HFSample, batch: int):
+def spdl_batches(ds: HFSample, batch: int, workers: int):
     from spdl.pipeline import PipelineBuilder
 
+    fetches = 32  # I/O: GETs in flight, as many as the object store's latency calls for
     pipeline = (PipelineBuilder()
                 .add_source(range(len(ds)))
-                .pipe(ds.fetch, concurrency=32, output_order="input")
-                .pipe(ds.process, concurrency=2, output_order="input")
+                .pipe(ds.fetch, concurrency=fetches, output_order="input")
+                .pipe(ds.process, concurrency=workers, output_order="input")
                 .aggregate(batch)
                 .pipe(collate)
                 .add_sink(4)
-                .build(num_threads=34))
+                .build(num_threads=fetches + workers))
     with pipeline.auto_stop():
         yield from pipeline
 
 
 def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str,
-                   device: str | None = None, model: str = "qwen2-vl"):
-    """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream."""
+                   workers: int, stages: dict, device: str | None = None, model: str = "qwen2-vl"):
+    """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream.
+    Once the last batch is taken, `stages` gets the loader's metrics()["stages"]."""
     import mmfeed
 
     on_gpu = dict(tensors="torch", device=device) if device and device.startswith("cuda") else {}
     with mmfeed.Loader(manifest, tokenizer=tokenizer, model=model, max_pixels=max_pixels, batch_size=batch, mode=mode,
-                       workers=2, shuffle=False, trace_path=trace, **on_gpu) as loader:
+                       workers=workers, shuffle=False, trace_path=trace, **on_gpu) as loader:
         yield from loader
         if loader.errors():
             raise RuntimeError(f"mmfeed skipped samples: {loader.errors()[:2]}")
+        stages.update(loader.metrics()["stages"])
 
 
 # ---- one system in this process ------------------------------------------------------------
@@ -242,15 +266,17 @@ def run_one(args) -> dict:
     template = ROOT / "tests" / "data" / "chat-templates" / TEMPLATE_FILES[args.model]
     manifest = Path(args.manifest)
     ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model)
+    workers = args.workers if args.one in PARALLEL else 1
+    stages: dict = {}
     batches = {
         "naive": lambda: naive_batches(ds, args.batch_size),
-        "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size),
-        "spdl": lambda: spdl_batches(ds, args.batch_size),
+        "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size, workers),
+        "spdl": lambda: spdl_batches(ds, args.batch_size, workers),
         "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", "",
-                                                model=args.model),
+                                                workers, stages, model=args.model),
         "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
-                                         str(args.trace or ""), args.device if args.trainer == "model" else None,
-                                         model=args.model),
+                                         str(args.trace or ""), workers, stages,
+                                         args.device if args.trainer == "model" else None, model=args.model),
     }[args.one]()
     sampler = None
     if args.trainer == "model":
@@ -269,14 +295,19 @@ def run_one(args) -> dict:
         print(f"progress {samples}", flush=True)
 
     r = train(batches, step, progress)
-    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {"name": args.one, "samples": r["samples"], "gpu_utilization": r["computed"] / r["seconds"],
+    affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"name": args.one, "samples": r["samples"], "workers": workers, "cpus": len(affinity), "affinity": affinity,
+           "gpu_utilization": r["computed"] / r["seconds"],
            "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
            "data_wait_share": r["waited"] / r["seconds"], "samples_per_s": r["samples"] / r["seconds"],
            "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
-           "peak_rss_mb": (own.ru_maxrss + workers.ru_maxrss) / 1024, "time_to_first_batch_s": r["first_batch"],
-           "seconds": r["seconds"], "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
-           "timeline": r["timeline"]}
+           "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024, "time_to_first_batch_s": r["first_batch"],
+           "seconds": r["seconds"], "cpu_seconds": r["cpu"],
+           "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
+           "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1), "timeline": r["timeline"]}
+    if stages:
+        out["stages"] = {name: stage for name, stage in stages.items() if isinstance(stage, dict)}
     if sampler:
         out["nvml_gpu_utilization"] = sampler.stop()  # what the GPU itself reports busy
     return out
@@ -310,13 +341,18 @@ class Progress:
 
 
 def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: str, progress: Progress,
-          samples: int, trace: Path | None = None) -> dict:
+          samples: int, workers: int, trace: Path | None = None, affinity: list[int] | None = None,
+          trainer: str | None = None) -> dict:
+    """Runs `system` in a child process (pinned to the CPUs `affinity` when given) and returns
+    its figures."""
     command = [sys.executable, __file__, "--one", system, "--manifest", str(manifest),
                "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
-               "--model", args.model,
-               "--trainer", args.trainer, "--device", args.device, "--model-preset", args.model_preset]
+               "--model", args.model, "--workers", str(workers),
+               "--trainer", trainer or args.trainer, "--device", args.device, "--model-preset", args.model_preset]
     if trace:
         command += ["--trace", str(trace)]
+    if affinity:
+        command += ["--affinity", ",".join(map(str, affinity))]
     start = time.perf_counter()
     result = None
     # stderr to a file: a child that writes much there would block on a full pipe we do not read.
@@ -369,15 +405,20 @@ def plot(results: list[dict], path: Path, step_ms: float, step_label: str) -> No
     plt.close(fig)
 
 
-def print_table(title: str, results: list[dict]) -> None:
+def print_table(title: str, results: list[dict], model: bool = False) -> None:
+    """The utilisation table; with the model trainer (`model`), NVML's GPU busy share beside the
+    compute share and the mean step."""
     print(f"\n{title}")
-    header = (f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}{'data wait':>10}{'samples/s':>10}"
-              f"{'CPU s/sample':>13}{'peak RSS MB':>12}{'1st batch s':>12}")
+    header = (f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}"
+              + (f"{'NVML busy':>10}{'step ms':>9}" if model else "")
+              + f"{'data wait':>10}{'samples/s':>10}{'CPU s/sample':>13}{'peak RSS MB':>12}{'1st batch s':>12}")
     print(header)
     print("-" * len(header))
     for r in results:
+        nvml = r.get("nvml_gpu_utilization")
+        gpu = (f"{'n/a' if nvml is None else f'{100 * nvml:.0f}%':>10}{r['step_ms_mean']:>9.1f}" if model else "")
         print(f"{r['source']:<7}{r['name']:<17}{100 * r['gpu_utilization']:>8.0f}%"
-              f"{100 * r['steady_gpu_utilization']:>7.0f}%{100 * r['data_wait_share']:>9.0f}%"
+              f"{100 * r['steady_gpu_utilization']:>7.0f}%{gpu}{100 * r['data_wait_share']:>9.0f}%"
               f"{r['samples_per_s']:>10.1f}{r['cpu_s_per_sample']:>13.3f}{r['peak_rss_mb']:>12.0f}"
               f"{r['time_to_first_batch_s']:>12.2f}")
     for source in dict.fromkeys(r["source"] for r in results):
@@ -389,16 +430,60 @@ def print_table(title: str, results: list[dict]) -> None:
                   f"Python peer ({name})")
 
 
+def print_scaling(rows: list[dict], cores: int) -> None:
+    """The scaling table: step-0 throughput and CPU cost by workers, and mmfeed's serial part."""
+    workers = ", ".join(str(w) for w in dict.fromkeys(r["workers"] for r in rows))
+    print(f"\nScaling at step 0 (an infinitely fast trainer), workers {workers} on {cores} cores")
+    header = (f"{'source':<7}{'system':<17}{'workers':>8}{'samples/s':>10}{'speed-up':>9}{'CPU s/sample':>13}"
+              f"{'1-thread share':>15}{'Amdahl ceiling':>15}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        share = r.get("single_thread_share")
+        ceiling = r.get("amdahl_ceiling")
+        print(f"{r['source']:<7}{r['name']:<17}{r['workers']:>8}{r['samples_per_s']:>10.1f}{r['speedup']:>8.2f}x"
+              f"{r['cpu_s_per_sample']:>13.3f}{'-' if share is None else f'{100 * share:.2f}%':>15}"
+              f"{'-' if ceiling is None else f'{ceiling:.1f}x' if ceiling < 100 else f'{ceiling:.0f}x':>15}")
+    stages = sorted({name for r in rows for name in r.get("single_thread_stages", [])})
+    if any("single_thread_share" in r for r in rows):
+        print(f"1-thread share: busy seconds of mmfeed's one-thread stages ({', '.join(stages) or 'none reported'}) "
+              f"over its CPU seconds (process and children); Amdahl ceiling: 1 / share, the most any number of "
+              f"workers can speed it up")
+
+
+def print_cores_needed(rows: list[dict], step_label: str, cores: int) -> None:
+    """The cores-needed table: per system, the fewest cores and the utilisation at each tried."""
+    print(f"\nCores needed: the fewest cores (workers = cores) at which the trainer stays >= "
+          f"{100 * BUSY_ENOUGH:.0f}% busy after its first batch, {step_label}; tried 1 .. {cores}")
+    header = f"{'source':<7}{'system':<17}{'cores needed':>13}  steady utilisation at each tried (cores: busy)"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        tried = "  ".join(f"{t['cores']}: {100 * t['steady_gpu_utilization']:.0f}%" for t in r["tried"])
+        print(f"{r['source']:<7}{r['name']:<17}{r['cores_needed']:>13}  {tried}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmfeed bench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="128 samples from the object store, no step-0 table (under 3 minutes on 2 cores)")
     parser.add_argument("--samples", type=int, help="samples in the data set (default 256; --quick 128)")
-    parser.add_argument("--sources", help="s3 and/or local (default s3,local; --quick s3)")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--sources", help="s3 and/or local (default s3,local; --quick s3; --scaling local)")
+    parser.add_argument("--systems", help=f"of {','.join(SYSTEMS)} (default all; --scaling "
+                                          f"{','.join(SCALING_SYSTEMS)}; --cores-needed {','.join(PARALLEL)})")
     parser.add_argument("--step-ms", default="auto", help="trainer step per batch in ms, or auto (the talk's ratio)")
     parser.add_argument("--no-step0", action="store_true", help="skip the step-0 throughput table")
+    parser.add_argument("--workers", type=int,
+                        help="DataLoader num_workers, SPDL's processing concurrency and mmfeed's workers alike "
+                             "(default: the cores this process may use)")
+    parser.add_argument("--cpus", type=int, help="pin the benchmark and everything it starts to this many cores")
+    parser.add_argument("--scaling", action="store_true",
+                        help="instead of the tables: step 0 for workers 1, 2, 4, ... up to the cores, mmfeed against "
+                             "the DataLoader, with mmfeed's single-threaded share and its Amdahl ceiling")
+    parser.add_argument("--cores-needed", action="store_true",
+                        help=f"instead of the tables: per system, the fewest cores (1, 2, 4, ...) keeping the trainer "
+                             f">= {100 * BUSY_ENOUGH:.0f}%% busy at the --step-ms demand")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where the report, plot, traces go")
     parser.add_argument("--data", type=Path, help="the data set's directory (default OUT/data; reused if present)")
     parser.add_argument("--json", type=Path, help="the report (default OUT/bench.json)")
@@ -414,15 +499,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
+    parser.add_argument("--affinity", help=argparse.SUPPRESS)  # internal: the CPUs the one system runs on
     args = parser.parse_args(argv)
     if args.one:
+        if args.affinity:
+            os.sched_setaffinity(0, [int(cpu) for cpu in args.affinity.split(",")])
         args.step_ms = float(args.step_ms)
         print(json.dumps(run_one(args)), flush=True)
         return 0
 
+    if args.workers is not None and args.workers < 1:
+        parser.error("--workers takes a count of 1 or more")
+    if args.cpus is not None:
+        try:
+            budget.pin(args.cpus)  # before anything starts, so that every child inherits it
+        except ValueError as e:
+            parser.error(str(e))
+    cores = budget.cores_available()
+    allowed = sorted(os.sched_getaffinity(0))
+    workers = args.workers or cores
     samples = args.samples or (128 if args.quick else 256)
+    tables = not (args.scaling or args.cores_needed)
     sources = (args.sources or ("s3" if args.quick else "s3,local")).split(",")
-    systems = args.systems.split(",")
+    scaling_sources = (args.sources or "local").split(",")  # CPU scaling: no object-store latency in the way
+    given = args.systems.split(",") if args.systems else None
+    systems = given or list(SYSTEMS)
     unknown = [s for s in systems if s not in SYSTEMS] + [s for s in sources if s not in SOURCES]
     if unknown:
         parser.error(f"unknown systems or sources: {', '.join(unknown)}")
@@ -431,38 +532,56 @@ def main(argv: list[str] | None = None) -> int:
             float(args.step_ms)
         except ValueError:
             parser.error("--step-ms takes a number of milliseconds or auto")
-    step0 = not args.quick and not args.no_step0 and args.trainer == "sleep"
+    step0 = tables and not args.quick and not args.no_step0 and args.trainer == "sleep"
+    table_systems = systems if tables else []
+    step0_systems = [s for s in STEP0_SYSTEMS if s in systems] if step0 else []
+    scaling_systems = [s for s in (given or SCALING_SYSTEMS) if s in PARALLEL] if args.scaling else []
+    if args.scaling and not scaling_systems:
+        parser.error(f"--scaling sweeps workers: give it one of {', '.join(PARALLEL)}")
+    cores_systems = (given or list(PARALLEL)) if args.cores_needed else []
+    counts = budget.doubling(cores)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    report = args.json or out / "bench.json"
+    report_path = args.json or out / "bench.json"
 
     import datagen
     from objectstore import Nginx, rewrite_images, s3_env
-
-    def write_report() -> None:  # after every run, so that a run cut short still leaves its figures
-        report.write_text(json.dumps({"config": config, "systems": results, "step0": step0_results}, indent=1) + "\n")
 
     data = args.data or out / "data"
     print(f"mmfeed bench: writing or reusing {samples} samples in {data}", file=sys.stderr, flush=True)
     summary = datagen.generate(data, samples=samples, seed=0, workers=os.cpu_count())
     manifest = data / "manifest.jsonl"
-    step0_systems = [s for s in STEP0_SYSTEMS if s in systems] if step0 else []
-    # With the model trainer the step is the model's own: nothing to calibrate.
-    calibrate = args.step_ms == "auto" and args.trainer == "sleep"
+    # With the model trainer the step is the model's: nothing to calibrate.
+    calibrate = args.step_ms == "auto" and args.trainer == "sleep" and bool(table_systems or cores_systems)
     calibration_samples = 2 * args.batch_size if calibrate else 0
-    progress = Progress(len(sources) * (len(systems) + len(step0_systems)) * samples + calibration_samples)
-    results, step0_results, traces = [], [], []
+    progress = Progress(samples * (len(sources) * (len(table_systems) + len(step0_systems))
+                                   + len(scaling_sources) * len(scaling_systems) * len(counts)
+                                   + len(sources) * len(cores_systems) * len(counts)) + calibration_samples)
     config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
               "batch_size": args.batch_size, "max_pixels": args.max_pixels, "model": args.model,
               "cores": os.cpu_count(),
+              "budget": {"workers": workers, "cores": cores, "cpus": args.cpus, "affinity": allowed,
+                         "cgroup_cpu_limit": budget.cgroup_cpu_limit()},
               "trainer": args.trainer, "device": args.device if args.trainer == "model" else None,
               "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
+    report = {"config": config, "systems": [], "step0": [], "scaling": [], "cores_needed": []}
+    traces = []
+
+    def write_report() -> None:  # after every run, so that a run cut short still leaves its figures
+        report_path.write_text(json.dumps(report, indent=1) + "\n")
+
     with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, contextlib.ExitStack() as stack:
         paths, env = {"local": manifest}, dict(os.environ)
-        if "s3" in sources:  # the object store only when a source reads from it
+        needed = (sources if table_systems or cores_systems else []) + (scaling_sources if scaling_systems else [])
+        if "s3" in needed:  # the object store only when a source reads from it
             server = stack.enter_context(Nginx(data, Path(tmp) / "nginx"))
             paths["s3"] = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
             env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
+
+        def run(system: str, source: str, step_ms: float, label: str, run_workers: int, **options) -> dict:
+            return spawn(system, paths[source], step_ms, args, env, f"{source}: {label}", progress, samples,
+                         run_workers, **options)
+
         calibration = None
         if calibrate:
             # The naive loop on the first two batches of the first source, with no step. The head
@@ -473,47 +592,85 @@ def main(argv: list[str] | None = None) -> int:
                                   Path(tmp) / "calibrate.jsonl")
             head.write_text("\n".join(head.read_text().splitlines()[:calibration_samples]) + "\n")
             r = spawn("naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress,
-                      calibration_samples)
+                      calibration_samples, 1)
             per_batch = r["data_seconds_per_batch"]
             step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
             calibration = {"source": probe_source, "samples": calibration_samples, "naive_seconds_per_batch": per_batch}
-        elif args.trainer == "model":
-            step_ms = 0.0  # not used: the step is the model's
+        elif args.trainer == "model" or args.step_ms == "auto":
+            step_ms = 0.0  # not used: the step is the model's, or only step-0 runs follow
         else:
             step_ms = float(args.step_ms)
         config.update(step_ms=step_ms, calibration=calibration,
                       step_choice="the model's" if args.trainer == "model"
                       else "auto: naive at 15% (the talk's ratio)" if calibration else "given")
         for source in sources:
-            for system in systems:
+            for system in table_systems:
                 trace = out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
-                r = spawn(system, paths[source], step_ms, args, env, f"{source}: {system}", progress, samples, trace)
-                results.append({"source": source, "step_ms": step_ms, **r})
+                r = run(system, source, step_ms, system, workers, trace=trace)
+                report["systems"].append({"source": source, "step_ms": step_ms, **r})
                 write_report()
                 if trace:
                     traces.append(trace)
         for source in sources:
             for system in step0_systems:
-                r = spawn(system, paths[source], 0.0, args, env, f"{source}: {system}, step 0", progress, samples)
-                step0_results.append({"source": source, "step_ms": 0.0, **r})
+                r = run(system, source, 0.0, f"{system}, step 0", workers)
+                report["step0"].append({"source": source, "step_ms": 0.0, **r})
                 write_report()
+        for source in scaling_sources:
+            for system in scaling_systems:
+                sweep = []
+                for n in counts:
+                    r = run(system, source, 0.0, f"{system}, {n} workers, step 0", n, trainer="sleep")
+                    r.pop("timeline")
+                    sweep.append({"source": source, "speedup": r["samples_per_s"] / (sweep or [r])[0]["samples_per_s"],
+                                  **r})
+                    report["scaling"].append(sweep[-1])
+                    write_report()
+                if system == "mmfeed":
+                    budget.serial_share(sweep)  # Amdahl: what runs on one thread bounds the speed-up
+                    write_report()
+        for source in sources:
+            for system in cores_systems:
+                row = {"source": source, "name": system, "cores_needed": f"more than {cores}", "tried": []}
+                report["cores_needed"].append(row)
+                for n in counts:
+                    r = run(system, source, step_ms, f"{system} on {n} cores", n, affinity=allowed[:n])
+                    row["tried"].append({"cores": n, **{k: r[k] for k in (
+                        "workers", "cpus", "gpu_utilization", "steady_gpu_utilization", "samples_per_s",
+                        "cpu_s_per_sample", "peak_rss_mb")}})
+                    write_report()
+                    if r["steady_gpu_utilization"] >= BUSY_ENOUGH:
+                        row["cores_needed"] = n
+                        write_report()
+                        break
 
+    pinned = f", pinned with --cpus {args.cpus} (CPUs {','.join(map(str, allowed))})" if args.cpus else ""
     print(f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
-          f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, {os.cpu_count()} cores, "
-          f"trainer: {args.trainer}")
+          f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, trainer: {args.trainer}")
+    print(f"budget: {workers} workers per system (DataLoader num_workers, SPDL processing concurrency, mmfeed "
+          f"workers; naive and mmfeed-serial use one thread) on {cores} cores{pinned}")
     if args.trainer == "model":
         title = f"Trainer: a Qwen-VL-shaped training step on {args.device}"
+        step_label = f"a {args.device} model step"
     else:
         title = (f"Trainer step {step_ms:.0f} ms per batch"
                  + (" (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""))
-    print_table(title, results)
-    if step0_results:
-        print_table("Trainer step 0 (infinitely fast): how fast each system delivers", step0_results)
+        step_label = f"step {step_ms:.0f} ms per batch" + (" (the talk's ratio)" if calibration else "")
+    if report["systems"]:
+        print_table(title, report["systems"], model=args.trainer == "model")
+    if report["step0"]:
+        print_table("Trainer step 0 (infinitely fast): how fast each system delivers", report["step0"])
+    if report["scaling"]:
+        print_scaling(report["scaling"], cores)
+    if report["cores_needed"]:
+        print_cores_needed(report["cores_needed"], step_label, cores)
     write_report()
-    plot_path = out / "utilization.png"
-    plot(results, plot_path, step_ms, f"{args.device} model step" if args.trainer == "model"
-         else f"step {step_ms:.0f} ms per batch")
-    print(f"\nreport: {report}\nplot:   {plot_path}")
+    print(f"\nreport: {report_path}")
+    if report["systems"]:
+        plot_path = out / "utilization.png"
+        plot(report["systems"], plot_path, step_ms, f"{args.device} model step" if args.trainer == "model"
+             else f"step {step_ms:.0f} ms per batch")
+        print(f"plot:   {plot_path}")
     for trace in traces:
         print(f"trace:  {trace} (open in ui.perfetto.dev)")
     return 0
