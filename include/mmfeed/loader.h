@@ -74,7 +74,10 @@ struct LoaderConfig {
   // false: batches take samples as they finish (within the epoch) instead of in order: no
   // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.
   bool ordered = true;
-  int workers = 2;                  // CPU threads for decode, resize and tokenization, 1 to 1024
+  // CPU threads for decode, resize, normalization and tokenization, 1 to 1024; 0 ("auto"): the
+  // cores the process may use (affinity, cgroup quota), shared by the node's LOCAL_WORLD_SIZE
+  // ranks, less one for the rank's trainer.
+  int workers = 0;
   std::size_t prefetch_batches = 4;
   // Bytes held between the fetch and the trainer (fetched images not yet processed, processed
   // samples waiting for their batch, batches prefetched): the reader admits no new sample past

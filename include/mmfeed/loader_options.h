@@ -51,7 +51,8 @@ void for_each_loader_option(F&& f) {
   f("mode", &LoaderConfig::mode, "concurrent, or serial: one sample after another on the caller's thread");
   f("ordered", &LoaderConfig::ordered,
     "false: batches take samples as they finish (no waiting for a slow one; no resume)");
-  f("workers", &LoaderConfig::workers, "CPU threads for decode, resize and tokenization, 1 to 1024");
+  f("workers", &LoaderConfig::workers,
+    "CPU threads for the per-sample work, 1 to 1024; 0 or auto: the usable cores / LOCAL_WORLD_SIZE, less one");
   f("prefetch_batches", &LoaderConfig::prefetch_batches, "batches prepared ahead of the trainer, 1 to 1024");
   f("max_buffered_bytes", &LoaderConfig::max_buffered_bytes,
     "bytes held between fetch and trainer; a sample that alone needs more is refused");

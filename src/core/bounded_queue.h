@@ -69,6 +69,20 @@ class BoundedQueue {
     return push_locked(lock, item);
   }
 
+  // Queues `item` ahead of every other, at once: it never blocks and may exceed the capacity (the
+  // caller bounds how many it puts first). False when closed or cancelled.
+  bool push_front(T&& item) {
+    std::unique_lock lock(mu_);
+    if (closed_) return false;
+    items_.push_front(std::move(item));
+    ++stats_.pushed;
+    if (items_.size() > stats_.max_depth) stats_.max_depth = items_.size();
+    const bool wake = consumers_waiting_ > 0;
+    lock.unlock();
+    if (wake) not_empty_.notify_one();
+    return true;
+  }
+
   // Blocks while the queue is empty and open. nullopt once closed and drained, or cancelled.
   std::optional<T> pop() {
     std::unique_lock lock(mu_);

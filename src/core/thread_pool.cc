@@ -40,6 +40,17 @@ bool ThreadPool::submit(std::function<void()> task) {
   return false;
 }
 
+bool ThreadPool::submit_first(std::function<void()> task) {
+  {
+    std::lock_guard lock(idle_mu_);
+    ++pending_;
+  }
+  if (tasks_.push_front(std::move(task))) return true;
+  std::lock_guard lock(idle_mu_);
+  if (--pending_ == 0) idle_cv_.notify_all();
+  return false;
+}
+
 void ThreadPool::wait_idle() {
   std::unique_lock lock(idle_mu_);
   idle_cv_.wait(lock, [&] { return pending_ == 0; });

@@ -50,6 +50,9 @@ class ThreadPool {
 
   // Queues a task, blocking while the queue is full. False once shutdown has begun.
   bool submit(std::function<void()> task);
+  // Queues `task` ahead of every queued one, without blocking (a stage that waits for its own
+  // tasks puts them first, so they do not wait behind the queue); false after shutdown.
+  bool submit_first(std::function<void()> task);
 
   // Queues a callable and returns a future for its result (or exception). After shutdown the
   // future holds a std::runtime_error.

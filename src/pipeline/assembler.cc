@@ -4,10 +4,13 @@
 
 namespace mmfeed::pipeline {
 
-Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                     const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water) {
+void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc) { proc.write(*job.image, job.dest); }
+
+AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
+                              const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water) {
   const bool packed = layout.packed;
-  Batch b;
+  AssembledBatch out;
+  Batch& b = out.batch;
   std::size_t L = 0, total = 0, rows = 0, images = 0;
   for (const auto& w : samples) {
     L = std::max(L, w->input_ids.size());
@@ -73,7 +76,7 @@ Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const Ba
     cursor += len;
     if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
     for (const vision::Resized& r : w.resized) {
-      proc.write(r, pixels);
+      out.pixels.push_back({&r, pixels});
       pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(width);
     }
     for (const vision::Grid& g : w.grids) {
@@ -82,7 +85,7 @@ Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const Ba
       *grids++ = g.w;
     }
   }
-  return b;
+  return out;
 }
 
 }  // namespace mmfeed::pipeline

@@ -1,12 +1,15 @@
 // The batch assembler: processed samples in, one batch out, every tensor in one pooled buffer.
 // Padded, B rows of the longest sample's length L; packed, the samples end to end in one row of
 // T tokens with cu_seqlens. Lengths are rounded up to pad_to_multiple_of with padding (pad id,
-// label -100, mask 0, position 0). Pixels are normalized and patchified straight from each
-// sample's resized images into the buffer, so they are written once. Pure apart from the pool:
-// the same samples and layout give the same bytes.
+// label -100, mask 0, position 0). Assembly plans the buffer and writes the text tensors
+// (O(tokens)); each image's pixel rows are a PixelJob: normalized and patchified straight from
+// the sample's resized image into its slot of the buffer, so they are written once, by any
+// thread, in parallel. Pure apart from the pool: the same samples and layout give the same bytes.
 //
 // Example:
-//   Batch b = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool, high_water);
+//   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool, high_water);
+//   for (const PixelJob& job : a.pixels) write_pixels(job, proc);   // or spread over threads
+//   Batch b = std::move(a.batch);
 #pragma once
 
 #include <cstddef>
@@ -28,11 +31,27 @@ struct BatchLayout {
   std::int32_t pad_id = 0;
 };
 
-// The batch of `samples` (epoch and index left for the caller). Its buffer is reserved at least
-// `high_water` bytes, raised to this batch's size: any cached buffer can then serve the next
-// batch (a fresh one costs a page fault and a zero fill per page, about as much as writing the
-// pixels), and the tail a smaller batch leaves is never touched.
-Batch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                     const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water);
+// One image's rows of pixel_values: where they come from and where they go in the batch buffer.
+struct PixelJob {
+  const vision::Resized* image;  // owned by its sample, which must outlive the job
+  float* dest;
+};
+
+// A batch whose pixel_values are still to be written, by the jobs.
+struct AssembledBatch {
+  Batch batch;
+  std::vector<PixelJob> pixels;
+};
+
+// The batch of `samples` (epoch and index left for the caller), every tensor written but
+// pixel_values, which `pixels` writes. Its buffer is reserved at least `high_water` bytes, raised
+// to this batch's size: any cached buffer can then serve the next batch (a fresh one costs a
+// page fault and a zero fill per page, about as much as writing the pixels), and the tail a
+// smaller batch leaves is never touched.
+AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
+                              const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water);
+
+// Writes one image's rows (normalize + patchify). Thread-safe: jobs of a batch write disjoint rows.
+void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc);
 
 }  // namespace mmfeed::pipeline

@@ -20,26 +20,71 @@ BatchBuilder::BatchBuilder(const LoaderConfig& config, const SampleProcessor& pr
       progress_(progress),
       buffers_(buffers),
       trace_(trace),
-      assemble_ns_(metrics.histogram("loader.assemble_batch_ns")) {}
+      assemble_ns_(metrics.histogram("loader.assemble_batch_ns")),
+      pixels_ns_(metrics.histogram("loader.write_pixels_ns")) {}
 
 std::size_t BatchBuilder::group_size() const {
   return config_.token_budget > 0 ? config_.pack_window : config_.batch_size;
 }
 
 Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
-                             BatchEnd after) {
-  core::TraceSpan span(trace_, "assemble batch", "batch");
-  const core::Stopwatch sw;
-  const BatchLayout layout{.packed = config_.token_budget > 0,
-                           .pad_to_multiple_of = config_.pad_to_multiple_of,
-                           .mrope = config_.mrope,
-                           .pad_id = processor_.pad_id()};  // loaded: every sample was tokenized
-  Batch b = assemble_batch(samples, layout, processor_.images(), buffers_, high_water_);
+                             BatchEnd after, core::ThreadPool* cpu) {
+  AssembledBatch assembled;
+  {
+    core::TraceSpan span(trace_, "assemble batch", "batch");
+    const core::Stopwatch sw;
+    const BatchLayout layout{.packed = config_.token_budget > 0,
+                             .pad_to_multiple_of = config_.pad_to_multiple_of,
+                             .mrope = config_.mrope,
+                             .pad_id = processor_.pad_id()};  // loaded: every sample was tokenized
+    assembled = assemble_batch(samples, layout, processor_.images(), buffers_, high_water_);
+    assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  }
+  write_all_pixels(std::move(assembled.pixels), cpu);
+  Batch& b = assembled.batch;
   b.epoch = epoch;
   b.index = index;
   progress_.formed(epoch, index, std::move(after));
-  assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
-  return b;
+  return std::move(b);
+}
+
+// The jobs are shared by this thread and up to `workers` pool tasks, put ahead of the queue: each
+// takes the next job until none is left, so the batch's pixels are written by every idle core and
+// never wait behind the queue (this thread works too). Returns once every job taken is done; a
+// task that starts later finds none left and touches only the shared counters.
+void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool* cpu) {
+  struct Shared {
+    std::vector<PixelJob> jobs;
+    std::atomic<std::size_t> next{0};
+    std::size_t done = 0;  // guarded by mu
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->jobs = std::move(jobs);
+  const std::size_t n = shared->jobs.size();
+  auto work = [this](Shared& s) {
+    for (std::size_t i = s.next.fetch_add(1); i < s.jobs.size(); i = s.next.fetch_add(1)) {
+      core::TraceSpan span(trace_, "write pixels", "cpu");
+      const core::Stopwatch sw;
+      write_pixels(s.jobs[i], processor_.images());
+      pixels_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+      {
+        std::lock_guard lock(s.mu);
+        ++s.done;
+      }
+      s.cv.notify_all();
+    }
+  };
+  if (cpu != nullptr) {
+    const std::size_t helpers = std::min(n > 0 ? n - 1 : 0, static_cast<std::size_t>(std::max(1, config_.workers)));
+    for (std::size_t k = 0; k < helpers; ++k) {
+      if (!cpu->submit_first([shared, work] { work(*shared); })) break;  // shut down: this thread does it all
+    }
+  }
+  work(*shared);
+  std::unique_lock lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->done == n; });
 }
 
 std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<std::unique_ptr<Work>> window) const {
@@ -58,7 +103,7 @@ std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<s
 Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
                                  std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index,
                                  core::ThreadPool* cpu, const std::atomic<bool>& stop, const Sink& sink) {
-  if (config_.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}));
+  if (config_.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}, cpu));
   struct Decoding {
     std::vector<std::vector<std::unique_ptr<Work>>> rows;
     std::vector<std::size_t> left;  // per row: samples still being decoded
@@ -109,7 +154,7 @@ Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int
     BatchEnd after = last ? BatchEnd{end, 0, {}} : BatchEnd{start, k + 1, delivered};
     if (!last) std::sort(after.window_delivered.begin(), after.window_delivered.end());
     if (row.empty()) continue;  // every sample of the row failed: the next batch's state covers it
-    if (!sink(assemble(row, epoch, index++, std::move(after)))) return false;
+    if (!sink(assemble(row, epoch, index++, std::move(after), cpu))) return false;
   }
   return true;
 }

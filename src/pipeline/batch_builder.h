@@ -3,7 +3,9 @@
 // rows by token count (packer.h), has each row's images decoded — on the CPU pool, row by row in
 // delivery order, so the first row does not wait for the whole window — and assembles each row
 // as it is ready (assembler.h). Each batch's resume state is registered with Progress as it is
-// formed. An image that fails to decode drops its sample from its row and is accounted.
+// formed. An image that fails to decode drops its sample from its row and is accounted. Only
+// planning, ordering and the text tensors (O(samples + tokens)) run on the building thread alone;
+// every image's pixel rows are written on the pool, straight into the batch buffer.
 //
 // Thread safety: one thread builds (the batcher, or the caller in the serial mode); the decoding
 // tasks it submits run on the pool and touch only their own sample.
@@ -27,6 +29,7 @@
 #include "core/trace.h"
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
+#include "pipeline/assembler.h"
 #include "pipeline/error_budget.h"
 #include "pipeline/progress.h"
 #include "pipeline/sample.h"
@@ -57,7 +60,11 @@ class BatchBuilder {
                      const std::atomic<bool>& stop, const Sink& sink);
 
  private:
-  Batch assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, BatchEnd after);
+  // The batch of `samples`: planned and its text written on this thread, its pixels written by
+  // this thread and the pool's idle workers together (`cpu` null: by this thread alone).
+  Batch assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, BatchEnd after,
+                 core::ThreadPool* cpu);
+  void write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool* cpu);
   std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const;
 
   const LoaderConfig& config_;
@@ -66,7 +73,8 @@ class BatchBuilder {
   Progress& progress_;
   core::BufferPool& buffers_;
   core::TraceWriter* const trace_;
-  core::Histogram& assemble_ns_;
+  core::Histogram& assemble_ns_;  // planning and text: the one-thread part
+  core::Histogram& pixels_ns_;    // each image's rows, on whichever thread wrote them
   std::size_t high_water_ = 0;  // the largest batch buffer so far (the building thread's)
 };
 

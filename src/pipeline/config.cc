@@ -1,5 +1,10 @@
 #include "pipeline/config.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "core/cpus.h"
 #include "device/cuda_runtime.h"
 #include "vision/profile.h"
 
@@ -16,6 +21,17 @@ constexpr std::size_t kMaxBatch = 1 << 20;
 
 }  // namespace
 
+int auto_workers(int usable_cpus, const char* local_world_size) {
+  int ranks = 1;
+  if (local_world_size != nullptr) {
+    const std::string_view text(local_world_size);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec == std::errc() && end == text.data() + text.size() && n > 0) ranks = n;
+  }
+  return std::max(1, usable_cpus / ranks - 1);
+}
+
 Error config_error(const std::string& field, const std::string& message) {
   return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
 }
@@ -31,8 +47,9 @@ Result<Settings> check_config(const LoaderConfig& config) {
                         std::to_string(config.world_size));
   }
   if (config.epochs < 1) return config_error("epochs", "must be at least 1");
-  if (config.workers < 1 || config.workers > kMaxWorkers) {
-    return config_error("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", not " + std::to_string(config.workers));
+  if (config.workers < 0 || config.workers > kMaxWorkers) {
+    return config_error("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", or 0 (auto), not " +
+                                       std::to_string(config.workers));
   }
   if (config.fetch_inflight < 1 || config.fetch_inflight > kMaxInflight) {
     return config_error("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
@@ -60,6 +77,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
   }
   Settings out;
   out.options = config;
+  if (config.workers == 0) out.options.workers = auto_workers(core::usable_cpus(), std::getenv("LOCAL_WORLD_SIZE"));
   MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
   if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;
   if (config.max_pixels > 0) out.vision.profile.max_pixels = config.max_pixels;

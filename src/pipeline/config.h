@@ -26,7 +26,12 @@ struct Settings {
   text::SftOptions sft;
 };
 
-// Checks `config` and builds its Settings; the first option out of range is the error.
+// workers = 0 ("auto"): this rank's share of the CPUs the process may use (`usable_cpus`, shared
+// by the LOCAL_WORLD_SIZE ranks of the node when set), less one for the rank's trainer; at least 1.
+int auto_workers(int usable_cpus, const char* local_world_size);
+
+// Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
+// is the error.
 Result<Settings> check_config(const LoaderConfig& config);
 
 // An error about option `field`: its context is "LoaderConfig.<field>".

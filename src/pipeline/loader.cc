@@ -127,19 +127,23 @@ class LoaderImpl final : public Loader {
     std::string json = metrics_.to_json();
     json.pop_back();  // add where batch memory comes from, and the stages' shares
     json += "," + batch_memory_.to_json();
-    // Each stage's busy time, items and share of its threads' time since open (the CPU stages
-    // run on `workers` threads; assembly on the batcher; the consumer's share is its waiting).
+    // Each stage's busy time, items, threads and share of their time since open (the CPU stages
+    // run on `workers` threads, pixel rows on them and the batcher; assembly — planning and the
+    // text tensors — on the batcher alone; the consumer's share is its waiting).
     const double wall = std::max(opened_.elapsed_s(), 1e-9);
     const double workers = serial_ ? 1.0 : static_cast<double>(std::max(1, config_.workers));
+    json += ",\"workers\":" + std::to_string(config_.workers);  // as resolved: workers = 0 is auto
     json += ",\"stages\":{\"wall_s\":" + std::to_string(wall);
     auto stage = [&](const char* name, const core::Histogram& histogram, double threads) {
       const core::HistogramSnapshot snap = histogram.snapshot();
       const double busy = static_cast<double>(snap.sum) / 1e9;
-      json += ",\"" + std::string(name) + "\":{\"items\":" + std::to_string(snap.count) + ",\"busy_s\":" +
-              std::to_string(busy) + ",\"busy_share\":" + std::to_string(busy / (wall * threads)) + "}";
+      json += ",\"" + std::string(name) + "\":{\"items\":" + std::to_string(snap.count) + ",\"threads\":" +
+              std::to_string(static_cast<int>(threads)) + ",\"busy_s\":" + std::to_string(busy) +
+              ",\"busy_share\":" + std::to_string(busy / (wall * threads)) + "}";
     };
     stage("process", process_ns_, workers);
     stage("decode", decode_ns_, workers);
+    stage("pixels", pixels_ns_, serial_ ? 1.0 : workers + 1.0);
     stage("assemble", assemble_ns_, 1.0);
     stage("consumer_wait", wait_ns_, 1.0);
     json += "}";
@@ -204,6 +208,7 @@ class LoaderImpl final : public Loader {
   const core::Histogram& process_ns_ = metrics_.histogram("loader.process_sample_ns");
   const core::Histogram& decode_ns_ = metrics_.histogram("loader.decode_images_ns");
   const core::Histogram& assemble_ns_ = metrics_.histogram("loader.assemble_batch_ns");
+  const core::Histogram& pixels_ns_ = metrics_.histogram("loader.write_pixels_ns");
   std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded
   std::atomic<bool> closed_{false};
 };

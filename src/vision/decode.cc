@@ -1,3 +1,7 @@
+// Decoding to RGB as Pillow does: JPEG (libjpeg-turbo, also row by row for the streaming path),
+// PNG (libspng), WebP (libwebp), EXIF orientation and alpha compositing. Over 400 lines because
+// the three decoders share the size checks, the colour conversions and the orientation step that
+// make their output Pillow's; each decoder alone is under 100 lines (format.* holds the headers).
 #include "vision/decode.h"
 
 #include <jpeglib.h>

@@ -1,6 +1,8 @@
 // Pillow-exact resampling: the scalar reference kernels and the Highway SIMD kernels. Both
 // compute the same 32-bit integer sums (products of 8-bit samples and 22-bit coefficients,
 // started at 2^21, shifted right by 22, clamped to 0..255), so their outputs are identical.
+// Over 400 lines because the reference kernels, the SIMD kernels and the coefficient tables they
+// share stay in one file, side by side (STYLE.md: speed never without the exact reference beside it).
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "vision/resample.cc"

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mmfeed::core {
 namespace {
@@ -63,6 +64,27 @@ TEST(ThreadPoolTest, ShutdownRunsQueuedTasksThenRejects) {
   auto rejected = pool.async([] { return 1; });
   EXPECT_THROW(rejected.get(), std::runtime_error);
   pool.shutdown();  // idempotent
+}
+
+TEST(ThreadPoolTest, ATaskSubmittedFirstRunsBeforeTheQueuedOnes) {
+  ThreadPool pool("first", 1, 4);
+  std::mutex gate;
+  std::unique_lock hold(gate);  // the one worker blocks on the first task until released
+  std::vector<int> order;
+  std::mutex order_mu;
+  auto record = [&](int i) {
+    std::lock_guard lock(order_mu);
+    order.push_back(i);
+  };
+  ASSERT_TRUE(pool.submit([&] { std::lock_guard wait(gate); }));
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(pool.submit([&, i] { record(i); }));
+  ASSERT_TRUE(pool.submit_first([&] { record(0); }));  // never blocks, even on a full queue
+  hold.unlock();
+  pool.wait_idle();
+  // The gate task may or may not have started before submit_first; either way 0 precedes 1, 2, 3.
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  pool.shutdown();
+  EXPECT_FALSE(pool.submit_first([] {}));
 }
 
 TEST(ThreadPoolTest, FullTaskQueueAppliesBackPressure) {

@@ -2,6 +2,8 @@
 // it describes, and what an option does not take is refused by name.
 #include "mmfeed/loader_options.h"
 
+#include "pipeline/config.h"
+
 #include <gtest/gtest.h>
 
 namespace mmfeed {
@@ -51,6 +53,18 @@ TEST(LoaderOptionsTest, AListOptionAppends) {
   ASSERT_TRUE(set_loader_option(c, "manifests", "a.jsonl").ok());
   ASSERT_TRUE(set_loader_option(c, "manifests", "s3://b/k.jsonl").ok());
   EXPECT_EQ(c.manifests, (std::vector<std::string>{"a.jsonl", "s3://b/k.jsonl"}));
+}
+
+TEST(LoaderOptionsTest, AutoWorkersAreTheRanksShareOfTheCoresLessOneForTheTrainer) {
+  LoaderConfig c;
+  ASSERT_TRUE(set_loader_option(c, "workers", "auto").ok());
+  EXPECT_EQ(c.workers, 0);
+  EXPECT_EQ(pipeline::auto_workers(16, nullptr), 15);
+  EXPECT_EQ(pipeline::auto_workers(16, "8"), 1);   // eight ranks do not each start sixteen threads
+  EXPECT_EQ(pipeline::auto_workers(64, "4"), 15);
+  EXPECT_EQ(pipeline::auto_workers(2, nullptr), 1);
+  EXPECT_EQ(pipeline::auto_workers(1, nullptr), 1);
+  EXPECT_EQ(pipeline::auto_workers(16, "zero"), 15);  // an unreadable LOCAL_WORLD_SIZE: one rank
 }
 
 }  // namespace

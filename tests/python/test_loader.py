@@ -2,9 +2,11 @@
 sample by sample, deterministic across thread counts and modes, ranks disjoint and complete,
 exact resume, bad samples reported and never lost, memory shared with the engine."""
 import json
+import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,15 +70,47 @@ def test_batches_equal_the_components_applied_per_sample(dataset):
         assert rows == len(b["pixel_values"])
 
 
-def test_same_configuration_same_batches_whatever_the_threads_and_mode(dataset):
-    reference, _, _ = load(dataset, seed=3, workers=1)
-    for options in ({"workers": 3, "prefetch_batches": 1}, {"mode": "serial"}, {"workers": 2, "fetch_inflight": 2}):
-        other, _, _ = load(dataset, seed=3, **options)
+@pytest.mark.parametrize("packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}],
+                         ids=["padded", "packed"])
+def test_same_configuration_same_batches_whatever_the_threads_and_mode(dataset, packing):
+    # Issue 18: every image's pixel rows are written on the pool, by whichever worker is idle;
+    # the bytes may not depend on which, nor on how many.
+    reference, _, _ = load(dataset, seed=3, workers=1, **packing)
+    for options in ({"workers": 2}, {"workers": 3, "prefetch_batches": 1}, {"workers": 8}, {"mode": "serial"},
+                    {"workers": 2, "fetch_inflight": 2}):
+        other, _, _ = load(dataset, seed=3, **options, **packing)
         assert len(other) == len(reference)
         for a, b in zip(reference, other):
             assert a["sample_ids"] == b["sample_ids"]
-            for key in ("input_ids", "labels", "attention_mask", "pixel_values", "image_grid_thw"):
+            assert a.keys() == b.keys()
+            for key in a.keys() - {"sample_ids", "epoch", "index", "buffer_address"}:
                 np.testing.assert_array_equal(a[key], b[key])
+
+
+def usable_cores() -> int:
+    """The cores this process may use, as the engine counts them: affinity, lowered to a cgroup quota."""
+    cores = len(os.sched_getaffinity(0))
+    cpu_max = Path("/sys/fs/cgroup/cpu.max")
+    if cpu_max.is_file():
+        quota, period = cpu_max.read_text().split()
+        if quota != "max":
+            cores = min(cores, -(-int(quota) // int(period)))
+    return cores
+
+
+@pytest.mark.parametrize("local_world_size", [None, "2"])
+def test_auto_workers_are_the_ranks_share_of_the_cores_less_one(dataset, monkeypatch, local_world_size):
+    # Issue 18: workers default to the cores the process may use, shared by the node's ranks.
+    if local_world_size:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
+    else:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    expected = max(1, usable_cores() // int(local_world_size or 1) - 1)
+    for workers in ("auto", None):  # asked for, and the default
+        options = {} if workers is None else {"workers": workers}
+        with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options) as loader:
+            next(iter(loader))
+            assert loader.metrics()["workers"] == expected
 
 
 def test_seed_and_epoch_change_the_order(dataset):
