@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,24 @@ std::string kind(simdjson::dom::element e) { return std::string(json_kind(e)); }
 
 // Token ids: `tokenizers` holds them as u32, the id -> token table here indexes by int32.
 constexpr std::string_view kIdRange = "an integer from 0 to 2147483647";
+
+// Token ids index the id -> token table (Impl::id_to_bytes), which the largest id sizes; so an
+// id must also be below the number of tokens the file defines (vocabulary entries + added
+// tokens) plus kIdSlack, checked before the table is allocated. Hugging Face files are dense
+// (Qwen3: vocabulary ids 0..151642, its 26 added tokens right after, 151643..151668), but a file
+// may leave holes, e.g. ids a model's embedding reserves that the file does not name. 2^16
+// allows any such holes while bounding what one number in a file from outside can commit to
+// 65536 empty slots (2 MiB), instead of 2^31 (64 GiB).
+constexpr std::size_t kIdSlack = std::size_t{1} << 16;
+
+// How many entries `c` (a dom::object or dom::array) holds; counted, since their size()
+// saturates at 2^24 - 1.
+template <typename Container>
+std::size_t count_entries(Container c) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] auto entry : c) ++n;
+  return n;
+}
 
 // `e` as a token id; nullopt when it is not an integer in kIdRange.
 std::optional<std::int32_t> read_id(simdjson::dom::element e) {
@@ -156,12 +175,26 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   simdjson::dom::object vocab;
   if (model["vocab"].get(field)) return corrupt("model.vocab is missing (expected an object of token -> id)");
   if (field.get_object().get(vocab)) return corrupt("model.vocab must be an object of token -> id, got " + kind(field));
-  std::int32_t max_id = -1;
+  // The bound on ids (kIdSlack), known before any id is read. "added_tokens" of another type
+  // counts none here and is refused below.
+  simdjson::dom::array added_list;
+  const std::size_t added_count = root["added_tokens"].get_array().get(added_list) ? 0 : count_entries(added_list);
+  const std::size_t defined = count_entries(vocab) + added_count;
+  const std::size_t id_bound = defined + kIdSlack;
+  auto beyond_bound = [&](const std::string& token, std::int32_t id) {  // built only for an error
+    return corrupt(token + " has id " + std::to_string(id) + ", not below " + std::to_string(id_bound) + " (the " +
+                   std::to_string(defined) + " tokens the file defines + " + std::to_string(kIdSlack) +
+                   " for gaps in ids)");
+  };
+  std::int32_t max_id = -1;  // of ids checked against id_bound: it sizes id_to_bytes
   for (auto [key, value] : vocab) {
     const std::optional<std::int32_t> id = read_id(value);
     if (!id) {
       return corrupt("model.vocab[\"" + std::string(key) + "\"] must be an id (" + std::string(kIdRange) + "), got " +
                      not_an_id(value));
+    }
+    if (static_cast<std::size_t>(*id) >= id_bound) {
+      return beyond_bound("model.vocab[\"" + std::string(key) + "\"]", *id);
     }
     auto bytes = detail::key_to_bytes(key);
     if (!bytes) return unsupported("a vocabulary entry outside the byte-level alphabet ('" + std::string(key) + "')");
@@ -328,6 +361,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
         return corrupt("malformed added token '" + std::string(content) + R"(': "id" must be )" +
                        std::string(kIdRange) + ", got " + not_an_id(id_value));
       }
+      if (static_cast<std::size_t>(*id) >= id_bound) {
+        return beyond_bound("added token '" + std::string(content) + "'", *id);
+      }
       t.id = *id;
       t.content = std::string(content);
       MMFEED_RETURN_IF_ERROR(read_flag(a, content, "special", &t.special));
@@ -343,6 +379,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       (t.normalized ? impl->normalized_matcher : impl->raw_matcher).add(&t);
     }
   }
+  // At most id_bound entries: every id that set max_id was checked against it.
   impl->id_to_bytes.resize(static_cast<std::size_t>(max_id) + 1);
   for (const auto& [bytes, id] : impl->vocab) impl->id_to_bytes[id] = bytes;
   for (const detail::AddedToken& t : impl->added) impl->id_to_bytes[t.id] = t.content;

@@ -224,6 +224,44 @@ TEST(TokenizerJsonTest, AnAddedTokenIdThatIsNotAnIntegerIsNamed) {
                  R"(2147483647, got a string)");
 }
 
+// Ids are bounded by the tokens the file defines (Qwen3: 151643 in the vocabulary + 26 added)
+// plus 65536 for gaps: before, one id near 2^31 sized the id -> token table from it, gigabytes
+// committed because of one number in the file.
+TEST(TokenizerJsonTest, AHugeVocabularyIdIsRefusedBeforeAllocating) {
+  expect_refused(qwen_json_with(R"("!": 0,)", R"("!": 2147483646,)"), ErrorCode::kCorruptData,
+                 R"(tokenizer.json: model.vocab["!"] has id 2147483646, not below 217205 (the 151669 tokens the )"
+                 "file defines + 65536 for gaps in ids)");
+}
+
+TEST(TokenizerJsonTest, AHugeAddedTokenIdIsRefusedBeforeAllocating) {
+  expect_refused(qwen_json_with(R"("id": 151643)", R"("id": 2000000000)"), ErrorCode::kCorruptData,
+                 "tokenizer.json: added token '<|endoftext|>' has id 2000000000, not below 217205 (the 151669 "
+                 "tokens the file defines + 65536 for gaps in ids)");
+}
+
+TEST(TokenizerJsonTest, TheIdBoundIsExact) {
+  expect_refused(qwen_json_with(R"("id": 151668)", R"("id": 217205)"), ErrorCode::kCorruptData,
+                 "tokenizer.json: added token '</think>' has id 217205, not below 217205 (the 151669 tokens the "
+                 "file defines + 65536 for gaps in ids)");
+  const auto r = Tokenizer::from_json(qwen_json_with(R"("id": 151668)", R"("id": 217204)"));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r.value()->token_to_id("</think>"), 217204);
+  EXPECT_EQ(r.value()->decode({217204}), "</think>");
+}
+
+// Gaps within the slack load, the tokens on either side keeping their ids.
+TEST(TokenizerJsonTest, AFileWithAGapInItsIdsLoads) {
+  std::string json = qwen_json_with(R"("id": 151668)", R"("id": 151700)");
+  json.replace(json.find(R"("!": 0,)"), 7, R"("!": 160000,)");
+  const auto r = Tokenizer::from_json(json);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  const Tokenizer& tok = *r.value();
+  EXPECT_EQ(tok.token_to_id("</think>"), 151700);
+  EXPECT_EQ(tok.token_to_id("<|im_end|>"), 151645);
+  EXPECT_EQ(tok.encode("Hello, world!</think>").value(), (std::vector<std::int32_t>{9707, 11, 1879, 160000, 151700}));
+  EXPECT_EQ(tok.decode({9707, 11, 1879, 160000}), "Hello, world!");
+}
+
 // As in `tokenizers`, where only "model" is required.
 TEST(TokenizerJsonTest, AnAbsentNormalizerPostProcessorOrDecoderIsNone) {
   std::string json = qwen_json_with(R"("normalizer":)", R"("unused_normalizer":)");
