@@ -622,8 +622,8 @@ def main(argv: list[str] | None = None) -> int:
                 for n in counts:
                     r = run(system, source, 0.0, f"{system}, {n} workers, step 0", n, trainer="sleep")
                     r.pop("timeline")
-                    sweep.append({"source": source, "speedup": r["samples_per_s"] / (sweep or [r])[0]["samples_per_s"],
-                                  **r})
+                    sweep.append({"source": source, "step_ms": 0.0,
+                                  "speedup": r["samples_per_s"] / (sweep or [r])[0]["samples_per_s"], **r})
                     report["scaling"].append(sweep[-1])
                     write_report()
                 if system == "mmfeed":

@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
 # The real-GPU benchmark, on an NVIDIA machine that has PyTorch but neither network nor apt:
-# gets mmfeed there (the prebuilt .gpu-bundle, or a build), checks the GPU path of the package
-# (bench/gpu/check_device.py), then runs `mmfeed bench --quick` (bench/pipeline.py) from local
-# files with bench/bench_model.py's Qwen-VL-shaped trainer on the GPU.
-# Run from the repository root: bench/gpu/run.sh   (writes ${OUT:-.}/gpu-bench.json)
-# Exit status: 2 when Python packages or build tools are missing, 3 when C++ libraries are, else
-# the benchmark's (124 if it ran past 420 s), else check_device.py's.
+# gets mmfeed there (the prebuilt .gpu-bundle, or a build), then runs the parts asked for, each
+# from local files with every system on all the cores the machine gives (mmfeed bench's --workers
+# default), each bounded so that a hang still leaves the report of the runs done:
+#   check         the GPU path of the package (bench/gpu/check_device.py; 120 s)
+#   model         `mmfeed bench --quick` with bench/bench_model.py's Qwen-VL-shaped trainer on the
+#                 GPU: utilisation, NVML's GPU busy share, the step (${OUT:-.}/gpu-bench.json; 420 s)
+#   scaling       `mmfeed bench --scaling --quick`: step-0 samples/s by workers 1, 2, 4, ... up to
+#                 the cores, mmfeed's single-threaded share (${OUT:-.}/gpu-scaling.json; 420 s)
+#   cores-needed  `mmfeed bench --cores-needed --quick` at the talk's demand ratio
+#                 (${OUT:-.}/gpu-cores-needed.json; 420 s)
+# Run from the repository root: bench/gpu/run.sh [PART...]   (default: check model scaling; a
+# device call of 10 minutes fits check and one other part)
+# Exit status: 2 when Python packages or build tools are missing or a part is unknown, 3 when C++
+# libraries are, else that of the first part that failed (124 if it ran past its bound).
 set -euo pipefail
 
 python=${PYTHON:-python3}
+parts=("$@")
+((${#parts[@]})) || parts=(check model scaling)
+for part in "${parts[@]}"; do
+  case $part in check | model | scaling | cores-needed) ;; *)
+    echo "bench/gpu: unknown part $part: choose from check, model, scaling, cores-needed" >&2
+    exit 2
+  esac
+done
 
 # Which GPU this is, for the record.
 if command -v nvidia-smi >/dev/null; then
@@ -69,20 +85,33 @@ else
     --disable-pip-version-check --no-index --no-build-isolation --no-deps -C build-dir=build-gpu .
 fi
 
-# The GPU half of the package's tests: pinned batch memory, device="cuda:0" equal to the host.
-# A failure here still lets the benchmark run (device time is scarce); the exit status keeps it.
-checked=0
-timeout 120 "$python" bench/gpu/check_device.py || checked=$?
-
-# The benchmark itself, from local files (the object store needs nginx, which that machine lacks),
-# with the Python peers it has; bounded so that a hang still leaves the report of the runs done.
+# The Python peers this machine has; SPDL's only where it is installed.
 systems=naive,torch-dataloader,mmfeed-serial,mmfeed
 if "$python" -c 'import spdl.pipeline' 2>/dev/null; then
   systems=naive,torch-dataloader,spdl,mmfeed-serial,mmfeed
 fi
-timeout 420 "$python" bench/pipeline.py --quick --sources local --systems "$systems" --trainer model --device cuda \
-  --out "${OUT:-.}/gpu-bench" --json "${OUT:-.}/gpu-bench.json"
-if ((checked)); then
-  echo "bench/gpu: check_device.py failed (exit $checked)" >&2
-  exit "$checked"
-fi
+out=${OUT:-.}
+data=$(mktemp -d)/data  # the demo set, generated once for every part, outside what comes back from $OUT
+status=0
+for part in "${parts[@]}"; do
+  # A failing part still lets the others run (device time is scarce); the exit status keeps it.
+  code=0
+  case $part in
+    check)  # the GPU half of the package's tests: pinned batch memory, device="cuda:0" equal to the host
+      timeout 120 "$python" bench/gpu/check_device.py || code=$? ;;
+    model)  # local files: the object store needs nginx, which that machine lacks
+      timeout 420 "$python" bench/pipeline.py --quick --sources local --systems "$systems" --trainer model \
+        --device cuda --data "$data" --out "$out/gpu-bench" --json "$out/gpu-bench.json" || code=$? ;;
+    scaling)
+      timeout 420 "$python" bench/pipeline.py --scaling --quick --sources local --data "$data" \
+        --out "$out/gpu-scaling" --json "$out/gpu-scaling.json" || code=$? ;;
+    cores-needed)
+      timeout 420 "$python" bench/pipeline.py --cores-needed --quick --sources local --data "$data" \
+        --out "$out/gpu-cores-needed" --json "$out/gpu-cores-needed.json" || code=$? ;;
+  esac
+  if ((code)); then
+    echo "bench/gpu: $part failed (exit $code)" >&2
+    ((status)) || status=$code
+  fi
+done
+exit "$status"

@@ -4,6 +4,8 @@
 // trainer sees: the batches, the resume state, the errors and the metrics.
 #include "mmfeed/loader.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -133,6 +135,9 @@ class LoaderImpl final : public Loader {
     const double wall = std::max(opened_.elapsed_s(), 1e-9);
     const double workers = serial_ ? 1.0 : static_cast<double>(std::max(1, config_.workers));
     json += ",\"workers\":" + std::to_string(config_.workers);  // as resolved: workers = 0 is auto
+    // The process's peak resident memory so far (the loader's share is loader.buffered_bytes's max).
+    struct rusage usage {};
+    if (getrusage(RUSAGE_SELF, &usage) == 0) json += ",\"peak_rss_bytes\":" + std::to_string(usage.ru_maxrss * 1024L);
     json += ",\"stages\":{\"wall_s\":" + std::to_string(wall);
     auto stage = [&](const char* name, const core::Histogram& histogram, double threads) {
       const core::HistogramSnapshot snap = histogram.snapshot();

@@ -4,6 +4,7 @@ exact resume, bad samples reported and never lost, memory shared with the engine
 import json
 import os
 import re
+import resource
 import subprocess
 import time
 from pathlib import Path
@@ -110,7 +111,9 @@ def test_auto_workers_are_the_ranks_share_of_the_cores_less_one(dataset, monkeyp
         options = {} if workers is None else {"workers": workers}
         with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options) as loader:
             next(iter(loader))
-            assert loader.metrics()["workers"] == expected
+            metrics = loader.metrics()
+            assert metrics["workers"] == expected
+            assert 0 < metrics["peak_rss_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def test_seed_and_epoch_change_the_order(dataset):
