@@ -164,14 +164,19 @@ class TrainStep:
         return loss.item()
 
 
-def make_train_step(device: str = "cuda", dtype: torch.dtype = torch.bfloat16, preset: str = "default",
+def make_train_step(device: str = "cuda", dtype: torch.dtype | None = None, preset: str = "default",
                     lr: float = 1e-4) -> TrainStep:
     """A callable step(batch) -> float: batch tensors or numpy arrays to `device`, forward under
     autocast to `dtype` (float32: no autocast), backward, AdamW, zero_grad, device synchronised.
-    preset: "default" (the GPU benchmark) or "tiny" (CPU smoke tests); weights are random."""
+    dtype None: bfloat16 on a GPU, float32 on the CPU (where the CPU lacks bfloat16 instructions,
+    as AMD EPYC without AVX-512 does, torch's bfloat16 matmul falls back to a reference loop that
+    took minutes per tiny step). preset: "default" (the GPU benchmark) or "tiny" (CPU smoke
+    tests); weights are random."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
     device = torch.device(device)
+    if dtype is None:
+        dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
     with device:
         model = TinyQwenVL(**PRESETS[preset])
     return TrainStep(model, device, dtype, lr)

@@ -70,8 +70,8 @@ def test_auto_step_follows_the_talks_ratio_and_step0_table(tmp_path):
 
 def test_model_trainer_from_local_files(tmp_path):
     # What bench/gpu/run.sh runs, on the CPU with the tiny model: no object store, no calibration.
-    run, out = bench(tmp_path, "--quick", "--samples", 8, "--batch-size", 4, "--sources", "local", "--systems",
-                   "naive,mmfeed", "--trainer", "model", "--device", "cpu", "--model-preset", "tiny")
+    run, out = bench(tmp_path, "--quick", "--samples", 8, "--batch-size", 4, "--max-pixels", 50176, "--sources", "local",
+                     "--systems", "naive,mmfeed", "--trainer", "model", "--device", "cpu", "--model-preset", "tiny")
     assert out["config"]["trainer"] == "model" and out["config"]["device"] == "cpu"
     assert out["config"]["step_choice"] == "the model's" and out["config"]["calibration"] is None
     assert [(r["source"], r["name"]) for r in out["systems"]] == [("local", "naive"), ("local", "mmfeed")]
