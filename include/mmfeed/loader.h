@@ -78,7 +78,10 @@ struct LoaderConfig {
   // cores the process may use (affinity, cgroup quota), shared by the node's LOCAL_WORLD_SIZE
   // ranks, less one for the rank's trainer.
   int workers = 0;
-  std::size_t prefetch_batches = 4;
+  // Batches prepared ahead of the trainer, 1 to 1024; 0 ("auto"): one, and one more each time the
+  // trainer waits for a batch that a deeper queue would have had ready, up to 16 (and the byte
+  // budget): memory follows what keeps the trainer fed.
+  std::size_t prefetch_batches = 0;
   // Bytes held between the fetch and the trainer (fetched images not yet processed, processed
   // samples waiting for their batch, batches prefetched): the reader admits no new sample past
   // it. A sample that alone would need more (its images' pixel rows, planned from their

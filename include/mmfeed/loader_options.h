@@ -53,7 +53,7 @@ void for_each_loader_option(F&& f) {
     "false: batches take samples as they finish (no waiting for a slow one; no resume)");
   f("workers", &LoaderConfig::workers,
     "CPU threads for the per-sample work, 1 to 1024; 0 or auto: the usable cores / LOCAL_WORLD_SIZE, less one");
-  f("prefetch_batches", &LoaderConfig::prefetch_batches, "batches prepared ahead of the trainer, 1 to 1024");
+  f("prefetch_batches", &LoaderConfig::prefetch_batches, "batches prepared ahead of the trainer, 1 to 1024; 0 or auto: grows from 1 while the trainer waits");
   f("max_buffered_bytes", &LoaderConfig::max_buffered_bytes,
     "bytes held between fetch and trainer; a sample that alone needs more is refused");
   f("fetch_inflight", &LoaderConfig::fetch_inflight, "GETs in flight, 1 to 4096");

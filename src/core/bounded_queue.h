@@ -34,6 +34,7 @@ struct QueueStats {
   std::uint64_t popped = 0;
   std::size_t depth = 0;
   std::size_t max_depth = 0;
+  std::uint64_t producer_waits = 0;   // pushes that found the queue full and blocked
   std::int64_t producer_wait_ns = 0;  // time pushes spent blocked on a full queue
   std::int64_t consumer_wait_ns = 0;  // time pops spent blocked on an empty queue
 };
@@ -141,7 +142,21 @@ class BoundedQueue {
     std::lock_guard lock(mu_);
     return items_.size();
   }
-  std::size_t capacity() const { return capacity_; }
+  std::size_t capacity() const {
+    std::lock_guard lock(mu_);
+    return capacity_;
+  }
+
+  // A new capacity (at least 1); producers blocked on a full queue are woken when it grows.
+  // Items already queued beyond a smaller capacity stay; pushes wait until they are taken.
+  void set_capacity(std::size_t capacity) {
+    if (capacity == 0) throw std::invalid_argument("BoundedQueue capacity must be positive");
+    {
+      std::lock_guard lock(mu_);
+      capacity_ = capacity;
+    }
+    not_full_.notify_all();
+  }
 
   QueueStats stats() const {
     std::lock_guard lock(mu_);
@@ -158,6 +173,7 @@ class BoundedQueue {
     const std::int64_t start = now_ns();
     auto ready = [&] { return closed_ || items_.size() < capacity_; };
     ++producers_waiting_;
+    ++stats_.producer_waits;
     if (deadline) {
       not_full_.wait_until(lock, *deadline, ready);
     } else {
@@ -203,7 +219,7 @@ class BoundedQueue {
     return item;
   }
 
-  const std::size_t capacity_;
+  std::size_t capacity_;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;

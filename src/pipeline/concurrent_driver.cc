@@ -9,13 +9,19 @@ namespace mmfeed::pipeline {
 ConcurrentDriver::ConcurrentDriver(Stages stages)
     : Driver(std::move(stages)),
       memory_(*s_.memory),
-      out_(std::max<std::size_t>(1, config_.prefetch_batches)),
+      depth_(config_.prefetch_batches),
+      out_(depth_.batches()),
       buffered_gauge_(s_.metrics.gauge("loader.buffered_bytes")),
-      prefetched_gauge_(s_.metrics.gauge("loader.prefetched_batches")) {}
+      prefetched_gauge_(s_.metrics.gauge("loader.prefetched_batches")),
+      depth_gauge_(s_.metrics.gauge("loader.prefetch_depth")) {
+  depth_gauge_.set(static_cast<std::int64_t>(depth_.batches()));
+}
 
 void ConcurrentDriver::start() {
+  // The pool's queue holds the widest window the depth may grow to.
+  const std::size_t widest = sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches());
   cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
-                                            memory_.window() + 16);
+                                            widest + 16);
   reader_ = std::thread([this] { run_reader(); });
   collector_ = std::thread([this] { run_collector(); });
   batcher_ = std::thread([this] { run_batcher(); });
@@ -224,14 +230,29 @@ void ConcurrentDriver::run_batcher() {
   out_.close();
 }
 
+void ConcurrentDriver::trainer_waits() {
+  // Held back: the batcher found the queue full since the trainer's previous wait. (The reader
+  // finding its window full says nothing: in a loader bound by its CPUs the window is always full.)
+  const std::uint64_t queue_waits = out_.stats().producer_waits;
+  const bool held_back = queue_waits != seen_queue_waits_;
+  seen_queue_waits_ = queue_waits;
+  if (!depth_.trainer_waited(held_back)) return;
+  out_.set_capacity(depth_.batches());
+  memory_.set_window(sample_window(config_, depth_.batches()));
+  depth_gauge_.set(static_cast<std::int64_t>(depth_.batches()));
+  if (s_.trace != nullptr) s_.trace->counter("prefetch depth", static_cast<double>(depth_.batches()));
+}
+
 Result<std::optional<Batch>> ConcurrentDriver::next(std::optional<std::chrono::milliseconds> timeout,
                                                     bool* timed_out) {
+  if (taken_ > 0 && out_.size() == 0 && !out_.closed()) trainer_waits();
   auto b = timeout ? out_.pop_for(*timeout) : out_.pop();
   if (!b && timeout && !out_.closed()) {
     *timed_out = true;
     return std::optional<Batch>();
   }
   if (b) {
+    ++taken_;
     memory_.batch_taken(static_cast<std::int64_t>(b->buffer_capacity()));
     buffered_gauge_.set(memory_.held_bytes());
     prefetched_gauge_.set(static_cast<std::int64_t>(out_.size()));

@@ -9,7 +9,8 @@
 //               complete in any order, the next batch needs the front of the order);
 //   batcher     takes processed samples in order (or, unordered, any of the epoch), accounts
 //               them, builds batches into the prefetch queue under the byte budget;
-//   trainer     next() takes from the prefetch queue.
+//   trainer     next() takes from the prefetch queue; finding it empty, it deepens the queue and
+//               the reader's window when the depth held the batcher back (pipeline/prefetch_depth.h).
 //
 // A sample (`Work`) is owned by one stage at a time, handed on with its unique_ptr: the reader
 // keeps it in `owned_` while its objects are fetched (`pending_` maps fetch tags to it), then the
@@ -25,6 +26,7 @@
 #include "core/bounded_queue.h"
 #include "core/thread_pool.h"
 #include "pipeline/driver.h"
+#include "pipeline/prefetch_depth.h"
 
 namespace mmfeed::pipeline {
 
@@ -51,13 +53,20 @@ class ConcurrentDriver final : public Driver {
   // Ends the run with `error`: next() returns it once the queue is drained.
   void fail(Error error);
 
+  // The trainer found the queue empty: grows the prefetch depth when it held the loader back.
+  void trainer_waits();
+
   MemoryBudget& memory_;
   std::atomic<bool> stop_{false};
+  PrefetchDepth depth_;                // the trainer's
+  std::uint64_t taken_ = 0;            // batches the trainer took; the trainer's
+  std::uint64_t seen_queue_waits_ = 0;  // the batcher's waits on a full queue at the last trainer wait
   core::BoundedQueue<Batch> out_;  // the prefetch queue
   std::unique_ptr<core::ThreadPool> cpu_;
   std::thread reader_, collector_, batcher_;
   core::Gauge& buffered_gauge_;
   core::Gauge& prefetched_gauge_;
+  core::Gauge& depth_gauge_;
 
   std::mutex fail_mu_;
   std::optional<Error> failure_;  // guarded by fail_mu_

@@ -55,8 +55,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
                         std::to_string(config.fetch_inflight));
   }
-  if (config.prefetch_batches < 1 || config.prefetch_batches > kMaxPrefetch) {
-    return config_error("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", not " +
+  if (config.prefetch_batches > kMaxPrefetch) {
+    return config_error("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", or 0 (auto), not " +
                         std::to_string(config.prefetch_batches));
   }
   if (config.pack_window > kMaxPackWindow) return config_error("pack_window", "must be at most " + std::to_string(kMaxPackWindow));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pipeline/prefetch_depth.h"
+
 namespace mmfeed::pipeline {
 
 MemoryBudget::MemoryBudget(std::uint64_t max_bytes, std::size_t window, std::int64_t first_admits)
@@ -63,6 +65,14 @@ void MemoryBudget::batch_taken(std::int64_t bytes) {
   wake();
 }
 
+void MemoryBudget::set_window(std::size_t window) {
+  {
+    std::lock_guard lock(mu_);
+    window_.store(std::max<std::size_t>(window, 1));
+  }
+  cv_.notify_all();
+}
+
 void MemoryBudget::stop() {
   {
     std::lock_guard lock(mu_);
@@ -77,8 +87,13 @@ void MemoryBudget::wake() {
   cv_.notify_all();
 }
 
+std::size_t sample_window(const LoaderConfig& config, std::size_t batches) {
+  const auto per_worker = static_cast<std::size_t>(2 * std::max(1, config.workers));
+  return std::max<std::size_t>(config.batch_size * (batches + 2) + per_worker, 16);
+}
+
 std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config) {
-  const std::size_t window = std::max<std::size_t>(config.batch_size * (config.prefetch_batches + 2), 16);
+  const std::size_t window = sample_window(config, PrefetchDepth(config.prefetch_batches).batches());
   const auto first = std::max<std::int64_t>(2 * std::max(1, config.workers), static_cast<std::int64_t>(config.batch_size));
   return std::make_unique<MemoryBudget>(config.max_buffered_bytes, window, first);
 }

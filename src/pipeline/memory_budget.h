@@ -7,9 +7,12 @@
 // budget (unless the queue is empty: one batch always fits). The fetcher bounds what is in flight
 // itself (FetchOptions::max_inflight_bytes).
 //
+// The window follows the prefetch depth (sample_window): it grows with it (pipeline/prefetch_depth.h).
+//
 // Thread safety: every method may be called from any thread. admit() is called by the reader,
 // hold() by the collector and the CPU workers, processed() by the workers, leave() and
-// wait_for_batch() by the batcher, batch_taken() by the trainer; stop() by close().
+// wait_for_batch() by the batcher, batch_taken() and set_window() by the trainer; stop() by
+// close().
 //
 // Example:
 //   MemoryBudget budget(config.max_buffered_bytes, /*window=*/64, /*first_admits=*/16);
@@ -51,16 +54,18 @@ class MemoryBudget {
   void batch_taken(std::int64_t bytes);
   // Wakes every waiter; admit() and wait_for_batch() return false from now on.
   void stop();
+  // A new window (at least 1); the reader is woken when it grows.
+  void set_window(std::size_t window);
 
   std::int64_t held_bytes() const { return held_.load(); }
-  std::size_t window() const { return window_; }
+  std::size_t window() const { return window_.load(); }
 
  private:
   bool room_for_sample() const;  // under mu_
   void wake();
 
   const std::int64_t max_bytes_;
-  const std::size_t window_;
+  std::atomic<std::size_t> window_;  // written under mu_
   const std::int64_t first_admits_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -72,8 +77,13 @@ class MemoryBudget {
   std::atomic<std::int64_t> samples_measured_{0};
 };
 
-// The loader's budget: max_buffered_bytes; a window of the prefetched batches' samples and two
-// more batches' (at least 16); before any estimate, one batch or two samples per worker.
+// The samples the reader keeps ahead at a prefetch depth of `batches`: the prefetched batches'
+// samples, two more batches' and two per worker (at least 16): what the pool is working on and
+// what is being fetched for it.
+std::size_t sample_window(const LoaderConfig& config, std::size_t batches);
+
+// The loader's budget: max_buffered_bytes; the window at the first prefetch depth; before any
+// estimate, one batch or two samples per worker.
 std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config);
 
 }  // namespace mmfeed::pipeline

@@ -48,6 +48,32 @@ TEST(BoundedQueueTest, FullQueueBlocksProducerUntilAPop) {
   EXPECT_GT(q.stats().producer_wait_ns, 0);
 }
 
+TEST(BoundedQueueTest, GrowingTheCapacityWakesABlockedProducer) {
+  BoundedQueue<int> q(1);
+  ASSERT_TRUE(q.push(1));
+  std::thread producer([&] { EXPECT_TRUE(q.push(2)); });
+  while (q.stats().producer_waits == 0) std::this_thread::sleep_for(1ms);  // blocked on the full queue
+  q.set_capacity(2);
+  producer.join();
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.capacity(), 2u);
+  EXPECT_EQ(q.stats().producer_waits, 1u);
+}
+
+TEST(BoundedQueueTest, ShrinkingTheCapacityKeepsWhatIsQueued) {
+  BoundedQueue<int> q(3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.try_push(int(i)));
+  q.set_capacity(1);
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_FALSE(q.try_push(3));
+  EXPECT_EQ(q.pop(), 0);
+  EXPECT_EQ(q.pop(), 1);
+  EXPECT_FALSE(q.try_push(3));  // still one queued: at the capacity
+  EXPECT_EQ(q.pop(), 2);
+  EXPECT_TRUE(q.try_push(3));
+  EXPECT_THROW(q.set_capacity(0), std::invalid_argument);
+}
+
 TEST(BoundedQueueTest, RejectedPushLeavesTheItemWithTheCaller) {
   BoundedQueue<std::unique_ptr<int>> q(1);
   q.close();

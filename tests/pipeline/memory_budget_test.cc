@@ -1,7 +1,9 @@
 // The memory budget (pipeline/memory_budget.h): admission by window, by the first-admits rule and
 // by the measured bytes per sample; batches wait for room unless the queue is empty; stop() wakes
-// every waiter.
+// every waiter; a wider window lets the waiting reader in; the
+// automatic prefetch depth grows only when the trainer waits on a loader the depth held back.
 #include "pipeline/memory_budget.h"
+#include "pipeline/prefetch_depth.h"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +70,55 @@ TEST(MemoryBudgetTest, StopWakesAWaitingBatcher) {
   budget.stop();
   batcher.join();
   EXPECT_FALSE(queued.load());
+}
+
+TEST(MemoryBudgetTest, AWiderWindowLetsTheWaitingReaderIn) {
+  MemoryBudget budget(/*max_bytes=*/1000, /*window=*/2, /*first_admits=*/100);
+  ASSERT_TRUE(budget.admit());
+  ASSERT_TRUE(budget.admit());
+  std::atomic<bool> third{false};
+  std::thread reader([&] { third = budget.admit(); });  // the window is full: waits
+  budget.set_window(3);
+  reader.join();
+  EXPECT_TRUE(third.load());
+  EXPECT_EQ(budget.window(), 3u);
+}
+
+TEST(MemoryBudgetTest, TheWindowFollowsThePrefetchDepth) {
+  LoaderConfig config;
+  config.batch_size = 8;
+  config.workers = 1;
+  EXPECT_EQ(sample_window(config, 1), 26u);  // the prefetched batch's samples, two more batches', two per worker
+  EXPECT_EQ(sample_window(config, 4), 50u);
+  config.workers = 15;
+  EXPECT_EQ(sample_window(config, 1), 54u);
+  config.batch_size = 2;
+  config.workers = 1;
+  EXPECT_EQ(sample_window(config, 1), 16u);  // at least 16
+  config.prefetch_batches = 0;
+  EXPECT_EQ(memory_budget_for(config)->window(), 16u);
+  config.batch_size = 8;
+  config.prefetch_batches = 4;
+  EXPECT_EQ(memory_budget_for(config)->window(), 50u);
+}
+
+TEST(PrefetchDepthTest, AutomaticGrowsOnlyWhenTheDepthHeldTheLoaderBack) {
+  PrefetchDepth depth(0);
+  EXPECT_TRUE(depth.automatic());
+  EXPECT_EQ(depth.batches(), 1u);
+  EXPECT_FALSE(depth.trainer_waited(/*held_back=*/false));  // a loader slower than the trainer
+  EXPECT_EQ(depth.batches(), 1u);
+  EXPECT_TRUE(depth.trainer_waited(/*held_back=*/true));
+  EXPECT_EQ(depth.batches(), 2u);
+  for (int i = 0; i < 100; ++i) depth.trainer_waited(true);
+  EXPECT_EQ(depth.batches(), PrefetchDepth::kMostAutomatic);
+}
+
+TEST(PrefetchDepthTest, AFixedDepthNeverChanges) {
+  PrefetchDepth depth(4);
+  EXPECT_FALSE(depth.automatic());
+  EXPECT_FALSE(depth.trainer_waited(true));
+  EXPECT_EQ(depth.batches(), 4u);
 }
 
 }  // namespace

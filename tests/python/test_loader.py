@@ -116,6 +116,16 @@ def test_auto_workers_are_the_ranks_share_of_the_cores_less_one(dataset, monkeyp
             assert 0 < metrics["peak_rss_bytes"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def test_prefetch_depth_is_automatic_unless_given(dataset):
+    # Issue 18: the depth starts at one batch and grows only while the trainer waits on a loader
+    # the depth held back (the rule is tested in C++: PrefetchDepthTest); a number fixes it.
+    for options, low, high in (({}, 1, 16), ({"prefetch_batches": "auto"}, 1, 16), ({"prefetch_batches": 3}, 3, 3)):
+        with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options) as loader:
+            batches = list(loader)
+            depth = loader.metrics()["gauges"]["loader.prefetch_depth"]
+        assert batches and low <= depth["value"] == depth["max"] <= high, (options, depth)
+
+
 def test_seed_and_epoch_change_the_order(dataset):
     a, _, _ = load(dataset, seed=1, epochs=2)
     b, _, _ = load(dataset, seed=2)
