@@ -84,6 +84,15 @@ class BoundedQueue {
     return true;
   }
 
+  // Blocks while the queue is full and open; false once closed. For a single producer that
+  // builds what it pushes: waiting before building holds one item fewer than building first and
+  // blocking in push(). Counted in stats().producer_waits when it blocks.
+  bool wait_for_room() {
+    std::unique_lock lock(mu_);
+    wait_not_full(lock, std::nullopt);
+    return !closed_;
+  }
+
   // Blocks while the queue is empty and open. nullopt once closed and drained, or cancelled.
   std::optional<T> pop() {
     std::unique_lock lock(mu_);

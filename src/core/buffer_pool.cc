@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -129,13 +130,15 @@ class PoolState {
     if (block != nullptr) options_.allocator->deallocate(block, capacity, options_.alignment);
   }
 
-  void trim() {
+  void trim(std::size_t below = std::numeric_limits<std::size_t>::max()) {
     std::map<std::size_t, std::vector<std::byte*>> drop;
     {
       std::lock_guard lock(mu_);
-      drop.swap(free_);
-      for (auto& [capacity, blocks] : drop) stats_.frees += blocks.size();
-      stats_.bytes_cached = 0;
+      while (!free_.empty() && free_.begin()->first < below) drop.insert(free_.extract(free_.begin()));
+      for (auto& [capacity, blocks] : drop) {
+        stats_.frees += blocks.size();
+        stats_.bytes_cached -= capacity * blocks.size();
+      }
     }
     for (auto& [capacity, blocks] : drop) {
       for (std::byte* block : blocks) options_.allocator->deallocate(block, capacity, options_.alignment);
@@ -218,6 +221,8 @@ std::byte* BufferPool::take(std::size_t* capacity) {
 void BufferPool::give_back(std::byte* block, std::size_t capacity) { state_->give_back(block, capacity); }
 
 void BufferPool::trim() { state_->trim(); }
+
+void BufferPool::trim_below(std::size_t bytes) { state_->trim(bytes); }
 
 BufferPoolStats BufferPool::stats() const { return state_->stats(); }
 

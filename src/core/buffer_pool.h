@@ -104,6 +104,8 @@ class BufferPool {
 
   // Frees every cached block.
   void trim();
+  // Frees the cached blocks smaller than `bytes`: those no request of `bytes` or more can use.
+  void trim_below(std::size_t bytes);
 
   BufferPoolStats stats() const;
 

@@ -42,7 +42,11 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     add("position_ids", Tensor::DType::kInt64, {B, T});
   }
   if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
-  high_water = std::max(high_water, std::max<std::size_t>(offset, 1));
+  if (offset > high_water) {
+    high_water = offset;
+    pool.trim_below(high_water);  // cached blocks smaller than every later request: never used again
+  }
+  high_water = std::max<std::size_t>(high_water, 1);
   auto buffer = std::make_shared<core::Buffer>(pool.acquire(high_water));
   buffer->resize(offset);
   std::byte* base = buffer->data();

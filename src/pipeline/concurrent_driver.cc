@@ -162,6 +162,9 @@ void ConcurrentDriver::run_batcher() {
       group_start = end;
       return true;
     }
+    // Room in the prefetch queue first, then the batch: a batch built ahead of room would hold a
+    // buffer more while it waits, and the trainer would not get it sooner.
+    if (!out_.wait_for_room()) return false;
     auto built = s_.builder.build(std::move(samples), epoch, group_start, end, skip_rows, index, cpu_.get(), stop_,
                                   [&](Batch batch) {
                                     const auto bytes = static_cast<std::int64_t>(batch.buffer_capacity());

@@ -74,6 +74,21 @@ TEST(BoundedQueueTest, ShrinkingTheCapacityKeepsWhatIsQueued) {
   EXPECT_THROW(q.set_capacity(0), std::invalid_argument);
 }
 
+TEST(BoundedQueueTest, WaitForRoomReturnsOnceAPopMakesRoomAndFalseOnceClosed) {
+  BoundedQueue<int> q(1);
+  EXPECT_TRUE(q.wait_for_room());  // room already: no wait
+  ASSERT_TRUE(q.push(1));
+  std::thread producer([&] { EXPECT_TRUE(q.wait_for_room()); });
+  while (q.stats().producer_waits == 0) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(q.pop(), 1);
+  producer.join();
+  EXPECT_TRUE(q.try_push(2));  // the one producer finds the room it waited for
+  std::thread closed([&] { EXPECT_FALSE(q.wait_for_room()); });
+  while (q.stats().producer_waits == 1) std::this_thread::sleep_for(1ms);
+  q.close();
+  closed.join();
+}
+
 TEST(BoundedQueueTest, RejectedPushLeavesTheItemWithTheCaller) {
   BoundedQueue<std::unique_ptr<int>> q(1);
   q.close();

@@ -169,6 +169,20 @@ TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
   EXPECT_EQ(pool.stats().frees, 5u);
 }
 
+TEST(BufferPoolTest, TrimBelowFreesOnlyTheSmallerCachedBlocks) {
+  BufferPool pool({.max_cached_bytes = 1 << 20});
+  const std::size_t small = BufferPool::size_class(4096), middle = BufferPool::size_class(16384),
+                    large = BufferPool::size_class(65536);
+  { Buffer a = pool.acquire(small), b = pool.acquire(middle), c = pool.acquire(large); }
+  EXPECT_EQ(pool.stats().bytes_cached, small + middle + large);
+  pool.trim_below(middle);  // a block of exactly `middle` still serves a request of `middle`
+  EXPECT_EQ(pool.stats().bytes_cached, middle + large);
+  EXPECT_EQ(pool.stats().frees, 1u);
+  Buffer again = pool.acquire(middle);
+  EXPECT_EQ(again.capacity(), middle);
+  EXPECT_EQ(pool.stats().reuses, 1u);
+}
+
 TEST(BufferPoolTest, MoveTransfersOwnershipOnce) {
   BufferPool pool;
   Buffer a = pool.acquire(10);
