@@ -88,6 +88,31 @@ def test_same_configuration_same_batches_whatever_the_threads_and_mode(dataset, 
                 np.testing.assert_array_equal(a[key], b[key])
 
 
+@pytest.mark.parametrize("packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}],
+                         ids=["padded", "packed"])
+def test_resume_under_other_thread_counts_gives_the_same_bytes(dataset, packing):
+    # Issue 18: a state taken with 2 workers resumes with 3 or 1 (the serial mode does not resume)
+    # into the very batches a one-worker run delivers after the same point.
+    reference, _, _ = load(dataset, seed=3, workers=1, **packing)
+    taken = 2
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, workers=2,
+                       tensors="np", **packing) as loader:
+        for _ in range(taken):
+            next(loader)
+        state = loader.state_dict()
+    for options in ({"workers": 3}, {"workers": 1}):
+        resumed = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3,
+                                tensors="np", **options, **packing)
+        resumed.load_state_dict(state)
+        with resumed:
+            rest = list(resumed)
+        assert len(rest) == len(reference) - taken, options
+        for a, b in zip(reference[taken:], rest):
+            assert a["sample_ids"] == b["sample_ids"], options
+            for key in a.keys() - {"sample_ids", "epoch", "index", "buffer_address"}:
+                np.testing.assert_array_equal(a[key], b[key])
+
+
 def usable_cores() -> int:
     """The cores this process may use, as the engine counts them: affinity, lowered to a cgroup quota."""
     cores = len(os.sched_getaffinity(0))
