@@ -28,10 +28,8 @@
 
 namespace mmfeed::vision::detail {
 
-constexpr int kPrecisionBits = kResamplePrecisionBits;
-
 inline std::uint8_t clip8(std::int32_t ss) {
-  const std::int32_t v = ss >> kPrecisionBits;
+  const std::int32_t v = ss >> kResamplePrecisionBits;
   return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
@@ -51,7 +49,7 @@ void VerticalRow(const std::uint8_t* base, const std::int32_t* k, int taps, std:
   const std::size_t lanes = hn::Lanes(d32);
   std::size_t i = 0;
   for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    auto acc0 = hn::Set(d32, 1 << (detail::kPrecisionBits - 1));
+    auto acc0 = hn::Set(d32, 1 << (kResamplePrecisionBits - 1));
     auto acc1 = acc0;
     for (int t = 0; t < taps; ++t) {
       const auto kv = hn::Set(d32, k[t]);
@@ -59,11 +57,11 @@ void VerticalRow(const std::uint8_t* base, const std::int32_t* k, int taps, std:
       acc0 = hn::Add(acc0, hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, row)), kv));
       acc1 = hn::Add(acc1, hn::Mul(hn::PromoteTo(d32, hn::LoadU(d8, row + lanes)), kv));
     }
-    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(acc0)), d8, out + i);
-    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(acc1)), d8, out + i + lanes);
+    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<kResamplePrecisionBits>(acc0)), d8, out + i);
+    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<kResamplePrecisionBits>(acc1)), d8, out + i + lanes);
   }
   for (; i < n; ++i) {
-    std::int32_t ss = 1 << (detail::kPrecisionBits - 1);
+    std::int32_t ss = 1 << (kResamplePrecisionBits - 1);
     for (int t = 0; t < taps; ++t) ss += base[t * n + i] * k[t];
     out[i] = detail::clip8(ss);
   }
@@ -83,7 +81,7 @@ void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksi
   using V = hn::Vec<decltype(d32)>;
   for (int x = 0; x < out_w; ++x) {
     V acc[16];  // vecs <= 16 (one lane per vector on the scalar target)
-    for (std::size_t v = 0; v < vecs; ++v) acc[v] = hn::Set(d32, 1 << (detail::kPrecisionBits - 1));
+    for (std::size_t v = 0; v < vecs; ++v) acc[v] = hn::Set(d32, 1 << (kResamplePrecisionBits - 1));
     const std::int32_t* kx = k + static_cast<std::size_t>(x) * ksize;
     const std::uint8_t* col = cols + static_cast<std::size_t>(first[x]) * 16;
     for (int t = 0; t < count[x]; ++t, col += 16) {
@@ -93,7 +91,7 @@ void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksi
       }
     }
     for (std::size_t v = 0; v < vecs; ++v) {
-      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<detail::kPrecisionBits>(acc[v])), d8, result + v * lanes);
+      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<kResamplePrecisionBits>(acc[v])), d8, result + v * lanes);
     }
     // 4-byte moves: the byte past the pixel is overwritten by pixel x + 1 (the last pixel of a
     // row is copied exactly, so nothing lands past the row).
@@ -181,7 +179,7 @@ void horizontal_scalar(const std::uint8_t* in, int in_w, int channels, int first
       const std::int32_t* k = &c.k[static_cast<std::size_t>(x) * c.ksize];
       const std::uint8_t* p = src + static_cast<std::size_t>(c.first[x]) * channels;
       for (int ch = 0; ch < channels; ++ch) {
-        std::int32_t ss = 1 << (detail::kPrecisionBits - 1);
+        std::int32_t ss = 1 << (kResamplePrecisionBits - 1);
         for (int t = 0; t < c.count[x]; ++t) ss += p[t * channels + ch] * k[t];
         dst[x * channels + ch] = detail::clip8(ss);
       }
@@ -196,7 +194,7 @@ void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficie
     const std::uint8_t* base = in + static_cast<std::size_t>(c.first[y] - row_shift) * stride;
     std::uint8_t* dst = out + static_cast<std::size_t>(y) * stride;
     for (std::size_t i = 0; i < stride; ++i) {
-      std::int32_t ss = 1 << (detail::kPrecisionBits - 1);
+      std::int32_t ss = 1 << (kResamplePrecisionBits - 1);
       for (int t = 0; t < c.count[y]; ++t) ss += base[t * stride + i] * k[t];
       dst[i] = detail::clip8(ss);
     }
@@ -242,7 +240,7 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
       if (ww != 0.0) kk[x] /= ww;
     }
     for (int x = 0; x < xmax; ++x) {
-      const double v = kk[x] * (1 << detail::kPrecisionBits);
+      const double v = kk[x] * (1 << kResamplePrecisionBits);
       c.k[static_cast<std::size_t>(xx) * c.ksize + x] = kk[x] < 0 ? static_cast<int>(-0.5 + v) : static_cast<int>(0.5 + v);
     }
     c.first[xx] = xmin;
