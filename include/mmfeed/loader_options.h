@@ -131,6 +131,10 @@ struct LoaderOptionInfo {
 };
 std::vector<LoaderOptionInfo> loader_options();
 
+// Whether option `name` chooses its value itself when given 0, and so also takes "auto" (workers,
+// prefetch_batches): in the CLI, config files and Python alike.
+inline bool takes_auto(std::string_view name) { return name == "workers" || name == "prefetch_batches"; }
+
 // Sets option `name` from its text: numbers in decimal, booleans true/false, a choice by name, a
 // list option appends one item. An error names the option and what it takes.
 Status set_loader_option(LoaderConfig& config, std::string_view name, std::string_view text);

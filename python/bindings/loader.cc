@@ -44,6 +44,9 @@ void set_from(T& out, const char* key, nb::handle value) {
       const std::optional<T> v = parse_choice<T>(nb::cast<std::string>(value));
       if (!v) throw nb::cast_error();
       out = *v;
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      out = takes_auto(key) && nb::isinstance<nb::str>(value) && nb::cast<std::string>(value) == "auto" ? T{0}
+                                                                                                        : nb::cast<T>(value);
     } else {
       out = nb::cast<T>(value);
     }

@@ -136,9 +136,6 @@ class Loader:
             options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                           else manifest)]
         options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
-        for name in ("workers", "prefetch_batches"):
-            if options.get(name) == "auto":
-                options[name] = 0  # the engine's automatic value
         for name in ("min_pixels", "max_pixels"):
             if isinstance(options.get(name), (int, float)) and options[name] <= 0:
                 raise ValueError(f"{name} must be positive, not {options[name]} (leave it unset for the model's)")

@@ -73,7 +73,7 @@ Status parse_into(T& out, std::string_view name, std::string_view text) {
     if (s.empty() || *end != '\0' || errno == ERANGE || std::isnan(v)) return refuse("a number");
     out = static_cast<T>(v);
   } else if constexpr (std::is_integral_v<T>) {
-    if ((name == "workers" || name == "prefetch_batches") && text == "auto") {  // the automatic value, 0
+    if (takes_auto(name) && text == "auto") {
       out = 0;
       return ok_status();
     }
