@@ -1,7 +1,7 @@
 """The CPU budget of `mmfeed bench`: the cores this process may use, pinning it (and the children
 it starts) to fewer, the counts a sweep tries, and which of mmfeed's stages run on one thread.
 
-    cores = budget.cores_available()    # CPU affinity, capped by a cgroup v2 cpu.max quota
+    cores = budget.cores_available()    # as workers="auto" counts them: affinity, cgroup v2 quota
     budget.pin(2)                       # this process and every child started after: 2 cores
     budget.doubling(6)                  # [1, 2, 4, 6]
     budget.single_thread_stages(loader.metrics()["stages"])   # the stages marked "threads": 1
@@ -12,41 +12,15 @@ processing concurrency, mmfeed's workers) and the cores it may run on.
 
 from __future__ import annotations
 
-import math
 import os
-from pathlib import Path
 
-
-def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
-    """The CPU quota of this process's cgroup v2 in cores (cpu.max: quota / period), the smallest
-    on the way from its cgroup up to the root; None where no quota is set or cgroup v2 is not
-    mounted at `root`. A container sees its own cgroup as the root, so its limit is found too."""
-    try:
-        lines = membership.read_text().splitlines()
-    except OSError:
-        return None
-    path = next((line[3:] for line in lines if line.startswith("0::")), None)
-    if path is None:
-        return None
-    parts = Path(path).parts[1:]
-    limit = None
-    for depth in range(len(parts), -1, -1):
-        try:
-            quota, period = (root.joinpath(*parts[:depth]) / "cpu.max").read_text().split()
-        except (OSError, ValueError):
-            continue
-        if quota != "max":
-            cores = int(quota) / int(period)
-            limit = cores if limit is None else min(limit, cores)
-    return limit
+from mmfeed._mmfeed import usable_cpus
 
 
 def cores_available() -> int:
-    """The cores this process may run on: its CPU affinity, capped by the cgroup quota rounded up
-    (a quota of 1.5 cores keeps two threads busy part of the time)."""
-    cores = len(os.sched_getaffinity(0))
-    limit = cgroup_cpu_limit()
-    return min(cores, max(1, math.ceil(limit))) if limit else cores
+    """The cores this process may use, counted as the engine counts them for workers="auto": its CPU
+    affinity, capped by the smallest cgroup v2 cpu.max quota from its cgroup up to the root."""
+    return usable_cpus()
 
 
 def pin(cores: int) -> list[int]:

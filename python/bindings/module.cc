@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "core/cpus.h"
 #include "mmfeed/build_info.h"
 #include "storage/sigv4.h"
 
@@ -34,6 +35,10 @@ NB_MODULE(_mmfeed, m) {
       },
       "The native libraries the engine is linked with, as a list of dicts with keys name, "
       "version and detail.");
+
+  m.def("usable_cpus", &mmfeed::core::usable_cpus,
+        "The CPUs this process may use, as workers=\"auto\" counts them: its CPU affinity, capped by "
+        "the smallest cgroup v2 cpu.max quota from its cgroup up to the root (rounded up).");
 
   using Pairs = std::vector<std::pair<std::string, std::string>>;
   m.def(

@@ -1,4 +1,4 @@
-"""bench/budget.py: the cores a process may use (affinity, a cgroup v2 quota), the counts a sweep
+"""bench/budget.py: the cores a process may use (the engine's count), the counts a sweep
 tries, and which of mmfeed's stages count as single-threaded for the Amdahl ceiling."""
 import os
 
@@ -7,36 +7,8 @@ import pytest
 import budget
 
 
-def cgroup(tmp_path, path: str, quotas: dict[str, str]):
-    """A cgroup v2 tree under tmp_path/fs with cpu.max where `quotas` says, and a membership file
-    naming `path` as this process's cgroup."""
-    root = tmp_path / "fs"
-    for where, quota in quotas.items():
-        folder = root / where.strip("/")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "cpu.max").write_text(quota + "\n")
-    (root / path.strip("/")).mkdir(parents=True, exist_ok=True)
-    membership = tmp_path / "cgroup"
-    membership.write_text(f"1:cpu:/\n0::{path}\n")
-    return root, membership
-
-
-def test_cgroup_limit_is_quota_over_period(tmp_path):
-    assert budget.cgroup_cpu_limit(*cgroup(tmp_path, "/job", {"/job": "150000 100000"})) == 1.5
-
-
-def test_cgroup_limit_is_the_smallest_on_the_way_to_the_root(tmp_path):
-    quotas = {"/": "max 100000", "/a": "200000 100000", "/a/b": "400000 100000"}
-    assert budget.cgroup_cpu_limit(*cgroup(tmp_path, "/a/b", quotas)) == 2.0
-
-
-def test_cgroup_without_a_quota_has_no_limit(tmp_path):
-    assert budget.cgroup_cpu_limit(*cgroup(tmp_path, "/", {"/": "max 100000"})) is None
-    assert budget.cgroup_cpu_limit(*cgroup(tmp_path, "/x", {})) is None  # cpu.max absent: v1 or no controller
-    assert budget.cgroup_cpu_limit(tmp_path / "fs", tmp_path / "absent") is None
-
-
 def test_cores_available_is_at_most_the_affinity():
+    # The cgroup walk itself is tested in C++ (tests/core/cpus_test.cc) against built cgroup trees.
     assert 1 <= budget.cores_available() <= len(os.sched_getaffinity(0))
 
 

@@ -7,7 +7,6 @@ import re
 import resource
 import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,17 +112,6 @@ def test_resume_under_other_thread_counts_gives_the_same_bytes(dataset, packing)
                 np.testing.assert_array_equal(a[key], b[key])
 
 
-def usable_cores() -> int:
-    """The cores this process may use, as the engine counts them: affinity, lowered to a cgroup quota."""
-    cores = len(os.sched_getaffinity(0))
-    cpu_max = Path("/sys/fs/cgroup/cpu.max")
-    if cpu_max.is_file():
-        quota, period = cpu_max.read_text().split()
-        if quota != "max":
-            cores = min(cores, -(-int(quota) // int(period)))
-    return cores
-
-
 @pytest.mark.parametrize("local_world_size", [None, "2"])
 def test_auto_workers_are_the_ranks_share_of_the_cores_less_one(dataset, monkeypatch, local_world_size):
     # Issue 18: workers default to the cores the process may use, shared by the node's ranks.
@@ -131,7 +119,7 @@ def test_auto_workers_are_the_ranks_share_of_the_cores_less_one(dataset, monkeyp
         monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
     else:
         monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
-    expected = max(1, usable_cores() // int(local_world_size or 1) - 1)
+    expected = max(1, mmfeed._mmfeed.usable_cpus() // int(local_world_size or 1) - 1)
     for workers in ("auto", None):  # asked for, and the default
         options = {} if workers is None else {"workers": workers}
         with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, **options) as loader:
