@@ -9,17 +9,20 @@ namespace mmfeed::pipeline {
 ConcurrentDriver::ConcurrentDriver(Stages stages)
     : Driver(std::move(stages)),
       memory_(*s_.memory),
-      depth_(config_.prefetch_batches),
+      depth_(config_.prefetch_batches, config_.batch_size),
       out_(depth_.batches()),
       buffered_gauge_(s_.metrics.gauge("loader.buffered_bytes")),
       prefetched_gauge_(s_.metrics.gauge("loader.prefetched_batches")),
-      depth_gauge_(s_.metrics.gauge("loader.prefetch_depth")) {
+      depth_gauge_(s_.metrics.gauge("loader.prefetch_depth")),
+      window_gauge_(s_.metrics.gauge("loader.sample_window")) {
   depth_gauge_.set(static_cast<std::int64_t>(depth_.batches()));
+  window_gauge_.set(static_cast<std::int64_t>(memory_.window()));
 }
 
 void ConcurrentDriver::start() {
-  // The pool's queue holds the widest window the depth may grow to.
-  const std::size_t widest = sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches());
+  // The pool's queue holds the widest window the depth and its allowance may grow to.
+  const std::size_t widest = sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches()) +
+                             depth_.most_extra_samples();
   cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
                                             widest + 16);
   reader_ = std::thread([this] { run_reader(); });
@@ -239,16 +242,29 @@ void ConcurrentDriver::trainer_waits() {
   const std::uint64_t queue_waits = out_.stats().producer_waits;
   const bool held_back = queue_waits != seen_queue_waits_;
   seen_queue_waits_ = queue_waits;
-  if (!depth_.trainer_waited(held_back)) return;
+  // Starved: the window stops the reader while the workers have nothing queued, so its samples
+  // are waiting on storage.
+  const bool starved = memory_.window_full() && cpu_->stats().queue.depth == 0;
+  if (depth_.trainer_waited(held_back, starved)) depth_changed();
+}
+
+void ConcurrentDriver::depth_changed() {
   out_.set_capacity(depth_.batches());
-  memory_.set_window(sample_window(config_, depth_.batches()));
+  memory_.set_window(sample_window(config_, depth_));
   depth_gauge_.set(static_cast<std::int64_t>(depth_.batches()));
+  window_gauge_.set(static_cast<std::int64_t>(memory_.window()));
   if (s_.trace != nullptr) s_.trace->counter("prefetch depth", static_cast<double>(depth_.batches()));
 }
 
 Result<std::optional<Batch>> ConcurrentDriver::next(std::optional<std::chrono::milliseconds> timeout,
                                                     bool* timed_out) {
-  if (taken_ > 0 && out_.size() == 0 && !out_.closed()) trainer_waits();
+  if (taken_ > 0 && !out_.closed()) {
+    if (const std::size_t ready = out_.size(); ready == 0) {
+      trainer_waits();
+    } else if (depth_.trainer_took(ready)) {
+      depth_changed();
+    }
+  }
   auto b = timeout ? out_.pop_for(*timeout) : out_.pop();
   if (!b && timeout && !out_.closed()) {
     *timed_out = true;

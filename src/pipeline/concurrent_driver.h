@@ -55,6 +55,8 @@ class ConcurrentDriver final : public Driver {
 
   // The trainer found the queue empty: grows the prefetch depth when it held the loader back.
   void trainer_waits();
+  // The depth grew or shrank: the queue's capacity, the reader's window, the gauge and the trace follow.
+  void depth_changed();
 
   MemoryBudget& memory_;
   std::atomic<bool> stop_{false};
@@ -67,6 +69,7 @@ class ConcurrentDriver final : public Driver {
   core::Gauge& buffered_gauge_;
   core::Gauge& prefetched_gauge_;
   core::Gauge& depth_gauge_;
+  core::Gauge& window_gauge_;
 
   std::mutex fail_mu_;
   std::optional<Error> failure_;  // guarded by fail_mu_

@@ -73,6 +73,11 @@ void MemoryBudget::set_window(std::size_t window) {
   cv_.notify_all();
 }
 
+bool MemoryBudget::window_full() {
+  std::lock_guard lock(mu_);
+  return admitted_ >= window_.load();
+}
+
 void MemoryBudget::stop() {
   {
     std::lock_guard lock(mu_);
@@ -92,8 +97,12 @@ std::size_t sample_window(const LoaderConfig& config, std::size_t batches) {
   return std::max<std::size_t>(config.batch_size * (batches + 2) + per_worker, 16);
 }
 
+std::size_t sample_window(const LoaderConfig& config, const PrefetchDepth& depth) {
+  return sample_window(config, depth.batches()) + depth.extra_samples();
+}
+
 std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config) {
-  const std::size_t window = sample_window(config, PrefetchDepth(config.prefetch_batches).batches());
+  const std::size_t window = sample_window(config, PrefetchDepth(config.prefetch_batches));
   const auto first = std::max<std::int64_t>(2 * std::max(1, config.workers), static_cast<std::int64_t>(config.batch_size));
   return std::make_unique<MemoryBudget>(config.max_buffered_bytes, window, first);
 }

@@ -7,7 +7,8 @@
 // budget (unless the queue is empty: one batch always fits). The fetcher bounds what is in flight
 // itself (FetchOptions::max_inflight_bytes).
 //
-// The window follows the prefetch depth (sample_window): it grows with it (pipeline/prefetch_depth.h).
+// The window follows the prefetch depth and its fetch allowance (sample_window;
+// pipeline/prefetch_depth.h).
 //
 // Thread safety: every method may be called from any thread. admit() is called by the reader,
 // hold() by the collector and the CPU workers, processed() by the workers, leave() and
@@ -29,6 +30,7 @@
 #include <mutex>
 
 #include "mmfeed/loader.h"
+#include "pipeline/prefetch_depth.h"
 #include "pipeline/sample.h"
 
 namespace mmfeed::pipeline {
@@ -59,6 +61,8 @@ class MemoryBudget {
 
   std::int64_t held_bytes() const { return held_.load(); }
   std::size_t window() const { return window_.load(); }
+  // The window is what stops the reader now (not the bytes): as many samples admitted as it allows.
+  bool window_full();
 
  private:
   bool room_for_sample() const;  // under mu_
@@ -81,6 +85,8 @@ class MemoryBudget {
 // samples, two more batches' and two per worker (at least 16): what the pool is working on and
 // what is being fetched for it.
 std::size_t sample_window(const LoaderConfig& config, std::size_t batches);
+// The window at `depth`: its batches' window and its fetch allowance.
+std::size_t sample_window(const LoaderConfig& config, const PrefetchDepth& depth);
 
 // The loader's budget: max_buffered_bytes; the window at the first prefetch depth; before any
 // estimate, one batch or two samples per worker.

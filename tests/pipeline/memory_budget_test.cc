@@ -106,18 +106,65 @@ TEST(PrefetchDepthTest, AutomaticGrowsOnlyWhenTheDepthHeldTheLoaderBack) {
   PrefetchDepth depth(0);
   EXPECT_TRUE(depth.automatic());
   EXPECT_EQ(depth.batches(), 1u);
-  EXPECT_FALSE(depth.trainer_waited(/*held_back=*/false));  // a loader slower than the trainer
+  EXPECT_FALSE(depth.trainer_waited(/*held_back=*/false, /*starved=*/false));  // a loader slower than the trainer
   EXPECT_EQ(depth.batches(), 1u);
-  EXPECT_TRUE(depth.trainer_waited(/*held_back=*/true));
+  EXPECT_TRUE(depth.trainer_waited(/*held_back=*/true, /*starved=*/false));
   EXPECT_EQ(depth.batches(), 2u);
-  for (int i = 0; i < 100; ++i) depth.trainer_waited(true);
+  for (int i = 0; i < 100; ++i) depth.trainer_waited(true, false);
   EXPECT_EQ(depth.batches(), PrefetchDepth::kMostAutomatic);
+}
+
+TEST(PrefetchDepthTest, AutomaticShrinksWhenABatchWasAlwaysSpare) {
+  PrefetchDepth depth(0);
+  for (int i = 0; i < 3; ++i) depth.trainer_waited(true, false);
+  ASSERT_EQ(depth.batches(), 4u);
+  // Two or more ready at every take for kSettle takes: one batch of the depth was never needed.
+  for (std::size_t i = 0; i + 1 < PrefetchDepth::kSettle; ++i) EXPECT_FALSE(depth.trainer_took(i % 2 == 0 ? 4 : 2));
+  EXPECT_TRUE(depth.trainer_took(3));
+  EXPECT_EQ(depth.batches(), 3u);
+  // A take that found only its own batch keeps the depth for that stretch.
+  for (std::size_t i = 0; i < PrefetchDepth::kSettle; ++i) EXPECT_FALSE(depth.trainer_took(i == 10 ? 1 : 3));
+  EXPECT_EQ(depth.batches(), 3u);
+  // A wait starts the stretch again.
+  for (std::size_t i = 0; i + 1 < PrefetchDepth::kSettle; ++i) depth.trainer_took(3);
+  depth.trainer_waited(false, false);
+  EXPECT_FALSE(depth.trainer_took(3));
+  EXPECT_EQ(depth.batches(), 3u);
+  // Never below one batch.
+  PrefetchDepth one(0);
+  for (std::size_t i = 0; i < 4 * PrefetchDepth::kSettle; ++i) EXPECT_FALSE(one.trainer_took(2));
+  EXPECT_EQ(one.batches(), 1u);
+}
+
+TEST(PrefetchDepthTest, AStarvedLoaderGetsMoreSamplesInFlight) {
+  LoaderConfig config;
+  config.batch_size = 8;
+  config.workers = 1;
+  PrefetchDepth depth(0, /*step=*/8);
+  EXPECT_EQ(sample_window(config, depth), 26u);
+  EXPECT_FALSE(depth.trainer_waited(/*held_back=*/false, /*starved=*/false));  // bound by its CPUs
+  EXPECT_TRUE(depth.trainer_waited(/*held_back=*/false, /*starved=*/true));    // waiting on storage
+  EXPECT_EQ(depth.batches(), 1u);
+  EXPECT_EQ(depth.extra_samples(), 8u);
+  EXPECT_EQ(sample_window(config, depth), 34u);
+  EXPECT_TRUE(depth.trainer_waited(/*held_back=*/true, /*starved=*/true));  // held back: the depth first
+  EXPECT_EQ(depth.batches(), 2u);
+  EXPECT_EQ(depth.extra_samples(), 8u);
+  for (int i = 0; i < 100; ++i) depth.trainer_waited(false, true);
+  EXPECT_EQ(depth.extra_samples(), depth.most_extra_samples());
+  EXPECT_EQ(depth.most_extra_samples(), PrefetchDepth::kMostExtraSteps * 8);
+  // Settled with a batch to spare: the allowance is given back before the depth.
+  for (std::size_t i = 0; i < PrefetchDepth::kSettle; ++i) depth.trainer_took(2);
+  EXPECT_EQ(depth.extra_samples(), depth.most_extra_samples() - 8);
+  EXPECT_EQ(depth.batches(), 2u);
 }
 
 TEST(PrefetchDepthTest, AFixedDepthNeverChanges) {
   PrefetchDepth depth(4);
   EXPECT_FALSE(depth.automatic());
-  EXPECT_FALSE(depth.trainer_waited(true));
+  EXPECT_FALSE(depth.trainer_waited(true, true));
+  EXPECT_EQ(depth.most_extra_samples(), 0u);
+  for (std::size_t i = 0; i < 2 * PrefetchDepth::kSettle; ++i) EXPECT_FALSE(depth.trainer_took(4));
   EXPECT_EQ(depth.batches(), 4u);
 }
 
