@@ -170,6 +170,8 @@ struct Batch {
   // [3, B, L] with mrope. Packed: input_ids, labels, attention_mask, position_ids [1, T] (or
   // [3, 1, T] with mrope; 1-D positions restart at 0 for each sample), cu_seqlens [n + 1].
   std::vector<Tensor> tensors;
+  // -1: buffer() is host memory; else the CUDA device it is on (a batch of the copy stage).
+  int device = -1;
 
   const Tensor* find(std::string_view name) const;
   const void* data(const Tensor& t) const { return buffer_ + t.offset; }

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,25 @@ namespace mmfeed::device {
 namespace {
 
 constexpr unsigned kHostAllocPortable = 1;  // cudaHostAllocPortable: pinned for every context
+constexpr unsigned kStreamNonBlocking = 1;  // cudaStreamNonBlocking: no implicit sync with stream 0
+constexpr unsigned kEventDisableTiming = 2;  // cudaEventDisableTiming: the lightest event
+constexpr int kMemcpyHostToDevice = 1;
+constexpr int kMemoryTypeHost = 1;  // cudaPointerAttributes::type of page-locked host memory
+
+// cudaPointerAttributes as CUDA 11 and later lay it out.
+struct PointerAttributes {
+  int type;
+  int device;
+  void* device_pointer;
+  void* host_pointer;
+};
+
+std::atomic<bool> g_exiting{false};
+
+template <class F>
+void bind(void* handle, F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(handle, name));
+}
 
 // The sonames to try, newest first; the unversioned name (a toolkit's development link) last.
 constexpr const char* kSonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"};
@@ -38,10 +58,24 @@ CudaRuntime::CudaRuntime() {
   }
   auto count = reinterpret_cast<int (*)(int*)>(dlsym(handle_, "cudaGetDeviceCount"));
   auto version = reinterpret_cast<int (*)(int*)>(dlsym(handle_, "cudaRuntimeGetVersion"));
-  set_device_ = reinterpret_cast<int (*)(int)>(dlsym(handle_, "cudaSetDevice"));
-  host_alloc_ = reinterpret_cast<int (*)(void**, std::size_t, unsigned int)>(dlsym(handle_, "cudaHostAlloc"));
-  free_host_ = reinterpret_cast<int (*)(void*)>(dlsym(handle_, "cudaFreeHost"));
-  clear_error_ = reinterpret_cast<int (*)()>(dlsym(handle_, "cudaGetLastError"));
+  bind(handle_, set_device_, "cudaSetDevice");
+  bind(handle_, get_device_, "cudaGetDevice");
+  bind(handle_, host_alloc_, "cudaHostAlloc");
+  bind(handle_, free_host_, "cudaFreeHost");
+  bind(handle_, clear_error_, "cudaGetLastError");
+  bind(handle_, error_string_, "cudaGetErrorString");
+  bind(handle_, malloc_, "cudaMalloc");
+  bind(handle_, free_, "cudaFree");
+  bind(handle_, stream_create_, "cudaStreamCreateWithFlags");
+  bind(handle_, stream_destroy_, "cudaStreamDestroy");
+  bind(handle_, event_create_, "cudaEventCreateWithFlags");
+  bind(handle_, event_destroy_, "cudaEventDestroy");
+  bind(handle_, event_record_, "cudaEventRecord");
+  bind(handle_, event_synchronize_, "cudaEventSynchronize");
+  bind(handle_, stream_wait_event_, "cudaStreamWaitEvent");
+  bind(handle_, memcpy_async_, "cudaMemcpyAsync");
+  bind(handle_, memcpy_, "cudaMemcpy");
+  bind(handle_, pointer_attributes_, "cudaPointerGetAttributes");
   if (count == nullptr || set_device_ == nullptr || host_alloc_ == nullptr || free_host_ == nullptr) {
     description_ = "CUDA runtime lacks cudaGetDeviceCount/cudaSetDevice/cudaHostAlloc/cudaFreeHost: pageable memory";
     return;
@@ -52,14 +86,11 @@ CudaRuntime::CudaRuntime() {
     path = info.dli_fname;
   }
   int devices = 0;
-  if (const int status = count(&devices); status != 0 || devices == 0) {
+  const int status = count(&devices);
+  guard_exit();  // the runtime has started: its teardown is registered
+  if (status != 0 || devices == 0) {
     description_ = "CUDA runtime " + path + " present but no device";
-    if (status != 0) {
-      auto error_string = reinterpret_cast<const char* (*)(int)>(dlsym(handle_, "cudaGetErrorString"));
-      description_ += " (cudaGetDeviceCount: " +
-                      (error_string != nullptr ? std::string(error_string(status)) : "error " + std::to_string(status)) +
-                      ")";
-    }
+    if (status != 0) description_ += " (" + error_text("cudaGetDeviceCount", status) + ")";
     description_ += ": pageable memory";
     clear_error();
     return;
@@ -68,6 +99,10 @@ CudaRuntime::CudaRuntime() {
   if (version != nullptr) version(&v);
   devices_ = devices;
   available_ = true;
+  copies_available_ = get_device_ != nullptr && malloc_ != nullptr && free_ != nullptr && stream_create_ != nullptr &&
+                      stream_destroy_ != nullptr && event_create_ != nullptr && event_destroy_ != nullptr &&
+                      event_record_ != nullptr && event_synchronize_ != nullptr && stream_wait_event_ != nullptr &&
+                      memcpy_async_ != nullptr && memcpy_ != nullptr && pointer_attributes_ != nullptr;
   description_ = "CUDA runtime " + std::to_string(v) + " (" + path + "), " + std::to_string(devices) + " device" +
                  (devices == 1 ? "" : "s") + ": pinned batch memory";
 }
@@ -78,17 +113,86 @@ const CudaRuntime& CudaRuntime::get() {
 }
 
 void* CudaRuntime::host_alloc(std::size_t bytes, int device) const {
-  if (!available_) return nullptr;
+  if (!available_ || exiting()) return nullptr;
   void* p = nullptr;
   if (set_device_(device) != 0 || host_alloc_(&p, bytes, kHostAllocPortable) != 0) {
     clear_error();
     return nullptr;
   }
+  guard_exit();  // the first page-locked block created a context
   return p;
 }
 
 void CudaRuntime::host_free(void* p) const {
-  if (available_ && free_host_(p) != 0) clear_error();
+  if (available_ && !exiting() && free_host_(p) != 0) clear_error();
+}
+
+bool CudaRuntime::exiting() { return g_exiting.load(std::memory_order_acquire); }
+
+void CudaRuntime::guard_exit() {
+  // Once after the runtime's start and once after its first context: whichever of the two the
+  // runtime registers its teardown at, one of ours is registered later and so runs earlier.
+  static std::atomic<int> registered{0};
+  if (registered.load() >= 2 || registered.fetch_add(1) >= 2) return;
+  std::atexit([] { g_exiting.store(true, std::memory_order_release); });
+}
+
+int CudaRuntime::checked(int status) const {
+  if (status != 0) clear_error();
+  return status;
+}
+
+int CudaRuntime::set_device(int device) const { return checked(set_device_(device)); }
+
+int CudaRuntime::get_device(int* device) const { return checked(get_device_(device)); }
+
+int CudaRuntime::device_alloc(void** p, std::size_t bytes) const {
+  const int status = checked(malloc_(p, bytes));
+  if (status == 0) guard_exit();
+  return status;
+}
+
+void CudaRuntime::device_free(void* p) const {
+  if (!exiting()) checked(free_(p));
+}
+
+int CudaRuntime::stream_create(void** stream) const { return checked(stream_create_(stream, kStreamNonBlocking)); }
+
+void CudaRuntime::stream_destroy(void* stream) const {
+  if (!exiting()) checked(stream_destroy_(stream));
+}
+
+int CudaRuntime::event_create(void** event) const { return checked(event_create_(event, kEventDisableTiming)); }
+
+void CudaRuntime::event_destroy(void* event) const {
+  if (!exiting()) checked(event_destroy_(event));
+}
+
+int CudaRuntime::event_record(void* event, void* stream) const {
+  return exiting() ? 0 : checked(event_record_(event, stream));
+}
+
+int CudaRuntime::event_synchronize(void* event) const { return checked(event_synchronize_(event)); }
+
+int CudaRuntime::stream_wait_event(void* stream, void* event) const {
+  return checked(stream_wait_event_(stream, event, 0));
+}
+
+int CudaRuntime::copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream, bool src_pinned) const {
+  if (src_pinned) return checked(memcpy_async_(dst, src, bytes, kMemcpyHostToDevice, stream));
+  return checked(memcpy_(dst, src, bytes, kMemcpyHostToDevice));
+}
+
+bool CudaRuntime::is_pinned(const void* p) const {
+  if (!available_ || pointer_attributes_ == nullptr) return false;
+  PointerAttributes attributes{};
+  if (checked(pointer_attributes_(&attributes, p)) != 0) return false;
+  return attributes.type == kMemoryTypeHost;
+}
+
+std::string CudaRuntime::error_text(const char* call, int status) const {
+  const std::string what = error_string_ != nullptr ? error_string_(status) : "error";
+  return std::string(call) + ": " + what + " (" + std::to_string(status) + ")";
 }
 
 void CudaRuntime::clear_error() const {
@@ -139,7 +243,10 @@ std::shared_ptr<core::Allocator> host_allocator(int device, std::shared_ptr<core
       [&cuda, device, thread](std::size_t bytes) {
         return thread->async([&cuda, device, bytes] { return cuda.host_alloc(bytes, device); }).get();
       },
-      [&cuda, thread](void* p) { thread->async([&cuda, p] { cuda.host_free(p); }).get(); });
+      [&cuda, thread](void* p) {
+        if (CudaRuntime::exiting()) return;  // left to the operating system (see the header)
+        thread->async([&cuda, p] { cuda.host_free(p); }).get();
+      });
 }
 
 }  // namespace mmfeed::device

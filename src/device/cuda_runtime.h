@@ -1,7 +1,16 @@
 // The CUDA runtime, found at run time: mmfeed has no build-time CUDA dependency. When
 // libcudart can be loaded and reports a device, batch buffers can be page-locked (pinned) so a
-// host-to-device copy runs at full speed and asynchronously; otherwise everything runs on
-// pageable memory and says so.
+// host-to-device copy runs at full speed and asynchronously, and the copy stage
+// (device/copy_stage.h) can put batches on a GPU; otherwise everything runs on pageable memory
+// and says so. MMFEED_CUDART names the library to use instead of the lookup (the tests' own
+// runtime, tests/device/test_cudart.cc, is found that way).
+//
+// At exit: the runtime tears itself down in an atexit handler. A batch freed after that (held
+// by a static object, or by a library's own static state, as the process ends) must not call
+// into it. mmfeed registers its own handler after the runtime has started (after its first
+// call, and again after the first page-locked or device allocation, when it creates a
+// context), so it runs first; from then on every release below is skipped and the memory is
+// knowingly left to the operating system, which takes it back with the process.
 //
 // Example:
 //   const CudaRuntime& cuda = CudaRuntime::get();
@@ -41,18 +50,59 @@ class CudaRuntime {
   // Frees what host_alloc returned.
   void host_free(void* p) const;
 
+  // The copy stage's calls. Each returns the runtime's status (0: success) and clears the
+  // calling thread's last error when it fails; the releases do nothing once exiting().
+  bool copies_available() const { return copies_available_; }
+  int set_device(int device) const;
+  int get_device(int* device) const;
+  int device_alloc(void** p, std::size_t bytes) const;  // on the calling thread's current device
+  void device_free(void* p) const;
+  int stream_create(void** stream) const;  // a non-blocking stream on the current device
+  void stream_destroy(void* stream) const;
+  int event_create(void** event) const;    // without timing
+  void event_destroy(void* event) const;
+  int event_record(void* event, void* stream) const;
+  int event_synchronize(void* event) const;
+  int stream_wait_event(void* stream, void* event) const;
+  // Host to device: asynchronous on `stream` from page-locked `src`, else synchronous.
+  int copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream, bool src_pinned) const;
+  // Whether `p` lies in page-locked host memory the runtime knows.
+  bool is_pinned(const void* p) const;
+  // "cudaMalloc: out of memory (2)".
+  std::string error_text(const char* call, int status) const;
+
+  // The process is past its atexit handlers: the runtime may be gone, nothing calls it.
+  static bool exiting();
+
  private:
   CudaRuntime();
   void clear_error() const;  // cudaGetLastError: resets the calling thread's last error
+  int checked(int status) const;  // clear_error() when status != 0
+  static void guard_exit();       // registers the exit handler (see the top of this file)
 
   bool available_ = false;
+  bool copies_available_ = false;
   int devices_ = 0;
   std::string description_;
   void* handle_ = nullptr;
   int (*set_device_)(int) = nullptr;
+  int (*get_device_)(int*) = nullptr;
   int (*host_alloc_)(void**, std::size_t, unsigned int) = nullptr;
   int (*free_host_)(void*) = nullptr;
   int (*clear_error_)() = nullptr;
+  const char* (*error_string_)(int) = nullptr;
+  int (*malloc_)(void**, std::size_t) = nullptr;
+  int (*free_)(void*) = nullptr;
+  int (*stream_create_)(void**, unsigned int) = nullptr;
+  int (*stream_destroy_)(void*) = nullptr;
+  int (*event_create_)(void**, unsigned int) = nullptr;
+  int (*event_destroy_)(void*) = nullptr;
+  int (*event_record_)(void*, void*) = nullptr;
+  int (*event_synchronize_)(void*) = nullptr;
+  int (*stream_wait_event_)(void*, void*, unsigned int) = nullptr;
+  int (*memcpy_async_)(void*, const void*, std::size_t, int, void*) = nullptr;
+  int (*memcpy_)(void*, const void*, std::size_t, int) = nullptr;
+  int (*pointer_attributes_)(void*, const void*) = nullptr;
 };
 
 // The device whose context allocates pinned memory: `requested` when it is >= 0; otherwise the
