@@ -1,6 +1,8 @@
 // Binding of the Loader: batches come out as numpy arrays, or torch tensors through DLPack, that
 // share the C++ batch buffer (the capsule holds the buffer; dropping the last array returns it
-// to the pool). The GIL is released while the engine works and while next() waits.
+// to the pool). The GIL is released while the engine works and while next() waits. With a
+// device, the copy stage (pipeline/device_copy.h) puts each batch on that CUDA device first and
+// the arrays are device arrays (DLPack kDLCUDA), read on the stream next() is given.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -16,6 +18,7 @@
 #include "device/cuda_runtime.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
+#include "pipeline/device_copy.h"
 
 namespace nb = nanobind;
 using namespace mmfeed;
@@ -81,7 +84,7 @@ struct BatchRef {
 
 class PyLoader {
  public:
-  PyLoader(nb::dict config, std::optional<std::string> state) {
+  PyLoader(nb::dict config, std::optional<std::string> state, std::optional<int> device) {
     std::optional<LoaderState> resume;
     if (state) {
       auto s = LoaderState::from_json(*state);
@@ -96,6 +99,14 @@ class PyLoader {
     }
     if (!l.ok()) raise_loader(l.error());
     loader_ = std::move(l).value();
+    if (device) {
+      auto copy = pipeline::DeviceCopy::start(*loader_, *device, kStagedOnDevice, c.max_buffered_bytes / 2);
+      if (!copy.ok()) {
+        loader_->close();
+        raise_loader(copy.error());
+      }
+      copy_ = std::move(copy).value();
+    }
   }
 
   // In a forked child (whose garbage collector may free a Loader inherited from the parent) the
@@ -103,27 +114,44 @@ class PyLoader {
   // mid-call: destroying it there would crash or hang. It is left as it is, for the child's
   // exit to reclaim. (The Python Loader refuses to be used in a child.)
   ~PyLoader() {
-    if (getpid() != pid_) static_cast<void>(loader_.release());
+    if (getpid() != pid_) {
+      static_cast<void>(copy_.release());
+      static_cast<void>(loader_.release());
+      return;
+    }
+    if (copy_) {  // its thread asks the loader for batches: it stops first
+      nb::gil_scoped_release release;
+      loader_->close();
+      copy_.reset();
+    }
   }
   PyLoader(const PyLoader&) = delete;
   PyLoader& operator=(const PyLoader&) = delete;
 
-  // An array of `Framework` over tensor `t`'s memory at `data`, kept alive by `owner`.
-  template <class Framework>
-  static nb::object view(const Tensor& t, void* data, const std::vector<std::size_t>& shape, nb::capsule owner) {
+  // An array of `Framework` (none: a DLPack-capable array) over tensor `t`'s memory at `data`,
+  // kept alive by `owner`. `device`: -1 for host memory, else the CUDA device `data` is on.
+  template <class... Framework>
+  static nb::object view(const Tensor& t, void* data, const std::vector<std::size_t>& shape, nb::capsule owner,
+                         int device) {
+    const int type = device < 0 ? nb::device::cpu::value : nb::device::cuda::value;
+    const int id = std::max(device, 0);
     if (t.dtype == Tensor::DType::kInt64) {
-      return nb::cast(nb::ndarray<Framework, std::int64_t>(data, shape.size(), shape.data(), owner));
+      return nb::cast(nb::ndarray<Framework..., std::int64_t>(data, shape.size(), shape.data(), owner, nullptr,
+                                                              nb::dtype<std::int64_t>(), type, id));
     }
-    return nb::cast(nb::ndarray<Framework, float>(data, shape.size(), shape.data(), owner));
+    return nb::cast(nb::ndarray<Framework..., float>(data, shape.size(), shape.data(), owner, nullptr,
+                                                     nb::dtype<float>(), type, id));
   }
 
-  nb::object next(bool torch) {
+  // `stream`: with a device, the cudaStream_t (as an integer) that will read the batch.
+  nb::object next(bool torch, std::uintptr_t stream) {
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     while (true) {
       bool timed_out = false;
       {
         nb::gil_scoped_release release;
-        r = loader_->next_for(std::chrono::milliseconds(100), &timed_out);
+        r = copy_ ? copy_->next_for(std::chrono::milliseconds(100), &timed_out, reinterpret_cast<void*>(stream))
+                  : loader_->next_for(std::chrono::milliseconds(100), &timed_out);
       }
       if (!timed_out) break;
       if (PyErr_CheckSignals() != 0) throw nb::python_error();  // Ctrl-C while waiting
@@ -143,8 +171,15 @@ class PyLoader {
       });
       std::vector<std::size_t> shape(t.shape.begin(), t.shape.end());
       void* data = const_cast<void*>(batch->data(t));
-      // numpy arrays, or torch tensors made from a DLPack capsule over the same memory.
-      out[t.name.c_str()] = torch ? view<nb::pytorch>(t, data, shape, owner) : view<nb::numpy>(t, data, shape, owner);
+      // numpy arrays, or torch tensors made from a DLPack capsule over the same memory; device
+      // batches: torch tensors, or DLPack-capable arrays (numpy cannot hold device memory).
+      if (torch) {
+        out[t.name.c_str()] = view<nb::pytorch>(t, data, shape, owner, batch->device);
+      } else if (batch->device >= 0) {
+        out[t.name.c_str()] = view<>(t, data, shape, owner, batch->device);
+      } else {
+        out[t.name.c_str()] = view<nb::numpy>(t, data, shape, owner, batch->device);
+      }
     }
     out["sample_ids"] = batch->sample_ids;
     out["epoch"] = batch->epoch;
@@ -153,7 +188,8 @@ class PyLoader {
     return out;
   }
 
-  std::string state() const { return loader_->state().to_json(); }
+  // With a device, batches staged ahead are not delivered yet.
+  std::string state() const { return (copy_ ? copy_->state() : loader_->state()).to_json(); }
   nb::list errors() const {
     nb::list out;
     for (const SampleError& e : loader_->errors()) {
@@ -166,14 +202,21 @@ class PyLoader {
     }
     return out;
   }
-  std::string metrics() const { return loader_->metrics_json(); }
+  std::string metrics() const {
+    std::string json = loader_->metrics_json();
+    if (copy_ && json.size() > 2 && json.back() == '}') json.insert(json.size() - 1, "," + copy_->to_json());
+    return json;
+  }
   void close() {
     nb::gil_scoped_release release;
     loader_->close();
+    if (copy_) copy_->close();
   }
 
  private:
+  static constexpr std::size_t kStagedOnDevice = 2;  // device batches copied ahead of the trainer
   std::unique_ptr<Loader> loader_;
+  std::unique_ptr<pipeline::DeviceCopy> copy_;  // with a device; declared after loader_, so destroyed before it
   const pid_t pid_ = getpid();
 };
 
@@ -214,8 +257,9 @@ void bind_loader(nb::module_& m) {
   m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyLoader>(m, "_Loader")
-      .def(nb::init<nb::dict, std::optional<std::string>>(), nb::arg("config"), nb::arg("state").none())
-      .def("next", &PyLoader::next, nb::arg("torch") = false)
+      .def(nb::init<nb::dict, std::optional<std::string>, std::optional<int>>(), nb::arg("config"),
+           nb::arg("state").none(), nb::arg("device").none() = nb::none())
+      .def("next", &PyLoader::next, nb::arg("torch") = false, nb::arg("stream") = 0)
       .def("state", &PyLoader::state)
       .def("errors", &PyLoader::errors)
       .def("metrics", &PyLoader::metrics)

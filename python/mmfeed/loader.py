@@ -13,11 +13,19 @@ Batches are torch tensors made from DLPack capsules over the engine's batch buff
 or with `tensors="np"` numpy arrays over the same memory; the buffer returns to the pool when
 the last tensor of the batch is freed.
 
-`device="cuda:0"` (with tensors="torch") adds a copy stage: a thread takes each batch as the
-engine finishes it and copies it to the GPU on a side stream (from pinned memory when a CUDA
-runtime is present, so the copy is asynchronous), up to two batches ahead; the trainer gets
-device tensors whose copy its current stream waits for, without blocking the host.
-`state_dict()` counts only the batches handed to the trainer, not those staged ahead.
+`device="cuda:0"` (with tensors="torch") adds the engine's copy stage: its own thread takes
+each batch as the engine finishes it and copies the batch's buffer to the GPU in one copy on its
+own stream (asynchronously from the pinned batch memory), up to two batches ahead, waiting for
+each copy itself; the trainer gets device tensors whose copy is complete, without the GIL held
+by any copy. Device memory the trainer lets go of is reused only after the work its current
+stream had queued by then. `state_dict()` counts only the batches handed to the trainer, not
+those staged ahead.
+
+Pinned memory and torch: torch reports a tensor as pinned (`is_pinned()`) only once it has
+initialised CUDA itself. When the batch memory is pinned and torch can use CUDA, the Loader
+initialises torch's CUDA (`torch.cuda.init()`, no context on any device) before its first batch,
+so that `is_pinned()` and `non_blocking=True` copies see the memory as pinned in whatever order
+the trainer touches torch and the loader.
 """
 
 from __future__ import annotations
@@ -25,96 +33,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import sys
 import threading
 
 from mmfeed import _mmfeed
-
-_END = object()
-
-
-class _DeviceStage:
-    """The copy stage: host batches in, device batches out, `depth` ahead of the trainer."""
-
-    def __init__(self, source, state, device, depth: int = 2):
-        import torch
-
-        self._torch = torch
-        self._device = device
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._held = None  # the host batch of the last device batch handed over, until its copy is done
-        self._failure = None  # the engine's error, raised again on every later next() as the engine does
-        self._thread = threading.Thread(target=self._run, args=(source, state), name="mmfeed-h2d", daemon=True)
-        self._thread.start()
-
-    def _run(self, source, state) -> None:
-        torch = self._torch
-        try:
-            if self._stream is not None:
-                torch.cuda.set_device(self._device)  # this thread's own current device, as the trainer's
-            while not self._stop.is_set():
-                host = source()
-                if host is None:
-                    break
-                after = state()  # the engine's state once this batch is delivered
-                with torch.cuda.stream(self._stream) if self._stream else contextlib.nullcontext():
-                    out = {k: v.to(self._device, non_blocking=True) if isinstance(v, torch.Tensor) else v
-                           for k, v in host.items()}
-                    event = None
-                    if self._stream is not None:
-                        event = torch.cuda.Event()
-                        event.record(self._stream)
-                self._put((out, event, host, after))
-            self._put(_END)
-        except BaseException as e:  # noqa: BLE001  (handed to the trainer's thread)
-            self._put(e)
-
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def next(self):
-        """(device batch, engine state after it), or None at the end."""
-        if self._failure is not None:
-            raise self._failure
-        while True:
-            try:
-                item = self._queue.get(timeout=0.1)
-                break
-            except queue.Empty:
-                if self._stop.is_set() or not self._thread.is_alive() and self._queue.empty():
-                    return None  # closed
-        if item is _END:
-            self._queue.put(_END)
-            return None
-        if isinstance(item, BaseException):
-            self._failure = item
-            raise item
-        out, event, host, after = item
-        if self._held is not None and self._held[1] is not None:
-            self._held[1].synchronize()  # the previous copy is done: its host buffer may be reused
-        self._held = (host, event)
-        if event is not None:
-            current = self._torch.cuda.current_stream(self._device)
-            current.wait_event(event)
-            for value in out.values():
-                if isinstance(value, self._torch.Tensor):
-                    value.record_stream(current)  # the side stream's allocation is used on this one
-        return out, after
-
-    def close(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                self._queue.get_nowait()
-        self._thread.join()
 
 
 class Loader:
@@ -123,9 +45,9 @@ class Loader:
     Loader(manifest=None, *, tensors="torch", device=None, **options)
 
     manifest: a path or URI, or a list of them (the `manifests` option). tensors: "torch" or "np".
-    device: None (host tensors), or a torch device such as "cuda:0": batches arrive there, copied
-    ahead on a side stream. With device=, pin_device defaults to that device, else to torch's
-    current device once CUDA is initialised.
+    device: None (host tensors), or a CUDA device such as "cuda:0": batches arrive there, copied
+    ahead by the engine on its own stream. With device=, pin_device defaults to that device, else
+    to torch's current device once CUDA is initialised.
 
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
@@ -149,18 +71,18 @@ class Loader:
             import torch
 
             self._device = torch.device(device)
-            if self._device.type == "cuda":
-                if not torch.cuda.is_available():
-                    raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
-                                       f"(torch {torch.__version__}); leave device unset for host tensors")
-                if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
-                    self._device = torch.device("cuda", torch.cuda.current_device())
+            if self._device.type != "cuda":
+                raise ValueError(f"device={device!r}: batches can be put on a CUDA device; host batches need no "
+                                 f"device (leave it unset)")
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
+                                   f"(torch {torch.__version__}); leave device unset for host tensors")
+            if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
+                self._device = torch.device("cuda", torch.cuda.current_device())
         self._options = options
         self._tensors = tensors
         self._state = None
         self._core = None
-        self._stage = None
-        self._delivered_state = None  # with a copy stage: the state after the last batch handed over
         self._pid = os.getpid()
         self._closed = False
         # The engine (and the copy stage) open on first use, which releases the GIL: one thread opens.
@@ -181,21 +103,24 @@ class Loader:
     def _open(self):
         if self._tensors == "torch":
             try:
-                import torch  # noqa: F401  (the binding hands tensors to torch through DLPack)
+                import torch  # (the binding hands tensors to torch through DLPack)
             except ImportError as e:
                 raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
                                   "install torch, or pass tensors='np' for numpy arrays") from e
+            if (self._options.get("pin_memory", True) and torch.cuda.is_available()
+                    and _mmfeed.cuda_runtime().endswith("pinned batch memory")):
+                torch.cuda.init()  # is_pinned() is False for every pointer until torch has (module docstring)
         options = self._options
         if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
             options = {**options, "pin_device": device}
-        return _mmfeed._Loader(options, self._state)
+        return _mmfeed._Loader(options, self._state, None if self._device is None else self._device.index)
 
     def _trainer_gpu(self):
         """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else
         torch's current device once torch has initialised CUDA; None leaves the choice to the engine
         (LOCAL_RANK, else 0)."""
         torch = sys.modules.get("torch")
-        if self._device is not None and self._device.type == "cuda":
+        if self._device is not None:
             return self._device.index
         if torch is not None and torch.cuda.is_initialized():
             return torch.cuda.current_device()
@@ -207,33 +132,20 @@ class Loader:
     def __next__(self) -> dict:
         if self._closed and self._core is None:
             raise StopIteration  # closed before it was opened
-        if self._device is not None:
-            return self._next_on_device()
-        batch = self._engine().next(torch=self._tensors == "torch")
+        core = self._engine()
+        stream = 0
+        if self._device is not None:  # the trainer's stream on the device reads the batch
+            stream = sys.modules["torch"].cuda.current_stream(self._device).cuda_stream
+        batch = core.next(torch=self._tensors == "torch", stream=stream)
         if batch is None:
             raise StopIteration
-        return batch
-
-    def _next_on_device(self) -> dict:
-        if self._stage is None:
-            core = self._engine()
-            with self._opening:
-                if self._stage is None:
-                    self._delivered_state = core.state()  # where the run starts (after load_state_dict)
-                    self._stage = _DeviceStage(lambda: core.next(torch=True), core.state, self._device)
-        item = self._stage.next()
-        if item is None:
-            raise StopIteration
-        batch, self._delivered_state = item
         return batch
 
     def state_dict(self) -> dict:
         """Where the run stands after the last batch returned; load it to resume exactly there."""
         if self._core is None:
             return json.loads(self._state) if self._state else {}
-        if self._stage is not None:  # batches staged ahead are not delivered yet
-            return json.loads(self._delivered_state)
-        return json.loads(self._core.state())
+        return json.loads(self._core.state())  # with a device, batches staged ahead are not counted
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from `state` (taken by state_dict()); {} -- the state of a loader not yet iterated --
@@ -260,12 +172,9 @@ class Loader:
         self._closed = True
         if self._core is not None and os.getpid() == self._pid:
             self._core.close()
-            if self._stage is not None:
-                self._stage.close()
 
     def __del__(self):
-        # Dropped without close(): stop the engine's threads and the copy stage's now. The copy
-        # thread holds the engine, so without this neither would ever end.
+        # Dropped without close(): stop the engine's threads now.
         with contextlib.suppress(Exception):
             self.close()
 

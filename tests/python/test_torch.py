@@ -1,7 +1,8 @@
 """PyTorch integration (torch 2.13.0 CPU): zero-copy tensors, the IterableDataset with
 DataLoader, state_dict through torch.save, disjoint shards for two gloo processes, fork
-refusal, the Megatron-shaped adapter, the example training loop, and the device copy stage
-on the CPU (its CUDA path runs in bench/gpu/run.sh)."""
+refusal, the Megatron-shaped adapter, the example training loop, and what device= refuses (the
+copy stage itself runs against the test CUDA runtime in test_cuda_path.py, and on a GPU in
+bench/gpu/run.sh)."""
 import ctypes.util
 import gc
 import json
@@ -20,7 +21,7 @@ import datagen
 import mmfeed
 import mmfeed.megatron
 import mmfeed.torch
-from conftest import ROOT, copy_with_damaged_image
+from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=TOKENIZER, max_pixels=100_000, batch_size=4)
@@ -163,11 +164,10 @@ def test_forked_child_is_refused_clearly(manifest):
     assert "cannot be used in the forked process" in message
 
 
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_a_forked_child_can_free_what_it_inherited(manifest, device):
+def test_a_forked_child_can_free_what_it_inherited(manifest):
     # A child's garbage collector may free a running Loader and live batches copied from the
     # parent (a multiprocessing pool started later, say): that must neither crash nor hang.
-    loader = mmfeed.Loader(manifest, device=device, **OPTIONS)
+    loader = mmfeed.Loader(manifest, **OPTIONS)
     batch = next(loader)
     pid = os.fork()
     if pid == 0:  # child
@@ -361,30 +361,6 @@ def test_pin_device_is_checked(manifest):
             assert loader.metrics()["batch_memory"] == mmfeed.cuda_runtime()
 
 
-def test_device_stage_on_the_cpu_delivers_the_same_batches_and_counts_only_handed_over(manifest):
-    # device= runs the copy stage (a thread staging batches ahead); on this machine's CPU build
-    # of torch it runs with device="cpu", the same code path minus the CUDA stream.
-    with mmfeed.Loader(manifest, tensors="torch", seed=2, **OPTIONS) as plain:
-        expected = [b["sample_ids"] for b in plain]
-    plain_states = []
-    with mmfeed.Loader(manifest, tensors="torch", seed=2, **OPTIONS) as plain:
-        for _ in range(2):
-            next(plain)
-            plain_states.append(plain.state_dict())
-    with mmfeed.Loader(manifest, tensors="torch", seed=2, device="cpu", **OPTIONS) as staged:
-        first = next(staged)
-        assert isinstance(first["input_ids"], torch.Tensor) and first["input_ids"].device.type == "cpu"
-        assert staged.state_dict() == plain_states[0]  # the batches staged ahead are not counted
-        second = next(staged)
-        assert staged.state_dict() == plain_states[1]
-        rest = list(staged)
-    assert [first["sample_ids"], second["sample_ids"]] + [b["sample_ids"] for b in rest] == expected
-    with mmfeed.Loader(manifest, tensors="torch", seed=2, device="cpu", **OPTIONS) as staged:
-        next(staged)
-        staged.close()  # the stage's thread stops with the engine
-        assert list(staged) == []
-
-
 def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
@@ -397,13 +373,12 @@ def _settles_to(count: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("device", [None, "cpu"])
-def test_a_loader_dropped_mid_run_stops_its_threads(manifest, device):
-    with mmfeed.Loader(manifest, device=device, **OPTIONS) as warm:  # torch's own pools start here
+def test_a_loader_dropped_mid_run_stops_its_threads(manifest):
+    with mmfeed.Loader(manifest, **OPTIONS) as warm:  # torch's own pools start here
         list(warm)
     assert _settles_to(_threads())
     baseline = _threads()
-    loader = mmfeed.Loader(manifest, device=device, **OPTIONS)
+    loader = mmfeed.Loader(manifest, **OPTIONS)
     batch = next(loader)  # engine threads running, batches staged ahead
     assert _threads() > baseline
     del loader
@@ -414,17 +389,10 @@ def test_a_loader_dropped_mid_run_stops_its_threads(manifest, device):
 
 def test_device_stage_refuses_what_it_cannot_do(manifest):
     with pytest.raises(ValueError, match="device= needs tensors='torch'"):
-        mmfeed.Loader(manifest, tensors="np", device="cpu", **OPTIONS)
+        mmfeed.Loader(manifest, tensors="np", device="cuda:0", **OPTIONS)
+    with pytest.raises(ValueError, match="batches can be put on a CUDA device"):
+        mmfeed.Loader(manifest, tensors="torch", device="cpu", **OPTIONS)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no usable CUDA device"):
             mmfeed.Loader(manifest, tensors="torch", device="cuda:0", **OPTIONS)
 
-
-def test_device_stage_passes_engine_errors_to_the_trainer(manifest, tmp_path):
-    damaged, victim = copy_with_damaged_image(manifest, tmp_path / "data", 0, lambda raw: b"not an image")
-    with mmfeed.Loader(damaged, tensors="torch", device="cpu", on_error="fail", shuffle=False,
-                       **OPTIONS) as staged:
-        with pytest.raises(ValueError, match=victim["id"]):
-            list(staged)
-        with pytest.raises(ValueError, match=victim["id"]):  # again, as without the stage: not an end
-            next(staged)
