@@ -3,19 +3,23 @@
 # gets mmfeed there (the prebuilt .gpu-bundle, or a build), then runs the parts asked for, each
 # from local files with every system on all the cores the machine gives (mmfeed bench's --workers
 # default), each bounded so that a hang still leaves the report of the runs done:
-#   check         the GPU path of the package (bench/gpu/check_device.py; 120 s)
+#   check         the GPU path of the package (bench/gpu/check_device.py: is_pinned in both
+#                 orders, device batches equal to host ones, the exit sequence exits 0; 120 s)
 #   model         `mmfeed bench --quick` with bench/bench_model.py's Qwen-VL-shaped trainer on the
-#                 GPU: utilisation, NVML's GPU busy share, the step (${OUT:-.}/gpu-bench.json; 420 s)
+#                 GPU: utilisation, NVML's GPU busy share, the step (${OUT:-.}/gpu-bench.json; 210 s)
 #   scaling       `mmfeed bench --scaling --quick`: step-0 samples/s by workers 1, 2, 4, ... up to
-#                 the cores, mmfeed's single-threaded share (${OUT:-.}/gpu-scaling.json; 420 s)
+#                 the cores, mmfeed's single-threaded share (${OUT:-.}/gpu-scaling.json; 150 s)
 #   cores-needed  `mmfeed bench --cores-needed --quick` at the talk's demand ratio
-#                 (${OUT:-.}/gpu-cores-needed.json; 420 s)
-# Run from the repository root: bench/gpu/run.sh [PART...]   (default: check model scaling; a
-# device call of 10 minutes fits check and one other part)
+#                 (${OUT:-.}/gpu-cores-needed.json; 210 s)
+# Run from the repository root: bench/gpu/run.sh [PART...]   (default: check model scaling, at
+# most 8 minutes with the bounds above). Everything it prints is also kept in
+# ${OUT:-.}/gpu-run.log, from which the README's GPU figures are copied.
 # Exit status: 2 when Python packages or build tools are missing or a part is unknown, 3 when C++
 # libraries are, else that of the first part that failed (124 if it ran past its bound).
 set -euo pipefail
 
+mkdir -p "${OUT:-.}"
+exec > >(tee -a "${OUT:-.}/gpu-run.log") 2>&1
 python=${PYTHON:-python3}
 parts=("$@")
 ((${#parts[@]})) || parts=(check model scaling)
@@ -100,13 +104,13 @@ for part in "${parts[@]}"; do
     check)  # the GPU half of the package's tests: pinned batch memory, device="cuda:0" equal to the host
       timeout 120 "$python" bench/gpu/check_device.py || code=$? ;;
     model)  # local files: the object store needs nginx, which that machine lacks
-      timeout 420 "$python" bench/pipeline.py --quick --sources local --systems "$systems" --trainer model \
+      timeout 210 "$python" bench/pipeline.py --quick --sources local --systems "$systems" --trainer model \
         --device cuda --data "$data" --out "$out/gpu-bench" --json "$out/gpu-bench.json" || code=$? ;;
     scaling)
-      timeout 420 "$python" bench/pipeline.py --scaling --quick --sources local --data "$data" \
+      timeout 150 "$python" bench/pipeline.py --scaling --quick --sources local --data "$data" \
         --out "$out/gpu-scaling" --json "$out/gpu-scaling.json" || code=$? ;;
     cores-needed)
-      timeout 420 "$python" bench/pipeline.py --cores-needed --quick --sources local --data "$data" \
+      timeout 210 "$python" bench/pipeline.py --cores-needed --quick --sources local --data "$data" \
         --out "$out/gpu-cores-needed" --json "$out/gpu-cores-needed.json" || code=$? ;;
   esac
   if ((code)); then
