@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/buffer_pool.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/thread_pool.h"
 #include "device/cuda_runtime.h"
@@ -113,7 +114,12 @@ Result<std::unique_ptr<DeviceCopy>> DeviceCopy::start(Loader& loader, int device
 }
 
 DeviceCopy::DeviceCopy(Loader& loader, int device, std::size_t depth, std::shared_ptr<Shared> shared)
-    : loader_(loader), device_(device), shared_(std::move(shared)), out_(depth), delivered_(loader.state()) {
+    : loader_(loader),
+      device_(device),
+      shared_(std::move(shared)),
+      out_(depth),
+      delivered_(loader.state()),
+      trace_(trace_of(loader)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -131,11 +137,17 @@ Result<Batch> DeviceCopy::copy(const Batch& host, std::shared_ptr<Block>* handle
   auto block = std::make_shared<Block>();
   block->shared = shared_;
   try {
-    block->buffer = shared_->pool.acquire(bytes);
+    // Every block is as large as the largest batch so far, so any free block takes any batch:
+    // once the largest has been seen and as many blocks as are ever in use at once exist, no
+    // copy allocates. Smaller blocks left from before are freed as they come back.
+    if (bytes > block_bytes_) block_bytes_ = core::BufferPool::size_class(bytes);
+    shared_->pool.trim_below(block_bytes_);  // nothing to free once the sizes have settled
+    block->buffer = shared_->pool.acquire(block_bytes_);
   } catch (const std::exception& e) {
     return Error(ErrorCode::kResourceExhausted, std::string("copy to cuda:") + std::to_string(device_) + ": " + e.what());
   }
   const bool pinned = cuda.is_pinned(host.buffer());
+  core::TraceSpan span(trace_, pinned ? "copy to device" : "copy to device (pageable)", "h2d");
   int status = shared_->wait_for_release(block->buffer.data(), stream_);
   if (status == 0) status = cuda.copy_to_device(block->buffer.data(), host.buffer(), bytes, stream_, pinned);
   if (status == 0) status = cuda.event_record(copied_, stream_);
@@ -168,14 +180,14 @@ void DeviceCopy::run() {
     out_.close();
   };
   if (int status = cuda.set_device(device_); status != 0) {
-    return finish({Error(ErrorCode::kIoError, "cuda:" + std::to_string(device_) + ": " + cuda.error_text("cudaSetDevice", status)), {}});
+    return finish({Error(ErrorCode::kIoError, "cuda:" + std::to_string(device_) + ": " + cuda.error_text("cudaSetDevice", status)), {}, {}});
   }
   if (int status = cuda.stream_create(&stream_); status != 0) {
-    return finish({Error(ErrorCode::kResourceExhausted, cuda.error_text("cudaStreamCreateWithFlags", status)), {}});
+    return finish({Error(ErrorCode::kResourceExhausted, cuda.error_text("cudaStreamCreateWithFlags", status)), {}, {}});
   }
   if (int status = cuda.event_create(&copied_); status != 0) {
     cuda.stream_destroy(stream_);
-    return finish({Error(ErrorCode::kResourceExhausted, cuda.error_text("cudaEventCreateWithFlags", status)), {}});
+    return finish({Error(ErrorCode::kResourceExhausted, cuda.error_text("cudaEventCreateWithFlags", status)), {}, {}});
   }
   while (!stop_.load()) {
     bool timed_out = false;
@@ -205,7 +217,17 @@ Result<std::optional<Batch>> DeviceCopy::next_for(std::chrono::milliseconds time
                                                   void* consumer_stream) {
   *timed_out = false;
   if (failure_) return *failure_;
-  std::optional<Item> item = out_.pop_for(timeout);
+  std::optional<Item> item;
+  {
+    const core::Stopwatch wait;
+    core::TraceSpan span(trace_, "next (device batch)", "consumer");
+    item = out_.pop_for(timeout);
+    waited_ns_ += wait.elapsed_ns();
+  }
+  if (item) {
+    wait_ns_.record(static_cast<std::uint64_t>(waited_ns_));
+    waited_ns_ = 0;
+  }
   if (!item) {
     if (!out_.closed()) {
       *timed_out = true;
@@ -228,7 +250,10 @@ LoaderState DeviceCopy::state() const { return delivered_; }
 
 std::string DeviceCopy::to_json() const {
   const core::BufferPoolStats p = shared_->pool.stats();
+  const core::HistogramSnapshot waits = wait_ns_.snapshot();
   return "\"device_copy\":{\"device\":" + std::to_string(device_) + ",\"copies\":" + std::to_string(copies_.load()) +
+         ",\"trainer_wait_s\":" + std::to_string(static_cast<double>(waits.sum) / 1e9) +
+         ",\"trainer_wait_ms_p50\":" + std::to_string(static_cast<double>(waits.percentile(0.5)) / 1e6) +
          ",\"bytes\":" + std::to_string(bytes_.load()) + ",\"pageable_copies\":" + std::to_string(pageable_copies_.load()) +
          ",\"device_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" + std::to_string(p.reuses) +
          ",\"allocations\":" + std::to_string(p.allocations) + ",\"frees\":" + std::to_string(p.frees) +

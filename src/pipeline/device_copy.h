@@ -8,10 +8,16 @@
 // queued on that stream by then (an event recorded at release, waited for on the copy stream:
 // what torch's record_stream does for its own allocator).
 //
-// Device buffers come from a BufferPool over cudaMalloc, kept and reused whatever the batch
-// sizes (best fit, size classes): once warm, the stage makes no allocating or synchronising
-// runtime call (cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, cudaMemcpy) while batches of
-// the sizes it has seen flow; tests/device counts them with the test runtime.
+// Device buffers come from a BufferPool over cudaMalloc, every block the size (class) of the
+// largest batch so far, so that any free block takes any batch, whatever the sizes: once the
+// largest batch has been seen and as many blocks exist as are ever in use at once (the trainer's,
+// the queue's, the one being copied), the stage makes no allocating or synchronising runtime
+// call (cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, cudaMemcpy); tests/device counts them
+// with the test runtime.
+//
+// With the loader's trace on (trace_path), each copy is a span on the "h2d" track and each wait
+// of the trainer one on its own track, beside the loader's spans. metrics()' "device_copy" has
+// the trainer's waits; the loader's own consumer_wait is then the copy thread's.
 //
 // Thread safety: next_for(), state() and close() are the trainer's (one thread at a time);
 // device batches may be dropped on any thread.
@@ -30,9 +36,15 @@
 #include <thread>
 
 #include "core/bounded_queue.h"
+#include "core/metrics.h"
+#include "core/trace.h"
 #include "mmfeed/loader.h"
 
 namespace mmfeed::pipeline {
+
+// The trace `loader` writes at close (trace_path), or null (defined in loader.cc, beside the
+// loader's implementation).
+core::TraceWriter* trace_of(Loader& loader);
 
 class DeviceCopy {
  public:
@@ -78,10 +90,14 @@ class DeviceCopy {
   core::BoundedQueue<Item> out_;
   std::atomic<bool> stop_{false};
   void* stream_ = nullptr;  // the copy thread's
+  std::size_t block_bytes_ = 0;  // the copy thread's: the size of every device block now
   void* copied_ = nullptr;  // event: the copy thread's last copy is done
   std::optional<Error> failure_;                    // the trainer's: returned again
   LoaderState delivered_;                           // the trainer's
   std::atomic<std::uint64_t> copies_{0}, bytes_{0}, pageable_copies_{0};
+  core::TraceWriter* const trace_;
+  core::Histogram wait_ns_;   // the trainer's waits in next_for, per batch
+  std::int64_t waited_ns_ = 0;  // the trainer's: timed-out waits not yet recorded
   std::thread thread_;
 };
 

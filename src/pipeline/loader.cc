@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/metrics.h"
 #include "core/trace.h"
+#include "pipeline/device_copy.h"
 #include "dataset/manifest.h"
 #include "pipeline/batch_builder.h"
 #include "pipeline/batch_memory.h"
@@ -155,6 +156,9 @@ class LoaderImpl final : public Loader {
     return json + "}";
   }
 
+  // The trace the loader writes at close(), when trace_path is set.
+  core::TraceWriter* trace() { return trace_.enabled() ? &trace_ : nullptr; }
+
   void close() override {
     if (closed_.exchange(true)) return;
     driver_->stop();
@@ -219,6 +223,13 @@ class LoaderImpl final : public Loader {
 };
 
 }  // namespace
+
+namespace pipeline {
+core::TraceWriter* trace_of(Loader& loader) {
+  auto* impl = dynamic_cast<LoaderImpl*>(&loader);
+  return impl != nullptr ? impl->trace() : nullptr;
+}
+}  // namespace pipeline
 
 Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume) {
   MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/cuda_runtime.h"
@@ -121,30 +123,49 @@ TEST_F(DeviceCopyTest, DeviceBatchesEqualHostBatchesAndTheStateCountsOnlyWhatWas
   EXPECT_NE(copy->to_json().find("\"pageable_copies\":0"), std::string::npos) << copy->to_json();
 }
 
+// The copies the stage has made (its metrics).
+std::uint64_t copies_made(const DeviceCopy& copy) {
+  const std::string json = copy.to_json();
+  const std::size_t at = json.find("\"copies\":") + 9;
+  return std::stoull(json.substr(at));
+}
+
 TEST_F(DeviceCopyTest, OnceWarmNoCallAllocatesOrSynchronisesTheDevice) {
   LoaderConfig c = config();
-  c.shuffle = false;  // every epoch the same batches: after the first, every size has been seen
+  c.shuffle = false;  // every epoch the same batches: the largest is met in the first
   c.epochs = 4;
+  constexpr std::size_t kDepth = 2, kHeld = 2;
   auto source = Loader::open(c).value();
-  auto copy = DeviceCopy::start(*source, 0, 2, 64 << 20).value();
+  auto copy = DeviceCopy::start(*source, 0, kDepth, 64 << 20).value();
   const char* heavy[] = {"cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaFreeHost", "cudaMemcpy"};
-  std::map<std::string, long> after_first_epoch;
+  std::map<std::string, long> warm;
   std::vector<std::size_t> sizes;
-  std::vector<Batch> held;  // the trainer keeps a few batches alive, as a step's graph does
-  while (auto b = next(*copy).value()) {
-    if (b->epoch == 1 && after_first_epoch.empty()) {
-      for (const char* call : heavy) after_first_epoch[call] = runtime_count(call);
+  std::vector<Batch> held;  // the trainer keeps its last batches alive, as a step's graph does
+  std::uint64_t taken = 0;
+  while (true) {
+    // Before each take, the stage is as far ahead as it goes (the queue full, one more copied
+    // and waiting to be queued): every block that is ever in use at once is in use now, whatever
+    // the relative speeds. Until the data ends.
+    for (int i = 0; i < 10'000 && copies_made(*copy) < std::min<std::uint64_t>(taken + kDepth + 1, 24); ++i) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    auto b = next(*copy).value();
+    if (!b) break;
+    ++taken;
+    if (b->epoch == 2 && warm.empty()) {  // two epochs: the largest batch seen, every block of its size
+      for (const char* call : heavy) warm[call] = runtime_count(call);
     }
     std::size_t bytes = 0;
     for (const Tensor& t : b->tensors) bytes += t.bytes();
     sizes.push_back(bytes);
     held.push_back(std::move(*b));
-    if (held.size() > 2) held.erase(held.begin());
+    if (held.size() > kHeld) held.erase(held.begin());
   }
-  ASSERT_FALSE(after_first_epoch.empty());
-  EXPECT_GT(after_first_epoch["cudaMalloc"], 0);
-  EXPECT_GT(after_first_epoch["cudaHostAlloc"], 0);
-  for (const char* call : heavy) EXPECT_EQ(runtime_count(call), after_first_epoch[call]) << call << " once warm";
+  EXPECT_EQ(taken, 24u);
+  ASSERT_FALSE(warm.empty());
+  EXPECT_GT(warm["cudaMalloc"], 0);
+  EXPECT_GT(warm["cudaHostAlloc"], 0);
+  for (const char* call : heavy) EXPECT_EQ(runtime_count(call), warm[call]) << call << " once warm";
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   EXPECT_GE(sizes.size(), 3u) << "batch sizes vary";
@@ -187,6 +208,28 @@ TEST_F(DeviceCopyTest, TheLoadersErrorReachesTheTrainerEveryTime) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().to_string().find("bad"), std::string::npos) << b.error().to_string();
   EXPECT_EQ(next(*copy).error().to_string(), b.error().to_string());
+}
+
+TEST_F(DeviceCopyTest, CopiesAndTheTrainersWaitsAreInTheLoadersTrace) {
+  LoaderConfig c = config();
+  c.epochs = 1;
+  c.trace_path = (dir_ / "trace.json").string();
+  auto source = Loader::open(c).value();
+  auto copy = DeviceCopy::start(*source, 0, 2, 64 << 20).value();
+  int batches = 0;
+  while (next(*copy).value()) ++batches;
+  EXPECT_NE(copy->to_json().find("\"trainer_wait_s\":"), std::string::npos) << copy->to_json();
+  copy->close();
+  source->close();  // writes the trace
+  std::ifstream in(c.trace_path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t copies = 0;
+  for (std::size_t at = trace.find("\"copy to device\""); at != std::string::npos; at = trace.find("\"copy to device\"", at + 1)) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, static_cast<std::size_t>(batches));
+  EXPECT_NE(trace.find("\"next (device batch)\""), std::string::npos);
+  EXPECT_NE(trace.find("\"h2d\""), std::string::npos) << "the copy thread's track is named";
 }
 
 TEST_F(DeviceCopyTest, ADeviceTheRuntimeDoesNotHaveIsRefused) {
