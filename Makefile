@@ -34,15 +34,16 @@ test-cpp:
 test-python:
 	$(PY) -m pytest -q tests/python
 
-# The core runtime's, storage's (fetch engine, HTTP fetches against nginx included) and loader's
-# tests under ThreadSanitizer, in a separate build tree.
+# The core runtime's, storage's (fetch engine, HTTP fetches against nginx included), loader's and
+# copy stage's (against the test CUDA runtime) tests under ThreadSanitizer, in a separate build tree.
 test-tsan: setup
 	cmake -S . -B build-tsan -G Ninja -DMMFEED_SANITIZE=thread -DMMFEED_BUILD_PYTHON=OFF \
 	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build build-tsan -j $(JOBS) --target core_test storage_test pipeline_test
+	cmake --build build-tsan -j $(JOBS) --target core_test storage_test pipeline_test device_copy_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/core_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/storage_test
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/pipeline_test
+	TSAN_OPTIONS=halt_on_error=1 MMFEED_CUDART=$(CURDIR)/build-tsan/libmmfeed_test_cudart.so build-tsan/device_copy_test
 
 # The C++ suites under AddressSanitizer (leaks included), in a separate build tree.
 test-asan: setup
