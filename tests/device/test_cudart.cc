@@ -111,6 +111,10 @@ struct Event {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return completed >= generation; });
   }
+  std::uint64_t latest() {
+    std::lock_guard lock(mu);
+    return recorded;
+  }
 };
 
 struct Runtime {
@@ -381,7 +385,7 @@ int cudaEventCreateWithFlags(void** event, unsigned int /*flags*/) {
 int cudaEventDestroy(void* handle) {
   Runtime& r = enter("cudaEventDestroy");
   Event* event = event_of(r, handle, "cudaEventDestroy");
-  event->wait_for(event->recorded);  // the real runtime defers the release; the stream may still signal it
+  event->wait_for(event->latest());  // the real runtime defers the release; the stream may still signal it
   std::lock_guard lock(r.mu);
   r.events.erase(event);
   delete event;
@@ -415,12 +419,7 @@ int cudaEventQuery(void* handle) {
 int cudaEventSynchronize(void* handle) {
   Runtime& r = enter("cudaEventSynchronize");
   Event* event = event_of(r, handle, "cudaEventSynchronize");
-  std::uint64_t generation = 0;
-  {
-    std::lock_guard lock(event->mu);
-    generation = event->recorded;
-  }
-  event->wait_for(generation);
+  event->wait_for(event->latest());
   return kSuccess;
 }
 
@@ -428,11 +427,7 @@ int cudaStreamWaitEvent(void* stream_handle, void* event_handle, unsigned int /*
   Runtime& r = enter("cudaStreamWaitEvent");
   Stream* stream = stream_of(r, stream_handle, "cudaStreamWaitEvent");
   Event* event = event_of(r, event_handle, "cudaStreamWaitEvent");
-  std::uint64_t generation = 0;
-  {
-    std::lock_guard lock(event->mu);
-    generation = event->recorded;
-  }
+  const std::uint64_t generation = event->latest();
   run_on(stream, [event, generation] { event->wait_for(generation); });
   return kSuccess;
 }
