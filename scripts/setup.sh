@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libcurl4-openssl-dev libssl-dev zlib1g-dev libzstd-dev zstd openssl
   libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
   libsimdjson-dev libtomlplusplus-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   nginx libnginx-mod-http-lua
   gnome-backgrounds

@@ -12,6 +12,8 @@
 
 #include "core/buffer_pool.h"
 #include "vision/processor.h"
+#include "vision/video.h"
+#include "vision/video_sampling.h"
 
 namespace nb = nanobind;
 using namespace mmfeed;
@@ -287,6 +289,66 @@ void bind_vision(nb::module_& m) {
       nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
       "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
       "open + exif_transpose + convert('RGB') (alpha per policy).");
+  m.def("video_libraries", &vision::video_libraries,
+        "The FFmpeg libraries videos are decoded with, or why this build has none.");
+  m.def(
+      "probe_video",
+      [](nb::bytes data) {
+        Result<vision::VideoInfo> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = vision::probe_video({reinterpret_cast<const std::byte*>(data.c_str()), data.size()}, {});
+        }
+        if (!r.ok()) raise(r.error());
+        nb::dict out;
+        out["width"] = r->width;
+        out["height"] = r->height;
+        out["frames"] = r->frames;
+        out["fps"] = r->fps;
+        out["duration_s"] = r->duration_s;
+        out["codec"] = r->codec;
+        out["rotation"] = r->rotation;
+        return out;
+      },
+      nb::arg("data"), "What a video file's best video stream holds: width, height, frames, fps, duration_s, codec, rotation.");
+  m.def(
+      "decode_video",
+      [](nb::bytes data, std::vector<std::int64_t> indices) {
+        Result<vision::VideoFrames> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = vision::decode_video_frames({reinterpret_cast<const std::byte*>(data.c_str()), data.size()}, indices, {});
+        }
+        if (!r.ok()) raise(r.error());
+        auto* frames = new vision::VideoFrames(std::move(r).value());
+        nb::capsule owner(frames, [](void* p) noexcept { delete static_cast<vision::VideoFrames*>(p); });
+        return nb::ndarray<nb::numpy, std::uint8_t>(
+            frames->rgb.data(),
+            {frames->indices.size(), static_cast<std::size_t>(frames->height), static_cast<std::size_t>(frames->width), 3},
+            owner);
+      },
+      nb::arg("data"), nb::arg("indices"),
+      "The frames at `indices` (presentation order, ascending) of a video file as a (n, height, width, 3) uint8 "
+      "RGB array.");
+  m.def(
+      "plan_video_frames",
+      [](std::int64_t total_frames, double video_fps, std::optional<double> nframes, std::optional<double> fps,
+         std::optional<double> min_frames, std::optional<double> max_frames, std::optional<double> video_start,
+         std::optional<double> video_end) {
+        const vision::VideoSamplingRequest request{nframes, fps, min_frames, max_frames, video_start, video_end};
+        auto plan = vision::plan_qwen2_video_frames(request, total_frames, video_fps);
+        if (!plan.ok()) raise(plan.error());
+        nb::dict out;
+        out["first"] = plan->first;
+        out["last"] = plan->last;
+        out["indices"] = plan->indices;
+        out["sample_fps"] = plan->sample_fps;
+        return out;
+      },
+      nb::arg("total_frames"), nb::arg("video_fps"), nb::arg("nframes") = nb::none(), nb::arg("fps") = nb::none(),
+      nb::arg("min_frames") = nb::none(), nb::arg("max_frames") = nb::none(), nb::arg("video_start") = nb::none(),
+      nb::arg("video_end") = nb::none(),
+      "The frames qwen-vl-utils keeps for Qwen2/2.5-VL (first, last, indices, sample_fps).");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

@@ -1,0 +1,336 @@
+#include "vision/video.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#if MMFEED_VIDEO
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+}
+#endif
+
+namespace mmfeed::vision {
+
+#if !MMFEED_VIDEO
+
+bool video_supported() { return false; }
+std::string video_libraries() { return "none (built with MMFEED_VIDEO=OFF)"; }
+
+namespace {
+Error no_video() {
+  return Error(ErrorCode::kUnsupported, "this build of mmfeed has no video support (built with MMFEED_VIDEO=OFF)");
+}
+}  // namespace
+
+Result<VideoInfo> probe_video(std::span<const std::byte>, const VideoLimits&) { return no_video(); }
+Result<VideoFrames> decode_video_frames(std::span<const std::byte>, std::span<const std::int64_t>, const VideoLimits&) {
+  return no_video();
+}
+
+#else
+
+bool video_supported() { return true; }
+
+std::string video_libraries() {
+  auto version = [](unsigned v) {
+    return std::to_string(AV_VERSION_MAJOR(v)) + "." + std::to_string(AV_VERSION_MINOR(v)) + "." +
+           std::to_string(AV_VERSION_MICRO(v));
+  };
+  return "libavformat " + version(avformat_version()) + ", libavcodec " + version(avcodec_version()) +
+         ", libswscale " + version(swscale_version());
+}
+
+namespace {
+
+std::string av_message(int status) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(status, text, sizeof text);
+  return text;
+}
+
+// The bytes FFmpeg reads, through an AVIOContext.
+struct MemoryReader {
+  std::span<const std::byte> bytes;
+  std::int64_t position = 0;
+
+  static int read(void* opaque, std::uint8_t* out, int size) {
+    auto* self = static_cast<MemoryReader*>(opaque);
+    const std::int64_t left = static_cast<std::int64_t>(self->bytes.size()) - self->position;
+    if (left <= 0) return AVERROR_EOF;
+    const int n = static_cast<int>(std::min<std::int64_t>(left, size));
+    std::memcpy(out, self->bytes.data() + self->position, static_cast<std::size_t>(n));
+    self->position += n;
+    return n;
+  }
+  static std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
+    auto* self = static_cast<MemoryReader*>(opaque);
+    const auto size = static_cast<std::int64_t>(self->bytes.size());
+    if (whence == AVSEEK_SIZE) return size;
+    std::int64_t to = offset;
+    switch (whence & ~AVSEEK_FORCE) {
+      case SEEK_SET: break;
+      case SEEK_CUR: to += self->position; break;
+      case SEEK_END: to += size; break;
+      default: return AVERROR(EINVAL);
+    }
+    if (to < 0 || to > size) return AVERROR(EINVAL);
+    self->position = to;
+    return to;
+  }
+};
+
+struct FormatCloser {
+  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
+};
+struct IoCloser {
+  void operator()(AVIOContext* io) const {
+    av_freep(&io->buffer);
+    avio_context_free(&io);
+  }
+};
+struct CodecCloser {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+struct PacketCloser {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+struct FrameCloser {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+struct ScaleCloser {
+  void operator()(SwsContext* s) const { sws_freeContext(s); }
+};
+
+// An opened container and its best video stream.
+class Container {
+ public:
+  static Result<std::unique_ptr<Container>> open(std::span<const std::byte> bytes) {
+    auto c = std::unique_ptr<Container>(new Container);
+    c->reader_.bytes = bytes;
+    constexpr int kBuffer = 1 << 16;
+    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
+    if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the read buffer");
+    c->io_.reset(avio_alloc_context(buffer, kBuffer, 0, &c->reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
+    if (!c->io_) {
+      av_free(buffer);
+      return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the reader");
+    }
+    AVFormatContext* format = avformat_alloc_context();
+    if (format == nullptr) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the demuxer");
+    format->pb = c->io_.get();
+    format->flags |= AVFMT_FLAG_CUSTOM_IO;
+    if (int status = avformat_open_input(&format, nullptr, nullptr, nullptr); status < 0) {
+      return Error(ErrorCode::kCorruptData, "video: not a container FFmpeg reads (" + av_message(status) + ")");
+    }
+    c->format_.reset(format);
+    if (int status = avformat_find_stream_info(format, nullptr); status < 0) {
+      return Error(ErrorCode::kCorruptData, "video: cannot read the streams (" + av_message(status) + ")");
+    }
+    const AVCodec* codec = nullptr;
+    c->stream_ = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (c->stream_ == AVERROR_STREAM_NOT_FOUND) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
+    const AVCodecParameters* parameters = format->streams[c->stream_]->codecpar;
+    if (c->stream_ < 0 || codec == nullptr) {
+      return Error(ErrorCode::kUnsupported, std::string("video: no decoder for codec '") +
+                                                avcodec_get_name(parameters->codec_id) + "' in this FFmpeg");
+    }
+    c->codec_ = codec;
+    return c;
+  }
+
+  AVFormatContext* format() { return format_.get(); }
+  AVStream* stream() { return format_->streams[stream_]; }
+  int stream_index() const { return stream_; }
+  const AVCodec* codec() const { return codec_; }
+
+ private:
+  Container() = default;
+  MemoryReader reader_;
+  std::unique_ptr<AVIOContext, IoCloser> io_;
+  std::unique_ptr<AVFormatContext, FormatCloser> format_;  // closed before io_ (declared after it)
+  int stream_ = -1;
+  const AVCodec* codec_ = nullptr;
+};
+
+Status check_frame_size(int width, int height, const VideoLimits& limits) {
+  if (width <= 0 || height <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame size");
+  if (static_cast<std::int64_t>(width) * height > limits.max_frame_pixels) {
+    return Error(ErrorCode::kResourceExhausted, "video: frames of " + std::to_string(width) + "x" + std::to_string(height) +
+                                                    " exceed the limit of " + std::to_string(limits.max_frame_pixels) +
+                                                    " pixels");
+  }
+  return ok_status();
+}
+
+int rotation_of(AVStream* stream) {
+  std::size_t size = 0;
+  const std::uint8_t* matrix = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (matrix == nullptr || size < 9 * sizeof(std::int32_t)) return 0;
+  const double degrees = -av_display_rotation_get(reinterpret_cast<const std::int32_t*>(matrix));
+  const int rounded = static_cast<int>(std::lround(degrees)) % 360;
+  return rounded < 0 ? rounded + 360 : rounded;
+}
+
+}  // namespace
+
+Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits) {
+  auto opened = Container::open(bytes);
+  if (!opened.ok()) return std::move(opened).error();
+  Container& c = **opened;
+  AVStream* stream = c.stream();
+  VideoInfo info;
+  info.width = stream->codecpar->width;
+  info.height = stream->codecpar->height;
+  if (Status st = check_frame_size(info.width, info.height, limits); !st.ok()) return std::move(st).error();
+  info.codec = avcodec_get_name(stream->codecpar->codec_id);
+  info.rotation = rotation_of(stream);
+  const AVRational rate = stream->avg_frame_rate.num > 0 ? stream->avg_frame_rate : stream->r_frame_rate;
+  info.fps = rate.den > 0 ? av_q2d(rate) : 0;
+  // Count the stream's packets: exact where the container's frame count is missing or wrong.
+  std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+  if (!packet) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
+  std::int64_t frames = 0;
+  int status = 0;
+  while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
+    if (packet->stream_index == c.stream_index() && packet->size > 0) ++frames;
+    av_packet_unref(packet.get());
+    if (frames > limits.max_frames) {
+      return Error(ErrorCode::kResourceExhausted,
+                   "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
+    }
+  }
+  if (status != AVERROR_EOF) return Error(ErrorCode::kCorruptData, "video: the container is damaged (" + av_message(status) + ")");
+  if (frames == 0) return Error(ErrorCode::kCorruptData, "video: the stream holds no frames");
+  if (info.fps <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame rate");
+  info.frames = frames;
+  info.duration_s = static_cast<double>(frames) / info.fps;
+  return info;
+}
+
+Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
+                                        const VideoLimits& limits) {
+  if (indices.empty()) return Error(ErrorCode::kInvalidArgument, "video: no frames asked for");
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || (i > 0 && indices[i] < indices[i - 1])) {
+      return Error(ErrorCode::kInvalidArgument, "video: frame indices must be ascending and not negative");
+    }
+  }
+  auto opened = Container::open(bytes);
+  if (!opened.ok()) return std::move(opened).error();
+  Container& c = **opened;
+  AVStream* stream = c.stream();
+  VideoFrames out;
+  out.width = stream->codecpar->width;
+  out.height = stream->codecpar->height;
+  if (Status st = check_frame_size(out.width, out.height, limits); !st.ok()) return std::move(st).error();
+  const std::uint64_t frame_bytes = static_cast<std::uint64_t>(out.width) * static_cast<std::uint64_t>(out.height) * 3;
+  if (frame_bytes * indices.size() > limits.max_decoded_bytes) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "video: " + std::to_string(indices.size()) + " frames of " + std::to_string(out.width) + "x" +
+                     std::to_string(out.height) + " need " + std::to_string(frame_bytes * indices.size()) +
+                     " bytes, over the limit of " + std::to_string(limits.max_decoded_bytes));
+  }
+  std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(c.codec()));
+  if (!decoder) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
+  if (avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0) {
+    return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
+  }
+  decoder->thread_count = 1;  // one video per worker thread
+  if (int status = avcodec_open2(decoder.get(), c.codec(), nullptr); status < 0) {
+    return Error(ErrorCode::kUnsupported, std::string("video: cannot open the ") + c.codec()->name + " decoder (" +
+                                              av_message(status) + ")");
+  }
+  std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+  std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+  if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet or a frame");
+  out.rgb.resize(frame_bytes * indices.size());
+  out.indices.assign(indices.begin(), indices.end());
+  std::unique_ptr<SwsContext, ScaleCloser> scale;
+  const std::size_t scratch_stride = (static_cast<std::size_t>(out.width) * 3 + 63) / 64 * 64;
+  std::vector<std::uint8_t> scratch(scratch_stride * (static_cast<std::size_t>(out.height) + 1));
+  std::int64_t next_frame = 0;  // presentation-order index of the decoder's next output
+  std::size_t wanted = 0;       // indices[wanted] is the next frame to keep
+  std::string damage;
+
+  // Takes every frame the decoder has ready; false once every frame asked for is kept or on error.
+  auto drain = [&]() -> Result<bool> {
+    while (true) {
+      const int status = avcodec_receive_frame(decoder.get(), frame.get());
+      if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
+      if (status < 0) return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(next_frame) +
+                                                                " does not decode (" + av_message(status) + ")");
+      if (frame->width != out.width || frame->height != out.height) {
+        return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" + std::to_string(frame->width) +
+                                                  "x" + std::to_string(frame->height) + " at frame " +
+                                                  std::to_string(next_frame) + ")");
+      }
+      while (wanted < indices.size() && indices[wanted] == next_frame) {
+        const auto format = static_cast<AVPixelFormat>(frame->format);
+        scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
+                                         AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+        if (!scale) return Error(ErrorCode::kUnsupported, std::string("video: cannot convert pixel format ") +
+                                                              av_get_pix_fmt_name(format) + " to RGB");
+        const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
+        const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
+                               format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
+        const int* coefficients = sws_getCoefficients(matrix);
+        sws_setColorspaceDetails(scale.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16, 1 << 16);
+        // libswscale's SIMD writes past the end of a row (8 bytes at a time): convert into rows
+        // of aligned stride with a spare row, then copy the rows out.
+        std::uint8_t* target[4] = {scratch.data(), nullptr, nullptr, nullptr};
+        const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
+        sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
+        const std::size_t row = static_cast<std::size_t>(out.width) * 3;
+        std::uint8_t* kept = out.rgb.data() + wanted * frame_bytes;
+        for (int y = 0; y < out.height; ++y) {
+          std::memcpy(kept + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
+        }
+        ++wanted;
+      }
+      ++next_frame;
+      av_frame_unref(frame.get());
+      if (wanted == indices.size()) return false;
+    }
+  };
+
+  bool more = true;
+  int status = 0;
+  while (more && (status = av_read_frame(c.format(), packet.get())) >= 0) {
+    if (packet->stream_index == c.stream_index()) {
+      const int sent = avcodec_send_packet(decoder.get(), packet.get());
+      av_packet_unref(packet.get());
+      if (sent < 0 && sent != AVERROR(EAGAIN)) {
+        damage = av_message(sent);
+        break;  // keep what was decoded; a frame asked for beyond the damage is reported below
+      }
+      auto drained = drain();
+      if (!drained.ok()) return std::move(drained).error();
+      more = *drained;
+    } else {
+      av_packet_unref(packet.get());
+    }
+  }
+  if (more) {
+    if (status < 0 && status != AVERROR_EOF && damage.empty()) damage = av_message(status);
+    avcodec_send_packet(decoder.get(), nullptr);  // flush the frames the decoder still holds
+    auto drained = drain();
+    if (!drained.ok()) return std::move(drained).error();
+  }
+  if (wanted < indices.size()) {
+    const std::string what = "video: frame " + std::to_string(indices[wanted]) + " asked for, but the stream ends after " +
+                             std::to_string(next_frame) + " frames";
+    if (!damage.empty()) return Error(ErrorCode::kCorruptData, what + " (damaged: " + damage + ")");
+    return Error(next_frame == 0 ? ErrorCode::kCorruptData : ErrorCode::kOutOfRange, what);
+  }
+  return out;
+}
+
+#endif
+
+}  // namespace mmfeed::vision

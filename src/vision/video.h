@@ -1,0 +1,75 @@
+// Videos, decoded with FFmpeg's libraries (libavformat, libavcodec, libswscale) from bytes in
+// memory: probe what a container holds, then decode the frames a sampling recipe asked for
+// (vision/video_sampling.h) into RGB. Frame i is the i-th frame in presentation order, as the
+// readers the Qwen-VL recipes use (decord, torchcodec, PyAV) count them.
+//
+// Every size that comes from the file is checked before memory is committed: the frame's pixels
+// (VideoLimits::max_frame_pixels), the frames asked for times their RGB bytes
+// (max_decoded_bytes), the number of frames (max_frames). Damage is an error naming what failed
+// (kCorruptData), a codec FFmpeg cannot decode kUnsupported, a frame asked for beyond what the
+// stream holds kOutOfRange; never an abort.
+//
+// Colour: frames are converted from the decoder's YUV with libswscale (bilinear, accurate
+// rounding) to RGB24 in the stream's colour matrix (BT.601 unless it says BT.709); the decoded
+// YUV planes equal PyAV's exactly, the RGB differs from PyAV's conversion by the rounding of the
+// two libswscale builds (bounded in tests/python/test_video.py). Rotation metadata is reported,
+// not applied, as those readers do.
+//
+// A build without FFmpeg (MMFEED_VIDEO=OFF) answers kUnsupported, saying so.
+//
+// Example:
+//   auto info = probe_video(bytes, {});                  // 640x360, 150 frames at 30 fps, h264
+//   auto frames = decode_video_frames(bytes, {0, 75, 149}, {});
+//   const std::uint8_t* second = frames->frame(1);       // height x width x 3
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mmfeed/error.h"
+
+namespace mmfeed::vision {
+
+struct VideoLimits {
+  std::int64_t max_frame_pixels = std::int64_t{1} << 26;     // width x height of one frame
+  std::int64_t max_frames = 1 << 20;                          // frames the stream may hold
+  std::uint64_t max_decoded_bytes = std::uint64_t{4} << 30;   // RGB bytes of the frames asked for
+};
+
+struct VideoInfo {
+  int width = 0;
+  int height = 0;
+  std::int64_t frames = 0;  // video packets in the stream (one per frame)
+  double fps = 0;           // the stream's average frame rate
+  double duration_s = 0;    // frames / fps
+  std::string codec;        // "h264", "vp9", ...
+  int rotation = 0;         // degrees, from the display matrix; not applied
+};
+
+struct VideoFrames {
+  int width = 0;
+  int height = 0;
+  std::vector<std::int64_t> indices;  // the frames decoded, as asked
+  std::vector<std::uint8_t> rgb;      // indices.size() x height x width x 3
+
+  const std::uint8_t* frame(std::size_t i) const {
+    return rgb.data() + i * static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3;
+  }
+};
+
+// Whether this build decodes videos, and with which libraries ("libavcodec 59.37.100, ...").
+bool video_supported();
+std::string video_libraries();
+
+// What the container holds (its best video stream).
+Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits);
+
+// The frames at `indices` (ascending, each < the stream's frames), as RGB. Frames before the last
+// index are decoded; only the frames asked for are converted and kept.
+Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
+                                        const VideoLimits& limits);
+
+}  // namespace mmfeed::vision

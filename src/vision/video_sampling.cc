@@ -1,0 +1,105 @@
+#include "vision/video_sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace mmfeed::vision {
+
+namespace {
+
+constexpr double kDefaultFps = 2.0;  // qwen-vl-utils' FPS
+constexpr int kFrameFactor = 2;      // FRAME_FACTOR: counts are even (temporal patches of 2)
+constexpr double kMinFrames = 4;     // FPS_MIN_FRAMES
+constexpr double kMaxFrames = 768;   // FPS_MAX_FRAMES
+
+// Python's round(): half to even.
+double round_half_even(double x) { return std::nearbyint(x); }  // the default rounding mode is to nearest, ties even
+
+std::int64_t round_by_factor(double x, int factor) { return static_cast<std::int64_t>(round_half_even(x / factor)) * factor; }
+std::int64_t ceil_by_factor(double x, int factor) { return static_cast<std::int64_t>(std::ceil(x / factor)) * factor; }
+std::int64_t floor_by_factor(double x, int factor) { return static_cast<std::int64_t>(std::floor(x / factor)) * factor; }
+
+std::string number(double x) {
+  std::string text = std::to_string(x);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> linspace_rounded(std::int64_t start, std::int64_t end, std::int64_t steps) {
+  std::vector<std::int64_t> out;
+  if (steps <= 0) return out;
+  out.reserve(static_cast<std::size_t>(steps));
+  if (steps == 1) {
+    out.push_back(static_cast<std::int64_t>(std::nearbyint(static_cast<float>(start))));
+    return out;
+  }
+  // As ATen's CPU kernel: float32 throughout, the first half counted up from start, the second
+  // half down from end.
+  const auto first = static_cast<float>(start);
+  const auto last = static_cast<float>(end);
+  const float step = (last - first) / static_cast<float>(steps - 1);
+  const std::int64_t halfway = steps / 2;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const float value = i < halfway ? first + step * static_cast<float>(i)
+                                    : last - step * static_cast<float>(steps - i - 1);
+    out.push_back(static_cast<std::int64_t>(std::nearbyint(value)));
+  }
+  return out;
+}
+
+Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
+                                              double video_fps) {
+  if (video_fps <= 0) return Error(ErrorCode::kInvalidArgument, "video: the frame rate must be positive");
+  if (total_frames <= 0) return Error(ErrorCode::kInvalidArgument, "video: the video holds no frames");
+  if (request.nframes && request.fps) {
+    return Error(ErrorCode::kInvalidArgument, "video: give either \"nframes\" or \"fps\", not both");
+  }
+  VideoFramePlan plan;
+  std::int64_t count = total_frames;
+  plan.last = total_frames - 1;
+  if (request.video_start || request.video_end) {  // calculate_video_frame_range
+    const double duration = static_cast<double>(total_frames) / video_fps;
+    double start_s = 0, end_s = duration;
+    if (request.video_start) {
+      start_s = std::clamp(*request.video_start, 0.0, duration);
+      plan.first = static_cast<std::int64_t>(std::ceil(start_s * video_fps));
+    }
+    if (request.video_end) {
+      end_s = std::clamp(*request.video_end, 0.0, duration);
+      plan.last = std::min(static_cast<std::int64_t>(std::floor(end_s * video_fps)), total_frames - 1);
+    }
+    if (plan.first >= plan.last) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "video: the range " + number(start_s) + "-" + number(end_s) + " s holds no frames (frame " +
+                       std::to_string(plan.first) + " is not before frame " + std::to_string(plan.last) + "; the video is " +
+                       number(duration) + " s, " + std::to_string(total_frames) + " frames at " + number(video_fps) + " fps)");
+    }
+    count = plan.last - plan.first + 1;
+  }
+  std::int64_t n = 0;  // smart_nframes
+  if (request.nframes) {
+    n = round_by_factor(*request.nframes, kFrameFactor);
+  } else {
+    const double fps = request.fps.value_or(kDefaultFps);
+    const auto least = static_cast<double>(ceil_by_factor(request.min_frames.value_or(kMinFrames), kFrameFactor));
+    const auto most = static_cast<double>(
+        floor_by_factor(request.max_frames.value_or(std::min(kMaxFrames, static_cast<double>(count))), kFrameFactor));
+    double wanted = static_cast<double>(count) / video_fps * fps;
+    wanted = std::min(std::min(std::max(wanted, least), most), static_cast<double>(count));
+    n = floor_by_factor(wanted, kFrameFactor);
+  }
+  if (n < kFrameFactor || n > count) {
+    return Error(ErrorCode::kInvalidArgument, "video: " + std::to_string(n) + " frames asked for; the range holds " +
+                                                  std::to_string(count) + " (at least " + std::to_string(kFrameFactor) +
+                                                  " are needed)");
+  }
+  plan.indices = linspace_rounded(plan.first, plan.last, n);
+  plan.sample_fps = static_cast<double>(n) / std::max(static_cast<double>(count), 1e-6) * video_fps;
+  return plan;
+}
+
+}  // namespace mmfeed::vision

@@ -1,0 +1,47 @@
+// Which frames of a video Qwen2-VL and Qwen2.5-VL see, as qwen-vl-utils 0.0.14 picks them
+// (`fetch_video` with its decord or torchcodec reader): the frames of [video_start, video_end]
+// (calculate_video_frame_range), how many of them (smart_nframes: `nframes` rounded to an even
+// count, or `fps` frames per second, 2 by default, between min_frames and max_frames), spread
+// evenly (torch.linspace(first, last, n) in float32, rounded half to even), and the rate they
+// stand for (sample_fps). Pure arithmetic; the decoder (vision/video.h) then decodes just those.
+//
+// Example:
+//   VideoSamplingRequest request;               // fps 2, frames 4..768
+//   auto plan = plan_qwen2_video_frames(request, /*total_frames=*/300, /*video_fps=*/30.0);
+//   // plan->indices: 20 frames, 0 .. 299; plan->sample_fps: 2.0
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mmfeed/error.h"
+
+namespace mmfeed::vision {
+
+// A content item's sampling keys, as qwen-vl-utils reads them; unset keys take its defaults.
+struct VideoSamplingRequest {
+  std::optional<double> nframes;  // exclusive with fps
+  std::optional<double> fps;      // default 2.0
+  std::optional<double> min_frames;  // with fps; default 4
+  std::optional<double> max_frames;  // with fps; default min(768, frames in range)
+  std::optional<double> video_start;  // seconds
+  std::optional<double> video_end;    // seconds
+};
+
+struct VideoFramePlan {
+  std::int64_t first = 0;            // the range's first frame
+  std::int64_t last = 0;             // and last
+  std::vector<std::int64_t> indices;  // the frames kept, ascending (repeats possible, as upstream)
+  double sample_fps = 0;             // indices.size() / frames in range * video_fps
+};
+
+// kInvalidArgument, naming the value, where qwen-vl-utils raises: both nframes and fps, a time
+// range that ends before it starts, a frame count outside [2, frames in range].
+Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
+                                              double video_fps);
+
+// torch.linspace(start, end, steps) (float32) rounded half to even, as torch computes it.
+std::vector<std::int64_t> linspace_rounded(std::int64_t start, std::int64_t end, std::int64_t steps);
+
+}  // namespace mmfeed::vision
