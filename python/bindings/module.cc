@@ -39,6 +39,10 @@ NB_MODULE(_mmfeed, m) {
   m.def("usable_cpus", &mmfeed::core::usable_cpus,
         "The CPUs this process may use, as workers=\"auto\" counts them: its CPU affinity, capped by "
         "the smallest cgroup v2 cpu.max quota from its cgroup up to the root (rounded up).");
+  m.def("cgroup_cpu_limit",
+        [] { return mmfeed::core::cgroup_cpu_limit("/sys/fs/cgroup", "/proc/self/cgroup"); },
+        "The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up "
+        "to the root, or None where none is set.");
 
   using Pairs = std::vector<std::pair<std::string, std::string>>;
   m.def(
