@@ -132,13 +132,14 @@ class Container {
     if (int status = avformat_find_stream_info(format, nullptr); status < 0) {
       return Error(ErrorCode::kCorruptData, "video: cannot read the streams (" + av_message(status) + ")");
     }
+    const int any = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (any < 0) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
     const AVCodec* codec = nullptr;
     c->stream_ = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (c->stream_ == AVERROR_STREAM_NOT_FOUND) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
-    const AVCodecParameters* parameters = format->streams[c->stream_]->codecpar;
     if (c->stream_ < 0 || codec == nullptr) {
       return Error(ErrorCode::kUnsupported, std::string("video: no decoder for codec '") +
-                                                avcodec_get_name(parameters->codec_id) + "' in this FFmpeg");
+                                                avcodec_get_name(format->streams[any]->codecpar->codec_id) +
+                                                "' in this FFmpeg");
     }
     c->codec_ = codec;
     return c;
@@ -172,7 +173,7 @@ int rotation_of(AVStream* stream) {
   std::size_t size = 0;
   const std::uint8_t* matrix = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
   if (matrix == nullptr || size < 9 * sizeof(std::int32_t)) return 0;
-  const double degrees = -av_display_rotation_get(reinterpret_cast<const std::int32_t*>(matrix));
+  const double degrees = av_display_rotation_get(reinterpret_cast<const std::int32_t*>(matrix));
   const int rounded = static_cast<int>(std::lround(degrees)) % 360;
   return rounded < 0 ? rounded + 360 : rounded;
 }

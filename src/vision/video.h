@@ -46,7 +46,7 @@ struct VideoInfo {
   double fps = 0;           // the stream's average frame rate
   double duration_s = 0;    // frames / fps
   std::string codec;        // "h264", "vp9", ...
-  int rotation = 0;         // degrees, from the display matrix; not applied
+  int rotation = 0;         // degrees, from the display matrix, as PyAV's VideoFrame.rotation; not applied
 };
 
 struct VideoFrames {
