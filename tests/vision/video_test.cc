@@ -1,0 +1,108 @@
+// The video decoder's limits and the sampling's edges (tests/python/test_video.py compares the
+// decoded frames with PyAV's and the sampling with qwen-vl-utils'). The clip is made with the
+// ffmpeg command, which scripts/setup.sh installs.
+#include "vision/video.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "vision/video_sampling.h"
+
+namespace mmfeed::vision {
+namespace {
+
+class VideoTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!video_supported()) GTEST_SKIP() << "built without video";
+    const auto path = std::filesystem::temp_directory_path() / ("mmfeed-video-" + std::to_string(getpid()) + ".mp4");
+    const std::string command = "ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=96x64:rate=30:duration=1 "
+                                "-c:v libx264 -pix_fmt yuv420p " + path.string();
+    ASSERT_EQ(std::system(command.c_str()), 0) << "the ffmpeg command (scripts/setup.sh installs it)";
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    clip_ = new std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                       reinterpret_cast<const std::byte*>(text.data()) + text.size());
+    std::filesystem::remove(path);
+  }
+  static void TearDownTestSuite() {
+    delete clip_;
+    clip_ = nullptr;
+  }
+  void SetUp() override {
+    if (!video_supported()) GTEST_SKIP() << "built without video";
+  }
+  static inline std::vector<std::byte>* clip_ = nullptr;
+};
+
+TEST_F(VideoTest, ProbesTheClip) {
+  const VideoInfo info = probe_video(*clip_, {}).value();
+  EXPECT_EQ(info.width, 96);
+  EXPECT_EQ(info.height, 64);
+  EXPECT_EQ(info.frames, 30);
+  EXPECT_DOUBLE_EQ(info.fps, 30.0);
+  EXPECT_EQ(info.codec, "h264");
+}
+
+TEST_F(VideoTest, EverySizeFromTheFileIsCheckedBeforeMemoryIsCommitted) {
+  VideoLimits small;
+  small.max_frame_pixels = 96 * 64 - 1;
+  auto probed = probe_video(*clip_, small);
+  ASSERT_FALSE(probed.ok());
+  EXPECT_EQ(probed.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(probed.error().message().find("frames of 96x64 exceed the limit of 6143 pixels"), std::string::npos)
+      << probed.error().message();
+  EXPECT_EQ(decode_video_frames(*clip_, std::vector<std::int64_t>{0}, small).error().code(), ErrorCode::kResourceExhausted);
+
+  VideoLimits bytes;
+  bytes.max_decoded_bytes = 96 * 64 * 3 * 2;  // two frames' RGB
+  EXPECT_TRUE(decode_video_frames(*clip_, std::vector<std::int64_t>{0, 9}, bytes).ok());
+  auto three = decode_video_frames(*clip_, std::vector<std::int64_t>{0, 9, 19}, bytes);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.error().message().find("3 frames of 96x64 need 55296 bytes, over the limit of 36864"), std::string::npos)
+      << three.error().message();
+
+  VideoLimits frames;
+  frames.max_frames = 29;
+  auto many = probe_video(*clip_, frames);
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.error().message().find("more than 29 frames"), std::string::npos) << many.error().message();
+}
+
+TEST_F(VideoTest, EmptyOrCutInputIsAnErrorNotACrash) {
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{64}, clip_->size() / 3}) {
+    const std::span<const std::byte> cut(clip_->data(), size);
+    auto probed = probe_video(cut, {});
+    auto decoded = decode_video_frames(cut, std::vector<std::int64_t>{29}, {});
+    EXPECT_FALSE(probed.ok() && decoded.ok()) << size << " bytes";
+  }
+}
+
+TEST(VideoSamplingTest, TheRecipesEdges) {
+  // Defaults: 2 frames per second, at least 4, even counts.
+  EXPECT_EQ(plan_qwen2_video_frames({}, 300, 30.0).value().indices.size(), 20u);
+  EXPECT_EQ(plan_qwen2_video_frames({}, 30, 30.0).value().indices.size(), 4u);  // 2 by rate, 4 at least
+  VideoSamplingRequest odd;
+  odd.nframes = 7;  // rounded to an even count: round(3.5) * 2 = 8 (half to even)
+  EXPECT_EQ(plan_qwen2_video_frames(odd, 300, 30.0).value().indices.size(), 8u);
+  VideoSamplingRequest too_many;
+  too_many.nframes = 40;
+  EXPECT_EQ(plan_qwen2_video_frames(too_many, 30, 30.0).error().code(), ErrorCode::kInvalidArgument);
+  VideoSamplingRequest backwards;
+  backwards.video_start = 5.0;
+  backwards.video_end = 2.0;
+  const auto refused = plan_qwen2_video_frames(backwards, 300, 30.0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("holds no frames"), std::string::npos) << refused.error().message();
+  EXPECT_EQ(linspace_rounded(0, 9, 3), (std::vector<std::int64_t>{0, 4, 9}));  // 4.5 rounds to even
+}
+
+}  // namespace
+}  // namespace mmfeed::vision
