@@ -14,6 +14,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "vision/video.h"
+
 namespace mmfeed {
 
 #ifndef MMFEED_VERSION
@@ -70,6 +72,7 @@ std::vector<LibraryInfo> linked_libraries() {
   libs.push_back({"Highway", dotted(HWY_MAJOR, HWY_MINOR, HWY_PATCH), highway_targets()});
   const XML_Expat_Version expat = XML_ExpatVersionInfo();
   libs.push_back({"expat", dotted(expat.major, expat.minor, expat.micro), "S3 XML responses"});
+  if (vision::video_supported()) libs.push_back({"FFmpeg", vision::ffmpeg_version(), vision::video_libraries()});
   return libs;
 }
 

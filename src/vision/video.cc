@@ -20,6 +20,7 @@ namespace mmfeed::vision {
 #if !MMFEED_VIDEO
 
 bool video_supported() { return false; }
+std::string ffmpeg_version() { return {}; }
 std::string video_libraries() { return "none (built with MMFEED_VIDEO=OFF)"; }
 
 namespace {
@@ -36,6 +37,7 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte>, std::span<co
 #else
 
 bool video_supported() { return true; }
+std::string ffmpeg_version() { return av_version_info(); }
 
 std::string video_libraries() {
   auto version = [](unsigned v) {

@@ -60,8 +60,10 @@ struct VideoFrames {
   }
 };
 
-// Whether this build decodes videos, and with which libraries ("libavcodec 59.37.100, ...").
+// Whether this build decodes videos, with which FFmpeg release ("5.1.9-0+deb12u1"; empty
+// without) and which of its libraries ("libavformat 59.27.100, ...").
 bool video_supported();
+std::string ffmpeg_version();
 std::string video_libraries();
 
 // What the container holds (its best video stream).
