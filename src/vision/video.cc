@@ -109,10 +109,20 @@ struct ScaleCloser {
   void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
 
-// An opened container and its best video stream.
+Status check_frame_size(int width, int height, const VideoLimits& limits) {
+  if (width <= 0 || height <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame size");
+  if (static_cast<std::int64_t>(width) * height > limits.max_frame_pixels) {
+    return Error(ErrorCode::kResourceExhausted, "video: frames of " + std::to_string(width) + "x" + std::to_string(height) +
+                                                    " exceed the limit of " + std::to_string(limits.max_frame_pixels) +
+                                                    " pixels");
+  }
+  return ok_status();
+}
+
+// An opened container and its best video stream, whose frame size is within the limits.
 class Container {
  public:
-  static Result<std::unique_ptr<Container>> open(std::span<const std::byte> bytes) {
+  static Result<std::unique_ptr<Container>> open(std::span<const std::byte> bytes, const VideoLimits& limits) {
     auto c = std::unique_ptr<Container>(new Container);
     c->reader_.bytes = bytes;
     constexpr int kBuffer = 1 << 16;
@@ -138,17 +148,21 @@ class Container {
     if (any < 0) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
     const AVCodec* codec = nullptr;
     c->stream_ = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    const AVCodecParameters* parameters = format->streams[any]->codecpar;
     if (c->stream_ < 0 || codec == nullptr) {
       return Error(ErrorCode::kUnsupported, std::string("video: no decoder for codec '") +
-                                                avcodec_get_name(format->streams[any]->codecpar->codec_id) +
+                                                avcodec_get_name(parameters->codec_id) +
                                                 "' in this FFmpeg");
     }
     c->codec_ = codec;
+    if (Status st = check_frame_size(c->width(), c->height(), limits); !st.ok()) return std::move(st).error();
     return c;
   }
 
   AVFormatContext* format() { return format_.get(); }
   AVStream* stream() { return format_->streams[stream_]; }
+  int width() { return stream()->codecpar->width; }
+  int height() { return stream()->codecpar->height; }
   int stream_index() const { return stream_; }
   const AVCodec* codec() const { return codec_; }
 
@@ -160,16 +174,6 @@ class Container {
   int stream_ = -1;
   const AVCodec* codec_ = nullptr;
 };
-
-Status check_frame_size(int width, int height, const VideoLimits& limits) {
-  if (width <= 0 || height <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame size");
-  if (static_cast<std::int64_t>(width) * height > limits.max_frame_pixels) {
-    return Error(ErrorCode::kResourceExhausted, "video: frames of " + std::to_string(width) + "x" + std::to_string(height) +
-                                                    " exceed the limit of " + std::to_string(limits.max_frame_pixels) +
-                                                    " pixels");
-  }
-  return ok_status();
-}
 
 int rotation_of(AVStream* stream) {
   std::size_t size = 0;
@@ -183,14 +187,13 @@ int rotation_of(AVStream* stream) {
 }  // namespace
 
 Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits) {
-  auto opened = Container::open(bytes);
+  auto opened = Container::open(bytes, limits);
   if (!opened.ok()) return std::move(opened).error();
   Container& c = **opened;
   AVStream* stream = c.stream();
   VideoInfo info;
-  info.width = stream->codecpar->width;
-  info.height = stream->codecpar->height;
-  if (Status st = check_frame_size(info.width, info.height, limits); !st.ok()) return std::move(st).error();
+  info.width = c.width();
+  info.height = c.height();
   info.codec = avcodec_get_name(stream->codecpar->codec_id);
   info.rotation = rotation_of(stream);
   const AVRational rate = stream->avg_frame_rate.num > 0 ? stream->avg_frame_rate : stream->r_frame_rate;
@@ -224,14 +227,13 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
       return Error(ErrorCode::kInvalidArgument, "video: frame indices must be ascending and not negative");
     }
   }
-  auto opened = Container::open(bytes);
+  auto opened = Container::open(bytes, limits);
   if (!opened.ok()) return std::move(opened).error();
   Container& c = **opened;
   AVStream* stream = c.stream();
   VideoFrames out;
-  out.width = stream->codecpar->width;
-  out.height = stream->codecpar->height;
-  if (Status st = check_frame_size(out.width, out.height, limits); !st.ok()) return std::move(st).error();
+  out.width = c.width();
+  out.height = c.height();
   const std::uint64_t frame_bytes = static_cast<std::uint64_t>(out.width) * static_cast<std::uint64_t>(out.height) * 3;
   if (frame_bytes * indices.size() > limits.max_decoded_bytes) {
     return Error(ErrorCode::kResourceExhausted,
