@@ -31,7 +31,9 @@ trainer (step 0): raw samples/s.
 Each system runs in its own process, so its CPU time and peak RSS are its own. Reported per
 system: GPU utilisation (compute / wall), the same after the first batch (steady state), the
 data-wait share, samples/s, CPU-seconds per sample (the process and its workers), peak RSS
-(the process plus its largest worker), time to first batch. Written to --out: bench.json
+(the process plus its largest worker), peak PSS (the sum over the process and all its workers,
+a shared page counted once: bench/memory.py; the figure that compares one process with a pool
+of them), time to first batch. Written to --out: bench.json
 (with each step's start and end, `timeline`), utilization.png (utilisation over time per
 system) and mmfeed's Perfetto timeline per source.
 
@@ -72,6 +74,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
 
 import budget  # noqa: E402  (bench/, beside this file)
+import memory  # noqa: E402
 
 SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed")
 SOURCES = ("s3", "local")
@@ -86,7 +89,7 @@ IMAGE_PAD = 151655
 TEMPLATE_FILES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
 PAD = 151643
 FIELDS = ("gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
-          "peak_rss_mb", "time_to_first_batch_s")
+          "peak_rss_mb", "peak_pss_mb", "time_to_first_batch_s")
 
 
 def _cpu_seconds() -> float:
@@ -294,7 +297,8 @@ def run_one(args) -> dict:
     def progress(samples: int) -> None:
         print(f"progress {samples}", flush=True)
 
-    r = train(batches, step, progress)
+    with memory.PeakPss() as peak:  # the loader's processes and threads start with the first batch
+        r = train(batches, step, progress)
     affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = {"name": args.one, "samples": r["samples"], "workers": workers, "cpus": len(affinity), "affinity": affinity,
@@ -302,7 +306,8 @@ def run_one(args) -> dict:
            "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
            "data_wait_share": r["waited"] / r["seconds"], "samples_per_s": r["samples"] / r["seconds"],
            "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
-           "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024, "time_to_first_batch_s": r["first_batch"],
+           "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024, "peak_pss_mb": peak.mb,
+           "time_to_first_batch_s": r["first_batch"],
            "seconds": r["seconds"], "cpu_seconds": r["cpu"],
            "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
            "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1), "timeline": r["timeline"]}
@@ -411,7 +416,8 @@ def print_table(title: str, results: list[dict], model: bool = False) -> None:
     print(f"\n{title}")
     header = (f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}"
               + (f"{'NVML busy':>10}{'step ms':>9}" if model else "")
-              + f"{'data wait':>10}{'samples/s':>10}{'CPU s/sample':>13}{'peak RSS MB':>12}{'1st batch s':>12}")
+              + f"{'data wait':>10}{'samples/s':>10}{'CPU s/sample':>13}{'peak RSS MB':>12}{'peak PSS MB':>12}"
+              + f"{'1st batch s':>12}")
     print(header)
     print("-" * len(header))
     for r in results:
@@ -420,7 +426,7 @@ def print_table(title: str, results: list[dict], model: bool = False) -> None:
         print(f"{r['source']:<7}{r['name']:<17}{100 * r['gpu_utilization']:>8.0f}%"
               f"{100 * r['steady_gpu_utilization']:>7.0f}%{gpu}{100 * r['data_wait_share']:>9.0f}%"
               f"{r['samples_per_s']:>10.1f}{r['cpu_s_per_sample']:>13.3f}{r['peak_rss_mb']:>12.0f}"
-              f"{r['time_to_first_batch_s']:>12.2f}")
+              f"{r['peak_pss_mb']:>12.0f}{r['time_to_first_batch_s']:>12.2f}")
     for source in dict.fromkeys(r["source"] for r in results):
         by = {r["name"]: r for r in results if r["source"] == source}
         peers = [(by[n]["samples_per_s"], n) for n in PEERS if n in by]
@@ -637,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
                     r = run(system, source, step_ms, f"{system} on {n} cores", n, affinity=allowed[:n])
                     row["tried"].append({"cores": n, **{k: r[k] for k in (
                         "workers", "cpus", "gpu_utilization", "steady_gpu_utilization", "samples_per_s",
-                        "cpu_s_per_sample", "peak_rss_mb")}})
+                        "cpu_s_per_sample", "peak_rss_mb", "peak_pss_mb")}})
                     write_report()
                     if r["steady_gpu_utilization"] >= BUSY_ENOUGH:
                         row["cores_needed"] = n

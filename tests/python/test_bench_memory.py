@@ -1,0 +1,34 @@
+"""bench/memory.py: the PSS of a process tree, its workers included, sampled at its peak."""
+import multiprocessing
+import os
+
+import memory
+
+
+def _hold(megabytes: int, ready, done) -> None:
+    block = bytearray(megabytes << 20)
+    for i in range(0, len(block), 4096):  # touched: resident
+        block[i] = 1
+    ready.set()
+    done.wait(30)
+
+
+def test_a_workers_memory_counts_in_the_tree():
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    alone = memory.PeakPss()
+    before = alone.sample()
+    child = ctx.Process(target=_hold, args=(64, ready, done))
+    child.start()
+    try:
+        assert ready.wait(30)
+        assert child.pid in memory.tree(os.getpid())
+        with memory.PeakPss() as peak:  # samples on entry and exit at least
+            pass
+        # The child's 64 MiB of private pages count once, with what the parent holds.
+        assert peak.mb * 1024 >= before + 60 * 1024
+        assert memory.pss_kb(child.pid) >= 60 * 1024
+    finally:
+        done.set()
+        child.join()
+    assert memory.pss_kb(child.pid) == 0  # ended
