@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #if MMFEED_VIDEO
 extern "C" {
@@ -204,7 +206,8 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
   std::int64_t frames = 0;
   int status = 0;
   while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
-    if (packet->stream_index == c.stream_index() && packet->size > 0) ++frames;
+    // A packet flagged for discarding (before an edit list's start) decodes to no frame.
+    if (packet->stream_index == c.stream_index() && packet->size > 0 && !(packet->flags & AV_PKT_FLAG_DISCARD)) ++frames;
     av_packet_unref(packet.get());
     if (frames > limits.max_frames) {
       return Error(ErrorCode::kResourceExhausted,
@@ -241,97 +244,183 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
                      std::to_string(out.height) + " need " + std::to_string(frame_bytes * indices.size()) +
                      " bytes, over the limit of " + std::to_string(limits.max_decoded_bytes));
   }
-  std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(c.codec()));
-  if (!decoder) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
-  if (avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0) {
-    return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
+  // The stream's packets, in decoding order (the file is in memory already; so are they now).
+  std::vector<std::unique_ptr<AVPacket, PacketCloser>> packets;
+  std::string damage;
+  {
+    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+    if (!packet) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
+    int status = 0;
+    while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
+      if (packet->stream_index == c.stream_index() && packet->size > 0) {
+        if (static_cast<std::int64_t>(packets.size()) >= limits.max_frames) {
+          return Error(ErrorCode::kResourceExhausted, "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
+        }
+        packets.emplace_back(av_packet_alloc());
+        if (!packets.back()) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
+        av_packet_move_ref(packets.back().get(), packet.get());
+      } else {
+        av_packet_unref(packet.get());
+      }
+    }
+    if (status != AVERROR_EOF) damage = av_message(status);
   }
-  decoder->thread_count = 1;  // one video per worker thread
-  if (int status = avcodec_open2(decoder.get(), c.codec(), nullptr); status < 0) {
-    return Error(ErrorCode::kUnsupported, std::string("video: cannot open the ") + c.codec()->name + " decoder (" +
-                                              av_message(status) + ")");
+  // Each packet's place in presentation order, from the order of the timestamps, when every
+  // packet has its own: the decoder may then drop the frames nobody asked for that no other frame
+  // refers to (AVDISCARD_NONREF), and a frame is known by its timestamp. Otherwise every frame is
+  // decoded and counted as it comes.
+  std::unordered_map<std::int64_t, std::int64_t> place;
+  std::int64_t shown = 0;  // the frames the packets decode to, when placed
+  {
+    std::vector<std::int64_t> order;  // of the packets that decode to a frame (not flagged discard)
+    order.reserve(packets.size());
+    bool timed = true;
+    for (const auto& p : packets) {
+      if (p->pts == AV_NOPTS_VALUE) timed = false;
+      if (!(p->flags & AV_PKT_FLAG_DISCARD)) order.push_back(p->pts);
+    }
+    std::sort(order.begin(), order.end());
+    if (timed && std::adjacent_find(order.begin(), order.end()) == order.end()) {
+      for (std::size_t i = 0; i < order.size(); ++i) place[order[i]] = static_cast<std::int64_t>(i);
+      shown = static_cast<std::int64_t>(order.size());
+    }
   }
-  std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
-  if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet or a frame");
+
   out.rgb.resize(frame_bytes * indices.size());
   out.indices.assign(indices.begin(), indices.end());
+  std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+  if (!frame) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a frame");
   std::unique_ptr<SwsContext, ScaleCloser> scale;
   const std::size_t scratch_stride = (static_cast<std::size_t>(out.width) * 3 + 63) / 64 * 64;
   std::vector<std::uint8_t> scratch(scratch_stride * (static_cast<std::size_t>(out.height) + 1));
-  std::int64_t next_frame = 0;  // presentation-order index of the decoder's next output
-  std::size_t wanted = 0;       // indices[wanted] is the next frame to keep
-  std::string damage;
+  const std::size_t row = static_cast<std::size_t>(out.width) * 3;
 
-  // Takes every frame the decoder has ready; false once every frame asked for is kept or on error.
-  auto drain = [&]() -> Result<bool> {
-    while (true) {
-      const int status = avcodec_receive_frame(decoder.get(), frame.get());
-      if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
-      if (status < 0) return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(next_frame) +
-                                                                " does not decode (" + av_message(status) + ")");
-      if (frame->width != out.width || frame->height != out.height) {
-        return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" + std::to_string(frame->width) +
-                                                  "x" + std::to_string(frame->height) + " at frame " +
-                                                  std::to_string(next_frame) + ")");
-      }
-      while (wanted < indices.size() && indices[wanted] == next_frame) {
-        const auto format = static_cast<AVPixelFormat>(frame->format);
-        scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
-                                         AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
-        if (!scale) return Error(ErrorCode::kUnsupported, std::string("video: cannot convert pixel format ") +
-                                                              av_get_pix_fmt_name(format) + " to RGB");
-        const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
-        const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
-                               format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
-        const int* coefficients = sws_getCoefficients(matrix);
-        sws_setColorspaceDetails(scale.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16, 1 << 16);
-        // libswscale's SIMD writes past the end of a row (8 bytes at a time): convert into rows
-        // of aligned stride with a spare row, then copy the rows out.
-        std::uint8_t* target[4] = {scratch.data(), nullptr, nullptr, nullptr};
-        const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
-        sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
-        const std::size_t row = static_cast<std::size_t>(out.width) * 3;
-        std::uint8_t* kept = out.rgb.data() + wanted * frame_bytes;
-        for (int y = 0; y < out.height; ++y) {
-          std::memcpy(kept + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
-        }
-        ++wanted;
-      }
-      ++next_frame;
-      av_frame_unref(frame.get());
-      if (wanted == indices.size()) return false;
+  // Converts `frame` into the slot of indices[k].
+  auto keep = [&](std::size_t k) -> Status {
+    const auto format = static_cast<AVPixelFormat>(frame->format);
+    scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
+                                     AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+    if (!scale) return Error(ErrorCode::kUnsupported, std::string("video: cannot convert pixel format ") +
+                                                          av_get_pix_fmt_name(format) + " to RGB");
+    const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
+    const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
+                           format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
+    const int* coefficients = sws_getCoefficients(matrix);
+    sws_setColorspaceDetails(scale.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16, 1 << 16);
+    // libswscale's SIMD writes past the end of a row (8 bytes at a time): convert into rows of
+    // aligned stride with a spare row, then copy the rows out.
+    std::uint8_t* target[4] = {scratch.data(), nullptr, nullptr, nullptr};
+    const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
+    sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
+    std::uint8_t* kept = out.rgb.data() + k * frame_bytes;
+    for (int y = 0; y < out.height; ++y) {
+      std::memcpy(kept + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
     }
+    return ok_status();
   };
 
-  bool more = true;
-  int status = 0;
-  while (more && (status = av_read_frame(c.format(), packet.get())) >= 0) {
-    if (packet->stream_index == c.stream_index()) {
-      const int sent = avcodec_send_packet(decoder.get(), packet.get());
-      av_packet_unref(packet.get());
+  // One pass over the packets; `by_time`: frames known by timestamp, the unwanted unreferenced
+  // ones dropped. Sets *frames_seen (the frames that came out) and *kept (indices filled, in
+  // order). A frame whose timestamp is not a packet's ends a by_time pass with *consistent false.
+  auto decode = [&](bool by_time, std::int64_t* frames_seen, std::size_t* kept, bool* consistent) -> Status {
+    *frames_seen = 0;
+    *kept = 0;
+    *consistent = true;
+    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(c.codec()));
+    if (!decoder) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
+    if (avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0) {
+      return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
+    }
+    decoder->thread_count = 1;  // one video per worker thread
+    decoder->pkt_timebase = stream->time_base;
+    if (int status = avcodec_open2(decoder.get(), c.codec(), nullptr); status < 0) {
+      return Error(ErrorCode::kUnsupported, std::string("video: cannot open the ") + c.codec()->name + " decoder (" +
+                                                av_message(status) + ")");
+    }
+    std::vector<bool> wanted(static_cast<std::size_t>(shown), false);
+    for (std::int64_t i : indices) {
+      if (i < shown) wanted[static_cast<std::size_t>(i)] = true;
+    }
+    // Takes what the decoder has ready; false once every frame asked for is kept.
+    auto drain = [&]() -> Result<bool> {
+      while (true) {
+        const int status = avcodec_receive_frame(decoder.get(), frame.get());
+        if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
+        if (status < 0) return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(*frames_seen) +
+                                                                  " does not decode (" + av_message(status) + ")");
+        if (frame->width != out.width || frame->height != out.height) {
+          return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" +
+                                                    std::to_string(frame->width) + "x" + std::to_string(frame->height) +
+                                                    " at frame " + std::to_string(*frames_seen) + ")");
+        }
+        std::int64_t at = *frames_seen;
+        if (by_time) {
+          const auto it = place.find(frame->pts);
+          if (it == place.end() || it->second < at) {
+            *consistent = false;
+            return false;
+          }
+          at = it->second;
+        }
+        if (by_time && *kept < indices.size() && indices[*kept] < at) {
+          *consistent = false;  // a frame asked for did not come out where its timestamp says
+          return false;
+        }
+        while (*kept < indices.size() && indices[*kept] == at) {
+          if (Status st = keep(*kept); !st.ok()) return std::move(st).error();
+          ++*kept;
+        }
+        *frames_seen = at + 1;
+        av_frame_unref(frame.get());
+        if (*kept == indices.size()) return false;
+      }
+    };
+    bool more = true;
+    for (std::size_t i = 0; more && i < packets.size(); ++i) {
+      AVPacket* p = packets[i].get();
+      if (by_time) {
+        const auto it = place.find(p->pts);
+        const bool needed = !(p->flags & AV_PKT_FLAG_DISCARD) && it != place.end() &&
+                            wanted[static_cast<std::size_t>(it->second)];
+        decoder->skip_frame = needed ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+      }
+      const int sent = avcodec_send_packet(decoder.get(), p);
       if (sent < 0 && sent != AVERROR(EAGAIN)) {
-        damage = av_message(sent);
+        if (damage.empty()) damage = av_message(sent);
         break;  // keep what was decoded; a frame asked for beyond the damage is reported below
       }
       auto drained = drain();
       if (!drained.ok()) return std::move(drained).error();
-      more = *drained;
-    } else {
-      av_packet_unref(packet.get());
+      more = *drained && *consistent;
     }
+    if (more) {
+      avcodec_send_packet(decoder.get(), nullptr);  // the frames the decoder still holds
+      auto drained = drain();
+      if (!drained.ok()) return std::move(drained).error();
+    }
+    return ok_status();
+  };
+
+  std::int64_t frames_seen = 0;
+  std::size_t kept = 0;
+  bool consistent = true;
+  if (!place.empty()) {
+    if (Status st = decode(true, &frames_seen, &kept, &consistent); !st.ok()) return std::move(st).error();
   }
-  if (more) {
-    if (status < 0 && status != AVERROR_EOF && damage.empty()) damage = av_message(status);
-    avcodec_send_packet(decoder.get(), nullptr);  // flush the frames the decoder still holds
-    auto drained = drain();
-    if (!drained.ok()) return std::move(drained).error();
+  if (place.empty() || !consistent) {  // no usable timestamps: every frame, counted
+    if (Status st = decode(false, &frames_seen, &kept, &consistent); !st.ok()) return std::move(st).error();
   }
-  if (wanted < indices.size()) {
-    const std::string what = "video: frame " + std::to_string(indices[wanted]) + " asked for, but the stream ends after " +
-                             std::to_string(next_frame) + " frames";
-    if (!damage.empty()) return Error(ErrorCode::kCorruptData, what + " (damaged: " + damage + ")");
-    return Error(next_frame == 0 ? ErrorCode::kCorruptData : ErrorCode::kOutOfRange, what);
+  if (kept < indices.size()) {
+    // The stream's frames: its packets when they were placed by timestamp, else those that came out.
+    const std::int64_t frames = consistent && !place.empty() ? shown : frames_seen;
+    const std::string suffix = damage.empty() ? "" : " (damaged: " + damage + ")";
+    if (indices[kept] < frames) {
+      return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(indices[kept]) + " does not decode" + suffix);
+    }
+    const std::string what = "video: frame " + std::to_string(indices[kept]) + " asked for, but the stream ends after " +
+                             std::to_string(frames) + " frames";
+    if (!damage.empty()) return Error(ErrorCode::kCorruptData, what + suffix);
+    return Error(frames == 0 ? ErrorCode::kCorruptData : ErrorCode::kOutOfRange, what);
   }
   return out;
 }

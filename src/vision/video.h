@@ -42,7 +42,7 @@ struct VideoLimits {
 struct VideoInfo {
   int width = 0;
   int height = 0;
-  std::int64_t frames = 0;  // video packets in the stream (one per frame)
+  std::int64_t frames = 0;  // video packets in the stream that decode to a frame (edit lists' discarded ones not)
   double fps = 0;           // the stream's average frame rate
   double duration_s = 0;    // frames / fps
   std::string codec;        // "h264", "vp9", ...
@@ -69,8 +69,10 @@ std::string video_libraries();
 // What the container holds (its best video stream).
 Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits);
 
-// The frames at `indices` (ascending, each < the stream's frames), as RGB. Frames before the last
-// index are decoded; only the frames asked for are converted and kept.
+// The frames at `indices` (ascending, each < the stream's frames), as RGB. Frames are known by
+// their timestamps where every packet has its own, so that frames nobody asked for that no other
+// frame refers to are not decoded (AVDISCARD_NONREF); else every frame up to the last index is
+// decoded and counted. Only the frames asked for are converted and kept.
 Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
                                         const VideoLimits& limits);
 

@@ -47,6 +47,8 @@ def videos(tmp_path_factory):
         ffmpeg("-f", "lavfi", "-i", f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, out / name)
     # Rotation metadata (a display matrix) survives a stream copy, not an encode.
     ffmpeg("-i", out / "h264-odd.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90", out / "rotated.mp4")
+    # A stream copy cut between keyframes: an edit list, whose leading packets decode to no frame.
+    ffmpeg("-ss", "3.7", "-i", out / "long.mp4", "-t", "4", "-c", "copy", out / "edit-list.mp4")
     return out
 
 
@@ -55,7 +57,7 @@ def pyav_frames(path) -> list[av.VideoFrame]:
         return list(container.decode(video=0))
 
 
-@pytest.mark.parametrize("name", sorted(VIDEOS) + ["rotated.mp4"])
+@pytest.mark.parametrize("name", sorted(VIDEOS) + ["rotated.mp4", "edit-list.mp4"])
 def test_probe_and_frames_equal_pyavs(videos, name):
     data = (videos / name).read_bytes()
     info = _mmfeed.probe_video(data)
@@ -74,6 +76,21 @@ def test_probe_and_frames_equal_pyavs(videos, name):
     for k, i in enumerate(indices):
         # Decoding is exact by the codecs' specifications; the RGB conversion is PyAV's own.
         np.testing.assert_array_equal(decoded[k], frames[i].to_ndarray(format="rgb24"), err_msg=f"{name} frame {i}")
+
+
+@pytest.mark.parametrize("name", ["h264-odd.mp4", "edit-list.mp4", "vp9.webm", "vfr.mp4"])
+def test_every_frame_and_sparse_frames_equal_pyavs(videos, name):
+    # Frames nobody asked for that no frame refers to are not decoded (found by timestamp); what
+    # comes out must still be frame i of PyAV's count, whether all are asked for or a few.
+    data = (videos / name).read_bytes()
+    frames = pyav_frames(videos / name)
+    every = _mmfeed.decode_video(data, list(range(len(frames))))
+    for i, frame in enumerate(frames):
+        np.testing.assert_array_equal(every[i], frame.to_ndarray(format="rgb24"), err_msg=f"{name} frame {i}")
+    sparse = list(range(1, len(frames), 7))
+    picked = _mmfeed.decode_video(data, sparse)
+    for k, i in enumerate(sparse):
+        np.testing.assert_array_equal(picked[k], every[i], err_msg=f"{name} frame {i}")
 
 
 def test_repeated_indices_give_the_frame_again(videos):
