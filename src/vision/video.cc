@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -125,6 +126,9 @@ Status check_frame_size(int width, int height, const VideoLimits& limits) {
 class Container {
  public:
   static Result<std::unique_ptr<Container>> open(std::span<const std::byte> bytes, const VideoLimits& limits) {
+    // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
+    static std::once_flag quiet;
+    std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
     auto c = std::unique_ptr<Container>(new Container);
     c->reader_.bytes = bytes;
     constexpr int kBuffer = 1 << 16;
