@@ -290,6 +290,32 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
     }
   }
 
+  // For skipping ahead: each frame's packet, the last keyframe at or before each packet, and how
+  // many packets of frames asked for come before each packet.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> packet_of_rank(static_cast<std::size_t>(shown), kNone);
+  std::vector<std::size_t> last_key(packets.size(), kNone);
+  std::vector<std::size_t> wanted_before(packets.size() + 1, 0);
+  if (!place.empty()) {
+    std::vector<bool> asked(static_cast<std::size_t>(shown), false);
+    for (std::int64_t i : indices) {
+      if (i < shown) asked[static_cast<std::size_t>(i)] = true;
+    }
+    std::size_t key = kNone;
+    for (std::size_t i = 0; i < packets.size(); ++i) {
+      const AVPacket* p = packets[i].get();
+      if (p->flags & AV_PKT_FLAG_KEY) key = i;
+      last_key[i] = key;
+      bool asked_here = false;
+      if (!(p->flags & AV_PKT_FLAG_DISCARD)) {
+        const auto rank = static_cast<std::size_t>(place.at(p->pts));
+        packet_of_rank[rank] = i;
+        asked_here = asked[rank];
+      }
+      wanted_before[i + 1] = wanted_before[i] + (asked_here ? 1 : 0);
+    }
+  }
+
   out.rgb.resize(frame_bytes * indices.size());
   out.indices.assign(indices.begin(), indices.end());
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
@@ -381,6 +407,20 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
     };
     bool more = true;
     for (std::size_t i = 0; more && i < packets.size(); ++i) {
+      if (by_time && *kept < indices.size() && indices[*kept] < shown) {
+        // The next frame asked for decodes from the last keyframe before it: when that keyframe
+        // lies ahead and nothing asked for is in between, the packets in between are not needed.
+        // What the decoder holds comes out first.
+        const std::size_t key = last_key[packet_of_rank[static_cast<std::size_t>(indices[*kept])]];
+        if (key != kNone && key > i && wanted_before[key] == wanted_before[i]) {
+          avcodec_send_packet(decoder.get(), nullptr);
+          auto drained = drain();
+          if (!drained.ok()) return std::move(drained).error();
+          if (!*drained || !*consistent) break;
+          avcodec_flush_buffers(decoder.get());
+          i = key;
+        }
+      }
       AVPacket* p = packets[i].get();
       if (by_time) {
         const auto it = place.find(p->pts);

@@ -71,7 +71,8 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
 
 // The frames at `indices` (ascending, each < the stream's frames), as RGB. Frames are known by
 // their timestamps where every packet has its own, so that frames nobody asked for that no other
-// frame refers to are not decoded (AVDISCARD_NONREF); else every frame up to the last index is
+// frame refers to are not decoded (AVDISCARD_NONREF) and decoding jumps to the keyframe before a
+// frame asked for when that keyframe lies ahead; else every frame up to the last index is
 // decoded and counted. Only the frames asked for are converted and kept.
 Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
                                         const VideoLimits& limits);

@@ -93,6 +93,18 @@ def test_every_frame_and_sparse_frames_equal_pyavs(videos, name):
         np.testing.assert_array_equal(picked[k], every[i], err_msg=f"{name} frame {i}")
 
 
+@pytest.mark.parametrize("name, step", [("long.mp4", 97), ("long.mp4", 61), ("edit-list.mp4", 70), ("vp9.webm", 29)])
+def test_frames_far_apart_skip_to_their_keyframe_and_equal_pyavs(videos, name, step):
+    # Frames further apart than a keyframe interval (long.mp4: every 60th frame is one) are
+    # decoded from the keyframe before each; the packets in between are not decoded at all.
+    data = (videos / name).read_bytes()
+    frames = pyav_frames(videos / name)
+    sparse = list(range(step // 2, len(frames), step))
+    picked = _mmfeed.decode_video(data, sparse)
+    for k, i in enumerate(sparse):
+        np.testing.assert_array_equal(picked[k], frames[i].to_ndarray(format="rgb24"), err_msg=f"{name} frame {i}")
+
+
 def test_repeated_indices_give_the_frame_again(videos):
     data = (videos / "h264-odd.mp4").read_bytes()
     decoded = _mmfeed.decode_video(data, [3, 3, 4])
