@@ -74,6 +74,19 @@ class PoolState {
   }
   ~PoolState() { trim(); }
 
+  // With options.uniform: the class every block has from now on (at least `capacity`); the
+  // cached blocks smaller than it are freed when it grows. Else `capacity`.
+  std::size_t uniform_class(std::size_t capacity) {
+    if (!options_.uniform) return capacity;
+    {
+      std::lock_guard lock(mu_);
+      if (capacity <= uniform_) return uniform_;
+      uniform_ = capacity;
+    }
+    trim(capacity);
+    return capacity;
+  }
+
   // A block of `capacity` bytes, or with `fit`, the smallest cached block at least that large
   // (its class is stored in *capacity then): batches vary in size from one to the next, and a
   // cached block is resident already, so lending a larger one costs no memory, while a fresh
@@ -108,9 +121,11 @@ class PoolState {
     {
       std::lock_guard lock(mu_);
       stats_.bytes_in_use -= capacity;
+      const bool outgrown = options_.uniform && capacity < uniform_;  // no request can use it
       std::size_t smaller = 0;
       for (auto it = free_.begin(); it != free_.end() && it->first < capacity; ++it) smaller += it->first * it->second.size();
-      if (capacity <= options_.max_cached_bytes && stats_.bytes_cached - smaller + capacity <= options_.max_cached_bytes) {
+      if (!outgrown && capacity <= options_.max_cached_bytes &&
+          stats_.bytes_cached - smaller + capacity <= options_.max_cached_bytes) {
         while (stats_.bytes_cached + capacity > options_.max_cached_bytes) {
           auto it = free_.begin();
           evicted.emplace_back(it->second.back(), it->first);
@@ -160,6 +175,7 @@ class PoolState {
   mutable std::mutex mu_;
   std::map<std::size_t, std::vector<std::byte*>> free_;  // capacity -> cached blocks
   BufferPoolStats stats_;
+  std::size_t uniform_ = 0;  // with options_.uniform: every block's class now
 };
 
 }  // namespace detail
@@ -208,7 +224,7 @@ std::size_t BufferPool::size_class(std::size_t bytes) {
 }
 
 Buffer BufferPool::acquire(std::size_t bytes) {
-  std::size_t capacity = size_class(bytes);
+  std::size_t capacity = state_->uniform_class(size_class(bytes));
   std::byte* block = state_->take(&capacity, /*fit=*/true);
   return Buffer(state_, block, bytes, capacity);
 }
@@ -221,8 +237,6 @@ std::byte* BufferPool::take(std::size_t* capacity) {
 void BufferPool::give_back(std::byte* block, std::size_t capacity) { state_->give_back(block, capacity); }
 
 void BufferPool::trim() { state_->trim(); }
-
-void BufferPool::trim_below(std::size_t bytes) { state_->trim(bytes); }
 
 BufferPoolStats BufferPool::stats() const { return state_->stats(); }
 

@@ -41,6 +41,11 @@ struct BufferPoolOptions {
   std::size_t alignment = 64;               // power of two
   std::size_t max_cached_bytes = 256 << 20;  // released memory kept for reuse
   std::shared_ptr<Allocator> allocator = nullptr;  // null: heap_allocator()
+  // Every block the size class of the largest request so far: any free block then serves any
+  // request, so a pool whose requests vary stops allocating once the largest has come and as
+  // many blocks exist as are ever in use at once. Smaller blocks are freed as the size grows or
+  // as they come back. For big, varying buffers (batches); a request's size() is still its own.
+  bool uniform = false;
 };
 
 struct BufferPoolStats {
@@ -104,8 +109,6 @@ class BufferPool {
 
   // Frees every cached block.
   void trim();
-  // Frees the cached blocks smaller than `bytes`: those no request of `bytes` or more can use.
-  void trim_below(std::size_t bytes);
 
   BufferPoolStats stats() const;
 

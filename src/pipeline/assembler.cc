@@ -7,7 +7,7 @@ namespace mmfeed::pipeline {
 void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc) { proc.write(*job.image, job.dest); }
 
 AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                              const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water) {
+                              const vision::ImageProcessor& proc, core::BufferPool& pool) {
   const bool packed = layout.packed;
   AssembledBatch out;
   Batch& b = out.batch;
@@ -42,13 +42,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     add("position_ids", Tensor::DType::kInt64, {B, T});
   }
   if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
-  if (offset > high_water) {
-    high_water = offset;
-    pool.trim_below(high_water);  // cached blocks smaller than every later request: never used again
-  }
-  high_water = std::max<std::size_t>(high_water, 1);
-  auto buffer = std::make_shared<core::Buffer>(pool.acquire(high_water));
-  buffer->resize(offset);
+  auto buffer = std::make_shared<core::Buffer>(pool.acquire(offset));
   std::byte* base = buffer->data();
   b.set_buffer(buffer, base, buffer->capacity());
   auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(base + b.tensors[i].offset); };

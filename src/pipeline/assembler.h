@@ -7,7 +7,7 @@
 // thread, in parallel. Pure apart from the pool: the same samples and layout give the same bytes.
 //
 // Example:
-//   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool, high_water);
+//   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool);
 //   for (const PixelJob& job : a.pixels) write_pixels(job, proc);   // or spread over threads
 //   Batch b = std::move(a.batch);
 #pragma once
@@ -44,12 +44,12 @@ struct AssembledBatch {
 };
 
 // The batch of `samples` (epoch and index left for the caller), every tensor written but
-// pixel_values, which `pixels` writes. Its buffer is reserved at least `high_water` bytes, raised
-// to this batch's size: any cached buffer can then serve the next batch (a fresh one costs a
-// page fault and a zero fill per page, about as much as writing the pixels), and the tail a
-// smaller batch leaves is never touched.
+// pixel_values, which `pixels` writes. Its buffer comes from `pool`, whose blocks are uniform
+// (BatchMemory): any cached buffer can serve the next batch (a fresh one costs a page fault and a
+// zero fill per page, about as much as writing the pixels), and the tail a smaller batch leaves
+// is never touched.
 AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                              const vision::ImageProcessor& proc, core::BufferPool& pool, std::size_t& high_water);
+                              const vision::ImageProcessor& proc, core::BufferPool& pool);
 
 // Writes one image's rows (normalize + patchify). Thread-safe: jobs of a batch write disjoint rows.
 void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc);

@@ -37,7 +37,7 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .pad_to_multiple_of = config_.pad_to_multiple_of,
                              .mrope = config_.mrope,
                              .pad_id = processor_.pad_id()};  // loaded: every sample was tokenized
-    assembled = assemble_batch(samples, layout, processor_.images(), buffers_, high_water_);
+    assembled = assemble_batch(samples, layout, processor_.images(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
   write_all_pixels(std::move(assembled.pixels), cpu);

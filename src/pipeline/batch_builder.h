@@ -75,7 +75,6 @@ class BatchBuilder {
   core::TraceWriter* const trace_;
   core::Histogram& assemble_ns_;  // planning and text: the one-thread part
   core::Histogram& pixels_ns_;    // each image's rows, on whichever thread wrote them
-  std::size_t high_water_ = 0;  // the largest batch buffer so far (the building thread's)
 };
 
 }  // namespace mmfeed::pipeline

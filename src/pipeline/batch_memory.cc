@@ -23,7 +23,7 @@ BatchMemory::BatchMemory(const LoaderConfig& config)
                                             device::CudaRuntime::get().device_count())),
       allocator_(allocator_for(config, pin_device_)),
       pool_(core::BufferPoolOptions{
-          .alignment = 64, .max_cached_bytes = config.max_buffered_bytes / 2, .allocator = allocator_}) {}
+          .alignment = 64, .max_cached_bytes = config.max_buffered_bytes / 2, .allocator = allocator_, .uniform = true}) {}
 
 std::string BatchMemory::describe() const {
   if (!pin_memory_) return "pageable (pin_memory off)";

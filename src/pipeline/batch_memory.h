@@ -1,7 +1,8 @@
 // Where batch buffers come from: a pool of aligned blocks, page-locked (pinned) when asked and a
-// CUDA runtime is present, so copies to the GPU are fast, else from the heap. Released buffers
-// are kept for reuse up to half the byte budget: in steady state the trainer releases one batch
-// as the batcher needs the next, so a few suffice.
+// CUDA runtime is present, so copies to the GPU are fast, else from the heap. Every block is the
+// size of the largest batch so far (BufferPoolOptions::uniform), so released buffers, kept for
+// reuse up to half the byte budget, serve whatever batch comes next: in steady state the trainer
+// releases one batch as the batcher needs the next, so a few suffice.
 //
 // Thread safety: the pool is thread-safe (buffers are released from the trainer's thread).
 //

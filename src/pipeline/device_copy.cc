@@ -57,7 +57,7 @@ struct DeviceCopy::Shared {
       : cuda(runtime),
         device(on),
         pool(core::BufferPoolOptions{.alignment = 256, .max_cached_bytes = max_cached_bytes,
-                                     .allocator = std::make_shared<DeviceAllocator>(runtime)}) {}
+                                     .allocator = std::make_shared<DeviceAllocator>(runtime), .uniform = true}) {}
   ~Shared() {
     for (auto& [block, event] : released) cuda.event_destroy(event);
   }
@@ -137,12 +137,7 @@ Result<Batch> DeviceCopy::copy(const Batch& host, std::shared_ptr<Block>* handle
   auto block = std::make_shared<Block>();
   block->shared = shared_;
   try {
-    // Every block is as large as the largest batch so far, so any free block takes any batch:
-    // once the largest has been seen and as many blocks as are ever in use at once exist, no
-    // copy allocates. Smaller blocks left from before are freed as they come back.
-    if (bytes > block_bytes_) block_bytes_ = core::BufferPool::size_class(bytes);
-    shared_->pool.trim_below(block_bytes_);  // nothing to free once the sizes have settled
-    block->buffer = shared_->pool.acquire(block_bytes_);
+    block->buffer = shared_->pool.acquire(bytes);
   } catch (const std::exception& e) {
     return Error(ErrorCode::kResourceExhausted, std::string("copy to cuda:") + std::to_string(device_) + ": " + e.what());
   }

@@ -8,8 +8,8 @@
 // queued on that stream by then (an event recorded at release, waited for on the copy stream:
 // what torch's record_stream does for its own allocator).
 //
-// Device buffers come from a BufferPool over cudaMalloc, every block the size (class) of the
-// largest batch so far, so that any free block takes any batch, whatever the sizes: once the
+// Device buffers come from a BufferPool over cudaMalloc with uniform blocks (the size class of the
+// largest batch so far), so that any free block takes any batch, whatever the sizes: once the
 // largest batch has been seen and as many blocks exist as are ever in use at once (the trainer's,
 // the queue's, the one being copied), the stage makes no allocating or synchronising runtime
 // call (cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, cudaMemcpy); tests/device counts them
@@ -90,7 +90,6 @@ class DeviceCopy {
   core::BoundedQueue<Item> out_;
   std::atomic<bool> stop_{false};
   void* stream_ = nullptr;  // the copy thread's
-  std::size_t block_bytes_ = 0;  // the copy thread's: the size of every device block now
   void* copied_ = nullptr;  // event: the copy thread's last copy is done
   std::optional<Error> failure_;                    // the trainer's: returned again
   LoaderState delivered_;                           // the trainer's

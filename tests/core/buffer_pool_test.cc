@@ -169,18 +169,23 @@ TEST(BufferPoolTest, CacheRespectsItsByteBudget) {
   EXPECT_EQ(pool.stats().frees, 5u);
 }
 
-TEST(BufferPoolTest, TrimBelowFreesOnlyTheSmallerCachedBlocks) {
-  BufferPool pool({.max_cached_bytes = 1 << 20});
-  const std::size_t small = BufferPool::size_class(4096), middle = BufferPool::size_class(16384),
-                    large = BufferPool::size_class(65536);
-  { Buffer a = pool.acquire(small), b = pool.acquire(middle), c = pool.acquire(large); }
-  EXPECT_EQ(pool.stats().bytes_cached, small + middle + large);
-  pool.trim_below(middle);  // a block of exactly `middle` still serves a request of `middle`
-  EXPECT_EQ(pool.stats().bytes_cached, middle + large);
+TEST(BufferPoolTest, UniformBlocksAreTheLargestRequestsSizeAndServeAnyRequest) {
+  BufferPool pool({.max_cached_bytes = 1 << 20, .uniform = true});
+  const std::size_t middle = BufferPool::size_class(16384), large = BufferPool::size_class(65536);
+  Buffer held = pool.acquire(16384);  // in use while the size grows
+  EXPECT_EQ(held.capacity(), middle);
+  { Buffer a = pool.acquire(4096); EXPECT_EQ(a.capacity(), middle) << "at least the largest so far"; }
+  EXPECT_EQ(pool.stats().bytes_cached, middle);
+  { Buffer b = pool.acquire(65536); }  // the size grows: the cached smaller block is freed
+  EXPECT_EQ(pool.stats().bytes_cached, large);
   EXPECT_EQ(pool.stats().frees, 1u);
-  Buffer again = pool.acquire(middle);
-  EXPECT_EQ(again.capacity(), middle);
-  EXPECT_EQ(pool.stats().reuses, 1u);
+  held.reset();  // outgrown as it comes back: freed, not cached
+  EXPECT_EQ(pool.stats().bytes_cached, large);
+  EXPECT_EQ(pool.stats().frees, 2u);
+  Buffer small = pool.acquire(10);  // the cached large block serves it; size() stays its own
+  EXPECT_EQ(small.capacity(), large);
+  EXPECT_EQ(small.size(), 10u);
+  EXPECT_EQ(pool.stats().allocations, 3u);
 }
 
 TEST(BufferPoolTest, MoveTransfersOwnershipOnce) {
