@@ -146,10 +146,11 @@ TEST_F(DeviceCopyTest, OnceWarmNoCallAllocatesOrSynchronisesTheDevice) {
   std::uint64_t taken = 0;
   while (true) {
     // Before each take, the stage is as far ahead as it goes (the queue full, one more copied
-    // and waiting to be queued), whatever the relative speeds.
-    for (int i = 0; i < 10'000 && copies_made(*copy) < std::min<std::uint64_t>(taken + kDepth + 1, 24); ++i) {
-      std::this_thread::sleep_for(milliseconds(1));
-    }
+    // and waiting to be queued), whatever the relative speeds; a stage that does not get there
+    // in two minutes fails here, by name, not later by an allocation.
+    const std::uint64_t ahead = std::min<std::uint64_t>(taken + kDepth + 1, 24);
+    for (int i = 0; i < 120'000 && copies_made(*copy) < ahead; ++i) std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_GE(copies_made(*copy), ahead) << "the stage did not get ahead of batch " << taken;
     // Now (until the data ends) all the device blocks ever in use at once are: the trainer's
     // two, the queue's two and the one waiting to be queued. Taking a batch never adds to that:
     // the trainer lets its oldest go first.
