@@ -246,11 +246,12 @@ void bind_vision(nb::module_& m) {
         if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
         vision::Filter f;
         if (filter == "bicubic") f = vision::Filter::kBicubic;
+        else if (filter == "bicubic-torch") f = vision::Filter::kBicubicTorch;
         else if (filter == "bilinear") f = vision::Filter::kBilinear;
         else if (filter == "lanczos") f = vision::Filter::kLanczos;
         else if (filter == "box") f = vision::Filter::kBox;
         else if (filter == "hamming") f = vision::Filter::kHamming;
-        else throw nb::value_error("filter must be bicubic, bilinear, lanczos, box or hamming");
+        else throw nb::value_error("filter must be bicubic, bicubic-torch, bilinear, lanczos, box or hamming");
         const vision::Kernel k = kernel_from(kernel);
         const int channels = static_cast<int>(image.shape(2));
         const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
@@ -267,7 +268,8 @@ void bind_vision(nb::module_& m) {
       },
       nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic",
       nb::arg("kernel") = "auto",
-      "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels).");
+      "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); "
+      "'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.");
   m.def(
       "decode",
       [](nb::bytes data, bool exif, const std::string& alpha) {

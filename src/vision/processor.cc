@@ -54,7 +54,7 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
                                                                  Size size) const {
   const bool rotated = decode.exif == ExifPolicy::kApply && info.orientation != 1;
   if (info.format != ImageFormat::kJpeg || rotated || decode.jpeg_scale_denom != 1 || size.width == info.width ||
-      !horizontal_first(info.width, info.height, size.width, size.height)) {
+      !horizontal_first(info.width, info.height, size.width, size.height, config_.filter)) {
     return std::optional<Resized>();
   }
   Resized out;

@@ -141,6 +141,16 @@ double bicubic_filter(double x) {
   return 0.0;
 }
 
+// torch's form of the same cubic (aten's cubic_convolution1/2 with A = -0.5), which rounds
+// differently from Pillow's in the last bits of some weights.
+double torch_bicubic_filter(double x) {
+  constexpr double a = -0.5;
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
 double sinc_filter(double x) {
   if (x == 0.0) return 1.0;
   x = x * M_PI;
@@ -164,6 +174,7 @@ FilterDef filter_def(Filter f) {
     case Filter::kHamming: return {hamming_filter, 1.0};
     case Filter::kBicubic: return {bicubic_filter, 2.0};
     case Filter::kLanczos: return {lanczos_filter, 3.0};
+    case Filter::kBicubicTorch: return {torch_bicubic_filter, 2.0};
   }
   return {bicubic_filter, 2.0};
 }
@@ -221,8 +232,10 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
   c.first.resize(out_size);
   c.count.resize(out_size);
   c.k.assign(static_cast<std::size_t>(out_size) * c.ksize, 0);
-  std::vector<double> kk(c.ksize);
+  std::vector<double> kk(static_cast<std::size_t>(out_size) * c.ksize, 0.0);
+  double max_weight = 0.0;
   for (int xx = 0; xx < out_size; ++xx) {
+    double* k = &kk[static_cast<std::size_t>(xx) * c.ksize];
     const double center = in0 + (xx + 0.5) * scale;
     double ww = 0.0;
     const double ss = 1.0 / filterscale;
@@ -233,23 +246,38 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
     xmax -= xmin;
     for (int x = 0; x < xmax; ++x) {
       const double w = f.fn((x + xmin - center + 0.5) * ss);
-      kk[x] = w;
+      k[x] = w;
       ww += w;
     }
     for (int x = 0; x < xmax; ++x) {
-      if (ww != 0.0) kk[x] /= ww;
-    }
-    for (int x = 0; x < xmax; ++x) {
-      const double v = kk[x] * (1 << kResamplePrecisionBits);
-      c.k[static_cast<std::size_t>(xx) * c.ksize + x] = kk[x] < 0 ? static_cast<int>(-0.5 + v) : static_cast<int>(0.5 + v);
+      if (ww != 0.0) k[x] /= ww;
+      max_weight = std::max(max_weight, k[x]);
     }
     c.first[xx] = xmin;
     c.count[xx] = xmax;
   }
+  // Pillow rounds to 22 bits. torch rounds to int16 at the most bits under 22 that keep twice
+  // the axis's largest weight below 2^15, and sums from 2^(bits-1) shifted right by `bits`; a
+  // coefficient scaled by 2^(22-bits) after rounding gives the same sums times 2^(22-bits), so
+  // floor((sum * 2^(22-bits) + 2^21) / 2^22) = floor((sum + 2^(bits-1)) / 2^bits): the 22-bit
+  // kernels compute torch's bytes.
+  int bits = kResamplePrecisionBits;
+  if (filter == Filter::kBicubicTorch) {
+    for (bits = 0; bits < kResamplePrecisionBits; ++bits) {
+      if (static_cast<int>(0.5 + max_weight * (1 << (bits + 1))) >= (1 << 15)) break;
+    }
+  }
+  const int widen = kResamplePrecisionBits - bits;
+  for (std::size_t i = 0; i < kk.size(); ++i) {
+    const double v = kk[i] * (1 << bits);
+    const int rounded = kk[i] < 0 ? static_cast<int>(-0.5 + v) : static_cast<int>(0.5 + v);
+    c.k[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(rounded) << widen);
+  }
   return c;
 }
 
-bool horizontal_first(int in_w, int in_h, int out_w, int out_h) {
+bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter) {
+  if (filter == Filter::kBicubicTorch) return true;
   // Pillow 12.2+: when the height shrinks by more than twice what the width does, the vertical
   // pass runs first (on whole rows) and the horizontal pass on its output.
   return !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
@@ -423,7 +451,7 @@ void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::
     vertical_pass(in, in_stride, precompute_coefficients(in_h, out_h, filter), 0, 0, out_h, out, kernel);
     return;
   }
-  if (horizontal_first(in_w, in_h, out_w, out_h)) {
+  if (horizontal_first(in_w, in_h, out_w, out_h, filter)) {
     // In chunks, so that the vertical pass reads rows the horizontal pass has just written.
     constexpr int kChunk = 40;
     RowResampler rows(in_w, in_h, out_w, out_h, channels, filter, kernel, out);

@@ -22,10 +22,16 @@
 
 namespace mmfeed::vision {
 
-enum class Filter { kBox, kBilinear, kHamming, kBicubic, kLanczos };
+// kBicubicTorch: torch's antialiased bicubic on uint8 tensors (F.interpolate(mode="bicubic",
+// antialias=True), what torchvision's resize and so transformers' video processors run): the
+// taps and weights of Pillow's bicubic (torch's form of the polynomial), rounded to int16 at the
+// precision torch picks per axis, horizontal pass always first. Differs from kBicubic by one
+// or two levels in about 0.5% of the bytes.
+enum class Filter { kBox, kBilinear, kHamming, kBicubic, kLanczos, kBicubicTorch };
 
 // The fixed-point coefficients of one axis: for output index i, `count[i]` taps starting at
-// input index `first[i]`, weights k[i * ksize + t] scaled by 2^22.
+// input index `first[i]`, weights k[i * ksize + t] scaled by 2^22 (torch's, rounded at fewer
+// bits, then scaled to 22).
 struct Coefficients {
   int ksize = 0;
   std::vector<int> first;
@@ -44,8 +50,8 @@ enum class Kernel { kAuto, kScalar, kSimd, kPortable };
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
                  Filter filter, Kernel kernel = Kernel::kAuto);
 
-// Pillow's order: true when the horizontal pass runs first.
-bool horizontal_first(int in_w, int in_h, int out_w, int out_h);
+// Pillow's order (torch's for kBicubicTorch): true when the horizontal pass runs first.
+bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter);
 
 // resample_u8 fed its input rows in order as they are produced (a streaming decoder), for the
 // shapes Pillow resamples horizontally first with a width change (horizontal_first() and

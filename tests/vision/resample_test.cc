@@ -36,7 +36,8 @@ TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
   for (int round = 0; round < 300; ++round) {
     const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
     const int channels = std::vector<int>{1, 3, 4}[round % 3];
-    const Filter filter = std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos}[round % 5 % 3];
+    const Filter filter =
+        std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos, Filter::kBicubicTorch}[round % 7 % 4];
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
     for (auto& v : in) v = static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels);
