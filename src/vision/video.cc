@@ -33,7 +33,8 @@ Error no_video() {
 }  // namespace
 
 Result<VideoInfo> probe_video(std::span<const std::byte>, const VideoLimits&) { return no_video(); }
-Result<VideoFrames> decode_video_frames(std::span<const std::byte>, std::span<const std::int64_t>, const VideoLimits&) {
+Status for_each_video_frame(std::span<const std::byte>, std::span<const std::int64_t>, const VideoLimits&,
+                            const VideoFrameSink&) {
   return no_video();
 }
 
@@ -226,8 +227,8 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
   return info;
 }
 
-Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
-                                        const VideoLimits& limits) {
+Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
+                            const VideoLimits& limits, const VideoFrameSink& sink) {
   if (indices.empty()) return Error(ErrorCode::kInvalidArgument, "video: no frames asked for");
   for (std::size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] < 0 || (i > 0 && indices[i] < indices[i - 1])) {
@@ -238,16 +239,10 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
   if (!opened.ok()) return std::move(opened).error();
   Container& c = **opened;
   AVStream* stream = c.stream();
-  VideoFrames out;
-  out.width = c.width();
-  out.height = c.height();
-  const std::uint64_t frame_bytes = static_cast<std::uint64_t>(out.width) * static_cast<std::uint64_t>(out.height) * 3;
-  if (frame_bytes * indices.size() > limits.max_decoded_bytes) {
-    return Error(ErrorCode::kResourceExhausted,
-                 "video: " + std::to_string(indices.size()) + " frames of " + std::to_string(out.width) + "x" +
-                     std::to_string(out.height) + " need " + std::to_string(frame_bytes * indices.size()) +
-                     " bytes, over the limit of " + std::to_string(limits.max_decoded_bytes));
-  }
+  struct {
+    int width;
+    int height;
+  } out{c.width(), c.height()};
   // The stream's packets, in decoding order (the file is in memory already; so are they now).
   std::vector<std::unique_ptr<AVPacket, PacketCloser>> packets;
   std::string damage;
@@ -316,16 +311,15 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
     }
   }
 
-  out.rgb.resize(frame_bytes * indices.size());
-  out.indices.assign(indices.begin(), indices.end());
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
   if (!frame) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a frame");
   std::unique_ptr<SwsContext, ScaleCloser> scale;
   const std::size_t scratch_stride = (static_cast<std::size_t>(out.width) * 3 + 63) / 64 * 64;
   std::vector<std::uint8_t> scratch(scratch_stride * (static_cast<std::size_t>(out.height) + 1));
   const std::size_t row = static_cast<std::size_t>(out.width) * 3;
+  std::vector<std::uint8_t> rgb(row * static_cast<std::size_t>(out.height));
 
-  // Converts `frame` into the slot of indices[k].
+  // Converts `frame` and hands it to the sink as indices[k].
   auto keep = [&](std::size_t k) -> Status {
     const auto format = static_cast<AVPixelFormat>(frame->format);
     scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
@@ -342,11 +336,10 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
     std::uint8_t* target[4] = {scratch.data(), nullptr, nullptr, nullptr};
     const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
     sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
-    std::uint8_t* kept = out.rgb.data() + k * frame_bytes;
     for (int y = 0; y < out.height; ++y) {
-      std::memcpy(kept + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
+      std::memcpy(rgb.data() + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
     }
-    return ok_status();
+    return sink(k, rgb.data(), out.width, out.height);
   };
 
   // One pass over the packets; `by_time`: frames known by timestamp, the unwanted unreferenced
@@ -466,9 +459,35 @@ Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::s
     if (!damage.empty()) return Error(ErrorCode::kCorruptData, what + suffix);
     return Error(frames == 0 ? ErrorCode::kCorruptData : ErrorCode::kOutOfRange, what);
   }
-  return out;
+  return ok_status();
 }
 
 #endif
+
+Result<VideoFrames> decode_video_frames(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
+                                        const VideoLimits& limits) {
+  VideoFrames out;
+  std::size_t frame_bytes = 0;
+  const Status st = for_each_video_frame(
+      bytes, indices, limits, [&](std::size_t k, const std::uint8_t* rgb, int width, int height) -> Status {
+        if (out.rgb.empty()) {
+          out.width = width;
+          out.height = height;
+          frame_bytes = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3;
+          if (frame_bytes * indices.size() > limits.max_decoded_bytes) {
+            return Error(ErrorCode::kResourceExhausted,
+                         "video: " + std::to_string(indices.size()) + " frames of " + std::to_string(width) + "x" +
+                             std::to_string(height) + " need " + std::to_string(frame_bytes * indices.size()) +
+                             " bytes, over the limit of " + std::to_string(limits.max_decoded_bytes));
+          }
+          out.rgb.resize(frame_bytes * indices.size());
+        }
+        std::memcpy(out.rgb.data() + k * frame_bytes, rgb, frame_bytes);
+        return ok_status();
+      });
+  if (!st.ok()) return st.error();
+  out.indices.assign(indices.begin(), indices.end());
+  return out;
+}
 
 }  // namespace mmfeed::vision

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,14 @@ std::string video_libraries();
 
 // What the container holds (its best video stream).
 Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits);
+
+// Hands each frame at `indices` to `sink` as it is decoded: (k, rgb, width, height) for
+// indices[k], height x width x 3 bytes valid during the call. Only one frame is held at a time;
+// a frame may be handed over again (the same k, the same pixels) when decoding had to restart
+// without timestamps. An error from the sink ends decoding with it.
+using VideoFrameSink = std::function<Status(std::size_t k, const std::uint8_t* rgb, int width, int height)>;
+Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
+                            const VideoLimits& limits, const VideoFrameSink& sink);
 
 // The frames at `indices` (ascending, each < the stream's frames), as RGB. Frames are known by
 // their timestamps where every packet has its own, so that frames nobody asked for that no other
