@@ -30,11 +30,16 @@ namespace mmfeed::vision {
 
 enum class OutputType { kFloat32, kBFloat16, kUInt8 };
 
+// kImage: HF's image processors, ((x * (1/255) in float64, then float32) - mean) / std.
+// kVideo: its video processors (torch, fused): (x - mean * 255) / (std * 255), all float32.
+enum class Normalization { kImage, kVideo };
+
 struct NormalizeTable {
-  explicit NormalizeTable(const ModelProfile& profile);
+  explicit NormalizeTable(const ModelProfile& profile, Normalization how = Normalization::kImage);
   std::array<std::array<float, 256>, 3> value{};
-  std::array<float, 3> mean{};
+  std::array<float, 3> mean{};  // as subtracted: times 255 for kVideo
   std::array<float, 3> std{};
+  bool rescale = true;        // kImage: divide by 255 first
   bool simd_exact = false;  // the SIMD kernel gives `value` for every byte value and channel
 };
 
@@ -48,6 +53,12 @@ int row_elements(const ModelProfile& profile, OutputType type);
 // goes through the SIMD kernel, and float32 and bfloat16 when table.simd_exact.
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table,
               OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
+
+// One temporal group of a video: the temporal_patch_size frames at `frames` (each as `rgb`
+// above), frame t in the rows' temporal slot t (kUInt8: rows of C*T*P*P, column
+// ((c*T + t)*P + ph)*P + pw, unnormalized). grid.t is ignored: one group's grid.h * grid.w rows.
+void patchify_group(const std::uint8_t* const* frames, Grid grid, const ModelProfile& profile,
+                    const NormalizeTable& table, OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
 
 // float32 -> bfloat16, round to nearest even (NaN kept quiet).
 std::uint16_t to_bfloat16(float f);
