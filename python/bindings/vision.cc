@@ -13,6 +13,7 @@
 #include "core/buffer_pool.h"
 #include "vision/processor.h"
 #include "vision/video.h"
+#include "vision/video_processor.h"
 #include "vision/video_sampling.h"
 
 namespace nb = nanobind;
@@ -351,6 +352,68 @@ void bind_vision(nb::module_& m) {
       nb::arg("min_frames") = nb::none(), nb::arg("max_frames") = nb::none(), nb::arg("video_start") = nb::none(),
       nb::arg("video_end") = nb::none(),
       "The frames qwen-vl-utils keeps for Qwen2/2.5-VL (first, last, indices, sample_fps).");
+  m.def(
+      "process_video",
+      [](nb::bytes data, const std::string& model, const std::string& output, std::optional<double> nframes,
+         std::optional<double> fps, std::optional<double> min_frames, std::optional<double> max_frames,
+         std::optional<double> video_start, std::optional<double> video_end, std::optional<double> min_pixels,
+         std::optional<double> max_pixels, std::optional<double> total_pixels) {
+        vision::OutputType type;
+        if (output == "float32") type = vision::OutputType::kFloat32;
+        else if (output == "bfloat16") type = vision::OutputType::kBFloat16;
+        else if (output == "uint8") type = vision::OutputType::kUInt8;
+        else throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
+        const vision::VideoProcessor proc(unwrap(vision::video_profile(model)), type);
+        vision::VideoRequest request;
+        request.sampling = {nframes, fps, min_frames, max_frames, video_start, video_end};
+        request.min_pixels = min_pixels;
+        request.max_pixels = max_pixels;
+        request.total_pixels = total_pixels;
+        const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(data.c_str()), data.size()};
+        Result<vision::VideoPlan> plan = Error(ErrorCode::kInternal, "unset");
+        std::size_t total = 0;
+        std::uint8_t* rows = nullptr;
+        {
+          nb::gil_scoped_release release;
+          plan = proc.plan(bytes, request);
+          if (plan.ok()) {
+            total = static_cast<std::size_t>(plan->grid.rows()) * proc.row_bytes();
+            rows = new std::uint8_t[std::max<std::size_t>(total, 1)];
+            if (Status st = proc.process(bytes, *plan, rows); !st.ok()) {
+              delete[] rows;
+              plan = st.error();
+            }
+          }
+        }
+        if (!plan.ok()) raise(plan.error());
+        nb::capsule owner(rows, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+        const std::size_t shape[2] = {static_cast<std::size_t>(plan->grid.rows()),
+                                      static_cast<std::size_t>(proc.row_elements())};
+        nb::dict out;
+        if (type == vision::OutputType::kFloat32) {
+          out["pixel_values_videos"] = nb::ndarray<nb::numpy, float>(rows, 2, shape, owner);
+        } else if (type == vision::OutputType::kBFloat16) {
+          out["pixel_values_videos"] = nb::ndarray<nb::numpy, std::uint16_t>(rows, 2, shape, owner);
+        } else {
+          out["pixel_values_videos"] = nb::ndarray<nb::numpy, std::uint8_t>(rows, 2, shape, owner);
+        }
+        out["video_grid_thw"] = std::vector<int>{plan->grid.t, plan->grid.h, plan->grid.w};
+        out["indices"] = plan->indices;
+        out["size"] = std::vector<int>{plan->size.height, plan->size.width};
+        out["video_fps"] = plan->video_fps;
+        out["sample_fps"] = plan->sample_fps;
+        out["second_per_grid_t"] = vision::second_per_grid_t(proc.profile(), *plan);
+        out["timestamps"] = plan->timestamps;
+        return out;
+      },
+      nb::arg("data"), nb::arg("model") = "qwen2-vl", nb::arg("output") = "float32", nb::arg("nframes") = nb::none(),
+      nb::arg("fps") = nb::none(), nb::arg("min_frames") = nb::none(), nb::arg("max_frames") = nb::none(),
+      nb::arg("video_start") = nb::none(), nb::arg("video_end") = nb::none(), nb::arg("min_pixels") = nb::none(),
+      nb::arg("max_pixels") = nb::none(), nb::arg("total_pixels") = nb::none(),
+      "A video file's pixel_values_videos rows and video_grid_thw as the model's recipe makes them (Qwen2/2.5-VL: "
+      "qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with "
+      "the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's "
+      "second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

@@ -3,11 +3,12 @@
 The native engine lives in ``mmfeed._mmfeed``; this package is its thin Python face.
 """
 
-from mmfeed._mmfeed import (__version__, cuda_runtime, decode, decode_video, linked_libraries, probe_video, resize,
+from mmfeed._mmfeed import (__version__, cuda_runtime, decode, decode_video, linked_libraries, probe_video,
+                             process_video, resize,
                              sign_v4, simd_target)
 from mmfeed.loader import Loader
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor
 
 __all__ = ["ImageProcessor", "Loader", "Tokenizer", "__version__", "cuda_runtime", "decode", "decode_video", "linked_libraries",
-           "probe_video", "resize", "encode_conversation", "render_chat", "sign_v4", "simd_target"]
+           "probe_video", "process_video", "resize", "encode_conversation", "render_chat", "sign_v4", "simd_target"]

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace mmfeed::vision {
@@ -100,6 +101,34 @@ Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& reque
   plan.indices = linspace_rounded(plan.first, plan.last, n);
   plan.sample_fps = static_cast<double>(n) / std::max(static_cast<double>(count), 1e-6) * video_fps;
   return plan;
+}
+
+Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps,
+                                                          std::int64_t min_frames, std::int64_t max_frames,
+                                                          std::int64_t total_frames, double video_fps) {
+  if (video_fps <= 0) return Error(ErrorCode::kInvalidArgument, "video: the frame rate must be positive");
+  if (total_frames <= 0) return Error(ErrorCode::kInvalidArgument, "video: the video holds no frames");
+  std::int64_t n = 0;
+  if (nframes) {
+    if (!(*nframes >= 1) || *nframes > static_cast<double>(std::numeric_limits<std::int32_t>::max())) {
+      return Error(ErrorCode::kInvalidArgument, "video: \"nframes\" must be a positive count, not " + number(*nframes));
+    }
+    n = static_cast<std::int64_t>(*nframes);
+  } else {
+    n = static_cast<std::int64_t>(static_cast<double>(total_frames) / video_fps * fps);  // int(): toward zero
+    n = std::min({std::max(n, min_frames), max_frames, total_frames});
+  }
+  // numpy.linspace: i * step from 0, the last value exactly `total - 1`; np.round: half to even.
+  std::vector<std::int64_t> indices(static_cast<std::size_t>(n), 0);
+  if (n > 1) {
+    const double stop = static_cast<double>(total_frames - 1);
+    const double step = stop / static_cast<double>(n - 1);
+    for (std::int64_t i = 0; i + 1 < n; ++i) {
+      indices[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(i) * step));
+    }
+    indices.back() = total_frames - 1;
+  }
+  return indices;
 }
 
 }  // namespace mmfeed::vision

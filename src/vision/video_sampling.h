@@ -41,6 +41,13 @@ struct VideoFramePlan {
 Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
                                               double video_fps);
 
+// The frames transformers' Qwen3VLVideoProcessor samples (its sample_frames): `nframes` when
+// given, else int(total / video_fps * fps) clamped to [min_frames, min(max_frames, total)],
+// spread as numpy.linspace(0, total - 1, n).round().
+Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps,
+                                                          std::int64_t min_frames, std::int64_t max_frames,
+                                                          std::int64_t total_frames, double video_fps);
+
 // torch.linspace(start, end, steps) (float32) rounded half to even, as torch computes it.
 std::vector<std::int64_t> linspace_rounded(std::int64_t start, std::int64_t end, std::int64_t steps);
 

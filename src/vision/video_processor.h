@@ -1,0 +1,113 @@
+// The Qwen-VL video processors: a video file's bytes in, pixel_values_videos rows and the
+// video's grid out, as the model's recipe makes them:
+//   - Qwen2-VL, Qwen2.5-VL (kQwenVlUtils): qwen-vl-utils 0.0.14's fetch_video picks the frames
+//     (vision/video_sampling.h) and the frame size (its smart_resize under a per-frame budget:
+//     min_pixels, max_pixels and the clip's total_pixels shared by its frames), then
+//     transformers' Qwen2VLVideoProcessor normalizes and patchifies (its own resize, with the hub
+//     config's 3136 .. 12845056, then leaves that size as it is; a size it would change is refused);
+//   - Qwen3-VL (kQwen3): transformers' Qwen3VLVideoProcessor end to end: its frame sampling
+//     (fps 2, 4 .. 768 frames, numpy's linspace rounded) and its smart_resize over the whole
+//     clip's pixels (4096 .. 25165824 by the hub config), and the timestamps its processor
+//     writes before each temporal group.
+// Frames are resized with torch's antialiased bicubic (Filter::kBicubicTorch, what torchvision
+// runs), normalized as the video processors do (Normalization::kVideo) and cut into patches of
+// temporal_patch_size frames (an odd count repeats the last frame). Output is bit-exact with
+// transformers given the same decoded frames (tests/python/test_video_processor.py).
+//
+// Planning needs only the container's metadata (probe_video), so a batcher can size its
+// buffer before decoding; processing decodes just the planned frames, one full-size frame held
+// at a time, each resized as it arrives.
+//
+// Example:
+//   VideoProcessor proc(video_profile("qwen2.5-vl").value());
+//   auto plan = proc.plan(bytes, VideoRequest{});          // 8 s at 30 fps: 16 frames, 8 groups
+//   std::vector<float> rows(plan->grid.rows() * proc.row_elements());
+//   proc.process(bytes, *plan, rows.data());
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "mmfeed/error.h"
+#include "vision/patchify.h"
+#include "vision/profile.h"
+#include "vision/video.h"
+#include "vision/video_sampling.h"
+
+namespace mmfeed::vision {
+
+enum class VideoRecipe { kQwenVlUtils, kQwen3 };
+
+struct VideoProfile {
+  ModelProfile model;  // patch, merge, temporal patch, mean, std
+  VideoRecipe recipe = VideoRecipe::kQwenVlUtils;
+  // kQwenVlUtils: the per-frame defaults (128 and 768 tokens' pixels), the clip's total (0.9 x
+  // 128000 tokens' pixels), and the processor's own bounds the chosen size must satisfy.
+  // kQwen3: min_pixels and max_pixels bound the whole clip (frames x height x width).
+  std::int64_t min_pixels = 0;
+  std::int64_t max_pixels = 0;
+  double total_pixels = 0;
+  std::int64_t processor_min_pixels = 0;
+  std::int64_t processor_max_pixels = 0;
+  // kQwen3's sampling: frames per second, and the count's bounds.
+  double fps = 2.0;
+  std::int64_t min_frames = 4;
+  std::int64_t max_frames = 768;
+};
+
+// "qwen2-vl", "qwen2.5-vl", "qwen3-vl"; kInvalidArgument otherwise.
+Result<VideoProfile> video_profile(std::string_view model);
+
+// A content item's keys, as the recipe reads them.
+struct VideoRequest {
+  VideoSamplingRequest sampling;  // kQwen3 reads nframes and fps only
+  std::optional<double> min_pixels;
+  std::optional<double> max_pixels;
+  std::optional<double> total_pixels;  // kQwenVlUtils only
+};
+
+struct VideoPlan {
+  std::vector<std::int64_t> indices;  // the file's frames decoded, in order (repeats possible)
+  Size size;                          // each frame resized to
+  Grid grid;                          // t = groups of temporal_patch_size frames
+  double video_fps = 0;               // the file's average rate
+  double sample_fps = 0;              // kQwenVlUtils: the rate the kept frames stand for
+  std::vector<double> timestamps;     // kQwen3: seconds of each group (the mean of its first and last frame)
+};
+
+// Seconds per temporal group, Qwen2.5-VL's second_per_grid_ts: temporal_patch_size / sample_fps.
+double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan);
+
+// The plan for a video whose container says `info`: kInvalidArgument naming the value where the
+// recipe raises (a frame count outside its bounds, an aspect ratio over 200, keys the recipe
+// does not read), kOutOfRange for a clip too short for its sampling.
+Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request);
+
+class VideoProcessor {
+ public:
+  explicit VideoProcessor(VideoProfile profile, OutputType output = OutputType::kFloat32, Kernel kernel = Kernel::kAuto);
+
+  const VideoProfile& profile() const { return profile_; }
+  // Elements per row: C * T * P * P for every output type (uint8 rows hold the resized bytes).
+  int row_elements() const { return profile_.model.row_width(); }
+  std::size_t row_bytes() const { return static_cast<std::size_t>(row_elements()) * element_size(output_); }
+
+  Result<VideoPlan> plan(std::span<const std::byte> bytes, const VideoRequest& request,
+                         const VideoLimits& limits = {}) const;
+
+  // Decodes plan.indices from `bytes`, resizes, normalizes and patchifies into `dest`
+  // (plan.grid.rows() rows of row_bytes()).
+  Status process(std::span<const std::byte> bytes, const VideoPlan& plan, void* dest,
+                 const VideoLimits& limits = {}) const;
+
+ private:
+  VideoProfile profile_;
+  OutputType output_;
+  Kernel kernel_;
+  NormalizeTable table_;
+};
+
+}  // namespace mmfeed::vision
