@@ -8,7 +8,7 @@ DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 128
 DEMO_MODEL ?= qwen2-vl
 
-.PHONY: setup build test test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
+.PHONY: setup build test test-oracles test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,7 +26,11 @@ build: setup
 	  2> >(grep -v '^WARNING: Location' >&2)
 	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
 
-test: build test-cpp test-python
+test: build test-oracles test-cpp test-python
+
+# The torchvision environment the video processor's oracle runs in (scripts/setup.sh).
+test-oracles:
+	@MMFEED_TORCHVISION=1 bash scripts/setup.sh
 
 test-cpp:
 	cd build && ctest --output-on-failure -j $(JOBS)
@@ -92,12 +96,9 @@ bench: build
 	$(PY) bench/text.py
 	build/mmfeed bench --out bench-results
 
-# bench/vision.py with the HF torchvision backend's column: a second virtual environment
-# (.venv-tv, about 5.5 GB: torch 2.14.1 + torchvision 0.29.1), kept out of `make test`.
-bench-torchvision: build
-	@[[ -x .venv-tv/bin/python ]] || python3 -m venv .venv-tv
-	.venv-tv/bin/python -m pip install -q --disable-pip-version-check -r bench/requirements-torchvision.txt \
-	  2> >(grep -v '^WARNING: Location' >&2)
+# bench/vision.py with the HF torchvision backend's column, timed in the torchvision environment
+# (.venv-tv, about 5.5 GB: torch 2.14.1 + torchvision 0.29.1; `make test` makes it too).
+bench-torchvision: build test-oracles
 	$(PY) bench/vision.py --torchvision-python .venv-tv/bin/python
 
 clean:

@@ -49,3 +49,20 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     || { echo "setup: Python requirements failed to install" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
+
+# MMFEED_TORCHVISION=1 (make test, make bench-torchvision): the torchvision environment .venv-tv,
+# where the oracles that need PyPI's torchvision run (transformers' video processors, its
+# torchvision image backend): about 5.5 GB, its own torch build, kept apart from .venv.
+if [[ "${MMFEED_TORCHVISION:-0}" == 1 ]]; then
+  [[ -x .venv-tv/bin/python ]] || { echo "setup: creating .venv-tv"; "$python" -m venv .venv-tv; }
+  stamp=.venv-tv/.requirements.sha256
+  want=$(sha256sum bench/requirements-torchvision.txt | cut -d' ' -f1)
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    echo "setup: installing bench/requirements-torchvision.txt into .venv-tv"
+    .venv-tv/bin/python -m pip install -q --disable-pip-version-check -r bench/requirements-torchvision.txt 2>&1 \
+      | grep -v '^WARNING: Location' || true
+    .venv-tv/bin/python -c "import torchvision, transformers, qwen_vl_utils" \
+      || { echo "setup: the torchvision environment failed to install" >&2; exit 1; }
+    echo "$want" > "$stamp"
+  fi
+fi
