@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto conversation = parse_conversation(input);
   if (!conversation.ok()) return 0;
   std::vector<Grid3> images(conversation->count(ContentItem::Type::kImage), Grid3{1, 4, 4});
-  std::vector<Grid3> videos(conversation->count(ContentItem::Type::kVideo), Grid3{2, 4, 4});
+  std::vector<VideoGrid> videos(conversation->count(ContentItem::Type::kVideo), VideoGrid{{2, 4, 4}, 1.0, {0.5, 1.5}});
   std::size_t assistants = 0;
   for (const Message& m : conversation->messages) assistants += m.role == "assistant";
   for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking}) {

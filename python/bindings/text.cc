@@ -52,9 +52,10 @@ void bind_text(nb::module_& m) {
   m.def(
       "encode_conversation",
       [](const text::Tokenizer& tok, const std::string& sample_json, std::vector<std::vector<std::int64_t>> image_grids,
-         std::vector<std::vector<std::int64_t>> video_grids, const std::string& tmpl, std::size_t max_length,
-         const std::string& truncation, const std::string& labels, bool mrope, bool add_vision_id, int merge_size,
-         bool train_reasoning) {
+         std::vector<std::vector<std::int64_t>> video_grids, std::vector<double> second_per_grid_ts,
+         std::vector<std::vector<double>> video_timestamps, int tokens_per_second, const std::string& tmpl,
+         std::size_t max_length, const std::string& truncation, const std::string& labels, bool mrope,
+         bool add_vision_id, int merge_size, bool train_reasoning) {
         const text::Conversation c = conversation_from_json(sample_json);
         auto grids = [](const std::vector<std::vector<std::int64_t>>& in) {
           std::vector<text::Grid3> out;
@@ -84,7 +85,20 @@ void bind_text(nb::module_& m) {
         o.merge_size = merge_size;
         o.render.add_vision_id = add_vision_id;
         o.train_reasoning = train_reasoning;
-        const auto ig = grids(image_grids), vg = grids(video_grids);
+        const auto ig = grids(image_grids);
+        std::vector<text::VideoGrid> vg;
+        for (const text::Grid3& g : grids(video_grids)) vg.push_back({g, 0, {}});
+        if (!second_per_grid_ts.empty() && second_per_grid_ts.size() != vg.size()) {
+          throw nb::value_error("second_per_grid_ts needs one value per video");
+        }
+        if (!video_timestamps.empty() && video_timestamps.size() != vg.size()) {
+          throw nb::value_error("video_timestamps needs one list per video");
+        }
+        for (std::size_t k = 0; k < vg.size(); ++k) {
+          if (!second_per_grid_ts.empty()) vg[k].second_per_grid_t = second_per_grid_ts[k];
+          if (!video_timestamps.empty()) vg[k].timestamps = video_timestamps[k];
+        }
+        o.tokens_per_second = tokens_per_second;
         const text::ChatTemplate tmpl_value = template_of(tmpl);
         Result<text::SftSample> r = Error(ErrorCode::kInternal, "unset");
         {
@@ -102,6 +116,7 @@ void bind_text(nb::module_& m) {
         return d;
       },
       nb::arg("tokenizer"), nb::arg("sample_json"), nb::arg("image_grids"), nb::arg("video_grids"),
+      nb::arg("second_per_grid_ts"), nb::arg("video_timestamps"), nb::arg("tokens_per_second"),
       nb::arg("template"), nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"),
       nb::arg("add_vision_id"), nb::arg("merge_size"), nb::arg("train_reasoning"));
   nb::class_<text::Tokenizer>(m, "_Tokenizer")

@@ -81,7 +81,8 @@ def render_chat(messages, template: str = "qwen2-vl", add_generation_prompt: boo
                                add_vision_id)
 
 
-def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_grids=(), template: str = "qwen2-vl",
+def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_grids=(), second_per_grid_ts=(),
+                        video_timestamps=(), tokens_per_second: int | None = None, template: str = "qwen2-vl",
                         max_length: int | None = None, truncation: str = "error", labels: str = "qwen",
                         mrope: bool = False, add_vision_id: bool = False, merge_size: int = 2, tools=None,
                         train_reasoning: bool = True) -> dict:
@@ -94,16 +95,25 @@ def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_gr
     elsewhere (system, user and tool turns). truncation: "error" (a sample over max_length
     raises) or "truncate" (cut, never inside an image; "images_kept" says how many images
     remain). mrope: add position_ids [3, L]. tools: as render_chat's.
+    Videos (video_grids, one (t, h, w) each, the processor's video_grid_thw): Qwen3-VL templates
+    need video_timestamps (one list of t seconds per video, process_video's "timestamps"),
+    written before each temporal group as transformers 5.24 writes them; Qwen2.5-VL's mrope
+    steps a video's groups by second_per_grid_ts x tokens_per_second (2 by default with
+    template="qwen2.5-vl", 0 = one per group, Qwen2-VL).
     Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids).
     """
     import numpy as np
 
     out = _mmfeed.encode_conversation(tokenizer._core, _sample_json(messages, tools),
                                       [list(map(int, g)) for g in image_grids],
-                                      [list(map(int, g)) for g in video_grids], os.fspath(template), max_length or 0,
+                                      [list(map(int, g)) for g in video_grids], [float(x) for x in second_per_grid_ts],
+                                      [[float(t) for t in ts] for ts in video_timestamps],
+                                      (2 if template == "qwen2.5-vl" else 0) if tokens_per_second is None
+                                      else tokens_per_second, os.fspath(template), max_length or 0,
                                       truncation, labels, mrope, add_vision_id, merge_size, train_reasoning)
     result = {k: np.asarray(out[k], dtype=np.int64) for k in ("input_ids", "labels", "attention_mask")}
     if mrope:
         result["position_ids"] = np.asarray(out["position_ids"], dtype=np.int64).reshape(3, -1)
     result["images_kept"] = out["images_kept"]
+    result["videos_kept"] = out["videos_kept"]
     return result

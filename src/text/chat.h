@@ -190,12 +190,28 @@ struct Grid3 {
   std::int64_t t = 1, h = 0, w = 0;
 };
 
+// A video as the text sees it: its grid and what the video processor's plan says of time.
+struct VideoGrid {
+  Grid3 grid;
+  // Qwen2.5-VL's mrope: the temporal position of group t is int(t * second_per_grid_t *
+  // tokens_per_second), in float32 as transformers computes it (SftOptions::tokens_per_second).
+  double second_per_grid_t = 0;
+  // Qwen3-VL: the seconds of each temporal group (grid.t of them). Its templates' videos are
+  // written as transformers 5.24's Qwen3VLProcessor writes them: the <|video_pad|> of
+  // "<|vision_start|><|video_pad|><|vision_end|>" becomes, per group, "<t.t seconds>" +
+  // "<|vision_start|>" + the group's h*w/merge^2 pads + "<|vision_end|>".
+  std::vector<double> timestamps;
+};
+
 struct SftOptions {
   LabelPolicy labels = LabelPolicy::kQwen;
   std::size_t max_length = 0;  // 0: no limit
   Truncation truncation = Truncation::kError;
   bool mrope_position_ids = false;
   int merge_size = 2;
+  // mrope's temporal step for videos: 0 steps by one per group (Qwen2-VL); Qwen2.5-VL's
+  // vision_config.tokens_per_second (2) scales VideoGrid::second_per_grid_t.
+  int tokens_per_second = 0;
   // Train the <think> block the Thinking template renders (true by default: with that template
   // the model is asked to produce its reasoning, so the reasoning is part of the reply it learns;
   // the template itself drops reasoning before the last user query, so only the turns it keeps
@@ -216,10 +232,11 @@ struct SftSample {
 inline constexpr std::int32_t kIgnoreIndex = -100;
 
 // Renders, tokenizes the whole text (so ids equal the tokenizer applied to the rendered
-// conversation), expands each image pad to t*h*w/merge^2 tokens and each video pad likewise,
-// and labels by policy (vision tokens never trained).
+// conversation, Qwen3-VL's video timestamps written in first), expands each image pad to
+// t*h*w/merge^2 tokens and each video pad likewise (per group with timestamps), and labels by
+// policy (vision tokens and timestamps never trained).
 Result<SftSample> encode_conversation(const Tokenizer& tokenizer, const Conversation& conversation, ChatTemplate tmpl,
-                                      std::span<const Grid3> image_grids, std::span<const Grid3> video_grids,
+                                      std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
                                       const SftOptions& options = {});
 
 }  // namespace mmfeed::text

@@ -11,8 +11,49 @@
 
 namespace mmfeed::text {
 
+namespace {
+
+// "<t.t seconds>": Python's f"<{t:.1f} seconds>" (both round the double's exact value, ties to even).
+std::string seconds_label(double t) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "<%.1f seconds>", t);
+  return buf;
+}
+
+// Qwen3-VL's video text: each video's <|video_pad|> becomes its groups, each "<t.t seconds>"
+// and a block of one pad. Returns the insertions (where in the old text, how much longer).
+struct Insertion {
+  std::size_t at;     // offset of the replaced pad in the old text
+  std::size_t grown;  // the replacement's length minus the pad's
+};
+
+std::vector<Insertion> write_timestamps(std::string& text, std::span<const VideoGrid> videos) {
+  constexpr std::string_view kPad = "<|video_pad|>";
+  const std::size_t pad_in_block = kVideoBlock.find(kPad);
+  std::string out;
+  std::vector<Insertion> insertions;
+  std::size_t from = 0, video = 0;
+  for (std::size_t at = text.find(kVideoBlock); at != std::string::npos; at = text.find(kVideoBlock, at + kVideoBlock.size())) {
+    const std::size_t pad = at + pad_in_block;
+    std::string groups;
+    for (double t : videos[video++].timestamps) {
+      groups += seconds_label(t);
+      groups += kVideoBlock;
+    }
+    out.append(text, from, pad - from);
+    out += groups;
+    from = pad + kPad.size();
+    insertions.push_back({pad, groups.size() - kPad.size()});
+  }
+  out.append(text, from, std::string::npos);
+  text = std::move(out);
+  return insertions;
+}
+
+}  // namespace
+
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
-                                      std::span<const Grid3> image_grids, std::span<const Grid3> video_grids,
+                                      std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
                                       const SftOptions& options) {
   const std::size_t n_images = c.count(ContentItem::Type::kImage);
   const std::size_t n_videos = c.count(ContentItem::Type::kVideo);
@@ -20,14 +61,24 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_images) + " images but " +
                                                   std::to_string(image_grids.size()) + " image grids were given");
   }
-  if (n_videos != video_grids.size()) {
+  if (n_videos != videos.size()) {
     return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos) + " videos but " +
-                                                  std::to_string(video_grids.size()) + " video grids were given");
+                                                  std::to_string(videos.size()) + " video grids were given");
+  }
+  const bool timestamped = tmpl != ChatTemplate::kQwen2VL;  // Qwen3-VL writes each group's time
+  std::vector<Grid3> video_grids;  // one per video pad in the text: per group when timestamped
+  for (std::size_t k = 0; k < videos.size(); ++k) {
+    const VideoGrid& v = videos[k];
+    if (!timestamped || static_cast<std::int64_t>(v.timestamps.size()) != v.grid.t) {
+      video_grids.push_back(v.grid);  // a mismatch is reported after rendering
+      continue;
+    }
+    for (std::int64_t g = 0; g < v.grid.t; ++g) video_grids.push_back({1, v.grid.h, v.grid.w});
   }
   if (options.merge_size < 1) {
     return Error(ErrorCode::kInvalidArgument, "merge_size " + std::to_string(options.merge_size) + " is not positive");
   }
-  for (std::span<const Grid3> grids : {image_grids, video_grids}) {
+  for (std::span<const Grid3> grids : {image_grids, std::span<const Grid3>(video_grids)}) {
     for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
       if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options.merge_size != 0 || g.w % options.merge_size != 0) {
         return Error(ErrorCode::kInvalidArgument,
@@ -50,6 +101,27 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        "them to a user turn");
     }
   }
+  for (std::size_t k = 0; timestamped && k < videos.size(); ++k) {
+    if (static_cast<std::int64_t>(videos[k].timestamps.size()) != videos[k].grid.t) {
+      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + " has " +
+                                                    std::to_string(videos[k].grid.t) + " temporal groups but " +
+                                                    std::to_string(videos[k].timestamps.size()) + " timestamps (the " +
+                                                    std::string(chat_template_name(tmpl)) +
+                                                    " template writes one before each group)");
+    }
+  }
+  // Timestamps go in before tokenizing (they are tokenized with the text around them); an
+  // offset in the new text maps back to the rendering's for the label spans.
+  const std::vector<Insertion> insertions = timestamped ? write_timestamps(r.text, videos) : std::vector<Insertion>{};
+  auto rendered_offset = [&](std::size_t at) {
+    std::size_t shift = 0;
+    for (const Insertion& ins : insertions) {
+      if (at < ins.at + shift) break;
+      if (at < ins.at + shift + ins.grown) return ins.at;  // inside written text: the video's place
+      shift += ins.grown;
+    }
+    return at - shift;
+  };
   MMFEED_ASSIGN_OR_RETURN(Encoding enc, tok.encode_with_offsets(r.text));
   const auto image_pad = tok.token_to_id("<|image_pad|>");
   const auto video_pad = tok.token_to_id("<|video_pad|>");
@@ -72,11 +144,12 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   const std::int64_t merge2 = static_cast<std::int64_t>(options.merge_size) * options.merge_size;
   std::size_t next_image = 0, next_video = 0;
   struct Block {
-    std::size_t start, end;  // [<|vision_start|> index, one past the pads)
+    std::size_t start, end;  // [<|vision_start|> index, one past the pads); a timestamped video: all its groups
     bool image;
   };
   std::vector<Block> blocks;
-  std::size_t block_start = 0;
+  std::size_t block_start = 0, previous_start = 0;  // the last <|vision_start|>, and the one before it
+  std::size_t video = 0, group = 0, video_start = 0;  // the video the next video pad belongs to, its group, its start
   for (std::size_t i = 0; i < enc.ids.size(); ++i) {
     const std::int32_t id = enc.ids[i];
     if (id == *image_pad || id == *video_pad) {
@@ -88,20 +161,34 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       const std::int64_t n = g.t * g.h * g.w / merge2;
       s.input_ids.insert(s.input_ids.end(), static_cast<std::size_t>(n), id);
       s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
-      blocks.push_back({block_start, s.input_ids.size(), image});
+      if (image || !timestamped) {
+        blocks.push_back({block_start, s.input_ids.size(), image});
+        continue;
+      }
+      // A timestamped video is one block from the <|vision_start|> before its first group's to
+      // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
+      if (group == 0) video_start = previous_start;
+      if (++group == static_cast<std::size_t>(videos[video].grid.t)) {
+        blocks.push_back({video_start, s.input_ids.size() + 1, false});
+        ++video;
+        group = 0;
+      }
       continue;
     }
-    if (id == *vision_start) block_start = s.input_ids.size();
+    if (id == *vision_start) {
+      previous_start = block_start;
+      block_start = s.input_ids.size();
+    }
     s.input_ids.push_back(id);
     const bool vision = id == *vision_start || id == *vision_end;
-    s.labels.push_back(!vision && trained(enc.offsets[i].first) ? id : kIgnoreIndex);
+    s.labels.push_back(!vision && trained(rendered_offset(enc.offsets[i].first)) ? id : kIgnoreIndex);
   }
   if (next_image != image_grids.size()) {
     return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image) +
                                                   " image pads for " + std::to_string(image_grids.size()) + " grids");
   }
   s.images_kept = image_grids.size();
-  s.videos_kept = video_grids.size();
+  s.videos_kept = videos.size();
 
   if (options.max_length > 0 && s.input_ids.size() > options.max_length) {
     if (options.truncation == Truncation::kError) {
@@ -138,16 +225,24 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
         ++i;
         continue;
       }
-      const Grid3 g = id == *image_pad ? image_grids[image++] : video_grids[video++];
+      const bool image_block = id == *image_pad;
+      // Qwen2.5-VL: a video's groups step by its second_per_grid_t x tokens_per_second, the
+      // product and each step taken in float32 and truncated, as transformers does.
+      float step = 0;
+      if (!image_block && !timestamped && options.tokens_per_second > 0) {
+        step = static_cast<float>(options.tokens_per_second) * static_cast<float>(videos[video].second_per_grid_t);
+      }
+      const Grid3 g = image_block ? image_grids[image++] : video_grids[video++];
       const std::int64_t gh = g.h / options.merge_size, gw = g.w / options.merge_size;
       std::int64_t max_pos = next_pos;
       for (std::int64_t t = 0; t < g.t; ++t) {
+        const std::int64_t tp = step > 0 ? static_cast<std::int64_t>(static_cast<float>(t) * step) : t;
         for (std::int64_t h = 0; h < gh; ++h) {
           for (std::int64_t w = 0; w < gw; ++w, ++i) {
-            s.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + t);
+            s.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + tp);
             s.position_ids[1 * L + i] = static_cast<std::int32_t>(next_pos + h);
             s.position_ids[2 * L + i] = static_cast<std::int32_t>(next_pos + w);
-            max_pos = std::max({max_pos, next_pos + t, next_pos + h, next_pos + w});
+            max_pos = std::max({max_pos, next_pos + tp, next_pos + h, next_pos + w});
           }
         }
       }

@@ -143,6 +143,85 @@ def test_mrope_positions_identical_to_transformers(tok):
     np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
 
 
+VIDEO_CHAT = [{"role": "user", "content": [{"type": "text", "text": "What happens?"}, {"type": "video", "video": "a.mp4"},
+                                           {"type": "image", "image": "b.jpg"}, {"type": "video", "video": "c.mp4"}]},
+              {"role": "assistant", "content": "A ball rolls."}]
+
+
+def rope_fake(model_class, **vision):
+    fake = SimpleNamespace(config=SimpleNamespace(vision_config=SimpleNamespace(spatial_merge_size=2, **vision)))
+    fake.get_vision_position_ids = lambda *a, **k: model_class.get_vision_position_ids(fake, *a, **k)
+    return fake
+
+
+def test_video_mrope_positions_for_qwen3_vl_are_transformers(tok):
+    """Qwen3-VL: each temporal group is its own block after its timestamp text."""
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
+
+    vgrids, images = [(3, 4, 6), (2, 8, 4)], [(1, 6, 4)]
+    stamps = [[0.25, 1.5, 2.75], [0.5, 10.05]]
+    for template in ("qwen3-vl", "qwen3-vl-thinking"):
+        out = mmfeed.encode_conversation(VIDEO_CHAT, images, tok, video_grids=vgrids, video_timestamps=stamps,
+                                         template=template, mrope=True)
+        ids = torch.tensor(out["input_ids"])[None]
+        token_type = ((ids == IMAGE_PAD) * 1 + (ids == VIDEO_PAD) * 2).int()
+        want, _ = Qwen3VLModel.get_rope_index(rope_fake(Qwen3VLModel), ids, token_type,
+                                              image_grid_thw=torch.tensor(images), video_grid_thw=torch.tensor(vgrids))
+        np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
+        text = tok.decode(out["input_ids"].tolist())
+        assert "<|vision_start|><0.2 seconds><|vision_start|><|video_pad|>" in text
+        assert "<|vision_end|><10.1 seconds><|vision_start|>" in text  # 10.05 is 10.050000000000000711
+
+
+@pytest.mark.parametrize("second_per_grid_t", [1.0, 0.7, 1 / 3])
+def test_video_mrope_positions_for_qwen2_5_vl_are_transformers(tok, second_per_grid_t):
+    """Qwen2.5-VL: a video's groups step by second_per_grid_t x tokens_per_second (2). Grids
+    whose temporal positions stay below max(h, w) / merge, where transformers 5.24's next-text
+    position (block start + max(h, w) / merge) and the spec's (the block's largest + 1) agree."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    vgrids, images = [(3, 8, 12), (2, 8, 8)], [(1, 6, 4)]
+    out = mmfeed.encode_conversation(VIDEO_CHAT, images, tok, video_grids=vgrids,
+                                     second_per_grid_ts=[second_per_grid_t] * 2, template="qwen2.5-vl", mrope=True)
+    ids = torch.tensor(out["input_ids"])[None]
+    token_type = ((ids == IMAGE_PAD) * 1 + (ids == VIDEO_PAD) * 2).int()
+    want, _ = Qwen2_5_VLModel.get_rope_index(rope_fake(Qwen2_5_VLModel, tokens_per_second=2), ids, token_type,
+                                             image_grid_thw=torch.tensor(images), video_grid_thw=torch.tensor(vgrids),
+                                             second_per_grid_ts=torch.tensor([second_per_grid_t] * 2))
+    np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
+
+
+def test_video_mrope_continues_after_the_largest_position(tok):
+    """A video whose temporal positions pass max(h, w) / merge: the text after it continues at
+    the block's largest position + 1 (the spec, transformers 4.x), where 5.24 would reuse
+    positions the block holds."""
+    out = mmfeed.encode_conversation([VIDEO_CHAT[0]], [(1, 2, 2)], tok, video_grids=[(6, 2, 2), (1, 2, 2)],
+                                     second_per_grid_ts=[2.0, 2.0], template="qwen2.5-vl", mrope=True)
+    ids, pos = out["input_ids"], out["position_ids"]
+    first = list(ids).index(VIDEO_PAD)
+    start = pos[0, first]
+    assert pos[0, first:first + 6].tolist() == [start + 4 * t for t in range(6)]  # int(t * 2.0 * 2)
+    assert pos[:, first + 6].tolist() == [start + 21] * 3  # <|vision_end|>: 20 + 1
+
+
+def test_truncation_never_cuts_a_timestamped_video(tok):
+    """Qwen3-VL: a cut anywhere in a video's groups (its timestamps included) moves before the
+    video's outer <|vision_start|>; a video that fits whole is kept."""
+    kwargs = dict(video_grids=[(2, 2, 2), (3, 2, 2)], video_timestamps=[[0.5, 1.5], [0.5, 1.5, 2.5]],
+                  template="qwen3-vl", truncation="truncate")
+    full = mmfeed.encode_conversation(VIDEO_CHAT, [(1, 2, 2)], tok, **kwargs)["input_ids"].tolist()
+    starts = [i for i, t in enumerate(full) if t == 151652]
+    # starts: video 1 outer + 2 groups, the image, video 2 outer + 3 groups
+    second_video = starts[4]
+    for cut in range(second_video + 1, starts[-1] + 4):
+        out = mmfeed.encode_conversation(VIDEO_CHAT, [(1, 2, 2)], tok, max_length=cut, **kwargs)
+        assert out["input_ids"].tolist() == full[:second_video], cut
+        assert (out["images_kept"], out["videos_kept"]) == (1, 1)
+    first_video_end = starts[3] - 1  # the outer <|vision_end|> just before the image's block
+    out = mmfeed.encode_conversation(VIDEO_CHAT, [(1, 2, 2)], tok, max_length=first_video_end + 1, **kwargs)
+    assert out["input_ids"].tolist() == full[:first_video_end + 1] and out["videos_kept"] == 1
+
+
 def test_truncation_policies(tok):
     msgs = CONVERSATIONS["multi-turn"]
     grids = [(1, 8, 8), (1, 8, 8)]
@@ -420,9 +499,13 @@ def qwen3_reference_labels(hf, text, template, grids, vgrids, newline=True, trai
     if train_reasoning:
         skip = []
     enc = hf(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids, labels, images, videos = [], [], iter(grids), iter(vgrids)
+    ids, labels, images, videos = [], [], iter(grids), iter(vgrids or [])
     for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
         if token in (IMAGE_PAD, VIDEO_PAD):
+            if token == VIDEO_PAD and vgrids is None:  # pads written out already
+                ids.append(token)
+                labels.append(-100)
+                continue
             t, h, w = next(images) if token == IMAGE_PAD else next(videos)
             ids += [token] * (t * h * w // 4)
             labels += [-100] * (t * h * w // 4)
@@ -433,32 +516,55 @@ def qwen3_reference_labels(hf, text, template, grids, vgrids, newline=True, trai
     return ids, labels
 
 
+# A video of grid (2, 2, 4) whose frames 0, 1, 6, 7 were kept at 2 fps: groups at 0.25 s and
+# 3.25 s, both ties that "{:.1f}" rounds to even (0.2, 3.2).
+VIDEO_GRID, VIDEO_INDICES, VIDEO_FPS = (2, 2, 4), [0, 1, 6, 7], 2.0
+
+
+def hf_qwen3_video_text(text: str) -> tuple[str, list[float]]:
+    """transformers' Qwen3VLProcessor.replace_video_token (5.24) applied to every <|video_pad|>,
+    as its processor call does; returns the text and the timestamps it wrote."""
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+    from transformers.video_utils import VideoMetadata
+    fake = SimpleNamespace(video_processor=SimpleNamespace(merge_size=2, temporal_patch_size=2),
+                           vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>",
+                           video_token="<|video_pad|>")
+    fake._calculate_timestamps = lambda *a, **k: Qwen3VLProcessor._calculate_timestamps(fake, *a, **k)
+    metadata = VideoMetadata(total_num_frames=8, fps=VIDEO_FPS, frames_indices=list(VIDEO_INDICES))
+    inputs = {"video_grid_thw": torch.tensor([VIDEO_GRID]), "video_metadata": [metadata]}
+    replacement = Qwen3VLProcessor.replace_video_token(fake, inputs, 0)
+    timestamps = Qwen3VLProcessor._calculate_timestamps(fake, list(VIDEO_INDICES), VIDEO_FPS, 2)
+    return replacement.join(text.split("<|video_pad|>")), timestamps
+
+
 @pytest.mark.parametrize("template", sorted(QWEN3))
 def test_qwen3_labels_are_the_assistant_turns(hf, tok, template):
     text_template = qwen3_template(template)
-    checked = refused = 0
+    checked = refused = videos_seen = 0
     for i, (msgs, tools) in enumerate(generated(120, seed=61)):
         n_img = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"]
                     if c.get("type") in ("image", "image_url"))
         n_vid = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"] if c.get("type") == "video")
-        grids, vgrids = [(1, 4, 2 + 2 * (k % 3)) for k in range(n_img)], [(2, 2, 4)] * n_vid
+        grids, vgrids = [(1, 4, 2 + 2 * (k % 3)) for k in range(n_img)], [VIDEO_GRID] * n_vid
         text = hf.apply_chat_template(msgs, tools=tools, chat_template=text_template, tokenize=False)
         rendered_media = text.count("<|image_pad|>"), text.count("<|video_pad|>")
+        text, timestamps = hf_qwen3_video_text(text)
+        videos_seen += n_vid if rendered_media[1] == n_vid else 0
         for policy, newline in (("qwen", True), ("content_and_eos", False)):
             for train_reasoning in (True, False):
                 kwargs = dict(template=template, tools=tools, labels=policy, train_reasoning=train_reasoning,
-                              video_grids=vgrids)
+                              video_grids=vgrids, video_timestamps=[timestamps] * n_vid)
                 if rendered_media != (n_img, n_vid):  # media the template does not print
                     with pytest.raises(ValueError, match="template renders .* move them to a user turn"):
                         mmfeed.encode_conversation(msgs, grids, tok, **kwargs)
                     refused += 1
                     continue
                 out = mmfeed.encode_conversation(msgs, grids, tok, **kwargs)
-                ids, labels = qwen3_reference_labels(hf, text, template, grids, vgrids, newline, train_reasoning)
+                ids, labels = qwen3_reference_labels(hf, text, template, grids, None, newline, train_reasoning)
                 assert out["input_ids"].tolist() == ids, i
                 assert out["labels"].tolist() == labels, (i, policy, train_reasoning)
                 checked += 1
-    assert checked > 200
+    assert checked > 200 and videos_seen > 10
     if template == "qwen3-vl":
         assert refused > 0  # images in assistant turns or the system prompt
 
