@@ -2,7 +2,8 @@
 decoding as transformers does it (`read_video_pyav`: decode up to the last frame kept, convert
 the kept ones to RGB), then transformers' video processor (Qwen2VLVideoProcessor or
 Qwen3VLVideoProcessor with the hub config) resizing the frames to the size mmfeed planned,
-normalizing and patchifying. One thread, best of REPEAT; the frames kept are mmfeed's.
+normalizing and patchifying. One thread (torch's and the decoder's), best of REPEAT; the
+frames kept are mmfeed's.
 
 Usage (bench/video.py runs it): python bench/video_peer.py JOBS.json REPEAT
 JOBS.json: [{"path", "model", "indices", "size": [h, w]}, ...]. Prints one JSON object:
@@ -25,6 +26,21 @@ from transformers.image_utils import PILImageResampling, SizeDict  # noqa: E402
 from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor  # noqa: E402
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor  # noqa: E402
 from transformers.video_utils import read_video_pyav  # noqa: E402
+import av  # noqa: E402
+
+_open = av.open
+
+
+def _open_one_thread(*args, **kwargs):
+    """av.open with the video decoder on one thread (PyAV lets FFmpeg pick a thread per core),
+    so that both sides decode with the same CPU."""
+    container = _open(*args, **kwargs)
+    for stream in container.streams.video:
+        stream.thread_count = 1
+    return container
+
+
+av.open = _open_one_thread
 
 PROCESSORS = {
     "qwen2-vl": lambda: Qwen2VLVideoProcessor(min_pixels=3136, max_pixels=12845056),
