@@ -88,11 +88,12 @@ demo: build
 	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0
 	build/mmfeed bench --quick --model $(DEMO_MODEL) --samples $(DEMO_SAMPLES) --data $(DEMO_DIR) --out $(DEMO_DIR)/bench
 
-bench: build
+bench: build test-oracles
 	build/core_bench
 	build/vision_bench
 	$(PY) bench/fetch.py
 	$(PY) bench/vision.py
+	$(PY) bench/video.py
 	$(PY) bench/text.py
 	build/mmfeed bench --out bench-results
 
