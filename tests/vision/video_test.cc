@@ -1,5 +1,6 @@
-// The video decoder's limits and the sampling's edges (tests/python/test_video.py compares the
-// decoded frames with PyAV's and the sampling with qwen-vl-utils'). The clip is made with the
+// The video decoder's limits, the sampling's edges and the video processor's plans and output
+// shape (tests/python/test_video.py compares the decoded frames with PyAV's and the sampling with
+// qwen-vl-utils'; test_video_processor.py the processors' output with transformers'). The clip is made with the
 // ffmpeg command, which scripts/setup.sh installs.
 #include "vision/video.h"
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "vision/video_processor.h"
 #include "vision/video_sampling.h"
 
 namespace mmfeed::vision {
@@ -102,6 +104,68 @@ TEST(VideoSamplingTest, TheRecipesEdges) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("holds no frames"), std::string::npos) << refused.error().message();
   EXPECT_EQ(linspace_rounded(0, 9, 3), (std::vector<std::int64_t>{0, 4, 9}));  // 4.5 rounds to even
+}
+
+TEST(VideoSamplingTest, Qwen3SamplesAsNumpysLinspace) {
+  // int(300 / 30 * 2) = 20 frames over 0 .. 299: i * 299 / 19 rounded half to even.
+  const auto twenty = plan_qwen3_video_frames(std::nullopt, 2.0, 4, 768, 300, 30.0).value();
+  ASSERT_EQ(twenty.size(), 20u);
+  EXPECT_EQ(twenty.front(), 0);
+  EXPECT_EQ(twenty[1], 16);  // 15.74
+  EXPECT_EQ(twenty.back(), 299);
+  // Fewer frames than the minimum: all of them; one frame: [0].
+  EXPECT_EQ(plan_qwen3_video_frames(std::nullopt, 2.0, 4, 768, 3, 30.0).value(), (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_EQ(plan_qwen3_video_frames(std::nullopt, 2.0, 4, 768, 1, 30.0).value(), (std::vector<std::int64_t>{0}));
+  // nframes is taken as given, repeats included (linspace(0, 2, 5) = 0, .5, 1, 1.5, 2 -> 0, 0, 1, 2, 2).
+  EXPECT_EQ(plan_qwen3_video_frames(5.0, 2.0, 4, 768, 3, 30.0).value(), (std::vector<std::int64_t>{0, 0, 1, 2, 2}));
+  EXPECT_EQ(plan_qwen3_video_frames(0.0, 2.0, 4, 768, 3, 30.0).error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(VideoProcessorTest, PlansFollowEachRecipe) {
+  const VideoInfo hd{.width = 1280, .height = 720, .frames = 300, .fps = 30.0, .duration_s = 10.0, .codec = "h264"};
+  // Qwen2.5-VL: 20 frames; the per-frame budget min(768 x 28^2, 0.9 x 128000 x 28^2 / 20 x 2).
+  const VideoProfile q25 = video_profile("qwen2.5-vl").value();
+  const VideoPlan a = plan_video(q25, hd, {}).value();
+  EXPECT_EQ(a.indices.size(), 20u);
+  EXPECT_EQ(a.grid.t, 10);
+  EXPECT_LE(static_cast<std::int64_t>(a.size.height) * a.size.width, 768 * 28 * 28);
+  EXPECT_DOUBLE_EQ(second_per_grid_t(q25, a), 1.0);  // 2 / (20 / 300 x 30)
+  // Qwen3-VL: the clip's budget, and a timestamp per group (the mean of its two frames' times).
+  const VideoProfile q3 = video_profile("qwen3-vl").value();
+  const VideoPlan b = plan_video(q3, hd, {}).value();
+  ASSERT_EQ(b.timestamps.size(), static_cast<std::size_t>(b.grid.t));
+  EXPECT_DOUBLE_EQ(b.timestamps[0], (b.indices[0] + b.indices[1]) / 2.0 / 30.0);
+  EXPECT_EQ(b.size.height % 32, 0);
+  // A single frame cannot fill Qwen3-VL's temporal patch; Qwen3-VL reads no video_end.
+  VideoInfo one = hd;
+  one.frames = 1;
+  EXPECT_EQ(plan_video(q3, one, {}).error().code(), ErrorCode::kOutOfRange);
+  VideoRequest ranged;
+  ranged.sampling.video_end = 2.0;
+  EXPECT_EQ(plan_video(q3, hd, ranged).error().code(), ErrorCode::kInvalidArgument);
+  // A budget that leaves no pixels, and one the Qwen2-VL processor would resize again (28x28
+  // frames, under its 3136), are refused by name.
+  VideoRequest none;
+  none.min_pixels = 28 * 28;
+  none.max_pixels = 28 * 28;
+  EXPECT_NE(plan_video(q25, hd, none).error().message().find("resize to nothing"), std::string::npos);
+  VideoRequest tiny;
+  tiny.min_pixels = 28 * 28;
+  tiny.max_pixels = 2 * 28 * 28;
+  const auto refused = plan_video(q25, hd, tiny);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("resize them a second time"), std::string::npos) << refused.error().message();
+}
+
+TEST_F(VideoTest, ProcessesTheClipIntoItsPlannedRows) {
+  for (const char* model : {"qwen2-vl", "qwen3-vl"}) {
+    const VideoProcessor proc(video_profile(model).value());
+    const VideoPlan plan = proc.plan(*clip_, {}).value();
+    std::vector<float> rows(static_cast<std::size_t>(plan.grid.rows()) * proc.row_elements() + 1, 7.0f);
+    ASSERT_TRUE(proc.process(*clip_, plan, rows.data()).ok()) << model;
+    EXPECT_EQ(rows.back(), 7.0f) << "nothing written past the last row";
+    for (std::size_t i = 0; i + 1 < rows.size(); ++i) ASSERT_TRUE(rows[i] >= -3.0f && rows[i] <= 3.0f) << model << " " << i;
+  }
 }
 
 }  // namespace
