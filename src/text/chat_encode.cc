@@ -149,7 +149,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   };
   std::vector<Block> blocks;
   std::size_t block_start = 0, previous_start = 0;  // the last <|vision_start|>, and the one before it
-  std::size_t video = 0, group = 0, video_start = 0;  // the video the next video pad belongs to, its group, its start
+  std::size_t group_video = 0, group = 0, video_start = 0;  // the video the next video pad belongs to, its group, its start
   for (std::size_t i = 0; i < enc.ids.size(); ++i) {
     const std::int32_t id = enc.ids[i];
     if (id == *image_pad || id == *video_pad) {
@@ -168,9 +168,9 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       // A timestamped video is one block from the <|vision_start|> before its first group's to
       // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
       if (group == 0) video_start = previous_start;
-      if (++group == static_cast<std::size_t>(videos[video].grid.t)) {
+      if (++group == static_cast<std::size_t>(videos[group_video].grid.t)) {
         blocks.push_back({video_start, s.input_ids.size() + 1, false});
-        ++video;
+        ++group_video;
         group = 0;
       }
       continue;

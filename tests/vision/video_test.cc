@@ -134,7 +134,7 @@ TEST(VideoProcessorTest, PlansFollowEachRecipe) {
   const VideoProfile q3 = video_profile("qwen3-vl").value();
   const VideoPlan b = plan_video(q3, hd, {}).value();
   ASSERT_EQ(b.timestamps.size(), static_cast<std::size_t>(b.grid.t));
-  EXPECT_DOUBLE_EQ(b.timestamps[0], (b.indices[0] + b.indices[1]) / 2.0 / 30.0);
+  EXPECT_DOUBLE_EQ(b.timestamps[0], static_cast<double>(b.indices[0] + b.indices[1]) / 2.0 / 30.0);
   EXPECT_EQ(b.size.height % 32, 0);
   // A single frame cannot fill Qwen3-VL's temporal patch; Qwen3-VL reads no video_end.
   VideoInfo one = hd;
