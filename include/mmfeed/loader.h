@@ -1,4 +1,4 @@
-// The Loader: a JSONL manifest of image conversations in, padded training batches out.
+// The Loader: a JSONL manifest of image and video conversations in, training batches out.
 //
 // Each rank reads its share of a deterministically shuffled order, fetches the images
 // (local, S3, HTTP) with many requests in flight, preprocesses them exactly as the Hugging
@@ -91,7 +91,7 @@ struct LoaderConfig {
   // Limits on sizes that come from outside, checked before memory is committed:
   std::size_t max_object_bytes = std::size_t{512} << 20;     // one image as fetched (declared or read)
   std::size_t max_manifest_bytes = std::size_t{4} << 30;     // one manifest, fetched and decompressed
-  std::size_t max_images_per_sample = 256;                    // images one sample may name
+  std::size_t max_images_per_sample = 256;                    // images and videos one sample may name
   std::size_t max_length = 0;        // tokens; 0: no limit
   Truncation truncation = Truncation::kError;
   Labels labels = Labels::kQwen;
@@ -145,7 +145,7 @@ struct LoaderState {
 
 struct SampleError {
   std::string sample_id;
-  std::string stage;   // manifest, fetch, image, text
+  std::string stage;   // manifest, fetch, image, video, text
   std::string reason;
   ErrorCode code = ErrorCode::kCorruptData;  // what failed: not_found, permission_denied, corrupt_data, ...
 };
@@ -169,6 +169,8 @@ struct Batch {
   // Padded: input_ids, labels, attention_mask [B, L], pixel_values, image_grid_thw, position_ids
   // [3, B, L] with mrope. Packed: input_ids, labels, attention_mask, position_ids [1, T] (or
   // [3, 1, T] with mrope; 1-D positions restart at 0 for each sample), cu_seqlens [n + 1].
+  // Either, when the batch holds a video: pixel_values_videos, video_grid_thw [V, 3] and (for
+  // Qwen2.5-VL) second_per_grid_ts [V] float32.
   std::vector<Tensor> tensors;
   // -1: buffer() is host memory; else the CUDA device it is on (a batch of the copy stage).
   int device = -1;

@@ -4,19 +4,28 @@
 
 namespace mmfeed::pipeline {
 
-void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc) { proc.write(*job.image, job.dest); }
+void write_pixels(const PixelJob& job, const vision::ImageProcessor& images, const vision::VideoProcessor& videos) {
+  if (job.image != nullptr) {
+    images.write(*job.image, job.dest);
+  } else {
+    videos.write(*job.video, job.dest);
+  }
+}
 
 AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                              const vision::ImageProcessor& proc, core::BufferPool& pool) {
+                              const vision::ImageProcessor& images, const vision::VideoProcessor& videos,
+                              core::BufferPool& pool) {
   const bool packed = layout.packed;
   AssembledBatch out;
   Batch& b = out.batch;
-  std::size_t L = 0, total = 0, rows = 0, images = 0;
+  std::size_t L = 0, total = 0, rows = 0, image_count = 0, video_rows = 0, video_count = 0;
   for (const auto& w : samples) {
     L = std::max(L, w->input_ids.size());
     total += w->input_ids.size();
     for (const vision::Grid& g : w->grids) rows += static_cast<std::size_t>(g.rows());
-    images += w->grids.size();
+    for (const vision::VideoPlan& p : w->video_plans) video_rows += static_cast<std::size_t>(p.grid.rows());
+    image_count += w->grids.size();
+    video_count += w->video_plans.size();
     b.sample_ids.push_back(w->id);
   }
   const std::size_t multiple = std::max<std::size_t>(layout.pad_to_multiple_of, 1);
@@ -24,32 +33,43 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const auto n = static_cast<std::int64_t>(samples.size());
   const std::int64_t B = packed ? 1 : n;
   const std::int64_t T = static_cast<std::int64_t>(packed ? (total + multiple - 1) / multiple * multiple : L);
-  const auto width = static_cast<std::int64_t>(proc.row_elements());
+  const auto width = static_cast<std::int64_t>(images.row_elements());
+  const auto video_width = static_cast<std::int64_t>(videos.row_elements());
+  const bool seconds = video_count > 0 && videos.profile().tokens_per_second > 0;
   std::size_t offset = 0;
+  // Each tensor's place in b.tensors, or -1 when the batch has none.
   auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
     Tensor t{name, dtype, std::move(shape), offset};
     offset += (t.bytes() + 63) / 64 * 64;
     b.tensors.push_back(std::move(t));
+    return static_cast<int>(b.tensors.size()) - 1;
   };
-  add("input_ids", Tensor::DType::kInt64, {B, T});
-  add("labels", Tensor::DType::kInt64, {B, T});
-  add("attention_mask", Tensor::DType::kInt64, {B, T});
-  add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
-  add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(images), 3});
-  if (layout.mrope) {
-    add("position_ids", Tensor::DType::kInt64, {3, B, T});
-  } else if (packed) {
-    add("position_ids", Tensor::DType::kInt64, {B, T});
-  }
-  if (packed) add("cu_seqlens", Tensor::DType::kInt64, {n + 1});
+  const int ids_at = add("input_ids", Tensor::DType::kInt64, {B, T});
+  const int labels_at = add("labels", Tensor::DType::kInt64, {B, T});
+  const int mask_at = add("attention_mask", Tensor::DType::kInt64, {B, T});
+  const int pixels_at = add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
+  const int grids_at = add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(image_count), 3});
+  const int positions_at = layout.mrope ? add("position_ids", Tensor::DType::kInt64, {3, B, T})
+                           : packed     ? add("position_ids", Tensor::DType::kInt64, {B, T})
+                                        : -1;
+  const int cu_at = packed ? add("cu_seqlens", Tensor::DType::kInt64, {n + 1}) : -1;
+  const auto v = static_cast<std::int64_t>(video_count);
+  const int video_pixels_at =
+      v > 0 ? add("pixel_values_videos", Tensor::DType::kFloat32, {static_cast<std::int64_t>(video_rows), video_width})
+            : -1;
+  const int video_grids_at = v > 0 ? add("video_grid_thw", Tensor::DType::kInt64, {v, 3}) : -1;
+  const int seconds_at = seconds ? add("second_per_grid_ts", Tensor::DType::kFloat32, {v}) : -1;
   auto buffer = std::make_shared<core::Buffer>(pool.acquire(offset));
   std::byte* base = buffer->data();
   b.set_buffer(buffer, base, buffer->capacity());
-  auto at = [&](std::size_t i) { return reinterpret_cast<std::int64_t*>(base + b.tensors[i].offset); };
-  std::int64_t *ids = at(0), *labels = at(1), *mask = at(2), *grids = at(4);
-  std::int64_t* positions = b.tensors.size() > 5 && b.tensors[5].name == "position_ids" ? at(5) : nullptr;
-  std::int64_t* cu = packed ? at(b.tensors.size() - 1) : nullptr;
-  auto* pixels = reinterpret_cast<float*>(base + b.tensors[3].offset);
+  auto at = [&](int i) { return i < 0 ? nullptr : base + b.tensors[static_cast<std::size_t>(i)].offset; };
+  auto int64_at = [&](int i) { return reinterpret_cast<std::int64_t*>(at(i)); };
+  auto float_at = [&](int i) { return reinterpret_cast<float*>(at(i)); };
+  std::int64_t *ids = int64_at(ids_at), *labels = int64_at(labels_at), *mask = int64_at(mask_at);
+  std::int64_t *grids = int64_at(grids_at), *positions = int64_at(positions_at), *cu = int64_at(cu_at);
+  std::int64_t* video_grids = int64_at(video_grids_at);
+  float *pixels = float_at(pixels_at), *video_pixels = float_at(video_pixels_at);
+  float* second_per_grid = float_at(seconds_at);
   std::size_t cursor = 0;  // packed: where the next sample starts
   if (cu) cu[0] = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -74,13 +94,23 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     cursor += len;
     if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
     for (const vision::Resized& r : w.resized) {
-      out.pixels.push_back({&r, pixels});
+      out.pixels.push_back({&r, nullptr, pixels});
       pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(width);
     }
     for (const vision::Grid& g : w.grids) {
       *grids++ = g.t;
       *grids++ = g.h;
       *grids++ = g.w;
+    }
+    for (const vision::ResizedVideo& r : w.resized_videos) {
+      out.pixels.push_back({nullptr, &r, video_pixels});
+      video_pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(video_width);
+    }
+    for (const vision::VideoPlan& p : w.video_plans) {
+      *video_grids++ = p.grid.t;
+      *video_grids++ = p.grid.h;
+      *video_grids++ = p.grid.w;
+      if (second_per_grid) *second_per_grid++ = static_cast<float>(vision::second_per_grid_t(videos.profile(), p));
     }
   }
   return out;

@@ -2,13 +2,16 @@
 // Padded, B rows of the longest sample's length L; packed, the samples end to end in one row of
 // T tokens with cu_seqlens. Lengths are rounded up to pad_to_multiple_of with padding (pad id,
 // label -100, mask 0, position 0). Assembly plans the buffer and writes the text tensors
-// (O(tokens)); each image's pixel rows are a PixelJob: normalized and patchified straight from
-// the sample's resized image into its slot of the buffer, so they are written once, by any
-// thread, in parallel. Pure apart from the pool: the same samples and layout give the same bytes.
+// (O(tokens)); each image's and each video's pixel rows are a PixelJob: normalized and
+// patchified straight from the sample's resized image or frames into its slot of the buffer, so
+// they are written once, by any thread, in parallel. A batch that holds a video also has
+// pixel_values_videos, video_grid_thw and, for Qwen2.5-VL, second_per_grid_ts (as the model's
+// processor returns them only when it is given videos). Pure apart from the pool: the same
+// samples and layout give the same bytes.
 //
 // Example:
-//   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, proc, pool);
-//   for (const PixelJob& job : a.pixels) write_pixels(job, proc);   // or spread over threads
+//   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, images, videos, pool);
+//   for (const PixelJob& job : a.pixels) write_pixels(job, images, videos);   // or spread over threads
 //   Batch b = std::move(a.batch);
 #pragma once
 
@@ -21,6 +24,7 @@
 #include "mmfeed/loader.h"
 #include "pipeline/sample.h"
 #include "vision/processor.h"
+#include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {
 
@@ -31,10 +35,12 @@ struct BatchLayout {
   std::int32_t pad_id = 0;
 };
 
-// One image's rows of pixel_values: where they come from and where they go in the batch buffer.
+// One image's rows of pixel_values, or one video's of pixel_values_videos: where they come from
+// (owned by its sample, which must outlive the job) and where they go in the batch buffer.
 struct PixelJob {
-  const vision::Resized* image;  // owned by its sample, which must outlive the job
-  float* dest;
+  const vision::Resized* image = nullptr;
+  const vision::ResizedVideo* video = nullptr;  // when `image` is null
+  float* dest = nullptr;
 };
 
 // A batch whose pixel_values are still to be written, by the jobs.
@@ -49,9 +55,11 @@ struct AssembledBatch {
 // zero fill per page, about as much as writing the pixels), and the tail a smaller batch leaves
 // is never touched.
 AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                              const vision::ImageProcessor& proc, core::BufferPool& pool);
+                              const vision::ImageProcessor& images, const vision::VideoProcessor& videos,
+                              core::BufferPool& pool);
 
-// Writes one image's rows (normalize + patchify). Thread-safe: jobs of a batch write disjoint rows.
-void write_pixels(const PixelJob& job, const vision::ImageProcessor& proc);
+// Writes one image's or video's rows (normalize + patchify). Thread-safe: jobs of a batch write
+// disjoint rows.
+void write_pixels(const PixelJob& job, const vision::ImageProcessor& images, const vision::VideoProcessor& videos);
 
 }  // namespace mmfeed::pipeline

@@ -37,7 +37,7 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .pad_to_multiple_of = config_.pad_to_multiple_of,
                              .mrope = config_.mrope,
                              .pad_id = processor_.pad_id()};  // loaded: every sample was tokenized
-    assembled = assemble_batch(samples, layout, processor_.images(), buffers_);
+    assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
   write_all_pixels(std::move(assembled.pixels), cpu);
@@ -67,7 +67,7 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
     for (std::size_t i = s.next.fetch_add(1); i < s.jobs.size(); i = s.next.fetch_add(1)) {
       core::TraceSpan span(trace_, "write pixels", "cpu");
       const core::Stopwatch sw;
-      write_pixels(s.jobs[i], processor_.images());
+      write_pixels(s.jobs[i], processor_.images(), processor_.videos());
       pixels_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
       {
         std::lock_guard lock(s.mu);
@@ -119,7 +119,7 @@ Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int
       for (const auto& w : d->rows[k]) {
         // The task keeps the rows alive: the builder may stop before it runs.
         if (!cpu->submit([this, d, k, sample = w.get()] {
-              processor_.decode_images(*sample, /*account=*/false);
+              processor_.decode_media(*sample, /*account=*/false);
               {
                 std::lock_guard lock(d->mu);
                 --d->left[k];
@@ -140,7 +140,7 @@ Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int
       d->cv.wait(lock, [&] { return stop.load() || d->left[k] == 0; });
       if (stop.load()) return false;
     } else {
-      for (const auto& w : d->rows[k]) processor_.decode_images(*w, /*account=*/false);
+      for (const auto& w : d->rows[k]) processor_.decode_media(*w, /*account=*/false);
     }
     std::vector<std::unique_ptr<Work>> row;
     for (auto& w : d->rows[k]) {

@@ -1,6 +1,6 @@
 // The batch builder: a gathered group of processed samples to the batches a trainer gets. A
 // padded run makes one batch of the group; a packed run plans the group (a packing window) into
-// rows by token count (packer.h), has each row's images decoded — on the CPU pool, row by row in
+// rows by token count (packer.h), has each row's images and videos decoded — on the CPU pool, row by row in
 // delivery order, so the first row does not wait for the whole window — and assembles each row
 // as it is ready (assembler.h). Each batch's resume state is registered with Progress as it is
 // formed. An image that fails to decode drops its sample from its row and is accounted. Only
@@ -52,7 +52,7 @@ class BatchBuilder {
   // The group of positions [start, end) of `epoch`'s order (its good samples in `samples`) into
   // batches numbered from `index` on (advanced past them), each handed to `sink` as soon as it
   // is assembled. Resuming inside a packed window, its first `skip_rows` rows are not formed
-  // again. `cpu`: where packed rows' images are decoded (null: on this thread, just before each
+  // again. `cpu`: where packed rows' media are decoded (null: on this thread, just before each
   // row is assembled); `stop`: set when the loader closes. False when the sink or `stop` ended
   // it; an error when a late failure ends the run (on_error "fail", the error budget).
   Result<bool> build(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start, std::uint64_t end,

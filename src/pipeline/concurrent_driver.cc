@@ -74,7 +74,7 @@ void ConcurrentDriver::run_reader() {
     for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
       if (!memory_.admit()) return;
       auto w = s_.processor.prepare(epoch, seq, ord[seq]);
-      if (w->error || w->images.empty()) {
+      if (w->error || w->media.empty()) {
         submit_processing(std::move(w));
         continue;
       }
@@ -82,14 +82,14 @@ void ConcurrentDriver::run_reader() {
       std::vector<std::uint64_t> tags;
       {
         std::lock_guard lock(pending_mu_);
-        for (std::size_t i = 0; i < raw->images.size(); ++i) {
+        for (std::size_t i = 0; i < raw->media.size(); ++i) {
           tags.push_back(tag);
           pending_[tag++] = {raw, i};
         }
         owned_[raw] = std::move(w);
       }
-      for (std::size_t i = 0; i < raw->images.size(); ++i) {
-        if (!s_.fetcher.submit({raw->images[i], tags[i], std::nullopt})) return;
+      for (std::size_t i = 0; i < raw->media.size(); ++i) {
+        if (!s_.fetcher.submit({raw->media[i], tags[i], std::nullopt})) return;
       }
     }
   }
@@ -119,7 +119,7 @@ void ConcurrentDriver::run_collector() {
         w->bytes[index] = std::move(r->data).value();
         memory_.hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));
       }
-      if (++w->arrived == w->images.size()) {
+      if (++w->arrived == w->media.size()) {
         complete = std::move(owned_[w]);
         owned_.erase(w);
       }

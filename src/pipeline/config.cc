@@ -85,6 +85,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) + " exceeds max_pixels " +
                         std::to_string(out.vision.profile.max_pixels));
   }
+  MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
   out.sft.max_length = config.max_length;
@@ -92,6 +93,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
       config.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;
   out.sft.labels = config.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
   out.sft.merge_size = out.vision.profile.merge_size;
+  out.sft.tokens_per_second = out.video.tokens_per_second;
   out.sft.train_reasoning = config.train_reasoning;
   out.sft.mrope_position_ids = config.mrope;
   return out;

@@ -16,12 +16,14 @@
 #include "pipeline/order.h"
 #include "text/chat.h"
 #include "vision/processor.h"
+#include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {
 
 struct Settings {
   LoaderConfig options;  // as given
   vision::ProcessorConfig vision;
+  vision::VideoProfile video;  // the model's video recipe
   text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
   text::SftOptions sft;
 };

@@ -215,7 +215,7 @@ class LoaderImpl final : public Loader {
   core::Counter& batches_ = metrics_.counter("loader.batches");
   // The stages' busy times, for metrics() (recorded by the processor and the builder).
   const core::Histogram& process_ns_ = metrics_.histogram("loader.process_sample_ns");
-  const core::Histogram& decode_ns_ = metrics_.histogram("loader.decode_images_ns");
+  const core::Histogram& decode_ns_ = metrics_.histogram("loader.decode_media_ns");
   const core::Histogram& assemble_ns_ = metrics_.histogram("loader.assemble_batch_ns");
   const core::Histogram& pixels_ns_ = metrics_.histogram("loader.write_pixels_ns");
   std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded

@@ -1,6 +1,6 @@
 // One sample on its way through the stages: parsed from its manifest line (prepare), its images
-// fetched, its headers probed, text encoded and images resized (process, decode), then laid into
-// a batch (assembler.h). Owned by one stage at a time: the reader, the collector, a CPU worker,
+// and videos fetched, their headers probed, text encoded and media resized (process, decode),
+// then laid into a batch (assembler.h). Owned by one stage at a time: the reader, the collector, a CPU worker,
 // the batcher — handed on with its unique_ptr, so no two threads touch it at once.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include "storage/uri.h"
 #include "text/chat.h"
 #include "vision/processor.h"
+#include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {
 
@@ -26,16 +27,23 @@ struct Work {
   int epoch = 0;
   std::string id;
   text::Conversation conversation;
-  std::vector<storage::ObjectUri> images;
+  // The images' URIs, then the videos': fetched into `bytes`, index for index.
+  std::vector<storage::ObjectUri> media;
+  std::size_t image_count = 0;
   std::vector<core::Buffer> bytes;
+  std::vector<vision::VideoRequest> video_requests;  // each video item's keys
   std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
   std::optional<SampleError> error;
   // Results.
   std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
   std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
-  std::vector<vision::Resized> resized;  // patchified into the batch by assemble()
-  std::vector<vision::Grid> grids;
+  std::vector<vision::Grid> grids;             // the images' (kept after truncation)
+  std::vector<vision::VideoPlan> video_plans;  // the videos' (kept after truncation)
+  std::vector<vision::Resized> resized;        // patchified into the batch by assemble()
+  std::vector<vision::ResizedVideo> resized_videos;
+
+  const storage::ObjectUri& video_uri(std::size_t v) const { return media[image_count + v]; }
 };
 
 }  // namespace mmfeed::pipeline

@@ -24,6 +24,11 @@ std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
   return {reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()};
 }
 
+std::span<const std::byte> video_bytes(const Work& w, std::size_t v) {
+  const core::Buffer& b = w.bytes[w.image_count + v];
+  return {b.data(), b.size()};
+}
+
 }  // namespace
 
 SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manifests& manifests,
@@ -33,12 +38,13 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       manifests_(manifests),
       tokenizer_(std::move(tokenizer)),
       vision_(settings.vision),
+      videos_(settings.video, settings.vision.output, settings.vision.kernel),
       template_(settings.chat_template),
       sft_(settings.sft),
       budget_(budget),
       trace_(trace),
       process_ns_(metrics.histogram("loader.process_sample_ns")),
-      decode_ns_(metrics.histogram("loader.decode_images_ns")) {}
+      decode_ns_(metrics.histogram("loader.decode_media_ns")) {}
 
 void SampleProcessor::hold(Work& w, std::int64_t delta) const {
   if (budget_ != nullptr) budget_->hold(w, delta);
@@ -62,76 +68,113 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     return w;
   }
   if (!c->id.empty()) w->id = c->id;
-  if (c->count(text::ContentItem::Type::kVideo) > 0) {
-    w->error = SampleError{w->id, "manifest", "videos are not supported yet", ErrorCode::kUnsupported};
-    return w;
-  }
-  if (const std::size_t n = c->count(text::ContentItem::Type::kImage); n > config_.max_images_per_sample) {
-    w->error = SampleError{w->id, "manifest", "sample names " + std::to_string(n) +
-                                                  " images, more than max_images_per_sample (" +
+  const std::size_t images = c->count(text::ContentItem::Type::kImage);
+  const std::size_t videos = c->count(text::ContentItem::Type::kVideo);
+  if (images + videos > config_.max_images_per_sample) {
+    const std::string named = videos == 0 ? std::to_string(images) + " images"
+                                          : std::to_string(images) + " images and " + std::to_string(videos) + " videos";
+    w->error = SampleError{w->id, "manifest", "sample names " + named + ", more than max_images_per_sample (" +
                                                   std::to_string(config_.max_images_per_sample) + ")",
                            ErrorCode::kResourceExhausted};
     return w;
   }
-  for (const std::string& uri : c->media(text::ContentItem::Type::kImage)) {
+  std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
+  for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
+  for (const std::string& uri : refs) {
     auto parsed = dataset::resolve(uri, base_dir);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;
     }
-    w->images.push_back(std::move(parsed).value());
+    w->media.push_back(std::move(parsed).value());
+  }
+  w->image_count = images;
+  for (const text::VideoKeys& k : c->video_keys()) {
+    vision::VideoRequest& r = w->video_requests.emplace_back();
+    r.sampling = {k.nframes, k.fps, k.min_frames, k.max_frames, k.video_start, k.video_end};
+    r.min_pixels = k.min_pixels;
+    r.max_pixels = k.max_pixels;
+    r.total_pixels = k.total_pixels;
   }
   w->conversation = std::move(c).value();
-  w->bytes.resize(w->images.size());
+  w->bytes.resize(w->media.size());
   return w;
+}
+
+void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const {
+  if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
+  w.bytes[i].reset();
 }
 
 void SampleProcessor::process(Work& w, bool defer_images) const {
   core::TraceSpan span(trace_, "process sample", "cpu", w.id);
   const core::Stopwatch sw;
-  for (std::size_t i = 0; i < w.bytes.size(); ++i) {
+  for (std::size_t i = 0; i < w.image_count; ++i) {
     auto info = vision::probe(bytes_of(w, i));
     Result<vision::Grid> grid = info.ok() ? vision_.plan(*info) : Result<vision::Grid>(info.error());
     if (!grid.ok()) {
-      w.error = SampleError{w.id, "image", grid.error().with_context(w.images[i].to_string()).to_string(),
+      w.error = SampleError{w.id, "image", grid.error().with_context(w.media[i].to_string()).to_string(),
                             grid.error().code()};
       return;
     }
     w.infos.push_back(*info);
     w.grids.push_back(*grid);
   }
+  for (std::size_t v = 0; v < w.video_requests.size(); ++v) {
+    auto plan = videos_.plan(video_bytes(w, v), w.video_requests[v]);
+    if (!plan.ok()) {
+      w.error = SampleError{w.id, "video", plan.error().with_context(w.video_uri(v).to_string()).to_string(),
+                            plan.error().code()};
+      return;
+    }
+    w.video_plans.push_back(std::move(plan).value());
+  }
   // The pixel rows the batch will hold for this sample, known from the headers before any
   // pixel is decoded: a sample that alone exceeds the byte budget can never be buffered.
   std::uint64_t pixel_bytes = 0;
-  for (const vision::Grid& g : w.grids) {
-    pixel_bytes += static_cast<std::uint64_t>(g.rows()) * vision_.row_bytes();
+  for (const vision::Grid& g : w.grids) pixel_bytes += static_cast<std::uint64_t>(g.rows()) * vision_.row_bytes();
+  for (const vision::VideoPlan& p : w.video_plans) {
+    pixel_bytes += static_cast<std::uint64_t>(p.grid.rows()) * videos_.row_bytes();
   }
   if (pixel_bytes > config_.max_buffered_bytes) {
-    const std::size_t n = w.grids.size();
-    w.error = SampleError{w.id, "image", "its " + std::to_string(n) + (n == 1 ? " image needs " : " images need ") +
-                                             std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
-                                             "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
-                                             "); lower max_pixels or raise the budget",
+    const std::size_t n = w.grids.size(), m = w.video_plans.size();
+    const std::string what = m == 0   ? std::to_string(n) + (n == 1 ? " image needs " : " images need ")
+                             : n == 0 ? std::to_string(m) + (m == 1 ? " video needs " : " videos need ")
+                                      : std::to_string(n) + " images and " + std::to_string(m) + " videos need ";
+    w.error = SampleError{w.id, w.video_plans.empty() ? "image" : "video",
+                          "its " + what + std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
+                          "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
+                          "); lower max_pixels or raise the budget",
                           ErrorCode::kResourceExhausted};
     return;
   }
   std::vector<text::Grid3> grids;
   for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
+  std::vector<text::VideoGrid> video_grids;
+  for (const vision::VideoPlan& p : w.video_plans) {
+    video_grids.push_back({{p.grid.t, p.grid.h, p.grid.w},
+                           videos_.profile().tokens_per_second > 0 ? vision::second_per_grid_t(videos_.profile(), p) : 0,
+                           p.timestamps});
+  }
   const auto& tok = tokenizer_.get();  // waits for it once, at the start
   if (!tok.ok()) {
     w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
     return;
   }
-  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_, grids, {}, sft_);
+  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_, grids, video_grids, sft_);
   if (!s.ok()) {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;
   }
-  if (s->images_kept < w.grids.size()) {  // truncation dropped trailing images
+  // Truncation dropped trailing media: their bytes go now.
+  if (s->images_kept < w.grids.size()) {
     w.grids.resize(s->images_kept);
-    for (std::size_t i = s->images_kept; i < w.bytes.size(); ++i) {
-      hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
-      w.bytes[i].reset();
+    for (std::size_t i = s->images_kept; i < w.image_count; ++i) release_bytes(w, i, /*account=*/true);
+  }
+  if (s->videos_kept < w.video_plans.size()) {
+    w.video_plans.resize(s->videos_kept);
+    for (std::size_t v = s->videos_kept; v < w.video_requests.size(); ++v) {
+      release_bytes(w, w.image_count + v, /*account=*/true);
     }
   }
   if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
@@ -143,10 +186,11 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   w.input_ids = std::move(s->input_ids);
   w.labels = std::move(s->labels);
   w.mrope = std::move(s->position_ids);
-  if (!defer_images && !decode_images(w, /*account=*/true)) return;
-  std::size_t image_bytes = 0;
-  for (const vision::Resized& r : w.resized) image_bytes += r.image.pixels.size();
-  hold(w, static_cast<std::int64_t>(image_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
+  if (!defer_images && !decode_media(w, /*account=*/true)) return;
+  std::size_t media_bytes = 0;
+  for (const vision::Resized& r : w.resized) media_bytes += r.image.pixels.size();
+  for (const vision::ResizedVideo& r : w.resized_videos) media_bytes += r.frames.size();
+  hold(w, static_cast<std::int64_t>(media_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
   process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
 }
 
@@ -159,21 +203,31 @@ std::string SampleProcessor::fetch_failure(const Error& e) const {
   return reason;
 }
 
-bool SampleProcessor::decode_images(Work& w, bool account) const {
-  core::TraceSpan span(trace_, "decode images", "cpu", w.id);
+bool SampleProcessor::decode_media(Work& w, bool account) const {
+  core::TraceSpan span(trace_, "decode media", "cpu", w.id);
   const core::Stopwatch sw;
   bool ok = true;
-  for (std::size_t i = 0; i < w.grids.size(); ++i) {
+  for (std::size_t i = 0; ok && i < w.grids.size(); ++i) {
     auto resized = vision_.resize(bytes_of(w, i), w.infos[i]);
     if (!resized.ok()) {
-      w.error = SampleError{w.id, "image", resized.error().with_context(w.images[i].to_string()).to_string(),
+      w.error = SampleError{w.id, "image", resized.error().with_context(w.media[i].to_string()).to_string(),
                             resized.error().code()};
       ok = false;
       break;
     }
     w.resized.push_back(std::move(resized).value());
-    if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
-    w.bytes[i].reset();
+    release_bytes(w, i, account);
+  }
+  for (std::size_t v = 0; ok && v < w.video_plans.size(); ++v) {
+    auto resized = videos_.resize(video_bytes(w, v), w.video_plans[v]);
+    if (!resized.ok()) {
+      w.error = SampleError{w.id, "video", resized.error().with_context(w.video_uri(v).to_string()).to_string(),
+                            resized.error().code()};
+      ok = false;
+      break;
+    }
+    w.resized_videos.push_back(std::move(resized).value());
+    release_bytes(w, w.image_count + v, account);
   }
   decode_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   return ok;

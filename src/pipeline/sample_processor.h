@@ -1,7 +1,9 @@
 // The sample processor: one manifest line to a sample ready for a batch, as pure steps over a
-// `Work` (pipeline/sample.h). prepare() parses the line and resolves its image URIs; process()
-// probes the fetched images' headers for their grids, renders and tokenizes the conversation
-// with them, and (unless deferred for packing) decode_images() decodes and resizes the images.
+// `Work` (pipeline/sample.h). prepare() parses the line and resolves its image and video URIs;
+// process() probes the fetched images' headers and the videos' containers for their grids (a
+// video's frames planned by the model's recipe, vision/video_processor.h), renders and tokenizes
+// the conversation with them, and (unless deferred for packing) decode_media() decodes and
+// resizes the images and the videos' planned frames.
 // Failures are recorded in the sample (`Work::error`, naming it, its stage and the reason).
 //
 // Thread safety: const and stateless apart from metrics and the trace, so any number of threads
@@ -11,7 +13,7 @@
 // Example:
 //   SampleProcessor proc(settings, manifests, load_tokenizer(config.tokenizer), &budget, metrics, &trace);
 //   auto w = proc.prepare(/*epoch=*/0, /*seq=*/0, order[0]);
-//   ... fetch w->images into w->bytes ...
+//   ... fetch w->media into w->bytes ...
 //   proc.process(*w, /*defer_images=*/false);
 #pragma once
 
@@ -49,18 +51,19 @@ class SampleProcessor {
                   MemoryBudget* budget, core::MetricsRegistry& metrics, core::TraceWriter* trace);
 
   // The sample at `line_index` of the manifests, `seq`-th of the rank's order in `epoch`: its
-  // conversation parsed, its image URIs resolved, one empty byte slot per image.
+  // conversation parsed, its image and video URIs resolved, one empty byte slot for each.
   std::unique_ptr<Work> prepare(int epoch, std::uint64_t seq, std::uint64_t line_index) const;
 
-  // The grids from the images' headers, then the text (rendered and tokenized with them), then,
-  // unless `defer_images` (packing: the batcher plans rows from the token counts first and has
-  // the images decoded row by row), the images decoded and resized.
+  // The grids from the images' headers and the videos' plans, then the text (rendered and
+  // tokenized with them), then, unless `defer_images` (packing: the batcher plans rows from the
+  // token counts first and has the media decoded row by row), the media decoded and resized.
   void process(Work& w, bool defer_images) const;
 
-  // Decodes and resizes the sample's (kept) images; normalized and patchified later, straight
-  // into the batch. `account`: the fetched bytes count against the budget until now (not when
-  // the batcher, which has released the sample, calls it). False on failure (in `w.error`).
-  bool decode_images(Work& w, bool account) const;
+  // Decodes and resizes the sample's (kept) images and videos; normalized and patchified later,
+  // straight into the batch. `account`: the fetched bytes count against the budget until now
+  // (not when the batcher, which has released the sample, calls it). False on failure (in
+  // `w.error`).
+  bool decode_media(Work& w, bool account) const;
 
   // The reason a fetch failed, as reported to the user: an object refused for its size under a
   // byte budget smaller than max_object_bytes says which limit bound it.
@@ -70,14 +73,18 @@ class SampleProcessor {
   std::int32_t pad_id() const { return (*tokenizer_.get())->pad_id; }
 
   const vision::ImageProcessor& images() const { return vision_; }
+  const vision::VideoProcessor& videos() const { return videos_; }
 
  private:
   void hold(Work& w, std::int64_t delta) const;
+  // Frees the fetched bytes of media `i`, counted against the budget when `account`.
+  void release_bytes(Work& w, std::size_t i, bool account) const;
 
   const LoaderConfig& config_;
   const dataset::Manifests& manifests_;
   const TokenizerFuture tokenizer_;
   const vision::ImageProcessor vision_;
+  const vision::VideoProcessor videos_;
   const text::ChatTemplate template_;
   const text::SftOptions sft_;
   MemoryBudget* const budget_;

@@ -28,8 +28,8 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
     }
     auto w = s_.processor.prepare(epoch_, seq_, order_[seq_]);
     ++seq_;
-    for (std::size_t i = 0; !w->error && i < w->images.size(); ++i) {
-      if (!s_.fetcher.submit({w->images[i], i, std::nullopt})) return std::optional<Batch>();
+    for (std::size_t i = 0; !w->error && i < w->media.size(); ++i) {
+      if (!s_.fetcher.submit({w->media[i], i, std::nullopt})) return std::optional<Batch>();
       auto r = s_.fetcher.next();
       if (!r) return std::optional<Batch>();
       if (!r->data.ok()) {

@@ -45,6 +45,13 @@
 
 namespace mmfeed::text {
 
+// A video item's sampling and sizing keys, as qwen-vl-utils names them (absent or null: not
+// given); the video processor reads those the model's recipe reads and refuses the others.
+struct VideoKeys {
+  std::optional<double> nframes, fps, min_frames, max_frames, video_start, video_end;
+  std::optional<double> min_pixels, max_pixels, total_pixels;
+};
+
 struct ContentItem {
   enum class Type { kText, kImage, kVideo };
   Type type = Type::kText;
@@ -52,6 +59,7 @@ struct ContentItem {
   // An image or video item's own "text" key: Qwen3-VL Instruct renders it in the system prompt
   // (where it prints the "text" of every item and skips media), nowhere else.
   std::optional<std::string> media_text;
+  VideoKeys video;  // kVideo only
 };
 
 // One call of an assistant turn. `arguments` is what the templates print: a string argument as
@@ -82,6 +90,8 @@ struct Conversation {
   std::size_t count(ContentItem::Type type) const;
   // Image (or video) URIs in order of appearance.
   std::vector<std::string> media(ContentItem::Type type) const;
+  // The video items' keys, in order of appearance.
+  std::vector<VideoKeys> video_keys() const;
 };
 
 // Parses one sample in any of the formats above. Errors (kCorruptData) name the JSON path at

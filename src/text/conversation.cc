@@ -72,6 +72,34 @@ Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_
   return out;
 }
 
+// A video item's keys at `where`: numbers, or null for absent. qwen-vl-utils' fixed frame size
+// (resized_height/resized_width) is refused: it bypasses the pixel budgets the batch is planned by.
+Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) {
+  VideoKeys keys;
+  const std::pair<const char*, std::optional<double>*> fields[] = {
+      {"nframes", &keys.nframes},       {"fps", &keys.fps},
+      {"min_frames", &keys.min_frames}, {"max_frames", &keys.max_frames},
+      {"video_start", &keys.video_start}, {"video_end", &keys.video_end},
+      {"min_pixels", &keys.min_pixels}, {"max_pixels", &keys.max_pixels},
+      {"total_pixels", &keys.total_pixels}};
+  simdjson::dom::element e;
+  for (const auto& [key, slot] : fields) {
+    if (o[key].get(e) || e.is_null()) continue;
+    double value = 0;
+    if (e.get_double().get(value)) {
+      return bad(where + "." + key + " must be a number, got " + std::string(json_kind(e)));
+    }
+    *slot = value;
+  }
+  for (const char* key : {"resized_height", "resized_width"}) {
+    if (!o[key].get(e)) {
+      return Error(ErrorCode::kUnsupported, where + "." + key + ": a fixed frame size is not supported; "
+                                            "bound the frames with max_pixels or total_pixels instead");
+    }
+  }
+  return keys;
+}
+
 // One item of a message's content list at `where` ("messages[1].content[0]").
 Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
   simdjson::dom::object o;
@@ -88,12 +116,12 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   }
   if (!o["image"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
-    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
+    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
   }
   if (!o["image_url"].get(field)) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
     std::string_view uri;
     if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
-      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text};
+      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
     }
     return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
                std::string(json_kind(field)));
@@ -101,12 +129,14 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
   if (!o["video"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
-    return ContentItem{ContentItem::Type::kVideo, std::string(uri), media_text};
+    ContentItem video{ContentItem::Type::kVideo, std::string(uri), media_text, {}};
+    MMFEED_ASSIGN_OR_RETURN(video.video, video_keys(o, where));
+    return video;
   }
   if (type == "video") return bad(where + " has type 'video' but no \"video\"");
   if (!o["text"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
-    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt};
+    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}};
   }
   return bad(where + " has no \"text\", \"image\" or \"video\"" +
              (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
@@ -229,7 +259,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
       }
     } else if (!field.get_string().get(text)) {
       msg.content_is_string = true;
-      msg.content.push_back({ContentItem::Type::kText, std::string(text), std::nullopt});
+      msg.content.push_back({ContentItem::Type::kText, std::string(text), std::nullopt, {}});
     } else if (!field.get_array().get(items)) {
       std::size_t item_index = 0;
       for (simdjson::dom::element item : items) {
@@ -289,15 +319,16 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
       const std::size_t vid = value.find("<video>", at);
       const std::size_t next = std::min(img, vid);
       if (next > at) {
-        msg.content.push_back({ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at)), std::nullopt});
+        msg.content.push_back(
+            {ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at)), std::nullopt, {}});
       }
       if (next == std::string_view::npos) break;
       if (next == img) {
         if (next_image >= images.size()) return bad(where + ": more <image> placeholders than images listed");
-        msg.content.push_back({ContentItem::Type::kImage, images[next_image++], std::nullopt});
+        msg.content.push_back({ContentItem::Type::kImage, images[next_image++], std::nullopt, {}});
       } else {
         if (next_video >= videos.size()) return bad(where + ": more <video> placeholders than videos listed");
-        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++], std::nullopt});
+        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++], std::nullopt, {}});
       }
       at = next + 7;
     }
@@ -331,6 +362,16 @@ std::size_t Conversation::count(ContentItem::Type type) const {
     for (const auto& item : m.content) n += item.type == type;
   }
   return n;
+}
+
+std::vector<VideoKeys> Conversation::video_keys() const {
+  std::vector<VideoKeys> out;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) {
+      if (item.type == ContentItem::Type::kVideo) out.push_back(item.video);
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> Conversation::media(ContentItem::Type type) const {

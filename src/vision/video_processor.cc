@@ -4,7 +4,6 @@
 #include <cmath>
 #include <string>
 
-#include "core/scratch.h"
 #include "vision/resample.h"
 
 namespace mmfeed::vision {
@@ -161,8 +160,13 @@ Result<VideoProfile> video_profile(std::string_view model) {
     p.total_pixels = 128000.0 * static_cast<double>(f) * static_cast<double>(f) * 0.9;
     p.processor_min_pixels = p.model.min_pixels;
     p.processor_max_pixels = p.model.max_pixels;
+    if (model == "qwen2.5-vl") p.tokens_per_second = 2;
   }
   return p;
+}
+
+std::size_t resized_bytes(const VideoPlan& plan) {
+  return plan.indices.size() * static_cast<std::size_t>(plan.size.width) * static_cast<std::size_t>(plan.size.height) * 3;
 }
 
 double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan) {
@@ -191,33 +195,41 @@ Result<VideoPlan> VideoProcessor::plan(std::span<const std::byte> bytes, const V
   return plan_video(profile_, *info, request);
 }
 
-Status VideoProcessor::process(std::span<const std::byte> bytes, const VideoPlan& plan, void* dest,
-                               const VideoLimits& limits) const {
-  const int T = profile_.model.temporal_patch_size;
-  const Size size = plan.size;
-  const Grid group{1, plan.grid.h, plan.grid.w};
-  const std::size_t frame_bytes = static_cast<std::size_t>(size.width) * static_cast<std::size_t>(size.height) * 3;
-  const std::size_t group_bytes = static_cast<std::size_t>(group.rows()) * row_bytes();
-  // One group's resized frames: each group is patchified as its last frame arrives.
-  core::ScratchVector<std::uint8_t> resized(frame_bytes * static_cast<std::size_t>(T));
-  std::vector<const std::uint8_t*> slots(static_cast<std::size_t>(T));
-  auto write_group = [&](std::size_t g, std::size_t filled) {
-    for (std::size_t t = 0; t < slots.size(); ++t) slots[t] = resized.data() + std::min(t, filled - 1) * frame_bytes;
-    patchify_group(slots.data(), group, profile_.model, table_, output_, static_cast<std::uint8_t*>(dest) + g * group_bytes,
-                   kernel_);
-  };
+Result<ResizedVideo> VideoProcessor::resize(std::span<const std::byte> bytes, const VideoPlan& plan,
+                                           const VideoLimits& limits) const {
+  ResizedVideo out;
+  out.size = plan.size;
+  out.grid = plan.grid;
+  out.count = plan.indices.size();
+  out.frames.resize(resized_bytes(plan));
+  const std::size_t frame_bytes = out.frames.size() / std::max<std::size_t>(out.count, 1);
   const Status st = for_each_video_frame(
       bytes, plan.indices, limits, [&](std::size_t k, const std::uint8_t* rgb, int width, int height) -> Status {
-        const std::size_t t = k % static_cast<std::size_t>(T);
-        resample_u8(rgb, width, height, 3, resized.data() + t * frame_bytes, size.width, size.height,
+        resample_u8(rgb, width, height, 3, out.frames.data() + k * frame_bytes, plan.size.width, plan.size.height,
                     Filter::kBicubicTorch, kernel_);
-        if (t + 1 == static_cast<std::size_t>(T)) write_group(k / static_cast<std::size_t>(T), static_cast<std::size_t>(T));
         return ok_status();
       });
-  if (!st.ok()) return st;
-  if (const std::size_t rest = plan.indices.size() % static_cast<std::size_t>(T); rest != 0) {
-    write_group(plan.indices.size() / static_cast<std::size_t>(T), rest);  // the last frame repeated
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+void VideoProcessor::write(const ResizedVideo& video, void* dest) const {
+  const auto T = static_cast<std::size_t>(profile_.model.temporal_patch_size);
+  const Grid group{1, video.grid.h, video.grid.w};
+  const std::size_t group_bytes = static_cast<std::size_t>(group.rows()) * row_bytes();
+  std::vector<const std::uint8_t*> slots(T);
+  for (std::size_t g = 0; g * T < video.count; ++g) {
+    for (std::size_t t = 0; t < T; ++t) slots[t] = video.frame(std::min(g * T + t, video.count - 1));
+    patchify_group(slots.data(), group, profile_.model, table_, output_, static_cast<std::uint8_t*>(dest) + g * group_bytes,
+                   kernel_);
   }
+}
+
+Status VideoProcessor::process(std::span<const std::byte> bytes, const VideoPlan& plan, void* dest,
+                               const VideoLimits& limits) const {
+  auto video = resize(bytes, plan, limits);
+  if (!video.ok()) return video.error();
+  write(*video, dest);
   return ok_status();
 }
 

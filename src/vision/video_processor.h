@@ -15,14 +15,15 @@
 // transformers given the same decoded frames (tests/python/test_video_processor.py).
 //
 // Planning needs only the container's metadata (probe_video), so a batcher can size its
-// buffer before decoding; processing decodes just the planned frames, one full-size frame held
-// at a time, each resized as it arrives.
+// buffer before decoding; resize() decodes just the planned frames, one full-size frame held at
+// a time, each resized as it arrives (3 bytes a pixel, a quarter of the float32 rows), and
+// write() normalizes and patchifies them into the caller's rows, e.g. a batch buffer.
 //
 // Example:
 //   VideoProcessor proc(video_profile("qwen2.5-vl").value());
 //   auto plan = proc.plan(bytes, VideoRequest{});          // 8 s at 30 fps: 16 frames, 8 groups
 //   std::vector<float> rows(plan->grid.rows() * proc.row_elements());
-//   proc.process(bytes, *plan, rows.data());
+//   proc.process(bytes, *plan, rows.data());               // or resize(), then write()
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/scratch.h"
 #include "mmfeed/error.h"
 #include "vision/patchify.h"
 #include "vision/profile.h"
@@ -56,6 +58,9 @@ struct VideoProfile {
   double fps = 2.0;
   std::int64_t min_frames = 4;
   std::int64_t max_frames = 768;
+  // Qwen2.5-VL's vision_config.tokens_per_second (2): mrope steps a video's groups by
+  // second_per_grid_t times it, and its processor returns second_per_grid_ts. 0 elsewhere.
+  int tokens_per_second = 0;
 };
 
 // "qwen2-vl", "qwen2.5-vl", "qwen3-vl"; kInvalidArgument otherwise.
@@ -78,6 +83,21 @@ struct VideoPlan {
   std::vector<double> timestamps;     // kQwen3: seconds of each group (the mean of its first and last frame)
 };
 
+// A video's planned frames decoded and resized to plan.size, not yet normalized.
+struct ResizedVideo {
+  Size size;
+  Grid grid;
+  std::size_t count = 0;                    // frames, as planned (the last group may be short)
+  core::ScratchVector<std::uint8_t> frames;  // count x height x width x 3, RGB
+
+  const std::uint8_t* frame(std::size_t k) const {
+    return frames.data() + k * static_cast<std::size_t>(size.width) * static_cast<std::size_t>(size.height) * 3;
+  }
+};
+
+// Bytes a ResizedVideo of `plan` holds.
+std::size_t resized_bytes(const VideoPlan& plan);
+
 // Seconds per temporal group, Qwen2.5-VL's second_per_grid_ts: temporal_patch_size / sample_fps.
 double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan);
 
@@ -98,8 +118,13 @@ class VideoProcessor {
   Result<VideoPlan> plan(std::span<const std::byte> bytes, const VideoRequest& request,
                          const VideoLimits& limits = {}) const;
 
-  // Decodes plan.indices from `bytes`, resizes, normalizes and patchifies into `dest`
-  // (plan.grid.rows() rows of row_bytes()).
+  // Decodes plan.indices from `bytes` and resizes each frame to plan.size.
+  Result<ResizedVideo> resize(std::span<const std::byte> bytes, const VideoPlan& plan,
+                              const VideoLimits& limits = {}) const;
+  // Normalizes and patchifies `video` into `dest` (video.grid.rows() rows of row_bytes()), a
+  // temporal group of temporal_patch_size frames at a time (an odd count repeats the last).
+  void write(const ResizedVideo& video, void* dest) const;
+  // resize(), then write().
   Status process(std::span<const std::byte> bytes, const VideoPlan& plan, void* dest,
                  const VideoLimits& limits = {}) const;
 

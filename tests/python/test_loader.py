@@ -413,13 +413,13 @@ def test_packing_plans_from_headers_and_decodes_row_by_row(dataset, tmp_path):
     assert [r["sample_ids"] for r in serial] == [r["sample_ids"] for r in rows] and serial_errors == errors
     for a, b in zip(rows, serial):
         np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
-    # The first window's images were decoded row by row, in the order the rows are delivered:
+    # The first window's media were decoded row by row, in the order the rows are delivered:
     # every sample of its first row before any of its last (the pool takes tasks in order).
     window = set(padded["sample_ids"][:12])
     window_rows = [r["sample_ids"] for r in rows if set(r["sample_ids"]) <= window]
     assert len(window_rows) >= 3, window_rows
     starts = {e["args"]["detail"]: e["ts"] for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-              if e.get("name") == "decode images"}
+              if e.get("name") == "decode media"}
     assert max(starts[sid] for sid in window_rows[0]) < min(starts[sid] for sid in window_rows[-1])
     with pytest.raises(ValueError, match=victim["id"]):
         load(manifest, on_error="fail", **dict(options, trace_path=""))
