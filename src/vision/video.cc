@@ -193,6 +193,17 @@ int rotation_of(AVStream* stream) {
 
 }  // namespace
 
+// A container that declares its frame count (MP4, MOV, AVI do) but holds fewer packets was cut
+// short: refused, rather than read as the shorter clip that is left. (Matroska and WebM declare
+// no count; one cut between clusters reads as the frames it holds.)
+Status check_not_cut(const AVStream* stream, std::int64_t packets) {
+  if (stream->nb_frames > 0 && packets < stream->nb_frames) {
+    return Error(ErrorCode::kCorruptData, "video: truncated: the container declares " + std::to_string(stream->nb_frames) +
+                                              " frames, the file holds " + std::to_string(packets));
+  }
+  return ok_status();
+}
+
 Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits) {
   auto opened = Container::open(bytes, limits);
   if (!opened.ok()) return std::move(opened).error();
@@ -208,11 +219,14 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
   // Count the stream's packets: exact where the container's frame count is missing or wrong.
   std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
   if (!packet) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
-  std::int64_t frames = 0;
+  std::int64_t frames = 0, packets = 0;
   int status = 0;
   while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
-    // A packet flagged for discarding (before an edit list's start) decodes to no frame.
-    if (packet->stream_index == c.stream_index() && packet->size > 0 && !(packet->flags & AV_PKT_FLAG_DISCARD)) ++frames;
+    if (packet->stream_index == c.stream_index() && packet->size > 0) {
+      ++packets;
+      // A packet flagged for discarding (before an edit list's start) decodes to no frame.
+      if (!(packet->flags & AV_PKT_FLAG_DISCARD)) ++frames;
+    }
     av_packet_unref(packet.get());
     if (frames > limits.max_frames) {
       return Error(ErrorCode::kResourceExhausted,
@@ -220,6 +234,7 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
     }
   }
   if (status != AVERROR_EOF) return Error(ErrorCode::kCorruptData, "video: the container is damaged (" + av_message(status) + ")");
+  if (Status st = check_not_cut(stream, packets); !st.ok()) return st.error();
   if (frames == 0) return Error(ErrorCode::kCorruptData, "video: the stream holds no frames");
   if (info.fps <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame rate");
   info.frames = frames;
@@ -264,6 +279,7 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     }
     if (status != AVERROR_EOF) damage = av_message(status);
   }
+  if (Status st = check_not_cut(stream, static_cast<std::int64_t>(packets.size())); !st.ok()) return st;
   // Each packet's place in presentation order, from the order of the timestamps, when every
   // packet has its own: the decoder may then drop the frames nobody asked for that no other frame
   // refers to (AVDISCARD_NONREF), and a frame is known by its timestamp. Otherwise every frame is

@@ -24,24 +24,30 @@ class VideoTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!video_supported()) GTEST_SKIP() << "built without video";
+    clip_ = new std::vector<std::byte>(make_clip(""));
+    // The index (moov) in front, as streaming services write MP4s: a cut copy still opens.
+    faststart_ = new std::vector<std::byte>(make_clip("-movflags +faststart "));
+  }
+  static std::vector<std::byte> make_clip(const std::string& options) {
     const auto path = std::filesystem::temp_directory_path() / ("mmfeed-video-" + std::to_string(getpid()) + ".mp4");
     const std::string command = "ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=96x64:rate=30:duration=1 "
-                                "-c:v libx264 -pix_fmt yuv420p " + path.string();
-    ASSERT_EQ(std::system(command.c_str()), 0) << "the ffmpeg command (scripts/setup.sh installs it)";
+                                "-c:v libx264 -pix_fmt yuv420p " + options + path.string();
+    EXPECT_EQ(std::system(command.c_str()), 0) << "the ffmpeg command (scripts/setup.sh installs it)";
     std::ifstream in(path, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    clip_ = new std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                       reinterpret_cast<const std::byte*>(text.data()) + text.size());
     std::filesystem::remove(path);
+    return {reinterpret_cast<const std::byte*>(text.data()), reinterpret_cast<const std::byte*>(text.data()) + text.size()};
   }
   static void TearDownTestSuite() {
     delete clip_;
-    clip_ = nullptr;
+    delete faststart_;
+    clip_ = faststart_ = nullptr;
   }
   void SetUp() override {
     if (!video_supported()) GTEST_SKIP() << "built without video";
   }
   static inline std::vector<std::byte>* clip_ = nullptr;
+  static inline std::vector<std::byte>* faststart_ = nullptr;
 };
 
 TEST_F(VideoTest, ProbesTheClip) {
@@ -85,6 +91,17 @@ TEST_F(VideoTest, EmptyOrCutInputIsAnErrorNotACrash) {
     auto decoded = decode_video_frames(cut, std::vector<std::int64_t>{29}, {});
     EXPECT_FALSE(probed.ok() && decoded.ok()) << size << " bytes";
   }
+}
+
+TEST_F(VideoTest, AClipCutShortOfTheFramesItsIndexDeclaresIsRefused) {
+  ASSERT_TRUE(probe_video(*faststart_, {}).ok());
+  const std::span<const std::byte> cut(faststart_->data(), faststart_->size() * 3 / 5);
+  auto probed = probe_video(cut, {});
+  ASSERT_FALSE(probed.ok());
+  EXPECT_EQ(probed.error().code(), ErrorCode::kCorruptData);
+  EXPECT_NE(probed.error().message().find("truncated: the container declares 30 frames, the file holds "),
+            std::string::npos) << probed.error().message();
+  EXPECT_EQ(decode_video_frames(cut, std::vector<std::int64_t>{0}, {}).error().code(), ErrorCode::kCorruptData);
 }
 
 TEST(VideoSamplingTest, TheRecipesEdges) {
@@ -166,6 +183,22 @@ TEST_F(VideoTest, ProcessesTheClipIntoItsPlannedRows) {
     EXPECT_EQ(rows.back(), 7.0f) << "nothing written past the last row";
     for (std::size_t i = 0; i + 1 < rows.size(); ++i) ASSERT_TRUE(rows[i] >= -3.0f && rows[i] <= 3.0f) << model << " " << i;
   }
+}
+
+TEST_F(VideoTest, ResizeThenWriteIsProcess) {
+  const VideoProcessor proc(video_profile("qwen3-vl").value());
+  VideoRequest odd;
+  odd.sampling.nframes = 5;  // an odd count (Qwen3-VL keeps it): the last group repeats its frame
+  const VideoPlan plan = proc.plan(*clip_, odd).value();
+  ASSERT_EQ(plan.indices.size(), 5u);
+  std::vector<float> whole(static_cast<std::size_t>(plan.grid.rows()) * proc.row_elements());
+  ASSERT_TRUE(proc.process(*clip_, plan, whole.data()).ok());
+  const ResizedVideo resized = proc.resize(*clip_, plan).value();
+  EXPECT_EQ(resized.count, 5u);
+  EXPECT_EQ(resized.frames.size(), resized_bytes(plan));
+  std::vector<float> halves(whole.size());
+  proc.write(resized, halves.data());
+  EXPECT_EQ(halves, whole);
 }
 
 }  // namespace
