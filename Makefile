@@ -6,6 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= $(shell nproc)
 DEMO_DIR ?= demo-data
 DEMO_SAMPLES ?= 128
+DEMO_VIDEOS ?= 8
 DEMO_MODEL ?= qwen2-vl
 
 .PHONY: setup build test test-oracles test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
@@ -83,10 +84,13 @@ fuzz: setup
 # The main job on the demo data: write the data set (or reuse it), then feed a trainer from the
 # object store with mmfeed and the Python pipelines side by side (`mmfeed bench --quick`), with
 # the preprocessing of DEMO_MODEL (qwen2-vl, qwen2.5-vl or qwen3-vl: `make demo DEMO_MODEL=qwen3-vl`);
-# the report, the utilisation plot and mmfeed's Perfetto trace go to $(DEMO_DIR)/bench/.
+# the report, the utilisation plot and mmfeed's Perfetto trace go to $(DEMO_DIR)/bench/. Then the
+# loader over the set's DEMO_VIDEOS video conversations (`mmfeed run`, its trace beside the bench's).
 demo: build
-	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0
+	build/mmfeed make-dataset --out $(DEMO_DIR) --samples $(DEMO_SAMPLES) --seed 0 --videos $(DEMO_VIDEOS)
 	build/mmfeed bench --quick --model $(DEMO_MODEL) --samples $(DEMO_SAMPLES) --data $(DEMO_DIR) --out $(DEMO_DIR)/bench
+	build/mmfeed run --manifest $(DEMO_DIR)/videos.jsonl --tokenizer tests/data/qwen3-tokenizer/tokenizer.json \
+	  --model $(DEMO_MODEL) --batch-size 2 --trace $(DEMO_DIR)/bench/videos-trace.json
 
 bench: build test-oracles
 	build/core_bench

@@ -1,5 +1,5 @@
 // mmfeed run: run the Loader over a manifest and report what it delivered and what it cost:
-// samples/s, tokens, images, the consumer's wait share (with an optional simulated trainer
+// samples/s, tokens, images and videos, the consumer's wait share (with an optional simulated trainer
 // step), skipped samples with their reasons, per-stage metrics; a Perfetto trace on request.
 #include <simdjson.h>
 #include <unistd.h>
@@ -35,8 +35,8 @@ std::string run_usage() {
   std::string out =
       "usage: mmfeed run [options] MANIFEST...\n"
       "\n"
-      "Runs the loader over JSONL manifests and prints samples/s, tokens, images, the share of\n"
-      "time the consumer waited, skipped samples and per-stage metrics.\n"
+      "Runs the loader over JSONL manifests and prints samples/s, tokens, images and videos, the\n"
+      "share of time the consumer waited, skipped samples and per-stage metrics.\n"
       "\n"
       "options:\n"
       "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
@@ -221,7 +221,7 @@ int run_loader(int argc, char** argv) {
   const bool live = !json && isatty(STDERR_FILENO);
   const core::Stopwatch clock;
   double waited = 0;
-  std::uint64_t batches = 0, samples = 0, tokens = 0, images = 0;
+  std::uint64_t batches = 0, samples = 0, tokens = 0, images = 0, videos = 0, video_frames = 0;
   int status = 0;
   while (true) {
     const core::Stopwatch wait;
@@ -240,6 +240,11 @@ int run_loader(int argc, char** argv) {
     const auto* m = static_cast<const std::int64_t*>(b.data(*mask));
     for (std::int64_t i = 0; i < mask->shape[0] * mask->shape[1]; ++i) tokens += static_cast<std::uint64_t>(m[i]);
     images += static_cast<std::uint64_t>(b.find("image_grid_thw")->shape[0]);
+    if (const Tensor* grids = b.find("video_grid_thw")) {  // frames: temporal groups x temporal_patch_size (2)
+      const auto* g = static_cast<const std::int64_t*>(b.data(*grids));
+      videos += static_cast<std::uint64_t>(grids->shape[0]);
+      for (std::int64_t i = 0; i < grids->shape[0]; ++i) video_frames += static_cast<std::uint64_t>(2 * g[3 * i]);
+    }
     if (live) {
       std::fprintf(stderr, "\r  epoch %d  batches %llu  samples %llu  %.1f samples/s  waiting %.0f%%   ", b.epoch,
                    static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
@@ -253,12 +258,14 @@ int run_loader(int argc, char** argv) {
   const std::string metrics = loader->metrics_json();
   loader->close();
   if (json) {
-    char buf[256];
+    char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "{\"batches\":%llu,\"samples\":%llu,\"tokens\":%llu,\"images\":%llu,\"seconds\":%.3f,"
-                  "\"samples_per_s\":%.2f,\"wait_share\":%.4f,\"skipped\":%zu,\"errors\":[",
+                  "{\"batches\":%llu,\"samples\":%llu,\"tokens\":%llu,\"images\":%llu,\"videos\":%llu,"
+                  "\"video_frames\":%llu,\"seconds\":%.3f,\"samples_per_s\":%.2f,\"wait_share\":%.4f,"
+                  "\"skipped\":%zu,\"errors\":[",
                   static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-                  static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images), seconds,
+                  static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images),
+                  static_cast<unsigned long long>(videos), static_cast<unsigned long long>(video_frames), seconds,
                   static_cast<double>(samples) / seconds, waited / seconds, errors.size());
     std::string out = buf;
     for (std::size_t i = 0; i < errors.size(); ++i) {
@@ -275,10 +282,11 @@ int run_loader(int argc, char** argv) {
     std::fputs(out.c_str(), stdout);
     return status;
   }
-  std::printf("loaded %llu samples in %llu batches (%llu tokens, %llu images) in %.2f s: %.1f samples/s\n",
+  std::string media = std::to_string(images) + " images";
+  if (videos > 0) media += ", " + std::to_string(videos) + " videos of " + std::to_string(video_frames) + " frames";
+  std::printf("loaded %llu samples in %llu batches (%llu tokens, %s) in %.2f s: %.1f samples/s\n",
               static_cast<unsigned long long>(samples), static_cast<unsigned long long>(batches),
-              static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images), seconds,
-              static_cast<double>(samples) / seconds);
+              static_cast<unsigned long long>(tokens), media.c_str(), seconds, static_cast<double>(samples) / seconds);
   std::printf("the consumer waited %.0f%% of the run%s\n", 100 * waited / seconds,
               step_ms > 0 ? " (with the simulated trainer step)" : " (no trainer step: it only waits)");
   std::printf("skipped %zu samples\n", errors.size());

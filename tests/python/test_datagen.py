@@ -143,3 +143,44 @@ def test_cli_rejects_bad_arguments_with_a_message(cli, tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 1
     assert "--samples must be positive" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def video_set(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo-videos")
+    summary = datagen.generate(out, samples=3, seed=8, max_megapixels=0.4, workers=2, videos=4)
+    return out, summary
+
+
+def test_videos_are_deterministic_and_reused(video_set, tmp_path):
+    out, summary = video_set
+    assert summary["videos"]["count"] == 4
+    datagen.generate(tmp_path, samples=3, seed=8, max_megapixels=0.4, workers=1, videos=4)
+    assert tree_digest(tmp_path) == tree_digest(out)
+    assert datagen.generate(tmp_path, samples=3, seed=8, max_megapixels=0.4, videos=4)["reused"] is True
+    # A set with videos serves a caller that asks for none (the benchmark); not one that asks for more.
+    assert datagen.generate(tmp_path, samples=3, seed=8, max_megapixels=0.4)["reused"] is True
+    assert datagen.generate(tmp_path, samples=3, seed=8, max_megapixels=0.4, videos=5)["reused"] is False
+
+
+def test_video_conversations_name_clips_of_the_planned_size(video_set):
+    import av
+
+    out, _ = video_set
+    info = json.loads((out / "dataset.json").read_text())
+    by_path = {rec["path"]: rec for rec in info["videos"]}
+    lines = [json.loads(line) for line in (out / "videos.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [s["id"] for s in lines] == [f"video-{i:06d}" for i in range(4)]
+    for sample in lines:
+        items = [c for m in sample["messages"] if isinstance(m["content"], list) for c in m["content"]]
+        (video,) = [c for c in items if c["type"] == "video"]
+        rec = by_path[video["video"]]
+        assert hashlib.sha256((out / rec["path"]).read_bytes()).hexdigest() == rec["sha256"]
+        with av.open(str(out / rec["path"])) as container:
+            stream = container.streams.video[0]
+            assert (stream.codec_context.width, stream.codec_context.height) == (rec["width"], rec["height"])
+            assert stream.codec_context.name == rec["kind"].split("-")[0]
+            frames = sum(1 for _ in container.decode(video=0))
+        assert frames == round(rec["fps"] * rec["seconds"]), rec
+        for image in (c["image"] for c in items if c["type"] == "image"):
+            assert (out / image).is_file()

@@ -323,3 +323,20 @@ def test_a_video_over_the_byte_budget_is_refused_by_name(data):
         (error,) = loader.errors()
     assert error["stage"] == "video"
     assert "1 video needs" in error["reason"] and "max_buffered_bytes (1048576)" in error["reason"]
+
+
+@pytest.mark.parametrize("model", list(SAMPLES))
+def test_the_demo_sets_videos_load_with_every_model(tmp_path, model):
+    import datagen
+
+    datagen.generate(tmp_path, samples=2, seed=20, max_megapixels=0.3, workers=2, videos=5)
+    lines = (tmp_path / "videos.jsonl").read_text().splitlines()
+    with mmfeed.Loader(tmp_path / "videos.jsonl", tokenizer=TOKENIZER, model=model, batch_size=2, tensors="np",
+                       shuffle=False) as loader:
+        batches = list(loader)
+        assert loader.errors() == []
+    assert sum(len(b["sample_ids"]) for b in batches) == len(lines) == 5
+    for b in batches:
+        assert len(b["video_grid_thw"]) == len(b["sample_ids"])
+        assert len(b["pixel_values_videos"]) == int(np.prod(b["video_grid_thw"], axis=1).sum())
+        assert (b["input_ids"] == 151656).sum() == int(np.prod(b["video_grid_thw"], axis=1).sum()) // 4

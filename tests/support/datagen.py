@@ -1,8 +1,9 @@
 """The demo data set: real photographs in the formats a loader meets, and a JSONL manifest of
-image conversations in several languages.
+image conversations in several languages; with --videos, short clips panned over the same
+photographs and a manifest of video conversations.
 
 Usage:
-    mmfeed make-dataset --out DIR --samples N --seed S [--max-megapixels MP] [--json]
+    mmfeed make-dataset --out DIR --samples N --seed S [--max-megapixels MP] [--videos V] [--json]
     python tests/support/datagen.py ...   (the same; mmfeed make-dataset runs this file)
 
 A development tool kept in the source tree, not in the package: the tests, the benchmarks and
@@ -21,6 +22,14 @@ The manifest (DIR/manifest.jsonl) holds one sample per line in the Qwen/OpenAI s
                                      {"type": "text", "text": "What is in this picture?"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "A cat on a sofa."}]}]}
 Image paths are relative to the manifest's directory.
+
+The videos (DIR/videos/, written by the ffmpeg command, one encoder thread, so the same arguments
+and ffmpeg write the same bytes) pan and zoom over a crop of a source photograph: H.264 in MP4 or
+Matroska, VP9 in WebM, 320x240 to 1280x720, 24-30 fps, 2-8 s. DIR/videos.jsonl holds one
+conversation per clip, some with an image beside it or the item's own sampling keys:
+    {"id": "video-000001", "messages": [
+        {"role": "user", "content": [{"type": "video", "video": "videos/000001.mp4", "fps": 1.0},
+                                     {"type": "text", "text": "What happens in this clip?"}]}, ...]}
 """
 
 from __future__ import annotations
@@ -32,8 +41,11 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +53,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 GNOME_BACKGROUNDS = Path("/usr/share/backgrounds/gnome")
 
 
@@ -326,24 +338,138 @@ def make_conversation(sample: int, seed: int, image_paths: list[str]) -> tuple[d
     return {"id": f"demo-{sample:06d}", "messages": messages}, lang
 
 
+# --- videos -----------------------------------------------------------------------------------
+# name, weight, extension, ffmpeg encoder arguments (one thread: the same bytes every time)
+_VIDEO_KINDS = [
+    ("h264-mp4", 6, "mp4", ["-c:v", "libx264", "-preset", "fast", "-pix_fmt", "yuv420p", "-threads", "1"]),
+    ("h264-mkv", 2, "mkv", ["-c:v", "libx264", "-preset", "fast", "-pix_fmt", "yuv420p", "-threads", "1"]),
+    ("vp9-webm", 2, "webm", ["-c:v", "libvpx-vp9", "-b:v", "600k", "-deadline", "realtime", "-cpu-used", "8",
+                             "-threads", "1"]),
+]
+_VIDEO_SIZES = [((320, 240), 2), ((640, 360), 4), ((854, 480), 2), ((1280, 720), 1)]
+_VIDEO_ASKS = ["What happens in this clip?", "Describe the camera movement.", "这段视频里发生了什么？",
+               "Summarise the video in one sentence.", "ما الذي يحدث في هذا المقطع؟", "この動画を説明してください。"]
+_VIDEO_SAYS = ["The camera drifts slowly across the scene and closes in on the subject.",
+               "A slow zoom: the frame narrows towards the centre while the light stays even.",
+               "镜头缓缓推进，画面逐渐聚焦在主体上。", "The view pans from one side to the other without a cut.",
+               "الكاميرا تقترب ببطء من الموضوع.", "カメラがゆっくりと被写体に近づいていきます。"]
+
+
+@dataclass
+class VideoSpec:
+    index: int
+    source: str
+    crop: tuple[int, int, int, int]
+    size: tuple[int, int]
+    fps: int
+    seconds: float
+    kind: str
+    ext: str
+
+
+@dataclass
+class VideoRecord:
+    path: str
+    kind: str
+    width: int
+    height: int
+    fps: int
+    seconds: float
+    bytes: int
+    sha256: str
+
+
+def plan_video(index: int, seed: int, sources: list[Path]) -> VideoSpec:
+    rng = random.Random(f"video:{seed}:{index}")
+    source = sources[rng.randrange(len(sources))]
+    size = rng.choices([s for s, _ in _VIDEO_SIZES], weights=[w for _, w in _VIDEO_SIZES])[0]
+    with Image.open(source) as img:
+        sw, sh = img.size
+    # The widest crop of the frame's aspect that fits, 60-100% of it, somewhere in the photo.
+    aspect = size[0] / size[1]
+    cw = min(sw, round(sh * aspect))
+    scale = rng.uniform(0.6, 1.0)
+    cw = max(32, round(cw * scale))
+    ch = max(24, round(cw / aspect))
+    x0, y0 = rng.randrange(sw - cw + 1), rng.randrange(max(1, sh - ch + 1))
+    kind, _, ext, _ = rng.choices(_VIDEO_KINDS, weights=[w for _, w, _, _ in _VIDEO_KINDS])[0]
+    return VideoSpec(index, str(source), (x0, y0, x0 + cw, y0 + min(ch, sh)), size, rng.choice([24, 25, 30]),
+                     rng.choice([2.0, 3.0, 4.0, 6.0, 8.0]), kind, ext)
+
+
+def _write_video(args: tuple[VideoSpec, int, str]) -> VideoRecord:
+    spec, seed, out_dir = args
+    if shutil.which("ffmpeg") is None:
+        raise OSError("the ffmpeg command is missing (scripts/setup.sh installs it); needed for --videos")
+    rng = random.Random(f"motion:{seed}:{spec.index}")
+    w, h = spec.size
+    frames = round(spec.fps * spec.seconds)
+    # The crop at twice the frame size, so the zoom has pixels to spend.
+    still = _load_source(Path(spec.source)).convert("RGB").crop(spec.crop).resize((2 * w, 2 * h), Image.Resampling.LANCZOS)
+    zoom = rng.uniform(0.0005, 0.002)
+    pan = rng.choice(["iw/2-(iw/zoom/2)", f"(iw-iw/zoom)*on/{frames}"])
+    rel = f"videos/{spec.index:06d}.{spec.ext}"
+    path = Path(out_dir) / rel
+    encoder = next(args for name, _, _, args in _VIDEO_KINDS if name == spec.kind)
+    with tempfile.TemporaryDirectory() as tmp:
+        png = Path(tmp) / "still.png"
+        still.save(png)
+        tmp_out = Path(tmp) / f"clip.{spec.ext}"
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(png), "-vf",
+                        f"zoompan=z='min(zoom+{zoom:.5f},1.6)':x='{pan}':y='ih/2-(ih/zoom/2)':d={frames}:"
+                        f"s={w}x{h}:fps={spec.fps}", "-frames:v", str(frames), *encoder,
+                        "-fflags", "+bitexact", "-flags:v", "+bitexact", str(tmp_out)],
+                       check=True, timeout=600, capture_output=True)
+        data = tmp_out.read_bytes()
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return VideoRecord(rel, spec.kind, w, h, spec.fps, spec.seconds, len(data), hashlib.sha256(data).hexdigest())
+
+
+def make_video_conversation(index: int, seed: int, video: str, image: str | None) -> dict:
+    rng = random.Random(f"video-conversation:{seed}:{index}")
+    item: dict = {"type": "video", "video": video}
+    keys = rng.choice([{}, {}, {"fps": 1.0}, {"nframes": 8}, {"max_pixels": 200_704}])
+    item.update(keys)
+    content = [item] + ([{"type": "image", "image": image}] if image else [])
+    content.append({"type": "text", "text": rng.choice(_VIDEO_ASKS)})
+    messages = [{"role": "user", "content": content},
+                {"role": "assistant", "content": [{"type": "text", "text": rng.choice(_VIDEO_SAYS)}]}]
+    return {"id": f"video-{index:06d}", "messages": messages}
+
+
+def _ffmpeg_version() -> str:
+    if shutil.which("ffmpeg") is None:
+        return ""
+    return subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True).stdout.split("\n")[0]
+
+
 def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
-             workers: int | None = None) -> dict:
+             workers: int | None = None, videos: int = 0) -> dict:
     """Writes the data set under `out` and returns its summary (also saved as dataset.json).
 
     A directory already holding the same data set (same arguments, all files present with
-    their recorded hashes' sizes) is left as it is.
+    their recorded hashes' sizes) is left as it is; one with videos also serves a caller that
+    asks for none.
     """
     if samples <= 0:
         raise ValueError("--samples must be positive")
+    if videos < 0:
+        raise ValueError("--videos must not be negative")
     params = {"generator": GENERATOR_VERSION, "samples": samples, "seed": seed,
               "max_megapixels": max_megapixels, "pillow": Image.__version__}
+    if videos:
+        params.update(videos=videos, ffmpeg=_ffmpeg_version())
     out = Path(out)
     info_path = out / "dataset.json"
     if info_path.is_file():
         info = json.loads(info_path.read_text())
-        if info.get("params") == params and all(
+        stored = info.get("params", {})
+        images_only = {k: v for k, v in stored.items() if k not in ("videos", "ffmpeg")}
+        if (stored == params or (not videos and images_only == params)) and all(
                 (out / rec["path"]).is_file() and (out / rec["path"]).stat().st_size == rec["bytes"]
-                for rec in info["images"]):
+                for rec in info["images"] + info.get("videos", [])):
             info["summary"]["reused"] = True
             return info["summary"]
 
@@ -352,8 +478,12 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
     plan_rng = random.Random(f"plan:{seed}")
     counts = [plan_rng.choices([1, 2, 3], weights=[60, 25, 15])[0] for _ in range(samples)]
     specs = [plan_image(i, seed, sources, max_megapixels) for i in range(sum(counts))]
+    video_specs = [plan_video(i, seed, sources) for i in range(videos)]
+    if video_specs:
+        (out / "videos").mkdir(exist_ok=True)
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
         records = list(pool.map(_write_image, [(s, seed, str(out)) for s in specs], chunksize=1))
+        video_records = list(pool.map(_write_video, [(s, seed, str(out)) for s in video_specs], chunksize=1))
 
     lines, langs, turns = [], {}, {}
     next_image = 0
@@ -370,6 +500,15 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, manifest)
 
+    if video_records:
+        pick = random.Random(f"video-images:{seed}")
+        video_lines = [json.dumps(make_video_conversation(
+            i, seed, r.path, pick.choice(records).path if pick.random() < 0.25 else None), ensure_ascii=False)
+            for i, r in enumerate(video_records)]
+        tmp = (out / "videos.jsonl").with_suffix(".jsonl.tmp")
+        tmp.write_text("\n".join(video_lines) + "\n", encoding="utf-8")
+        os.replace(tmp, out / "videos.jsonl")
+
     kinds: dict[str, int] = {}
     for r in records:
         kinds[r.kind] = kinds.get(r.kind, 0) + 1
@@ -383,7 +522,13 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
         "turns": {str(k): v for k, v in sorted(turns.items())},
         "sources": len(sources), "reused": False,
     }
-    info = {"params": params, "summary": summary, "images": [asdict(r) for r in records]}
+    if video_records:
+        summary["videos"] = {"manifest": str(out / "videos.jsonl"), "count": len(video_records),
+                             "bytes": sum(r.bytes for r in video_records),
+                             "seconds": sum(r.seconds for r in video_records),
+                             "kinds": {k: sum(1 for r in video_records if r.kind == k) for k, *_ in _VIDEO_KINDS}}
+    info = {"params": params, "summary": summary, "images": [asdict(r) for r in records],
+            "videos": [asdict(r) for r in video_records]}
     info_path.write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n")
     return summary
 
@@ -399,6 +544,10 @@ def format_summary(s: dict) -> str:
         "  languages  " + ", ".join(f"{k} {v}" for k, v in s["languages"].items()),
         "  user turns " + ", ".join(f"{k}: {v}" for k, v in s["turns"].items()),
     ]
+    if "videos" in s:
+        v = s["videos"]
+        lines.append(f"  videos     {v['count']} clips, {v['seconds']:.0f} s, {v['bytes'] / 1e6:.1f} MB ("
+                     + ", ".join(f"{k} {n}" for k, n in v["kinds"].items()) + f"): {v['manifest']}")
     return "\n".join(lines)
 
 
@@ -410,11 +559,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-megapixels", type=float, default=12.0,
                         help="largest image, in megapixels (default 12)")
     parser.add_argument("--workers", type=int, default=None, help="encoder processes (default: cores)")
+    parser.add_argument("--videos", type=int, default=0,
+                        help="also write this many clips and videos.jsonl (default 0; needs the ffmpeg command)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     try:
-        summary = generate(args.out, args.samples, args.seed, args.max_megapixels, args.workers)
-    except (OSError, ValueError) as err:
+        summary = generate(args.out, args.samples, args.seed, args.max_megapixels, args.workers, args.videos)
+    except (OSError, ValueError, subprocess.CalledProcessError) as err:
         print(f"mmfeed make-dataset: {err}", file=sys.stderr)
         return 1
     print(json.dumps(summary, ensure_ascii=False) if args.json else format_summary(summary))
