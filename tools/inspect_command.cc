@@ -1,5 +1,5 @@
 // mmfeed inspect: show one batch as the trainer will see it - tensor shapes, and each sample's
-// text decoded with the trained (labelled) spans marked and image pads collapsed.
+// text decoded with the trained (labelled) spans marked and image and video pads collapsed.
 #include <unistd.h>
 
 #include <cstdio>
@@ -89,6 +89,7 @@ int run_inspect(int argc, char** argv) {
   const auto* labels = static_cast<const std::int64_t*>(batch->data(*labels_t));
   const std::int64_t width = ids_t->shape[1];
   const auto image_pad = (*tok)->token_to_id("<|image_pad|>").value_or(-1);
+  const auto video_pad = (*tok)->token_to_id("<|video_pad|>").value_or(-1);
   std::printf("\ntrained tokens are shown %sLIKE THIS%s\n", on, off);
   for (std::size_t s = 0; s < batch->sample_ids.size(); ++s) {
     std::int64_t begin = static_cast<std::int64_t>(s) * width, end = begin + width;
@@ -102,23 +103,28 @@ int run_inspect(int argc, char** argv) {
     while (j < end) {
       if (!cu_t && ids[j] == 151643 && labels[j] == -100) break;  // padding
       const bool trained = labels[j] != -100;
+      std::string piece;
       std::vector<std::int32_t> run;
-      std::int64_t pads = 0;
+      std::int64_t pad = -1, pads = 0;  // a run of one pad token, collapsed to "<|..._pad|>xN"
+      auto flush_pads = [&] {
+        if (pads == 0) return;
+        piece += (*tok)->decode(run) + (pad == image_pad ? "<|image_pad|>x" : "<|video_pad|>x") + std::to_string(pads);
+        run.clear();
+        pads = 0;
+      };
       while (j < end && (labels[j] != -100) == trained) {
-        if (ids[j] == image_pad) {
+        if (ids[j] == image_pad || ids[j] == video_pad) {
+          if (ids[j] != pad) flush_pads();
+          pad = ids[j];
           ++pads;
         } else {
-          if (pads) {
-            std::printf("%s<|image_pad|>x%lld", (*tok)->decode(run).c_str(), static_cast<long long>(pads));
-            run.clear();
-            pads = 0;
-          }
+          flush_pads();
           run.push_back(static_cast<std::int32_t>(ids[j]));
         }
         ++j;
       }
-      std::string piece = (*tok)->decode(run);
-      if (pads) piece += "<|image_pad|>x" + std::to_string(pads);
+      flush_pads();
+      piece += (*tok)->decode(run);
       std::printf(trained ? "%s%s%s" : "%.0s%s%.0s", on, piece.c_str(), off);
     }
     std::printf("\n");

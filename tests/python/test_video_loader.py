@@ -7,6 +7,7 @@ mrope ids equal to the models' get_rope_index; padded and packed, concurrent and
 videos reported by name while the rest of the epoch is delivered. The videos are made here with
 the ffmpeg command."""
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -185,8 +186,9 @@ def rope_index(model: str, ref: dict) -> np.ndarray:
 
 
 def load(data, model, **options):
+    options = {"shuffle": False, **options}
     with mmfeed.Loader(data.root / f"{model}.jsonl", tokenizer=TOKENIZER, model=model, max_pixels=MAX_PIXELS,
-                       shuffle=False, mrope=True, tensors="np", **options) as loader:
+                       mrope=True, tensors="np", **options) as loader:
         return [dict(b) for b in loader], loader.errors()
 
 
@@ -245,6 +247,26 @@ def test_padded_packed_serial_and_worker_counts_agree(data, model):
         np.testing.assert_array_equal(b["video_grid_thw"], np.concatenate([by_id[s]["video_grid_thw"] for s in ids]))
         np.testing.assert_array_equal(b["input_ids"][0, :b["cu_seqlens"][-1]],
                                       np.concatenate([by_id[s]["input_ids"][0] for s in ids]))
+
+
+@pytest.mark.parametrize("packing", [{}, {"token_budget": 4096, "pack_window": 4}], ids=["padded", "packed"])
+def test_a_run_resumed_mid_epoch_delivers_the_same_video_batches(data, packing):
+    options = dict(batch_size=1, epochs=2, seed=5, shuffle=True, **packing)
+    whole, _ = load(data, "qwen2.5-vl", **options)
+    with mmfeed.Loader(data.root / "qwen2.5-vl.jsonl", tokenizer=TOKENIZER, model="qwen2.5-vl", max_pixels=MAX_PIXELS,
+                       mrope=True, tensors="np", workers=2, **options) as loader:
+        for _ in range(3):
+            next(loader)
+        state = loader.state_dict()
+    resumed = mmfeed.Loader(data.root / "qwen2.5-vl.jsonl", tokenizer=TOKENIZER, model="qwen2.5-vl",
+                            max_pixels=MAX_PIXELS, mrope=True, tensors="np", workers=3, **options)
+    resumed.load_state_dict(state)
+    with resumed:
+        rest = [dict(b) for b in resumed]
+    assert [b["sample_ids"] for b in rest] == [b["sample_ids"] for b in whole[3:]]
+    for a, b in zip(whole[3:], rest):
+        for key in a.keys() - {"buffer_address", "index"}:  # index: counted from the resumed run's start
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 def damaged(data) -> dict:
@@ -340,3 +362,17 @@ def test_the_demo_sets_videos_load_with_every_model(tmp_path, model):
         assert len(b["video_grid_thw"]) == len(b["sample_ids"])
         assert len(b["pixel_values_videos"]) == int(np.prod(b["video_grid_thw"], axis=1).sum())
         assert (b["input_ids"] == 151656).sum() == int(np.prod(b["video_grid_thw"], axis=1).sum()) // 4
+
+
+def test_the_cli_shows_and_counts_videos(cli, data):
+    manifest = data.root / "qwen3-vl.jsonl"
+    shown = subprocess.run([cli, "inspect", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
+                            "--batch-size", "2"], capture_output=True, text=True, check=True).stdout
+    assert "pixel_values_videos float32" in shown and "video_grid_thw" in shown
+    assert re.search(r"<\|vision_start\|><0\.3 seconds><\|vision_start\|><\|video_pad\|>x\d+<\|vision_end\|>", shown)
+    run = subprocess.run([cli, "run", "--manifest", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
+                          "--json"], capture_output=True, text=True, check=True)
+    summary = json.loads(run.stdout)
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", tensors="np") as loader:
+        grids = np.concatenate([b["video_grid_thw"] for b in loader])
+    assert summary["videos"] == len(grids) == 5 and summary["video_frames"] == 2 * grids[:, 0].sum()
