@@ -1,11 +1,12 @@
 // The batch builder: a gathered group of processed samples to the batches a trainer gets. A
 // padded run makes one batch of the group; a packed run plans the group (a packing window) into
-// rows by token count (packer.h), has each row's images and videos decoded — on the CPU pool, row by row in
-// delivery order, so the first row does not wait for the whole window — and assembles each row
-// as it is ready (assembler.h). Each batch's resume state is registered with Progress as it is
-// formed. An image that fails to decode drops its sample from its row and is accounted. Only
-// planning, ordering and the text tensors (O(samples + tokens)) run on the building thread alone;
-// every image's pixel rows are written on the pool, straight into the batch buffer.
+// rows by token count (packer.h), has each row's images and videos decoded — on the CPU pool,
+// row by row in delivery order, so the first row does not wait for the whole window — and
+// assembles each row as it is ready (assembler.h). Each batch's resume state is registered with
+// Progress as it is formed. An image or video that fails to decode drops its sample from its row
+// and is accounted. Only planning, ordering and the text tensors (O(samples + tokens)) run on the
+// building thread alone; every image's and video's pixel rows are written on the pool, straight
+// into the batch buffer.
 //
 // Thread safety: one thread builds (the batcher, or the caller in the serial mode); the decoding
 // tasks it submits run on the pool and touch only their own sample.

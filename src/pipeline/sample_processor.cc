@@ -152,9 +152,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
   std::vector<text::VideoGrid> video_grids;
   for (const vision::VideoPlan& p : w.video_plans) {
-    video_grids.push_back({{p.grid.t, p.grid.h, p.grid.w},
-                           videos_.profile().tokens_per_second > 0 ? vision::second_per_grid_t(videos_.profile(), p) : 0,
-                           p.timestamps});
+    video_grids.push_back({{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps});
   }
   const auto& tok = tokenizer_.get();  // waits for it once, at the start
   if (!tok.ok()) {
