@@ -4,7 +4,8 @@ the same frames and the same frame size, one thread each; then mmfeed over every
 
 The clips are made with ffmpeg (testsrc2 H.264 and VP9 at 360p-1080p). For each clip and model:
 the frames kept and the grid, mmfeed's time and CPU time, the peer's decode and processor time,
-frames per second and the speedup. The peer's grid is checked equal to mmfeed's.
+frames per second and the speedup. The peer's grid is checked equal to mmfeed's. Last, the
+clips as whole samples through mmfeed.Loader on every core (samples/s, CPU per sample).
 
 Usage: python bench/video.py [--repeat 3] [--models qwen2.5-vl,qwen3-vl] [--json OUT]
 (needs .venv-tv: `make test-oracles` makes it)
@@ -92,6 +93,22 @@ def main() -> int:
             pool_s = time.perf_counter() - t
         serial_s = sum(r["mmfeed_ms"] for r in rows) * args.repeat / 1e3
 
+        # The whole sample through mmfeed.Loader on every core: the clips read from files, the
+        # text rendered and tokenized, the batch assembled; what the loader adds to processing.
+        loader_rates = {}
+        for model in args.models.split(","):
+            manifest = folder / f"{model}.jsonl"
+            manifest.write_text("".join(json.dumps({"id": f"{name}-{k}", "messages": [
+                {"role": "user", "content": [{"type": "video", "video": name}, {"type": "text", "text": "What happens?"}]},
+                {"role": "assistant", "content": "A test pattern moves."}]}) + "\n"
+                for k in range(args.repeat) for name in CLIPS))
+            t, c = time.perf_counter(), time.process_time()
+            with mmfeed.Loader(manifest, tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
+                               model=model, batch_size=1, workers=cores, shuffle=False, tensors="np") as loader:
+                n = sum(len(b["sample_ids"]) for b in loader)
+                assert not loader.errors(), loader.errors()
+            loader_rates[model] = (n / (time.perf_counter() - t), (time.process_time() - c) / n * 1e3)
+
     print(f"PyAV + transformers {report['torch']} video processors vs mmfeed ({mmfeed.__version__}, "
           f"{_mmfeed.video_libraries()}), one thread, best of {args.repeat}\n")
     print(f"{'clip':<15}{'model':<12}{'frames':>7}{'grid':>14}{'mmfeed ms':>11}{'cpu ms':>9}{'PyAV ms':>10}"
@@ -105,8 +122,12 @@ def main() -> int:
     print(f"\nspeedup on one thread: median {statistics.median(speedups):.1f}x ({min(speedups):.1f}x-{max(speedups):.1f}x)")
     print(f"mmfeed on {cores} threads: {len(datas) * args.repeat / pool_s:.2f} clips/s, "
           f"{serial_s / pool_s:.2f}x its one-thread rate")
+    for model, (rate, cpu_ms) in loader_rates.items():
+        print(f"mmfeed.Loader, {model}, {cores} workers: {rate:.2f} samples/s (one clip each), "
+              f"{cpu_ms:.0f} CPU ms per sample")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "cores": cores, "pool_speedup": serial_s / pool_s}, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "cores": cores, "pool_speedup": serial_s / pool_s,
+                                               "loader": loader_rates}, indent=1))
     return 0
 
 

@@ -291,6 +291,10 @@ def damaged(data) -> dict:
     ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=64x36:rate=30:duration={1 / 30}", "-c:v", "libx264", bad / "one-frame.mp4")
     # An aspect ratio over 200.
     ffmpeg("-f", "lavfi", "-i", "testsrc2=size=1200x4:rate=10:duration=1", "-c:v", "mpeg4", bad / "thin.avi")
+    # A codec id no decoder knows (Matroska names it in text).
+    mkv = (data.root / "videos" / "wide.mkv").read_bytes()
+    assert b"V_MPEG4/ISO/AVC" in mkv
+    (bad / "unknown-codec.mkv").write_bytes(mkv.replace(b"V_MPEG4/ISO/AVC", b"V_MMFEED/NOPE/X"))
     # No video stream at all.
     ffmpeg("-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "pcm_s16le", bad / "audio.wav")
     return files
@@ -309,6 +313,7 @@ def test_bad_videos_are_reported_by_name_and_the_rest_delivered(data, model):
         "too-few-frames": (video("../bad/one-frame.mp4", **({} if model == "qwen3-vl" else {"nframes": 8})), "video"),
         "thin": (video("../bad/thin.avi"), "video"),
         "no-video-stream": (video("../bad/audio.wav"), "video"),
+        "unknown-codec": (video("../bad/unknown-codec.mkv"), "video"),
         "not-a-number": ({"type": "video", "video": "videos/odd.mp4", "fps": "fast"}, "manifest"),
         "fixed-size": ({"type": "video", "video": "videos/odd.mp4", "resized_height": 56}, "manifest"),
     }
@@ -327,11 +332,12 @@ def test_bad_videos_are_reported_by_name_and_the_rest_delivered(data, model):
     assert set(errors) == set(cases)
     for sid, (_, stage) in cases.items():
         assert errors[sid]["stage"] == stage, errors[sid]
-    for sid in ("truncated", "cut", "garbage", "empty", "thin", "no-video-stream", "too-few-frames"):
+    for sid in ("truncated", "cut", "garbage", "empty", "thin", "no-video-stream", "unknown-codec", "too-few-frames"):
         assert "bad/" in errors[sid]["reason"], errors[sid]  # the video named
     assert "truncated: the container declares 75 frames, the file holds" in errors["cut"]["reason"]
     assert "aspect ratio" in errors["thin"]["reason"]
     assert "no video stream" in errors["no-video-stream"]["reason"]
+    assert "no decoder for codec" in errors["unknown-codec"]["reason"] and errors["unknown-codec"]["code"] == "unsupported"
     assert "fps must be a number" in errors["not-a-number"]["reason"]
     assert "resized_height" in errors["fixed-size"]["reason"]
 
