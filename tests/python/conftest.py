@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,18 @@ def cli() -> Path:
     if not path.is_file():
         pytest.fail(f"{path} not built: run `make build` first")
     return path
+
+
+def ffmpeg(*args) -> None:
+    """Runs the ffmpeg command quietly (scripts/setup.sh installs it; missing, the test fails)."""
+    if shutil.which("ffmpeg") is None:
+        pytest.fail("the ffmpeg command is missing (scripts/setup.sh installs it)")
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *map(str, args)], check=True, timeout=300)
+
+
+def make_test_video(path, size: str, rate: int, seconds: float, codec: list) -> None:
+    """Writes ffmpeg's testsrc2 pattern of `size` ("WxH"), `rate` fps and `seconds` to `path`."""
+    ffmpeg("-f", "lavfi", "-i", f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, path)
 
 
 def run_fetch(cli, *args, env=None, timeout=300):

@@ -3,8 +3,6 @@ Qwen2/2.5-VL frame sampling against qwen-vl-utils and torch. The test videos are
 the ffmpeg command (H.264, VP9, MPEG-4 in MP4, WebM, MKV and AVI; odd sizes, full range, BT.709,
 4:4:4, rotation metadata, a variable frame rate, a very short and a longer clip) and damaged here
 (truncated, garbage, no video stream, an unknown codec)."""
-import shutil
-import subprocess
 import sys
 import types
 
@@ -13,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import ffmpeg, make_test_video
 from mmfeed import _mmfeed
 
 pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
@@ -34,17 +33,11 @@ VIDEOS = {
 }
 
 
-def ffmpeg(*args) -> None:
-    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *map(str, args)], check=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
-    if shutil.which("ffmpeg") is None:
-        pytest.fail("the ffmpeg command is missing (scripts/setup.sh installs it)")
     out = tmp_path_factory.mktemp("videos")
     for name, (size, rate, seconds, codec) in VIDEOS.items():
-        ffmpeg("-f", "lavfi", "-i", f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, out / name)
+        make_test_video(out / name, size, rate, seconds, codec)
     # Rotation metadata (a display matrix) survives a stream copy, not an encode.
     ffmpeg("-i", out / "h264-odd.mp4", "-c", "copy", "-metadata:s:v:0", "rotate=90", out / "rotated.mp4")
     # A stream copy cut between keyframes: an edit list, whose leading packets decode to no frame.

@@ -8,7 +8,6 @@ videos reported by name while the rest of the epoch is delivered. The videos are
 the ffmpeg command."""
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +18,7 @@ import torch
 from PIL import Image
 
 import mmfeed
+from conftest import ffmpeg, make_test_video
 from mmfeed import _mmfeed
 
 pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
@@ -72,21 +72,15 @@ QWEN3_SAMPLES = [
 SAMPLES = {"qwen2-vl": QWEN2_SAMPLES, "qwen2.5-vl": QWEN2_SAMPLES, "qwen3-vl": QWEN3_SAMPLES}
 
 
-def ffmpeg(*args) -> None:
-    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *map(str, args)], check=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The videos, a photograph, each model's manifest, every video's frames as mmfeed decodes them."""
-    if shutil.which("ffmpeg") is None:
-        pytest.fail("the ffmpeg command is missing (scripts/setup.sh installs it)")
     root = tmp_path_factory.mktemp("video-loader")
     (root / "videos").mkdir()
     fps = {}
     for name, (size, rate, seconds, codec) in VIDEOS.items():
         path = root / "videos" / name
-        ffmpeg("-f", "lavfi", "-i", f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, path)
+        make_test_video(path, size, rate, seconds, codec)
         raw = path.read_bytes()
         info = mmfeed.probe_video(raw)
         np.save(root / f"{name}.npy", mmfeed.decode_video(raw, list(range(info["frames"]))))
@@ -288,9 +282,9 @@ def damaged(data) -> dict:
     whole = (bad / "faststart.mp4").read_bytes()
     (bad / "cut.mp4").write_bytes(whole[: len(whole) * 3 // 5])
     # One frame: too short for Qwen3-VL's sampling, and for the 8 frames qwen-vl-utils is asked for.
-    ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=64x36:rate=30:duration={1 / 30}", "-c:v", "libx264", bad / "one-frame.mp4")
+    make_test_video(bad / "one-frame.mp4", "64x36", 30, 1 / 30, ["-c:v", "libx264"])
     # An aspect ratio over 200.
-    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=1200x4:rate=10:duration=1", "-c:v", "mpeg4", bad / "thin.avi")
+    make_test_video(bad / "thin.avi", "1200x4", 10, 1, ["-c:v", "mpeg4"])
     # A codec id no decoder knows (Matroska names it in text).
     mkv = (data.root / "videos" / "wide.mkv").read_bytes()
     assert b"V_MPEG4/ISO/AVC" in mkv

@@ -4,7 +4,6 @@ Qwen2VLVideoProcessor for Qwen2/2.5-VL, transformers' Qwen3VLVideoProcessor for 
 frames kept, grids, pixel_values_videos bit for bit, Qwen2.5-VL's second_per_grid_t and
 Qwen3-VL's timestamps, and the same refusals. The test videos are made here with ffmpeg."""
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import torch
 
 import mmfeed
+from conftest import make_test_video
 from mmfeed import _mmfeed
 
 pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
@@ -49,17 +49,13 @@ def case_id(case) -> str:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """Makes the videos, decodes every frame with mmfeed, runs the oracle once over every case."""
-    if shutil.which("ffmpeg") is None:
-        pytest.fail("the ffmpeg command is missing (scripts/setup.sh installs it)")
     if not ORACLE_PYTHON.exists():
         pytest.fail(f"{ORACLE_PYTHON} is missing: scripts/setup.sh makes the torchvision environment")
     work = tmp_path_factory.mktemp("video-processor")
     files, jobs = {}, []
     for name, (size, rate, seconds, codec) in VIDEOS.items():
         path = work / name
-        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                        f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, str(path)],
-                       check=True, timeout=300)
+        make_test_video(path, size, rate, seconds, codec)
         data = path.read_bytes()
         info = mmfeed.probe_video(data)
         frames = mmfeed.decode_video(data, list(range(info["frames"])))

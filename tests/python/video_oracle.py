@@ -112,12 +112,13 @@ def run(job: dict) -> dict:
             "indices": np.asarray(indices), "timestamps": np.asarray(timestamps)}
 
 
-def main() -> None:
+def main(run_job=run) -> None:
+    """Runs each job of JOBS.json (argv[1]) through `run_job`, writing OUT_DIR (argv[2])/<i>.npz or <i>.err."""
     jobs = json.loads(Path(sys.argv[1]).read_text())
     out_dir = Path(sys.argv[2])
     for i, job in enumerate(jobs):
         try:
-            np.savez(out_dir / f"{i}.npz", **run(job))
+            np.savez(out_dir / f"{i}.npz", **run_job(job))
         except Exception as e:  # the reference's refusal is an expected outcome: recorded, compared
             (out_dir / f"{i}.err").write_text(f"{type(e).__name__}: {e}")
 

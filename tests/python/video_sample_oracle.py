@@ -13,15 +13,13 @@ expands the video and image tokens (Qwen3-VL's timestamps included) and tokenize
 Writes OUT_DIR/<i>.npz: input_ids, mm_token_type_ids, pixel_values_videos, video_grid_thw,
 pixel_values, image_grid_thw and (Qwen2.5-VL) second_per_grid_ts; or OUT_DIR/<i>.err.
 """
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image, ImageOps
 
-from video_oracle import QWEN2, QWEN3, _VideoReader, vision_process  # the decord stand-in, the hub configs
+from video_oracle import QWEN2, QWEN3, _VideoReader, main, vision_process  # the decord stand-in, the hub configs, the job loop
 from transformers import Qwen2TokenizerFast
 from transformers.image_processing_backends import TorchvisionBackend
 from transformers.image_utils import PILImageResampling, SizeDict
@@ -121,15 +119,5 @@ def run(job: dict) -> dict:
     return result
 
 
-def main() -> None:
-    jobs = json.loads(Path(sys.argv[1]).read_text())
-    out_dir = Path(sys.argv[2])
-    for i, job in enumerate(jobs):
-        try:
-            np.savez(out_dir / f"{i}.npz", **run(job))
-        except Exception as e:  # recorded for the test to show
-            (out_dir / f"{i}.err").write_text(f"{type(e).__name__}: {e}")
-
-
 if __name__ == "__main__":
-    main()
+    main(run)
