@@ -63,6 +63,11 @@ struct LoaderConfig {
   std::uint64_t seed = 0;
   bool shuffle = true;
   int epochs = 1;
+  // > 0: the run ends at this position of its last epoch's order instead of the epoch's end: a
+  // multiple of batch_size (of pack_window when packing), so that its batches are the full run's.
+  // With a resume state it runs one part of an epoch (mmfeed.ray's actors each run parts); such a
+  // run leaves the end-of-run error check to whoever runs the whole.
+  std::uint64_t end_position = 0;
   int rank = 0;
   int world_size = 1;
   // When world_size does not divide the samples: kPad (every rank the same count, at most

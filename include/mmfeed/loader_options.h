@@ -43,6 +43,8 @@ void for_each_loader_option(F&& f) {
   f("seed", &LoaderConfig::seed, "the shuffle's seed");
   f("shuffle", &LoaderConfig::shuffle, "shuffle the samples each epoch (false: manifest order)");
   f("epochs", &LoaderConfig::epochs, "passes over the data");
+  f("end_position", &LoaderConfig::end_position,
+    "> 0: end at this position of the last epoch (a multiple of batch_size, or of pack_window when packing)");
   f("rank", &LoaderConfig::rank, "this data-parallel rank");
   f("world_size", &LoaderConfig::world_size, "data-parallel ranks");
   f("shard_remainder", &LoaderConfig::shard_remainder,

@@ -14,13 +14,16 @@ Driver::Driver(Stages stages)
 
 std::vector<std::uint64_t> Driver::order(int epoch) const {
   const LoaderState& start = s_.start;
-  if (epoch == start.epoch && start.old_world_size > 0) {
-    return resharded_order(s_.samples, config_.seed, epoch, config_.shuffle, start.old_world_size,
-                           start.old_positions, start.old_windows, config_.rank, config_.world_size,
-                           config_.shard_remainder);
+  std::vector<std::uint64_t> order =
+      epoch == start.epoch && start.old_world_size > 0
+          ? resharded_order(s_.samples, config_.seed, epoch, config_.shuffle, start.old_world_size, start.old_positions,
+                            start.old_windows, config_.rank, config_.world_size, config_.shard_remainder)
+          : rank_order(s_.samples, config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle,
+                       config_.shard_remainder);
+  if (config_.end_position > 0 && epoch == config_.epochs - 1 && config_.end_position < order.size()) {
+    order.resize(config_.end_position);  // a part of the epoch: its groups are the full run's
   }
-  return rank_order(s_.samples, config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle,
-                    config_.shard_remainder);
+  return order;
 }
 
 Status Driver::account(const Work& w) {
@@ -35,6 +38,7 @@ Status Driver::account(const Work& w) {
 Status Driver::end_of_run() {
   ended_.store(true);
   count_duplicate_ids();
+  if (config_.end_position > 0) return ok_status();  // a part: the whole run is judged by its owner
   return s_.errors.at_end();
 }
 

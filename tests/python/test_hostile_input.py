@@ -52,6 +52,7 @@ def first_batch(manifest, **options):
     ("max_error_fraction", math.nan, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
     ("max_error_fraction", -1.0, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
     ("max_images_per_sample", 0, "LoaderConfig.max_images_per_sample: must be positive"),
+    ("end_position", 6, "LoaderConfig.end_position: must be a multiple of batch_size (8), not 6"),
 ])
 def test_out_of_range_options_are_refused_by_name(dataset, option, value, message):
     with pytest.raises(ValueError, match=re.escape(message)):

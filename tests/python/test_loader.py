@@ -679,3 +679,29 @@ def test_reshard_refuses_incomplete_sets(dataset):
         mmfeed.Loader.reshard_states([state], 0, 3)
     with pytest.raises(ValueError, match="stopped inside a packing window"):
         mmfeed.Loader.reshard_states([dict(state, packed_delivered=1), dict(state, rank=1)], 0, 3)
+
+
+@pytest.mark.parametrize("packing", [{}, {"token_budget": 4096, "pack_window": 8}], ids=["padded", "packed"])
+def test_parts_of_epochs_deliver_the_full_runs_batches_and_states(dataset, packing):
+    """A run started at a resume state and ended at end_position delivers exactly the full run's
+    batches of those positions, with the full run's states (how mmfeed.ray's actors split a run)."""
+    options = dict(seed=6, epochs=2, workers=2, **packing)
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np",
+                       **options) as loader:
+        full = [(dict(b), loader.state_dict()) for b in loader]
+    group = packing.get("pack_window", 4)
+    parts, size = [], 23
+    for epoch in range(2):
+        for start in range(0, size, 2 * group):
+            end = start + 2 * group if start + 2 * group < size else 0  # 0: the epoch's end
+            part = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np",
+                                 **{**options, "epochs": epoch + 1, "end_position": end})
+            part.load_state_dict({**full[0][1], "epoch": epoch, "position": start, "packed_delivered": 0,
+                                  "window_delivered": []})
+            with part:
+                parts += [(dict(b), part.state_dict()) for b in part]
+    assert [b["sample_ids"] for b, _ in parts] == [b["sample_ids"] for b, _ in full]
+    for (a, state_a), (b, state_b) in zip(full, parts):
+        for key in a.keys() - {"buffer_address", "index"}:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        assert state_a == state_b
