@@ -204,6 +204,11 @@ class Loader {
   // Reads the manifests and the tokenizer, checks the configuration (each error names the
   // field), and starts the stages. `resume` continues a previous run at its state.
   static Result<std::unique_ptr<Loader>> open(const LoaderConfig& config, std::optional<LoaderState> resume = {});
+  // The positions of each epoch's order (this rank's samples, padding included; cut at
+  // end_position in the last epoch) for the run `config` resumed at `resume` would be, without
+  // starting it: the manifests are read and counted, the configuration and state checked.
+  static Result<std::vector<std::uint64_t>> epoch_sizes(const LoaderConfig& config,
+                                                        std::optional<LoaderState> resume = {});
   virtual ~Loader();
 
   // The next batch in order; nullopt after the last epoch. An error when on_error = "fail"

@@ -254,6 +254,26 @@ void bind_loader(nb::module_& m) {
         return r->to_json();
       },
       nb::arg("states"), nb::arg("rank"), nb::arg("world_size"));
+  m.def(
+      "epoch_sizes",
+      [](nb::dict options, std::optional<std::string> state) {
+        std::optional<LoaderState> resume;
+        if (state) {
+          auto s = LoaderState::from_json(*state);
+          if (!s.ok()) raise_loader(s.error());
+          resume = *s;
+        }
+        const LoaderConfig c = config_from(options);
+        Result<std::vector<std::uint64_t>> sizes = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          sizes = Loader::epoch_sizes(c, resume);
+        }
+        if (!sizes.ok()) raise_loader(sizes.error());
+        return *sizes;
+      },
+      nb::arg("options"), nb::arg("state").none() = nb::none(),
+      "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
   m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyLoader>(m, "_Loader")

@@ -12,19 +12,7 @@ Driver::Driver(Stages stages)
       config_(s_.settings.options),
       duplicate_ids_(s_.metrics.counter("loader.duplicate_sample_ids")) {}
 
-std::vector<std::uint64_t> Driver::order(int epoch) const {
-  const LoaderState& start = s_.start;
-  std::vector<std::uint64_t> order =
-      epoch == start.epoch && start.old_world_size > 0
-          ? resharded_order(s_.samples, config_.seed, epoch, config_.shuffle, start.old_world_size, start.old_positions,
-                            start.old_windows, config_.rank, config_.world_size, config_.shard_remainder)
-          : rank_order(s_.samples, config_.seed, epoch, config_.rank, config_.world_size, config_.shuffle,
-                       config_.shard_remainder);
-  if (config_.end_position > 0 && epoch == config_.epochs - 1 && config_.end_position < order.size()) {
-    order.resize(config_.end_position);  // a part of the epoch: its groups are the full run's
-  }
-  return order;
-}
+std::vector<std::uint64_t> Driver::order(int epoch) const { return run_order(s_.samples, config_, s_.start, epoch); }
 
 Status Driver::account(const Work& w) {
   if (w.epoch == s_.start.epoch) {

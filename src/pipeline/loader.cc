@@ -22,6 +22,7 @@
 #include "pipeline/config.h"
 #include "pipeline/error_budget.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/order.h"
 #include "pipeline/progress.h"
 #include "pipeline/resume_state.h"
 #include "pipeline/sample_processor.h"
@@ -254,6 +255,19 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   MMFEED_RETURN_IF_ERROR(loader->start());
   if (const auto& loaded = tok.get(); !loaded.ok()) return loaded.error();
   return std::unique_ptr<Loader>(std::move(loader));
+}
+
+Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& config, std::optional<LoaderState> resume) {
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
+  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+  MMFEED_ASSIGN_OR_RETURN(dataset::Manifests manifests,
+                          dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, manifests, resume));
+  std::vector<std::uint64_t> sizes;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    sizes.push_back(pipeline::run_order(manifests.lines.size(), settings.options, start, epoch).size());
+  }
+  return sizes;
 }
 
 }  // namespace mmfeed

@@ -90,4 +90,16 @@ std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, 
   return mine;
 }
 
+std::vector<std::uint64_t> run_order(std::uint64_t n, const LoaderConfig& config, const LoaderState& start, int epoch) {
+  std::vector<std::uint64_t> order =
+      epoch == start.epoch && start.old_world_size > 0
+          ? resharded_order(n, config.seed, epoch, config.shuffle, start.old_world_size, start.old_positions,
+                            start.old_windows, config.rank, config.world_size, config.shard_remainder)
+          : rank_order(n, config.seed, epoch, config.rank, config.world_size, config.shuffle, config.shard_remainder);
+  if (config.end_position > 0 && epoch == config.epochs - 1 && config.end_position < order.size()) {
+    order.resize(config.end_position);  // a part of the epoch: its groups are the full run's
+  }
+  return order;
+}
+
 }  // namespace mmfeed::pipeline

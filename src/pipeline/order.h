@@ -35,4 +35,8 @@ std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, 
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
+// The order a run of `config` that started at `start` has in `epoch`: resharded for the epoch a
+// resume under another world started in, cut at end_position in its last epoch.
+std::vector<std::uint64_t> run_order(std::uint64_t n, const LoaderConfig& config, const LoaderState& start, int epoch);
+
 }  // namespace mmfeed::pipeline

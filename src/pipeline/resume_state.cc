@@ -288,15 +288,7 @@ Result<LoaderState> start_state(const LoaderConfig& config,
                    "resume state");
     }
     const std::uint64_t n = manifests.lines.size();
-    const std::uint64_t epoch_size =
-        start.old_world_size > 0
-            ? resharded_order(n, config.seed, start.epoch, config.shuffle, start.old_world_size,
-                                        start.old_positions, start.old_windows, config.rank, config.world_size,
-                                        config.shard_remainder)
-                  .size()
-            : rank_order(n, config.seed, start.epoch, config.rank, config.world_size, config.shuffle,
-                                   config.shard_remainder)
-                  .size();
+    const std::uint64_t epoch_size = run_order(n, config, start, start.epoch).size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
                    "the resume state is at position " + std::to_string(start.position) + " of epoch " +
