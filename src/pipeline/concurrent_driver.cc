@@ -231,7 +231,9 @@ void ConcurrentDriver::run_batcher() {
       return;
     }
     if (!w->error) samples.push_back(std::move(w));
-    if (samples.size() == s_.builder.group_size() && !emit(seq)) break;
+    // A group is positions, not good samples: a batch is the good samples of its positions, so
+    // the batches of any part of an epoch are the whole run's, whatever failed before it.
+    if (seq - group_start == s_.builder.group_size() && !emit(seq)) break;
   }
   out_.close();
 }

@@ -12,7 +12,7 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
   }
   std::vector<std::unique_ptr<Work>> samples;
   std::uint64_t start = seq_;
-  while (samples.size() < s_.builder.group_size()) {
+  while (true) {
     if (epoch_ >= config_.epochs) break;
     if (loaded_epoch_ != epoch_) {
       order_ = order(epoch_);
@@ -20,6 +20,10 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
       seq_ = 0;
       batch_ = 0;
       start = 0;
+    }
+    if (seq_ - start == s_.builder.group_size()) {  // a group is positions (concurrent_driver.cc)
+      if (!samples.empty()) break;
+      start = seq_;  // every sample of the group failed: the next group
     }
     if (seq_ >= order_.size()) {
       if (!samples.empty()) break;  // the epoch's last, partial group

@@ -1,0 +1,382 @@
+"""mmfeed on a Ray cluster: one trainer rank's per-sample work spread over Ray actors.
+
+    import ray
+    import mmfeed.ray
+    ray.init(address="auto")                       # or ray.init() for actors on this machine
+    with mmfeed.ray.Loader("s3://bucket/train.jsonl", tokenizer="tokenizer.json", batch_size=8,
+                           num_actors=4, actor_options={"num_cpus": 8, "resources": {"preprocess": 1}},
+                           workers=8, tensors="np") as loader:
+        for batch in loader:
+            ...                                    # the batches mmfeed.Loader would deliver
+
+How it works. The rank's run (its epochs, in its deterministic order) is cut into parts of
+`part_groups` groups, a group being batch_size positions (pack_window when packing). An actor
+runs mmfeed's own engine (mmfeed.Loader, with `workers` threads of its own) on one part at a
+time: started at the part's first position (a resume state) and ended at its last
+(`end_position`), so the part's batches are exactly those the whole run delivers there, and so
+is the state after each. Each batch comes back through Ray's object store as numpy arrays, which
+the trainer reads in place on its node (read-only: clone a tensor before writing to it). The
+trainer-side Loader keeps `parts_in_flight` parts queued on each actor and yields the batches in
+the run's order: the same bytes, order and sample_ids as mmfeed.Loader with the same options,
+whatever the number of actors.
+
+Faults and elasticity: when an actor dies (killed, its node lost, out of memory), each part it
+held is run again by another actor (a replacement is started with the same options unless
+replace_dead=False), from the part's start, and the batches of it the trainer already has are
+dropped: none is delivered twice, none is lost, and each part's errors are reported once, when
+it completes. add_actors() and remove_actors() change the pool between batches. state_dict() is
+mmfeed.Loader's state after the last batch returned, whatever the number of actors; either
+loader resumes from the other's.
+
+Flow control: at most num_actors x parts_in_flight parts are queued or running, so at most that
+many parts' batches wait in the object store; each actor's engine bounds its own memory by
+max_buffered_bytes. metrics() gives the trainer's wait share, each actor's throughput, and a hint
+when more actors would help.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import time
+import warnings
+
+import ray
+
+from . import _mmfeed
+from .loader import Loader as _LocalLoader
+
+__all__ = ["Loader"]
+
+
+@ray.remote
+class _PartRunner:
+    """An actor that runs parts of a rank's run with mmfeed's engine."""
+
+    def __init__(self, options: dict):
+        # The error budget is the whole run's: the trainer-side Loader applies it over every part.
+        self._options = {**options, "max_error_fraction": 1.0}
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def run(self, part: dict):
+        """Yields each batch of the part as {"batch", "state"}, then {"errors", "seconds", "samples"}."""
+        options = {**self._options, "epochs": part["epoch"] + 1, "end_position": part["end"]}
+        started = time.perf_counter()
+        loader = _LocalLoader(tensors="np", **options)
+        loader.load_state_dict(part["state"])
+        samples = 0
+        with loader:
+            for batch in loader:
+                batch.pop("buffer_address")
+                samples += len(batch["sample_ids"])
+                yield {"batch": batch, "state": loader.state_dict()}
+            yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples}
+
+
+class _Actor:
+    """The trainer's record of one actor: its handle, the parts queued on it, what it delivered."""
+
+    def __init__(self, handle, number: int):
+        self.handle = handle
+        self.number = number
+        self.parts: collections.deque = collections.deque()  # part indices, in submission order
+        self.draining = False
+        self.done_parts = 0
+        self.batches = 0
+        self.samples = 0
+        self.busy_s = 0.0
+
+
+class Loader:
+    """Iterates the batches mmfeed.Loader would, with the per-sample work on Ray actors.
+
+    Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=4, parts_in_flight=2,
+           replace_dead=True, tensors="torch", **options)
+
+    num_actors: actors started now (ray.init must have been called). actor_options: Ray's
+    options for each actor: num_cpus, memory, resources, scheduling_strategy (node affinity,
+    placement groups), ... (default {"num_cpus": 1}). part_groups: groups (batches, or packing
+    windows) per part, the unit of work an actor takes. parts_in_flight: parts queued on each
+    actor at once. replace_dead: start a replacement for an actor that dies. tensors: "torch"
+    or "np". Everything else is mmfeed.Loader's options, which each actor's engine gets as they
+    are (workers: its threads; default "auto", the cores of the machine it runs on).
+    """
+
+    def __init__(self, manifest=None, *, num_actors: int = 2, actor_options: dict | None = None,
+                 part_groups: int = 4, parts_in_flight: int = 2, replace_dead: bool = True,
+                 tensors: str = "torch", **options):
+        if not ray.is_initialized():
+            raise RuntimeError("mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) first")
+        if num_actors < 1 or part_groups < 1 or parts_in_flight < 1:
+            raise ValueError("num_actors, part_groups and parts_in_flight must be at least 1")
+        if tensors not in ("np", "torch"):
+            raise ValueError("tensors must be 'np' or 'torch'")
+        if options.get("ordered") is False or options.get("mode") == "serial":
+            raise ValueError("mmfeed.ray.Loader runs ordered, concurrent engines (ordered=False and "
+                             "mode='serial' are mmfeed.Loader's)")
+        if options.get("end_position"):
+            raise ValueError("end_position is how mmfeed.ray splits a run; give epochs instead")
+        if manifest is not None:
+            options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
+                                                          else manifest)]
+        options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+        _mmfeed._check_loader_options(options)
+        self._options = options
+        self._tensors = tensors
+        self._actor_options = {"num_cpus": 1, **(actor_options or {})}
+        self._part_groups = part_groups
+        self._parts_in_flight = parts_in_flight
+        self._replace_dead = replace_dead
+        self._actors: list[_Actor] = []
+        self._started = 0
+        self._dead = 0
+        self.add_actors(num_actors)
+        self._state: dict = {}
+        self._plan = None            # the parts, made at the first batch (the start state is known then)
+        self._errors: list[dict] = []
+        self._seen = 0               # positions of completed parts: what the error budget is over
+        self._opened = None
+        self._waited_s = 0.0
+        self._batches = 0
+        self._epoch_batches = 0
+        self._closed = False
+
+    # --- the pool -------------------------------------------------------------------------------
+
+    def add_actors(self, n: int, **actor_options) -> None:
+        """Starts `n` more actors (with these Ray options over the loader's); they take the next parts."""
+        options = {**self._actor_options, **actor_options}
+        for _ in range(n):
+            self._started += 1
+            handle = _PartRunner.options(**options).remote(self._options)
+            self._actors.append(_Actor(handle, self._started))
+
+    def remove_actors(self, n: int) -> None:
+        """Takes `n` actors out of the pool: they get no new part, finish the parts they hold, and go."""
+        live = [a for a in self._actors if not a.draining]
+        if n >= len(live):
+            raise ValueError(f"cannot remove {n} of {len(live)} actors: at least one must stay")
+        for actor in live[-n:]:
+            actor.draining = True
+            if not actor.parts:
+                self._retire(actor)
+
+    def _retire(self, actor: _Actor) -> None:
+        self._actors.remove(actor)
+        ray.kill(actor.handle)
+
+    def actor_handles(self) -> list:
+        """The live actors' handles, oldest first (for placement checks, or ray.kill in tests)."""
+        return [a.handle for a in self._actors]
+
+    # --- the plan -------------------------------------------------------------------------------
+
+    def _make_plan(self) -> None:
+        start = self._state
+        sizes = _mmfeed.epoch_sizes(self._options, json.dumps(start) if start else None)
+        packing = self._options.get("token_budget", 0) > 0
+        group = self._options.get("pack_window", 64) if packing else self._options.get("batch_size", 8)
+        span = group * self._part_groups
+        base = {"seed": self._options.get("seed", 0), "rank": self._options.get("rank", 0),
+                "world_size": self._options.get("world_size", 1)}
+        if "fingerprint" in start:
+            base["fingerprint"] = start["fingerprint"]
+        parts = []
+        first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
+        for epoch in range(first_epoch, len(sizes)):
+            position = first_position if epoch == first_epoch else 0
+            while position < sizes[epoch]:
+                end = (position // span + 1) * span
+                state = {**base, "epoch": epoch, "position": position, "packed_delivered": 0, "window_delivered": []}
+                if epoch == first_epoch:
+                    # The start's own fields: inside a packing window, and the order of a resharded epoch.
+                    state.update({k: start[k] for k in ("old_world_size", "old_positions", "old_windows") if k in start})
+                    if position == first_position:
+                        state.update({k: start[k] for k in ("packed_delivered", "window_delivered") if k in start})
+                parts.append({"epoch": epoch, "state": state, "end": end if end < sizes[epoch] else 0,
+                              "positions": min(end, sizes[epoch]) - position})
+                position = end
+        self._plan = {"parts": parts, "next_submit": 0, "current": 0, "stream": None, "delivered": 0,
+                      "skip": collections.defaultdict(int)}
+
+    def _submit(self) -> None:
+        """Queues parts on the actors with room, in order, up to parts_in_flight each."""
+        plan = self._plan
+        while plan["next_submit"] < len(plan["parts"]):
+            open_actors = [a for a in self._actors if not a.draining and len(a.parts) < self._parts_in_flight]
+            if not open_actors:
+                return
+            actor = min(open_actors, key=lambda a: (len(a.parts), a.number))
+            index = plan["next_submit"]
+            plan["parts"][index]["stream"] = actor.handle.run.remote(self._part_spec(index))
+            plan["parts"][index]["actor"] = actor
+            actor.parts.append(index)
+            plan["next_submit"] += 1
+
+    def _part_spec(self, index: int) -> dict:
+        part = self._plan["parts"][index]
+        return {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
+
+    def _resubmit(self, dead: _Actor) -> None:
+        """Gives the parts a dead actor held to the others (a replacement first, when asked)."""
+        self._dead += 1
+        self._actors.remove(dead)
+        if self._replace_dead and not dead.draining:
+            self.add_actors(1)
+        if not self._actors:
+            raise RuntimeError("every mmfeed.ray actor has died; none is left to run the rest of the epoch")
+        plan = self._plan
+        for index in dead.parts:
+            actor = min((a for a in self._actors if not a.draining), key=lambda a: (len(a.parts), a.number),
+                        default=None) or self._actors[0]
+            plan["parts"][index]["stream"] = actor.handle.run.remote(self._part_spec(index))
+            plan["parts"][index]["actor"] = actor
+            actor.parts.append(index)
+            if index == plan["current"]:
+                # The batches of it the trainer has already (from this run of it, or an earlier one).
+                plan["skip"][index] = max(plan["skip"][index], plan["delivered"])
+        dead.parts.clear()
+
+    # --- iteration ------------------------------------------------------------------------------
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        if self._closed:
+            raise StopIteration
+        if self._plan is None:
+            self._opened = time.perf_counter()
+            self._make_plan()
+        plan = self._plan
+        waited = time.perf_counter()
+        try:
+            while plan["current"] < len(plan["parts"]):
+                self._submit()
+                index = plan["current"]
+                part = plan["parts"][index]
+                try:
+                    message = ray.get(next(part["stream"]))
+                except StopIteration:
+                    raise RuntimeError(f"mmfeed.ray: part {index} ended without its summary") from None
+                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
+                    self._resubmit(part["actor"])
+                    plan["delivered"] = 0
+                    continue
+                except ray.exceptions.RayTaskError as e:  # the engine's own error: raised as mmfeed.Loader raises it
+                    raise ValueError(str(e.cause) if e.cause is not None else str(e)) from None
+                if "batch" in message:
+                    plan["delivered"] += 1
+                    if plan["skip"][index] >= plan["delivered"]:
+                        continue  # delivered before its first actor died
+                    if message["state"]["epoch"] != self._state.get("epoch"):
+                        self._epoch_batches = 0
+                    self._state = message["state"]
+                    message["batch"]["index"] = self._epoch_batches  # within the epoch, as mmfeed.Loader counts
+                    self._epoch_batches += 1
+                    self._batches += 1
+                    part["actor"].batches += 1
+                    part["actor"].samples += len(message["batch"]["sample_ids"])
+                    return self._tensors_of(message["batch"])
+                self._finish_part(index, message)
+            raise StopIteration
+        finally:
+            self._waited_s += time.perf_counter() - waited
+
+    def _finish_part(self, index: int, summary: dict) -> None:
+        plan = self._plan
+        part = plan["parts"][index]
+        actor = part["actor"]
+        actor.parts.remove(index)
+        actor.done_parts += 1
+        actor.busy_s += summary["seconds"]
+        self._errors += summary["errors"]
+        self._seen += part["positions"]
+        plan["current"] += 1
+        plan["delivered"] = 0
+        part.pop("stream")
+        if actor.draining and not actor.parts:
+            self._retire(actor)
+        self._check_error_budget(last=plan["current"] == len(plan["parts"]))
+
+    def _check_error_budget(self, last: bool) -> None:
+        """mmfeed.Loader's budget over the whole run (each part's engine leaves it to this loader)."""
+        skipped, seen = len(self._errors), self._seen
+        fraction = self._options.get("max_error_fraction", 0.5)
+        if skipped == 0:
+            return
+        e = self._errors[-1]
+        if last and skipped == seen:
+            raise ValueError(f"every sample failed ({seen} of {seen}); last: {e['sample_id']}: {e['stage']}: "
+                             f"{e['reason']}")
+        if (last or seen >= 20) and skipped / seen > fraction:
+            raise ValueError(f"{skipped} of {seen} samples failed, more than the error budget ({fraction:f}); "
+                             f"last: {e['sample_id']}: {e['reason']}")
+
+    def _tensors_of(self, batch: dict) -> dict:
+        if self._tensors == "np":
+            return batch
+        import torch
+
+        out = {}
+        with warnings.catch_warnings():  # the object store's arrays are read-only: shared, not copied
+            warnings.simplefilter("ignore", UserWarning)
+            for key, value in batch.items():
+                out[key] = torch.from_numpy(value) if hasattr(value, "dtype") else value
+        return out
+
+    # --- state, errors, metrics -----------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """mmfeed.Loader's state after the last batch returned; resume either loader from it."""
+        return dict(self._state)
+
+    def load_state_dict(self, state: dict) -> None:
+        if self._plan is not None:
+            raise RuntimeError("load_state_dict must be called before iterating")
+        self._state = dict(state or {})
+
+    def errors(self) -> list[dict]:
+        """The samples skipped so far, reported as the parts holding them complete."""
+        return list(self._errors)
+
+    def metrics(self) -> dict:
+        elapsed = time.perf_counter() - self._opened if self._opened else 0.0
+        wait_share = self._waited_s / elapsed if elapsed > 0 else 0.0
+        actors = [{"actor": a.number, "parts": a.done_parts, "batches": a.batches, "samples": a.samples,
+                   "busy_s": round(a.busy_s, 3),
+                   "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
+                   "queued_parts": len(a.parts), "draining": a.draining} for a in self._actors]
+        out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
+               "actors": actors, "actors_started": self._started, "actors_died": self._dead,
+               "parts": len(self._plan["parts"]) if self._plan else 0,
+               "parts_done": self._plan["current"] if self._plan else 0,
+               "max_parts_queued": len(self._actors) * self._parts_in_flight}
+        if wait_share > 0.1 and self._batches >= 4:
+            out["hint"] = (f"the trainer waited {wait_share:.0%} of the run for data: more actors (add_actors), "
+                           f"or more workers per actor, would feed it")
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for actor in list(self._actors):
+            ray.kill(actor.handle)
+        self._actors.clear()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown, Ray already gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,184 @@
+"""mmfeed.ray (issue 21): the per-sample work on Ray actors, the batches mmfeed.Loader's. On a Ray
+instance started here (ray.init with a few CPUs) and a two-node Cluster (ray.cluster_utils): the
+same bytes, order, sample_ids and states for 1, 2 and 3 actors, padded and packed; an actor killed
+mid-epoch and the epoch still complete, each sample once, errors accounted once; resume under
+another number of actors (and into mmfeed.Loader); actors placed by a custom resource; the parts
+queued bounded."""
+import json
+
+import numpy as np
+import pytest
+
+import datagen
+import mmfeed
+from conftest import ROOT, copy_with_damaged_image
+
+ray = pytest.importorskip("ray")
+import mmfeed.ray  # noqa: E402
+
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+OPTIONS = dict(tokenizer=str(TOKENIZER), max_pixels=100_000, batch_size=3, seed=4, epochs=2, workers=1)
+PACKED = dict(OPTIONS, token_budget=3000, pack_window=6)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024 * 1024)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ray-data")
+    datagen.generate(out / "clean", samples=17, seed=9, max_megapixels=0.4, workers=2)
+    # One sample whose image is damaged: reported by whichever actor runs its part.
+    manifest, victim = copy_with_damaged_image(out / "clean" / "manifest.jsonl", out / "damaged", line=5,
+                                               damage=lambda b: b[: len(b) // 3])
+    return manifest, victim
+
+
+def reference(manifest, options):
+    with mmfeed.Loader(manifest, tensors="np", **options) as loader:
+        batches = [(dict(b), loader.state_dict()) for b in loader]
+        return batches, loader.errors()
+
+
+def assert_same(got, want):
+    assert [b["sample_ids"] for b, _ in got] == [b["sample_ids"] for b, _ in want]
+    for (a, state_a), (b, state_b) in zip(got, want):
+        assert a.keys() - {"buffer_address"} == b.keys() - {"buffer_address"}
+        for key in a.keys() - {"buffer_address"}:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        assert state_a == state_b
+
+
+@pytest.mark.parametrize("options", [OPTIONS, PACKED], ids=["padded", "packed"])
+@pytest.mark.parametrize("actors", [1, 2, 3])
+def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dataset, options, actors):
+    manifest, victim = dataset
+    want, want_errors = reference(manifest, options)
+    with mmfeed.ray.Loader(manifest, num_actors=actors, part_groups=2, tensors="np",
+                           actor_options={"num_cpus": 0.5}, **options) as loader:
+        got = [(b, loader.state_dict()) for b in loader]
+        errors = loader.errors()
+        metrics = loader.metrics()
+    assert_same(got, want)
+    assert errors == want_errors and [e["sample_id"] for e in errors] == [victim["id"]] * 2  # once an epoch
+    assert metrics["batches"] == len(want) and metrics["actors_died"] == 0
+    assert sum(a["samples"] for a in metrics["actors"]) == sum(len(b["sample_ids"]) for b, _ in want)
+
+
+def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(local_ray, dataset):
+    manifest, victim = dataset
+    want, want_errors = reference(manifest, OPTIONS)
+    with mmfeed.ray.Loader(manifest, num_actors=2, part_groups=2, tensors="np",
+                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+        got = []
+        for i, b in enumerate(loader):
+            got.append((b, loader.state_dict()))
+            if i in (1, 6):  # inside a part: the actor of the part being read, and later the other
+                ray.kill(loader.actor_handles()[0])
+        metrics = loader.metrics()
+        errors = loader.errors()
+    assert_same(got, want)
+    assert errors == want_errors
+    # A death is seen when a part of the dead actor is read: each kill above is, sooner or later.
+    assert metrics["actors_died"] == 2 and metrics["actors_started"] == 2 + metrics["actors_died"]
+
+
+def test_resume_under_another_number_of_actors_and_into_the_local_loader(local_ray, dataset):
+    manifest, _ = dataset
+    want, _ = reference(manifest, PACKED)
+    taken = len(want) // 2 + 1  # past the first epoch's middle, inside a packing window or not
+    with mmfeed.ray.Loader(manifest, num_actors=3, part_groups=1, tensors="np",
+                           actor_options={"num_cpus": 0.5}, **PACKED) as loader:
+        for _ in range(taken):
+            next(loader)
+        state = loader.state_dict()
+    assert state == want[taken - 1][1]
+    resumed = mmfeed.ray.Loader(manifest, num_actors=1, part_groups=3, tensors="np", actor_options={"num_cpus": 0.5},
+                                **PACKED)
+    resumed.load_state_dict(state)
+    with resumed:
+        rest = [(b, resumed.state_dict()) for b in resumed]
+    want_rest = want[taken:]
+    for b, _ in want_rest:  # counted from the resumed run's start, as mmfeed.Loader counts
+        b["index"] = None
+    for b, _ in rest:
+        b["index"] = None
+    assert_same(rest, want_rest)
+    local = mmfeed.Loader(manifest, tensors="np", **PACKED)
+    local.load_state_dict(state)
+    with local:
+        assert [b["sample_ids"] for b in local] == [b["sample_ids"] for b, _ in want_rest]
+
+
+def test_the_parts_queued_stay_bounded_with_a_slow_trainer(local_ray, dataset):
+    manifest, _ = dataset
+    with mmfeed.ray.Loader(manifest, num_actors=2, part_groups=1, parts_in_flight=1, tensors="np",
+                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+        queued = []
+        for _ in loader:
+            queued.append(sum(a["queued_parts"] for a in loader.metrics()["actors"]))
+        assert max(queued) <= loader.metrics()["max_parts_queued"] == 2
+
+
+def test_actors_can_be_added_and_removed_between_batches(local_ray, dataset):
+    manifest, _ = dataset
+    want, _ = reference(manifest, OPTIONS)
+    with mmfeed.ray.Loader(manifest, num_actors=1, part_groups=1, tensors="np",
+                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+        got = []
+        for i, b in enumerate(loader):
+            got.append((b, loader.state_dict()))
+            if i == 1:
+                loader.add_actors(2)
+            if i == 5:
+                loader.remove_actors(2)
+        assert len(loader.actor_handles()) == 1
+    assert_same(got, want)
+
+
+def test_torch_tensors_share_the_object_stores_memory(local_ray, dataset):
+    torch = pytest.importorskip("torch")
+    manifest, _ = dataset
+    with mmfeed.ray.Loader(manifest, num_actors=1, actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+        b = next(loader)
+    assert isinstance(b["input_ids"], torch.Tensor) and b["input_ids"].dtype == torch.int64
+    assert b["pixel_values"].shape[1] == 1176
+
+
+def test_engine_errors_reach_the_trainer_and_bad_options_are_refused(local_ray, dataset):
+    manifest, victim = dataset
+    with pytest.raises(ValueError, match=victim["id"]):
+        with mmfeed.ray.Loader(manifest, num_actors=1, tensors="np", actor_options={"num_cpus": 0.5},
+                               **dict(OPTIONS, on_error="fail")) as loader:
+            list(loader)
+    with pytest.raises(ValueError, match="end_position"):
+        mmfeed.ray.Loader(manifest, end_position=3, **OPTIONS)
+    with pytest.raises(ValueError, match="unknown"):
+        mmfeed.ray.Loader(manifest, no_such_option=1, **OPTIONS)
+
+
+def test_actors_are_placed_by_a_custom_resource_on_a_cluster(dataset, local_ray):
+    """Two simulated nodes, one of them carrying "preprocess": every actor lands there."""
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        worker = cluster.add_node(num_cpus=2, resources={"preprocess": 2})
+        ray.init(address=cluster.address, log_to_driver=False)
+        manifest, _ = dataset
+        want, _ = reference(manifest, OPTIONS)
+        with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np",
+                               actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1}}, **OPTIONS) as loader:
+            nodes = set(ray.get([h.node_id.remote() for h in loader.actor_handles()]))
+            got = [(b, loader.state_dict()) for b in loader]
+        assert nodes == {worker.node_id}
+        assert_same(got, want)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024 * 1024)
