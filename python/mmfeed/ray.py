@@ -62,9 +62,9 @@ class _PartRunner:
         return ray.get_runtime_context().get_node_id()
 
     def run(self, part: dict):
-        """Yields each batch of the part as {"batch", "state"}, then {"errors", "seconds", "samples"}."""
+        """Yields each batch of the part as {"batch", "state"}, then {"errors", "seconds", "samples", "cpu_s"}."""
         options = {**self._options, "epochs": part["epoch"] + 1, "end_position": part["end"]}
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         loader = _LocalLoader(tensors="np", **options)
         loader.load_state_dict(part["state"])
         samples = 0
@@ -73,7 +73,8 @@ class _PartRunner:
                 batch.pop("buffer_address")
                 samples += len(batch["sample_ids"])
                 yield {"batch": batch, "state": loader.state_dict()}
-            yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples}
+            yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
+                   "cpu_s": time.process_time() - cpu}
 
 
 class _Actor:
@@ -88,6 +89,7 @@ class _Actor:
         self.batches = 0
         self.samples = 0
         self.busy_s = 0.0
+        self.cpu_s = 0.0  # the actor process's CPU time over its parts (its engine's threads included)
 
 
 class Loader:
@@ -293,6 +295,7 @@ class Loader:
         actor.parts.remove(index)
         actor.done_parts += 1
         actor.busy_s += summary["seconds"]
+        actor.cpu_s += summary["cpu_s"]
         self._errors += summary["errors"]
         self._seen += part["positions"]
         plan["current"] += 1
@@ -347,7 +350,7 @@ class Loader:
         elapsed = time.perf_counter() - self._opened if self._opened else 0.0
         wait_share = self._waited_s / elapsed if elapsed > 0 else 0.0
         actors = [{"actor": a.number, "parts": a.done_parts, "batches": a.batches, "samples": a.samples,
-                   "busy_s": round(a.busy_s, 3),
+                   "busy_s": round(a.busy_s, 3), "cpu_s": round(a.cpu_s, 3),
                    "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
                    "queued_parts": len(a.parts), "draining": a.draining} for a in self._actors]
         out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
