@@ -50,6 +50,34 @@ from .loader import Loader as _LocalLoader
 __all__ = ["Loader"]
 
 
+def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
+    """The parts of the run of `options` from `start` (a state, or {}): each part_groups groups
+    (batch_size positions, or pack_window when packing) of an epoch, its start state and its
+    end_position (0: the epoch's end)."""
+    sizes = _mmfeed.epoch_sizes(options, json.dumps(start) if start else None)
+    packing = options.get("token_budget", 0) > 0
+    span = (options.get("pack_window", 64) if packing else options.get("batch_size", 8)) * part_groups
+    base = {"seed": options.get("seed", 0), "rank": options.get("rank", 0), "world_size": options.get("world_size", 1)}
+    if "fingerprint" in start:
+        base["fingerprint"] = start["fingerprint"]
+    parts = []
+    first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
+    for epoch in range(first_epoch, len(sizes)):
+        position = first_position if epoch == first_epoch else 0
+        while position < sizes[epoch]:
+            end = (position // span + 1) * span
+            state = {**base, "epoch": epoch, "position": position, "packed_delivered": 0, "window_delivered": []}
+            if epoch == first_epoch:
+                # The start's own fields: the order of a resharded epoch, and inside a packing window.
+                state.update({k: start[k] for k in ("old_world_size", "old_positions", "old_windows") if k in start})
+                if position == first_position:
+                    state.update({k: start[k] for k in ("packed_delivered", "window_delivered") if k in start})
+            parts.append({"epoch": epoch, "state": state, "end": end if end < sizes[epoch] else 0,
+                          "positions": min(end, sizes[epoch]) - position})
+            position = end
+    return parts
+
+
 @ray.remote
 class _PartRunner:
     """An actor that runs parts of a rank's run with mmfeed's engine."""
@@ -177,32 +205,8 @@ class Loader:
     # --- the plan -------------------------------------------------------------------------------
 
     def _make_plan(self) -> None:
-        start = self._state
-        sizes = _mmfeed.epoch_sizes(self._options, json.dumps(start) if start else None)
-        packing = self._options.get("token_budget", 0) > 0
-        group = self._options.get("pack_window", 64) if packing else self._options.get("batch_size", 8)
-        span = group * self._part_groups
-        base = {"seed": self._options.get("seed", 0), "rank": self._options.get("rank", 0),
-                "world_size": self._options.get("world_size", 1)}
-        if "fingerprint" in start:
-            base["fingerprint"] = start["fingerprint"]
-        parts = []
-        first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
-        for epoch in range(first_epoch, len(sizes)):
-            position = first_position if epoch == first_epoch else 0
-            while position < sizes[epoch]:
-                end = (position // span + 1) * span
-                state = {**base, "epoch": epoch, "position": position, "packed_delivered": 0, "window_delivered": []}
-                if epoch == first_epoch:
-                    # The start's own fields: inside a packing window, and the order of a resharded epoch.
-                    state.update({k: start[k] for k in ("old_world_size", "old_positions", "old_windows") if k in start})
-                    if position == first_position:
-                        state.update({k: start[k] for k in ("packed_delivered", "window_delivered") if k in start})
-                parts.append({"epoch": epoch, "state": state, "end": end if end < sizes[epoch] else 0,
-                              "positions": min(end, sizes[epoch]) - position})
-                position = end
-        self._plan = {"parts": parts, "next_submit": 0, "current": 0, "stream": None, "delivered": 0,
-                      "skip": collections.defaultdict(int)}
+        self._plan = {"parts": _plan_parts(self._options, self._state, self._part_groups), "next_submit": 0,
+                      "current": 0, "stream": None, "delivered": 0, "skip": collections.defaultdict(int)}
 
     def _submit(self) -> None:
         """Queues parts on the actors with room, in order, up to parts_in_flight each."""
