@@ -47,7 +47,7 @@ import ray
 from . import _mmfeed
 from .loader import Loader as _LocalLoader
 
-__all__ = ["Loader"]
+__all__ = ["Loader", "read"]
 
 
 def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
@@ -78,9 +78,9 @@ def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
     return parts
 
 
-@ray.remote
-class _PartRunner:
-    """An actor that runs parts of a rank's run with mmfeed's engine."""
+class _Parts:
+    """Runs parts of a rank's run with mmfeed's engine: the body of the Loader's actors and of
+    read()'s Ray Data workers."""
 
     def __init__(self, options: dict):
         # The error budget is the whole run's: the trainer-side Loader applies it over every part.
@@ -103,6 +103,9 @@ class _PartRunner:
                 yield {"batch": batch, "state": loader.state_dict()}
             yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
                    "cpu_s": time.process_time() - cpu}
+
+
+_PartRunner = ray.remote(_Parts)
 
 
 class _Actor:
@@ -387,3 +390,43 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class _PartBatches:
+    """Ray Data's callable class: one part in, the part's batches out, one row each."""
+
+    def __init__(self, options: dict):
+        self._parts = _Parts(options)
+
+    def __call__(self, row: dict):
+        for message in self._parts.run(json.loads(row["part"])):
+            if "batch" in message:
+                batch = message["batch"]
+                yield {**{k: v for k, v in batch.items() if k != "sample_ids"},
+                       "sample_ids": json.dumps(batch["sample_ids"]), "state": json.dumps(message["state"])}
+            elif message["errors"]:
+                yield {"errors": json.dumps(message["errors"])}
+
+
+def read(manifest=None, *, part_groups: int = 4, concurrency: int = 2, num_cpus: float = 1,
+         state: dict | None = None, **options):
+    """A ray.data.Dataset of the batches mmfeed.Loader would deliver for these options, one row
+    each: the batch's tensors as columns, sample_ids and the state after it as JSON strings; a
+    part whose samples were skipped also yields a row {"errors": JSON list}. Parts of the run
+    (part_groups groups each) are processed by `concurrency` actors of `num_cpus` CPUs, each
+    running mmfeed's engine; with DataContext.execution_options.preserve_order (set it, or
+    read in any order) the rows come in the run's order. Use it where a pipeline is Ray Data
+    already (streaming_split for Ray Train); mmfeed.ray.Loader gives the trainer ordered
+    batches, faults handled and resume, without Ray Data's executor.
+    """
+    import ray.data
+
+    if manifest is not None:
+        options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
+                                                      else manifest)]
+    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+    _mmfeed._check_loader_options(options)
+    parts = _plan_parts(options, dict(state or {}), part_groups)
+    specs = [{"part": json.dumps({"epoch": p["epoch"], "state": p["state"], "end": p["end"]})} for p in parts]
+    return ray.data.from_items(specs, override_num_blocks=len(specs)).flat_map(
+        _PartBatches, fn_constructor_kwargs={"options": options}, concurrency=concurrency, num_cpus=num_cpus)
