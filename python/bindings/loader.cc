@@ -82,15 +82,18 @@ struct BatchRef {
   pid_t pid;
 };
 
+// The resume state in `json` (none: start afresh); a malformed one raises.
+std::optional<LoaderState> resume_from(const std::optional<std::string>& json) {
+  if (!json) return std::nullopt;
+  auto s = LoaderState::from_json(*json);
+  if (!s.ok()) raise_loader(s.error());
+  return *s;
+}
+
 class PyLoader {
  public:
   PyLoader(nb::dict config, std::optional<std::string> state, std::optional<int> device) {
-    std::optional<LoaderState> resume;
-    if (state) {
-      auto s = LoaderState::from_json(*state);
-      if (!s.ok()) raise_loader(s.error());
-      resume = *s;
-    }
+    const std::optional<LoaderState> resume = resume_from(state);
     const LoaderConfig c = config_from(config);
     Result<std::unique_ptr<Loader>> l = Error(ErrorCode::kInternal, "unset");
     {
@@ -257,12 +260,7 @@ void bind_loader(nb::module_& m) {
   m.def(
       "epoch_sizes",
       [](nb::dict options, std::optional<std::string> state) {
-        std::optional<LoaderState> resume;
-        if (state) {
-          auto s = LoaderState::from_json(*state);
-          if (!s.ok()) raise_loader(s.error());
-          resume = *s;
-        }
+        const std::optional<LoaderState> resume = resume_from(state);
         const LoaderConfig c = config_from(options);
         Result<std::vector<std::uint64_t>> sizes = Error(ErrorCode::kInternal, "unset");
         {

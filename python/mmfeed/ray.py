@@ -208,8 +208,10 @@ class Loader:
     # --- the plan -------------------------------------------------------------------------------
 
     def _make_plan(self) -> None:
+        # next_submit: the first part not queued yet; current: the part being read; delivered: its
+        # batches read in this run of it; skip: per part, its batches the trainer already has.
         self._plan = {"parts": _plan_parts(self._options, self._state, self._part_groups), "next_submit": 0,
-                      "current": 0, "stream": None, "delivered": 0, "skip": collections.defaultdict(int)}
+                      "current": 0, "delivered": 0, "skip": collections.defaultdict(int)}
 
     def _submit(self) -> None:
         """Queues parts on the actors with room, in order, up to parts_in_flight each."""

@@ -44,6 +44,11 @@ def reference(manifest, options):
         return batches, loader.errors()
 
 
+def ray_loader(manifest, options, **pool):
+    """An mmfeed.ray.Loader of numpy batches over actors of half a CPU each."""
+    return mmfeed.ray.Loader(manifest, tensors="np", actor_options={"num_cpus": 0.5}, **pool, **options)
+
+
 def assert_same(got, want):
     assert [b["sample_ids"] for b, _ in got] == [b["sample_ids"] for b, _ in want]
     for (a, state_a), (b, state_b) in zip(got, want):
@@ -58,8 +63,7 @@ def assert_same(got, want):
 def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dataset, options, actors):
     manifest, victim = dataset
     want, want_errors = reference(manifest, options)
-    with mmfeed.ray.Loader(manifest, num_actors=actors, part_groups=2, tensors="np",
-                           actor_options={"num_cpus": 0.5}, **options) as loader:
+    with ray_loader(manifest, options, num_actors=actors, part_groups=2) as loader:
         got = [(b, loader.state_dict()) for b in loader]
         errors = loader.errors()
         metrics = loader.metrics()
@@ -72,8 +76,7 @@ def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dat
 def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(local_ray, dataset):
     manifest, victim = dataset
     want, want_errors = reference(manifest, OPTIONS)
-    with mmfeed.ray.Loader(manifest, num_actors=2, part_groups=2, tensors="np",
-                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+    with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2) as loader:
         got = []
         for i, b in enumerate(loader):
             got.append((b, loader.state_dict()))
@@ -93,14 +96,12 @@ def test_resume_under_another_number_of_actors_and_into_the_local_loader(local_r
     manifest, _ = dataset
     want, _ = reference(manifest, PACKED)
     taken = len(want) // 2 + 1  # past the first epoch's middle, inside a packing window or not
-    with mmfeed.ray.Loader(manifest, num_actors=3, part_groups=1, tensors="np",
-                           actor_options={"num_cpus": 0.5}, **PACKED) as loader:
+    with ray_loader(manifest, PACKED, num_actors=3, part_groups=1) as loader:
         for _ in range(taken):
             next(loader)
         state = loader.state_dict()
     assert state == want[taken - 1][1]
-    resumed = mmfeed.ray.Loader(manifest, num_actors=1, part_groups=3, tensors="np", actor_options={"num_cpus": 0.5},
-                                **PACKED)
+    resumed = ray_loader(manifest, PACKED, num_actors=1, part_groups=3)
     resumed.load_state_dict(state)
     with resumed:
         rest = [(b, resumed.state_dict()) for b in resumed]
@@ -118,8 +119,7 @@ def test_resume_under_another_number_of_actors_and_into_the_local_loader(local_r
 
 def test_the_parts_queued_stay_bounded_with_a_slow_trainer(local_ray, dataset):
     manifest, _ = dataset
-    with mmfeed.ray.Loader(manifest, num_actors=2, part_groups=1, parts_in_flight=1, tensors="np",
-                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+    with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=1, parts_in_flight=1) as loader:
         queued = []
         for _ in loader:
             queued.append(sum(a["queued_parts"] for a in loader.metrics()["actors"]))
@@ -129,8 +129,7 @@ def test_the_parts_queued_stay_bounded_with_a_slow_trainer(local_ray, dataset):
 def test_actors_can_be_added_and_removed_between_batches(local_ray, dataset):
     manifest, _ = dataset
     want, _ = reference(manifest, OPTIONS)
-    with mmfeed.ray.Loader(manifest, num_actors=1, part_groups=1, tensors="np",
-                           actor_options={"num_cpus": 0.5}, **OPTIONS) as loader:
+    with ray_loader(manifest, OPTIONS, num_actors=1, part_groups=1) as loader:
         got = []
         for i, b in enumerate(loader):
             got.append((b, loader.state_dict()))
@@ -154,8 +153,7 @@ def test_torch_tensors_share_the_object_stores_memory(local_ray, dataset):
 def test_engine_errors_reach_the_trainer_and_bad_options_are_refused(local_ray, dataset):
     manifest, victim = dataset
     with pytest.raises(ValueError, match=victim["id"]):
-        with mmfeed.ray.Loader(manifest, num_actors=1, tensors="np", actor_options={"num_cpus": 0.5},
-                               **dict(OPTIONS, on_error="fail")) as loader:
+        with ray_loader(manifest, dict(OPTIONS, on_error="fail"), num_actors=1) as loader:
             list(loader)
     with pytest.raises(ValueError, match="end_position"):
         mmfeed.ray.Loader(manifest, end_position=3, **OPTIONS)
