@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "pipeline/assembler.h"
+#include "pipeline/config.h"
 #include "pipeline/packer.h"
 
 namespace mmfeed::pipeline {
@@ -23,9 +24,7 @@ BatchBuilder::BatchBuilder(const LoaderConfig& config, const SampleProcessor& pr
       assemble_ns_(metrics.histogram("loader.assemble_batch_ns")),
       pixels_ns_(metrics.histogram("loader.write_pixels_ns")) {}
 
-std::size_t BatchBuilder::group_size() const {
-  return config_.token_budget > 0 ? config_.pack_window : config_.batch_size;
-}
+std::size_t BatchBuilder::group_size() const { return group_positions(config_); }
 
 Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
                              BatchEnd after, core::ThreadPool* cpu) {

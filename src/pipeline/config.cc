@@ -47,8 +47,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
                         std::to_string(config.world_size));
   }
   if (config.epochs < 1) return config_error("epochs", "must be at least 1");
-  if (const std::size_t group = config.token_budget > 0 ? config.pack_window : config.batch_size;
-      config.end_position % group != 0) {
+  if (const std::size_t group = group_positions(config); config.end_position % group != 0) {
     return config_error("end_position", "must be a multiple of " +
                                             std::string(config.token_budget > 0 ? "pack_window (" : "batch_size (") +
                                             std::to_string(group) + "), not " + std::to_string(config.end_position));

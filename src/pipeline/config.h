@@ -32,6 +32,12 @@ struct Settings {
 // by the LOCAL_WORLD_SIZE ranks of the node when set), less one for the rank's trainer; at least 1.
 int auto_workers(int usable_cpus, const char* local_world_size);
 
+// The positions of one group of the order: a padded batch's (batch_size), or a packing window's
+// (pack_window). A batch holds the good samples of its group.
+inline std::size_t group_positions(const LoaderConfig& config) {
+  return config.token_budget > 0 ? config.pack_window : config.batch_size;
+}
+
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
 // is the error.
 Result<Settings> check_config(const LoaderConfig& config);

@@ -705,3 +705,16 @@ def test_parts_of_epochs_deliver_the_full_runs_batches_and_states(dataset, packi
         for key in a.keys() - {"buffer_address", "index"}:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
         assert state_a == state_b
+
+
+def test_a_skipped_sample_makes_its_batch_smaller_and_moves_no_other(dataset, tmp_path):
+    """A batch is a group of positions: the damaged sample's batch holds the rest of its group,
+    every other batch is the clean run's, concurrent and serial alike."""
+    damaged, victim = copy_with_damaged_image(dataset, tmp_path / "damaged", line=7, damage=lambda b: b[:40])
+    clean, _, _ = load(dataset, seed=2)
+    for mode in ("concurrent", "serial"):
+        got, errors, _ = load(damaged, seed=2, mode=mode)
+        assert [e["sample_id"] for e in errors] == [victim["id"]]
+        assert len(got) == len(clean)
+        for a, b in zip(got, clean):
+            assert a["sample_ids"] == [s for s in b["sample_ids"] if s != victim["id"]], mode
