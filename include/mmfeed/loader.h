@@ -199,16 +199,48 @@ struct Batch {
   std::size_t capacity_ = 0;
 };
 
+// What loaders over the same data share: the manifests as read and the tokenizer as loaded.
+// Opening a Loader reads both (a 150k-token tokenizer takes about 0.25 s, a large remote manifest
+// far more); a program that opens many loaders over the same data (one per part of a run, as
+// mmfeed.ray's actors do, or one per evaluation pass) reads them once and opens each from these.
+// The manifests are a snapshot: a loader opened from them sees the lines read here (and its resume
+// fingerprint is theirs), whatever the files hold by then.
+//
+//   MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, LoaderInputs::read(config));
+//   MMFEED_ASSIGN_OR_RETURN(auto loader, Loader::open(config, state, inputs));
+class LoaderInputs {
+ public:
+  // Reads config.manifests (each under config.max_manifest_bytes) and loads config.tokenizer.
+  static Result<std::shared_ptr<const LoaderInputs>> read(const LoaderConfig& config);
+  // Whether these inputs are those of `config`: the same manifests (as named), tokenizer and
+  // max_manifest_bytes; else an error naming the option that differs.
+  Status check_serves(const LoaderConfig& config) const;
+
+  struct Data;  // the engine's (src/pipeline/inputs.h)
+  explicit LoaderInputs(std::unique_ptr<const Data> data);
+  ~LoaderInputs();
+  LoaderInputs(const LoaderInputs&) = delete;
+  LoaderInputs& operator=(const LoaderInputs&) = delete;
+  const Data& data() const { return *data_; }
+
+ private:
+  std::unique_ptr<const Data> data_;
+};
+
 class Loader {
  public:
-  // Reads the manifests and the tokenizer, checks the configuration (each error names the
-  // field), and starts the stages. `resume` continues a previous run at its state.
-  static Result<std::unique_ptr<Loader>> open(const LoaderConfig& config, std::optional<LoaderState> resume = {});
+  // Reads the manifests and the tokenizer (or takes them from `inputs`, which must be those of
+  // `config`), checks the configuration (each error names the field), and starts the stages.
+  // `resume` continues a previous run at its state.
+  static Result<std::unique_ptr<Loader>> open(const LoaderConfig& config, std::optional<LoaderState> resume = {},
+                                              std::shared_ptr<const LoaderInputs> inputs = nullptr);
   // The positions of each epoch's order (this rank's samples, padding included; cut at
   // end_position in the last epoch) for the run `config` resumed at `resume` would be, without
-  // starting it: the manifests are read and counted, the configuration and state checked.
+  // starting it: the manifests are read (or taken from `inputs`) and counted, the configuration
+  // and state checked.
   static Result<std::vector<std::uint64_t>> epoch_sizes(const LoaderConfig& config,
-                                                        std::optional<LoaderState> resume = {});
+                                                        std::optional<LoaderState> resume = {},
+                                                        std::shared_ptr<const LoaderInputs> inputs = nullptr);
   virtual ~Loader();
 
   // The next batch in order; nullopt after the last epoch. An error when on_error = "fail"

@@ -90,15 +90,34 @@ std::optional<LoaderState> resume_from(const std::optional<std::string>& json) {
   return *s;
 }
 
+// The manifests and tokenizer of some options, read once for many loaders (LoaderInputs).
+struct PyInputs {
+  explicit PyInputs(nb::dict options) {
+    const LoaderConfig c = config_from(options);
+    Result<std::shared_ptr<const LoaderInputs>> r = Error(ErrorCode::kInternal, "unset");
+    {
+      nb::gil_scoped_release release;
+      r = LoaderInputs::read(c);
+    }
+    if (!r.ok()) raise_loader(r.error());
+    inputs = std::move(r).value();
+  }
+  std::shared_ptr<const LoaderInputs> inputs;
+};
+
+std::shared_ptr<const LoaderInputs> inputs_of(const PyInputs* inputs) {
+  return inputs != nullptr ? inputs->inputs : nullptr;
+}
+
 class PyLoader {
  public:
-  PyLoader(nb::dict config, std::optional<std::string> state, std::optional<int> device) {
+  PyLoader(nb::dict config, std::optional<std::string> state, std::optional<int> device, const PyInputs* inputs) {
     const std::optional<LoaderState> resume = resume_from(state);
     const LoaderConfig c = config_from(config);
     Result<std::unique_ptr<Loader>> l = Error(ErrorCode::kInternal, "unset");
     {
       nb::gil_scoped_release release;
-      l = Loader::open(c, resume);
+      l = Loader::open(c, resume, inputs_of(inputs));
     }
     if (!l.ok()) raise_loader(l.error());
     loader_ = std::move(l).value();
@@ -259,24 +278,27 @@ void bind_loader(nb::module_& m) {
       nb::arg("states"), nb::arg("rank"), nb::arg("world_size"));
   m.def(
       "epoch_sizes",
-      [](nb::dict options, std::optional<std::string> state) {
+      [](nb::dict options, std::optional<std::string> state, const PyInputs* inputs) {
         const std::optional<LoaderState> resume = resume_from(state);
         const LoaderConfig c = config_from(options);
         Result<std::vector<std::uint64_t>> sizes = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          sizes = Loader::epoch_sizes(c, resume);
+          sizes = Loader::epoch_sizes(c, resume, inputs_of(inputs));
         }
         if (!sizes.ok()) raise_loader(sizes.error());
         return *sizes;
       },
-      nb::arg("options"), nb::arg("state").none() = nb::none(),
+      nb::arg("options"), nb::arg("state").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
   m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
+  nb::class_<PyInputs>(m, "_LoaderInputs")
+      .def(nb::init<nb::dict>(), nb::arg("options"),
+           "Reads the manifests and loads the tokenizer of these loader options (LoaderInputs::read).");
   nb::class_<PyLoader>(m, "_Loader")
-      .def(nb::init<nb::dict, std::optional<std::string>, std::optional<int>>(), nb::arg("config"),
-           nb::arg("state").none(), nb::arg("device").none() = nb::none())
+      .def(nb::init<nb::dict, std::optional<std::string>, std::optional<int>, const PyInputs*>(), nb::arg("config"),
+           nb::arg("state").none(), nb::arg("device").none() = nb::none(), nb::arg("inputs").none() = nb::none())
       .def("next", &PyLoader::next, nb::arg("torch") = false, nb::arg("stream") = 0)
       .def("state", &PyLoader::state)
       .def("errors", &PyLoader::errors)

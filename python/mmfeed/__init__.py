@@ -6,9 +6,9 @@ The native engine lives in ``mmfeed._mmfeed``; this package is its thin Python f
 from mmfeed._mmfeed import (__version__, cuda_runtime, decode, decode_video, linked_libraries, probe_video,
                              process_video, resize,
                              sign_v4, simd_target)
-from mmfeed.loader import Loader
+from mmfeed.loader import Loader, LoaderInputs
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor
 
-__all__ = ["ImageProcessor", "Loader", "Tokenizer", "__version__", "cuda_runtime", "decode", "decode_video", "linked_libraries",
+__all__ = ["ImageProcessor", "Loader", "LoaderInputs", "Tokenizer", "__version__", "cuda_runtime", "decode", "decode_video", "linked_libraries",
            "probe_video", "process_video", "resize", "encode_conversation", "render_chat", "sign_v4", "simd_target"]

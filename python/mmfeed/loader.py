@@ -39,29 +39,59 @@ import threading
 from mmfeed import _mmfeed
 
 
+def engine_options(manifest, options: dict) -> dict:
+    """The engine's options from a Loader's arguments: `manifest` (a path or URI, or a list of
+    them) as the manifests option, paths as strings; names and types checked."""
+    if manifest is not None:
+        options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
+                                                      else manifest)]
+    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+    _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
+    return options
+
+
+class LoaderInputs:
+    """The manifests as read and the tokenizer as loaded, for opening many Loaders over the same
+    data without reading them again (a 150k-token tokenizer takes about 0.25 s to load, a large
+    remote manifest far longer):
+
+        inputs = mmfeed.LoaderInputs("s3://bucket/train.jsonl", tokenizer="tokenizer.json")
+        for part_state in states:
+            loader = mmfeed.Loader("s3://bucket/train.jsonl", tokenizer="tokenizer.json", inputs=inputs)
+
+    LoaderInputs(manifest=None, **options) reads with the options that matter to the inputs
+    (manifests, tokenizer, max_manifest_bytes); a Loader given inputs= must have the same ones.
+    The manifests are a snapshot: loaders opened from them see the lines read here.
+    """
+
+    def __init__(self, manifest=None, **options):
+        self._core = _mmfeed._LoaderInputs(engine_options(manifest, options))
+
+
 class Loader:
     """Iterates batches; see the module docstring.
 
-    Loader(manifest=None, *, tensors="torch", device=None, **options)
+    Loader(manifest=None, *, tensors="torch", device=None, inputs=None, **options)
 
     manifest: a path or URI, or a list of them (the `manifests` option). tensors: "torch" or "np".
     device: None (host tensors), or a CUDA device such as "cuda:0": batches arrive there, copied
     ahead by the engine on its own stream. With device=, pin_device defaults to that device, else
-    to torch's current device once CUDA is initialised.
+    to torch's current device once CUDA is initialised. inputs: a LoaderInputs read with the same
+    manifests and tokenizer, used instead of reading them again.
 
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
 
 
-    def __init__(self, manifest=None, *, tensors: str = "torch", device=None, **options):
-        if manifest is not None:
-            options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
-                                                          else manifest)]
-        options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+    def __init__(self, manifest=None, *, tensors: str = "torch", device=None, inputs: LoaderInputs | None = None,
+                 **options):
         for name in ("min_pixels", "max_pixels"):
             if isinstance(options.get(name), (int, float)) and options[name] <= 0:
                 raise ValueError(f"{name} must be positive, not {options[name]} (leave it unset for the model's)")
-        _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
+        options = engine_options(manifest, options)
+        if inputs is not None and not isinstance(inputs, LoaderInputs):
+            raise TypeError(f"inputs must be a mmfeed.LoaderInputs, not {type(inputs).__name__}")
+        self._inputs = inputs
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         self._device = None
@@ -113,7 +143,8 @@ class Loader:
         options = self._options
         if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
             options = {**options, "pin_device": device}
-        return _mmfeed._Loader(options, self._state, None if self._device is None else self._device.index)
+        return _mmfeed._Loader(options, self._state, None if self._device is None else self._device.index,
+                               None if self._inputs is None else self._inputs._core)
 
     def _trainer_gpu(self):
         """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else

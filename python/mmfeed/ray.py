@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import time
 import warnings
 
@@ -46,6 +45,7 @@ import ray
 
 from . import _mmfeed
 from .loader import Loader as _LocalLoader
+from .loader import LoaderInputs, engine_options
 
 __all__ = ["Loader", "read"]
 
@@ -85,6 +85,7 @@ class _Parts:
     def __init__(self, options: dict):
         # The error budget is the whole run's: the trainer-side Loader applies it over every part.
         self._options = {**options, "max_error_fraction": 1.0}
+        self._inputs = None  # the manifests and tokenizer, read at the first part for all of them
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -93,7 +94,9 @@ class _Parts:
         """Yields each batch of the part as {"batch", "state"}, then {"errors", "seconds", "samples", "cpu_s"}."""
         options = {**self._options, "epochs": part["epoch"] + 1, "end_position": part["end"]}
         started, cpu = time.perf_counter(), time.process_time()
-        loader = _LocalLoader(tensors="np", **options)
+        if self._inputs is None:
+            self._inputs = LoaderInputs(**self._options)
+        loader = _LocalLoader(tensors="np", inputs=self._inputs, **options)
         loader.load_state_dict(part["state"])
         samples = 0
         with loader:
@@ -152,12 +155,7 @@ class Loader:
                              "mode='serial' are mmfeed.Loader's)")
         if options.get("end_position"):
             raise ValueError("end_position is how mmfeed.ray splits a run; give epochs instead")
-        if manifest is not None:
-            options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
-                                                          else manifest)]
-        options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
-        _mmfeed._check_loader_options(options)
-        self._options = options
+        self._options = engine_options(manifest, options)
         self._tensors = tensors
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}
         self._part_groups = part_groups
@@ -423,11 +421,7 @@ def read(manifest=None, *, part_groups: int = 4, concurrency: int = 2, num_cpus:
     """
     import ray.data
 
-    if manifest is not None:
-        options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
-                                                      else manifest)]
-    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
-    _mmfeed._check_loader_options(options)
+    options = engine_options(manifest, options)
     parts = _plan_parts(options, dict(state or {}), part_groups)
     specs = [{"part": json.dumps({"epoch": p["epoch"], "state": p["state"], "end": p["end"]})} for p in parts]
     return ray.data.from_items(specs, override_num_blocks=len(specs)).flat_map(

@@ -21,6 +21,7 @@
 #include "pipeline/concurrent_driver.h"
 #include "pipeline/config.h"
 #include "pipeline/error_budget.h"
+#include "pipeline/inputs.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/order.h"
 #include "pipeline/progress.h"
@@ -65,11 +66,11 @@ storage::FetchOptions fetch_options(const LoaderConfig& config, bool serial) {
 // Members are declared in the order they are built: each stage after what it refers to.
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(pipeline::Settings settings, dataset::Manifests manifests, TokenizerFuture tok, storage::S3Options s3,
+  LoaderImpl(pipeline::Settings settings, std::shared_ptr<const LoaderInputs> inputs, storage::S3Options s3,
              LoaderState start)
       : settings_(std::move(settings)),
         config_(settings_.options),
-        manifests_(std::move(manifests)),
+        inputs_(std::move(inputs)),
         s3_(std::move(s3)),
         trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         fetcher_(fetch_options(config_, serial_), s3_, &metrics_, trace_.enabled() ? &trace_ : nullptr),
@@ -77,7 +78,7 @@ class LoaderImpl final : public Loader {
         errors_(config_.on_error == OnError::kFail, config_.max_error_fraction, metrics_),
         progress_(start),
         batch_memory_(config_),
-        processor_(settings_, manifests_, std::move(tok), memory_.get(), metrics_, &trace_),
+        processor_(settings_, manifests_, inputs_->data().tokenizer, memory_.get(), metrics_, &trace_),
         builder_(config_, processor_, errors_, progress_, batch_memory_.pool(), metrics_, &trace_) {
     const pipeline::Stages stages{.settings = settings_,
                                   .samples = manifests_.lines.size(),
@@ -197,7 +198,8 @@ class LoaderImpl final : public Loader {
   const pipeline::Settings settings_;
   const LoaderConfig& config_;
   const bool serial_ = config_.mode == Mode::kSerial;
-  const dataset::Manifests manifests_;
+  const std::shared_ptr<const LoaderInputs> inputs_;
+  const dataset::Manifests& manifests_ = inputs_->data().manifests;
   const storage::S3Options s3_;
   core::MetricsRegistry metrics_;
   core::TraceWriter trace_;
@@ -232,23 +234,76 @@ core::TraceWriter* trace_of(Loader& loader) {
 }
 }  // namespace pipeline
 
-Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume) {
-  MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
+LoaderInputs::LoaderInputs(std::unique_ptr<const Data> data) : data_(std::move(data)) {}
+LoaderInputs::~LoaderInputs() = default;
+
+Result<std::shared_ptr<const LoaderInputs>> LoaderInputs::read(const LoaderConfig& config) {
+  MMFEED_RETURN_IF_ERROR(pipeline::check_config(config));  // the same errors as open()'s, by field
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
-  TokenizerFuture tok;
+  MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, pipeline::start_reading(config, s3));
+  if (const auto& loaded = inputs->data().tokenizer.get(); !loaded.ok()) return loaded.error();
+  return inputs;
+}
+
+Status LoaderInputs::check_serves(const LoaderConfig& config) const {
+  auto differs = [](const std::string& field, const std::string& mine) {
+    return pipeline::config_error(field, "differs from the LoaderInputs' (read for " + mine +
+                                             "): open the loader with the options its inputs were read with");
+  };
+  if (config.manifests != data_->manifest_names) {
+    std::string names;
+    for (const std::string& m : data_->manifest_names) names += (names.empty() ? "" : ", ") + m;
+    return differs("manifests", names);
+  }
+  if (config.tokenizer != data_->tokenizer_path) return differs("tokenizer", data_->tokenizer_path);
+  if (config.max_manifest_bytes != data_->max_manifest_bytes) {
+    return differs("max_manifest_bytes", std::to_string(data_->max_manifest_bytes));
+  }
+  return ok_status();
+}
+
+namespace pipeline {
+
+Result<std::shared_ptr<const LoaderInputs>> start_reading(const LoaderConfig& config, const storage::S3Options& s3) {
+  auto data = std::make_unique<LoaderInputs::Data>();
+  data->manifest_names = config.manifests;
+  data->tokenizer_path = config.tokenizer;
+  data->max_manifest_bytes = config.max_manifest_bytes;
   try {
-    tok = pipeline::load_tokenizer(config.tokenizer);
+    data->tokenizer = load_tokenizer(config.tokenizer);
   } catch (const std::system_error& e) {
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread to load the tokenizer: ") + e.what());
   }
-  MMFEED_ASSIGN_OR_RETURN(dataset::Manifests manifests,
-                          dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
-  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, manifests, resume));
+  MMFEED_ASSIGN_OR_RETURN(data->manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
+  return std::make_shared<const LoaderInputs>(std::move(data));
+}
+
+}  // namespace pipeline
+
+namespace {
+
+// `inputs` when given (checked against `config`), else the config's own, read now.
+Result<std::shared_ptr<const LoaderInputs>> inputs_for(const LoaderConfig& config, const storage::S3Options& s3,
+                                                       std::shared_ptr<const LoaderInputs> inputs) {
+  if (inputs == nullptr) return pipeline::start_reading(config, s3);
+  MMFEED_RETURN_IF_ERROR(inputs->check_serves(config));
+  return inputs;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume,
+                                             std::shared_ptr<const LoaderInputs> given) {
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
+  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+  MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, inputs_for(config, s3, std::move(given)));
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, inputs->data().manifests, resume));
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still
   // fails open().
+  const TokenizerFuture tok = inputs->data().tokenizer;
   std::unique_ptr<LoaderImpl> loader;
   try {
-    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(manifests), tok, std::move(s3), start);
+    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(inputs), std::move(s3), start);
   } catch (const std::system_error& e) {  // the fetcher's and the pinning threads
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start the fetch threads: ") + e.what());
   }
@@ -257,15 +312,23 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   return std::unique_ptr<Loader>(std::move(loader));
 }
 
-Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& config, std::optional<LoaderState> resume) {
+Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& config, std::optional<LoaderState> resume,
+                                                       std::shared_ptr<const LoaderInputs> inputs) {
   MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
-  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
-  MMFEED_ASSIGN_OR_RETURN(dataset::Manifests manifests,
-                          dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
-  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, manifests, resume));
+  const dataset::Manifests* manifests = nullptr;
+  dataset::Manifests read;
+  if (inputs != nullptr) {
+    MMFEED_RETURN_IF_ERROR(inputs->check_serves(config));
+    manifests = &inputs->data().manifests;
+  } else {  // the manifests alone: no tokenizer is needed to count
+    MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+    MMFEED_ASSIGN_OR_RETURN(read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
+    manifests = &read;
+  }
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, *manifests, resume));
   std::vector<std::uint64_t> sizes;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
-    sizes.push_back(pipeline::run_order(manifests.lines.size(), settings.options, start, epoch).size());
+    sizes.push_back(pipeline::run_order(manifests->lines.size(), settings.options, start, epoch).size());
   }
   return sizes;
 }

@@ -296,5 +296,53 @@ TEST_F(LoaderTest, BadConfigurationNamesTheField) {
   EXPECT_EQ(r.error().context(), "LoaderConfig.batch_size");
 }
 
+// Loaders opened from one LoaderInputs deliver what loaders that read their own deliver; the
+// manifests are the snapshot read, and inputs read for other options are refused by field.
+TEST_F(LoaderTest, LoadersSharingInputsDeliverWhatTheirOwnWould) {
+  auto ids_of = [](Loader& loader) {
+    std::vector<std::string> ids;
+    while (auto b = loader.next().value()) ids.insert(ids.end(), b->sample_ids.begin(), b->sample_ids.end());
+    return ids;
+  };
+  const std::shared_ptr<const LoaderInputs> inputs = LoaderInputs::read(config()).value();
+  const std::vector<std::string> own = ids_of(*Loader::open(config()).value());
+  EXPECT_EQ(ids_of(*Loader::open(config(), std::nullopt, inputs).value()), own);
+  EXPECT_EQ(ids_of(*Loader::open(config(), std::nullopt, inputs).value()), own);
+  EXPECT_EQ(Loader::epoch_sizes(config(), std::nullopt, inputs).value(), Loader::epoch_sizes(config()).value());
+
+  {  // the file grows: a loader from the inputs still sees the 31 lines read
+    std::ofstream m(dir_ / "manifest.jsonl", std::ios::app);
+    m << R"({"id": "late", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})"
+      << "\n";
+  }
+  EXPECT_EQ(ids_of(*Loader::open(config(), std::nullopt, inputs).value()), own);
+  EXPECT_EQ(ids_of(*Loader::open(config()).value()).size(), own.size() + 2);
+
+  LoaderConfig other = config();
+  other.tokenizer = (dir_ / "tokenizer.json").string();
+  auto refused = Loader::open(other, std::nullopt, inputs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().context(), "LoaderConfig.tokenizer");
+  other = config();
+  other.manifests.push_back(other.manifests[0]);
+  EXPECT_EQ(Loader::epoch_sizes(other, std::nullopt, inputs).error().context(), "LoaderConfig.manifests");
+  // Options the inputs do not depend on may differ.
+  other = config();
+  other.batch_size = 6;
+  other.epochs = 1;
+  EXPECT_EQ(ids_of(*Loader::open(other, std::nullopt, inputs).value()).size(), own.size() / 2);
+}
+
+TEST_F(LoaderTest, InputsThatCannotBeReadAreAnError) {
+  LoaderConfig c = config();
+  c.tokenizer = (dir_ / "no-tokenizer.json").string();
+  EXPECT_FALSE(LoaderInputs::read(c).ok());
+  c = config();
+  c.manifests = {(dir_ / "no-manifest.jsonl").string()};
+  auto r = LoaderInputs::read(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().to_string().find("no-manifest.jsonl"), std::string::npos) << r.error().to_string();
+}
+
 }  // namespace
 }  // namespace mmfeed

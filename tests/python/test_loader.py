@@ -87,6 +87,31 @@ def test_same_configuration_same_batches_whatever_the_threads_and_mode(dataset, 
                 np.testing.assert_array_equal(a[key], b[key])
 
 
+def test_loaders_sharing_inputs_deliver_the_same_bytes(dataset, tmp_path):
+    # mmfeed.ray's actors open one loader per part from one LoaderInputs: a resumed part from
+    # shared inputs must be byte for byte what a loader reading its own delivers.
+    reference, _, _ = load(dataset, seed=3, epochs=2)
+    inputs = mmfeed.LoaderInputs(dataset, tokenizer=TOKENIZER)
+    shared, _, _ = load(dataset, seed=3, epochs=2, inputs=inputs)
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, epochs=2,
+                       tensors="np", inputs=inputs) as loader:
+        loader.load_state_dict({"seed": 3, "rank": 0, "world_size": 1, "epoch": 1, "position": 8})
+        resumed = list(loader)
+    epoch0 = sum(1 for b in reference if b["epoch"] == 0)
+    for a, b in zip(reference, shared):
+        assert a["sample_ids"] == b["sample_ids"]
+        for key in a.keys() - {"sample_ids", "epoch", "index", "buffer_address"}:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert len(shared) == len(reference)
+    assert flat(resumed) == flat(reference[epoch0 + 2:])
+    with pytest.raises(ValueError, match="LoaderConfig.tokenizer: differs from the LoaderInputs'"):
+        load(dataset, tokenizer=tmp_path / "other.json", inputs=inputs)
+    with pytest.raises(TypeError, match="inputs must be a mmfeed.LoaderInputs"):
+        mmfeed.Loader(dataset, tokenizer=TOKENIZER, inputs="tokenizer.json")
+    with pytest.raises(ValueError, match="missing.jsonl"):
+        mmfeed.LoaderInputs(tmp_path / "missing.jsonl", tokenizer=TOKENIZER)
+
+
 @pytest.mark.parametrize("packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}],
                          ids=["padded", "packed"])
 def test_resume_under_other_thread_counts_gives_the_same_bytes(dataset, packing):
