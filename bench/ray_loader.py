@@ -1,12 +1,14 @@
 """What Ray costs: mmfeed.ray.Loader against mmfeed.Loader at equal cores, on this machine.
 
 The demo data set (written or reused), an infinitely fast trainer, the same options; mmfeed.Loader
-with `cores` workers, then mmfeed.ray.Loader with 1 actor of `cores` workers and with 2 actors of
-cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine). For each: samples/s, CPU
-seconds per sample (the trainer's process plus, for Ray, each actor process's over its parts) and
-the trainer's wait share; the batches are checked equal to mmfeed.Loader's.
+with `cores` workers, mmfeed.ray.Loader with 1 actor of `cores` workers and with 2 actors of
+cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine). The three run in turn,
+`--rounds` times (this machine is noisy: each ratio is taken within a round, and the medians are
+printed). For each: samples/s, CPU ms per sample (the trainer's process plus, for Ray, each
+actor process's over its parts), the trainer's wait share, and the seconds the actors took to
+start (apart: a cost of a run's beginning only); the batches are checked equal to mmfeed.Loader's.
 
-Usage: python bench/ray_loader.py [--samples 64] [--epochs 2] [--json OUT]
+Usage: python bench/ray_loader.py [--samples 64] [--epochs 2] [--rounds 3] [--json OUT]
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,17 +33,21 @@ from mmfeed import _mmfeed  # noqa: E402
 
 
 def run(loader) -> dict:
+    started = time.perf_counter()
+    if hasattr(loader, "wait_ready"):
+        loader.wait_ready()
+    start_s = time.perf_counter() - started
     t, cpu = time.perf_counter(), time.process_time()
     digests, samples = [], 0
     with loader:
         for b in loader:
             samples += len(b["sample_ids"])
-            digests.append((tuple(b["sample_ids"]), b["input_ids"].tobytes().__hash__(),
-                            np.asarray(b["pixel_values"]).tobytes().__hash__()))
+            digests.append((tuple(b["sample_ids"]), zlib.crc32(np.ascontiguousarray(b["input_ids"]).data),
+                            zlib.crc32(np.ascontiguousarray(b["pixel_values"]).data)))
         metrics = loader.metrics()
     seconds = time.perf_counter() - t
     actor_cpu = sum(a.get("cpu_s", 0.0) for a in metrics.get("actors", []))
-    return {"samples": samples, "seconds": seconds, "samples_per_s": samples / seconds,
+    return {"samples": samples, "seconds": seconds, "start_s": start_s, "samples_per_s": samples / seconds,
             "cpu_ms_per_sample": (time.process_time() - cpu + actor_cpu) / samples * 1e3,
             "wait_share": metrics.get("wait_share"), "digests": digests}
 
@@ -48,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", type=Path, default=ROOT / "bench-results" / "ray-data")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -60,27 +69,37 @@ def main() -> int:
     options = dict(tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"), batch_size=8,
                    max_pixels=1003520, epochs=args.epochs, tensors="np")
     manifest = args.data / "manifest.jsonl"
-    rows = {"mmfeed.Loader": run(mmfeed.Loader(manifest, workers=cores, **options))}
+    systems = {"mmfeed.Loader": lambda: mmfeed.Loader(manifest, workers=cores, **options)}
+    for actors in (1, 2):
+        systems[f"mmfeed.ray.Loader x{actors}"] = lambda actors=actors: mmfeed.ray.Loader(
+            manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
+            workers=max(1, cores // actors), **options)
+    rounds = {name: [] for name in systems}
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     try:
-        for actors in (1, 2):
-            each = max(1, cores // actors)
-            rows[f"mmfeed.ray.Loader x{actors}"] = run(mmfeed.ray.Loader(
-                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors}, workers=each, **options))
+        for _ in range(args.rounds):
+            for name, make in systems.items():
+                rounds[name].append(run(make()))
     finally:
         ray.shutdown()
-    base = rows["mmfeed.Loader"]
+    base = rounds["mmfeed.Loader"]
     print(f"mmfeed.ray.Loader against mmfeed.Loader, {cores} cores, {args.samples} samples x {args.epochs} epochs, "
-          f"batches of 8, an infinitely fast trainer\n")
-    print(f"{'system':<24}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'vs local':>10}")
-    for name, r in rows.items():
-        assert r["digests"] == base["digests"], f"{name}: batches differ from mmfeed.Loader's"
-        share = "" if r["wait_share"] is None else f"{r['wait_share']:.0%}"
-        print(f"{name:<24}{r['samples_per_s']:>11.1f}{r['cpu_ms_per_sample']:>15.0f}{share:>12}"
-              f"{r['samples_per_s'] / base['samples_per_s']:>9.2f}x")
+          f"batches of 8, an infinitely fast trainer; medians of {args.rounds} rounds\n")
+    print(f"{'system':<24}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'start s':>9}{'vs local':>10}")
+    summary = {}
+    for name, runs in rounds.items():
+        for r, b in zip(runs, base):
+            assert r["digests"] == b["digests"], f"{name}: batches differ from mmfeed.Loader's"
+        median = {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None else None
+                  for key in ("samples_per_s", "cpu_ms_per_sample", "wait_share", "start_s")}
+        median["vs_local"] = statistics.median(r["samples_per_s"] / b["samples_per_s"] for r, b in zip(runs, base))
+        summary[name] = median
+        share = "" if median["wait_share"] is None else f"{median['wait_share']:.0%}"
+        start = f"{median['start_s']:.2f}" if name != "mmfeed.Loader" else ""
+        print(f"{name:<24}{median['samples_per_s']:>11.1f}{median['cpu_ms_per_sample']:>15.0f}{share:>12}"
+              f"{start:>9}{median['vs_local']:>9.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "digests"}
-                                               for k, v in rows.items()}, indent=1))
+        Path(args.json).write_text(json.dumps(summary, indent=1))
     return 0
 
 

@@ -28,14 +28,23 @@ it completes. add_actors() and remove_actors() change the pool between batches. 
 mmfeed.Loader's state after the last batch returned, whatever the number of actors; either
 loader resumes from the other's.
 
-Flow control: at most num_actors x parts_in_flight parts are queued or running, so at most that
-many parts' batches wait in the object store; each actor's engine bounds its own memory by
-max_buffered_bytes. metrics() gives the trainer's wait share, each actor's throughput, and a hint
-when more actors would help.
+Flow control: an actor runs one part at a time, with at most parts_in_flight parts queued on it,
+and stops when `batches_ahead` batches it made wait in the object store, untaken: the store holds
+at most num_actors x batches_ahead batches, however slow the trainer; each actor's engine bounds
+its own memory by max_buffered_bytes. metrics() gives the trainer's wait share, each actor's
+throughput and the most batches it was ahead (for actors on the trainer's node), and a hint when
+more actors would help.
+
+What a part costs: each part opens an engine (the manifests and tokenizer are read once per
+actor, but the pipeline fills and drains at each part's ends), so parts should be long enough for
+that to be small: at 16 groups (the default) a part costs about 5% of its time on the benchmark
+machine, at 4 about 25% (bench/ray_loader.py). Shorter parts rebalance sooner and lose less work
+to a dead actor.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 import time
@@ -91,7 +100,8 @@ class _Parts:
         return ray.get_runtime_context().get_node_id()
 
     def run(self, part: dict):
-        """Yields each batch of the part as {"batch", "state"}, then {"errors", "seconds", "samples", "cpu_s"}."""
+        """Yields each batch of the part as {"batch", "state", "made_at", "node"}, then
+        {"errors", "seconds", "samples", "cpu_s"}."""
         options = {**self._options, "epochs": part["epoch"] + 1, "end_position": part["end"]}
         started, cpu = time.perf_counter(), time.process_time()
         if self._inputs is None:
@@ -99,11 +109,12 @@ class _Parts:
         loader = _LocalLoader(tensors="np", inputs=self._inputs, **options)
         loader.load_state_dict(part["state"])
         samples = 0
+        node = ray.get_runtime_context().get_node_id()
         with loader:
             for batch in loader:
                 batch.pop("buffer_address")
                 samples += len(batch["sample_ids"])
-                yield {"batch": batch, "state": loader.state_dict()}
+                yield {"batch": batch, "state": loader.state_dict(), "made_at": time.time(), "node": node}
             yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
                    "cpu_s": time.process_time() - cpu}
 
@@ -124,30 +135,34 @@ class _Actor:
         self.samples = 0
         self.busy_s = 0.0
         self.cpu_s = 0.0  # the actor process's CPU time over its parts (its engine's threads included)
+        self.most_ahead = None  # the most batches it had in the object store untaken (on the trainer's node)
 
 
 class Loader:
     """Iterates the batches mmfeed.Loader would, with the per-sample work on Ray actors.
 
-    Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=4, parts_in_flight=2,
-           replace_dead=True, tensors="torch", **options)
+    Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=16, parts_in_flight=2,
+           batches_ahead=None, replace_dead=True, tensors="torch", **options)
 
     num_actors: actors started now (ray.init must have been called). actor_options: Ray's
     options for each actor: num_cpus, memory, resources, scheduling_strategy (node affinity,
     placement groups), ... (default {"num_cpus": 1}). part_groups: groups (batches, or packing
     windows) per part, the unit of work an actor takes. parts_in_flight: parts queued on each
-    actor at once. replace_dead: start a replacement for an actor that dies. tensors: "torch"
+    actor at once. batches_ahead: batches an actor may have in the object store that the trainer
+    has not taken (default: part_groups, a part's worth, which keeps every actor busy when the
+    trainer keeps up). replace_dead: start a replacement for an actor that dies. tensors: "torch"
     or "np". Everything else is mmfeed.Loader's options, which each actor's engine gets as they
     are (workers: its threads; default "auto", the cores of the machine it runs on).
     """
 
     def __init__(self, manifest=None, *, num_actors: int = 2, actor_options: dict | None = None,
-                 part_groups: int = 4, parts_in_flight: int = 2, replace_dead: bool = True,
-                 tensors: str = "torch", **options):
+                 part_groups: int = 16, parts_in_flight: int = 2, batches_ahead: int | None = None,
+                 replace_dead: bool = True, tensors: str = "torch", **options):
         if not ray.is_initialized():
             raise RuntimeError("mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) first")
-        if num_actors < 1 or part_groups < 1 or parts_in_flight < 1:
-            raise ValueError("num_actors, part_groups and parts_in_flight must be at least 1")
+        batches_ahead = part_groups if batches_ahead is None else batches_ahead
+        if min(num_actors, part_groups, parts_in_flight, batches_ahead) < 1:
+            raise ValueError("num_actors, part_groups, parts_in_flight and batches_ahead must be at least 1")
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         if options.get("ordered") is False or options.get("mode") == "serial":
@@ -160,6 +175,8 @@ class Loader:
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}
         self._part_groups = part_groups
         self._parts_in_flight = parts_in_flight
+        self._batches_ahead = batches_ahead
+        self._node = ray.get_runtime_context().get_node_id()  # the trainer's
         self._replace_dead = replace_dead
         self._actors: list[_Actor] = []
         self._started = 0
@@ -203,6 +220,13 @@ class Loader:
         """The live actors' handles, oldest first (for placement checks, or ray.kill in tests)."""
         return [a.handle for a in self._actors]
 
+    def wait_ready(self, timeout: float | None = None) -> list[str]:
+        """Waits until every live actor has started (its process up, mmfeed imported) and returns
+        the id of the node each runs on, oldest first: to check the placement, or to start the
+        actors before the first step. An actor that cannot be placed in `timeout` seconds raises
+        ray.exceptions.GetTimeoutError."""
+        return ray.get([a.handle.node_id.remote() for a in self._actors], timeout=timeout)
+
     # --- the plan -------------------------------------------------------------------------------
 
     def _make_plan(self) -> None:
@@ -218,16 +242,18 @@ class Loader:
             open_actors = [a for a in self._actors if not a.draining and len(a.parts) < self._parts_in_flight]
             if not open_actors:
                 return
-            actor = min(open_actors, key=lambda a: (len(a.parts), a.number))
-            index = plan["next_submit"]
-            plan["parts"][index]["stream"] = actor.handle.run.remote(self._part_spec(index))
-            plan["parts"][index]["actor"] = actor
-            actor.parts.append(index)
+            self._queue(plan["next_submit"], min(open_actors, key=lambda a: (len(a.parts), a.number)))
             plan["next_submit"] += 1
 
-    def _part_spec(self, index: int) -> dict:
+    def _queue(self, index: int, actor: _Actor) -> None:
+        """Queues part `index` on `actor`, its batches held back past batches_ahead untaken."""
         part = self._plan["parts"][index]
-        return {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
+        spec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
+        # The generator's objects: its batches and the summary after them.
+        part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=self._batches_ahead).remote(spec)
+        part["actor"] = actor
+        part["taken_at"] = []  # when the trainer took each batch of this run of it (time.time())
+        actor.parts.append(index)
 
     def _resubmit(self, dead: _Actor) -> None:
         """Gives the parts a dead actor held to the others (a replacement first, when asked)."""
@@ -241,9 +267,7 @@ class Loader:
         for index in dead.parts:
             actor = min((a for a in self._actors if not a.draining), key=lambda a: (len(a.parts), a.number),
                         default=None) or self._actors[0]
-            plan["parts"][index]["stream"] = actor.handle.run.remote(self._part_spec(index))
-            plan["parts"][index]["actor"] = actor
-            actor.parts.append(index)
+            self._queue(index, actor)
             if index == plan["current"]:
                 # The batches of it the trainer has already (from this run of it, or an earlier one).
                 plan["skip"][index] = max(plan["skip"][index], plan["delivered"])
@@ -268,7 +292,9 @@ class Loader:
                 index = plan["current"]
                 part = plan["parts"][index]
                 try:
-                    message = ray.get(next(part["stream"]))
+                    ref = next(part["stream"])
+                    taken = time.time()  # the object is the trainer's from here (Ray's backpressure count)
+                    message = ray.get(ref)
                 except StopIteration:
                     raise RuntimeError(f"mmfeed.ray: part {index} ended without its summary") from None
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
@@ -279,6 +305,7 @@ class Loader:
                     raise ValueError(str(e.cause) if e.cause is not None else str(e)) from None
                 if "batch" in message:
                     plan["delivered"] += 1
+                    self._count_ahead(part, message, taken)
                     if plan["skip"][index] >= plan["delivered"]:
                         continue  # delivered before its first actor died
                     if message["state"]["epoch"] != self._state.get("epoch"):
@@ -294,6 +321,15 @@ class Loader:
             raise StopIteration
         finally:
             self._waited_s += time.perf_counter() - waited
+
+    def _count_ahead(self, part: dict, message: dict, taken: float) -> None:
+        """The batches of the part made and not yet taken when this one was made (itself included):
+        its actor's lead, by the clock of the trainer's node, so only for actors on it."""
+        taken_at = part["taken_at"]
+        if message["node"] == self._node:
+            ahead = len(taken_at) + 1 - bisect.bisect_left(taken_at, message["made_at"])
+            part["actor"].most_ahead = max(part["actor"].most_ahead or 0, ahead)
+        taken_at.append(taken)
 
     def _finish_part(self, index: int, summary: dict) -> None:
         plan = self._plan
@@ -359,12 +395,13 @@ class Loader:
         actors = [{"actor": a.number, "parts": a.done_parts, "batches": a.batches, "samples": a.samples,
                    "busy_s": round(a.busy_s, 3), "cpu_s": round(a.cpu_s, 3),
                    "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
-                   "queued_parts": len(a.parts), "draining": a.draining} for a in self._actors]
+                   "queued_parts": len(a.parts), "draining": a.draining, "most_batches_ahead": a.most_ahead}
+                  for a in self._actors]
         out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
                "actors": actors, "actors_started": self._started, "actors_died": self._dead,
                "parts": len(self._plan["parts"]) if self._plan else 0,
                "parts_done": self._plan["current"] if self._plan else 0,
-               "max_parts_queued": len(self._actors) * self._parts_in_flight}
+               "max_parts_queued": len(self._actors) * self._parts_in_flight, "batches_ahead": self._batches_ahead}
         if wait_share > 0.1 and self._batches >= 4:
             out["hint"] = (f"the trainer waited {wait_share:.0%} of the run for data: more actors (add_actors), "
                            f"or more workers per actor, would feed it")
@@ -408,7 +445,7 @@ class _PartBatches:
                 yield {"errors": json.dumps(message["errors"])}
 
 
-def read(manifest=None, *, part_groups: int = 4, concurrency: int = 2, num_cpus: float = 1,
+def read(manifest=None, *, part_groups: int = 16, concurrency: int = 2, num_cpus: float = 1,
          state: dict | None = None, **options):
     """A ray.data.Dataset of the batches mmfeed.Loader would deliver for these options, one row
     each: the batch's tensors as columns, sample_ids and the state after it as JSON strings; a

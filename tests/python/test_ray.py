@@ -5,6 +5,7 @@ mid-epoch and the epoch still complete, each sample once, errors accounted once;
 another number of actors (and into mmfeed.Loader); actors placed by a custom resource; the parts
 queued bounded."""
 import json
+import time
 
 import numpy as np
 import pytest
@@ -124,6 +125,20 @@ def test_the_parts_queued_stay_bounded_with_a_slow_trainer(local_ray, dataset):
         for _ in loader:
             queued.append(sum(a["queued_parts"] for a in loader.metrics()["actors"]))
         assert max(queued) <= loader.metrics()["max_parts_queued"] == 2
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_an_actor_stops_batches_ahead_of_a_slow_trainer(local_ray, dataset, ahead):
+    # The object store holds at most batches_ahead untaken batches per actor: the actor's part
+    # (an epoch: 6 batches) waits for the trainer, however long it sleeps.
+    manifest, _ = dataset
+    with ray_loader(manifest, OPTIONS, num_actors=1, part_groups=6, batches_ahead=ahead) as loader:
+        loader.wait_ready()
+        for _ in loader:
+            time.sleep(0.4)
+        (actor,) = loader.metrics()["actors"]
+        assert loader.metrics()["batches_ahead"] == ahead
+        assert 1 <= actor["most_batches_ahead"] <= ahead, actor
 
 
 def test_actors_can_be_added_and_removed_between_batches(local_ray, dataset):
