@@ -9,7 +9,11 @@ same data and the same CPU budget, while a trainer stand-in consumes the batches
   - spdl: SPDL's pipeline (PyPI `spdl`): GETs 32 at a time on its thread pool, the same
     preprocessing on --workers threads, batches aggregated and prefetched;
   - mmfeed-serial: mmfeed doing the same work one sample after another on one thread;
-  - mmfeed: concurrent mode (fetches in flight, --workers CPU workers, batches prefetched).
+  - mmfeed: concurrent mode (fetches in flight, --workers CPU workers, batches prefetched);
+  - mmfeed-ray (with --ray): mmfeed.ray.Loader, the same engine in --ray-actors Ray actors of
+    --workers / --ray-actors workers each on a local Ray instance of --workers CPUs (started
+    before the trainer, as a cluster is; the actors start with the loader), the batches coming
+    through Ray's object store.
 
 The budget: --workers N (default: the cores this process may use, its CPU affinity capped by a
 cgroup v2 cpu.max quota) is DataLoader's num_workers, SPDL's processing concurrency and mmfeed's
@@ -49,7 +53,7 @@ Two sizing experiments replace those tables when asked (either or both):
 
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
-                    [--workers N] [--cpus K] [--scaling] [--cores-needed]
+                    [--workers N] [--cpus K] [--scaling] [--cores-needed] [--ray [--ray-actors N]]
        python bench/pipeline.py ...   (the same; mmfeed bench runs this file from the source tree)
 
 A development tool, not part of the package: it needs this source tree (the data set generator
@@ -76,10 +80,11 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
 import budget  # noqa: E402  (bench/, beside this file)
 import memory  # noqa: E402
 
-SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed")
+SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed", "mmfeed-ray")
+RAY_SYSTEM = "mmfeed-ray"  # run only when asked (--ray, or named in --systems)
 SOURCES = ("s3", "local")
 PEERS = ("naive", "torch-dataloader", "spdl")
-STEP0_SYSTEMS = ("torch-dataloader", "spdl", "mmfeed")  # the throughput table: the fastest of each kind
+STEP0_SYSTEMS = ("torch-dataloader", "spdl", "mmfeed", RAY_SYSTEM)  # the throughput table: the fastest of each kind
 PARALLEL = STEP0_SYSTEMS  # the systems --workers sizes; naive and mmfeed-serial run on one thread
 SCALING_SYSTEMS = ("torch-dataloader", "mmfeed")  # mmfeed and the best Python peer (DataLoader + HF processor)
 BUSY_ENOUGH = 0.95  # --cores-needed: the trainer's steady utilisation a system must reach
@@ -227,6 +232,28 @@ def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int,
         stages.update(loader.metrics()["stages"])
 
 
+def mmfeed_ray_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, workers: int, actors: int,
+                       model: str):
+    """mmfeed.ray.Loader's batches from `actors` actors of workers / actors engine threads each, on
+    the Ray instance run_one started."""
+    import mmfeed.ray
+
+    with mmfeed.ray.Loader(manifest, num_actors=actors, actor_options={"num_cpus": workers / actors},
+                           tokenizer=tokenizer, model=model, max_pixels=max_pixels, batch_size=batch,
+                           workers=max(1, workers // actors), shuffle=False) as loader:
+        yield from loader
+        if loader.errors():
+            raise RuntimeError(f"mmfeed.ray skipped samples: {loader.errors()[:2]}")
+
+
+def start_local_ray(cpus: int) -> None:
+    """A Ray instance of `cpus` CPUs on this machine, its workers given the object server's settings."""
+    import ray
+
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AWS_", "MMFEED_"))}
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+
+
 # ---- one system in this process ------------------------------------------------------------
 
 
@@ -271,6 +298,8 @@ def run_one(args) -> dict:
     ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model)
     workers = args.workers if args.one in PARALLEL else 1
     stages: dict = {}
+    if args.one == RAY_SYSTEM:
+        start_local_ray(workers)  # up before the trainer, as a cluster is; the actors start with the loader
     batches = {
         "naive": lambda: naive_batches(ds, args.batch_size),
         "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size, workers),
@@ -280,6 +309,8 @@ def run_one(args) -> dict:
         "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
                                          str(args.trace or ""), workers, stages,
                                          args.device if args.trainer == "model" else None, model=args.model),
+        RAY_SYSTEM: lambda: mmfeed_ray_batches(manifest, tokenizer, args.max_pixels, args.batch_size, workers,
+                                               args.ray_actors, args.model),
     }[args.one]()
     sampler = None
     if args.trainer == "model":
@@ -353,7 +384,8 @@ def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: s
     command = [sys.executable, __file__, "--one", system, "--manifest", str(manifest),
                "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
                "--model", args.model, "--workers", str(workers),
-               "--trainer", trainer or args.trainer, "--device", args.device, "--model-preset", args.model_preset]
+               "--trainer", trainer or args.trainer, "--device", args.device, "--model-preset", args.model_preset,
+               "--ray-actors", str(args.ray_actors)]
     if trace:
         command += ["--trace", str(trace)]
     if affinity:
@@ -502,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="device of --trainer model")
     parser.add_argument("--model-preset", choices=("default", "tiny"), default="default",
                         help="size of --trainer model: default (585M parameters, the GPU run) or tiny (CPU checks)")
+    parser.add_argument("--ray", action="store_true",
+                        help="add mmfeed-ray: mmfeed.ray.Loader on a local Ray instance of --workers CPUs")
+    parser.add_argument("--ray-actors", type=int, default=1, help="mmfeed-ray's actors (default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -514,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args)), flush=True)
         return 0
 
+    if args.ray_actors < 1:
+        parser.error("--ray-actors takes a count of 1 or more")
     if args.workers is not None and args.workers < 1:
         parser.error("--workers takes a count of 1 or more")
     if args.cpus is not None:
@@ -529,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = (args.sources or ("s3" if args.quick else "s3,local")).split(",")
     scaling_sources = (args.sources or "local").split(",")  # CPU scaling: no object-store latency in the way
     given = args.systems.split(",") if args.systems else None
-    systems = given or list(SYSTEMS)
+    systems = given or [s for s in SYSTEMS if s != RAY_SYSTEM or args.ray]
     unknown = [s for s in systems if s not in SYSTEMS] + [s for s in sources if s not in SOURCES]
     if unknown:
         parser.error(f"unknown systems or sources: {', '.join(unknown)}")
@@ -544,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     scaling_systems = [s for s in (given or SCALING_SYSTEMS) if s in PARALLEL] if args.scaling else []
     if args.scaling and not scaling_systems:
         parser.error(f"--scaling sweeps workers: give it one of {', '.join(PARALLEL)}")
-    cores_systems = (given or list(PARALLEL)) if args.cores_needed else []
+    cores_systems = (given or [s for s in PARALLEL if s != RAY_SYSTEM or args.ray]) if args.cores_needed else []
     counts = budget.doubling(cores)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)

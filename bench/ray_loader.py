@@ -8,7 +8,7 @@ printed). For each: samples/s, CPU ms per sample (the trainer's process plus, fo
 actor process's over its parts), the trainer's wait share, and the seconds the actors took to
 start (apart: a cost of a run's beginning only); the batches are checked equal to mmfeed.Loader's.
 
-Usage: python bench/ray_loader.py [--samples 64] [--epochs 2] [--rounds 3] [--json OUT]
+Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16] [--json OUT]
 """
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def run(loader) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--part-groups", type=int, default=16, help="batches per part (mmfeed.ray's default 16)")
     parser.add_argument("--data", type=Path, default=ROOT / "bench-results" / "ray-data")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -73,7 +74,7 @@ def main() -> int:
     for actors in (1, 2):
         systems[f"mmfeed.ray.Loader x{actors}"] = lambda actors=actors: mmfeed.ray.Loader(
             manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
-            workers=max(1, cores // actors), **options)
+            part_groups=args.part_groups, workers=max(1, cores // actors), **options)
     rounds = {name: [] for name in systems}
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     try:
@@ -84,7 +85,8 @@ def main() -> int:
         ray.shutdown()
     base = rounds["mmfeed.Loader"]
     print(f"mmfeed.ray.Loader against mmfeed.Loader, {cores} cores, {args.samples} samples x {args.epochs} epochs, "
-          f"batches of 8, an infinitely fast trainer; medians of {args.rounds} rounds\n")
+          f"batches of 8, parts of {args.part_groups} batches, an infinitely fast trainer; medians of {args.rounds} "
+          f"rounds\n")
     print(f"{'system':<24}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'start s':>9}{'vs local':>10}")
     summary = {}
     for name, runs in rounds.items():

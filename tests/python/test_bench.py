@@ -68,6 +68,20 @@ def test_auto_step_follows_the_talks_ratio_and_step0_table(tmp_path):
         check(r, 16)
 
 
+def test_ray_adds_mmfeed_ray_from_the_object_store(tmp_path):
+    # Issue 21: mmfeed bench --ray runs mmfeed.ray.Loader (actors on a local Ray instance) beside
+    # mmfeed, on the same budget, from the object server (the actors get its settings).
+    run, out = bench(tmp_path, "--samples", 8, "--batch-size", 2, "--step-ms", 10, "--sources", "s3",
+                     "--systems", "mmfeed,mmfeed-ray", "--ray", "--ray-actors", 2)
+    assert [r["name"] for r in out["systems"]] == ["mmfeed", "mmfeed-ray"]
+    assert [r["name"] for r in out["step0"]] == ["mmfeed", "mmfeed-ray"]
+    cores = budget.cores_available()
+    for r in out["systems"] + out["step0"]:
+        check(r, 8)
+        assert r["workers"] == cores
+    assert "mmfeed-ray" in run.stdout
+
+
 def test_model_trainer_from_local_files(tmp_path):
     # What bench/gpu/run.sh runs, on the CPU with the tiny model: no object store, no calibration.
     run, out = bench(tmp_path, "--quick", "--samples", 8, "--batch-size", 4, "--max-pixels", 50176, "--sources", "local",
