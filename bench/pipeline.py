@@ -233,9 +233,11 @@ def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int,
 
 
 def mmfeed_ray_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, workers: int, actors: int,
-                       model: str):
+                       model: str, stages: dict):
     """mmfeed.ray.Loader's batches from `actors` actors of workers / actors engine threads each, on
-    the Ray instance run_one started."""
+    the Ray instance run_one started. Once the last batch is taken, stages["actors_cpu_s"] is the
+    CPU time of the actors' processes over their parts (Ray's workers are not this process's
+    children, whose time the figures count)."""
     import mmfeed.ray
 
     with mmfeed.ray.Loader(manifest, num_actors=actors, actor_options={"num_cpus": workers / actors},
@@ -244,6 +246,7 @@ def mmfeed_ray_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: 
         yield from loader
         if loader.errors():
             raise RuntimeError(f"mmfeed.ray skipped samples: {loader.errors()[:2]}")
+        stages["actors_cpu_s"] = sum(a["cpu_s"] for a in loader.metrics()["actors"])
 
 
 def start_local_ray(cpus: int) -> None:
@@ -310,7 +313,7 @@ def run_one(args) -> dict:
                                          str(args.trace or ""), workers, stages,
                                          args.device if args.trainer == "model" else None, model=args.model),
         RAY_SYSTEM: lambda: mmfeed_ray_batches(manifest, tokenizer, args.max_pixels, args.batch_size, workers,
-                                               args.ray_actors, args.model),
+                                               args.ray_actors, args.model, stages),
     }[args.one]()
     sampler = None
     if args.trainer == "model":
@@ -330,6 +333,7 @@ def run_one(args) -> dict:
 
     with memory.PeakPss() as peak:  # the loader's processes and threads start with the first batch
         r = train(batches, step, progress)
+    r["cpu"] += stages.pop("actors_cpu_s", 0.0)
     affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = {"name": args.one, "samples": r["samples"], "workers": workers, "cpus": len(affinity), "affinity": affinity,
