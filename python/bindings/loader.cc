@@ -18,6 +18,7 @@
 #include "device/cuda_runtime.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
+#include "pipeline/config.h"
 #include "pipeline/device_copy.h"
 
 namespace nb = nanobind;
@@ -291,6 +292,9 @@ void bind_loader(nb::module_& m) {
       },
       nb::arg("options"), nb::arg("state").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
+  m.def(
+      "group_positions", [](nb::dict options) { return pipeline::group_positions(config_from(options)); },
+      nb::arg("options"), "The positions of one batch's group for these options: batch_size, or pack_window when packing.");
   m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
         "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyInputs>(m, "_LoaderInputs")

@@ -64,8 +64,7 @@ def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
     (batch_size positions, or pack_window when packing) of an epoch, its start state and its
     end_position (0: the epoch's end)."""
     sizes = _mmfeed.epoch_sizes(options, json.dumps(start) if start else None)
-    packing = options.get("token_budget", 0) > 0
-    span = (options.get("pack_window", 64) if packing else options.get("batch_size", 8)) * part_groups
+    span = _mmfeed.group_positions(options) * part_groups
     base = {"seed": options.get("seed", 0), "rank": options.get("rank", 0), "world_size": options.get("world_size", 1)}
     if "fingerprint" in start:
         base["fingerprint"] = start["fingerprint"]

@@ -189,10 +189,45 @@ def test_actors_are_placed_by_a_custom_resource_on_a_cluster(dataset, local_ray)
         want, _ = reference(manifest, OPTIONS)
         with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np",
                                actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1}}, **OPTIONS) as loader:
-            nodes = set(ray.get([h.node_id.remote() for h in loader.actor_handles()]))
+            nodes = set(loader.wait_ready(timeout=120))
             got = [(b, loader.state_dict()) for b in loader]
         assert nodes == {worker.node_id}
         assert_same(got, want)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024 * 1024)
+
+
+def test_a_node_lost_mid_epoch_loses_nothing(dataset, local_ray):
+    """Three simulated nodes: the head (the trainer) and two carrying "preprocess". The node of the
+    actor holding the part being read is removed mid-epoch (its processes killed, its object store
+    gone): its parts run again on the other node, each sample once, the error once."""
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        nodes = [cluster.add_node(num_cpus=2, resources={"preprocess": 2}) for _ in range(2)]
+        ray.init(address=cluster.address, log_to_driver=False)
+        manifest, _ = dataset
+        want, want_errors = reference(manifest, OPTIONS)
+        with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np", part_groups=2,
+                               actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1},
+                                              "scheduling_strategy": "SPREAD"}, **OPTIONS) as loader:
+            placed = loader.wait_ready(timeout=120)
+            assert {n.node_id for n in nodes} == set(placed)  # one actor on each
+            got = []
+            for i, b in enumerate(loader):
+                got.append((b, loader.state_dict()))
+                if i == 0:  # part 0's actor: its node goes, with the part's batches in its store
+                    lost = next(n for n in nodes if n.node_id == placed[0])
+                    cluster.remove_node(lost, allow_graceful=False)
+            metrics, errors = loader.metrics(), loader.errors()
+            survivors = set(loader.wait_ready(timeout=120))
+        assert_same(got, want)
+        assert errors == want_errors
+        assert metrics["actors_died"] >= 1 and survivors == {n.node_id for n in nodes if n is not lost}
     finally:
         ray.shutdown()
         cluster.shutdown()
