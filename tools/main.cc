@@ -79,20 +79,28 @@ int exec_source_tool(const SourceTool& tool, int argc, char** argv) {
                  tool.command, tool.script, dir.c_str(), tool.command, tool.needs);
     return 127;
   }
+  std::vector<std::string> args{script};
+  for (int i = 0; i < argc; ++i) args.emplace_back(argv[i]);
+  return mmfeed::tools::exec_python(args);
+}
+
+}  // namespace
+
+namespace mmfeed::tools {
+
+int exec_python(const std::vector<std::string>& args) {
   const char* python = std::getenv("MMFEED_PYTHON");
   if (python == nullptr || *python == '\0') python = MMFEED_DEFAULT_PYTHON;
-  std::vector<char*> args;
-  args.push_back(const_cast<char*>(python));
-  args.push_back(script.data());
-  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-  args.push_back(nullptr);
-  execvp(python, args.data());
+  std::vector<char*> argv{const_cast<char*>(python)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(python, argv.data());
   std::fprintf(stderr, "mmfeed: cannot run %s: %s (set MMFEED_PYTHON to a Python with mmfeed installed)\n",
                python, std::strerror(errno));
   return 127;
 }
 
-}  // namespace
+}  // namespace mmfeed::tools
 
 int main(int argc, char** argv) {
   if (argc < 2) {

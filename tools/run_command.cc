@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,11 @@ std::string run_usage() {
       "                         options below, with _ or -; later flags override it\n"
       "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
       "  --json                 print the summary as JSON\n"
+      "  --ray ADDRESS          run the per-sample work on Ray actors (mmfeed.ray.Loader): a cluster's\n"
+      "                         HOST:PORT, auto (the one this machine joined), or local (a Ray\n"
+      "                         instance started here); the same batches, and each actor's figures\n"
+      "  --ray-actors N         actors (default 1)\n"
+      "  --ray-actor-cpus C     CPUs Ray reserves for each actor (default 1; give --workers to match)\n"
       "\n"
       "loader options (--name VALUE; a yes/no option as --name or --no-name; aliases: --manifest,\n"
       "--prefetch, --inflight, --trace, --unordered):\n";
@@ -173,12 +179,59 @@ Status read_config(LoaderConfig& c, const std::string& path) {
   return ok_status();
 }
 
+// The options of `c` that differ from the defaults, as a JSON object of option names (what
+// mmfeed.ray.Loader takes as keywords).
+std::string options_json(const LoaderConfig& c) {
+  static const LoaderConfig defaults;
+  std::string out = "{";
+  for_each_loader_option([&](const char* name, auto member, const char*) {
+    const auto& value = c.*member;
+    if (value == defaults.*member) return;
+    using T = std::decay_t<decltype(value)>;
+    if (out.size() > 1) out += ",";
+    core::append_json_string(out, name);
+    out += ":";
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      out += "[";
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (i) out += ",";
+        core::append_json_string(out, value[i]);
+      }
+      out += "]";
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      core::append_json_string(out, value);
+    } else if constexpr (std::is_enum_v<T>) {
+      core::append_json_string(out, choice_name(value));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out += value ? "true" : "false";
+    } else if constexpr (std::is_floating_point_v<T>) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", value);
+      out += text;
+    } else {
+      out += std::to_string(value);
+    }
+  });
+  return out + "}";
+}
+
+// mmfeed run --ray: the run on Ray actors, by mmfeed.ray_run with the options parsed here.
+int run_on_ray(const LoaderConfig& config, const std::string& address, const std::string& actors,
+               const std::string& actor_cpus, double step_ms, bool json) {
+  std::vector<std::string> args{"-m", "mmfeed.ray_run", "--address", address, "--actors", actors,
+                                "--actor-cpus", actor_cpus, "--step-ms", std::to_string(step_ms),
+                                "--options", options_json(config)};
+  if (json) args.emplace_back("--json");
+  return exec_python(args);
+}
+
 }  // namespace
 
 int run_loader(int argc, char** argv) {
   LoaderConfig config;
   bool json = false;
   double step_ms = 0;
+  std::string ray_address, ray_actors = "1", ray_actor_cpus = "1";
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -201,6 +254,12 @@ int run_loader(int argc, char** argv) {
         st = read_config(config, argv[++i]);
       } else if (arg == "--step-ms") {
         step_ms = std::atof(argv[++i]);
+      } else if (arg == "--ray") {
+        ray_address = argv[++i];
+      } else if (arg == "--ray-actors") {
+        ray_actors = argv[++i];
+      } else if (arg == "--ray-actor-cpus") {
+        ray_actor_cpus = argv[++i];
       } else {
         st = apply(config, arg.substr(2), argv[++i]);
       }
@@ -212,6 +271,7 @@ int run_loader(int argc, char** argv) {
       return 2;
     }
   }
+  if (!ray_address.empty()) return run_on_ray(config, ray_address, ray_actors, ray_actor_cpus, step_ms, json);
   auto opened = Loader::open(config);
   if (!opened.ok()) {
     std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());

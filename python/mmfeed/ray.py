@@ -169,6 +169,9 @@ class Loader:
                              "mode='serial' are mmfeed.Loader's)")
         if options.get("end_position"):
             raise ValueError("end_position is how mmfeed.ray splits a run; give epochs instead")
+        if options.get("trace_path"):
+            raise ValueError("trace_path: each part of the run has an engine of its own on some actor, and one "
+                             "timeline would be overwritten part after part; trace a run with mmfeed.Loader")
         self._options = engine_options(manifest, options)
         self._tensors = tensors
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}

@@ -40,3 +40,35 @@ def test_development_commands_without_a_checkout_say_what_they_need(cli, tmp_pat
     assert run.stderr.startswith(f"mmfeed {command}: {script} not found in {tmp_path}: ")
     assert "MMFEED_SOURCE_DIR" in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_run_on_ray_delivers_what_run_does(cli, tmp_path):
+    # Issue 21: mmfeed run --ray local runs mmfeed.ray.Loader (2 actors on a Ray instance started
+    # for the run) over the options the CLI parsed: the same batches, tokens, images and errors.
+    import json
+
+    import datagen
+    from conftest import ROOT, copy_with_damaged_image
+
+    datagen.generate(tmp_path / "clean", samples=13, seed=2, max_megapixels=0.3, workers=2)
+    manifest, victim = copy_with_damaged_image(tmp_path / "clean" / "manifest.jsonl", tmp_path / "damaged", line=4,
+                                               damage=lambda b: b[: len(b) // 3])
+    flags = [manifest, "--tokenizer", ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json",
+             "--batch-size", 3, "--max-pixels", 60000, "--epochs", 2, "--workers", 1, "--json"]
+    local = json.loads(subprocess.run([cli, "run", *map(str, flags)], capture_output=True, text=True,
+                                      check=True).stdout)
+    run = subprocess.run([cli, "run", *map(str, flags), "--ray", "local", "--ray-actors", "2", "--ray-actor-cpus",
+                          "0.5"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    on_ray = json.loads(run.stdout.splitlines()[-1])
+    for key in ("batches", "samples", "tokens", "images", "videos", "skipped", "errors"):
+        assert on_ray[key] == local[key], key
+    assert local["skipped"] == 2 and local["errors"][0]["sample_id"] == victim["id"]  # once an epoch
+    assert on_ray["metrics"]["actors_started"] == 2
+    # Options are checked by the CLI before any Ray starts; the engine's refusals come back.
+    bad = subprocess.run([cli, "run", *map(str, flags), "--batch-size", "x", "--ray", "local"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "batch_size" in bad.stderr
+    traced = subprocess.run([cli, "run", *map(str, flags), "--trace", tmp_path / "t.json", "--ray", "local"],
+                            capture_output=True, text=True, timeout=600)
+    assert traced.returncode == 2 and "trace_path: each part of the run" in traced.stderr
