@@ -254,7 +254,7 @@ class Loader:
         # The generator's objects: its batches and the summary after them.
         part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=self._batches_ahead).remote(spec)
         part["actor"] = actor
-        part["taken_at"] = []  # when the trainer took each batch of this run of it (time.time())
+        part["asked_at"] = []  # when the trainer asked for each batch of this run of it (time.time())
         actor.parts.append(index)
 
     def _resubmit(self, dead: _Actor) -> None:
@@ -294,9 +294,10 @@ class Loader:
                 index = plan["current"]
                 part = plan["parts"][index]
                 try:
-                    ref = next(part["stream"])
-                    taken = time.time()  # the object is the trainer's from here (Ray's backpressure count)
-                    message = ray.get(ref)
+                    # Ray counts the object taken somewhere inside next(): the time before it bounds
+                    # that from below, so a lead counted with it never exceeds the real one.
+                    asked = time.time()
+                    message = ray.get(next(part["stream"]))
                 except StopIteration:
                     raise RuntimeError(f"mmfeed.ray: part {index} ended without its summary") from None
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
@@ -307,7 +308,7 @@ class Loader:
                     raise ValueError(str(e.cause) if e.cause is not None else str(e)) from None
                 if "batch" in message:
                     plan["delivered"] += 1
-                    self._count_ahead(part, message, taken)
+                    self._count_ahead(part, message, asked)
                     if plan["skip"][index] >= plan["delivered"]:
                         continue  # delivered before its first actor died
                     if message["state"]["epoch"] != self._state.get("epoch"):
@@ -324,14 +325,14 @@ class Loader:
         finally:
             self._waited_s += time.perf_counter() - waited
 
-    def _count_ahead(self, part: dict, message: dict, taken: float) -> None:
-        """The batches of the part made and not yet taken when this one was made (itself included):
-        its actor's lead, by the clock of the trainer's node, so only for actors on it."""
-        taken_at = part["taken_at"]
+    def _count_ahead(self, part: dict, message: dict, asked: float) -> None:
+        """The batches of the part made and not yet asked for when this one was made (itself
+        included): its actor's lead, by the clock of the trainer's node, so only for actors on it."""
+        asked_at = part["asked_at"]
         if message["node"] == self._node:
-            ahead = len(taken_at) + 1 - bisect.bisect_left(taken_at, message["made_at"])
+            ahead = len(asked_at) + 1 - bisect.bisect_left(asked_at, message["made_at"])
             part["actor"].most_ahead = max(part["actor"].most_ahead or 0, ahead)
-        taken_at.append(taken)
+        asked_at.append(asked)
 
     def _finish_part(self, index: int, summary: dict) -> None:
         plan = self._plan
