@@ -10,5 +10,6 @@ from mmfeed.loader import Loader, LoaderInputs
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor
 
-__all__ = ["ImageProcessor", "Loader", "LoaderInputs", "Tokenizer", "__version__", "cuda_runtime", "decode", "decode_video", "linked_libraries",
-           "probe_video", "process_video", "resize", "encode_conversation", "render_chat", "sign_v4", "simd_target"]
+__all__ = ["ImageProcessor", "Loader", "LoaderInputs", "Tokenizer", "__version__", "cuda_runtime", "decode",
+           "decode_video", "linked_libraries", "probe_video", "process_video", "resize", "encode_conversation",
+           "render_chat", "sign_v4", "simd_target"]

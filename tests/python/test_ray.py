@@ -50,6 +50,16 @@ def ray_loader(manifest, options, **pool):
     return mmfeed.ray.Loader(manifest, tensors="np", actor_options={"num_cpus": 0.5}, **pool, **options)
 
 
+def collect(loader, after=None):
+    """Every batch with the state after it; after[i](loader) runs once batch i is taken."""
+    got = []
+    for i, b in enumerate(loader):
+        got.append((b, loader.state_dict()))
+        if after and i in after:
+            after[i](loader)
+    return got
+
+
 def assert_same(got, want):
     assert [b["sample_ids"] for b, _ in got] == [b["sample_ids"] for b, _ in want]
     for (a, state_a), (b, state_b) in zip(got, want):
@@ -78,13 +88,10 @@ def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(loca
     manifest, victim = dataset
     want, want_errors = reference(manifest, OPTIONS)
     with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2) as loader:
-        got = []
-        for i, b in enumerate(loader):
-            got.append((b, loader.state_dict()))
-            if i == 1:  # the first actor, which holds parts 0, 2 and 4 (of 6): part 2 is read from it
-                ray.kill(loader.actor_handles()[0])
-            if i == 6:  # the newest live actor, which may or may not hold a part still to be read
-                ray.kill(loader.actor_handles()[-1])
+        # After batch 1: the first actor, holding parts 0, 2 and 4 (of 6), part 2 read next from it.
+        # After batch 6: the newest live actor, which may or may not hold a part still to be read.
+        got = collect(loader, {1: lambda l: ray.kill(l.actor_handles()[0]),
+                               6: lambda l: ray.kill(l.actor_handles()[-1])})
         metrics = loader.metrics()
         errors = loader.errors()
     assert_same(got, want)
@@ -145,13 +152,7 @@ def test_actors_can_be_added_and_removed_between_batches(local_ray, dataset):
     manifest, _ = dataset
     want, _ = reference(manifest, OPTIONS)
     with ray_loader(manifest, OPTIONS, num_actors=1, part_groups=1) as loader:
-        got = []
-        for i, b in enumerate(loader):
-            got.append((b, loader.state_dict()))
-            if i == 1:
-                loader.add_actors(2)
-            if i == 5:
-                loader.remove_actors(2)
+        got = collect(loader, {1: lambda l: l.add_actors(2), 5: lambda l: l.remove_actors(2)})
         assert len(loader.actor_handles()) == 1
     assert_same(got, want)
 
@@ -215,14 +216,11 @@ def test_a_node_lost_mid_epoch_loses_nothing(dataset, local_ray):
         with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np", part_groups=2,
                                actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1},
                                               "scheduling_strategy": "SPREAD"}, **OPTIONS) as loader:
+            # SPREAD puts one actor on each node as a rule; if both share one, both go with it.
             placed = loader.wait_ready(timeout=120)
-            assert {n.node_id for n in nodes} == set(placed)  # one actor on each
-            got = []
-            for i, b in enumerate(loader):
-                got.append((b, loader.state_dict()))
-                if i == 0:  # part 0's actor: its node goes, with the part's batches in its store
-                    lost = next(n for n in nodes if n.node_id == placed[0])
-                    cluster.remove_node(lost, allow_graceful=False)
+            lost = next(n for n in nodes if n.node_id == placed[0])  # part 0's actor's node
+            # Removed once part 0's first batch is taken, with the part's other batches in its store.
+            got = collect(loader, {0: lambda _: cluster.remove_node(lost, allow_graceful=False)})
             metrics, errors = loader.metrics(), loader.errors()
             survivors = set(loader.wait_ready(timeout=120))
         assert_same(got, want)
