@@ -79,7 +79,7 @@ int run_inspect(int argc, char** argv) {
   for (const Tensor& t : batch->tensors) {
     std::string shape;
     for (std::size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
-    std::printf("  %-15s %-7s [%s]\n", t.name.c_str(), t.dtype == Tensor::DType::kInt64 ? "int64" : "float32",
+    std::printf("  %-15s %-7s [%s]\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
                 shape.c_str());
   }
   const Tensor* ids_t = batch->find("input_ids");

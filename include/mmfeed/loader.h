@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,12 @@ enum class OnError { kSkip, kFail };
 enum class ShardRemainder { kPad, kDrop, kKeep };
 enum class Truncation { kError, kTruncate };
 enum class Labels { kQwen, kContentAndEos };  // which tokens are trained
+// pixel_values' (and pixel_values_videos') element type: HF's float32; bfloat16 (those values
+// rounded to nearest even, what a bf16 model computes with); or uint8, the resized pixels
+// before normalization (images without the temporal repeat), a quarter (images: an eighth) of
+// the bytes to hold, copy and send, for the trainer to normalize on its device
+// (mmfeed.normalize_pixels gives the float32 or bfloat16 values exactly).
+enum class Pixels { kFloat32, kBFloat16, kUInt8 };
 
 // Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
 // The model and the chat template are names (of the profiles and templates the engine has).
@@ -52,6 +59,7 @@ struct LoaderConfig {
   std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
   std::int64_t min_pixels = 0;         // 0: the profile's
   std::int64_t max_pixels = 0;
+  Pixels pixels = Pixels::kFloat32;
   std::string chat_template;           // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   std::size_t batch_size = 8;        // samples per padded batch
   // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a
@@ -156,7 +164,7 @@ struct SampleError {
 };
 
 struct Tensor {
-  enum class DType { kInt64, kFloat32 };
+  enum class DType { kInt64, kFloat32, kBFloat16, kUInt8 };  // bfloat16: uint16 words
   std::string name;
   DType dtype = DType::kInt64;
   std::vector<std::int64_t> shape;
@@ -164,6 +172,8 @@ struct Tensor {
 
   std::size_t bytes() const;
 };
+// "int64", "float32", "bfloat16" or "uint8".
+std::string_view dtype_name(Tensor::DType dtype);
 
 // One batch: every tensor lives in one pooled buffer, shared by whoever holds the batch (the
 // buffer returns to the pool when the last holder lets go).

@@ -31,6 +31,8 @@ void for_each_loader_option(F&& f) {
   f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
+  f("pixels", &LoaderConfig::pixels,
+    "pixel_values as float32 (HF's), bfloat16, or uint8 (unnormalized, for mmfeed.normalize_pixels on the GPU)");
   f("chat_template", &LoaderConfig::chat_template,
     "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
@@ -98,6 +100,11 @@ struct Choices<Truncation> {
 template <>
 struct Choices<Labels> {
   static constexpr std::array<std::string_view, 2> names{"qwen", "content_and_eos"};
+};
+
+template <>
+struct Choices<Pixels> {
+  static constexpr std::array<std::string_view, 3> names{"float32", "bfloat16", "uint8"};
 };
 
 // The name of a choice ("pad"), and the choice of a name (nullopt: not one of them).

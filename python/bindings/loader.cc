@@ -158,12 +158,20 @@ class PyLoader {
                          int device) {
     const int type = device < 0 ? nb::device::cpu::value : nb::device::cuda::value;
     const int id = std::max(device, 0);
-    if (t.dtype == Tensor::DType::kInt64) {
-      return nb::cast(nb::ndarray<Framework..., std::int64_t>(data, shape.size(), shape.data(), owner, nullptr,
-                                                              nb::dtype<std::int64_t>(), type, id));
+    // numpy has no bfloat16: it gets the 16-bit words (as mmfeed.ImageProcessor returns them);
+    // torch and DLPack consumers get bfloat16.
+    constexpr bool kNumpy = (std::is_same_v<Framework, nb::numpy> || ...);
+    nb::dlpack::dtype dtype = nb::dtype<std::int64_t>();
+    switch (t.dtype) {
+      case Tensor::DType::kInt64: break;
+      case Tensor::DType::kFloat32: dtype = nb::dtype<float>(); break;
+      case Tensor::DType::kBFloat16:
+        dtype = kNumpy ? nb::dtype<std::uint16_t>()
+                       : nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+        break;
+      case Tensor::DType::kUInt8: dtype = nb::dtype<std::uint8_t>(); break;
     }
-    return nb::cast(nb::ndarray<Framework..., float>(data, shape.size(), shape.data(), owner, nullptr,
-                                                     nb::dtype<float>(), type, id));
+    return nb::cast(nb::ndarray<Framework...>(data, shape.size(), shape.data(), owner, nullptr, dtype, type, id));
   }
 
   // `stream`: with a device, the cudaStream_t (as an integer) that will read the batch.

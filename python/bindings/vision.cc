@@ -414,6 +414,19 @@ void bind_vision(nb::module_& m) {
       "qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with "
       "the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's "
       "second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.");
+  m.def(
+      "normalize_table",
+      [](const std::string& model, bool video) {
+        const vision::ModelProfile profile = unwrap(vision::model_profile(model));
+        const vision::NormalizeTable table(profile, video ? vision::Normalization::kVideo : vision::Normalization::kImage);
+        auto* values = new float[3 * 256];
+        for (std::size_t c = 0; c < 3; ++c) std::memcpy(values + c * 256, table.value[c].data(), 256 * sizeof(float));
+        nb::capsule owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, owner), profile.temporal_patch_size);
+      },
+      nb::arg("model"), nb::arg("video") = false,
+      "(table, temporal_patch_size): the float32 value of each byte of each channel, as the model's image "
+      "(or, video=True, video) processor normalizes it, exactly the engine's.");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

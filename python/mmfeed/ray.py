@@ -371,10 +371,13 @@ class Loader:
         import torch
 
         out = {}
+        bfloat16 = self._options.get("pixels") == "bfloat16"  # numpy holds its words as uint16
         with warnings.catch_warnings():  # the object store's arrays are read-only: shared, not copied
             warnings.simplefilter("ignore", UserWarning)
             for key, value in batch.items():
                 out[key] = torch.from_numpy(value) if hasattr(value, "dtype") else value
+                if bfloat16 and key.startswith("pixel_values"):
+                    out[key] = out[key].view(torch.bfloat16)
         return out
 
     # --- state, errors, metrics -----------------------------------------------------------------

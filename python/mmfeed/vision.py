@@ -13,6 +13,7 @@ EXIF transpose; anything with alpha or transparency alpha-composited over white)
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -84,3 +85,69 @@ def _is_pil(obj) -> bool:
     except ImportError:
         return False
     return isinstance(obj, Image.Image)
+
+
+@functools.cache
+def _table(model: str, video: bool) -> tuple[np.ndarray, int]:
+    return _mmfeed.normalize_table(model, video)
+
+
+_device_tables: dict = {}  # (model, video, torch dtype, device) -> the flat table there
+
+
+def _bfloat16_words(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 words, round to nearest even (the table holds no NaN)."""
+    bits = values.view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _expand(rows, model: str, video: bool, dtype):
+    """Rows of uint8 (images: 3*P*P, videos: 3*T*P*P) -> the normalized rows of 3*T*P*P."""
+    table, temporal = _table(model, video)
+    n, width = rows.shape
+    per_channel = width // 3
+    if isinstance(rows, np.ndarray):
+        if rows.dtype != np.uint8:
+            raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
+        values = _bfloat16_words(table) if dtype in ("bfloat16", "uint16") else table
+        out = values[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
+        if not video:
+            out = np.broadcast_to(out[:, :, None, :], (n, 3, temporal, per_channel))
+        return np.ascontiguousarray(out).reshape(n, 3 * (1 if video else temporal) * per_channel)
+    import torch
+
+    if rows.dtype != torch.uint8:
+        raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
+    target = torch.bfloat16 if dtype in ("bfloat16", torch.bfloat16) else torch.float32
+    key = (model, video, target, rows.device)
+    flat = _device_tables.get(key)
+    if flat is None:
+        flat = torch.from_numpy(table).to(target).reshape(-1).to(rows.device)
+        _device_tables[key] = flat
+    index = rows.reshape(n, 3, per_channel).long()
+    index += torch.arange(0, 3 * 256, 256, device=rows.device).view(1, 3, 1)
+    out = flat[index]
+    if not video:
+        out = out.unsqueeze(2).expand(n, 3, temporal, per_channel)
+    return out.reshape(n, 3 * (1 if video else temporal) * per_channel)
+
+
+def normalize_pixels(batch: dict, model: str = "qwen2-vl", dtype="float32") -> dict:
+    """A batch of `pixels="uint8"` with its pixel rows normalized where they are.
+
+        loader = mmfeed.Loader("train.jsonl", tokenizer="tokenizer.json", pixels="uint8", device="cuda")
+        for batch in loader:
+            batch = mmfeed.normalize_pixels(batch, model="qwen2-vl")   # on the GPU
+
+    pixel_values (rows of 3*P*P bytes) become HF's rows of 3*T*P*P (each image repeated over the
+    temporal patch), and pixel_values_videos' bytes their values: bit for bit the rows of
+    pixels="float32" (dtype "float32") or pixels="bfloat16" (dtype "bfloat16" or torch.bfloat16;
+    numpy arrays get the bfloat16 words as uint16). `model` must be the loader's. Takes torch tensors
+    (on any device) or numpy arrays; returns a new dict, the other entries shared.
+    """
+    out = dict(batch)
+    if "pixel_values" in batch:
+        out["pixel_values"] = _expand(batch["pixel_values"], model, False, dtype)
+    if "pixel_values_videos" in batch:
+        out["pixel_values_videos"] = _expand(batch["pixel_values_videos"], model, True, dtype)
+    return out

@@ -4,6 +4,19 @@
 
 namespace mmfeed::pipeline {
 
+namespace {
+
+Tensor::DType pixel_dtype(vision::OutputType type) {
+  switch (type) {
+    case vision::OutputType::kBFloat16: return Tensor::DType::kBFloat16;
+    case vision::OutputType::kUInt8: return Tensor::DType::kUInt8;
+    case vision::OutputType::kFloat32: break;
+  }
+  return Tensor::DType::kFloat32;
+}
+
+}  // namespace
+
 void write_pixels(const PixelJob& job, const vision::ImageProcessor& images, const vision::VideoProcessor& videos) {
   if (job.image != nullptr) {
     images.write(*job.image, job.dest);
@@ -35,6 +48,8 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const std::int64_t T = static_cast<std::int64_t>(packed ? (total + multiple - 1) / multiple * multiple : L);
   const auto width = static_cast<std::int64_t>(images.row_elements());
   const auto video_width = static_cast<std::int64_t>(videos.row_elements());
+  const Tensor::DType pixel_type = pixel_dtype(images.config().output);
+  const Tensor::DType video_pixel_type = pixel_dtype(videos.output());
   const bool seconds = video_count > 0 && videos.profile().tokens_per_second > 0;
   std::size_t offset = 0;
   // Each tensor's place in b.tensors, or -1 when the batch has none.
@@ -47,7 +62,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const int ids_at = add("input_ids", Tensor::DType::kInt64, {B, T});
   const int labels_at = add("labels", Tensor::DType::kInt64, {B, T});
   const int mask_at = add("attention_mask", Tensor::DType::kInt64, {B, T});
-  const int pixels_at = add("pixel_values", Tensor::DType::kFloat32, {static_cast<std::int64_t>(rows), width});
+  const int pixels_at = add("pixel_values", pixel_type, {static_cast<std::int64_t>(rows), width});
   const int grids_at = add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(image_count), 3});
   const int positions_at = layout.mrope ? add("position_ids", Tensor::DType::kInt64, {3, B, T})
                            : packed     ? add("position_ids", Tensor::DType::kInt64, {B, T})
@@ -55,7 +70,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const int cu_at = packed ? add("cu_seqlens", Tensor::DType::kInt64, {n + 1}) : -1;
   const auto v = static_cast<std::int64_t>(video_count);
   const int video_pixels_at =
-      v > 0 ? add("pixel_values_videos", Tensor::DType::kFloat32, {static_cast<std::int64_t>(video_rows), video_width})
+      v > 0 ? add("pixel_values_videos", video_pixel_type, {static_cast<std::int64_t>(video_rows), video_width})
             : -1;
   const int video_grids_at = v > 0 ? add("video_grid_thw", Tensor::DType::kInt64, {v, 3}) : -1;
   const int seconds_at = seconds ? add("second_per_grid_ts", Tensor::DType::kFloat32, {v}) : -1;
@@ -68,7 +83,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   std::int64_t *ids = int64_at(ids_at), *labels = int64_at(labels_at), *mask = int64_at(mask_at);
   std::int64_t *grids = int64_at(grids_at), *positions = int64_at(positions_at), *cu = int64_at(cu_at);
   std::int64_t* video_grids = int64_at(video_grids_at);
-  float *pixels = float_at(pixels_at), *video_pixels = float_at(video_pixels_at);
+  std::byte *pixels = at(pixels_at), *video_pixels = at(video_pixels_at);
   float* second_per_grid = float_at(seconds_at);
   std::size_t cursor = 0;  // packed: where the next sample starts
   if (cu) cu[0] = 0;
@@ -95,7 +110,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     if (cu) cu[i + 1] = static_cast<std::int64_t>(cursor);
     for (const vision::Resized& r : w.resized) {
       out.pixels.push_back({&r, nullptr, pixels});
-      pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(width);
+      pixels += static_cast<std::size_t>(r.grid.rows()) * images.row_bytes();
     }
     for (const vision::Grid& g : w.grids) {
       *grids++ = g.t;
@@ -104,7 +119,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     }
     for (const vision::ResizedVideo& r : w.resized_videos) {
       out.pixels.push_back({nullptr, &r, video_pixels});
-      video_pixels += static_cast<std::size_t>(r.grid.rows()) * static_cast<std::size_t>(video_width);
+      video_pixels += static_cast<std::size_t>(r.grid.rows()) * videos.row_bytes();
     }
     for (const vision::VideoPlan& p : w.video_plans) {
       *video_grids++ = p.grid.t;

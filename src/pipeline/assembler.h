@@ -40,7 +40,7 @@ struct BatchLayout {
 struct PixelJob {
   const vision::Resized* image = nullptr;
   const vision::ResizedVideo* video = nullptr;  // when `image` is null
-  float* dest = nullptr;
+  std::byte* dest = nullptr;  // rows of the processors' output type
 };
 
 // A batch whose pixel_values are still to be written, by the jobs.

@@ -90,6 +90,9 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) + " exceeds max_pixels " +
                         std::to_string(out.vision.profile.max_pixels));
   }
+  out.vision.output = config.pixels == Pixels::kBFloat16 ? vision::OutputType::kBFloat16
+                      : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
+                                                         : vision::OutputType::kFloat32;
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));

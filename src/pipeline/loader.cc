@@ -34,9 +34,25 @@
 namespace mmfeed {
 
 std::size_t Tensor::bytes() const {
-  std::size_t n = dtype == DType::kInt64 ? 8 : 4;
+  std::size_t n = 1;
+  switch (dtype) {
+    case DType::kInt64: n = 8; break;
+    case DType::kFloat32: n = 4; break;
+    case DType::kBFloat16: n = 2; break;
+    case DType::kUInt8: n = 1; break;
+  }
   for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
   return n;
+}
+
+std::string_view dtype_name(Tensor::DType dtype) {
+  switch (dtype) {
+    case Tensor::DType::kInt64: return "int64";
+    case Tensor::DType::kFloat32: return "float32";
+    case Tensor::DType::kBFloat16: return "bfloat16";
+    case Tensor::DType::kUInt8: return "uint8";
+  }
+  return "unknown";
 }
 
 const Tensor* Batch::find(std::string_view name) const {

@@ -111,6 +111,7 @@ class VideoProcessor {
   explicit VideoProcessor(VideoProfile profile, OutputType output = OutputType::kFloat32, Kernel kernel = Kernel::kAuto);
 
   const VideoProfile& profile() const { return profile_; }
+  OutputType output() const { return output_; }
   // Elements per row: C * T * P * P for every output type (uint8 rows hold the resized bytes).
   int row_elements() const { return profile_.model.row_width(); }
   std::size_t row_bytes() const { return static_cast<std::size_t>(row_elements()) * element_size(output_); }

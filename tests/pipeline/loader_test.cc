@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "pipeline/order.h"
 #include "pipeline/packer.h"
+#include "vision/patchify.h"
+#include "vision/profile.h"
 
 namespace mmfeed {
 namespace {
@@ -286,6 +289,71 @@ TEST_F(LoaderTest, PackingDecodesRowByRowAndMatchesTheSerialMode) {
   EXPECT_EQ(samples, 60u);
   EXPECT_GT(concurrent.size(), 6u);  // packing took effect: several rows per window of 10
   for (int round = 0; round < 3; ++round) run(Mode::kConcurrent, true);
+}
+
+// pixels = bfloat16 / uint8 hold the float32 run's values in fewer bytes: bfloat16 each value
+// rounded to nearest even; uint8 the bytes whose table value (over the temporal repeat) is each
+// value. Every other tensor is the same, byte for byte, padded and packed.
+TEST_F(LoaderTest, PixelTypesHoldTheFloat32ValuesInFewerBytes) {
+  const vision::ModelProfile profile = vision::model_profile("qwen2-vl").value();
+  const vision::NormalizeTable table(profile);
+  const std::size_t T = static_cast<std::size_t>(profile.temporal_patch_size);
+  const std::size_t area = static_cast<std::size_t>(profile.patch_size * profile.patch_size);
+  for (const std::size_t token_budget : {std::size_t{0}, std::size_t{150}}) {
+    auto run = [&](Pixels pixels) {
+      LoaderConfig c = config();
+      c.epochs = 1;
+      c.token_budget = token_budget;
+      c.pack_window = 10;
+      c.pixels = pixels;
+      auto loader = Loader::open(c).value();
+      std::vector<Batch> out;
+      while (auto b = loader->next().value()) out.push_back(std::move(*b));
+      return out;
+    };
+    const auto f32 = run(Pixels::kFloat32), bf16 = run(Pixels::kBFloat16), u8 = run(Pixels::kUInt8);
+    ASSERT_EQ(bf16.size(), f32.size());
+    ASSERT_EQ(u8.size(), f32.size());
+    std::size_t checked = 0;
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      EXPECT_EQ(bf16[i].sample_ids, f32[i].sample_ids);
+      EXPECT_EQ(u8[i].sample_ids, f32[i].sample_ids);
+      for (const Tensor& t : f32[i].tensors) {
+        const Tensor* b = bf16[i].find(t.name);
+        const Tensor* u = u8[i].find(t.name);
+        ASSERT_TRUE(b != nullptr && u != nullptr) << t.name;
+        if (t.name != "pixel_values") {
+          ASSERT_EQ(b->bytes(), t.bytes());
+          EXPECT_EQ(std::memcmp(bf16[i].data(*b), f32[i].data(t), t.bytes()), 0) << t.name;
+          EXPECT_EQ(std::memcmp(u8[i].data(*u), f32[i].data(t), t.bytes()), 0) << t.name;
+          continue;
+        }
+        ASSERT_EQ(b->dtype, Tensor::DType::kBFloat16);
+        ASSERT_EQ(u->dtype, Tensor::DType::kUInt8);
+        const std::size_t rows = static_cast<std::size_t>(t.shape[0]), width = static_cast<std::size_t>(t.shape[1]);
+        ASSERT_EQ(b->shape, t.shape);
+        ASSERT_EQ(u->shape, (std::vector<std::int64_t>{t.shape[0], static_cast<std::int64_t>(3 * area)}));
+        ASSERT_EQ(width, 3 * T * area);
+        const auto* values = static_cast<const float*>(f32[i].data(t));
+        const auto* words = static_cast<const std::uint16_t*>(bf16[i].data(*b));
+        const auto* bytes = static_cast<const std::uint8_t*>(u8[i].data(*u));
+        for (std::size_t r = 0; r < rows; ++r) {
+          for (std::size_t c = 0; c < 3; ++c) {
+            for (std::size_t k = 0; k < area; ++k) {
+              const float expected = table.value[c][bytes[r * 3 * area + c * area + k]];
+              for (std::size_t tt = 0; tt < T; ++tt) {
+                const std::size_t col = (c * T + tt) * area + k;
+                ASSERT_EQ(values[r * width + col], expected) << "row " << r << " column " << col;
+                ASSERT_EQ(words[r * width + col], vision::to_bfloat16(expected)) << "row " << r << " column " << col;
+              }
+            }
+          }
+        }
+        checked += rows;
+      }
+    }
+    EXPECT_GT(checked, 0u);
+  }
 }
 
 TEST_F(LoaderTest, BadConfigurationNamesTheField) {

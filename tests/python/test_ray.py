@@ -164,6 +164,28 @@ def test_torch_tensors_share_the_object_stores_memory(local_ray, dataset):
         b = next(loader)
     assert isinstance(b["input_ids"], torch.Tensor) and b["input_ids"].dtype == torch.int64
     assert b["pixel_values"].shape[1] == 1176
+    options = dict(OPTIONS, pixels="bfloat16")
+    with mmfeed.ray.Loader(manifest, num_actors=1, actor_options={"num_cpus": 0.5}, **options) as loader:
+        got = next(loader)
+    with mmfeed.Loader(manifest, **options) as loader:
+        want = next(iter(loader))
+    assert got["pixel_values"].dtype == want["pixel_values"].dtype == torch.bfloat16
+    assert torch.equal(got["pixel_values"], want["pixel_values"])
+
+
+def test_uint8_pixels_cross_the_object_store_in_an_eighth_of_the_bytes(local_ray, dataset):
+    """pixels="uint8" is the compact form for the store: the same batches as mmfeed.Loader's with
+    that option, which normalize_pixels turns into the float32 run's."""
+    manifest, _ = dataset
+    options = dict(OPTIONS, pixels="uint8")
+    want, _ = reference(manifest, options)
+    with ray_loader(manifest, options, num_actors=2, part_groups=2) as loader:
+        got = collect(loader)
+    assert_same(got, want)
+    floats, _ = reference(manifest, OPTIONS)
+    for (b, _), (f, _) in zip(got, floats):
+        assert b["pixel_values"].nbytes * 8 == f["pixel_values"].nbytes
+        np.testing.assert_array_equal(mmfeed.normalize_pixels(b)["pixel_values"], f["pixel_values"])
 
 
 def test_engine_errors_reach_the_trainer_and_bad_options_are_refused(local_ray, dataset):

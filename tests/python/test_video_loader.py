@@ -378,3 +378,44 @@ def test_the_cli_shows_and_counts_videos(cli, data):
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", tensors="np") as loader:
         grids = np.concatenate([b["video_grid_thw"] for b in loader])
     assert summary["videos"] == len(grids) == 5 and summary["video_frames"] == 2 * grids[:, 0].sum()
+
+
+@pytest.mark.parametrize("model", list(SAMPLES))
+def test_uint8_pixels_normalize_to_the_float32_and_bfloat16_batches(data, model):
+    """pixels="uint8" carries an eighth of the images' bytes and a quarter of the videos';
+    mmfeed.normalize_pixels turns them into pixels="float32"'s rows and pixels="bfloat16"'s, bit for
+    bit, from numpy arrays and from torch tensors, and leaves every other tensor as it is."""
+    f32, _ = load(data, model, batch_size=2)
+    bf16, _ = load(data, model, batch_size=2, pixels="bfloat16")
+    u8, _ = load(data, model, batch_size=2, pixels="uint8")
+    for a, b, c in zip(f32, bf16, u8):
+        assert c["pixel_values"].dtype == np.uint8 and b["pixel_values"].dtype == np.uint16
+        assert c["pixel_values"].nbytes * 8 == a["pixel_values"].nbytes
+        if "pixel_values_videos" in a:
+            assert c["pixel_values_videos"].nbytes * 4 == a["pixel_values_videos"].nbytes
+        as_f32 = mmfeed.normalize_pixels(c, model=model)
+        as_bf16 = mmfeed.normalize_pixels(c, model=model, dtype="bfloat16")
+        torch_c = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in c.items()}
+        torch_f32 = mmfeed.normalize_pixels(torch_c, model=model)
+        torch_bf16 = mmfeed.normalize_pixels(torch_c, model=model, dtype=torch.bfloat16)
+        for key in a:
+            if key == "buffer_address":
+                continue
+            if key.startswith("pixel_values"):
+                np.testing.assert_array_equal(as_f32[key], a[key], err_msg=key)
+                np.testing.assert_array_equal(torch_f32[key].numpy(), a[key], err_msg=key)
+                np.testing.assert_array_equal(as_bf16[key], b[key], err_msg=key)
+                assert torch_bf16[key].dtype == torch.bfloat16
+                np.testing.assert_array_equal(torch_bf16[key].view(torch.int16).numpy().view(np.uint16), b[key])
+            else:
+                np.testing.assert_array_equal(c[key], a[key], err_msg=key)
+                np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+    with pytest.raises(TypeError, match="uint8 rows"):
+        mmfeed.normalize_pixels(f32[0], model=model)
+
+
+def test_bfloat16_pixels_are_torch_bfloat16_tensors(data):
+    with mmfeed.Loader(data.root / "qwen3-vl.jsonl", tokenizer=TOKENIZER, model="qwen3-vl", max_pixels=MAX_PIXELS,
+                       pixels="bfloat16", batch_size=4) as loader:
+        b = next(iter(loader))
+    assert b["pixel_values"].dtype == torch.bfloat16 and b["pixel_values_videos"].dtype == torch.bfloat16
