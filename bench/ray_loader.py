@@ -2,11 +2,13 @@
 
 The demo data set (written or reused), an infinitely fast trainer, the same options; mmfeed.Loader
 with `cores` workers, mmfeed.ray.Loader with 1 actor of `cores` workers and with 2 actors of
-cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine). The three run in turn,
-`--rounds` times (this machine is noisy: each ratio is taken within a round, and the medians are
+cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine); each with HF's float32
+pixel_values and with pixels="uint8" (an eighth of the bytes through the object store, normalized
+by the trainer on its GPU: a table lookup not counted here). The six run in turn, `--rounds` times (this machine is noisy: each ratio is taken within a round, and the medians are
 printed). For each: samples/s, CPU ms per sample (the trainer's process plus, for Ray, each
 actor process's over its parts), the trainer's wait share, and the seconds the actors took to
-start (apart: a cost of a run's beginning only); the batches are checked equal to mmfeed.Loader's.
+start (apart: a cost of a run's beginning only); the batches are checked equal to mmfeed.Loader's with the same pixels option, and each rate is
+also given against the float32 mmfeed.Loader's.
 
 Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16] [--json OUT]
 """
@@ -70,11 +72,18 @@ def main() -> int:
     options = dict(tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"), batch_size=8,
                    max_pixels=1003520, epochs=args.epochs, tensors="np")
     manifest = args.data / "manifest.jsonl"
-    systems = {"mmfeed.Loader": lambda: mmfeed.Loader(manifest, workers=cores, **options)}
-    for actors in (1, 2):
-        systems[f"mmfeed.ray.Loader x{actors}"] = lambda actors=actors: mmfeed.ray.Loader(
-            manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
-            part_groups=args.part_groups, workers=max(1, cores // actors), **options)
+    # Each system with the local loader it is compared with (the same pixels option).
+    systems, local_of = {}, {}
+    for pixels in ("float32", "uint8"):
+        local = "mmfeed.Loader" + ("" if pixels == "float32" else f" {pixels}")
+        systems[local] = lambda pixels=pixels: mmfeed.Loader(manifest, workers=cores, pixels=pixels, **options)
+        local_of[local] = local
+        for actors in (1, 2):
+            name = f"mmfeed.ray.Loader x{actors}" + ("" if pixels == "float32" else f" {pixels}")
+            systems[name] = lambda actors=actors, pixels=pixels: mmfeed.ray.Loader(
+                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
+                part_groups=args.part_groups, workers=max(1, cores // actors), pixels=pixels, **options)
+            local_of[name] = local
     rounds = {name: [] for name in systems}
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     try:
@@ -83,23 +92,26 @@ def main() -> int:
                 rounds[name].append(run(make()))
     finally:
         ray.shutdown()
-    base = rounds["mmfeed.Loader"]
     print(f"mmfeed.ray.Loader against mmfeed.Loader, {cores} cores, {args.samples} samples x {args.epochs} epochs, "
           f"batches of 8, parts of {args.part_groups} batches, an infinitely fast trainer; medians of {args.rounds} "
-          f"rounds\n")
-    print(f"{'system':<24}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'start s':>9}{'vs local':>10}")
+          f"rounds; uint8: pixels=\"uint8\" (normalized by the trainer, on its GPU)\n")
+    print(f"{'system':<30}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'start s':>9}{'vs local':>10}"
+          f"{'vs float32 local':>18}")
     summary = {}
     for name, runs in rounds.items():
+        base, floats = rounds[local_of[name]], rounds["mmfeed.Loader"]
         for r, b in zip(runs, base):
-            assert r["digests"] == b["digests"], f"{name}: batches differ from mmfeed.Loader's"
+            assert r["digests"] == b["digests"], f"{name}: batches differ from {local_of[name]}'s"
         median = {key: statistics.median(r[key] for r in runs) if runs[0][key] is not None else None
                   for key in ("samples_per_s", "cpu_ms_per_sample", "wait_share", "start_s")}
         median["vs_local"] = statistics.median(r["samples_per_s"] / b["samples_per_s"] for r, b in zip(runs, base))
+        median["vs_float32_local"] = statistics.median(r["samples_per_s"] / f["samples_per_s"]
+                                                       for r, f in zip(runs, floats))
         summary[name] = median
         share = "" if median["wait_share"] is None else f"{median['wait_share']:.0%}"
-        start = f"{median['start_s']:.2f}" if name != "mmfeed.Loader" else ""
-        print(f"{name:<24}{median['samples_per_s']:>11.1f}{median['cpu_ms_per_sample']:>15.0f}{share:>12}"
-              f"{start:>9}{median['vs_local']:>9.2f}x")
+        start = f"{median['start_s']:.2f}" if "ray" in name else ""
+        print(f"{name:<30}{median['samples_per_s']:>11.1f}{median['cpu_ms_per_sample']:>15.0f}{share:>12}"
+              f"{start:>9}{median['vs_local']:>9.2f}x{median['vs_float32_local']:>17.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
     return 0

@@ -29,11 +29,15 @@ mmfeed.Loader's state after the last batch returned, whatever the number of acto
 loader resumes from the other's.
 
 Flow control: an actor runs one part at a time, with at most parts_in_flight parts queued on it,
-and stops when `batches_ahead` batches it made wait in the object store, untaken: the store holds
-at most num_actors x batches_ahead batches, however slow the trainer; each actor's engine bounds
-its own memory by max_buffered_bytes. metrics() gives the trainer's wait share, each actor's
-throughput and the most batches it was ahead (for actors on the trainer's node), and a hint when
-more actors would help.
+and a part stops when `batches_ahead` of its batches wait in the object store, untaken (Ray's
+generator backpressure): the store holds at most num_actors x parts_in_flight x batches_ahead
+batches, however slow the trainer. `store_bytes` bounds their bytes as well: each part queued gets
+an equal share, and its stream carries, before each batch, credits in proportion to the batch's
+bytes, so that Ray's count of untaken objects counts bytes too. Each actor's engine bounds its own
+memory by max_buffered_bytes. metrics() gives the trainer's wait share, each actor's throughput
+and the most batches (and bytes) it was ahead (for actors on the trainer's node), and a hint when
+more actors would help. pixels="uint8" (normalized by the trainer with mmfeed.normalize_pixels,
+on its GPU) sends an eighth of the images' bytes through the store.
 
 What a part costs: each part opens an engine (the manifests and tokenizer are read once per
 actor, but the pipeline fills and drains at each part's ends), so parts should be long enough for
@@ -57,6 +61,10 @@ from .loader import Loader as _LocalLoader
 from .loader import LoaderInputs, engine_options
 
 __all__ = ["Loader", "read"]
+
+# Under store_bytes, the fewest credits (objects of the part's stream) a batch costs: the grain of
+# its byte accounting (a batch's bytes in the store are counted in credit_bytes units).
+_CREDITS_PER_BATCH = 4
 
 
 def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
@@ -99,8 +107,14 @@ class _Parts:
         return ray.get_runtime_context().get_node_id()
 
     def run(self, part: dict):
-        """Yields each batch of the part as {"batch", "state", "made_at", "node"}, then
-        {"errors", "seconds", "samples", "cpu_s"}."""
+        """Yields each batch of the part as {"batch", "state", "made_at", "node", "bytes"}, then
+        {"errors", "seconds", "samples", "cpu_s"}.
+
+        With part["credit_bytes"], each batch of b bytes is preceded by its credits:
+        n = max(min_credits, ceil(b / credit_bytes)) - 1 objects, the first of them the number n and
+        the rest None. They make Ray's count of the stream's untaken objects (its backpressure) a
+        count of bytes: a batch enters the store only once its credits have, so the untaken batches'
+        bytes stay within the untaken objects x credit_bytes."""
         options = {**self._options, "epochs": part["epoch"] + 1, "end_position": part["end"]}
         started, cpu = time.perf_counter(), time.process_time()
         if self._inputs is None:
@@ -113,7 +127,14 @@ class _Parts:
             for batch in loader:
                 batch.pop("buffer_address")
                 samples += len(batch["sample_ids"])
-                yield {"batch": batch, "state": loader.state_dict(), "made_at": time.time(), "node": node}
+                nbytes = sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes"))
+                if part.get("credit_bytes"):
+                    credits = max(part["min_credits"], -(-nbytes // part["credit_bytes"])) - 1
+                    yield credits
+                    for _ in range(credits - 1):
+                        yield None
+                yield {"batch": batch, "state": loader.state_dict(), "made_at": time.time(), "node": node,
+                       "bytes": nbytes}
             yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
                    "cpu_s": time.process_time() - cpu}
 
@@ -135,13 +156,14 @@ class _Actor:
         self.busy_s = 0.0
         self.cpu_s = 0.0  # the actor process's CPU time over its parts (its engine's threads included)
         self.most_ahead = None  # the most batches it had in the object store untaken (on the trainer's node)
+        self.most_bytes_ahead = None  # and their bytes
 
 
 class Loader:
     """Iterates the batches mmfeed.Loader would, with the per-sample work on Ray actors.
 
     Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=16, parts_in_flight=2,
-           batches_ahead=None, replace_dead=True, tensors="torch", **options)
+           batches_ahead=None, store_bytes=None, replace_dead=True, tensors="torch", **options)
 
     num_actors: actors started now (ray.init must have been called). actor_options: Ray's
     options for each actor: num_cpus, memory, resources, scheduling_strategy (node affinity,
@@ -149,19 +171,26 @@ class Loader:
     windows) per part, the unit of work an actor takes. parts_in_flight: parts queued on each
     actor at once. batches_ahead: batches an actor may have in the object store that the trainer
     has not taken (default: part_groups, a part's worth, which keeps every actor busy when the
-    trainer keeps up). replace_dead: start a replacement for an actor that dies. tensors: "torch"
+    trainer keeps up). store_bytes: the object store's bytes this loader's untaken batches may hold
+    (default None: bounded in batches only); each part queued gets an equal share of it
+    (store_bytes / (actors x parts_in_flight)), so an actor holds fewer batches ahead when they are
+    large - too few to cover a part idles it (metrics() shows the lead; pixels="uint8" makes the
+    batches 5-8x smaller). A batch larger than its share alone is still delivered.
+    replace_dead: start a replacement for an actor that dies. tensors: "torch"
     or "np". Everything else is mmfeed.Loader's options, which each actor's engine gets as they
     are (workers: its threads; default "auto", the cores of the machine it runs on).
     """
 
     def __init__(self, manifest=None, *, num_actors: int = 2, actor_options: dict | None = None,
                  part_groups: int = 16, parts_in_flight: int = 2, batches_ahead: int | None = None,
-                 replace_dead: bool = True, tensors: str = "torch", **options):
+                 store_bytes: int | None = None, replace_dead: bool = True, tensors: str = "torch", **options):
         if not ray.is_initialized():
             raise RuntimeError("mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) first")
         batches_ahead = part_groups if batches_ahead is None else batches_ahead
         if min(num_actors, part_groups, parts_in_flight, batches_ahead) < 1:
             raise ValueError("num_actors, part_groups, parts_in_flight and batches_ahead must be at least 1")
+        if store_bytes is not None and store_bytes < 1:
+            raise ValueError(f"store_bytes must be positive (None: no byte bound), not {store_bytes}")
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         if options.get("ordered") is False or options.get("mode") == "serial":
@@ -178,6 +207,8 @@ class Loader:
         self._part_groups = part_groups
         self._parts_in_flight = parts_in_flight
         self._batches_ahead = batches_ahead
+        self._store_bytes = store_bytes
+        self._largest_batch = 0
         self._node = ray.get_runtime_context().get_node_id()  # the trainer's
         self._replace_dead = replace_dead
         self._actors: list[_Actor] = []
@@ -248,13 +279,23 @@ class Loader:
             plan["next_submit"] += 1
 
     def _queue(self, index: int, actor: _Actor) -> None:
-        """Queues part `index` on `actor`, its batches held back past batches_ahead untaken."""
+        """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
+        past its share of store_bytes)."""
         part = self._plan["parts"][index]
         spec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
-        # The generator's objects: its batches and the summary after them.
-        part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=self._batches_ahead).remote(spec)
+        # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
+        limit = self._batches_ahead
+        if self._store_bytes is not None:
+            # Untaken objects <= limit: at most batches_ahead batches (each costs _CREDITS_PER_BATCH
+            # or more), of at most limit x credit_bytes = the part's share of bytes.
+            limit = self._batches_ahead * _CREDITS_PER_BATCH
+            live = max(1, sum(not a.draining for a in self._actors))
+            share = self._store_bytes // (live * self._parts_in_flight)
+            spec.update(credit_bytes=max(1, share // limit), min_credits=_CREDITS_PER_BATCH)
+        part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=limit).remote(spec)
         part["actor"] = actor
         part["asked_at"] = []  # when the trainer asked for each batch of this run of it (time.time())
+        part["bytes"] = []     # and each one's bytes
         actor.parts.append(index)
 
     def _resubmit(self, dead: _Actor) -> None:
@@ -298,6 +339,10 @@ class Loader:
                     # that from below, so a lead counted with it never exceeds the real one.
                     asked = time.time()
                     message = ray.get(next(part["stream"]))
+                    if isinstance(message, int):  # the batch's credits (store_bytes), then the batch
+                        for _ in range(message - 1):
+                            next(part["stream"])
+                        message = ray.get(next(part["stream"]))
                 except StopIteration:
                     raise RuntimeError(f"mmfeed.ray: part {index} ended without its summary") from None
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
@@ -328,10 +373,13 @@ class Loader:
     def _count_ahead(self, part: dict, message: dict, asked: float) -> None:
         """The batches of the part made and not yet asked for when this one was made (itself
         included): its actor's lead, by the clock of the trainer's node, so only for actors on it."""
-        asked_at = part["asked_at"]
+        asked_at, sizes, actor = part["asked_at"], part["bytes"], part["actor"]
+        sizes.append(message["bytes"])
+        self._largest_batch = max(self._largest_batch, message["bytes"])
         if message["node"] == self._node:
             ahead = len(asked_at) + 1 - bisect.bisect_left(asked_at, message["made_at"])
-            part["actor"].most_ahead = max(part["actor"].most_ahead or 0, ahead)
+            actor.most_ahead = max(actor.most_ahead or 0, ahead)
+            actor.most_bytes_ahead = max(actor.most_bytes_ahead or 0, sum(sizes[-ahead:]))
         asked_at.append(asked)
 
     def _finish_part(self, index: int, summary: dict) -> None:
@@ -401,13 +449,15 @@ class Loader:
         actors = [{"actor": a.number, "parts": a.done_parts, "batches": a.batches, "samples": a.samples,
                    "busy_s": round(a.busy_s, 3), "cpu_s": round(a.cpu_s, 3),
                    "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
-                   "queued_parts": len(a.parts), "draining": a.draining, "most_batches_ahead": a.most_ahead}
+                   "queued_parts": len(a.parts), "draining": a.draining, "most_batches_ahead": a.most_ahead,
+                   "most_bytes_ahead": a.most_bytes_ahead}
                   for a in self._actors]
         out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
                "actors": actors, "actors_started": self._started, "actors_died": self._dead,
                "parts": len(self._plan["parts"]) if self._plan else 0,
                "parts_done": self._plan["current"] if self._plan else 0,
-               "max_parts_queued": len(self._actors) * self._parts_in_flight, "batches_ahead": self._batches_ahead}
+               "max_parts_queued": len(self._actors) * self._parts_in_flight, "batches_ahead": self._batches_ahead,
+               "store_bytes": self._store_bytes, "largest_batch_bytes": self._largest_batch}
         if wait_share > 0.1 and self._batches >= 4:
             out["hint"] = (f"the trainer waited {wait_share:.0%} of the run for data: more actors (add_actors), "
                            f"or more workers per actor, would feed it")

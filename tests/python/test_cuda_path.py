@@ -73,7 +73,8 @@ def options(manifest, **extra) -> dict:
             "workers": 2, "seed": 4, **extra}
 
 
-def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(manifest, tmp_path):
+@pytest.mark.parametrize("pixels", ["float32", "bfloat16", "uint8"])
+def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(manifest, tmp_path, pixels):
     done, counts = run("""
         host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader(OPTS, None, 0)
         assert json.loads(device.state()) == json.loads(host.state())
@@ -85,7 +86,7 @@ def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(ma
         assert pull(device, True) is None
         metrics = json.loads(device.metrics())
         print(json.dumps({"batches": batches, "copy": metrics["device_copy"], "memory": metrics["batch_memory"]}))
-    """, options(manifest, epochs=2), tmp_path)
+    """, options(manifest, epochs=2, pixels=pixels), tmp_path)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["batches"] == 10  # 14 samples in batches of 3 ("pad"), two epochs

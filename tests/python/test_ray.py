@@ -84,10 +84,12 @@ def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dat
     assert sum(a["samples"] for a in metrics["actors"]) == sum(len(b["sample_ids"]) for b, _ in want)
 
 
-def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(local_ray, dataset):
+@pytest.mark.parametrize("store_bytes", [None, 64 << 20], ids=["batches", "store-bytes"])
+def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(local_ray, dataset, store_bytes):
+    # store_bytes: the batches' credits in the streams too, read or abandoned with a dead actor's.
     manifest, victim = dataset
     want, want_errors = reference(manifest, OPTIONS)
-    with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2) as loader:
+    with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2, store_bytes=store_bytes) as loader:
         # After batch 1: the first actor, holding parts 0, 2 and 4 (of 6), part 2 read next from it.
         # After batch 6: the newest live actor, which may or may not hold a part still to be read.
         got = collect(loader, {1: lambda l: ray.kill(l.actor_handles()[0]),
@@ -146,6 +148,29 @@ def test_an_actor_stops_batches_ahead_of_a_slow_trainer(local_ray, dataset, ahea
         (actor,) = loader.metrics()["actors"]
         assert loader.metrics()["batches_ahead"] == ahead
         assert 1 <= actor["most_batches_ahead"] <= ahead, actor
+
+
+def test_store_bytes_bound_the_bytes_an_actor_holds_ahead(local_ray, dataset):
+    # Each part's share of store_bytes (here one and a half of the largest batch) holds the
+    # actor back before batches_ahead (6, a whole part) does; the batches are the same.
+    manifest, _ = dataset
+    want, _ = reference(manifest, OPTIONS)
+    sizes = [sum(v.nbytes for v in b.values() if isinstance(v, np.ndarray)) for b, _ in want]
+    share = 3 * max(sizes) // 2
+    assert share < 6 * min(sizes)  # the byte bound is the tighter one
+    with ray_loader(manifest, OPTIONS, num_actors=1, part_groups=6, batches_ahead=6, parts_in_flight=2,
+                    store_bytes=2 * share) as loader:
+        loader.wait_ready()
+        got = []
+        for b in loader:
+            got.append((b, loader.state_dict()))
+            time.sleep(0.4)
+        metrics = loader.metrics()
+    assert_same(got, want)
+    (actor,) = metrics["actors"]
+    assert metrics["store_bytes"] == 2 * share and metrics["largest_batch_bytes"] == max(sizes)
+    assert max(sizes) <= actor["most_bytes_ahead"] <= share, actor
+    assert 1 <= actor["most_batches_ahead"] < 6, actor
 
 
 def test_actors_can_be_added_and_removed_between_batches(local_ray, dataset):
