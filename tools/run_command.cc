@@ -49,6 +49,8 @@ std::string run_usage() {
       "                         instance started here); the same batches, and each actor's figures\n"
       "  --ray-actors N         actors (default 1)\n"
       "  --ray-actor-cpus C     CPUs Ray reserves for each actor (default 1; give --workers to match)\n"
+      "  --ray-store-bytes B    object-store bytes the untaken batches may hold (default: bounded in\n"
+      "                         batches only)\n"
       "\n"
       "loader options (--name VALUE; a yes/no option as --name or --no-name; aliases: --manifest,\n"
       "--prefetch, --inflight, --trace, --unordered):\n";
@@ -215,12 +217,19 @@ std::string options_json(const LoaderConfig& c) {
   return out + "}";
 }
 
+// The --ray flags, as given (mmfeed.ray_run checks them).
+struct RayFlags {
+  std::string address;  // empty: not on Ray
+  std::string actors = "1";
+  std::string actor_cpus = "1";
+  std::string store_bytes = "0";  // 0: no byte bound
+};
+
 // mmfeed run --ray: the run on Ray actors, by mmfeed.ray_run with the options parsed here.
-int run_on_ray(const LoaderConfig& config, const std::string& address, const std::string& actors,
-               const std::string& actor_cpus, double step_ms, bool json) {
-  std::vector<std::string> args{"-m", "mmfeed.ray_run", "--address", address, "--actors", actors,
-                                "--actor-cpus", actor_cpus, "--step-ms", std::to_string(step_ms),
-                                "--options", options_json(config)};
+int run_on_ray(const LoaderConfig& config, const RayFlags& ray, double step_ms, bool json) {
+  std::vector<std::string> args{"-m", "mmfeed.ray_run", "--address", ray.address, "--actors", ray.actors,
+                                "--actor-cpus", ray.actor_cpus, "--store-bytes", ray.store_bytes,
+                                "--step-ms", std::to_string(step_ms), "--options", options_json(config)};
   if (json) args.emplace_back("--json");
   return exec_python(args);
 }
@@ -231,7 +240,7 @@ int run_loader(int argc, char** argv) {
   LoaderConfig config;
   bool json = false;
   double step_ms = 0;
-  std::string ray_address, ray_actors = "1", ray_actor_cpus = "1";
+  RayFlags ray;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -255,11 +264,13 @@ int run_loader(int argc, char** argv) {
       } else if (arg == "--step-ms") {
         step_ms = std::atof(argv[++i]);
       } else if (arg == "--ray") {
-        ray_address = argv[++i];
+        ray.address = argv[++i];
       } else if (arg == "--ray-actors") {
-        ray_actors = argv[++i];
+        ray.actors = argv[++i];
       } else if (arg == "--ray-actor-cpus") {
-        ray_actor_cpus = argv[++i];
+        ray.actor_cpus = argv[++i];
+      } else if (arg == "--ray-store-bytes") {
+        ray.store_bytes = argv[++i];
       } else {
         st = apply(config, arg.substr(2), argv[++i]);
       }
@@ -271,7 +282,7 @@ int run_loader(int argc, char** argv) {
       return 2;
     }
   }
-  if (!ray_address.empty()) return run_on_ray(config, ray_address, ray_actors, ray_actor_cpus, step_ms, json);
+  if (!ray.address.empty()) return run_on_ray(config, ray, step_ms, json);
   auto opened = Loader::open(config);
   if (!opened.ok()) {
     std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());

@@ -6,6 +6,7 @@
         for batch in loader:      # dict: input_ids, labels, attention_mask [B, L] int64,
             ...                   # pixel_values float32 [rows, 1176], image_grid_thw int64 [n, 3],
                                   # sample_ids, epoch, index
+    # pixels="bfloat16" or "uint8" (unnormalized: mmfeed.normalize_pixels on the GPU): fewer bytes
         loader.errors()           # [{"sample_id", "stage", "reason"}, ...]
         state = loader.state_dict()
 

@@ -3,7 +3,8 @@
 The CLI parses and checks the loader options (flags, --config) itself and hands them here as
 JSON, with the Ray settings:
 
-    python -m mmfeed.ray_run --address ADDRESS [--actors N] [--actor-cpus C] [--step-ms MS] [--json]
+    python -m mmfeed.ray_run --address ADDRESS [--actors N] [--actor-cpus C] [--store-bytes B]
+                             [--step-ms MS] [--json]
                              --options '{"manifests": [...], "tokenizer": ..., ...}'
 
 ADDRESS is a cluster's (HOST:PORT, or "auto" for the one this machine belongs to), or "local" for
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True)
     parser.add_argument("--actors", type=int, default=1)
     parser.add_argument("--actor-cpus", type=float, default=1.0)
+    parser.add_argument("--store-bytes", type=int, default=0, help="mmfeed.ray.Loader's store_bytes (0: none)")
     parser.add_argument("--step-ms", type=float, default=0.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--options", required=True, help="the loader options, a JSON object")
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             loader = mmfeed.ray.Loader(num_actors=args.actors, actor_options={"num_cpus": args.actor_cpus},
-                                       tensors="np", **options)
+                                       store_bytes=args.store_bytes or None, tensors="np", **options)
         except (ValueError, TypeError) as e:
             print(f"mmfeed run: {e}", file=sys.stderr)
             return 2

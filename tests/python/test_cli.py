@@ -58,13 +58,13 @@ def test_run_on_ray_delivers_what_run_does(cli, tmp_path):
     local = json.loads(subprocess.run([cli, "run", *map(str, flags)], capture_output=True, text=True,
                                       check=True).stdout)
     run = subprocess.run([cli, "run", *map(str, flags), "--ray", "local", "--ray-actors", "2", "--ray-actor-cpus",
-                          "0.5"], capture_output=True, text=True, timeout=600)
+                          "0.5", "--ray-store-bytes", str(64 << 20)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     on_ray = json.loads(run.stdout.splitlines()[-1])
     for key in ("batches", "samples", "tokens", "images", "videos", "skipped", "errors"):
         assert on_ray[key] == local[key], key
     assert local["skipped"] == 2 and local["errors"][0]["sample_id"] == victim["id"]  # once an epoch
-    assert on_ray["metrics"]["actors_started"] == 2
+    assert on_ray["metrics"]["actors_started"] == 2 and on_ray["metrics"]["store_bytes"] == 64 << 20
     # Options are checked by the CLI before any Ray starts; the engine's refusals come back.
     bad = subprocess.run([cli, "run", *map(str, flags), "--batch-size", "x", "--ray", "local"],
                          capture_output=True, text=True, timeout=60)
