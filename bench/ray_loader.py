@@ -4,11 +4,14 @@ The demo data set (written or reused), an infinitely fast trainer, the same opti
 with `cores` workers, mmfeed.ray.Loader with 1 actor of `cores` workers and with 2 actors of
 cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine); each with HF's float32
 pixel_values and with pixels="uint8" (an eighth of the bytes through the object store, normalized
-by the trainer on its GPU: a table lookup not counted here). The six run in turn, `--rounds` times (this machine is noisy: each ratio is taken within a round, and the medians are
-printed). For each: samples/s, CPU ms per sample (the trainer's process plus, for Ray, each
-actor process's over its parts), the trainer's wait share, and the seconds the actors took to
-start (apart: a cost of a run's beginning only); the batches are checked equal to mmfeed.Loader's with the same pixels option, and each rate is
-also given against the float32 mmfeed.Loader's.
+by the trainer on its GPU: a table lookup not counted here); and 2 actors that open each part's
+engine at the part's start ("on demand", open_ahead=False) instead of while the part before it
+drains. The seven run in turn, `--rounds` times (this machine is noisy: each ratio is taken
+within a round, and the medians are printed). For each: samples/s, CPU ms per sample (the
+trainer's process plus, for Ray, each actor process's), the trainer's wait share, and the seconds
+the actors took to start (apart: a cost of a run's beginning only); the batches are checked equal
+to mmfeed.Loader's with the same pixels option, and each rate is also given against the float32
+mmfeed.Loader's.
 
 Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16] [--json OUT]
 """
@@ -78,10 +81,13 @@ def main() -> int:
         local = "mmfeed.Loader" + ("" if pixels == "float32" else f" {pixels}")
         systems[local] = lambda pixels=pixels: mmfeed.Loader(manifest, workers=cores, pixels=pixels, **options)
         local_of[local] = local
-        for actors in (1, 2):
-            name = f"mmfeed.ray.Loader x{actors}" + ("" if pixels == "float32" else f" {pixels}")
-            systems[name] = lambda actors=actors, pixels=pixels: mmfeed.ray.Loader(
-                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
+        for actors, ahead in ((1, True), (2, True), (2, False)):
+            if pixels != "float32" and not ahead:
+                continue
+            name = (f"mmfeed.ray.Loader x{actors}" + ("" if pixels == "float32" else f" {pixels}")
+                    + ("" if ahead else " on demand"))
+            systems[name] = lambda actors=actors, pixels=pixels, ahead=ahead: mmfeed.ray.Loader(
+                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors}, open_ahead=ahead,
                 part_groups=args.part_groups, workers=max(1, cores // actors), pixels=pixels, **options)
             local_of[name] = local
     rounds = {name: [] for name in systems}

@@ -283,6 +283,10 @@ int run_loader(int argc, char** argv) {
     }
   }
   if (!ray.address.empty()) return run_on_ray(config, ray, step_ms, json);
+  if (ray.actors != RayFlags{}.actors || ray.actor_cpus != RayFlags{}.actor_cpus || ray.store_bytes != RayFlags{}.store_bytes) {
+    std::fprintf(stderr, "mmfeed run: --ray-actors, --ray-actor-cpus and --ray-store-bytes need --ray ADDRESS\n");
+    return 2;
+  }
   auto opened = Loader::open(config);
   if (!opened.ok()) {
     std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());

@@ -422,10 +422,11 @@ void bind_vision(nb::module_& m) {
         auto* values = new float[3 * 256];
         for (std::size_t c = 0; c < 3; ++c) std::memcpy(values + c * 256, table.value[c].data(), 256 * sizeof(float));
         nb::capsule owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
-        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, owner), profile.temporal_patch_size);
+        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, owner), profile.temporal_patch_size,
+                              profile.patch_size);
       },
       nb::arg("model"), nb::arg("video") = false,
-      "(table, temporal_patch_size): the float32 value of each byte of each channel, as the model's image "
+      "(table, temporal_patch_size, patch_size): the float32 value of each byte of each channel, as the model's image "
       "(or, video=True, video) processor normalizes it, exactly the engine's.");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");

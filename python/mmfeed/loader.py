@@ -173,6 +173,13 @@ class Loader:
             raise StopIteration
         return batch
 
+    def start(self) -> None:
+        """Opens the engine now, so that it starts reading and preparing batches before the first
+        is asked for (iteration opens it otherwise)."""
+        if self._closed:
+            raise RuntimeError("start: the loader is closed")
+        self._engine()
+
     def state_dict(self) -> dict:
         """Where the run stands after the last batch returned; load it to resume exactly there."""
         if self._core is None:

@@ -88,7 +88,7 @@ def _is_pil(obj) -> bool:
 
 
 @functools.cache
-def _table(model: str, video: bool) -> tuple[np.ndarray, int]:
+def _table(model: str, video: bool) -> tuple[np.ndarray, int, int]:
     return _mmfeed.normalize_table(model, video)
 
 
@@ -101,15 +101,20 @@ def _bfloat16_words(values: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def _expand(rows, model: str, video: bool, dtype):
+def _expand(rows, model: str, video: bool, dtype: str):
     """Rows of uint8 (images: 3*P*P, videos: 3*T*P*P) -> the normalized rows of 3*T*P*P."""
-    table, temporal = _table(model, video)
+    table, temporal, patch = _table(model, video)
     n, width = rows.shape
     per_channel = width // 3
+    expected = 3 * (temporal if video else 1) * patch * patch
+    if width != expected:
+        name = "pixel_values_videos" if video else "pixel_values"
+        raise ValueError(f"{name} has rows of {width} bytes, not the {expected} of {model}'s uint8 rows: is the batch "
+                         f"from a loader of pixels='uint8' with model={model!r}?")
     if isinstance(rows, np.ndarray):
         if rows.dtype != np.uint8:
             raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
-        values = _bfloat16_words(table) if dtype in ("bfloat16", "uint16") else table
+        values = _bfloat16_words(table) if dtype == "bfloat16" else table
         out = values[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
         if not video:
             out = np.broadcast_to(out[:, :, None, :], (n, 3, temporal, per_channel))
@@ -118,18 +123,25 @@ def _expand(rows, model: str, video: bool, dtype):
 
     if rows.dtype != torch.uint8:
         raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
-    target = torch.bfloat16 if dtype in ("bfloat16", torch.bfloat16) else torch.float32
+    target = torch.bfloat16 if dtype == "bfloat16" else torch.float32
     key = (model, video, target, rows.device)
     flat = _device_tables.get(key)
     if flat is None:
         flat = torch.from_numpy(table).to(target).reshape(-1).to(rows.device)
         _device_tables[key] = flat
-    index = rows.reshape(n, 3, per_channel).long()
-    index += torch.arange(0, 3 * 256, 256, device=rows.device).view(1, 3, 1)
+    index = rows.reshape(n, 3, per_channel).int()  # (int32: half the memory of int64 indices)
+    index += torch.arange(0, 3 * 256, 256, dtype=torch.int32, device=rows.device).view(1, 3, 1)
     out = flat[index]
     if not video:
         out = out.unsqueeze(2).expand(n, 3, temporal, per_channel)
     return out.reshape(n, 3 * (1 if video else temporal) * per_channel)
+
+
+def _dtype_name(dtype) -> str:
+    name = getattr(dtype, "__name__", None) or str(dtype).removeprefix("torch.")
+    if name not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype must be float32 or bfloat16 (a name, a torch or numpy dtype), not {dtype!r}")
+    return name
 
 
 def normalize_pixels(batch: dict, model: str = "qwen2-vl", dtype="float32") -> dict:
@@ -145,6 +157,7 @@ def normalize_pixels(batch: dict, model: str = "qwen2-vl", dtype="float32") -> d
     numpy arrays get the bfloat16 words as uint16). `model` must be the loader's. Takes torch tensors
     (on any device) or numpy arrays; returns a new dict, the other entries shared.
     """
+    dtype = _dtype_name(dtype)
     out = dict(batch)
     if "pixel_values" in batch:
         out["pixel_values"] = _expand(batch["pixel_values"], model, False, dtype)

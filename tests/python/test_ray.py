@@ -82,6 +82,31 @@ def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dat
     assert errors == want_errors and [e["sample_id"] for e in errors] == [victim["id"]] * 2  # once an epoch
     assert metrics["batches"] == len(want) and metrics["actors_died"] == 0
     assert sum(a["samples"] for a in metrics["actors"]) == sum(len(b["sample_ids"]) for b, _ in want)
+    # Every part but each actor's first ran on an engine opened while the part before it drained.
+    assert sum(a["parts_opened_ahead"] for a in metrics["actors"]) == metrics["parts"] - actors
+
+
+def test_an_engine_opened_ahead_serves_only_its_own_part(local_ray, dataset):
+    # An actor told to expect part 1 next opens its engine before part 0 ends; run() takes it for
+    # part 1 and closes it for any other part; either way the part's batches and states are those
+    # of an engine opened for it then.
+    manifest, _ = dataset
+    options = mmfeed.loader.engine_options(manifest, dict(OPTIONS))
+    parts = [mmfeed.ray.Loader._spec(p) for p in mmfeed.ray._plan_parts(options, {}, 2)]
+
+    def batches(messages):
+        out = [(m["batch"], m["state"]) for m in messages if isinstance(m, dict) and "batch" in m]
+        return out, messages[-1]
+
+    for expected, then in ((1, 1), (1, 2)):
+        runner = mmfeed.ray._Parts(options)
+        _, summary = batches(list(runner.run({**parts[0], "next": parts[expected]})))
+        assert summary["opened_ahead"] is False
+        got, summary = batches(list(runner.run(parts[then])))
+        want, _ = batches(list(mmfeed.ray._Parts(options).run(parts[then])))
+        assert summary["opened_ahead"] is (expected == then)
+        assert got and len(got) == len(want)
+        assert_same(got, want)
 
 
 @pytest.mark.parametrize("store_bytes", [None, 64 << 20], ids=["batches", "store-bytes"])
@@ -100,6 +125,18 @@ def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(loca
     assert errors == want_errors
     # A death is seen when a part of the dead actor is read, and then it is replaced.
     assert metrics["actors_died"] in (1, 2) and metrics["actors_started"] == 2 + metrics["actors_died"]
+
+
+def test_without_replacements_a_dead_actors_part_never_waits_behind_a_later_one(local_ray, dataset):
+    # A part the trainer needs before the survivor's queued parts cannot go behind them (each
+    # waits for the trainer to take its batches): one actor is started for it all the same.
+    manifest, _ = dataset
+    want, _ = reference(manifest, OPTIONS)
+    with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2, replace_dead=False) as loader:
+        got = collect(loader, {1: lambda l: ray.kill(l.actor_handles()[0])})
+        metrics = loader.metrics()
+    assert_same(got, want)
+    assert metrics["actors_died"] == 1 and metrics["actors_started"] == 3
 
 
 def test_resume_under_another_number_of_actors_and_into_the_local_loader(local_ray, dataset):
