@@ -103,6 +103,8 @@ def _bfloat16_words(values: np.ndarray) -> np.ndarray:
 
 def _expand(rows, model: str, video: bool, dtype: str):
     """Rows of uint8 (images: 3*P*P, videos: 3*T*P*P) -> the normalized rows of 3*T*P*P."""
+    if str(rows.dtype) not in ("uint8", "torch.uint8"):
+        raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
     table, temporal, patch = _table(model, video)
     n, width = rows.shape
     per_channel = width // 3
@@ -112,8 +114,6 @@ def _expand(rows, model: str, video: bool, dtype: str):
         raise ValueError(f"{name} has rows of {width} bytes, not the {expected} of {model}'s uint8 rows: is the batch "
                          f"from a loader of pixels='uint8' with model={model!r}?")
     if isinstance(rows, np.ndarray):
-        if rows.dtype != np.uint8:
-            raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
         values = _bfloat16_words(table) if dtype == "bfloat16" else table
         out = values[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
         if not video:
@@ -121,8 +121,6 @@ def _expand(rows, model: str, video: bool, dtype: str):
         return np.ascontiguousarray(out).reshape(n, 3 * (1 if video else temporal) * per_channel)
     import torch
 
-    if rows.dtype != torch.uint8:
-        raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
     target = torch.bfloat16 if dtype == "bfloat16" else torch.float32
     key = (model, video, target, rows.device)
     flat = _device_tables.get(key)
