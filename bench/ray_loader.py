@@ -4,25 +4,27 @@ The demo data set (written or reused), an infinitely fast trainer, the same opti
 with `cores` workers, mmfeed.ray.Loader with 1 actor of `cores` workers and with 2 actors of
 cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine); each with HF's float32
 pixel_values and with pixels="uint8" (an eighth of the bytes through the object store, normalized
-by the trainer on its GPU: a table lookup not counted here); and 2 actors that open each part's
-engine at the part's start ("on demand", open_ahead=False) instead of while the part before it
-drains. The seven run in turn, `--rounds` times (this machine is noisy: each ratio is taken
-within a round, and the medians are printed). For each: samples/s, CPU ms per sample (the
+by the trainer on its GPU: a table lookup not counted here). The six run in turn, `--rounds` times
+(this machine is noisy: each ratio is taken within a round, and the medians are printed). For each: samples/s, CPU ms per sample (the
 trainer's process plus, for Ray, each actor process's), the trainer's wait share, and the seconds
 the actors took to start (apart: a cost of a run's beginning only); the batches are checked equal
 to mmfeed.Loader's with the same pixels option, and each rate is also given against the float32
 mmfeed.Loader's.
 
-Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16] [--json OUT]
+Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16]
+                                  [--source local|s3] [--json OUT]
+(--source s3: the images from the object server of `mmfeed bench`, 50 ms median first byte.)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -63,42 +65,56 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--part-groups", type=int, default=16, help="batches per part (mmfeed.ray's default 16)")
+    parser.add_argument("--source", choices=("local", "s3"), default="local",
+                        help="the images from local files, or from the latency-injecting object server")
     parser.add_argument("--data", type=Path, default=ROOT / "bench-results" / "ray-data")
     parser.add_argument("--json")
     args = parser.parse_args()
-    import ray
-
-    import mmfeed.ray
-
     cores = _mmfeed.usable_cpus()
     datagen.generate(args.data, samples=args.samples, seed=0, max_megapixels=2.0, workers=os.cpu_count())
     options = dict(tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"), batch_size=8,
                    max_pixels=1003520, epochs=args.epochs, tensors="np")
     manifest = args.data / "manifest.jsonl"
+    with contextlib.ExitStack() as stack:
+        if args.source == "s3":
+            from objectstore import Nginx, rewrite_images, s3_env
+
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mmfeed-ray-bench-")))
+            server = stack.enter_context(Nginx(args.data, tmp / "nginx"))
+            manifest = rewrite_images(manifest, lambda ref: f"s3://s3/{ref}", tmp / "remote.jsonl")
+            os.environ.clear()
+            os.environ.update(s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench"))
+        return measure(args, manifest, options, cores)
+
+
+def measure(args, manifest: Path, options: dict, cores: int) -> int:
+    import ray
+
+    import mmfeed.ray
+
     # Each system with the local loader it is compared with (the same pixels option).
     systems, local_of = {}, {}
     for pixels in ("float32", "uint8"):
         local = "mmfeed.Loader" + ("" if pixels == "float32" else f" {pixels}")
         systems[local] = lambda pixels=pixels: mmfeed.Loader(manifest, workers=cores, pixels=pixels, **options)
         local_of[local] = local
-        for actors, ahead in ((1, True), (2, True), (2, False)):
-            if pixels != "float32" and not ahead:
-                continue
-            name = (f"mmfeed.ray.Loader x{actors}" + ("" if pixels == "float32" else f" {pixels}")
-                    + ("" if ahead else " on demand"))
-            systems[name] = lambda actors=actors, pixels=pixels, ahead=ahead: mmfeed.ray.Loader(
-                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors}, open_ahead=ahead,
+        for actors in (1, 2):
+            name = f"mmfeed.ray.Loader x{actors}" + ("" if pixels == "float32" else f" {pixels}")
+            systems[name] = lambda actors=actors, pixels=pixels: mmfeed.ray.Loader(
+                manifest, num_actors=actors, actor_options={"num_cpus": cores / actors},
                 part_groups=args.part_groups, workers=max(1, cores // actors), pixels=pixels, **options)
             local_of[name] = local
     rounds = {name: [] for name in systems}
-    ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # the object server's, for the actors
+    ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     try:
         for _ in range(args.rounds):
             for name, make in systems.items():
                 rounds[name].append(run(make()))
     finally:
         ray.shutdown()
-    print(f"mmfeed.ray.Loader against mmfeed.Loader, {cores} cores, {args.samples} samples x {args.epochs} epochs, "
+    print(f"mmfeed.ray.Loader against mmfeed.Loader, {cores} cores, {args.samples} samples x {args.epochs} epochs "
+          f"from {'the object server (s3)' if args.source == 's3' else 'local files'}, "
           f"batches of 8, parts of {args.part_groups} batches, an infinitely fast trainer; medians of {args.rounds} "
           f"rounds; uint8: pixels=\"uint8\" (normalized by the trainer, on its GPU)\n")
     print(f"{'system':<30}{'samples/s':>11}{'CPU ms/sample':>15}{'wait share':>12}{'start s':>9}{'vs local':>10}"

@@ -41,9 +41,10 @@ on its GPU) sends an eighth of the images' bytes through the store.
 
 What a part costs: each part opens an engine (the manifests and tokenizer are read once per
 actor, but the pipeline fills and drains at each part's ends), so parts should be long enough for
-that to be small: at 16 groups (the default) a part costs about 5% of its time on the benchmark
-machine, at 4 about 25% (bench/ray_loader.py). Shorter parts rebalance sooner and lose less work
-to a dead actor.
+that to be small: in one process without Ray, parts of 16 groups (the default) cost about 5% of
+their time on the benchmark machine, parts of 4 about 25%; through Ray the object store's copy
+dominates (bench/ray_loader.py). Shorter parts rebalance sooner and lose less work to a dead
+actor.
 """
 
 from __future__ import annotations
@@ -66,9 +67,6 @@ __all__ = ["Loader", "read"]
 # Under store_bytes, the fewest credits (objects of the part's stream) a batch costs: the grain of
 # its byte accounting (a batch's bytes in the store are counted in credit_bytes units).
 _CREDITS_PER_BATCH = 4
-# An actor opens the engine of the part it expects next when its current part has this many groups
-# left: the next engine fills its pipeline while the current one drains.
-_OPEN_NEXT_GROUPS = 2
 
 
 def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
@@ -106,16 +104,9 @@ class _Parts:
         # The error budget is the whole run's: the trainer-side Loader applies it over every part.
         self._options = {**options, "max_error_fraction": 1.0}
         self._inputs = None  # the manifests and tokenizer, read at the first part for all of them
-        self._group = _mmfeed.group_positions(options)
-        self._ahead = None  # (key, loader): the engine of the part expected next, already reading
-        self._cpu_mark = time.process_time()  # the CPU time counted into a summary so far
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
-
-    @staticmethod
-    def _key(spec: dict) -> str:
-        return json.dumps({k: spec[k] for k in ("epoch", "state", "end")}, sort_keys=True)
 
     def _open(self, spec: dict) -> _LocalLoader:
         if self._inputs is None:
@@ -125,38 +116,18 @@ class _Parts:
         loader.load_state_dict(spec["state"])
         return loader
 
-    def _take_ahead(self, spec: dict) -> _LocalLoader | None:
-        """The engine opened ahead, if it is this part's; another part's is closed."""
-        if self._ahead is None:
-            return None
-        key, loader = self._ahead
-        self._ahead = None
-        if key == self._key(spec):
-            return loader
-        loader.close()
-        return None
-
     def run(self, part: dict):
         """Yields each batch of the part as {"batch", "state", "made_at", "node", "bytes"}, then
-        {"errors", "seconds", "samples", "cpu_s", "opened_ahead"}.
+        {"errors", "seconds", "samples", "cpu_s"}.
 
         With part["credit_bytes"], each batch of b bytes is preceded by its credits:
         n = min(limit, max(min_credits, ceil(b / credit_bytes))) - 1 objects, the first of them the
         number n and the rest None. They make Ray's count of the stream's untaken objects (its
         backpressure) a count of bytes: a batch enters the store only once its credits have, so the
         untaken batches' bytes stay within the untaken objects x credit_bytes (a batch larger than
-        the whole window enters alone).
-
-        With part["next"] (the part this actor expects to run next), that part's engine is opened
-        once this one has _OPEN_NEXT_GROUPS groups left, so it is filling while this one drains; the
-        next run() takes it if it is that part (the same batches as an engine opened then), else
-        closes it."""
-        started = time.perf_counter()
-        loader = self._take_ahead(part)
-        opened_ahead = loader is not None
-        if loader is None:
-            loader = self._open(part)
-        following = part.get("next")
+        the whole window enters alone)."""
+        started, cpu = time.perf_counter(), time.process_time()
+        loader = self._open(part)
         samples = 0
         node = ray.get_runtime_context().get_node_id()
         with loader:
@@ -164,10 +135,6 @@ class _Parts:
                 batch.pop("buffer_address")
                 samples += len(batch["sample_ids"])
                 state = loader.state_dict()
-                if (following and self._ahead is None
-                        and part["stop"] - state["position"] <= _OPEN_NEXT_GROUPS * self._group):
-                    self._ahead = (self._key(following), self._open(following))
-                    self._ahead[1].start()
                 nbytes = sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes"))
                 if part.get("credit_bytes"):
                     # At most the whole window: a batch larger than the part's share enters alone.
@@ -177,10 +144,8 @@ class _Parts:
                     for _ in range(credits - 1):
                         yield None
                 yield {"batch": batch, "state": state, "made_at": time.time(), "node": node, "bytes": nbytes}
-            # The process's CPU since the last summary: this part's engine, and the next one's from its start.
-            cpu, self._cpu_mark = time.process_time() - self._cpu_mark, time.process_time()
             yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
-                   "cpu_s": cpu, "opened_ahead": opened_ahead}
+                   "cpu_s": time.process_time() - cpu}
 
 
 _PartRunner = ray.remote(_Parts)
@@ -201,15 +166,14 @@ class _Actor:
         self.cpu_s = 0.0  # the actor process's CPU time over its parts (its engine's threads included)
         self.most_ahead = None  # the most batches it had in the object store untaken (on the trainer's node)
         self.most_bytes_ahead = None  # and their bytes
-        self.opened_ahead = 0  # parts whose engine it had opened before the part began
 
 
 class Loader:
     """Iterates the batches mmfeed.Loader would, with the per-sample work on Ray actors.
 
     Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=16, parts_in_flight=2,
-           batches_ahead=None, store_bytes=None, open_ahead=True, replace_dead=True, max_deaths=16,
-           tensors="torch", **options)
+           batches_ahead=None, store_bytes=None, replace_dead=True, max_deaths=16, tensors="torch",
+           **options)
 
     num_actors: actors started now (ray.init must have been called). actor_options: Ray's
     options for each actor: num_cpus, memory, resources, scheduling_strategy (node affinity,
@@ -221,10 +185,7 @@ class Loader:
     (default None: bounded in batches only); each part queued gets an equal share of it
     (store_bytes / (actors x parts_in_flight)), so an actor holds fewer batches ahead when they are
     large - too few to cover a part idles it (metrics() shows the lead; pixels="uint8" makes the
-    batches 5-8x smaller). A batch larger than its share alone is still delivered. open_ahead: an
-    actor opens the engine of the part it expects next when its current part has two groups left,
-    so that one fills while the other drains (False: at the part's start; it saves the memory of
-    two engines at part ends).
+    batches 5-8x smaller). A batch larger than its share alone is still delivered.
     replace_dead: start a replacement for an actor that dies (without it, one is started only where a
     dead actor's part could otherwise wait behind a part that must come after it). max_deaths: the
     actor deaths a run survives; the next one raises (actors that keep dying, out of memory or
@@ -235,8 +196,8 @@ class Loader:
 
     def __init__(self, manifest=None, *, num_actors: int = 2, actor_options: dict | None = None,
                  part_groups: int = 16, parts_in_flight: int = 2, batches_ahead: int | None = None,
-                 store_bytes: int | None = None, open_ahead: bool = True, replace_dead: bool = True,
-                 max_deaths: int = 16, tensors: str = "torch", **options):
+                 store_bytes: int | None = None, replace_dead: bool = True, max_deaths: int = 16,
+                 tensors: str = "torch", **options):
         if not ray.is_initialized():
             raise RuntimeError("mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) "
                                "first")
@@ -262,7 +223,6 @@ class Loader:
         self._parts_in_flight = parts_in_flight
         self._batches_ahead = batches_ahead
         self._store_bytes = store_bytes
-        self._open_ahead = open_ahead
         self._largest_batch = 0
         self._node = ray.get_runtime_context().get_node_id()  # the trainer's
         self._replace_dead = replace_dead
@@ -337,19 +297,15 @@ class Loader:
     def _queue(self, index: int, actor: _Actor) -> None:
         """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
         past its share of store_bytes)."""
-        parts = self._plan["parts"]
-        part = parts[index]
-        spec = self._spec(part)
-        live = max(1, sum(not a.draining for a in self._actors))
-        if self._open_ahead and index + live < len(parts):
-            # Parts go round the actors in turn while none dies or is added: this one's next.
-            spec["next"] = self._spec(parts[index + live])
+        part = self._plan["parts"][index]
+        spec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
         # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
         limit = self._batches_ahead
         if self._store_bytes is not None:
             # Untaken objects <= limit: at most batches_ahead batches (each costs _CREDITS_PER_BATCH
             # or more), of at most limit x credit_bytes = the part's share of bytes.
             limit = self._batches_ahead * _CREDITS_PER_BATCH
+            live = max(1, sum(not a.draining for a in self._actors))
             share = self._store_bytes // (live * self._parts_in_flight)
             spec.update(credit_bytes=max(1, share // limit), min_credits=_CREDITS_PER_BATCH, limit=limit)
         part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=limit).remote(spec)
@@ -357,12 +313,6 @@ class Loader:
         part["asked_at"] = []  # when the trainer asked for each batch of this run of it (time.time())
         part["bytes"] = []     # and each one's bytes
         actor.parts.append(index)
-
-    @staticmethod
-    def _spec(part: dict) -> dict:
-        """What an actor is told of a part: its epoch, start state, end_position and last position."""
-        return {"epoch": part["epoch"], "state": part["state"], "end": part["end"],
-                "stop": part["state"]["position"] + part["positions"]}
 
     def _resubmit(self, dead: _Actor) -> None:
         """Gives the parts a dead actor held to the others (a replacement first, when asked)."""
@@ -463,7 +413,6 @@ class Loader:
         actor.done_parts += 1
         actor.busy_s += summary["seconds"]
         actor.cpu_s += summary["cpu_s"]
-        actor.opened_ahead += summary["opened_ahead"]
         self._errors += summary["errors"]
         self._seen += part["positions"]
         plan["current"] += 1
@@ -523,7 +472,7 @@ class Loader:
                    "busy_s": round(a.busy_s, 3), "cpu_s": round(a.cpu_s, 3),
                    "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
                    "queued_parts": len(a.parts), "draining": a.draining, "most_batches_ahead": a.most_ahead,
-                   "most_bytes_ahead": a.most_bytes_ahead, "parts_opened_ahead": a.opened_ahead}
+                   "most_bytes_ahead": a.most_bytes_ahead}
                   for a in self._actors]
         out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
                "actors": actors, "actors_started": self._started, "actors_died": self._dead,

@@ -167,6 +167,18 @@ def test_prefetch_depth_is_automatic_unless_given(dataset):
         assert 16 <= window["value"] <= window["max"], (options, window)
 
 
+def test_start_opens_the_engine_before_the_first_batch(dataset):
+    want, _, _ = load(dataset)
+    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np") as loader:
+        assert loader.metrics() == {}  # not open: iteration would open it
+        loader.start()
+        assert loader.metrics() != {} and loader.state_dict()["position"] == 0  # open, nothing delivered
+        got = list(loader)
+    assert [b["sample_ids"] for b in got] == [b["sample_ids"] for b in want]
+    with pytest.raises(RuntimeError, match="closed"):
+        loader.start()
+
+
 def test_seed_and_epoch_change_the_order(dataset):
     a, _, _ = load(dataset, seed=1, epochs=2)
     b, _, _ = load(dataset, seed=2)

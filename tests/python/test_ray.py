@@ -82,31 +82,6 @@ def test_batches_equal_the_local_loaders_for_any_number_of_actors(local_ray, dat
     assert errors == want_errors and [e["sample_id"] for e in errors] == [victim["id"]] * 2  # once an epoch
     assert metrics["batches"] == len(want) and metrics["actors_died"] == 0
     assert sum(a["samples"] for a in metrics["actors"]) == sum(len(b["sample_ids"]) for b, _ in want)
-    # Every part but each actor's first ran on an engine opened while the part before it drained.
-    assert sum(a["parts_opened_ahead"] for a in metrics["actors"]) == metrics["parts"] - actors
-
-
-def test_an_engine_opened_ahead_serves_only_its_own_part(local_ray, dataset):
-    # An actor told to expect part 1 next opens its engine before part 0 ends; run() takes it for
-    # part 1 and closes it for any other part; either way the part's batches and states are those
-    # of an engine opened for it then.
-    manifest, _ = dataset
-    options = mmfeed.loader.engine_options(manifest, dict(OPTIONS))
-    parts = [mmfeed.ray.Loader._spec(p) for p in mmfeed.ray._plan_parts(options, {}, 2)]
-
-    def batches(messages):
-        out = [(m["batch"], m["state"]) for m in messages if isinstance(m, dict) and "batch" in m]
-        return out, messages[-1]
-
-    for expected, then in ((1, 1), (1, 2)):
-        runner = mmfeed.ray._Parts(options)
-        _, summary = batches(list(runner.run({**parts[0], "next": parts[expected]})))
-        assert summary["opened_ahead"] is False
-        got, summary = batches(list(runner.run(parts[then])))
-        want, _ = batches(list(mmfeed.ray._Parts(options).run(parts[then])))
-        assert summary["opened_ahead"] is (expected == then)
-        assert got and len(got) == len(want)
-        assert_same(got, want)
 
 
 @pytest.mark.parametrize("store_bytes", [None, 64 << 20], ids=["batches", "store-bytes"])
