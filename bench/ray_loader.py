@@ -5,11 +5,11 @@ with `cores` workers, mmfeed.ray.Loader with 1 actor of `cores` workers and with
 cores / 2 (a local Ray instance of `cores` CPUs, actors on this machine); each with HF's float32
 pixel_values and with pixels="uint8" (an eighth of the bytes through the object store, normalized
 by the trainer on its GPU: a table lookup not counted here). The six run in turn, `--rounds` times
-(this machine is noisy: each ratio is taken within a round, and the medians are printed). For each: samples/s, CPU ms per sample (the
-trainer's process plus, for Ray, each actor process's), the trainer's wait share, and the seconds
-the actors took to start (apart: a cost of a run's beginning only); the batches are checked equal
-to mmfeed.Loader's with the same pixels option, and each rate is also given against the float32
-mmfeed.Loader's.
+(this machine is noisy: each ratio is taken within a round, and the medians are printed). For
+each: samples/s, CPU ms per sample (the trainer's process plus, for Ray, each actor process's),
+the trainer's wait share, and the seconds the actors took to start (apart: a cost of a run's
+beginning only); the batches are checked equal to mmfeed.Loader's with the same pixels option,
+and each rate is also given against the float32 mmfeed.Loader's.
 
 Usage: python bench/ray_loader.py [--samples 256] [--epochs 2] [--rounds 3] [--part-groups 16]
                                   [--source local|s3] [--json OUT]
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import datagen  # noqa: E402
 import mmfeed  # noqa: E402
+import pipeline  # noqa: E402  (bench/pipeline.py: mmfeed bench's object server and Ray instance)
 from mmfeed import _mmfeed  # noqa: E402
 
 
@@ -81,7 +82,7 @@ def main() -> int:
 
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mmfeed-ray-bench-")))
             server = stack.enter_context(Nginx(args.data, tmp / "nginx"))
-            manifest = rewrite_images(manifest, lambda ref: f"s3://s3/{ref}", tmp / "remote.jsonl")
+            manifest = rewrite_images(manifest, lambda ref: f"s3://{pipeline.BUCKET}/{ref}", tmp / "remote.jsonl")
             os.environ.clear()
             os.environ.update(s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench"))
         return measure(args, manifest, options, cores)
@@ -105,8 +106,7 @@ def measure(args, manifest: Path, options: dict, cores: int) -> int:
                 part_groups=args.part_groups, workers=max(1, cores // actors), pixels=pixels, **options)
             local_of[name] = local
     rounds = {name: [] for name in systems}
-    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}  # the object server's, for the actors
-    ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    pipeline.start_local_ray(cores)  # the actors get the object server's settings
     try:
         for _ in range(args.rounds):
             for name, make in systems.items():

@@ -420,14 +420,22 @@ void bind_vision(nb::module_& m) {
         const vision::ModelProfile profile = unwrap(vision::model_profile(model));
         const vision::NormalizeTable table(profile, video ? vision::Normalization::kVideo : vision::Normalization::kImage);
         auto* values = new float[3 * 256];
-        for (std::size_t c = 0; c < 3; ++c) std::memcpy(values + c * 256, table.value[c].data(), 256 * sizeof(float));
-        nb::capsule owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
-        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, owner), profile.temporal_patch_size,
-                              profile.patch_size);
+        auto* words = new std::uint16_t[3 * 256];
+        for (std::size_t c = 0; c < 3; ++c) {
+          for (std::size_t v = 0; v < 256; ++v) {
+            values[c * 256 + v] = table.value[c][v];
+            words[c * 256 + v] = vision::to_bfloat16(table.value[c][v]);
+          }
+        }
+        nb::capsule value_owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+        nb::capsule word_owner(words, [](void* p) noexcept { delete[] static_cast<std::uint16_t*>(p); });
+        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, value_owner),
+                              nb::ndarray<nb::numpy, std::uint16_t>(words, {3, 256}, word_owner),
+                              profile.temporal_patch_size, profile.patch_size);
       },
       nb::arg("model"), nb::arg("video") = false,
-      "(table, temporal_patch_size, patch_size): the float32 value of each byte of each channel, as the model's image "
-      "(or, video=True, video) processor normalizes it, exactly the engine's.");
+      "(float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte "
+      "of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.");
   m.def("simd_target", [] { return std::string(vision::simd_target()); },
         "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

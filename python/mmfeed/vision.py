@@ -88,24 +88,19 @@ def _is_pil(obj) -> bool:
 
 
 @functools.cache
-def _table(model: str, video: bool) -> tuple[np.ndarray, int, int]:
+def _table(model: str, video: bool) -> tuple[np.ndarray, np.ndarray, int, int]:
     return _mmfeed.normalize_table(model, video)
 
 
-_device_tables: dict = {}  # (model, video, torch dtype, device) -> the flat table there
-
-
-def _bfloat16_words(values: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 words, round to nearest even (the table holds no NaN)."""
-    bits = values.view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+_device_tables: dict = {}  # (model, video, dtype, device) -> the flat table there
 
 
 def _expand(rows, model: str, video: bool, dtype: str):
     """Rows of uint8 (images: 3*P*P, videos: 3*T*P*P) -> the normalized rows of 3*T*P*P."""
     if str(rows.dtype) not in ("uint8", "torch.uint8"):
         raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
-    table, temporal, patch = _table(model, video)
+    floats, words, temporal, patch = _table(model, video)
+    table = words if dtype == "bfloat16" else floats
     n, width = rows.shape
     per_channel = width // 3
     expected = 3 * (temporal if video else 1) * patch * patch
@@ -114,19 +109,21 @@ def _expand(rows, model: str, video: bool, dtype: str):
         raise ValueError(f"{name} has rows of {width} bytes, not the {expected} of {model}'s uint8 rows: is the batch "
                          f"from a loader of pixels='uint8' with model={model!r}?")
     if isinstance(rows, np.ndarray):
-        values = _bfloat16_words(table) if dtype == "bfloat16" else table
-        out = values[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
+        out = table[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
         if not video:
             out = np.broadcast_to(out[:, :, None, :], (n, 3, temporal, per_channel))
         return np.ascontiguousarray(out).reshape(n, 3 * (1 if video else temporal) * per_channel)
     import torch
 
-    target = torch.bfloat16 if dtype == "bfloat16" else torch.float32
-    key = (model, video, target, rows.device)
+    key = (model, video, dtype, rows.device)
     flat = _device_tables.get(key)
     if flat is None:
-        flat = torch.from_numpy(table).to(target).reshape(-1).to(rows.device)
-        _device_tables[key] = flat
+        flat = table.reshape(-1)  # bfloat16: the engine's words, as torch's bfloat16
+        if dtype == "bfloat16":
+            flat = torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16)
+        else:
+            flat = torch.from_numpy(flat)
+        flat = _device_tables[key] = flat.to(rows.device)
     index = rows.reshape(n, 3, per_channel).int()  # (int32: half the memory of int64 indices)
     index += torch.arange(0, 3 * 256, 256, dtype=torch.int32, device=rows.device).view(1, 3, 1)
     out = flat[index]
