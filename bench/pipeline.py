@@ -476,17 +476,23 @@ def print_scaling(rows: list[dict], cores: int) -> None:
     """The scaling table: step-0 throughput and CPU cost by workers, and mmfeed's serial part."""
     workers = ", ".join(str(w) for w in dict.fromkeys(r["workers"] for r in rows))
     print(f"\nScaling at step 0 (an infinitely fast trainer), workers {workers} on {cores} cores")
-    header = (f"{'source':<7}{'system':<17}{'workers':>8}{'samples/s':>10}{'speed-up':>9}{'CPU s/sample':>13}"
-              f"{'1-thread share':>15}{'Amdahl ceiling':>15}")
+    header = (f"{'source':<7}{'system':<17}{'workers':>8}{'samples/s':>10}{'speed-up':>9}{'steady':>8}"
+              f"{'speed-up':>9}{'cores busy':>11}{'CPU s/sample':>13}{'1-thread share':>15}{'Amdahl ceiling':>15}")
     print(header)
     print("-" * len(header))
     for r in rows:
         share = r.get("single_thread_share")
         ceiling = r.get("amdahl_ceiling")
+        steady, steady_speedup = r["steady_samples_per_s"], r["steady_speedup"]
         print(f"{r['source']:<7}{r['name']:<17}{r['workers']:>8}{r['samples_per_s']:>10.1f}{r['speedup']:>8.2f}x"
+              f"{'-' if steady is None else f'{steady:.1f}':>8}"
+              f"{'-' if steady_speedup is None else f'{steady_speedup:.2f}x':>9}{r['cores_busy']:>11.2f}"
               f"{r['cpu_s_per_sample']:>13.3f}{'-' if share is None else f'{100 * share:.2f}%':>15}"
               f"{'-' if ceiling is None else f'{ceiling:.1f}x' if ceiling < 100 else f'{ceiling:.0f}x':>15}")
     stages = sorted({name for r in rows for name in r.get("single_thread_stages", [])})
+    print("steady: samples/s after the first batch (the pipeline full, as a long run sees it); cores busy: CPU "
+          "seconds over wall seconds, the process and its workers (one worker of mmfeed also keeps its batch "
+          "thread and the trainer's thread busy)")
     if any("single_thread_share" in r for r in rows):
         print(f"1-thread share: busy seconds of mmfeed's one-thread stages ({', '.join(stages) or 'none reported'}) "
               f"over its CPU seconds (process and children); Amdahl ceiling: 1 / share, the most any number of "
@@ -669,8 +675,18 @@ def main(argv: list[str] | None = None) -> int:
                 for n in counts:
                     r = run(system, source, 0.0, f"{system}, {n} workers, step 0", n, trainer="sleep")
                     r.pop("timeline")
+                    # After the first batch: what a long run sees once the pipeline is full.
+                    # After the first batch: what a long run sees once the pipeline is full (none
+                    # when the data set is one batch).
+                    after = r["samples"] - args.batch_size
+                    r["steady_samples_per_s"] = (after / max(r["seconds"] - r["time_to_first_batch_s"], 1e-9)
+                                                 if after > 0 else None)
+                    r["cores_busy"] = r["cpu_seconds"] / max(r["seconds"], 1e-9)
+                    base = (sweep or [r])[0]
+                    steady = (r["steady_samples_per_s"] / base["steady_samples_per_s"]
+                              if r["steady_samples_per_s"] and base["steady_samples_per_s"] else None)
                     sweep.append({"source": source, "step_ms": 0.0,
-                                  "speedup": r["samples_per_s"] / (sweep or [r])[0]["samples_per_s"], **r})
+                                  "speedup": r["samples_per_s"] / base["samples_per_s"], "steady_speedup": steady, **r})
                     report["scaling"].append(sweep[-1])
                     write_report()
                 if system == "mmfeed":

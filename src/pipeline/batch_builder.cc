@@ -47,10 +47,12 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
   return std::move(b);
 }
 
-// The jobs are shared by this thread and up to `workers` pool tasks, put ahead of the queue: each
-// takes the next job until none is left, so the batch's pixels are written by every idle core and
-// never wait behind the queue (this thread works too). Returns once every job taken is done; a
-// task that starts later finds none left and touches only the shared counters.
+// The jobs go to up to `workers` pool tasks, put ahead of the queue: each takes the next job until
+// none is left, so the batch's pixels are written by every worker that comes free and never wait
+// behind the queue. This thread only waits: `workers` is the loader's whole CPU budget, and the
+// core "auto" leaves the trainer stays its. It writes jobs itself only where the pool takes no
+// more tasks (shut down) or there is none (`cpu` null); a task that starts late finds none left
+// and touches only the shared counters.
 void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool* cpu) {
   struct Shared {
     std::vector<PixelJob> jobs;
@@ -75,13 +77,17 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
       s.cv.notify_all();
     }
   };
+  bool queued = false;
   if (cpu != nullptr) {
-    const std::size_t helpers = std::min(n > 0 ? n - 1 : 0, static_cast<std::size_t>(std::max(1, config_.workers)));
-    for (std::size_t k = 0; k < helpers; ++k) {
-      if (!cpu->submit_first([shared, work] { work(*shared); })) break;  // shut down: this thread does it all
+    const std::size_t tasks = std::min(n, static_cast<std::size_t>(std::max(1, config_.workers)));
+    for (std::size_t k = 0; k < tasks; ++k) {
+      if (!cpu->submit_first([shared, work] { work(*shared); })) break;
+      queued = true;
     }
   }
-  work(*shared);
+  // A task queued runs even through shutdown (ThreadPool runs what was queued before joining),
+  // so waiting for it ends.
+  if (!queued) work(*shared);
   std::unique_lock lock(shared->mu);
   shared->cv.wait(lock, [&] { return shared->done == n; });
 }

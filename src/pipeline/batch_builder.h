@@ -62,7 +62,7 @@ class BatchBuilder {
 
  private:
   // The batch of `samples`: planned and its text written on this thread, its pixels written by
-  // this thread and the pool's idle workers together (`cpu` null: by this thread alone).
+  // the pool's workers while this thread waits (`cpu` null: by this thread).
   Batch assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, BatchEnd after,
                  core::ThreadPool* cpu);
   void write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool* cpu);

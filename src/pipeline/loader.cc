@@ -148,9 +148,9 @@ class LoaderImpl final : public Loader {
     std::string json = metrics_.to_json();
     json.pop_back();  // add where batch memory comes from, and the stages' shares
     json += "," + batch_memory_.to_json();
-    // Each stage's busy time, items, threads and share of their time since open (the CPU stages
-    // run on `workers` threads, pixel rows on them and the batcher; assembly — planning and the
-    // text tensors — on the batcher alone; the consumer's share is its waiting).
+    // Each stage's busy time, items, threads and share of their time since open (the CPU stages,
+    // pixel rows included, run on `workers` threads; assembly — planning and the text tensors —
+    // on the batcher alone; the consumer's share is its waiting).
     const double wall = std::max(opened_.elapsed_s(), 1e-9);
     const double workers = serial_ ? 1.0 : static_cast<double>(std::max(1, config_.workers));
     json += ",\"workers\":" + std::to_string(config_.workers);  // as resolved: workers = 0 is auto
@@ -167,7 +167,7 @@ class LoaderImpl final : public Loader {
     };
     stage("process", process_ns_, workers);
     stage("decode", decode_ns_, workers);
-    stage("pixels", pixels_ns_, serial_ ? 1.0 : workers + 1.0);
+    stage("pixels", pixels_ns_, workers);
     stage("assemble", assemble_ns_, 1.0);
     stage("consumer_wait", wait_ns_, 1.0);
     json += "}";

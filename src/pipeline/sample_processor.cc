@@ -1,5 +1,7 @@
 #include "pipeline/sample_processor.h"
 
+#include <chrono>
+#include <future>
 #include <span>
 #include <utility>
 
@@ -154,6 +156,11 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   for (const vision::VideoPlan& p : w.video_plans) {
     video_grids.push_back({{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps});
   }
+  // While the tokenizer is still loading (the first samples of a run), the media are decoded
+  // first: that work needs no tokenizer, and a conversation that turns out too long only wastes it.
+  const bool decoded_first =
+      !defer_images && tokenizer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  if (decoded_first && !decode_media(w, /*account=*/true)) return;
   const auto& tok = tokenizer_.get();  // waits for it once, at the start
   if (!tok.ok()) {
     w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
@@ -167,10 +174,14 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   // Truncation dropped trailing media: their bytes go now.
   if (s->images_kept < w.grids.size()) {
     w.grids.resize(s->images_kept);
+    if (w.resized.size() > s->images_kept) w.resized.erase(w.resized.begin() + s->images_kept, w.resized.end());
     for (std::size_t i = s->images_kept; i < w.image_count; ++i) release_bytes(w, i, /*account=*/true);
   }
   if (s->videos_kept < w.video_plans.size()) {
     w.video_plans.resize(s->videos_kept);
+    if (w.resized_videos.size() > s->videos_kept) {
+      w.resized_videos.erase(w.resized_videos.begin() + s->videos_kept, w.resized_videos.end());
+    }
     for (std::size_t v = s->videos_kept; v < w.video_requests.size(); ++v) {
       release_bytes(w, w.image_count + v, /*account=*/true);
     }
@@ -184,7 +195,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   w.input_ids = std::move(s->input_ids);
   w.labels = std::move(s->labels);
   w.mrope = std::move(s->position_ids);
-  if (!defer_images && !decode_media(w, /*account=*/true)) return;
+  if (!defer_images && !decoded_first && !decode_media(w, /*account=*/true)) return;
   std::size_t media_bytes = 0;
   for (const vision::Resized& r : w.resized) media_bytes += r.image.pixels.size();
   for (const vision::ResizedVideo& r : w.resized_videos) media_bytes += r.frames.size();

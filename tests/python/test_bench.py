@@ -123,9 +123,12 @@ def test_scaling_reports_each_workers_count_and_mmfeeds_serial_share(tmp_path):
     assert [(r["name"], r["workers"]) for r in rows] == [(s, n) for s in ("torch-dataloader", "mmfeed") for n in counts]
     for r in rows:
         assert r["source"] == "local" and r["samples"] == 4 and r["step_ms"] == 0.0, r
-        for field in ("samples_per_s", "cpu_s_per_sample", "speedup"):
+        for field in ("samples_per_s", "cpu_s_per_sample", "speedup", "steady_samples_per_s", "steady_speedup",
+                      "cores_busy"):
             assert math.isfinite(r[field]) and r[field] > 0, (field, r)
+        assert r["cores_busy"] == r["cpu_seconds"] / r["seconds"], r
     assert [r["speedup"] for r in rows if r["workers"] == 1] == [1.0, 1.0]
+    assert [r["steady_speedup"] for r in rows if r["workers"] == 1] == [1.0, 1.0]
     for r in rows:
         if r["name"] == "mmfeed":
             assert r["single_thread_stages"], r
