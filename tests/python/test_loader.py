@@ -281,6 +281,21 @@ def test_metrics_report_each_stage(dataset, packed):
     assert m["batch_buffers"]["acquires"] == len(batches)
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_workers_write_every_pixel_row_and_the_batch_thread_none(dataset, tmp_path, packed):
+    # `workers` is the loader's whole CPU budget: the batch thread plans batches and waits while
+    # the pool writes their pixels.
+    trace = tmp_path / "trace.json"
+    options = dict(token_budget=4096, pack_window=8) if packed else {}
+    batches, _, _ = load(dataset, workers=2, trace_path=str(trace), **options)
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    writers = [names[e["tid"]] for e in events if e.get("name") == "write pixels"]
+    assert len(writers) == sum(len(b["image_grid_thw"]) for b in batches) > 0
+    assert set(writers) <= {"process-0", "process-1"}, set(writers)
+    assert any(e.get("name") == "assemble batch" and names[e["tid"]] == "batch" for e in events)
+
+
 def test_arrays_share_the_batch_buffer_and_outlive_the_loader(dataset):
     with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np") as loader:
         batch = next(loader)
