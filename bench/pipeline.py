@@ -491,8 +491,8 @@ def print_scaling(rows: list[dict], cores: int) -> None:
               f"{'-' if ceiling is None else f'{ceiling:.1f}x' if ceiling < 100 else f'{ceiling:.0f}x':>15}")
     stages = sorted({name for r in rows for name in r.get("single_thread_stages", [])})
     print("steady: samples/s after the first batch (the pipeline full, as a long run sees it); cores busy: CPU "
-          "seconds over wall seconds, the process and its workers (one worker of mmfeed also keeps its batch "
-          "thread and the trainer's thread busy)")
+          "seconds over wall seconds, the process and its workers (beyond its workers: the trainer's thread, "
+          "the reads and the kernel's page faults)")
     if any("single_thread_share" in r for r in rows):
         print(f"1-thread share: busy seconds of mmfeed's one-thread stages ({', '.join(stages) or 'none reported'}) "
               f"over its CPU seconds (process and children); Amdahl ceiling: 1 / share, the most any number of "
