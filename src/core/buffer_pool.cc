@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 
 #include <bit>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -121,6 +123,8 @@ class PoolState {
     {
       std::lock_guard lock(mu_);
       stats_.bytes_in_use -= capacity;
+      --live_;
+      released_.notify_all();
       const bool outgrown = options_.uniform && capacity < uniform_;  // no request can use it
       std::size_t smaller = 0;
       for (auto it = free_.begin(); it != free_.end() && it->first < capacity; ++it) smaller += it->first * it->second.size();
@@ -165,14 +169,22 @@ class PoolState {
     return stats_;
   }
 
+  bool wait_until_live_at_most(std::size_t blocks, std::chrono::milliseconds bound) {
+    std::unique_lock lock(mu_);
+    return released_.wait_for(lock, bound, [&] { return live_ <= blocks; });
+  }
+
  private:
   void note_in_use(std::size_t capacity) {
+    ++live_;
     stats_.bytes_in_use += capacity;
     if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
 
   BufferPoolOptions options_;
   mutable std::mutex mu_;
+  std::condition_variable released_;  // a live block came back
+  std::size_t live_ = 0;              // blocks taken and not given back
   std::map<std::size_t, std::vector<std::byte*>> free_;  // capacity -> cached blocks
   BufferPoolStats stats_;
   std::size_t uniform_ = 0;  // with options_.uniform: every block's class now
@@ -237,6 +249,10 @@ std::byte* BufferPool::take(std::size_t* capacity) {
 void BufferPool::give_back(std::byte* block, std::size_t capacity) { state_->give_back(block, capacity); }
 
 void BufferPool::trim() { state_->trim(); }
+
+bool BufferPool::wait_until_live_at_most(std::size_t blocks, std::chrono::milliseconds bound) {
+  return state_->wait_until_live_at_most(blocks, bound);
+}
 
 BufferPoolStats BufferPool::stats() const { return state_->stats(); }
 

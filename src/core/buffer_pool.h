@@ -17,6 +17,7 @@
 //   // ~Buffer hands the memory back; the next acquire of a similar size reuses it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -111,6 +112,10 @@ class BufferPool {
   void trim();
 
   BufferPoolStats stats() const;
+
+  // Waits until at most `blocks` buffers are live (acquired and not yet released), or `bound`
+  // has passed; true when they are.
+  bool wait_until_live_at_most(std::size_t blocks, std::chrono::milliseconds bound);
 
   // The raw form, for allocators (core/scratch.h): the smallest cached block of at least
   // *capacity bytes (and at most 4 times that), or a new one of its size class; *capacity

@@ -18,6 +18,7 @@
 //                                                     [&](Batch b) { return queue.push(std::move(b)); }));
 #pragma once
 
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -46,6 +47,11 @@ class BatchBuilder {
 
   // Samples gathered before batches are formed: a padded batch, or a packing window.
   std::size_t group_size() const;
+
+  // Waits until at most `batches` batch buffers are live, or `bound` has passed; true when they are.
+  bool wait_for_live_batches(std::size_t batches, std::chrono::milliseconds bound) {
+    return buffers_.wait_until_live_at_most(batches, bound);
+  }
 
   // Hands a batch on; false: stop building.
   using Sink = std::function<bool(Batch)>;

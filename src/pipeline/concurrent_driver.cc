@@ -6,6 +6,13 @@
 
 namespace mmfeed::pipeline {
 
+namespace {
+
+// How long the batcher waits for the trainer to let go of its previous batch (see emit).
+constexpr std::chrono::milliseconds kReleaseWait{200};
+
+}  // namespace
+
 ConcurrentDriver::ConcurrentDriver(Stages stages)
     : Driver(std::move(stages)),
       memory_(*s_.memory),
@@ -168,6 +175,14 @@ void ConcurrentDriver::run_batcher() {
     // Room in the prefetch queue first, then the batch: a batch built ahead of room would hold a
     // buffer more while it waits, and the trainer would not get it sooner.
     if (!out_.wait_for_room()) return false;
+    // A trainer lets go of its previous batch just after it takes the next (`for batch in loader`
+    // rebinds the name once next() returns): a batch begun before that makes three buffers live
+    // where two serve, a batch of memory more at the peak. So the batcher waits, briefly, until
+    // no more are live than the queued ones and the trainer's; one that keeps its batches (the
+    // wait ran out) is not waited for again.
+    if (!trainer_keeps_batches_ && !s_.builder.wait_for_live_batches(out_.size() + 1, kReleaseWait)) {
+      trainer_keeps_batches_ = true;
+    }
     auto built = s_.builder.build(std::move(samples), epoch, group_start, end, skip_rows, index, cpu_.get(), stop_,
                                   [&](Batch batch) {
                                     const auto bytes = static_cast<std::int64_t>(batch.buffer_capacity());

@@ -62,6 +62,8 @@ class ConcurrentDriver final : public Driver {
   std::atomic<bool> stop_{false};
   PrefetchDepth depth_;                // the trainer's
   std::uint64_t taken_ = 0;            // batches the trainer took; the trainer's
+  // The trainer keeps the batches it took (a wait for its previous one ran out): not waited for again.
+  bool trainer_keeps_batches_ = false;  // the batcher's
   std::uint64_t seen_queue_waits_ = 0;  // the batcher's waits on a full queue at the last trainer wait
   core::BoundedQueue<Batch> out_;  // the prefetch queue
   std::unique_ptr<core::ThreadPool> cpu_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -267,6 +268,24 @@ TEST(BufferPoolTest, ConcurrentAcquireAndReleaseKeepsTheBooksStraight) {
   EXPECT_EQ(s.reuses + s.allocations, s.acquires);
   EXPECT_EQ(s.bytes_in_use, 0u);
   EXPECT_LE(s.bytes_cached, std::size_t{1} << 20);
+}
+
+// The batcher's wait for the trainer's previous batch: at once when few enough buffers are live,
+// the whole bound when none comes back, and as soon as one does.
+TEST(BufferPoolTest, WaitingForLiveBuffersEndsWhenOneComesBackOrAtTheBound) {
+  BufferPool pool;
+  Buffer a = pool.acquire(1000), b = pool.acquire(1000);
+  EXPECT_TRUE(pool.wait_until_live_at_most(2, std::chrono::milliseconds(0)));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(pool.wait_until_live_at_most(1, std::chrono::milliseconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  std::thread trainer([&] { a.reset(); });
+  EXPECT_TRUE(pool.wait_until_live_at_most(1, std::chrono::minutes(1)));
+  trainer.join();
+  b.reset();
+  EXPECT_TRUE(pool.wait_until_live_at_most(0, std::chrono::milliseconds(0)));
+  Buffer c = pool.acquire(1000);  // a reused block is live again
+  EXPECT_FALSE(pool.wait_until_live_at_most(0, std::chrono::milliseconds(0)));
 }
 
 }  // namespace
