@@ -18,8 +18,8 @@
 //                                                     [&](Batch b) { return queue.push(std::move(b)); }));
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
