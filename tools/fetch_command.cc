@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <thread>
 #include <string>
@@ -12,9 +13,11 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/metrics.h"
+#include "core/numbers.h"
 #include "dataset/manifest.h"
 #include "storage/fetcher.h"
 #include "storage/listing.h"
+#include "storage/redact.h"
 #include "storage/sigv4.h"
 
 namespace mmfeed::tools {
@@ -39,6 +42,10 @@ constexpr const char* kFetchUsage =
     "  --first-byte-timeout MS, --attempt-timeout MS, --connect-timeout MS\n"
     "  --stall-timeout MS     fail an attempt that receives nothing for MS ms (default 10000)\n"
     "  --list-page-size N     keys per ListObjectsV2 page (default 1000)\n"
+    "  --max-list-objects N   refuse a listing of more than N objects (default 1000000)\n"
+    "  --max-list-pages N     refuse a listing of more than N pages (default 10000)\n"
+    "  --allow-local-media-from-remote-manifest\n"
+    "                         let a manifest fetched from http(s):// or s3:// name local files\n"
     "  --part-size BYTES      ranged-GET part size for large objects (default 8 MiB; 0 = whole)\n"
     "  --max-object-bytes N   refuse an object larger than N bytes before taking memory for it\n"
     "                         (default 536870912 = 512 MiB, the image decoder's limit)\n"
@@ -48,36 +55,32 @@ constexpr const char* kFetchUsage =
     "  --json                 print one JSON object instead of text\n"
     "  --checksums            with --json: each object's size and sha256\n";
 
+// Requests in flight, as the Loader's fetch_inflight bounds them: curl counts connections in a long,
+// and the results pending are twice as many.
+constexpr std::size_t kMaxInflight = 4096;
+
 struct Args {
   std::vector<std::string> uris;
   std::string manifest;
   storage::FetchOptions fetch;
   std::string endpoint, region;
   bool path_style = false, anonymous = false, json = false, checksums = false;
+  bool allow_local_media_from_remote_manifest = false;
   int repeat = 1;
   storage::ListOptions list;
 };
-
-bool parse_int(const char* s, long long min, long long* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (end == s || *end != '\0' || v < min) return false;
-  *out = v;
-  return true;
-}
 
 Result<Args> parse_args(int argc, char** argv) {
   Args a;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    auto int_option = [&](long long min, auto* field) -> Status {
+    // An integer in [min, max], at most what the field's type holds.
+    auto int_option = [&](int min, auto* field, std::uint64_t max = UINT64_MAX) -> Status {
+      using T = std::remove_pointer_t<decltype(field)>;
+      const auto most = static_cast<T>(std::min(max, static_cast<std::uint64_t>(std::numeric_limits<T>::max())));
       const char* v = value();
-      long long n = 0;
-      if (v == nullptr || !parse_int(v, min, &n)) {
-        return Error(ErrorCode::kInvalidArgument, arg + " needs an integer >= " + std::to_string(min));
-      }
-      *field = static_cast<std::remove_pointer_t<decltype(field)>>(n);
+      MMFEED_ASSIGN_OR_RETURN(*field, core::parse_number<T>(arg, v ? v : "", static_cast<T>(min), most));
       return ok_status();
     };
     if (arg == "--from-manifest") {
@@ -93,7 +96,7 @@ Result<Args> parse_args(int argc, char** argv) {
       if (v == nullptr) return Error(ErrorCode::kInvalidArgument, arg + " needs a value");
       (arg == "--endpoint" ? a.endpoint : a.region) = v;
     } else if (arg == "--inflight") {
-      MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.max_inflight));
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.max_inflight, kMaxInflight));
       a.fetch.max_pending_results = std::max(a.fetch.max_pending_results, a.fetch.max_inflight * 2);
     } else if (arg == "--max-attempts") {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.max_attempts));
@@ -107,6 +110,12 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.fetch.stall_timeout_ms));
     } else if (arg == "--list-page-size") {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_keys));
+    } else if (arg == "--max-list-objects") {
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_objects));
+    } else if (arg == "--max-list-pages") {
+      MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_pages));
+    } else if (arg == "--allow-local-media-from-remote-manifest") {
+      a.allow_local_media_from_remote_manifest = true;
     } else if (arg == "--part-size") {
       MMFEED_RETURN_IF_ERROR(int_option(0, &a.fetch.part_size));
     } else if (arg == "--max-object-bytes") {
@@ -117,12 +126,9 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.repeat));
     } else if (arg == "--hedge") {
       const char* v = value();
-      char* end = nullptr;
-      const double q = v ? std::strtod(v, &end) : -1;
-      if (v == nullptr || *end != '\0' || q <= 0 || q >= 1) {
-        return Error(ErrorCode::kInvalidArgument, "--hedge needs a quantile in (0, 1)");
-      }
-      a.fetch.hedge_quantile = q;
+      const auto q = core::parse_number<double>(arg, v ? v : "", 0, 1);
+      if (!q.ok() || *q <= 0 || *q >= 1) return Error(ErrorCode::kInvalidArgument, "--hedge needs a quantile in (0, 1)");
+      a.fetch.hedge_quantile = *q;
     } else if (arg == "--path-style") {
       a.path_style = true;
     } else if (arg == "--no-sign-request") {
@@ -186,7 +192,7 @@ int run_fetch(int argc, char** argv) {
       if (!listed.ok()) {
         ++failed;
         ++errors_by_kind[std::string(error_code_name(listed.error().code()))];
-        failures.push_back({text, listed.error().to_string(), 0});
+        failures.push_back({storage::redact_uri(text), listed.error().to_string(), 0});
         continue;
       }
       for (const auto& o : *listed) targets.push_back({storage::Scheme::kS3, "", "", uri->bucket, o.key});
@@ -196,7 +202,8 @@ int run_fetch(int argc, char** argv) {
   }
   if (!args->manifest.empty()) {  // read as the Loader reads it (local or remote, compressed or not)
     auto manifests = dataset::read_manifests({args->manifest}, dataset::kDefaultMaxManifestBytes, *s3);
-    auto media = manifests.ok() ? dataset::media_of(*manifests) : Result<std::vector<dataset::MediaRef>>(manifests.error());
+    auto media = manifests.ok() ? dataset::media_of(*manifests, args->allow_local_media_from_remote_manifest)
+                                : Result<std::vector<dataset::MediaRef>>(manifests.error());
     if (!media.ok()) {
       std::fprintf(stderr, "mmfeed fetch: %s\n", media.error().to_string().c_str());
       return 2;

@@ -2,16 +2,28 @@
 // text decoded with the trained (labelled) spans marked and image and video pads collapsed.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/numbers.h"
 #include "mmfeed/loader.h"
+#include "mmfeed/loader_options.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
 
 namespace mmfeed::tools {
+
+namespace {
+
+int usage_error(const Error& e) {
+  std::fprintf(stderr, "mmfeed inspect: %s\n", e.to_string().c_str());
+  return 2;
+}
+
+}  // namespace
 
 int run_inspect(int argc, char** argv) {
   LoaderConfig config;
@@ -29,17 +41,16 @@ int run_inspect(int argc, char** argv) {
     } else if (arg == "--tokenizer") {
       config.tokenizer = value();
     } else if (arg == "--batch") {
-      which = std::atol(value());
-    } else if (arg == "--batch-size") {
-      config.batch_size = static_cast<std::size_t>(std::atol(value()));
-    } else if (arg == "--max-pixels") {
-      config.max_pixels = std::atoll(value());
+      auto n = core::parse_number<long>("--batch", value(), 0, INT32_MAX);
+      if (!n.ok()) return usage_error(n.error());
+      which = *n;
+    } else if (arg == "--batch-size" || arg == "--max-pixels" || arg == "--token-budget" || arg == "--seed") {
+      // Read by the loader's own option parser, range-checked for the option's type.
+      std::string option = arg.substr(2);
+      for (char& ch : option) ch = ch == '-' ? '_' : ch;
+      if (Status st = set_loader_option(config, option, value()); !st.ok()) return usage_error(st.error());
     } else if (arg == "--model") {
       config.model = value();
-    } else if (arg == "--token-budget") {
-      config.token_budget = static_cast<std::size_t>(std::atol(value()));
-    } else if (arg == "--seed") {
-      config.seed = static_cast<std::uint64_t>(std::atoll(value()));
     } else if (arg == "--shuffle") {
       config.shuffle = true;
     } else if (!arg.empty() && arg[0] == '-') {

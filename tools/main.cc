@@ -13,6 +13,7 @@
 // interpreter this build was configured with (or $MMFEED_PYTHON). Without a checkout they say so.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -102,16 +103,30 @@ int exec_python(const std::vector<std::string>& args) {
 
 }  // namespace mmfeed::tools
 
+namespace {
+
+// A command's exit status, made a failure when what it printed did not reach standard output
+// (a full disk, a closed pipe): a report that was lost is not a success.
+int flushed(int status) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "mmfeed: could not write standard output: %s\n", std::strerror(errno));
+    return status == 0 ? 1 : status;
+  }
+  return status;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
   }
   const std::string_view command = argv[1];
-  if (command == "version" || command == "--version") return run_version();
-  if (command == "fetch") return mmfeed::tools::run_fetch(argc - 2, argv + 2);
-  if (command == "run") return mmfeed::tools::run_loader(argc - 2, argv + 2);
-  if (command == "inspect") return mmfeed::tools::run_inspect(argc - 2, argv + 2);
+  if (command == "version" || command == "--version") return flushed(run_version());
+  if (command == "fetch") return flushed(mmfeed::tools::run_fetch(argc - 2, argv + 2));
+  if (command == "run") return flushed(mmfeed::tools::run_loader(argc - 2, argv + 2));
+  if (command == "inspect") return flushed(mmfeed::tools::run_inspect(argc - 2, argv + 2));
   if (command == "make-dataset") return exec_source_tool(kMakeDataset, argc - 2, argv + 2);
   if (command == "bench") return exec_source_tool(kBench, argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {

@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/numbers.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
 #include "tools/commands.h"
@@ -25,6 +26,10 @@
 namespace mmfeed::tools {
 
 namespace {
+
+// The longest simulated trainer step --step-ms takes: a day, far past any real step, and well
+// inside what the sleep's microseconds hold.
+constexpr double kMaxStepMs = 86'400'000;
 
 // Flags that are not `--<option name with dashes>`: the short names the CLI has always taken.
 constexpr std::pair<std::string_view, std::string_view> kFlagAliases[] = {
@@ -262,7 +267,9 @@ int run_loader(int argc, char** argv) {
       } else if (arg == "--config") {
         st = read_config(config, argv[++i]);
       } else if (arg == "--step-ms") {
-        step_ms = std::atof(argv[++i]);
+        auto ms = core::parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
+        if (ms.ok()) step_ms = *ms;
+        else st = std::move(ms).error();
       } else if (arg == "--ray") {
         ray.address = argv[++i];
       } else if (arg == "--ray-actors") {
@@ -331,7 +338,10 @@ int run_loader(int argc, char** argv) {
   const double seconds = clock.elapsed_s();
   const auto errors = loader->errors();
   const std::string metrics = loader->metrics_json();
-  loader->close();
+  if (Status closed = loader->close(); !closed.ok()) {  // the trace could not be written
+    std::fprintf(stderr, "mmfeed run: %s\n", closed.error().to_string().c_str());
+    status = 1;
+  }
   if (json) {
     char buf[512];
     std::snprintf(buf, sizeof buf,
@@ -368,7 +378,9 @@ int run_loader(int argc, char** argv) {
   for (std::size_t i = 0; i < errors.size() && i < 10; ++i) {
     std::printf("  %s [%s] %s\n", errors[i].sample_id.c_str(), errors[i].stage.c_str(), errors[i].reason.c_str());
   }
-  if (!config.trace_path.empty()) std::printf("trace written to %s (open it in ui.perfetto.dev)\n", config.trace_path.c_str());
+  if (!config.trace_path.empty() && status == 0) {
+    std::printf("trace written to %s (open it in ui.perfetto.dev)\n", config.trace_path.c_str());
+  }
   return status;
 }
 

@@ -105,6 +105,10 @@ struct LoaderConfig {
   std::size_t max_object_bytes = std::size_t{512} << 20;     // one image as fetched (declared or read)
   std::size_t max_manifest_bytes = std::size_t{4} << 30;     // one manifest, fetched and decompressed
   std::size_t max_images_per_sample = 256;                    // images and videos one sample may name
+  // A manifest fetched from http(s):// or s3:// is written by whoever controls that origin: the
+  // local files it names (absolute paths, file:// URIs) are refused unless this is true. Local
+  // manifests may name anything; relative references in a remote manifest stay remote.
+  bool allow_local_media_from_remote_manifest = false;
   std::size_t max_length = 0;        // tokens; 0: no limit
   Truncation truncation = Truncation::kError;
   Labels labels = Labels::kQwen;
@@ -265,10 +269,11 @@ class Loader {
   virtual std::vector<SampleError> errors() const = 0;
   // Per-stage counters and timings, the consumer's wait time, as JSON.
   virtual std::string metrics_json() const = 0;
-  // Stops the stages. Unless the data had ended, next() returns kCancelled afterwards, also a
-  // next() waiting on another thread: a consumer never takes a close() for the end of the data.
-  // Idempotent.
-  virtual void close() = 0;
+  // Stops the stages and writes the trace (trace_path). Unless the data had ended, next() returns
+  // kCancelled afterwards, also a next() waiting on another thread: a consumer never takes a
+  // close() for the end of the data. The error is the trace's, when it could not be written (a
+  // full disk); every later call returns the same. Idempotent.
+  virtual Status close() = 0;
 };
 
 }  // namespace mmfeed

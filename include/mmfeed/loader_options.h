@@ -64,6 +64,8 @@ void for_each_loader_option(F&& f) {
   f("max_object_bytes", &LoaderConfig::max_object_bytes, "largest image fetched (declared or read)");
   f("max_manifest_bytes", &LoaderConfig::max_manifest_bytes, "largest manifest, fetched and decompressed");
   f("max_images_per_sample", &LoaderConfig::max_images_per_sample, "most images and videos one sample may name");
+  f("allow_local_media_from_remote_manifest", &LoaderConfig::allow_local_media_from_remote_manifest,
+    "let a manifest fetched from http(s):// or s3:// name local files (absolute paths, file:// URIs)");
   f("max_length", &LoaderConfig::max_length, "tokens per sample (0: no limit)");
   f("truncation", &LoaderConfig::truncation, "a sample over max_length: error, or truncate");
   f("labels", &LoaderConfig::labels,

@@ -125,7 +125,7 @@ class PyLoader {
     if (device) {
       auto copy = pipeline::DeviceCopy::start(*loader_, *device, kStagedOnDevice, c.max_buffered_bytes / 2);
       if (!copy.ok()) {
-        loader_->close();
+        static_cast<void>(loader_->close());  // the copy stage's failure is the error to report
         raise_loader(copy.error());
       }
       copy_ = std::move(copy).value();
@@ -144,7 +144,7 @@ class PyLoader {
     }
     if (copy_) {  // its thread asks the loader for batches: it stops first
       nb::gil_scoped_release release;
-      loader_->close();
+      static_cast<void>(loader_->close());  // a destructor has no one to tell; close() does
       copy_.reset();
     }
   }
@@ -238,10 +238,18 @@ class PyLoader {
     if (copy_ && json.size() > 2 && json.back() == '}') json.insert(json.size() - 1, "," + copy_->to_json());
     return json;
   }
+  // Raises OSError when the trace (trace_path) could not be written.
   void close() {
-    nb::gil_scoped_release release;
-    loader_->close();
-    if (copy_) copy_->close();
+    Status closed;
+    {
+      nb::gil_scoped_release release;
+      closed = loader_->close();
+      if (copy_) copy_->close();
+    }
+    if (!closed.ok()) {
+      PyErr_SetString(PyExc_OSError, closed.error().to_string().c_str());
+      throw nb::python_error();
+    }
   }
 
  private:

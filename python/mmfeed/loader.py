@@ -37,7 +37,7 @@ import os
 import sys
 import threading
 
-from mmfeed import _mmfeed
+from mmfeed import _mmfeed, _native
 
 
 def engine_options(manifest, options: dict) -> dict:
@@ -67,6 +67,10 @@ class LoaderInputs:
 
     def __init__(self, manifest=None, **options):
         self._core = _mmfeed._LoaderInputs(engine_options(manifest, options))
+        _native.hold(self)
+
+    def _release_native(self) -> None:
+        self._core = None
 
 
 class Loader:
@@ -129,6 +133,7 @@ class Loader:
             with self._opening:
                 if self._core is None:
                     self._core = self._open()
+                    _native.hold(self)
         return self._core
 
     def _open(self):
@@ -208,9 +213,16 @@ class Loader:
         return json.loads(self._engine().metrics()) if self._core is not None else {}
 
     def close(self) -> None:
+        """Stops the engine and writes the trace (trace_path); OSError when the trace could not be
+        written (a full disk). Idempotent: a later call raises the same."""
         self._closed = True
         if self._core is not None and os.getpid() == self._pid:
             self._core.close()
+
+    def _release_native(self) -> None:
+        if os.getpid() == self._pid:
+            self.close()
+        self._core = None
 
     def __del__(self):
         # Dropped without close(): stop the engine's threads now.

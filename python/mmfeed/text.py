@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from mmfeed import _mmfeed
+from mmfeed import _mmfeed, _native
 
 
 class Tokenizer:
@@ -21,6 +21,10 @@ class Tokenizer:
 
     def __init__(self, core):
         self._core = core
+        _native.hold(self)
+
+    def _release_native(self) -> None:
+        self._core = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "Tokenizer":

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmfeed import _mmfeed
+from mmfeed import _mmfeed, _native
 
 
 class ImageProcessor:
@@ -48,6 +48,10 @@ class ImageProcessor:
         self.alpha = alpha
         self._core = _mmfeed._ImageProcessor(model, min_pixels, max_pixels, patch_size, merge_size, image_mean,
                                              image_std, exif, alpha, output, kernel, threads, fast)
+        _native.hold(self)
+
+    def _release_native(self) -> None:
+        self._core = None
 
     def __call__(self, images) -> dict:
         if not isinstance(images, (list, tuple)):

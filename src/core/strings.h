@@ -20,6 +20,14 @@ inline std::string ascii_lower(std::string_view s) {
   return out;
 }
 
+// The value of hexadecimal digit `c` (0-9, a-f, A-F), or -1 for any other byte.
+inline int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 // `s` without leading and trailing spaces, tabs, CRs and LFs.
 inline std::string trim(std::string_view s) {
   const auto begin = s.find_first_not_of(" \t\r\n");

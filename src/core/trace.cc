@@ -1,12 +1,12 @@
 #include "core/trace.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "core/json.h"
 
@@ -127,15 +127,32 @@ std::string TraceWriter::to_json() const {
   return out;
 }
 
+Status check_writable(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Error(ErrorCode::kIoError, std::string("cannot write the trace: ") + std::strerror(errno), path);
+  ::close(fd);
+  return ok_status();
+}
+
 Status TraceWriter::write_file(const std::string& path) const {
   const std::string json = to_json();
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) {
-    return Error(ErrorCode::kIoError, std::string("cannot open trace file: ") + std::strerror(errno), path);
+  auto failed = [&](const char* what) {
+    return Error(ErrorCode::kIoError, std::string(what) + std::strerror(errno), path);
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("cannot open the trace file: ");
+  for (std::size_t done = 0; done < json.size();) {
+    const ssize_t n = ::write(fd, json.data() + done, json.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      Error error = failed("the trace file was not written whole: ");
+      ::close(fd);
+      return error;
+    }
+    done += static_cast<std::size_t>(n);
   }
-  file.write(json.data(), static_cast<std::streamsize>(json.size()));
-  file.close();
-  if (!file) return Error(ErrorCode::kIoError, "short write of trace file", path);
+  if (::close(fd) != 0) return failed("the trace file was not written whole: ");
   return ok_status();
 }
 

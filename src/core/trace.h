@@ -34,6 +34,11 @@ struct TraceOptions {
   std::size_t max_events = 1 << 20;
 };
 
+// Whether a file can be written at `path`: opened for writing (created empty when missing, an
+// existing file left as it is). kIoError naming the path and the system's reason otherwise, so
+// that a trace which could not be written is refused before the run, not found missing after it.
+Status check_writable(const std::string& path);
+
 class TraceWriter {
  public:
   explicit TraceWriter(TraceOptions options = {});
@@ -54,6 +59,8 @@ class TraceWriter {
 
   // The whole trace, with thread-name metadata for every thread that recorded.
   std::string to_json() const;
+  // Writes to_json() to `path`; kIoError naming the path and the system's reason when it cannot
+  // be opened or written whole (a missing folder, a directory, a full disk).
   Status write_file(const std::string& path) const;
 
  private:

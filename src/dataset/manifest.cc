@@ -10,16 +10,18 @@
 
 #include "core/buffer_pool.h"
 #include "storage/fetcher.h"
+#include "storage/redact.h"
 #include "text/chat.h"
 
 namespace mmfeed::dataset {
 
 namespace {
 
-// The text grows past `limit`: refused before the memory is committed.
-Error manifest_too_large(const std::string& where, std::size_t limit) {
+// The manifest (`grows`: "is larger than", "decompresses to more than") passes `limit`: refused
+// before the memory is committed.
+Error manifest_too_large(const std::string& where, std::size_t limit, const char* grows = "decompresses to more than") {
   return Error(ErrorCode::kResourceExhausted,
-               "manifest decompresses to more than max_manifest_bytes (" + std::to_string(limit) +
+               std::string("manifest ") + grows + " max_manifest_bytes (" + std::to_string(limit) +
                    " bytes); split it, or raise the limit",
                where);
 }
@@ -106,18 +108,26 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
-    if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", path);
-    auto r = fetcher.next();
-    if (!r) return Error(ErrorCode::kInternal, "fetcher closed", path);
-    if (!r->data.ok()) return std::move(r->data).error().with_context("manifest");
-    core::Buffer data = std::move(r->data).value();
     Manifest m;
-    m.name = path;
+    m.name = storage::redact_uri(path);
+    if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
+    auto r = fetcher.next();
+    if (!r) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
+    if (!r->data.ok()) {
+      // The fetcher enforces the limit as its object size limit, and its refusal names that
+      // option (max_object_bytes, the media's); for a manifest the limit is max_manifest_bytes.
+      const Error& e = r->data.error();
+      if (e.code() == ErrorCode::kResourceExhausted && e.message().find("max_object_bytes") != std::string::npos) {
+        return manifest_too_large(m.name, limit, "is larger than");
+      }
+      return std::move(r->data).error().with_context("manifest");
+    }
+    core::Buffer data = std::move(r->data).value();
     if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
-      MMFEED_ASSIGN_OR_RETURN(m.text, gunzip(data.span(), limit, path));
+      MMFEED_ASSIGN_OR_RETURN(m.text, gunzip(data.span(), limit, m.name));
     } else if (data.size() >= 4 && data.data()[0] == std::byte{0x28} && data.data()[1] == std::byte{0xb5} &&
                data.data()[2] == std::byte{0x2f} && data.data()[3] == std::byte{0xfd}) {
-      MMFEED_ASSIGN_OR_RETURN(m.text, unzstd(data.span(), limit, path));
+      MMFEED_ASSIGN_OR_RETURN(m.text, unzstd(data.span(), limit, m.name));
     } else {
       m.text.assign(reinterpret_cast<const char*>(data.data()), data.size());
     }
@@ -127,7 +137,9 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
     if (uri.scheme == storage::Scheme::kFile) {
       m.base_dir = std::filesystem::path(uri.path).parent_path().string();
     } else {
-      const std::string full = uri.to_string();
+      // The URI's own spelling (to_string redacts), without its query: "https://h/d/m.jsonl?X-Amz-..." -> "https://h/d".
+      const std::string full = uri.scheme == storage::Scheme::kS3 ? "s3://" + uri.bucket + "/" + uri.key
+                                                                  : uri.url.substr(0, uri.url.find_first_of("?#"));
       m.base_dir = full.substr(0, full.rfind('/'));
     }
     const auto index = static_cast<std::uint32_t>(out.files.size());
@@ -142,7 +154,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
       if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
         if (line.size() > UINT32_MAX) {
           return Error(ErrorCode::kResourceExhausted, "line of " + std::to_string(line.size()) + " bytes",
-                       path + ":" + std::to_string(number));
+                       m.name + ":" + std::to_string(number));
         }
         out.lines.push_back({at, static_cast<std::uint32_t>(line.size()), index, number});
       }
@@ -155,7 +167,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
 }
 
 
-Result<std::vector<MediaRef>> media_of(const Manifests& manifests) {
+Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_local_from_remote) {
   std::vector<MediaRef> out;
   for (const ManifestLine& line : manifests.lines) {
     const std::string where = manifests.where(line);
@@ -164,7 +176,7 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests) {
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type : {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo}) {
       for (const std::string& ref : c->media(type)) {
-        auto uri = resolve(ref, manifests.files[line.manifest].base_dir);
+        auto uri = resolve(ref, manifests.files[line.manifest].base_dir, allow_local_from_remote);
         if (!uri.ok()) return std::move(uri).error().with_context(where + " (sample " + id + ")");
         out.push_back({std::move(uri).value(), id});
       }
@@ -173,12 +185,21 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests) {
   return out;
 }
 
-Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir) {
+Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir, bool allow_local_from_remote) {
   // Relative references in a remote manifest resolve against its URI prefix.
   const bool remote_base = base_dir.find("://") != std::string::npos;
   const bool relative = ref.find("://") == std::string_view::npos && !ref.empty() && ref[0] != '/';
-  return remote_base && relative ? storage::parse_uri(base_dir + "/" + std::string(ref))
-                                 : storage::parse_uri(ref, base_dir);
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, remote_base && relative
+                                                      ? storage::parse_uri(base_dir + "/" + std::string(ref))
+                                                      : storage::parse_uri(ref, base_dir));
+  if (remote_base && uri.scheme == storage::Scheme::kFile && !allow_local_from_remote) {
+    return Error(ErrorCode::kPermissionDenied,
+                 "the local file " + uri.path +
+                     " is named by a remote manifest: refused (a manifest fetched from http(s):// or s3:// may name "
+                     "only remote media; allow_local_media_from_remote_manifest, "
+                     "--allow-local-media-from-remote-manifest, allows it)");
+  }
+  return uri;
 }
 
 }  // namespace mmfeed::dataset

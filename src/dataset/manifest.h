@@ -26,8 +26,8 @@ inline constexpr std::size_t kDefaultMaxManifestBytes = std::size_t{4} << 30;
 
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
 struct Manifest {
-  std::string name;      // as given
-  std::string base_dir;  // relative image references resolve against it
+  std::string name;      // as given, credentials redacted: messages, traces and the resume state show it
+  std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;
   std::uint32_t crc32 = 0;  // of text, for the resume state's fingerprint
 };
@@ -59,8 +59,14 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
                                  const storage::S3Options& s3);
 
 // A sample's media reference as a URI: absolute ones as they are, relative ones against the
-// manifest's directory, or its URI prefix when the manifest is remote.
-Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir);
+// manifest's directory, or its URI prefix when the manifest is remote (`base_dir` holds "://").
+// A remote manifest is written by whoever controls its origin: a reference of one that resolves
+// to a local file (an absolute path, a file:// URI) is refused with kPermissionDenied unless
+// `allow_local_from_remote` (LoaderConfig::allow_local_media_from_remote_manifest).
+// Example:
+//   resolve("/etc/passwd", "https://h/data", false).error().code()   // kPermissionDenied
+//   resolve("img/a.jpg", "https://h/data", false)->url                // "https://h/data/img/a.jpg"
+Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir, bool allow_local_from_remote);
 
 struct MediaRef {
   storage::ObjectUri uri;
@@ -68,8 +74,9 @@ struct MediaRef {
 };
 
 // Every image and video the samples name, in manifest order, resolved as the Loader resolves
-// them (against the manifest's directory or URI prefix). A line that does not parse as a
-// conversation, or names a URI that does not parse, is an error naming its manifest:line.
-Result<std::vector<MediaRef>> media_of(const Manifests& manifests);
+// them (resolve(), with the same local-file policy). A line that does not parse as a
+// conversation, or names a URI that does not parse or is refused, is an error naming its
+// manifest:line.
+Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_local_from_remote);
 
 }  // namespace mmfeed::dataset

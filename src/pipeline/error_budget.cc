@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "storage/redact.h"
+
 namespace mmfeed::pipeline {
 
 namespace {
@@ -22,7 +24,13 @@ Status ErrorBudget::count(const std::optional<SampleError>& error) {
   return error ? fail(*error) : ok_status();
 }
 
-Status ErrorBudget::fail(const SampleError& error) {
+Status ErrorBudget::fail(const SampleError& failed) {
+  // Every reason passes here on its way to errors(), the run's error and the reports made from
+  // them; it may quote a URL from anywhere (libcurl's text, a manifest string), so its
+  // credentials are redacted here once more.
+  SampleError error = failed;
+  error.sample_id = storage::redact_uris_in(error.sample_id);
+  error.reason = storage::redact_uris_in(error.reason);
   skipped_->add();
   {
     std::lock_guard lock(mu_);

@@ -32,7 +32,8 @@ class ErrorBudget {
   // A sample finished: counted, and when it failed, recorded and checked.
   Status count(const std::optional<SampleError>& error);
   // A sample counted before that failed afterwards (packing decodes its images after planning).
-  Status fail(const SampleError& error);
+  // The error is recorded with the URLs in its id and reason redacted (storage/redact.h).
+  Status fail(const SampleError& failed);
   // The end-of-run check: the fraction whatever the count, and every sample failed.
   Status at_end() const;
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <system_error>
 
 #include "core/clock.h"
@@ -121,7 +122,7 @@ class LoaderImpl final : public Loader {
     try {
       concurrent->start();
     } catch (const std::system_error& e) {
-      close();
+      static_cast<void>(close());  // the threads' failure is the error to report
       return Error(ErrorCode::kResourceExhausted, "cannot start " + std::to_string(config_.workers) +
                                                       " worker threads: " + e.what() + "; give fewer workers",
                    "LoaderConfig.workers");
@@ -129,7 +130,7 @@ class LoaderImpl final : public Loader {
     return ok_status();
   }
 
-  ~LoaderImpl() override { close(); }
+  ~LoaderImpl() override { static_cast<void>(close()); }  // a caller who wants the trace's error closes first
 
   Result<std::optional<Batch>> next() override {
     bool timed_out = false;
@@ -177,11 +178,13 @@ class LoaderImpl final : public Loader {
   // The trace the loader writes at close(), when trace_path is set.
   core::TraceWriter* trace() { return trace_.enabled() ? &trace_ : nullptr; }
 
-  void close() override {
-    if (closed_.exchange(true)) return;
+  Status close() override {
+    std::lock_guard lock(close_mu_);
+    if (closed_.exchange(true)) return closed_status_;
     driver_->stop();
     fetcher_.cancel();
-    if (trace_.enabled()) (void)trace_.write_file(config_.trace_path);
+    if (trace_.enabled()) closed_status_ = trace_.write_file(config_.trace_path);
+    return closed_status_;
   }
 
  private:
@@ -238,7 +241,9 @@ class LoaderImpl final : public Loader {
   const core::Histogram& assemble_ns_ = metrics_.histogram("loader.assemble_batch_ns");
   const core::Histogram& pixels_ns_ = metrics_.histogram("loader.write_pixels_ns");
   std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded
-  std::atomic<bool> closed_{false};
+  std::atomic<bool> closed_{false};  // read by next() on the trainer's thread without the lock
+  std::mutex close_mu_;  // one close() does the work; a concurrent one waits for its status
+  Status closed_status_;  // the trace's write, guarded by close_mu_
 };
 
 }  // namespace
@@ -311,6 +316,11 @@ Result<std::shared_ptr<const LoaderInputs>> inputs_for(const LoaderConfig& confi
 Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::optional<LoaderState> resume,
                                              std::shared_ptr<const LoaderInputs> given) {
   MMFEED_ASSIGN_OR_RETURN(pipeline::Settings settings, pipeline::check_config(config));
+  if (!config.trace_path.empty()) {  // refused now, not after the run when the trace is written
+    if (Status st = core::check_writable(config.trace_path); !st.ok()) {
+      return Error(st.error().code(), st.error().to_string(), "LoaderConfig.trace_path");
+    }
+  }
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, inputs_for(config, s3, std::move(given)));
   MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, inputs->data().manifests, resume));

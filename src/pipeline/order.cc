@@ -1,5 +1,6 @@
 #include "pipeline/order.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace mmfeed::pipeline {
@@ -49,6 +50,15 @@ std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed
   return order;
 }
 
+std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRemainder remainder) {
+  const auto w = static_cast<std::uint64_t>(world_size);
+  const auto r = static_cast<std::uint64_t>(rank);
+  std::uint64_t total = n;  // even_out's length
+  if (n % w != 0 && remainder == ShardRemainder::kPad) total = (n + w - 1) / w * w;
+  if (n % w != 0 && remainder == ShardRemainder::kDrop) total = n / w * w;
+  return r < total ? (total - r + w - 1) / w : 0;
+}
+
 std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
                                       bool shuffle, ShardRemainder remainder) {
   const std::vector<std::uint64_t> all = even_out(epoch_permutation(n, seed, epoch, shuffle), world_size, remainder);
@@ -73,7 +83,11 @@ std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, 
       const std::uint64_t p = static_cast<std::uint64_t>(r) + k * static_cast<std::uint64_t>(old_world);
       if (p < all.size()) consumed[p] = true;
     };
-    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) consume(k);
+    // Positions past the old rank's epoch consume nothing: the loop stops at its end, however
+    // large the position a state names.
+    const std::uint64_t done = std::min(old_positions[static_cast<std::size_t>(r)],
+                                        (all.size() + static_cast<std::uint64_t>(old_world) - 1) / static_cast<std::uint64_t>(old_world));
+    for (std::uint64_t k = 0; k < done; ++k) consume(k);
     if (static_cast<std::size_t>(r) < old_windows.size()) {
       for (std::uint64_t k : old_windows[static_cast<std::size_t>(r)]) consume(k);
     }

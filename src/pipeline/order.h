@@ -26,6 +26,10 @@ std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed
 std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
                                       bool shuffle, ShardRemainder remainder = ShardRemainder::kKeep);
 
+// How many samples `rank` of `world_size` takes in an epoch of `n` (rank_order's length),
+// computed, not listed: what a position within that rank's epoch is checked against.
+std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
+
 // After a change of world size: the epoch's samples that the old world (`old_world` ranks at
 // `old_positions`, having also consumed the positions in `old_windows[r]` beyond, from rows of
 // a packing window they delivered; empty: none) had not consumed, in epoch order, evened out by

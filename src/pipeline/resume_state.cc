@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "core/numbers.h"
 #include "mmfeed/loader_options.h"
 #include "pipeline/config.h"
 #include "pipeline/order.h"
@@ -88,6 +89,23 @@ Result<T> state_int(simdjson::dom::element doc, const char* field, std::int64_t 
     return static_cast<T>(i);
   }
   return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " must be an integer in " + range);
+}
+
+// How many samples rank `rank` of `world` took in an epoch of the run `fingerprint` describes
+// (its sample count and remainder policy); nullopt for a state without them (made by hand).
+std::optional<std::uint64_t> epoch_size_of(const std::vector<std::pair<std::string, std::string>>& fingerprint, int rank,
+                                           int world) {
+  std::optional<std::uint64_t> samples;
+  std::optional<ShardRemainder> remainder;
+  for (const auto& [key, value] : fingerprint) {
+    if (key == "samples") {
+      if (auto n = core::parse_number<std::uint64_t>(key, value, 0, UINT64_MAX); n.ok()) samples = *n;
+    } else if (key == "shard_remainder") {
+      remainder = parse_choice<ShardRemainder>(value);
+    }
+  }
+  if (!samples || !remainder) return std::nullopt;
+  return pipeline::rank_epoch_size(*samples, rank, world, *remainder);
 }
 
 }  // namespace
@@ -189,6 +207,20 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
                                                     " exactly once");
     }
     seen[static_cast<std::size_t>(s.rank)] = true;
+    if (const auto size = epoch_size_of(s.fingerprint, s.rank, old_world)) {
+      if (s.position > *size) {
+        return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(s.rank) + "'s position " +
+                                                      std::to_string(s.position) + " is past its epoch of " +
+                                                      std::to_string(*size) + " samples");
+      }
+      for (std::uint64_t p : s.window_delivered) {
+        if (p >= *size) {
+          return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(s.rank) + "'s window_delivered names position " +
+                                                        std::to_string(p) + ", past its epoch of " + std::to_string(*size) +
+                                                        " samples");
+        }
+      }
+    }
     out.old_positions[static_cast<std::size_t>(s.rank)] = s.position;
     if (!s.window_delivered.empty()) {
       out.old_windows.resize(static_cast<std::size_t>(old_world));
@@ -288,6 +320,22 @@ Result<LoaderState> start_state(const LoaderConfig& config,
                    "resume state");
     }
     const std::uint64_t n = manifests.lines.size();
+    // The old ranks' positions, before the resharded order is built from them.
+    for (std::size_t r = 0; start.old_world_size > 0 && r < start.old_positions.size(); ++r) {
+      const std::uint64_t size = rank_epoch_size(n, static_cast<int>(r), start.old_world_size, config.shard_remainder);
+      auto past = [&](const char* field, std::uint64_t p) {
+        return Error(ErrorCode::kInvalidArgument,
+                     std::string(field) + " names position " + std::to_string(p) + " for old rank " + std::to_string(r) +
+                         ", whose epoch has " + std::to_string(size) + " samples",
+                     "resume state");
+      };
+      if (start.old_positions[r] > size) return past("old_positions", start.old_positions[r]);
+      if (r < start.old_windows.size()) {
+        for (std::uint64_t p : start.old_windows[r]) {
+          if (p >= size) return past("old_windows", p);
+        }
+      }
+    }
     const std::uint64_t epoch_size = run_order(n, config, start, start.epoch).size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
@@ -305,10 +353,6 @@ Result<LoaderState> start_state(const LoaderConfig& config,
         if (p >= n) return Error(ErrorCode::kInvalidArgument, "window_delivered names position " + std::to_string(p) +
                                                                   " of " + std::to_string(n), "resume state");
       }
-    }
-    for (std::uint64_t p : start.old_positions) {
-      if (p > n) return Error(ErrorCode::kInvalidArgument, "old_positions names position " + std::to_string(p) +
-                                                               " of " + std::to_string(n), "resume state");
     }
   }
   if (!config.ordered && (start.epoch != 0 || start.position != 0 || start.packed_delivered != 0)) {

@@ -31,6 +31,24 @@ std::span<const std::byte> video_bytes(const Work& w, std::size_t v) {
   return {b.data(), b.size()};
 }
 
+// A video's plan, its frame count checked against the byte budget before its frames are listed
+// (an index, a padded copy and a timestamp each: nframes 1e9 committed 19 GB before the budget
+// refused the rows they make).
+Result<vision::VideoPlan> plan_within(const vision::VideoProcessor& videos, std::span<const std::byte> bytes,
+                                      const vision::VideoRequest& request, std::uint64_t max_buffered_bytes) {
+  const vision::VideoLimits limits;
+  MMFEED_ASSIGN_OR_RETURN(const vision::VideoInfo info, vision::probe_video(bytes, limits));
+  MMFEED_ASSIGN_OR_RETURN(const std::int64_t frames, vision::planned_frame_count(videos.profile(), info, request, limits));
+  const std::uint64_t least = vision::min_video_rows(videos.profile(), frames) * videos.row_bytes();
+  if (least > max_buffered_bytes) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "video: " + std::to_string(frames) + " frames sampled need at least " + std::to_string(least) +
+                     " bytes of pixel rows (at the smallest frame size), more than max_buffered_bytes (" +
+                     std::to_string(max_buffered_bytes) + "); sample fewer frames or raise the budget");
+  }
+  return vision::plan_video(videos.profile(), info, request, limits);
+}
+
 }  // namespace
 
 SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manifests& manifests,
@@ -83,7 +101,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
   for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
   for (const std::string& uri : refs) {
-    auto parsed = dataset::resolve(uri, base_dir);
+    auto parsed = dataset::resolve(uri, base_dir, config_.allow_local_media_from_remote_manifest);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;
@@ -123,7 +141,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.grids.push_back(*grid);
   }
   for (std::size_t v = 0; v < w.video_requests.size(); ++v) {
-    auto plan = videos_.plan(video_bytes(w, v), w.video_requests[v]);
+    auto plan = plan_within(videos_, video_bytes(w, v), w.video_requests[v], config_.max_buffered_bytes);
     if (!plan.ok()) {
       w.error = SampleError{w.id, "video", plan.error().with_context(w.video_uri(v).to_string()).to_string(),
                             plan.error().code()};

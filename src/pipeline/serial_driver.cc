@@ -4,6 +4,15 @@ namespace mmfeed::pipeline {
 
 Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milliseconds> /*timeout*/,
                                                 bool* /*timed_out*/) {
+  // A run that failed stays failed (as the concurrent driver's does): no later call consumes
+  // more of the epoch behind the error.
+  if (failure_) return *failure_;
+  Result<std::optional<Batch>> r = gather();
+  if (!r.ok()) failure_ = r.error();
+  return r;
+}
+
+Result<std::optional<Batch>> SerialDriver::gather() {
   if (stop_.load()) return std::optional<Batch>();
   if (!ready_.empty()) {
     Batch b = std::move(ready_.front());
@@ -49,9 +58,8 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
   if (samples.empty()) {  // the run is over
     if (!final_checked_) {
       final_checked_ = true;
-      if (Status st = end_of_run(); !st.ok()) failure_ = std::move(st).error();
+      MMFEED_RETURN_IF_ERROR(end_of_run());
     }
-    if (failure_) return *failure_;
     return std::optional<Batch>();
   }
   const int epoch = samples.front()->epoch;
@@ -61,7 +69,7 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
                                             ready_.push_back(std::move(b));
                                             return true;
                                           }));
-  if (ready_.empty()) return next(std::nullopt, nullptr);  // every sample of the group failed late
+  if (ready_.empty()) return gather();  // every sample of the group failed late
   Batch b = std::move(ready_.front());
   ready_.pop_front();
   return std::optional<Batch>(std::move(b));

@@ -20,6 +20,9 @@ class SerialDriver final : public Driver {
   void stop() override { stop_.store(true); }
 
  private:
+  // The work of one next(): a group gathered and built, its first batch returned.
+  Result<std::optional<Batch>> gather();
+
   std::atomic<bool> stop_{false};
   // The trainer's thread's alone.
   int epoch_ = 0;
@@ -29,7 +32,7 @@ class SerialDriver final : public Driver {
   std::vector<std::uint64_t> order_;
   std::deque<Batch> ready_;  // a packed group's rows not yet delivered
   bool final_checked_ = false;  // the end-of-run check is done
-  std::optional<Error> failure_;
+  std::optional<Error> failure_;  // the error that ended the run, returned by every later next()
 };
 
 }  // namespace mmfeed::pipeline

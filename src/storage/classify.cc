@@ -1,23 +1,44 @@
 #include "storage/classify.h"
 
+#include "core/strings.h"
 #include "storage/curl_easy.h"
+#include "storage/redact.h"
 #include "storage/s3.h"
 
 namespace mmfeed::storage {
 
 Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
-  const std::string detail(f.detail);
+  const std::string detail = redact_uris_in(f.detail);  // libcurl may quote the URL
   switch (f.code) {
     case CURLE_OPERATION_TIMEDOUT:
       return Error(ErrorCode::kTimeout, "timed out: " + detail, uri);
-    case CURLE_URL_MALFORMAT:
     case CURLE_UNSUPPORTED_PROTOCOL:
+      if (f.redirects > 0 && f.last_url != nullptr) {  // refused by CURLOPT_REDIR_PROTOCOLS_STR
+        const std::string target = redact_uri(f.last_url);
+        const bool downgrade = core::ascii_lower(target.substr(0, 7)) == "http://";
+        return Error(ErrorCode::kInvalidArgument,
+                     "redirect to " + target + " refused: " +
+                         (downgrade ? "an https URL is followed only to https" : "only http and https are followed"),
+                     uri);
+      }
+      [[fallthrough]];
+    case CURLE_URL_MALFORMAT:
       return Error(ErrorCode::kInvalidArgument, detail, uri);
     case CURLE_TOO_MANY_REDIRECTS:  // a loop: following it again ends the same way
       return Error(ErrorCode::kInvalidArgument,
                    "redirect loop: more than " + std::to_string(kMaxRedirects) + " redirects" +
-                       (f.last_url != nullptr ? std::string(", the last to ") + f.last_url : std::string()),
+                       (f.last_url != nullptr ? ", the last to " + redact_uri(f.last_url) : std::string()),
                    uri);
+    case CURLE_OUT_OF_MEMORY:
+      // libcurl's only limit in the headers: CURL_MAX_HTTP_HEADER per line, refused as out of
+      // memory (with no text). The same answer comes again: not retried.
+      if (f.in_headers) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "response header line over libcurl's limit of " + std::to_string(CURL_MAX_HTTP_HEADER) +
+                         " bytes (CURL_MAX_HTTP_HEADER); the answer cannot be read",
+                     uri);
+      }
+      return Error(ErrorCode::kResourceExhausted, "libcurl ran out of memory: " + detail, uri);
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
       return Error(ErrorCode::kPermissionDenied,

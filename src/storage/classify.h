@@ -25,15 +25,19 @@ namespace mmfeed::storage {
 struct CurlFailure {
   CURLcode code = CURLE_OK;
   std::string_view detail;         // libcurl's error buffer, or curl_easy_strerror(code) when it is empty
-  const char* last_url = nullptr;  // where a redirect loop ended (CURLINFO_EFFECTIVE_URL); null if unknown
+  const char* last_url = nullptr;  // the URL it ended at (CURLINFO_EFFECTIVE_URL): a redirect's target; null if unknown
+  long redirects = 0;              // redirects followed before it ended (CURLINFO_REDIRECT_COUNT)
+  bool in_headers = false;         // it ended before the answer's headers did
   std::uint64_t received = 0;      // body bytes received, for a truncated body
   std::uint64_t content_length = kUnknown;
 };
 
-// The Error for a transfer libcurl failed: kTimeout for its deadline, kInvalidArgument for a
-// malformed URL, an unsupported scheme or a redirect loop, kPermissionDenied for an untrusted TLS
-// certificate (saying how to trust it), kIoError (retryable) for everything else, a truncated body
-// included.
+// The Error for a transfer libcurl failed: kTimeout for its deadline; kInvalidArgument for a
+// malformed URL, an unsupported scheme, a redirect to a protocol other than http(s) or from https
+// down to http (naming its target), or a redirect loop; kPermissionDenied for an untrusted TLS
+// certificate (saying how to trust it); kResourceExhausted for libcurl out of memory -- in the
+// headers, a header line over libcurl's limit; kIoError (retryable) for everything else, a
+// truncated body included. URLs in the message are redacted (redact.h).
 Error classify_curl_failure(const CurlFailure& failure, const std::string& uri);
 
 // The Error for a non-2xx answer: "HTTP <status>", followed by S3's error code and sentence when

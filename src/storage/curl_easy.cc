@@ -1,5 +1,6 @@
 #include "storage/curl_easy.h"
 
+#include "core/strings.h"
 #include "storage/credentials.h"
 
 namespace mmfeed::storage {
@@ -33,6 +34,10 @@ void CurlShare::unlock(CURL*, curl_lock_data data, void* self) {
   static_cast<CurlShare*>(self)->locks_[static_cast<std::size_t>(data) % kLocks].unlock();
 }
 
+const char* redirect_protocols(std::string_view url) {
+  return core::ascii_lower(url.substr(0, 8)) == "https://" ? "https" : kTransferProtocols;
+}
+
 CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share,
                      const HttpRequest& request, bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers) {
   CURL* e = curl_easy_init();
@@ -59,9 +64,11 @@ CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CU
   curl_easy_setopt(e, CURLOPT_HEADERDATA, hooks.user);
   // A proxy's "200 Connection established" would pass for the answer's headers in on_header.
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, kTransferProtocols);
   if (follow_redirects) {
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, kMaxRedirects);
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, redirect_protocols(request.url));
   }
   for (const auto& [name, value] : request.headers) {
     headers = curl_slist_append(headers, (name + ": " + value).c_str());

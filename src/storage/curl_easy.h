@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "storage/fetcher.h"
 #include "storage/s3.h"
@@ -27,6 +28,16 @@ namespace mmfeed::storage {
 
 // Redirects followed for an HTTP(S) URI (S3 GETs follow none); one more is a loop.
 inline constexpr long kMaxRedirects = 5;
+
+// The protocols a GET may use, as CURLOPT_PROTOCOLS_STR takes them. libcurl is built with many
+// more (ftp, file, smb, ldap, ...); a manifest or a redirect must not reach any of them.
+inline constexpr const char* kTransferProtocols = "http,https";
+
+// The protocols a redirect from `url` may go to (CURLOPT_REDIR_PROTOCOLS_STR): http and https,
+// but from an https URL only https -- a plain http hop would give up the encryption and the
+// server's authentication the URL asked for, without a word.
+// Example: redirect_protocols("https://h/a.jpg")  // "https"
+const char* redirect_protocols(std::string_view url);
 
 // libcurl's process-wide initialisation, done once before the first handle.
 void init_curl_once();
@@ -65,8 +76,9 @@ struct EasyHooks {
 
 // A new easy handle for a GET of `request` (its URL and every header to send), with the options'
 // connect, attempt and low-speed limits, TLS verification against `ca_file` (empty: the system's),
-// HTTP/1.1, keep-alive, the share handle, and, when `follow_redirects` (HTTP(S) URIs; S3 GETs
-// follow none), at most kMaxRedirects redirects followed. `headers` receives the list the handle sends; free it with
+// HTTP/1.1, keep-alive, the share handle, only kTransferProtocols, and, when `follow_redirects`
+// (HTTP(S) URIs; S3 GETs follow none), at most kMaxRedirects redirects followed, each only to
+// redirect_protocols(request.url). `headers` receives the list the handle sends; free it with
 // curl_slist_free_all after curl_easy_cleanup of the handle.
 CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share,
                      const HttpRequest& request, bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers);

@@ -73,7 +73,7 @@ struct Transfer {
 // One submitted request, from admission to its one FetchResult. Owned by the I/O thread.
 struct Job {
   FetchRequest request;
-  std::string uri_text;
+  std::string uri_text;  // request.uri.to_string(), credentials redacted: errors, results and the trace show this
   std::int64_t start_ns = 0;
   int attempts = 0;  // GETs sent
   int failures = 0;  // failed attempts of the whole-object request, counted against max_attempts

@@ -8,6 +8,8 @@
 //   - retries with exponential backoff and full jitter on 5xx, 429/503 SlowDown, connection
 //     resets, timeouts and truncated bodies; 404, 403, a redirect loop and an object over the
 //     size limit are final at once;
+//   - protocols: http and https only, on every GET and every redirect, and a redirect from https
+//     only to https; a redirect elsewhere is final, naming its target;
 //   - hedging (opt-in): a second GET for a request still running past a latency quantile,
 //     the first answer wins;
 //   - large objects: the first GET asks for part_size bytes; if the object is larger, the
@@ -87,7 +89,7 @@ struct FetchRequest {
 
 struct FetchResult {
   std::uint64_t tag = 0;
-  std::string uri;
+  std::string uri;  // as shown (ObjectUri::to_string): its credentials redacted
   Result<core::Buffer> data = Error(ErrorCode::kInternal, "unset");
   int attempts = 0;             // GETs sent for this object (parts and hedges included)
   int retries = 0;

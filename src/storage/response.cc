@@ -51,7 +51,11 @@ HeaderLine parse_header_line(std::string_view line, ResponseHeaders& headers) {
     return HeaderLine::kStatusLine;
   }
   const auto colon = line.find(':');
-  if (colon == std::string_view::npos) return core::trim(line).empty() ? HeaderLine::kEnd : HeaderLine::kOther;
+  if (colon == std::string_view::npos) {
+    if (!core::trim(line).empty()) return HeaderLine::kOther;
+    headers.ended = true;
+    return HeaderLine::kEnd;
+  }
   const std::string name = core::ascii_lower(core::trim(line.substr(0, colon)));
   const std::string value = core::trim(line.substr(colon + 1));
   if (name == "content-length") {

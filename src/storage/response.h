@@ -41,6 +41,7 @@ struct ResponseHeaders {
   std::uint64_t range_last = kUnknown;
   std::uint64_t range_total = kUnknown;
   std::string etag;  // as sent, quotes included
+  bool ended = false;  // the empty line that ends the headers was seen
 };
 
 // Why the engine refuses an answer (or stops a transfer) itself, before libcurl would.
@@ -59,7 +60,7 @@ struct PartExpectation {
 enum class HeaderLine {
   kStatusLine,  // "HTTP/1.1 200 OK": a new response, `headers` reset to it
   kField,       // "Name: value" (taken when it is one of the fields above, else ignored)
-  kEnd,         // the empty line that ends the headers
+  kEnd,         // the empty line that ends the headers (`ended` set)
   kOther,       // anything else (ignored)
 };
 

@@ -217,10 +217,14 @@ std::optional<Error> Fetcher::Engine::outcome(Transfer* t, CURLcode code) {
   if (t->refusal) return classify_refusal(*t->refusal, code, uri);
   if (code != CURLE_OK) {
     char* last_url = nullptr;
-    if (code == CURLE_TOO_MANY_REDIRECTS) curl_easy_getinfo(t->easy, CURLINFO_EFFECTIVE_URL, &last_url);
+    long redirects = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_EFFECTIVE_URL, &last_url);
+    curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_COUNT, &redirects);
     return classify_curl_failure({.code = code,
                                   .detail = t->errbuf[0] ? std::string_view(t->errbuf) : curl_easy_strerror(code),
                                   .last_url = last_url,
+                                  .redirects = redirects,
+                                  .in_headers = !t->response.ended,
                                   .received = t->received,
                                   .content_length = t->response.content_length},
                                  uri);

@@ -4,6 +4,9 @@
 
 #include <filesystem>
 
+#include "core/strings.h"
+#include "storage/redact.h"
+
 namespace mmfeed::storage {
 
 std::string_view scheme_name(Scheme scheme) {
@@ -20,8 +23,8 @@ std::string ObjectUri::to_string() const {
   switch (scheme) {
     case Scheme::kFile: return "file://" + path;
     case Scheme::kHttp:
-    case Scheme::kHttps: return url;
-    case Scheme::kS3: return "s3://" + bucket + "/" + key;
+    case Scheme::kHttps: return redact_uri(url);
+    case Scheme::kS3: return redact_uri("s3://" + bucket + "/" + key);
   }
   return {};
 }
@@ -46,12 +49,7 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
 }
 
 Result<std::string> percent_decode(std::string_view s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
+  constexpr auto hex = core::hex_value;
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -73,8 +71,32 @@ Result<std::string> percent_decode(std::string_view s) {
 
 namespace {
 
+constexpr char kHex[] = "0123456789abcdef";
+
+// `text` with control bytes written as \xNN: a NUL would end a message where it is printed.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 Error bad_uri(std::string_view text, std::string message) {
-  return Error(ErrorCode::kInvalidArgument, std::move(message), std::string(text));
+  return Error(ErrorCode::kInvalidArgument, std::move(message), printable(redact_uri(text)));
+}
+
+// The first control byte (below 0x20, or DEL) of a URL, as "0x01 at byte 7".
+std::string control_byte_at(std::string_view text, std::size_t at) {
+  const auto c = static_cast<unsigned char>(text[at]);
+  return std::string("0x") + kHex[c >> 4] + kHex[c & 15] + " at byte " + std::to_string(at);
 }
 
 Result<ObjectUri> parse_local(std::string_view text, std::string_view path, std::string_view base_dir) {
@@ -96,6 +118,10 @@ Result<ObjectUri> parse_local(std::string_view text, std::string_view path, std:
 
 Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir) {
   if (text.empty()) return bad_uri(text, "empty URI");
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return bad_uri(text, "URI contains a NUL byte (at byte " + std::to_string(nul) +
+                             "), which would cut it short; remove it from the manifest");
+  }
   const std::size_t colon = text.find("://");
   if (colon == std::string_view::npos) return parse_local(text, text, base_dir);
 
@@ -107,7 +133,8 @@ Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir) {
     const std::string_view host = rest.substr(0, slash);
     if (slash == std::string_view::npos) return bad_uri(text, "file URI without a path");
     if (!host.empty() && host != "localhost") {
-      return bad_uri(text, "file URI names a remote host '" + std::string(host) + "'");
+      const std::string_view name = host.substr(host.rfind('@') + 1);  // never its user:password@
+      return bad_uri(text, "file URI names a remote host '" + std::string(name) + "'");
     }
     MMFEED_ASSIGN_OR_RETURN(std::string path, percent_decode(rest.substr(slash)));
     return parse_local(text, path, base_dir);
@@ -117,6 +144,12 @@ Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir) {
     if (authority.empty()) return bad_uri(text, "URL without a host");
     if (text.find_first_of(" \t\r\n") != std::string_view::npos) {
       return bad_uri(text, "URL contains whitespace; percent-encode it");
+    }
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if (c < 0x20 || c == 0x7f) {
+        return bad_uri(text, "URL contains a control character (" + control_byte_at(text, i) + "); percent-encode it");
+      }
     }
     ObjectUri uri;
     uri.scheme = scheme == "http" ? Scheme::kHttp : Scheme::kHttps;
@@ -133,7 +166,7 @@ Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir) {
     for (const char c : uri.bucket) {
       const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
                       c == '_' || (c >= 'A' && c <= 'Z');
-      if (!ok) return bad_uri(text, "invalid character in bucket name '" + uri.bucket + "'");
+      if (!ok) return bad_uri(text, "invalid character in bucket name ('" + printable(std::string_view(&c, 1)) + "')");
     }
     return uri;
   }

@@ -29,13 +29,16 @@ struct ObjectUri {
   std::string bucket;  // kS3
   std::string key;     // kS3: the raw (decoded) key; may be empty for a bucket-level prefix
 
-  // The canonical spelling: "s3://bucket/key", "file:///abs/path", or the URL.
+  // The canonical spelling, as shown in messages and traces: "s3://bucket/key", "file:///abs/path",
+  // or the URL, with its credentials redacted (redact.h). Fetches use the fields, never this.
   std::string to_string() const;
 };
 
 // Parses `text`. Relative paths resolve against `base_dir` (or the working directory when it
-// is empty). Errors (kInvalidArgument) name the URI and the reason: unknown scheme, missing
-// bucket, empty path, a file:// URL with a remote host, bad percent-escapes.
+// is empty). Errors (kInvalidArgument) name the URI (redacted, control bytes as \xNN) and the
+// reason: unknown scheme, missing bucket, empty path, a file:// URL with a remote host, bad
+// percent-escapes, a NUL byte anywhere (a JSON "\u0000" would cut the name short where the
+// operating system or libcurl reads it), whitespace or another control byte in a URL.
 Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir = {});
 
 // Percent-encodes `s` by the SigV4/S3 rules: unreserved bytes (A-Z a-z 0-9 - _ . ~) stay,

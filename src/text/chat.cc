@@ -68,11 +68,11 @@ struct VisionCount {
   int videos = 0;
 };
 
-// A message's content as the templates render it: text, and media as vision blocks numbered
-// with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
-// render_content(..., false) prints the current values without counting).
-std::string render_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
-  std::string out;
+// Appends a message's content as the templates render it: text, and media as vision blocks
+// numbered with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
+// render_content(..., false) prints the current values without counting). Written straight into
+// the rendering, not returned: a message of megabytes is not copied again on its way in.
+void render_content(std::string& out, const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
   for (const ContentItem& item : m.content) {
     switch (item.type) {
       case ContentItem::Type::kText:
@@ -90,13 +90,18 @@ std::string render_content(const Message& m, VisionCount& n, bool count, const R
         break;
     }
   }
+}
+
+// render_content into a string of its own, for what the templates test or cut.
+std::string rendered_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
+  std::string out;
+  render_content(out, m, n, count, options);
   return out;
 }
 
-// Only the "text" of each item (media skipped unless they carry one): Qwen3-VL Instruct's system
-// prompt and assistant content.
-std::string render_text_only(const Message& m) {
-  std::string out;
+// Appends only the "text" of each item (media skipped unless they carry one): Qwen3-VL
+// Instruct's system prompt and assistant content.
+void render_text_only(std::string& out, const Message& m) {
   for (const ContentItem& item : m.content) {
     if (item.type == ContentItem::Type::kText) {
       out += item.value;
@@ -104,12 +109,14 @@ std::string render_text_only(const Message& m) {
       out += *item.media_text;
     }
   }
-  return out;
 }
 
 void render_tools_header(std::string& out, const Conversation& c, const std::string& system) {
   out += "<|im_start|>system\n";
-  if (c.messages.front().role == "system") out += system + "\n\n";
+  if (c.messages.front().role == "system") {
+    out += system;
+    out += "\n\n";
+  }
   out += kToolsHead;
   for (const std::string& tool : c.tools) {
     out += '\n';
@@ -129,11 +136,14 @@ void render_tool_calls(std::string& out, const Message& m, bool has_content) {
   }
 }
 
-// A run of tool messages becomes one user turn of <tool_response> blocks.
-void render_tool_response(std::string& out, const Conversation& c, std::size_t i, const std::string& content) {
+// A run of tool messages becomes one user turn of <tool_response> blocks: message i's opens
+// (before its content) and closes (after it).
+void open_tool_response(std::string& out, const Conversation& c, std::size_t i) {
   if (i == 0 || c.messages[i - 1].role != "tool") out += "<|im_start|>user";
   out += "\n<tool_response>\n";
-  out += content;
+}
+
+void close_tool_response(std::string& out, const Conversation& c, std::size_t i) {
   out += "\n</tool_response>";
   if (i + 1 == c.messages.size() || c.messages[i + 1].role != "tool") out += kImEnd;
 }
@@ -156,16 +166,34 @@ void end_assistant_turn(Rendered& r, std::size_t begin, ByteSpan think) {
   r.text += kImEnd;
 }
 
+// A rendering with room for all of `c`: at most its strings and a little markup around each
+// (the templates add under 64 bytes per message, item or call, under 1 KiB once). Reserved so
+// that a long conversation is not copied as its text doubles (issue 31: 3 times its size held).
+Rendered start_rendering(const Conversation& c) {
+  std::size_t bytes = 1024;
+  for (const std::string& tool : c.tools) bytes += tool.size() + 1;
+  for (const Message& m : c.messages) {
+    bytes += 64 + (m.reasoning_content ? m.reasoning_content->size() + 64 : 0);
+    for (const ContentItem& item : m.content) bytes += 64 + item.value.size() + (item.media_text ? item.media_text->size() : 0);
+    for (const ToolCall& call : m.tool_calls) bytes += 64 + call.name.size() + call.arguments.size();
+  }
+  Rendered r;
+  r.text.reserve(bytes);
+  return r;
+}
+
 // tests/data/chat-templates/qwen2_vl.jinja
 Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options) {
-  Rendered r;
+  Rendered r = start_rendering(c);
   VisionCount n;
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
     if (i == 0 && m.role != "system") r.text += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
-    r.text += "<|im_start|>" + m.role + "\n";
+    r.text += "<|im_start|>";
+    r.text += m.role;
+    r.text += "\n";
     const std::size_t begin = r.text.size();
-    r.text += render_content(m, n, true, options);
+    render_content(r.text, m, n, true, options);
     if (m.role == "assistant") {
       end_assistant_turn(r, begin, {begin, begin});
     } else {
@@ -178,29 +206,34 @@ Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options) {
 
 // tests/data/chat-templates/qwen3_vl.jinja
 Rendered render_qwen3_vl(const Conversation& c, const RenderOptions& options) {
-  Rendered r;
+  Rendered r = start_rendering(c);
   const Message& first = c.messages.front();
-  const std::string system = first.role == "system" ? render_text_only(first) : std::string();
+  std::string system;
+  if (first.role == "system") render_text_only(system, first);
   if (!c.tools.empty()) {
     render_tools_header(r.text, c, system);
   } else if (first.role == "system") {
-    r.text += "<|im_start|>system\n" + system;
+    r.text += "<|im_start|>system\n";
+    r.text += system;
     r.text += kImEnd;
   }
   VisionCount n;
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
     if (m.role == "user") {
-      r.text += "<|im_start|>user\n" + render_content(m, n, true, options);
+      r.text += "<|im_start|>user\n";
+      render_content(r.text, m, n, true, options);
       r.text += kImEnd;
     } else if (m.role == "assistant") {
       r.text += "<|im_start|>assistant\n";
       const std::size_t begin = r.text.size();
-      r.text += render_text_only(m);
+      render_text_only(r.text, m);
       render_tool_calls(r.text, m, m.has_content());
       end_assistant_turn(r, begin, {begin, begin});
     } else if (m.role == "tool") {
-      render_tool_response(r.text, c, i, render_content(m, n, true, options));
+      open_tool_response(r.text, c, i);
+      render_content(r.text, m, n, true, options);
+      close_tool_response(r.text, c, i);
     }  // system messages after the first are not rendered
   }
   if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n";
@@ -209,21 +242,22 @@ Rendered render_qwen3_vl(const Conversation& c, const RenderOptions& options) {
 
 // tests/data/chat-templates/qwen3_vl_thinking.jinja
 Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& options) {
-  Rendered r;
+  Rendered r = start_rendering(c);
   VisionCount n;
   const Message& first = c.messages.front();
-  const std::string system = first.role == "system" ? render_content(first, n, false, options) : std::string();
+  const std::string system = first.role == "system" ? rendered_content(first, n, false, options) : std::string();
   if (!c.tools.empty()) {
     render_tools_header(r.text, c, system);
   } else if (first.role == "system") {
-    r.text += "<|im_start|>system\n" + system;
+    r.text += "<|im_start|>system\n";
+    r.text += system;
     r.text += kImEnd;
   }
   // The last user query: the last user message that is not a tool response it carries itself.
   std::size_t last_query = c.messages.size() - 1;
   for (std::size_t i = c.messages.size(); i-- > 0;) {
     if (c.messages[i].role != "user") continue;
-    const std::string content = render_content(c.messages[i], n, false, options);
+    const std::string content = rendered_content(c.messages[i], n, false, options);
     if (!(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
       last_query = i;
       break;
@@ -231,9 +265,12 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
   }
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
-    std::string content = render_content(m, n, true, options);  // counted for every message
+    std::string content = rendered_content(m, n, true, options);  // counted for every message
     if (m.role == "user" || (m.role == "system" && i > 0)) {
-      r.text += "<|im_start|>" + m.role + "\n" + content;
+      r.text += "<|im_start|>";
+      r.text += m.role;
+      r.text += "\n";
+      r.text += content;
       r.text += kImEnd;
     } else if (m.role == "assistant") {
       std::string reasoning;
@@ -262,7 +299,9 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
       render_tool_calls(r.text, m, !content.empty());
       end_assistant_turn(r, begin, think);
     } else if (m.role == "tool") {
-      render_tool_response(r.text, c, i, content);
+      open_tool_response(r.text, c, i);
+      r.text += content;
+      close_tool_response(r.text, c, i);
     }
   }
   if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n<think>\n";

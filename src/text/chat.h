@@ -244,7 +244,10 @@ inline constexpr std::int32_t kIgnoreIndex = -100;
 // Renders, tokenizes the whole text (so ids equal the tokenizer applied to the rendered
 // conversation, Qwen3-VL's video timestamps written in first), expands each image pad to
 // t*h*w/merge^2 tokens and each video pad likewise (per group with timestamps), and labels by
-// policy (vision tokens and timestamps never trained).
+// policy (vision tokens and timestamps never trained). Under max_length the text is tokenized
+// only as far as the outcome needs, so a sample of megabytes holds memory for its first tokens
+// only: refused, it is counted to twice max_length ("conversation has more than N tokens, more
+// than max_length M (counted no further)" beyond that); truncated, to just past the cut.
 Result<SftSample> encode_conversation(const Tokenizer& tokenizer, const Conversation& conversation, ChatTemplate tmpl,
                                       std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
                                       const SftOptions& options = {});

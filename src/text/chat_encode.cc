@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace mmfeed::text {
 
@@ -50,6 +51,53 @@ std::vector<Insertion> write_timestamps(std::string& text, std::span<const Video
   return insertions;
 }
 
+// Offsets in the tokenized text (timestamps written in) mapped back to the rendering's: one
+// inside written text maps to its video's place. Asked with non-decreasing offsets (tokens come
+// in order), it walks the insertions once for all tokens.
+class RenderedOffsets {
+ public:
+  explicit RenderedOffsets(std::span<const Insertion> insertions) : insertions_(insertions) {}
+
+  std::size_t operator()(std::size_t at) {
+    while (next_ < insertions_.size() && at >= insertions_[next_].at + shift_ + insertions_[next_].grown) {
+      shift_ += insertions_[next_++].grown;
+    }
+    if (next_ < insertions_.size() && at >= insertions_[next_].at + shift_) return insertions_[next_].at;
+    return at - shift_;
+  }
+
+ private:
+  std::span<const Insertion> insertions_;
+  std::size_t next_ = 0;   // the first insertion not wholly before the last offset asked
+  std::size_t shift_ = 0;  // what the insertions before it added
+};
+
+// Whether a rendered offset is trained, by policy. Asked with non-decreasing offsets, it walks
+// the assistant turns once for all tokens (issue 31: searching them from the first for every
+// token made encoding quadratic in the turns, 44 s for 64,000).
+class LossMask {
+ public:
+  LossMask(const Rendered& r, const SftOptions& options)
+      : r_(r),
+        end_len_(options.labels == LabelPolicy::kQwen ? 11 : 10),  // "<|im_end|>" (+ "\n")
+        train_reasoning_(options.train_reasoning) {}
+
+  bool operator()(std::size_t at) {
+    // Turns are rendered in order and do not overlap: only the first not yet behind `at` can hold it.
+    while (turn_ < r_.assistant_end.size() && at >= r_.assistant_end[turn_].begin + end_len_) ++turn_;
+    if (turn_ == r_.assistant_end.size()) return false;
+    const ByteSpan think = r_.assistant_think[turn_], content = r_.assistant_content[turn_];
+    if (!train_reasoning_ && at >= think.begin && at < think.end) return false;
+    return (at >= content.begin && at < content.end) || at >= r_.assistant_end[turn_].begin;
+  }
+
+ private:
+  const Rendered& r_;
+  std::size_t end_len_;
+  bool train_reasoning_;
+  std::size_t turn_ = 0;
+};
+
 }  // namespace
 
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
@@ -88,10 +136,12 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     }
   }
   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
+  std::vector<ByteSpan> vision_text;  // the rendered vision blocks, in order
   for (const auto& [block, n, what] : {std::tuple{kImageBlock, n_images, "images"}, std::tuple{kVideoBlock, n_videos, "videos"}}) {
     std::size_t rendered = 0;
     for (std::size_t at = r.text.find(block); at != std::string::npos; at = r.text.find(block, at + block.size())) {
       ++rendered;
+      vision_text.push_back({at, at + block.size()});
     }
     if (rendered != n) {  // Qwen3-VL Instruct prints no media in assistant turns or system messages
       return Error(ErrorCode::kInvalidArgument,
@@ -101,6 +151,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        "them to a user turn");
     }
   }
+  std::sort(vision_text.begin(), vision_text.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
   for (std::size_t k = 0; timestamped && k < videos.size(); ++k) {
     if (static_cast<std::int64_t>(videos[k].timestamps.size()) != videos[k].grid.t) {
       return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + " has " +
@@ -112,17 +163,9 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   }
   // Timestamps go in before tokenizing (they are tokenized with the text around them); an
   // offset in the new text maps back to the rendering's for the label spans.
-  const std::vector<Insertion> insertions = timestamped ? write_timestamps(r.text, videos) : std::vector<Insertion>{};
-  auto rendered_offset = [&](std::size_t at) {
-    std::size_t shift = 0;
-    for (const Insertion& ins : insertions) {
-      if (at < ins.at + shift) break;
-      if (at < ins.at + shift + ins.grown) return ins.at;  // inside written text: the video's place
-      shift += ins.grown;
-    }
-    return at - shift;
-  };
-  MMFEED_ASSIGN_OR_RETURN(Encoding enc, tok.encode_with_offsets(r.text));
+  // Without videos there is nothing to write, nor a copy of the text to make.
+  const std::vector<Insertion> insertions =
+      timestamped && !videos.empty() ? write_timestamps(r.text, videos) : std::vector<Insertion>{};
   const auto image_pad = tok.token_to_id("<|image_pad|>");
   const auto video_pad = tok.token_to_id("<|video_pad|>");
   const auto vision_start = tok.token_to_id("<|vision_start|>");
@@ -130,14 +173,24 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   if (!image_pad || !video_pad || !vision_start || !vision_end) {
     return Error(ErrorCode::kUnsupported, "tokenizer lacks the Qwen-VL vision tokens");
   }
-  auto trained = [&](std::size_t at) {
-    for (std::size_t k = 0; k < r.assistant_content.size(); ++k) {
-      if (!options.train_reasoning && at >= r.assistant_think[k].begin && at < r.assistant_think[k].end) return false;
-      if (at >= r.assistant_content[k].begin && at < r.assistant_content[k].end) return true;
-      const std::size_t end_len = options.labels == LabelPolicy::kQwen ? 11 : 10;  // "<|im_end|>" (+ "\n")
-      if (at >= r.assistant_end[k].begin && at < r.assistant_end[k].begin + end_len) return true;
-    }
-    return false;
+  RenderedOffsets rendered_offset(insertions);
+  LossMask trained(r, options);
+
+  // Under max_length the text is tokenized only as far as the outcome needs (issue 31: a line of
+  // 32 MB was tokenized whole, ~1.2 GB, before being refused): refused, it is counted to twice
+  // max_length, so that a sample near the limit is told its count; truncated, to the first token
+  // past max_length outside a vision block, where every block the cut can meet has been seen.
+  std::size_t stop_after = SIZE_MAX;
+  if (options.max_length > 0) {
+    // std::max: twice a max_length past SIZE_MAX / 2 wraps, and max_length itself is kept then.
+    stop_after = options.truncation == Truncation::kTruncate ? options.max_length
+                                                             : std::max(options.max_length, 2 * options.max_length);
+  }
+  bool stopped = false;
+  std::size_t next_vision_text = 0;  // the first rendered vision block not wholly before the last token
+  auto in_vision_block = [&](std::size_t at) {
+    while (next_vision_text < vision_text.size() && vision_text[next_vision_text].end <= at) ++next_vision_text;
+    return next_vision_text < vision_text.size() && vision_text[next_vision_text].begin <= at;
   };
 
   SftSample s;
@@ -150,12 +203,19 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   std::vector<Block> blocks;
   std::size_t block_start = 0, previous_start = 0;  // the last <|vision_start|>, and the one before it
   std::size_t group_video = 0, group = 0, video_start = 0;  // the video the next video pad belongs to, its group, its start
-  for (std::size_t i = 0; i < enc.ids.size(); ++i) {
-    const std::int32_t id = enc.ids[i];
+  bool too_many_pads = false;
+  MMFEED_RETURN_IF_ERROR(tok.encode_each(r.text, [&](const Token& token) {
+    const std::int32_t id = token.id;
+    const std::size_t at = rendered_offset(token.begin);
+    if (s.input_ids.size() > stop_after && !in_vision_block(at)) {
+      stopped = true;
+      return false;
+    }
     if (id == *image_pad || id == *video_pad) {
       const bool image = id == *image_pad;
       if (image ? next_image >= image_grids.size() : next_video >= video_grids.size()) {
-        return Error(ErrorCode::kInvalidArgument, "text holds more vision pads than grids given");
+        too_many_pads = true;
+        return false;
       }
       const Grid3 g = image ? image_grids[next_image++] : video_grids[next_video++];
       const std::int64_t n = g.t * g.h * g.w / merge2;
@@ -163,7 +223,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
       if (image || !timestamped) {
         blocks.push_back({block_start, s.input_ids.size(), image});
-        continue;
+        return true;
       }
       // A timestamped video is one block from the <|vision_start|> before its first group's to
       // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
@@ -173,7 +233,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
         ++group_video;
         group = 0;
       }
-      continue;
+      return true;
     }
     if (id == *vision_start) {
       previous_start = block_start;
@@ -181,9 +241,11 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     }
     s.input_ids.push_back(id);
     const bool vision = id == *vision_start || id == *vision_end;
-    s.labels.push_back(!vision && trained(rendered_offset(enc.offsets[i].first)) ? id : kIgnoreIndex);
-  }
-  if (next_image != image_grids.size()) {
+    s.labels.push_back(!vision && trained(at) ? id : kIgnoreIndex);
+    return true;
+  }));
+  if (too_many_pads) return Error(ErrorCode::kInvalidArgument, "text holds more vision pads than grids given");
+  if (!stopped && next_image != image_grids.size()) {
     return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image) +
                                                   " image pads for " + std::to_string(image_grids.size()) + " grids");
   }
@@ -192,8 +254,10 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
 
   if (options.max_length > 0 && s.input_ids.size() > options.max_length) {
     if (options.truncation == Truncation::kError) {
-      return Error(ErrorCode::kResourceExhausted, "conversation has " + std::to_string(s.input_ids.size()) +
-                                                      " tokens, more than max_length " + std::to_string(options.max_length));
+      return Error(ErrorCode::kResourceExhausted,
+                   "conversation has " + std::string(stopped ? "more than " : "") + std::to_string(s.input_ids.size()) +
+                       " tokens, more than max_length " + std::to_string(options.max_length) +
+                       (stopped ? " (counted no further)" : ""));
     }
     std::size_t cut = options.max_length;
     s.images_kept = s.videos_kept = 0;

@@ -100,6 +100,20 @@ Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) 
   return keys;
 }
 
+// qwen-vl-utils' per-image size keys are refused, not ignored (issue 31): every image is sized
+// by the loader's own min_pixels/max_pixels, which the batch memory is planned from, and the
+// image path has no per-item bounds to honour them with. Null reads as absent, as for videos.
+Status refuse_image_size_keys(simdjson::dom::object o, const std::string& where) {
+  for (const char* key : {"min_pixels", "max_pixels", "resized_height", "resized_width"}) {
+    if (simdjson::dom::element e; !o[key].get(e) && !e.is_null()) {
+      return Error(ErrorCode::kUnsupported, where + "." + key + ": per-image sizes are not supported; every image is "
+                                            "sized by the loader's min_pixels and max_pixels (remove the key, or set "
+                                            "those)");
+    }
+  }
+  return ok_status();
+}
+
 // One item of a message's content list at `where` ("messages[1].content[0]").
 Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
   simdjson::dom::object o;
@@ -113,6 +127,9 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   if ((!o["image"].get(field) || !o["image_url"].get(field) || !o["video"].get(field)) && !o["text"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
     media_text = std::string(text);
+  }
+  if (!o["image"].get(field) || !o["image_url"].get(field)) {
+    MMFEED_RETURN_IF_ERROR(refuse_image_size_keys(o, where));
   }
   if (!o["image"].get(field)) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
@@ -401,8 +418,28 @@ Result<Conversation> parse_conversation(std::string_view json) {
 std::optional<std::string> sample_id_of(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (parser.parse(json.data(), json.size()).get(doc)) return std::nullopt;
-  return id_of(doc);
+  const simdjson::error_code err = parser.parse(json.data(), json.size()).get(doc);
+  if (!err) return id_of(doc);
+  // A number no double holds (1e999) fails the whole line in the DOM; the id beside it is still
+  // read on demand, which parses only the values it visits. Other failures name the line.
+  if (err != simdjson::NUMBER_ERROR && err != simdjson::NUMBER_OUT_OF_RANGE) {
+    return std::nullopt;
+  }
+  simdjson::ondemand::parser on_demand;
+  const simdjson::padded_string padded(json);
+  simdjson::ondemand::document line;
+  simdjson::ondemand::value id;
+  simdjson::ondemand::json_type type;
+  if (on_demand.iterate(padded).get(line) || line.find_field_unordered("id").get(id) || id.type().get(type)) {
+    return std::nullopt;
+  }
+  std::string_view text;
+  std::int64_t number = 0;
+  if (type == simdjson::ondemand::json_type::string && !id.get_string().get(text) && !text.empty()) {
+    return std::string(text);
+  }
+  if (type == simdjson::ondemand::json_type::number && !id.get_int64().get(number)) return std::to_string(number);
+  return std::nullopt;
 }
 
 }  // namespace mmfeed::text

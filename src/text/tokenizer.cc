@@ -71,14 +71,9 @@ std::string compose(std::string_view run) {
 
 namespace detail {
 
-std::vector<AddedMatch> AddedMatcher::find_all(std::string_view text) const {
-  std::vector<AddedMatch> out;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (!first_byte_[static_cast<unsigned char>(text[i])]) {
-      ++i;
-      continue;
-    }
+std::optional<AddedMatch> AddedMatcher::find_next(std::string_view text, std::size_t from) const {
+  for (std::size_t i = from; i < text.size(); ++i) {
+    if (!first_byte_[static_cast<unsigned char>(text[i])]) continue;
     const AddedToken* best = nullptr;
     for (const AddedToken* t : tokens_) {
       if (text.compare(i, t->content.size(), t->content) == 0 && (!best || t->content.size() > best->content.size()) &&
@@ -86,22 +81,17 @@ std::vector<AddedMatch> AddedMatcher::find_all(std::string_view text) const {
         best = t;
       }
     }
-    if (!best) {
-      ++i;
-      continue;
-    }
+    if (!best) continue;
     AddedMatch m{i, i + best->content.size(), best};
     if (best->lstrip) {
-      const std::size_t floor = out.empty() ? 0 : out.back().end;
-      while (m.begin > floor && is_whitespace_byte(text[m.begin - 1])) --m.begin;
+      while (m.begin > from && is_whitespace_byte(text[m.begin - 1])) --m.begin;
     }
     if (best->rstrip) {
       while (m.end < text.size() && is_whitespace_byte(text[m.end])) ++m.end;
     }
-    out.push_back(m);
-    i = m.end;
+    return m;
   }
-  return out;
+  return std::nullopt;
 }
 
 bool AddedMatcher::word_ok(std::string_view text, std::size_t at, const AddedToken* t) {
@@ -124,8 +114,9 @@ void Tokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& out
     out.push_back(byte_id[static_cast<unsigned char>(piece[0])]);
     return;
   }
+  const bool cached = n < detail::kCacheMaxPieceBytes;
   Shard& shard = cache[std::hash<std::string_view>()(piece) % detail::kCacheShards];
-  {
+  if (cached) {
     std::lock_guard lock(shard.mu);
     if (auto it = shard.map.find(std::string(piece)); it != shard.map.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
@@ -171,12 +162,13 @@ void Tokenizer::Impl::bpe(std::string_view piece, std::vector<std::int32_t>& out
   std::vector<std::int32_t> result;
   for (int i = 0; i >= 0; i = next[i]) result.push_back(id[i]);
   out.insert(out.end(), result.begin(), result.end());
+  if (!cached) return;
   std::lock_guard lock(shard.mu);
   if (shard.map.size() < detail::kCacheEntriesPerShard) shard.map.emplace(std::string(piece), std::move(result));
 }
 
-void Tokenizer::Impl::pre_tokenize(std::string_view text,
-                                   std::vector<std::pair<std::size_t, std::size_t>>& pieces) const {
+bool Tokenizer::Impl::pre_tokenize(std::string_view text,
+                                   const std::function<bool(std::size_t, std::size_t)>& piece) const {
   // Per-thread matching state, freed when the thread ends.
   struct MatchState {
     pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
@@ -194,34 +186,41 @@ void Tokenizer::Impl::pre_tokenize(std::string_view text,
   pcre2_match_context* mctx = state.mctx;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   std::size_t start = 0;
-  std::size_t last_end = 0;
+  std::size_t last_end = 0;  // where the next piece begins
   while (start <= text.size()) {
     int rc = pcre2_match(regex, subject, text.size(), start, PCRE2_NO_UTF_CHECK, md, mctx);
     if (rc < 0) break;  // no more matches (or a resource limit: the rest becomes one piece)
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const std::size_t b = ov[0], e = ov[1];
-    if (b > last_end) pieces.emplace_back(last_end, b);
+    if (b > last_end) {
+      if (!piece(last_end, b)) return false;
+      last_end = b;
+    }
     if (e > b) {
-      pieces.emplace_back(b, e);
+      if (!piece(b, e)) return false;
       last_end = e;
       start = e;
     } else {
-      // An empty match: step over one character.
+      // An empty match only splits the text there (issue 31: the gap before it was once handed
+      // out again with every later piece). The search goes on from the next character, as
+      // Oniguruma's find_iter in `tokenizers` does, which also skips an empty match right at a
+      // match's end.
       start = e + 1;
       while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
     }
   }
-  if (last_end < text.size()) pieces.emplace_back(last_end, text.size());
+  if (last_end < text.size()) return piece(last_end, text.size());
+  return true;
 }
 
-void Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, Encoding& enc) const {
-  if (segment.empty()) return;
+bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, const Sink& sink) const {
+  if (segment.empty()) return true;
   // NFC, distributed over runs that start at ASCII characters (a canonical composition never
   // takes an ASCII character as its second part, nor reorders across one), so that each
   // token's offset maps back into the original text.
   std::string normalized;
-  struct Run {
-    std::size_t norm_begin, orig_begin;
+  struct Run {  // offsets in 32 bits, as Token's
+    std::uint32_t norm_begin, orig_begin;
     bool changed;
     bool lead_kept = false;  // changed, but its leading ASCII character came through as itself
   };
@@ -240,7 +239,7 @@ void Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, E
         const auto u = static_cast<unsigned char>(run[k]);
         if (u >= 0xCC) simple = false;  // lead bytes of U+0300 and above
       }
-      Run r{normalized.size(), i, false};
+      Run r{static_cast<std::uint32_t>(normalized.size()), static_cast<std::uint32_t>(i), false};
       if (simple) {
         normalized.append(run);
       } else {
@@ -252,7 +251,9 @@ void Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, E
                       composed[0] == run[0];
         normalized.append(composed);
       }
-      runs.push_back(r);
+      // An unchanged run after an unchanged one maps as its continuation: one entry for the
+      // stretch, not one per ASCII character (issue 31: the table outgrew the text).
+      if (r.changed || runs.empty() || runs.back().changed) runs.push_back(r);
       i = j;
     }
     text = normalized;
@@ -268,59 +269,65 @@ void Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, E
     // reply, and is trained).
     return base + r.orig_begin + (r.lead_kept && norm > r.norm_begin ? 1 : 0);
   };
-  std::vector<std::pair<std::size_t, std::size_t>> pieces;
-  pre_tokenize(text, pieces);
   std::vector<std::int32_t> ids;
-  for (const auto& [b, e] : pieces) {
+  return pre_tokenize(text, [&](std::size_t b, std::size_t e) {
     ids.clear();
     bpe(text.substr(b, e - b), ids);
     // Offsets of the tokens inside the piece, by their byte lengths.
     std::size_t at = b;
     for (std::int32_t id : ids) {
       const std::size_t len = id_to_bytes[id].size();
-      enc.ids.push_back(id);
-      enc.offsets.emplace_back(static_cast<std::uint32_t>(original_offset(at)),
-                               static_cast<std::uint32_t>(original_offset(std::min(at + len, e) - 1) + 1));
+      const Token token{id, static_cast<std::uint32_t>(original_offset(at)),
+                        static_cast<std::uint32_t>(original_offset(std::min(at + len, e) - 1) + 1)};
+      if (!sink(token)) return false;
       at += len;
     }
-  }
+    return true;
+  });
 }
 
-
-void Tokenizer::Impl::encode_normalized_segment(std::string_view segment, std::size_t base, Encoding& enc) const {
-  if (normalized_matcher.empty()) {
-    encode_plain(segment, base, enc);
-    return;
-  }
+bool Tokenizer::Impl::encode_normalized_segment(std::string_view segment, std::size_t base, const Sink& sink) const {
+  if (normalized_matcher.empty()) return encode_plain(segment, base, sink);
   // Tokens marked normalized=true are matched in normalized text; for NFC this equals
   // matching them in the raw text except around composed characters, which added tokens
   // (ASCII markup) never are.
   std::size_t at = 0;
-  for (const detail::AddedMatch& m : normalized_matcher.find_all(segment)) {
-    encode_plain(segment.substr(at, m.begin - at), base + at, enc);
-    enc.ids.push_back(m.token->id);
-    enc.offsets.emplace_back(static_cast<std::uint32_t>(base + m.begin), static_cast<std::uint32_t>(base + m.end));
-    at = m.end;
+  while (const std::optional<detail::AddedMatch> m = normalized_matcher.find_next(segment, at)) {
+    if (!encode_plain(segment.substr(at, m->begin - at), base + at, sink)) return false;
+    if (!sink({m->token->id, static_cast<std::uint32_t>(base + m->begin), static_cast<std::uint32_t>(base + m->end)})) {
+      return false;
+    }
+    at = m->end;
   }
-  encode_plain(segment.substr(at), base + at, enc);
+  return encode_plain(segment.substr(at), base + at, sink);
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-Result<Encoding> Tokenizer::encode_with_offsets(std::string_view text) const {
+Status Tokenizer::encode_each(std::string_view text, const std::function<bool(const Token&)>& sink) const {
   if (!valid_utf8(text)) return Error(ErrorCode::kInvalidArgument, "text is not valid UTF-8");
+  std::size_t at = 0;
+  while (const std::optional<detail::AddedMatch> m = impl_->raw_matcher.find_next(text, at)) {
+    if (!impl_->encode_normalized_segment(text.substr(at, m->begin - at), at, sink)) return ok_status();
+    if (!sink({m->token->id, static_cast<std::uint32_t>(m->begin), static_cast<std::uint32_t>(m->end)})) {
+      return ok_status();
+    }
+    at = m->end;
+  }
+  impl_->encode_normalized_segment(text.substr(at), at, sink);
+  return ok_status();
+}
+
+Result<Encoding> Tokenizer::encode_with_offsets(std::string_view text) const {
   Encoding enc;
   enc.ids.reserve(text.size() / 3 + 4);
   enc.offsets.reserve(text.size() / 3 + 4);
-  std::size_t at = 0;
-  for (const detail::AddedMatch& m : impl_->raw_matcher.find_all(text)) {
-    impl_->encode_normalized_segment(text.substr(at, m.begin - at), at, enc);
-    enc.ids.push_back(m.token->id);
-    enc.offsets.emplace_back(static_cast<std::uint32_t>(m.begin), static_cast<std::uint32_t>(m.end));
-    at = m.end;
-  }
-  impl_->encode_normalized_segment(text.substr(at), at, enc);
+  MMFEED_RETURN_IF_ERROR(encode_each(text, [&](const Token& t) {
+    enc.ids.push_back(t.id);
+    enc.offsets.emplace_back(t.begin, t.end);
+    return true;
+  }));
   return enc;
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@
 #include "mmfeed/error.h"
 
 namespace mmfeed::text {
+
+// One token of an encoding: its id and the byte range [begin, end) of the input it covers
+// (as Encoding::offsets).
+struct Token {
+  std::int32_t id;
+  std::uint32_t begin, end;
+};
 
 struct Encoding {
   std::vector<std::int32_t> ids;
@@ -52,6 +60,20 @@ class Tokenizer {
   // kInvalidArgument on text that is not valid UTF-8. Thread-safe, as is everything below.
   Result<std::vector<std::int32_t>> encode(std::string_view text) const;
   Result<Encoding> encode_with_offsets(std::string_view text) const;
+
+  // Hands the tokens of `text` to `sink` in order, as encode_with_offsets finds them, and stops
+  // as soon as `sink` returns false: what it handed over is then a prefix of the encoding. It
+  // holds no more than the pre-token being merged (and the normalized text of one stretch
+  // between added tokens), so a caller that needs only the first tokens of a long text, as
+  // encode_conversation under max_length, holds memory in proportion to those (issue 31).
+  //
+  // Example:
+  //   std::vector<std::int32_t> first;  // the first 3 ids
+  //   MMFEED_RETURN_IF_ERROR(tok->encode_each(text, [&](const Token& t) {
+  //     first.push_back(t.id);
+  //     return first.size() < 3;
+  //   }));
+  Status encode_each(std::string_view text, const std::function<bool(const Token&)>& sink) const;
 
   // Bytes of the tokens, concatenated; invalid UTF-8 replaced by U+FFFD as `tokenizers` does.
   std::string decode(const std::vector<std::int32_t>& ids, bool skip_special_tokens = false) const;

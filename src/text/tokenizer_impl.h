@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,7 +50,7 @@ struct AddedMatch {
 };
 
 // Leftmost-longest matching of added tokens in a text, honouring lstrip, rstrip and
-// single_word. Filled by the loader (add), then only read (find_all).
+// single_word. Filled by the loader (add), then only read (find_next).
 class AddedMatcher {
  public:
   // `t` must outlive the matcher (it points into Impl::added, which is not resized after).
@@ -60,8 +61,10 @@ class AddedMatcher {
   }
   bool empty() const { return tokens_.empty(); }
 
-  // The matches in `text`, in order, not overlapping.
-  std::vector<AddedMatch> find_all(std::string_view text) const;
+  // The first match in `text` at or after `from`, its lstrip taking whitespace back to `from`
+  // at most. Called from 0, then from each match's end, it yields the matches in order, not
+  // overlapping, one at a time (a text of many added tokens needs no list of them).
+  std::optional<AddedMatch> find_next(std::string_view text, std::size_t from) const;
 
  private:
   static bool word_ok(std::string_view text, std::size_t at, const AddedToken* t);
@@ -72,6 +75,10 @@ class AddedMatcher {
 
 inline constexpr std::size_t kCacheShards = 16;
 inline constexpr std::size_t kCacheEntriesPerShard = 8192;
+// Longer pieces are merged every time, not cached (as `tokenizers`' BPE cache, which keeps
+// words under 256 bytes): a run of letters of megabytes would otherwise stay in the cache, key
+// and ids, for the tokenizer's life (issue 31).
+inline constexpr std::size_t kCacheMaxPieceBytes = 256;
 
 }  // namespace detail
 
@@ -114,15 +121,20 @@ struct Tokenizer::Impl {
 
   // The encoder (tokenizer.cc); all callable from any thread at once.
 
+  // Where tokens go (Tokenizer::encode_each): false stops encoding.
+  using Sink = std::function<bool(const Token&)>;
+
   // BPE of one pre-token (raw bytes): lowest rank first, leftmost among equal ranks.
   void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
-  // Splits `text` (normalized) into pre-tokens: regex matches, and the gaps between them.
-  void pre_tokenize(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& pieces) const;
+  // Splits `text` (normalized) into pre-tokens, as `tokenizers`' Split(Isolated) does: regex
+  // matches and the gaps between them, in order, each handed to `piece` (false stops).
+  bool pre_tokenize(std::string_view text, const std::function<bool(std::size_t, std::size_t)>& piece) const;
   // Tokenizes a segment that holds no added tokens; offsets relative to `base` in the input.
-  void encode_plain(std::string_view segment, std::size_t base, Encoding& enc) const;
+  // These return false when the sink stopped them.
+  bool encode_plain(std::string_view segment, std::size_t base, const Sink& sink) const;
   // Tokenizes a segment free of raw (normalized=false) added tokens: splits out the
   // normalized=true ones, encodes the rest with encode_plain.
-  void encode_normalized_segment(std::string_view segment, std::size_t base, Encoding& enc) const;
+  bool encode_normalized_segment(std::string_view segment, std::size_t base, const Sink& sink) const;
 };
 
 }  // namespace mmfeed::text

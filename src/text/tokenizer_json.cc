@@ -262,7 +262,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
 
   // Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] or
   // ByteLevel(use_regex=true), the GPT-2 pattern.
-  std::string pattern;
+  std::optional<std::string> pattern;  // the empty pattern is one (it splits between characters)
   auto byte_level_ok = [](simdjson::dom::element e, bool* use_regex) -> Status {
     bool prefix = false;
     if (!e["add_prefix_space"].get_bool().get(prefix) && prefix) return unsupported("ByteLevel add_prefix_space");
@@ -298,13 +298,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       if (!e["invert"].get_bool().get(invert) && invert) return unsupported("Split invert");
       if (!has_behavior || behavior != "Isolated") return unsupported("Split behavior '" + std::string(behavior) + "'");
       if (e["pattern"]["Regex"].get_string().get(regex)) return unsupported("a Split pattern that is not a Regex");
-      if (!pattern.empty()) return unsupported("more than one Split");
+      if (pattern) return unsupported("more than one Split");
       pattern = std::string(regex);
     } else if (has_type && t == "ByteLevel") {
       bool use_regex = true;
       MMFEED_RETURN_IF_ERROR(byte_level_ok(e, &use_regex));
       if (use_regex) {
-        if (!pattern.empty()) return unsupported("a Split followed by ByteLevel(use_regex=true)");
+        if (pattern) return unsupported("a Split followed by ByteLevel(use_regex=true)");
         pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
       }
       saw_byte_level = true;
@@ -312,7 +312,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       return unsupported("pre_tokenizer '" + std::string(t) + "'");
     }
   }
-  if (!saw_byte_level || pattern.empty()) return unsupported("a pre_tokenizer without ByteLevel and a split pattern");
+  if (!saw_byte_level || !pattern) return unsupported("a pre_tokenizer without ByteLevel and a split pattern");
 
   // Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none. None is
   // absent or null, as for the normalizer.
@@ -331,7 +331,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
 
   int errcode = 0;
   PCRE2_SIZE erroff = 0;
-  impl->regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+  impl->regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern->data()), pattern->size(), PCRE2_UTF | PCRE2_UCP,
                               &errcode, &erroff, nullptr);
   if (impl->regex == nullptr) {
     PCRE2_UCHAR msg[256];
@@ -340,7 +340,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
                        std::to_string(erroff) + ")");
   }
   pcre2_jit_compile(impl->regex, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
-  impl->pattern = pattern;
+  impl->pattern = *pattern;
 
   // Added tokens: none when absent; present, a list as `tokenizers` requires.
   if (!root["added_tokens"].get(field)) {

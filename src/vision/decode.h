@@ -74,8 +74,8 @@ struct RgbImage {
 };
 
 // Reads only the headers (and the EXIF orientation). kCorruptData for broken headers, naming
-// what was wrong, and for data of no known format (its first 16 bytes, in hex and as text, in
-// the message). kUnsupported, naming the format, for what is recognised by its signature but
+// what was wrong, and for data of no known format (its size in the message, never its bytes).
+// kUnsupported, naming the format, for what is recognised by its signature but
 // not decoded: GIF, TIFF, BMP, HEIC/HEIF/AVIF, SVG, ICO, JPEG XL images and PDF documents
 // ("GIF image: format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of
 // those").

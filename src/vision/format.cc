@@ -113,21 +113,6 @@ std::optional<std::string_view> unsupported_format(Bytes b) {
   return std::nullopt;
 }
 
-// The first bytes in hex, then as text (unprintable bytes as '.'): HTML or XML error pages
-// saved in place of an image read at a glance.
-std::string signature_of(Bytes b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const Bytes head = b.first(std::min<std::size_t>(b.size(), 16));
-  std::string hex, text;
-  for (std::uint8_t c : head) {
-    if (!hex.empty()) hex += ' ';
-    hex += kHex[c >> 4];
-    hex += kHex[c & 15];
-    text += c >= 0x20 && c < 0x7F ? static_cast<char>(c) : '.';
-  }
-  return hex + " (\"" + text + "\")";
-}
-
 }  // namespace
 
 Result<ImageFormat> format_of(std::span<const std::uint8_t> b) {
@@ -138,7 +123,8 @@ Result<ImageFormat> format_of(std::span<const std::uint8_t> b) {
                                               ": format not supported (mmfeed decodes JPEG, PNG and WebP); convert "
                                               "it to one of those");
   }
-  return corrupt("not a JPEG, PNG or WebP image: unknown signature " + signature_of(b));
+  // Its bytes are not shown: the "image" may be any file a manifest names (a key, a token).
+  return corrupt("not a JPEG, PNG or WebP image: unrecognised signature (" + std::to_string(b.size()) + " bytes)");
 }
 
 }  // namespace mmfeed::vision

@@ -1,7 +1,7 @@
 // What image data is, from its first bytes: JPEG, PNG or WebP (decoded), a format mmfeed
 // recognises but does not decode (GIF, TIFF, BMP, HEIC/HEIF/AVIF, SVG, ICO, JPEG XL, PDF: named
-// in a kUnsupported error that says to convert it), or unknown (kCorruptData, showing the first
-// bytes in hex and as text, so an HTML or XML error page is seen at once).
+// in a kUnsupported error that says to convert it), or unknown (kCorruptData, giving its size but
+// never its bytes: the "image" may be any file a manifest names, a key or a token).
 //
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(ImageFormat f, format_of(bytes));

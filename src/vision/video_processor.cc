@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/numbers.h"
 #include "vision/resample.h"
 
 namespace mmfeed::vision {
@@ -25,8 +26,29 @@ Status aspect_ratio_ok(int height, int width) {
 
 std::int64_t python_round(double x) { return static_cast<std::int64_t>(std::nearbyint(x)); }  // half to even
 
+// Upstream divides by max_pixels (and takes a square root of the quotient): it must be positive.
+Status positive_max_pixels(double max_pixels) {
+  if (max_pixels > 0) return ok_status();
+  return Error(ErrorCode::kInvalidArgument, "video: max_pixels must be positive, not " + core::number_text(max_pixels));
+}
+
+// The sides min_pixels scales a frame up to, computed in doubles (a min_pixels from the manifest
+// may lie past any integer): refused naming it beyond the pixels a frame may have.
+Result<Size> upscaled(double h_bar, double w_bar, int height, int width, double min_pixels, const VideoLimits& limits) {
+  const auto most = static_cast<double>(limits.max_frame_pixels);
+  if (!(h_bar <= most && w_bar <= most && h_bar * w_bar <= most)) {
+    return Error(ErrorCode::kResourceExhausted, "video: min_pixels " + core::number_text(min_pixels) +
+                                                    " would resize frames of " + dims(width, height) +
+                                                    " to more than the " + std::to_string(limits.max_frame_pixels) +
+                                                    " pixels a frame may have");
+  }
+  return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
+}
+
 // qwen-vl-utils 0.0.14's smart_resize: sides at least one factor, max_pixels may be fractional.
-Result<Size> smart_resize_qwen_vl_utils(int height, int width, int factor, double min_pixels, double max_pixels) {
+Result<Size> smart_resize_qwen_vl_utils(int height, int width, int factor, double min_pixels, double max_pixels,
+                                        const VideoLimits& limits) {
+  MMFEED_RETURN_IF_ERROR(positive_max_pixels(max_pixels));
   if (max_pixels < min_pixels) {
     return Error(ErrorCode::kInvalidArgument, "video: max_pixels " + std::to_string(max_pixels) +
                                                   " is below min_pixels " + std::to_string(min_pixels));
@@ -41,8 +63,8 @@ Result<Size> smart_resize_qwen_vl_utils(int height, int width, int factor, doubl
     w_bar = static_cast<std::int64_t>(std::floor(width / beta / factor)) * factor;
   } else if (static_cast<double>(h_bar * w_bar) < min_pixels) {
     const double beta = std::sqrt(min_pixels / area);
-    h_bar = static_cast<std::int64_t>(std::ceil(height * beta / factor)) * factor;
-    w_bar = static_cast<std::int64_t>(std::ceil(width * beta / factor)) * factor;
+    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height, width,
+                    min_pixels, limits);
   }
   if (h_bar <= 0 || w_bar <= 0) {
     return Error(ErrorCode::kInvalidArgument, "video: frames of " + dims(width, height) + " resize to nothing under max_pixels " +
@@ -51,9 +73,11 @@ Result<Size> smart_resize_qwen_vl_utils(int height, int width, int factor, doubl
   return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }
 
-// Qwen3VLVideoProcessor's smart_resize: the budget bounds frames x height x width.
+// Qwen3VLVideoProcessor's smart_resize: the budget bounds frames x height x width. The bounds are
+// compared as doubles, exact for every volume a video may have (frames x pixels under 2^53).
 Result<Size> smart_resize_qwen3(std::int64_t frames, int height, int width, int temporal_factor, int factor,
-                                std::int64_t min_pixels, std::int64_t max_pixels) {
+                                double min_pixels, double max_pixels, const VideoLimits& limits) {
+  MMFEED_RETURN_IF_ERROR(positive_max_pixels(max_pixels));
   if (frames < temporal_factor) {
     return Error(ErrorCode::kOutOfRange, "video: " + std::to_string(frames) + " frames sampled, fewer than the " +
                                              std::to_string(temporal_factor) + " a temporal patch needs");
@@ -67,20 +91,22 @@ Result<Size> smart_resize_qwen3(std::int64_t frames, int height, int width, int 
   std::int64_t h_bar = python_round(static_cast<double>(height) / factor) * factor;
   std::int64_t w_bar = python_round(static_cast<double>(width) / factor) * factor;
   const std::int64_t t_bar = python_round(static_cast<double>(frames) / temporal_factor) * temporal_factor;
-  const std::int64_t volume = frames * height * width;
-  if (t_bar * h_bar * w_bar > max_pixels) {
-    const double beta = std::sqrt(static_cast<double>(volume) / static_cast<double>(max_pixels));
+  const auto volume = static_cast<double>(frames * height * width);
+  const auto planned = static_cast<double>(t_bar * h_bar * w_bar);
+  if (planned > max_pixels) {
+    const double beta = std::sqrt(volume / max_pixels);
     h_bar = std::max<std::int64_t>(factor, static_cast<std::int64_t>(std::floor(height / beta / factor)) * factor);
     w_bar = std::max<std::int64_t>(factor, static_cast<std::int64_t>(std::floor(width / beta / factor)) * factor);
-  } else if (t_bar * h_bar * w_bar < min_pixels) {
-    const double beta = std::sqrt(static_cast<double>(min_pixels) / static_cast<double>(volume));
-    h_bar = static_cast<std::int64_t>(std::ceil(height * beta / factor)) * factor;
-    w_bar = static_cast<std::int64_t>(std::ceil(width * beta / factor)) * factor;
+  } else if (planned < min_pixels) {
+    const double beta = std::sqrt(min_pixels / volume);
+    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height, width,
+                    min_pixels, limits);
   }
   return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }
 
-Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request) {
+Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                                     const VideoLimits& limits) {
   auto frames = plan_qwen2_video_frames(request.sampling, info.frames, info.fps);
   if (!frames.ok()) return std::move(frames).error();
   VideoPlan plan;
@@ -90,10 +116,10 @@ Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInf
   const int factor = profile.model.factor();
   const double min_pixels = request.min_pixels.value_or(static_cast<double>(profile.min_pixels));
   const double total_pixels = request.total_pixels.value_or(profile.total_pixels);
-  double max_pixels = std::max(std::min(static_cast<double>(profile.max_pixels), total_pixels / n * 2),
-                               static_cast<double>(static_cast<std::int64_t>(min_pixels * 1.05)));
+  double max_pixels =
+      std::max(std::min(static_cast<double>(profile.max_pixels), total_pixels / n * 2), std::trunc(min_pixels * 1.05));
   if (request.max_pixels) max_pixels = std::min(*request.max_pixels, max_pixels);
-  auto size = smart_resize_qwen_vl_utils(info.height, info.width, factor, min_pixels, max_pixels);
+  auto size = smart_resize_qwen_vl_utils(info.height, info.width, factor, min_pixels, max_pixels, limits);
   if (!size.ok()) return std::move(size).error();
   // The processor then applies its own smart_resize to frames of that size; it must leave it be.
   auto again = smart_resize(size->height, size->width, factor, profile.processor_min_pixels, profile.processor_max_pixels);
@@ -109,23 +135,38 @@ Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInf
   return plan;
 }
 
-Result<VideoPlan> plan_qwen3(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request) {
+// The keys Qwen3-VL's processor reads, and not both of nframes and fps.
+Status qwen3_keys(const VideoRequest& request) {
   const VideoSamplingRequest& s = request.sampling;
   if (s.video_start || s.video_end || request.total_pixels) {
     return Error(ErrorCode::kInvalidArgument,
                  "video: Qwen3-VL's video processor reads no video_start, video_end or total_pixels");
   }
   if (s.nframes && s.fps) return Error(ErrorCode::kInvalidArgument, "video: give either \"nframes\" or \"fps\", not both");
-  const auto min_frames = static_cast<std::int64_t>(s.min_frames.value_or(static_cast<double>(profile.min_frames)));
-  const auto max_frames = static_cast<std::int64_t>(s.max_frames.value_or(static_cast<double>(profile.max_frames)));
-  auto indices = plan_qwen3_video_frames(s.nframes, s.fps.value_or(profile.fps), min_frames, max_frames, info.frames, info.fps);
+  return ok_status();
+}
+
+// Qwen3-VL's frame bounds: the item's, else the profile's.
+double qwen3_min_frames(const VideoProfile& profile, const VideoSamplingRequest& s) {
+  return s.min_frames.value_or(static_cast<double>(profile.min_frames));
+}
+double qwen3_max_frames(const VideoProfile& profile, const VideoSamplingRequest& s) {
+  return s.max_frames.value_or(static_cast<double>(profile.max_frames));
+}
+
+Result<VideoPlan> plan_qwen3(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                             const VideoLimits& limits) {
+  MMFEED_RETURN_IF_ERROR(qwen3_keys(request));
+  const VideoSamplingRequest& s = request.sampling;
+  auto indices = plan_qwen3_video_frames(s.nframes, s.fps.value_or(profile.fps), qwen3_min_frames(profile, s),
+                                         qwen3_max_frames(profile, s), info.frames, info.fps, limits.max_frames);
   if (!indices.ok()) return std::move(indices).error();
   VideoPlan plan;
   plan.indices = std::move(indices).value();
-  const auto min_pixels = static_cast<std::int64_t>(request.min_pixels.value_or(static_cast<double>(profile.min_pixels)));
-  const auto max_pixels = static_cast<std::int64_t>(request.max_pixels.value_or(static_cast<double>(profile.max_pixels)));
+  const double min_pixels = request.min_pixels.value_or(static_cast<double>(profile.min_pixels));
+  const double max_pixels = request.max_pixels.value_or(static_cast<double>(profile.max_pixels));
   auto size = smart_resize_qwen3(static_cast<std::int64_t>(plan.indices.size()), info.height, info.width,
-                                 profile.model.temporal_patch_size, profile.model.factor(), min_pixels, max_pixels);
+                                 profile.model.temporal_patch_size, profile.model.factor(), min_pixels, max_pixels, limits);
   if (!size.ok()) return std::move(size).error();
   plan.size = *size;
   // The processor's _calculate_timestamps: indices padded with the last to whole groups, each
@@ -173,9 +214,10 @@ double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan) {
   return plan.sample_fps > 0 ? profile.model.temporal_patch_size / plan.sample_fps : 0;
 }
 
-Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request) {
-  auto plan = profile.recipe == VideoRecipe::kQwen3 ? plan_qwen3(profile, info, request)
-                                                     : plan_qwen_vl_utils(profile, info, request);
+Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                             const VideoLimits& limits) {
+  auto plan = profile.recipe == VideoRecipe::kQwen3 ? plan_qwen3(profile, info, request, limits)
+                                                     : plan_qwen_vl_utils(profile, info, request, limits);
   if (!plan.ok()) return plan;
   const int P = profile.model.patch_size;
   const int T = profile.model.temporal_patch_size;
@@ -185,6 +227,26 @@ Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info,
   return plan;
 }
 
+Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                                         const VideoLimits& limits) {
+  const VideoSamplingRequest& s = request.sampling;
+  if (profile.recipe == VideoRecipe::kQwen3) {
+    MMFEED_RETURN_IF_ERROR(qwen3_keys(request));
+    return qwen3_frame_count(s.nframes, s.fps.value_or(profile.fps), qwen3_min_frames(profile, s),
+                             qwen3_max_frames(profile, s), info.frames, info.fps, limits.max_frames);
+  }
+  // qwen-vl-utils keeps at most the frames in the range, which the container's limit bounds.
+  auto frames = plan_qwen2_video_frames(s, info.frames, info.fps);
+  if (!frames.ok()) return std::move(frames).error();
+  return static_cast<std::int64_t>(frames->indices.size());
+}
+
+std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames) {
+  const auto T = static_cast<std::uint64_t>(profile.model.temporal_patch_size);
+  const auto merged = static_cast<std::uint64_t>(profile.model.merge_size);
+  return (static_cast<std::uint64_t>(frames) + T - 1) / T * merged * merged;
+}
+
 VideoProcessor::VideoProcessor(VideoProfile profile, OutputType output, Kernel kernel)
     : profile_(std::move(profile)), output_(output), kernel_(kernel), table_(profile_.model, Normalization::kVideo) {}
 
@@ -192,7 +254,7 @@ Result<VideoPlan> VideoProcessor::plan(std::span<const std::byte> bytes, const V
                                        const VideoLimits& limits) const {
   auto info = probe_video(bytes, limits);
   if (!info.ok()) return std::move(info).error();
-  return plan_video(profile_, *info, request);
+  return plan_video(profile_, *info, request, limits);
 }
 
 Result<ResizedVideo> VideoProcessor::resize(std::span<const std::byte> bytes, const VideoPlan& plan,

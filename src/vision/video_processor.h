@@ -103,8 +103,21 @@ double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan);
 
 // The plan for a video whose container says `info`: kInvalidArgument naming the value where the
 // recipe raises (a frame count outside its bounds, an aspect ratio over 200, keys the recipe
-// does not read), kOutOfRange for a clip too short for its sampling.
-Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request);
+// does not read), kOutOfRange for a clip too short for its sampling, kResourceExhausted naming
+// the key for more frames than `limits.max_frames` or frames of more than
+// `limits.max_frame_pixels` (a min_pixels that upscales them so). Keys are compared as the
+// numbers they are: a max_pixels past any integer bounds nothing, as upstream.
+Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                             const VideoLimits& limits = {});
+
+// How many frames plan_video samples (its indices' size), counted before any is listed, so that
+// a caller can size them against its budget first; errors as plan_video's for the count.
+Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
+                                         const VideoLimits& limits = {});
+
+// The fewest pixel rows `frames` planned frames take: each temporal group at the smallest frame
+// size the recipes give, one merged patch (factor x factor pixels).
+std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames);
 
 class VideoProcessor {
  public:

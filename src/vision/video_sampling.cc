@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 
 namespace mmfeed::vision {
@@ -17,9 +16,10 @@ constexpr double kMaxFrames = 768;   // FPS_MAX_FRAMES
 // Python's round(): half to even.
 double round_half_even(double x) { return std::nearbyint(x); }  // the default rounding mode is to nearest, ties even
 
-std::int64_t round_by_factor(double x, int factor) { return static_cast<std::int64_t>(round_half_even(x / factor)) * factor; }
-std::int64_t ceil_by_factor(double x, int factor) { return static_cast<std::int64_t>(std::ceil(x / factor)) * factor; }
-std::int64_t floor_by_factor(double x, int factor) { return static_cast<std::int64_t>(std::floor(x / factor)) * factor; }
+// In doubles, as upstream's Python numbers: a count from the manifest may lie past any integer.
+double round_by_factor(double x, int factor) { return round_half_even(x / factor) * factor; }
+double ceil_by_factor(double x, int factor) { return std::ceil(x / factor) * factor; }
+double floor_by_factor(double x, int factor) { return std::floor(x / factor) * factor; }
 
 std::string number(double x) {
   std::string text = std::to_string(x);
@@ -81,43 +81,63 @@ Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& reque
     }
     count = plan.last - plan.first + 1;
   }
-  std::int64_t n = 0;  // smart_nframes
+  double n = 0;  // smart_nframes
   if (request.nframes) {
     n = round_by_factor(*request.nframes, kFrameFactor);
   } else {
     const double fps = request.fps.value_or(kDefaultFps);
-    const auto least = static_cast<double>(ceil_by_factor(request.min_frames.value_or(kMinFrames), kFrameFactor));
-    const auto most = static_cast<double>(
-        floor_by_factor(request.max_frames.value_or(std::min(kMaxFrames, static_cast<double>(count))), kFrameFactor));
+    const double least = ceil_by_factor(request.min_frames.value_or(kMinFrames), kFrameFactor);
+    const double most =
+        floor_by_factor(request.max_frames.value_or(std::min(kMaxFrames, static_cast<double>(count))), kFrameFactor);
     double wanted = static_cast<double>(count) / video_fps * fps;
     wanted = std::min(std::min(std::max(wanted, least), most), static_cast<double>(count));
     n = floor_by_factor(wanted, kFrameFactor);
   }
-  if (n < kFrameFactor || n > count) {
-    return Error(ErrorCode::kInvalidArgument, "video: " + std::to_string(n) + " frames asked for; the range holds " +
+  if (!(n >= kFrameFactor && n <= static_cast<double>(count))) {  // NaN included
+    return Error(ErrorCode::kInvalidArgument, "video: " + number(n) + " frames asked for; the range holds " +
                                                   std::to_string(count) + " (at least " + std::to_string(kFrameFactor) +
                                                   " are needed)");
   }
-  plan.indices = linspace_rounded(plan.first, plan.last, n);
-  plan.sample_fps = static_cast<double>(n) / std::max(static_cast<double>(count), 1e-6) * video_fps;
+  const auto frames = static_cast<std::int64_t>(n);  // in [2, count]
+  plan.indices = linspace_rounded(plan.first, plan.last, frames);
+  plan.sample_fps = n / std::max(static_cast<double>(count), 1e-6) * video_fps;
   return plan;
 }
 
-Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps,
-                                                          std::int64_t min_frames, std::int64_t max_frames,
-                                                          std::int64_t total_frames, double video_fps) {
+Result<std::int64_t> qwen3_frame_count(std::optional<double> nframes, double fps, double min_frames, double max_frames,
+                                       std::int64_t total_frames, double video_fps, std::int64_t max_count) {
   if (video_fps <= 0) return Error(ErrorCode::kInvalidArgument, "video: the frame rate must be positive");
   if (total_frames <= 0) return Error(ErrorCode::kInvalidArgument, "video: the video holds no frames");
-  std::int64_t n = 0;
+  double n = 0;
   if (nframes) {
-    if (!(*nframes >= 1) || *nframes > static_cast<double>(std::numeric_limits<std::int32_t>::max())) {
+    if (!(*nframes >= 1)) {
       return Error(ErrorCode::kInvalidArgument, "video: \"nframes\" must be a positive count, not " + number(*nframes));
     }
-    n = static_cast<std::int64_t>(*nframes);
+    n = std::trunc(*nframes);
+    if (n > static_cast<double>(max_count)) {
+      return Error(ErrorCode::kResourceExhausted, "video: nframes " + number(*nframes) + " is more than the " +
+                                                      std::to_string(max_count) +
+                                                      " frames a video may hold, the most mmfeed samples from one");
+    }
   } else {
-    n = static_cast<std::int64_t>(static_cast<double>(total_frames) / video_fps * fps);  // int(): toward zero
-    n = std::min({std::max(n, min_frames), max_frames, total_frames});
+    n = std::trunc(static_cast<double>(total_frames) / video_fps * fps);  // int(): toward zero
+    n = std::min({std::max(n, min_frames), max_frames, static_cast<double>(total_frames)});
+    if (!(n >= 1)) {  // NaN included
+      return Error(ErrorCode::kInvalidArgument, "video: fps " + number(fps) + ", min_frames " + number(min_frames) +
+                                                    " and max_frames " + number(max_frames) + " sample " + number(n) +
+                                                    " of the video's " + std::to_string(total_frames) +
+                                                    " frames; at least 1 is needed");
+    }
   }
+  return static_cast<std::int64_t>(n);  // in [1, max(max_count, total_frames)]
+}
+
+Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps, double min_frames,
+                                                          double max_frames, std::int64_t total_frames, double video_fps,
+                                                          std::int64_t max_count) {
+  auto count = qwen3_frame_count(nframes, fps, min_frames, max_frames, total_frames, video_fps, max_count);
+  if (!count.ok()) return std::move(count).error();
+  const std::int64_t n = *count;
   // numpy.linspace: i * step from 0, the last value exactly `total - 1`; np.round: half to even.
   std::vector<std::int64_t> indices(static_cast<std::size_t>(n), 0);
   if (n > 1) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mmfeed/error.h"
+#include "vision/video.h"
 
 namespace mmfeed::vision {
 
@@ -41,12 +42,20 @@ struct VideoFramePlan {
 Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
                                               double video_fps);
 
-// The frames transformers' Qwen3VLVideoProcessor samples (its sample_frames): `nframes` when
-// given, else int(total / video_fps * fps) clamped to [min_frames, min(max_frames, total)],
-// spread as numpy.linspace(0, total - 1, n).round().
-Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps,
-                                                          std::int64_t min_frames, std::int64_t max_frames,
-                                                          std::int64_t total_frames, double video_fps);
+// How many frames transformers' Qwen3VLVideoProcessor samples (its sample_frames): `nframes`
+// when given, else int(total / video_fps * fps) clamped to [min_frames, min(max_frames, total)],
+// compared as the numbers they are (upstream's Python numbers do not wrap). Upstream repeats
+// frames for an nframes above the video's, as here, up to `max_count` (the most a video may hold,
+// VideoLimits::max_frames): more is kResourceExhausted, before a frame is listed. A count below 1
+// is kInvalidArgument naming the keys.
+Result<std::int64_t> qwen3_frame_count(std::optional<double> nframes, double fps, double min_frames, double max_frames,
+                                       std::int64_t total_frames, double video_fps,
+                                       std::int64_t max_count = VideoLimits{}.max_frames);
+
+// Those frames, spread as numpy.linspace(0, total - 1, n).round().
+Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps, double min_frames,
+                                                          double max_frames, std::int64_t total_frames, double video_fps,
+                                                          std::int64_t max_count = VideoLimits{}.max_frames);
 
 // torch.linspace(start, end, steps) (float32) rounded half to even, as torch computes it.
 std::vector<std::int64_t> linspace_rounded(std::int64_t start, std::int64_t end, std::int64_t steps);

@@ -141,6 +141,24 @@ TEST(TraceWriterTest, WriteFileRoundTripsAndReportsBadPaths) {
   EXPECT_EQ(bad.error().context(), "/nonexistent-dir/trace.json");
 }
 
+// Issue 31: a trace lost to a full disk was reported as written.
+TEST(TraceWriterTest, AWriteTheDiskRefusesIsAnError) {
+  TraceWriter trace;
+  trace.instant("hello", "test");
+  Status full = trace.write_file("/dev/full");
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code(), ErrorCode::kIoError);
+  EXPECT_EQ(full.error().to_string(), "/dev/full: the trace file was not written whole: No space left on device");
+}
+
+TEST(TraceWriterTest, APathThatCannotBeWrittenIsFoundBeforeTheRun) {
+  EXPECT_TRUE(check_writable("/dev/full").ok());  // opens: only a write finds it full
+  const Status dir = check_writable(std::filesystem::temp_directory_path().string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.error().message().find("Is a directory"), std::string::npos) << dir.error().to_string();
+  EXPECT_FALSE(check_writable("/nonexistent-dir/trace.json").ok());
+}
+
 TEST(JsonStringTest, ValidUtf8PassesThroughUnchanged) {
   std::string out;
   append_json_string(out, "emoji \xf0\x9f\x98\x80 arabic \xd8\xb9");

@@ -190,7 +190,7 @@ TEST_F(DeviceCopyTest, ClosingMidRunAndDroppingEverythingGivesEveryBlockBack) {
     auto copy = DeviceCopy::start(*source, 0, 3, 64 << 20).value();
     auto kept = next(*copy).value();
     ASSERT_TRUE(kept);
-    source->close();  // copies staged and in flight
+    ASSERT_TRUE(source->close().ok());  // copies staged and in flight
     copy->close();
     EXPECT_EQ(next(*copy).error().code(), ErrorCode::kCancelled);
     copy.reset();
@@ -230,7 +230,7 @@ TEST_F(DeviceCopyTest, CopiesAndTheTrainersWaitsAreInTheLoadersTrace) {
   while (next(*copy).value()) ++batches;
   EXPECT_NE(copy->to_json().find("\"trainer_wait_s\":"), std::string::npos) << copy->to_json();
   copy->close();
-  source->close();  // writes the trace
+  ASSERT_TRUE(source->close().ok());  // writes the trace
   std::ifstream in(c.trace_path);
   const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::size_t copies = 0;

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   kept_device = std::move(**on_device);
   // The loaders and the stage end before the batches, as they do when Python's garbage
   // collector or a static destructor frees the last tensor.
-  (*device)->close();
+  if (!(*device)->close().ok()) return 1;
   (*copy)->close();
   copy->reset();
   host->reset();

@@ -228,7 +228,7 @@ TEST_F(LoaderTest, ClosingMidRunReturnsPromptly) {
   for (int round = 0; round < 5; ++round) {
     auto loader = Loader::open(config()).value();
     ASSERT_TRUE(loader->next().value().has_value());
-    loader->close();
+    ASSERT_TRUE(loader->close().ok());
     // Closed before the end of the data: not mistaken for the end (issue 15).
     const auto after = loader->next();
     ASSERT_FALSE(after.ok());
@@ -277,7 +277,9 @@ TEST_F(LoaderTest, PackingDecodesRowByRowAndMatchesTheSerialMode) {
       }
       if (!b->has_value()) break;
       rows.push_back((*b)->sample_ids);
-      if (close_early && rows.size() == 2) loader->close();  // tasks still queued must not dangle
+      if (close_early && rows.size() == 2) {
+        EXPECT_TRUE(loader->close().ok());  // tasks still queued must not dangle
+      }
     }
     EXPECT_EQ(loader->errors().size(), close_early ? loader->errors().size() : 2u);  // "bad", both epochs
     return rows;

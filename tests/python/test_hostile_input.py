@@ -372,3 +372,88 @@ def test_a_failing_sample_keeps_its_error_code_under_on_error_fail(dataset, tmp_
     assert [(e["sample_id"], e["stage"], e["code"]) for e in errors] == [("gone", "fetch", "not_found")]
     with pytest.raises(ValueError, match=r"^sample gone: fetch: .*cannot open: No such file"):
         load(manifest, shuffle=False, on_error="fail")
+
+
+# Issue 31, round 3: what the loader promises once a run failed or could not be recorded.
+
+
+@pytest.mark.parametrize("mode", ["concurrent", "serial"])
+def test_a_run_over_its_error_budget_stays_failed(dataset, mode):
+    # The serial mode raised once and then went on consuming the epoch behind the error (issue 31).
+    lines = dataset.read_text().splitlines()
+    manifest = dataset.parent / f"failing-{mode}.jsonl"
+    manifest.write_text(json.dumps({"id": "gone", "messages": [
+        {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
+        {"role": "assistant", "content": "x"}]}) + "\n" + "\n".join(lines) + "\n")
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, shuffle=False,
+                       on_error="fail", mode=mode, tensors="np") as loader:
+        for _ in range(3):
+            with pytest.raises(ValueError, match=r"^sample gone: fetch: "):
+                next(loader)
+        assert loader.state_dict()["position"] == 0  # nothing delivered, nothing consumed behind it
+
+
+@pytest.mark.parametrize("path, reason", [("missing-folder/trace.json", "No such file or directory"),
+                                          (".", "Is a directory")])
+def test_a_trace_that_cannot_be_written_is_refused_at_open(dataset, tmp_path, path, reason):
+    with pytest.raises(ValueError, match=rf"^LoaderConfig.trace_path: .*{path}: cannot write the trace: {reason}"):
+        first_batch(dataset, max_pixels=MAX_PIXELS, trace_path=tmp_path / path)
+
+
+def test_a_trace_lost_at_close_is_an_error(dataset):
+    loader = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, trace_path="/dev/full",
+                           tensors="np")
+    next(loader)
+    for _ in range(2):  # and again: the status of the one close that wrote it
+        with pytest.raises(OSError, match="/dev/full: the trace file was not written whole: No space left on device"):
+            loader.close()
+
+
+def test_cli_run_fails_when_its_trace_or_report_is_lost(cli, dataset, tmp_path):
+    base = [cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)]
+    run = subprocess.run(base + ["--trace", tmp_path / "no-such-folder" / "t.json"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode != 0 and "cannot write the trace: No such file or directory" in run.stderr
+    assert "trace written" not in run.stdout
+    run = subprocess.run(base + ["--trace", "/dev/full"], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "No space left on device" in run.stderr and "trace written" not in run.stdout
+    with open("/dev/full", "w") as full:
+        run = subprocess.run(base + ["--json"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert run.returncode != 0 and "could not write standard output: No space left on device" in run.stderr
+    ok = subprocess.run(base + ["--trace", tmp_path / "t.json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "trace written" in ok.stdout and json.loads((tmp_path / "t.json").read_text())
+
+
+LEFT_AT_EXIT_SCRIPT = """
+import sys, threading, time, mmfeed
+def monitor():  # as tqdm's monitor thread or a logger's: Python code in a daemon thread
+    while True:
+        time.sleep(0.05)
+threading.Thread(target=monitor, daemon=True).start()
+loader = mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], max_pixels=100_000, batch_size=2, tensors="np",
+                       trace_path=sys.argv[3])
+batch = next(loader)
+tokenizer = mmfeed.Tokenizer.from_file(sys.argv[2])
+processor = mmfeed.ImageProcessor("qwen2-vl")
+inputs = mmfeed.LoaderInputs(sys.argv[1], tokenizer=sys.argv[2])
+print("exiting")
+"""
+
+
+def test_engine_objects_left_at_exit_beside_a_daemon_thread_are_not_leaked(dataset, tmp_path):
+    # nanobind found them alive at teardown and printed "leaked 1 instances! ... leaked 6 functions!".
+    trace = tmp_path / "trace.json"
+    run = subprocess.run([sys.executable, "-c", LEFT_AT_EXIT_SCRIPT, dataset, TOKENIZER, trace], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout == "exiting\n", run.stderr[-2000:]
+    assert "leaked" not in run.stderr, run.stderr[-2000:]
+    assert json.loads(trace.read_text())["traceEvents"]  # closed at exit: its trace written
+
+
+def test_a_number_out_of_double_range_names_its_sample_by_id(dataset):
+    manifest = dataset.parent / "huge-number.jsonl"
+    manifest.write_text('{"id": "s1", "weight": 1e999, "messages": []}\n' + dataset.read_text())
+    ids, errors, _ = load(manifest)
+    assert len(ids) == 12
+    assert [(e["sample_id"], e["stage"]) for e in errors] == [("s1", "manifest")], errors
+    assert errors[0]["reason"].endswith(f"({manifest}:1)"), errors

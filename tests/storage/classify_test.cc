@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "storage/curl_easy.h"
+
 namespace mmfeed::storage {
 namespace {
 
@@ -104,6 +106,55 @@ TEST(ClassifyCurlFailureTest, ARedirectLoopIsFinalAndNamesWhereItEnded) {
       kUri);
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(e.message(), "redirect loop: more than 5 redirects, the last to http://h/loop/x");
+}
+
+TEST(ClassifyCurlFailureTest, Issue31ARedirectLoopsTargetIsRedacted) {
+  const Error e = classify_curl_failure(
+      {.code = CURLE_TOO_MANY_REDIRECTS, .detail = "Maximum (5) redirects followed", .last_url = "http://h/x?sig=s"},
+      kUri);
+  EXPECT_EQ(e.message(), "redirect loop: more than 5 redirects, the last to http://h/x?sig=REDACTED");
+}
+
+TEST(ClassifyCurlFailureTest, Issue31ARedirectToAProtocolNotAllowedIsFinalAndNamesItsTarget) {
+  const Error e = classify_curl_failure({.code = CURLE_UNSUPPORTED_PROTOCOL,
+                                         .detail = "Protocol \"ftp\" not supported or disabled in libcurl",
+                                         .last_url = "ftp://u:p@h/x",
+                                         .redirects = 1},
+                                        kUri);
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(is_retryable(e.code()));
+  EXPECT_EQ(e.message(), "redirect to ftp://REDACTED@h/x refused: only http and https are followed");
+}
+
+TEST(ClassifyCurlFailureTest, Issue31ARedirectFromHttpsToHttpSaysHttpsStaysHttps) {
+  const Error e = classify_curl_failure({.code = CURLE_UNSUPPORTED_PROTOCOL,
+                                         .detail = "Protocol \"http\" not supported or disabled in libcurl",
+                                         .last_url = "http://h/x",
+                                         .redirects = 2},
+                                        "https://h/a.jpg");
+  EXPECT_EQ(e.to_string(), "https://h/a.jpg: redirect to http://h/x refused: an https URL is followed only to https");
+}
+
+TEST(ClassifyCurlFailureTest, Issue31OutOfMemoryInTheHeadersIsAHeaderOverLibcurlsLimitAndFinal) {
+  const Error e = classify_curl_failure({.code = CURLE_OUT_OF_MEMORY, .detail = "Out of memory", .in_headers = true},
+                                        kUri);
+  EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+  EXPECT_FALSE(is_retryable(e.code()));
+  EXPECT_EQ(e.message(),
+            "response header line over libcurl's limit of 102400 bytes (CURL_MAX_HTTP_HEADER); the answer cannot be "
+            "read");
+}
+
+TEST(ClassifyCurlFailureTest, Issue31LibcurlsErrorTextIsRedacted) {
+  const Error e = classify_curl_failure({.code = CURLE_COULDNT_CONNECT, .detail = "cannot reach https://h/?token=t"},
+                                        kUri);
+  EXPECT_EQ(e.message(), "cannot reach https://h/?token=REDACTED");
+}
+
+TEST(RedirectProtocolsTest, Issue31AnHttpsUrlIsRedirectedOnlyToHttps) {
+  EXPECT_STREQ(redirect_protocols("https://h/a.jpg"), "https");
+  EXPECT_STREQ(redirect_protocols("HTTPS://h/a.jpg"), "https");
+  EXPECT_STREQ(redirect_protocols("http://h/a.jpg"), "http,https");
 }
 
 TEST(ClassifyCurlFailureTest, AnUntrustedCertificateIsFinalAndSaysHowToTrustIt) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/metrics.h"
+#include "core/trace.h"
 #include "nginx_server.h"
 #include "storage/fetcher.h"
 
@@ -237,6 +238,92 @@ TEST_F(FetcherHttpTest, Issue17AHedgedJobWhoseTransferFailsFinallyIsNotReadAfter
   EXPECT_EQ(r->attempts, 1);
   EXPECT_FALSE(fetcher.next_for(std::chrono::seconds(60)).has_value());
   EXPECT_EQ(metrics.snapshot().counters["fetch.hedges"], 0);
+}
+
+// Issue 31: libcurl followed a 302 to ftp:// (and would to any protocol it was built with).
+// nginx's /redirect-ftp/ names an FTP URL where nothing listens: followed, it fails to connect
+// (and was retried); refused, the error names the target, once.
+TEST_F(FetcherHttpTest, Issue31ARedirectToFtpIsRefusedByNameAndNotRetried) {
+  FetchOptions options = quick();
+  options.max_attempts = 3;
+  const std::string uri = url("redirect-ftp", "x.jpg");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": redirect to ftp://127.0.0.1:1/x refused: only http and https are followed");
+  EXPECT_EQ(r.attempts, 1);
+}
+
+// Issue 31: an https URL redirected to plain http was followed, giving up the encryption and the
+// server's authentication it asked for. The TLS server's /to-http/ sends it to the plain one.
+TEST_F(FetcherHttpTest, Issue31ARedirectFromHttpsDownToHttpIsRefused) {
+  FetchOptions options = quick();
+  options.ca_file = server_->ca_file();
+  options.max_attempts = 3;
+  const std::string uri = server_->tls_url("to-http", "small.bin");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": redirect to " + url("ok", "small.bin") + " refused: an https URL is followed only to https");
+  EXPECT_EQ(r.attempts, 1);
+}
+
+TEST_F(FetcherHttpTest, AnHttpsGetArrivesFromTheTlsServer) {
+  FetchOptions options = quick();
+  options.ca_file = server_->ca_file();
+  const FetchResult r = fetch(options, server_->tls_url("ok", "small.bin"));
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), small());
+}
+
+// Issue 31: a presigned URL is a bearer credential; its failure wrote it whole into the error,
+// and the trace recorded it for every GET.
+TEST_F(FetcherHttpTest, Issue31APresignedUrlsCredentialsAreInNeitherItsErrorNorTheTrace) {
+  const std::string query =
+      "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDSECRETKEYID%2F20260101%2Fus-east-1%2Fs3%2Faws4_request"
+      "&X-Amz-Expires=3600&X-Amz-Security-Token=SECRETTOKEN&X-Amz-Signature=SECRETSIGNATURE";
+  const std::string uri = url("status/403", "x.jpg");
+  core::TraceWriter trace;
+  Fetcher fetcher(quick(), {}, nullptr, &trace);
+  ASSERT_TRUE(fetcher.submit({parse_uri(uri + query).value(), 1, std::nullopt}));
+  fetcher.close();
+  auto r = fetcher.next_for(std::chrono::seconds(60));
+  ASSERT_TRUE(r.has_value()) << "no result within 60 s";
+  ASSERT_FALSE(r->data.ok());
+  const std::string shown = uri +
+                            "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=REDACTED&X-Amz-Expires=3600"
+                            "&X-Amz-Security-Token=REDACTED&X-Amz-Signature=REDACTED";
+  EXPECT_EQ(r->data.error().to_string(), shown + ": HTTP 403");
+  EXPECT_EQ(r->uri, shown);
+  const std::string json = trace.to_json();
+  EXPECT_NE(json.find(shown), std::string::npos) << json;  // the GET is still in the trace
+  for (const char* secret : {"SECRETTOKEN", "SECRETSIGNATURE", "AKIDSECRETKEYID"}) {
+    EXPECT_EQ(json.find(secret), std::string::npos) << secret << " in " << json;
+  }
+}
+
+TEST_F(FetcherHttpTest, Issue31APresignedUrlIsFetchedAsGiven) {
+  const FetchResult r = fetch(quick(), url("ok", "small.bin") + "?X-Amz-Expires=60&X-Amz-Signature=s");
+  ASSERT_TRUE(r.data.ok()) << r.data.error().to_string();
+  EXPECT_EQ(bytes_of(r), small());
+  EXPECT_EQ(r.uri, url("ok", "small.bin") + "?X-Amz-Expires=60&X-Amz-Signature=REDACTED");
+}
+
+// Issue 31 (12): a 2 MiB response header line was reported as "Out of memory" and retried.
+// libcurl refuses a header line over CURL_MAX_HTTP_HEADER that way, every time.
+TEST_F(FetcherHttpTest, Issue31AHeaderLineOverLibcurlsLimitIsNamedAndNotRetried) {
+  FetchOptions options = quick();
+  options.max_attempts = 3;
+  const std::string uri = url("big-header", "x.jpg");
+  const FetchResult r = fetch(options, uri);
+  ASSERT_FALSE(r.data.ok());
+  EXPECT_EQ(r.data.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": response header line over libcurl's limit of 102400 bytes (CURL_MAX_HTTP_HEADER); the answer "
+                  "cannot be read");
+  EXPECT_EQ(r.attempts, 1);
 }
 
 }  // namespace

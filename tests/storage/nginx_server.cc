@@ -138,9 +138,10 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
   std::string conf = read_text(servers / "nginx.conf.in");
   if (conf.empty()) return Error(ErrorCode::kNotFound, "cannot read " + (servers / "nginx.conf.in").string());
   const int port = free_port();
+  const int tls_port = free_port();
   replace_all(conf, "@PREFIX@", fs::absolute(workdir).string());
   replace_all(conf, "@PORT@", std::to_string(port));
-  replace_all(conf, "@TLSPORT@", std::to_string(free_port()));
+  replace_all(conf, "@TLSPORT@", std::to_string(tls_port));
   replace_all(conf, "@ROOT@", fs::absolute(root).string());
   replace_all(conf, "@USER@", ::geteuid() == 0 ? "user root root;" : "");
   replace_all(conf, "@SERVERS@", servers.string());
@@ -163,7 +164,7 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return std::unique_ptr<NginxServer>(new NginxServer(*pid, port));
+  return std::unique_ptr<NginxServer>(new NginxServer(*pid, port, tls_port, (fs::absolute(workdir) / "cert.pem").string()));
 }
 
 NginxServer::~NginxServer() {
@@ -181,7 +182,13 @@ NginxServer::~NginxServer() {
 }
 
 std::string NginxServer::url(std::string_view location, std::string_view name) const {
-  return "http://127.0.0.1:" + std::to_string(port_) + "/" + std::string(location) + "/" + std::string(name);
+  return endpoint() + "/" + std::string(location) + "/" + std::string(name);
 }
+
+std::string NginxServer::tls_url(std::string_view location, std::string_view name) const {
+  return "https://127.0.0.1:" + std::to_string(tls_port_) + "/" + std::string(location) + "/" + std::string(name);
+}
+
+std::string NginxServer::endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
 }  // namespace mmfeed::storage::testing

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "mmfeed/error.h"
 
@@ -34,12 +35,21 @@ class NginxServer {
 
   // "http://127.0.0.1:<port>/<location>/<name>"
   std::string url(std::string_view location, std::string_view name) const;
+  // "https://127.0.0.1:<tls port>/<location>/<name>": the config's TLS server, whose certificate
+  // ca_file() holds.
+  std::string tls_url(std::string_view location, std::string_view name) const;
+  std::string ca_file() const { return ca_file_; }
+  // "http://127.0.0.1:<port>": the server as a path-style S3 endpoint (its /listing-*/ buckets).
+  std::string endpoint() const;
 
  private:
-  NginxServer(pid_t pid, int port) : pid_(pid), port_(port) {}
+  NginxServer(pid_t pid, int port, int tls_port, std::string ca_file)
+      : pid_(pid), port_(port), tls_port_(tls_port), ca_file_(std::move(ca_file)) {}
 
   pid_t pid_;
   int port_;
+  int tls_port_;
+  std::string ca_file_;
 };
 
 }  // namespace mmfeed::storage::testing

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+#include <utility>
+
 namespace mmfeed::storage {
 namespace {
 
@@ -64,6 +68,31 @@ TEST(UriTest, MalformedUrisAreRejectedWithTheReason) {
     EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(uri.error().to_string().find(bad.message), std::string::npos) << uri.error().to_string();
   }
+}
+
+// Issue 31: a JSON "\u0000" in a media reference cut it short where the operating system or
+// libcurl read it ("ok.png\0.jpg" loaded ok.png; a URL lost the rest of its path).
+TEST(UriTest, Issue31ANulByteIsRefusedWhereverItIs) {
+  using namespace std::string_view_literals;
+  for (const auto& [text, shown] : {std::pair{"ok.png\0.jpg"sv, "ok.png\\x00.jpg"},
+                                    std::pair{"http://h/a\0/b.jpg"sv, "http://h/a\\x00/b.jpg"},
+                                    std::pair{"s3://b/k\0x"sv, "s3://b/k\\x00x"},
+                                    std::pair{"file:///x\0y"sv, "file:///x\\x00y"}}) {
+    auto uri = parse_uri(text);
+    ASSERT_FALSE(uri.ok()) << shown;
+    EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(uri.error().to_string(), std::string(shown) + ": URI contains a NUL byte (at byte " +
+                                           std::to_string(text.find('\0')) +
+                                           "), which would cut it short; remove it from the manifest");
+  }
+}
+
+TEST(UriTest, Issue31AControlCharacterInAUrlIsRefused) {
+  auto uri = parse_uri("https://h/a\x01" "b.jpg");
+  ASSERT_FALSE(uri.ok());
+  EXPECT_EQ(uri.error().to_string(),
+            "https://h/a\\x01b.jpg: URL contains a control character (0x01 at byte 11); percent-encode it");
+  EXPECT_FALSE(parse_uri("http://h/\x7f").ok());
 }
 
 TEST(UriTest, EncodingFollowsTheS3Rules) {

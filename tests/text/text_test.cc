@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -101,6 +102,39 @@ TEST(TokenizerTest, AnAddedTokenFlagOfAnotherTypeIsRefused) {
 TEST(TokenizerTest, AnAbsentAddedTokenFlagIsFalse) {
   const auto tok = Tokenizer::from_json(qwen_json_with("\"lstrip\": false,\n", "")).value();
   EXPECT_EQ(tok->encode(" <|endoftext|>").value(), (std::vector<std::int32_t>{220, 151643}));
+}
+
+// A byte-level BPE tokenizer.json: every byte a token whose id is the byte, "an" (256) and "ban"
+// (257) merged, pre-tokenized by Split(`pattern`, Isolated) then ByteLevel.
+std::string tiny_tokenizer_json(std::string_view pattern) {
+  std::string vocab;
+  std::uint32_t shifted = 256;  // GPT-2's byte-level alphabet: bytes not printable move up from 256
+  for (std::uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    char entry[32];
+    std::snprintf(entry, sizeof entry, "\"\\u%04x\": %u, ", printable ? b : shifted++, b);
+    vocab += entry;
+  }
+  return R"({"model": {"type": "BPE", "vocab": {)" + vocab + R"("an": 256, "ban": 257}, "merges": [["a", "n"], ["b", "an"]]},
+             "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": ")" + std::string(pattern) + R"("}, "behavior": "Isolated", "invert": false},
+               {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}})";
+}
+
+// An empty match splits the text there and nothing more; once, the gap before it was handed out
+// again with each later piece ("banana" encoded as "b" "ban" "banan" "banana"). Expected ids
+// from Hugging Face `tokenizers` 0.23.3 on the same file:
+//   Tokenizer.from_str(tiny_tokenizer_json(pattern)).encode(text, add_special_tokens=False).ids
+TEST(TokenizerTest, Issue31ASplitPatternMatchingEmptyStringsSplitsAsTokenizersDoes) {
+  const auto ids = [](std::string_view pattern, std::string_view text) {
+    return Tokenizer::from_json(tiny_tokenizer_json(pattern)).value()->encode(text).value();
+  };
+  EXPECT_EQ(ids("(?=a)", "banana"), (std::vector<std::int32_t>{98, 256, 256, 97}));
+  EXPECT_EQ(ids("(?=a)", "bananas ban"), (std::vector<std::int32_t>{98, 256, 256, 97, 115, 32, 98, 256}));
+  EXPECT_EQ(ids("a*", "banana"), (std::vector<std::int32_t>{98, 97, 110, 97, 110, 97}));
+  EXPECT_EQ(ids("(?=n)|n", "banana"), (std::vector<std::int32_t>{98, 97, 110, 97, 110, 97}));
+  EXPECT_EQ(ids("(?=n)|n", "nab"), (std::vector<std::int32_t>{110, 97, 98}));
+  EXPECT_EQ(ids("", "ban"), (std::vector<std::int32_t>{98, 97, 110}));
 }
 
 // Loads `json`, which must be refused with `code` and exactly `message`, no exception escaping:
@@ -361,6 +395,14 @@ TEST(SampleIdTest, ReadsTheIdOfALineThatIsNotAConversation) {
   EXPECT_EQ(sample_id_of(R"({"id": "caf\u00e9"})"), "caf\xc3\xa9");
 }
 
+// Issue 31: a number no double holds failed the whole line, and the sample was named by its line.
+TEST(SampleIdTest, ReadsTheIdBesideANumberOutOfRange) {
+  EXPECT_EQ(sample_id_of(R"({"id": "s1", "weight": 1e999, "messages": []})"), "s1");
+  EXPECT_EQ(sample_id_of(R"({"weight": -1e999, "id": 12})"), "12");
+  EXPECT_EQ(sample_id_of(R"({"id": 99999999999999999999999, "messages": []})"), std::nullopt);
+  EXPECT_EQ(sample_id_of(R"({"weight": 1e999, "id": ""})"), std::nullopt);
+}
+
 TEST(SampleIdTest, NoIdWhenItCannotBeRead) {
   EXPECT_EQ(sample_id_of("{\"id\": \"s7\", \"messages\": [}"), std::nullopt);  // malformed JSON
   EXPECT_EQ(sample_id_of(R"({"messages": []})"), std::nullopt);
@@ -515,6 +557,24 @@ TEST(ChatTest, ReasoningIsTrainedByDefaultAndCanBeLeftOut) {
   };
   EXPECT_EQ(trained_text(true), "<think>\nwhy\n</think>\n\nyes<|im_end|>\n");
   EXPECT_EQ(trained_text(false), "yes<|im_end|>\n");
+}
+
+// qwen-vl-utils sizes an image by these keys; mmfeed sizes every image by the loader's bounds,
+// so a sample that asks otherwise is refused by key and sample, where it was silently ignored.
+TEST(ChatTest, Issue31PerImageSizeKeysAreRefusedByName) {
+  for (const char* key : {"min_pixels", "max_pixels", "resized_height", "resized_width"}) {
+    for (const std::string& item : {R"({"type": "image", "image": "a.jpg", ")" + std::string(key) + R"(": 50176})",
+                                   R"({"image_url": {"url": "a.jpg"}, ")" + std::string(key) + R"(": 50176})"}) {
+      const auto r = parse_conversation(R"({"id": "s7", "messages": [{"role": "user", "content": [{"text": "q"}, )" +
+                                        item + "]}]}");
+      ASSERT_FALSE(r.ok()) << item;
+      EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
+      EXPECT_EQ(r.error().context(), "sample s7");
+      EXPECT_EQ(r.error().message().rfind("messages[0].content[1]." + std::string(key) + ": per-image sizes are not supported", 0), 0u)
+          << r.error().message();
+    }
+  }
+  EXPECT_TRUE(parse_conversation(R"({"messages": [{"role": "user", "content": [{"image": "a.jpg", "max_pixels": null}]}]})").ok());
 }
 
 TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {

@@ -107,28 +107,29 @@ TEST(DecodeTest, RecognisedFormatsItDoesNotDecodeAreNamed) {
   }
 }
 
-TEST(DecodeTest, UnknownDataIsCorruptAndShowsItsFirstBytes) {
+// Issue 31: the first 16 bytes were echoed in the reason, which showed a secret file's first
+// bytes to whoever reads the errors; the reason names the size only.
+TEST(DecodeTest, UnknownDataIsCorruptAndNeverShowsItsBytes) {
   using namespace std::string_view_literals;
-  const std::pair<std::string_view, std::string_view> cases[] = {
-      {"<!DOCTYPE html>\n<html><body>Not Found</body></html>"sv,
-       "3c 21 44 4f 43 54 59 50 45 20 68 74 6d 6c 3e 0a (\"<!DOCTYPE html>.\")"},
+  const std::string_view cases[] = {
+      "<!DOCTYPE html>\n<html><body>Not Found</body></html>"sv,
       // An S3 error document is XML, but not SVG.
-      {"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code></Error>"sv,
-       "3c 3f 78 6d 6c 20 76 65 72 73 69 6f 6e 3d 22 31 (\"<?xml version=\"1\")"},
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code></Error>"sv,
       // ISO-BMFF of a video brand is not an image format.
-      {"\x00\x00\x00\x18" "ftypisom\x00\x00\x02\x00" "isomiso2"sv,
-       "00 00 00 18 66 74 79 70 69 73 6f 6d 00 00 02 00 (\"....ftypisom....\")"},
-      {"BMW"sv, "42 4d 57 (\"BMW\")"},  // "BM" without a BMP header after it
-      {"\x00\x00\x01\x00"sv, "00 00 01 00 (\"....\")"},  // ICO's first bytes, no directory
+      "\x00\x00\x00\x18" "ftypisom\x00\x00\x02\x00" "isomiso2"sv,
+      "BMW"sv,  // "BM" without a BMP header after it
+      "\x00\x00\x01\x00"sv,  // ICO's first bytes, no directory
+      "SECRET_TOKEN=abc123"sv,
   };
-  for (const auto& [data, signature] : cases) {
-    const std::string want = "not a JPEG, PNG or WebP image: unknown signature " + std::string(signature);
+  for (const std::string_view data : cases) {
+    const std::string want =
+        "not a JPEG, PNG or WebP image: unrecognised signature (" + std::to_string(data.size()) + " bytes)";
     auto decoded = decode_rgb(bytes(data));
-    ASSERT_FALSE(decoded.ok()) << signature;
-    EXPECT_EQ(decoded.error().code(), ErrorCode::kCorruptData) << signature;
+    ASSERT_FALSE(decoded.ok()) << data;
+    EXPECT_EQ(decoded.error().code(), ErrorCode::kCorruptData) << data;
     EXPECT_EQ(decoded.error().message(), want);
     auto probed = probe(bytes(data));
-    ASSERT_FALSE(probed.ok()) << signature;
+    ASSERT_FALSE(probed.ok()) << data;
     EXPECT_EQ(probed.error().message(), want);
   }
 }

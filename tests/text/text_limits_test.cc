@@ -1,0 +1,175 @@
+// What encoding a conversation costs, as functions of its size (issue 31): the heap a sample over
+// max_length holds, counted exactly by the operator new below, and the time encoding takes as the
+// turns grow. Apart from text_test because it replaces the global operator new.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "text/chat.h"
+#include "text/tokenizer.h"
+
+namespace {
+
+// Heap bytes held through operator new, and the most held since the last reset.
+std::atomic<std::size_t> g_heap_held{0};
+std::atomic<std::size_t> g_heap_peak{0};
+
+void count_in(void* p) {
+  const std::size_t held = g_heap_held += malloc_usable_size(p);
+  std::size_t peak = g_heap_peak.load();
+  while (held > peak && !g_heap_peak.compare_exchange_weak(peak, held)) {
+  }
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  count_in(p);
+  return p;
+}
+
+// GCC sees free() of what operator new returned; here operator new is malloc().
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  g_heap_held -= malloc_usable_size(p);
+  std::free(p);
+}
+#pragma GCC diagnostic pop
+
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+
+namespace mmfeed::text {
+namespace {
+
+const Tokenizer& qwen() {
+  static const std::unique_ptr<Tokenizer> tok =
+      Tokenizer::from_file(MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json").value();
+  return *tok;
+}
+
+// The most heap held while `f` runs, beyond what was held when it started.
+template <typename F>
+std::size_t peak_heap_of(F&& f) {
+  const std::size_t before = g_heap_held.load();
+  g_heap_peak = before;
+  f();
+  return g_heap_peak.load() - before;
+}
+
+// A user turn of `bytes` of digits (Qwen writes one token per digit: the most tokens a byte can
+// give) and a reply.
+Conversation digits_conversation(std::size_t bytes) {
+  std::string digits;
+  while (digits.size() < bytes) digits += "0123456789";
+  return parse_conversation(R"({"messages": [{"role": "user", "content": ")" + digits +
+                            R"("}, {"role": "assistant", "content": "ok"}]})")
+      .value();
+}
+
+// A line of 4 MB refused, or cut, at max_length 4096 once held ~30 bytes of heap per byte of
+// text (its ids, offsets and pre-token list, all of it, before max_length was looked at).
+// Against the control of the text's own size, it now holds about one copy (the rendering).
+TEST(ChatEncodeLimitsTest, Issue31ASampleOverMaxLengthHoldsMemoryForItsFirstTokensOnly) {
+  constexpr std::size_t kTextBytes = 4 << 20;
+  const Conversation c = digits_conversation(kTextBytes);
+  qwen();  // loaded outside the count
+  for (const Truncation truncation : {Truncation::kError, Truncation::kTruncate}) {
+    SftOptions o;
+    o.max_length = 4096;
+    o.truncation = truncation;
+    Result<SftSample> s = Error(ErrorCode::kInternal, "not run");
+    const std::size_t peak = peak_heap_of([&] { s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}, o); });
+    EXPECT_LT(peak, 2 * kTextBytes) << "truncation " << static_cast<int>(truncation);
+    if (truncation == Truncation::kError) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.error().message(),
+                "conversation has more than 8193 tokens, more than max_length 4096 (counted no further)");
+    } else {
+      ASSERT_TRUE(s.ok()) << s.error().to_string();
+      EXPECT_EQ(s->input_ids.size(), 4096u);
+    }
+  }
+}
+
+// Cutting from the first tokens gives what cutting the whole encoding gives: a prefix of it, at
+// max_length, or where the vision block max_length falls in starts (from its outer
+// <|vision_start|> to its outer <|vision_end|>: a timestamped video's groups are one block).
+TEST(ChatEncodeLimitsTest, Issue31TruncatingFromTheFirstTokensCutsWhereTheWholeEncodingIsCut) {
+  const Conversation c = parse_conversation(R"({"messages": [
+      {"role": "user", "content": [{"type": "text", "text": "look at"}, {"type": "image", "image": "a.jpg"},
+                                   {"type": "video", "video": "v.mp4"}, {"type": "text", "text": "and"},
+                                   {"type": "image", "image": "b.jpg"}, {"type": "image", "image": "c.jpg"}]},
+      {"role": "assistant", "content": "two pictures and a film"}]})")
+                             .value();
+  const std::vector<Grid3> images = {{1, 4, 4}, {1, 2, 4}, {1, 4, 2}};
+  const std::vector<VideoGrid> videos = {{{2, 4, 4}, 1.0, {0.5, 1.5}}};
+  const SftSample whole = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos).value();
+  const std::int32_t start = *qwen().token_to_id("<|vision_start|>"), end = *qwen().token_to_id("<|vision_end|>");
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [outer start, outer end]
+  int depth = 0;
+  for (std::size_t i = 0; i < whole.input_ids.size(); ++i) {
+    if (whole.input_ids[i] == start && depth++ == 0) blocks.push_back({i, 0});
+    if (whole.input_ids[i] == end && --depth == 0) blocks.back().second = i;
+  }
+  ASSERT_EQ(blocks.size(), 4u);
+  SftOptions o;
+  o.truncation = Truncation::kTruncate;
+  for (o.max_length = 1; o.max_length < whole.input_ids.size(); ++o.max_length) {
+    std::size_t cut = o.max_length;
+    for (const auto& [first, last] : blocks) {
+      if (first < o.max_length && o.max_length <= last) cut = first;
+    }
+    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos, o).value();
+    ASSERT_EQ(s.input_ids, std::vector<std::int32_t>(whole.input_ids.begin(), whole.input_ids.begin() + cut))
+        << "max_length " << o.max_length;
+    ASSERT_EQ(s.labels, std::vector<std::int32_t>(whole.labels.begin(), whole.labels.begin() + cut));
+  }
+}
+
+// `turns` alternating user and assistant turns.
+Conversation many_turns(int turns) {
+  std::string line = R"({"messages": [)";
+  for (int k = 0; k < turns; ++k) {
+    line += k == 0 ? "" : ", ";
+    line += k % 2 == 0 ? R"({"role": "user", "content": "question )" + std::to_string(k) + "\"}"
+                       : R"({"role": "assistant", "content": "answer )" + std::to_string(k) + "\"}";
+  }
+  return parse_conversation(line + "]}").value();
+}
+
+// The least CPU time this thread spent in three runs of encoding `c`, in seconds.
+double encode_cpu_seconds(const Conversation& c) {
+  double best = 1e9;
+  for (int run = 0; run < 3; ++run) {
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}).ok());
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    best = std::min(best, static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
+  }
+  return best;
+}
+
+// Labels once searched the assistant turns from the first for every token: 64,000 turns took
+// 44 s. Eight times the turns now cost about eight times the time; the bound, 24, leaves room
+// for a loaded machine, and quadratic work (64 times, measured ~60) does not fit under it.
+// CPU time of this thread, least of three runs: other processes do not count in it.
+TEST(ChatEncodeLimitsTest, Issue31EncodingTimeIsLinearInTheTurns) {
+  const double small = encode_cpu_seconds(many_turns(2000));
+  const double large = encode_cpu_seconds(many_turns(16000));
+  EXPECT_LT(large / small, 24.0) << "2000 turns: " << small << " s, 16000 turns: " << large << " s";
+}
+
+}  // namespace
+}  // namespace mmfeed::text
