@@ -32,30 +32,16 @@ std::string bytes_of(const FetchResult& r) {
   return std::string(reinterpret_cast<const char*>(r.data->data()), r.data->size());
 }
 
-class FetcherHttpTest : public ::testing::Test {
+class FetcherHttpTest : public testing::NginxSuite<FetcherHttpTest> {
+ public:
+  static constexpr const char* kName = "mmfeed-http";
+
+  static void write_objects(const fs::path& objects) {
+    std::ofstream(objects / "small.bin", std::ios::binary) << small();
+    std::ofstream(objects / "big.bin", std::ios::binary) << big();
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("mmfeed-http-" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / "objects");
-    std::ofstream(dir_ / "objects" / "small.bin", std::ios::binary) << small();
-    std::ofstream(dir_ / "objects" / "big.bin", std::ios::binary) << big();
-    auto server = testing::NginxServer::start(dir_ / "objects", dir_ / "nginx");
-    if (server.ok()) {
-      server_ = std::move(server).value();
-    } else {
-      start_error_ = server.error().to_string();
-    }
-  }
-
-  static void TearDownTestSuite() {
-    server_.reset();
-    fs::remove_all(dir_);
-  }
-
-  void SetUp() override {
-    if (!server_) GTEST_FAIL() << "no nginx to test against: " << start_error_;
-  }
-
   static const std::string& small() {
     static const std::string s = pattern(10'000, 1);
     return s;
@@ -93,9 +79,6 @@ class FetcherHttpTest : public ::testing::Test {
     return std::move(*r);
   }
 
-  static inline fs::path dir_;
-  static inline std::unique_ptr<testing::NginxServer> server_;
-  static inline std::string start_error_;
   static inline int runs_ = 0;
 };
 

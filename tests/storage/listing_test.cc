@@ -18,28 +18,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ListingTest : public ::testing::Test {
+class ListingTest : public testing::NginxSuite<ListingTest> {
+ public:
+  static constexpr const char* kName = "mmfeed-listing";
+
  protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("mmfeed-listing-" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / "objects");
-    auto server = testing::NginxServer::start(dir_ / "objects", dir_ / "nginx");
-    if (server.ok()) {
-      server_ = std::move(server).value();
-    } else {
-      start_error_ = server.error().to_string();
-    }
-  }
-
-  static void TearDownTestSuite() {
-    server_.reset();
-    fs::remove_all(dir_);
-  }
-
-  void SetUp() override {
-    if (!server_) GTEST_FAIL() << "no nginx to test against: " << start_error_;
-  }
-
   // The server as an anonymous, path-style S3 endpoint.
   static S3Options s3() {
     S3Options o;
@@ -57,9 +40,6 @@ class ListingTest : public ::testing::Test {
     return o;
   }
 
-  static inline fs::path dir_;
-  static inline std::unique_ptr<testing::NginxServer> server_;
-  static inline std::string start_error_;
 };
 
 TEST_F(ListingTest, ARepeatedContinuationTokenEndsTheListing) {

@@ -9,7 +9,9 @@
 //   std::string url = (*server)->url("faulty", "a.bin") + "?faults=slowdown";
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -50,6 +52,41 @@ class NginxServer {
   int port_;
   int tls_port_;
   std::string ca_file_;
+};
+
+// A GoogleTest suite with one nginx for all its tests: started before the first over a fresh
+// folder of objects (Suite::write_objects fills it; none by default), stopped after the last. A
+// server that did not start fails every test of the suite with its reason. Suite names its folder
+// (Suite::kName) so that suites of one binary never share one.
+template <class Suite>
+class NginxSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / (std::string(Suite::kName) + "-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_ / "objects");
+    Suite::write_objects(dir_ / "objects");
+    auto server = NginxServer::start(dir_ / "objects", dir_ / "nginx");
+    if (server.ok()) {
+      server_ = std::move(server).value();
+    } else {
+      start_error_ = server.error().to_string();
+    }
+  }
+
+  static void TearDownTestSuite() {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void SetUp() override {
+    if (!server_) GTEST_FAIL() << "no nginx to test against: " << start_error_;
+  }
+
+  static void write_objects(const std::filesystem::path&) {}
+
+  static inline std::filesystem::path dir_;
+  static inline std::unique_ptr<NginxServer> server_;
+  static inline std::string start_error_;
 };
 
 }  // namespace mmfeed::storage::testing
