@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "qwen_tokenizer.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
@@ -65,12 +66,6 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { operator delet
 
 namespace mmfeed::text {
 namespace {
-
-const Tokenizer& qwen() {
-  static const std::unique_ptr<Tokenizer> tok =
-      Tokenizer::from_file(MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json").value();
-  return *tok;
-}
 
 // The most heap held while `f` runs, beyond what was held when it started.
 template <typename F>

@@ -8,18 +8,13 @@
 #include <string>
 #include <string_view>
 
+#include "qwen_tokenizer.h"
 #include "text/chat.h"
 #include "text/python_json.h"
 #include "text/tokenizer.h"
 
 namespace mmfeed::text {
 namespace {
-
-const Tokenizer& qwen() {
-  static const std::unique_ptr<Tokenizer> tok =
-      Tokenizer::from_file(MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json").value();
-  return *tok;
-}
 
 TEST(TokenizerTest, EncodesAndDecodesKnownIds) {
   const auto ids = qwen().encode("Hello, world").value();
