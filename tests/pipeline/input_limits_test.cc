@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -36,21 +35,19 @@ dataset::Manifests manifests_of(std::size_t n) {
 }
 
 // Issue 31, finding 7: a position past the old rank's epoch was found only after the resharded
-// order had counted up to it, one step per position (1e11: 30 s on one core).
+// order had counted up to it, one step per position (1e11: 30 s on one core). At 2^62 counting
+// up would take centuries: code that counts first never answers, and the test's timeout fails it.
 TEST(ResumeLimitsTest, OldPositionsPastTheOldRanksEpochAreRefusedBeforeTheOrderIsBuilt) {
   const dataset::Manifests manifests = manifests_of(5);
   LoaderConfig config;
   config.manifests = {"memory.jsonl"};
   LoaderState state;
   state.old_world_size = 2;
-  state.old_positions = {10'000'000'000, 0};
-  const auto started = std::chrono::steady_clock::now();
+  state.old_positions = {std::uint64_t{1} << 62, 0};
   const auto r = start_state(config, manifests, state);
-  const auto elapsed = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("old rank 0"), std::string::npos) << r.error().message();
-  EXPECT_NE(r.error().message().find("10000000000"), std::string::npos) << r.error().message();
-  EXPECT_LT(elapsed, std::chrono::milliseconds(500)) << "the refusal must not count up to the position";
+  EXPECT_NE(r.error().message().find("4611686018427387904"), std::string::npos) << r.error().message();
 }
 
 // Issue 31, finding 7: reshard() took a position of 10**12 over a run of 10 samples.

@@ -1,9 +1,8 @@
 // What encoding a conversation costs, as functions of its size (issue 31): the heap a sample over
-// max_length holds, counted exactly by the operator new below, and the time encoding takes as the
-// turns grow. Apart from text_test because it replaces the global operator new.
+// max_length holds, counted exactly by the operator new below, and encoding that stays linear as
+// the turns grow. Apart from text_test because it replaces the global operator new.
 #include <gtest/gtest.h>
 #include <malloc.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -157,27 +156,17 @@ Conversation many_turns(int turns) {
   return parse_conversation(line + "]}").value();
 }
 
-// The least CPU time this thread spent in three runs of encoding `c`, in seconds.
-double encode_cpu_seconds(const Conversation& c) {
-  double best = 1e9;
-  for (int run = 0; run < 3; ++run) {
-    timespec t0{}, t1{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}).ok());
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    best = std::min(best, static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
-  }
-  return best;
-}
-
 // Labels once searched the assistant turns from the first for every token: 64,000 turns took
-// 44 s. Eight times the turns now cost about eight times the time; the bound, 24, leaves room
-// for a loaded machine, and quadratic work (64 times, measured ~60) does not fit under it.
-// CPU time of this thread, least of three runs: other processes do not count in it.
-TEST(ChatEncodeLimitsTest, Issue31EncodingTimeIsLinearInTheTurns) {
-  const double small = encode_cpu_seconds(many_turns(2000));
-  const double large = encode_cpu_seconds(many_turns(16000));
-  EXPECT_LT(large / small, 24.0) << "2000 turns: " << small << " s, 16000 turns: " << large << " s";
+// 44-109 s, four times as long for each doubling. 256,000 turns take about a second now; the
+// quadratic work would take about half an hour, far past this test's timeout (300 s, in
+// CMakeLists.txt), which fails it. No clock is read: the test cannot fail by a machine's speed.
+TEST(ChatEncodeLimitsTest, Issue31EncodingIsLinearInTheTurns) {
+  constexpr int kTurns = 256'000;
+  const auto sample = encode_conversation(qwen(), many_turns(kTurns), ChatTemplate::kQwen3VL, {}, {});
+  ASSERT_TRUE(sample.ok()) << sample.error().to_string();
+  const auto trained = std::count_if(sample->labels.begin(), sample->labels.end(),
+                                     [](std::int32_t label) { return label != kIgnoreIndex; });
+  EXPECT_GE(trained, kTurns / 2 * 3);  // each answer's words and its <|im_end|> at least
 }
 
 }  // namespace
