@@ -119,20 +119,6 @@ Status check_size(Bytes b, const DecodeOptions& options) {
                                                   " bytes exceeds the limit of " + std::to_string(options.max_bytes));
 }
 
-Status check_limits(int width, int height, const DecodeOptions& options) {
-  if (width <= 0 || height <= 0) {
-    return corrupt("header declares no pixels (" + std::to_string(width) + "x" + std::to_string(height) +
-                   "): truncated or corrupt");
-  }
-  const std::uint64_t pixels = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
-  if (pixels > options.max_pixels) {
-    return Error(ErrorCode::kResourceExhausted, "image of " + std::to_string(width) + "x" + std::to_string(height) +
-                                                    " = " + std::to_string(pixels) + " pixels exceeds the limit of " +
-                                                    std::to_string(options.max_pixels) + " (decompression bomb?)");
-  }
-  return ok_status();
-}
-
 // Pillow's CMYK -> RGB: each channel is (255 - k) - round(c * (255 - k) / 255).
 std::uint8_t cmyk_channel(std::uint8_t c, std::uint8_t k) {
   const std::uint32_t nk = 255u - k;
@@ -173,7 +159,7 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
                           &colorspace) != 0) {
     return corrupt(std::string("JPEG header: ") + tjGetErrorStr2(tj.get()));
   }
-  MMFEED_RETURN_IF_ERROR(check_limits(width, height, options));
+  MMFEED_RETURN_IF_ERROR(check_image_size(width, height, options));
   *orientation = exif_orientation(scan_jpeg_markers(b).exif);
   if (options.jpeg_scale_denom > 1) {
     const tjscalingfactor factor{1, options.jpeg_scale_denom};
@@ -281,7 +267,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
   MMFEED_ASSIGN_OR_RETURN(PngHeader h, png_header(ctx.ctx, b));
   const int width = static_cast<int>(h.ihdr.width);
   const int height = static_cast<int>(h.ihdr.height);
-  MMFEED_RETURN_IF_ERROR(check_limits(width, height, options));
+  MMFEED_RETURN_IF_ERROR(check_image_size(width, height, options));
   const int type = h.ihdr.color_type;
   const int depth = h.ihdr.bit_depth;
   const std::size_t n = static_cast<std::size_t>(width) * height;
@@ -354,7 +340,7 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
 Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orientation) {
   MMFEED_ASSIGN_OR_RETURN(WebpHeader h, webp_header(b));
   *orientation = orientation_of_exif_payload(h.exif);
-  MMFEED_RETURN_IF_ERROR(check_limits(h.features.width, h.features.height, options));
+  MMFEED_RETURN_IF_ERROR(check_image_size(h.features.width, h.features.height, options));
   const int width = h.features.width;
   const int height = h.features.height;
   if (h.features.has_animation) {
@@ -371,7 +357,7 @@ Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orienta
     if (!dec || !WebPAnimDecoderGetInfo(dec.get(), &info) || !WebPAnimDecoderGetNext(dec.get(), &frame, &timestamp)) {
       return corrupt("WebP animation: cannot decode the first frame");
     }
-    MMFEED_RETURN_IF_ERROR(check_limits(static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options));
+    MMFEED_RETURN_IF_ERROR(check_image_size(static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options));
     return rgba_to_rgb(frame, static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options.alpha, true);
   }
   if (h.features.has_alpha && options.alpha != AlphaPolicy::kDrop) {
@@ -389,6 +375,20 @@ Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orienta
 }
 
 }  // namespace
+
+Status check_image_size(int width, int height, const DecodeOptions& options) {
+  if (width <= 0 || height <= 0) {
+    return corrupt("header declares no pixels (" + std::to_string(width) + "x" + std::to_string(height) +
+                   "): truncated or corrupt");
+  }
+  const std::uint64_t pixels = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
+  if (pixels > options.max_pixels) {
+    return Error(ErrorCode::kResourceExhausted, "image of " + std::to_string(width) + "x" + std::to_string(height) +
+                                                    " = " + std::to_string(pixels) + " pixels exceeds the limit of " +
+                                                    std::to_string(options.max_pixels) + " (decompression bomb?)");
+  }
+  return ok_status();
+}
 
 int exif_orientation(std::span<const std::uint8_t> t) {
   if (t.size() < 8) return 1;
@@ -546,7 +546,7 @@ Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeO
   stream->created = true;
   jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  MMFEED_RETURN_IF_ERROR(check_limits(static_cast<int>(info.image_width), static_cast<int>(info.image_height), options));
+  MMFEED_RETURN_IF_ERROR(check_image_size(static_cast<int>(info.image_width), static_cast<int>(info.image_height), options));
   if (info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK) return false;
   // TurboJPEG's defaults, which decode_jpeg (and Pillow) decode with: ISLOW DCT, fancy upsampling.
   info.out_color_space = JCS_RGB;

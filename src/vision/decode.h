@@ -81,6 +81,11 @@ struct RgbImage {
 // those").
 Result<ImageInfo> probe(std::span<const std::uint8_t> bytes);
 
+// Whether a header's `width` x `height` may be decoded under `options`: kCorruptData for no
+// pixels, kResourceExhausted for more than options.max_pixels (a decompression bomb), before any
+// pixel memory is taken. The decoders check it; so does a plan made from a header alone.
+Status check_image_size(int width, int height, const DecodeOptions& options);
+
 // The pixels, with the errors of probe() and those of the data after the header.
 Result<RgbImage> decode_rgb(std::span<const std::uint8_t> bytes, const DecodeOptions& options = {});
 

@@ -28,13 +28,7 @@ Result<Grid> ImageProcessor::plan(int height, int width) const {
 Result<Grid> ImageProcessor::plan(const ImageInfo& info) const {
   // The decoder's limit on the header's pixels, checked here too: a plan sizes the batch and the
   // tokens, and a bomb planned at max_pixels would be refused for those, not for what it is.
-  const std::uint64_t pixels = static_cast<std::uint64_t>(info.width) * static_cast<std::uint64_t>(info.height);
-  if (pixels > config_.decode.max_pixels) {
-    return Error(ErrorCode::kResourceExhausted, "image of " + std::to_string(info.width) + "x" +
-                                                    std::to_string(info.height) + " = " + std::to_string(pixels) +
-                                                    " pixels exceeds the limit of " +
-                                                    std::to_string(config_.decode.max_pixels) + " (decompression bomb?)");
-  }
+  MMFEED_RETURN_IF_ERROR(check_image_size(info.width, info.height, config_.decode));
   const bool upright = config_.decode.exif == ExifPolicy::kApply;
   return plan(upright ? info.upright_height() : info.height, upright ? info.upright_width() : info.width);
 }
