@@ -95,7 +95,9 @@ int run_inspect(int argc, char** argv) {
   }
   const Tensor* ids_t = batch->find("input_ids");
   const Tensor* labels_t = batch->find("labels");
-  const Tensor* cu_t = batch->find("cu_seqlens");
+  // Packed rows: where each sample starts (transformers' layout, or Megatron's padded one).
+  const Tensor* cu_t = batch->find("cu_seq_lens_q");
+  if (cu_t == nullptr) cu_t = batch->find("cu_seqlens_padded");
   const auto* ids = static_cast<const std::int64_t*>(batch->data(*ids_t));
   const auto* labels = static_cast<const std::int64_t*>(batch->data(*labels_t));
   const std::int64_t width = ids_t->shape[1];
@@ -105,9 +107,13 @@ int run_inspect(int argc, char** argv) {
   for (std::size_t s = 0; s < batch->sample_ids.size(); ++s) {
     std::int64_t begin = static_cast<std::int64_t>(s) * width, end = begin + width;
     if (cu_t) {
-      const auto* cu = static_cast<const std::int64_t*>(batch->data(*cu_t));
+      const auto* cu = static_cast<const std::int32_t*>(batch->data(*cu_t));
       begin = cu[s];
       end = cu[s + 1];
+      if (const Tensor* real = batch->find("cu_seqlens")) {  // Megatron's: the sample, not its padding
+        const auto* lengths = static_cast<const std::int32_t*>(batch->data(*real));
+        end = begin + (lengths[s + 1] - lengths[s]);
+      }
     }
     std::printf("\n--- %s ---\n", batch->sample_ids[s].c_str());
     std::int64_t j = begin;

@@ -27,6 +27,20 @@ namespace mmfeed::tools {
 
 namespace {
 
+// The tokens of a batch's samples, its padding left out: the attention mask's ones (padded), or
+// where the packed row's last sample ends (cu_seq_lens_q counts the row's tail as a sequence).
+std::uint64_t sample_tokens(const Batch& b) {
+  if (const Tensor* mask = b.find("attention_mask")) {
+    const auto* m = static_cast<const std::int64_t*>(b.data(*mask));
+    std::uint64_t n = 0;
+    for (std::int64_t i = 0; i < mask->shape[0] * mask->shape[1]; ++i) n += static_cast<std::uint64_t>(m[i]);
+    return n;
+  }
+  const Tensor* cu = b.find("cu_seqlens");  // Megatron's: the samples' own lengths
+  if (cu == nullptr) cu = b.find("cu_seq_lens_q");
+  return static_cast<std::uint64_t>(static_cast<const std::int32_t*>(b.data(*cu))[b.sample_ids.size()]);
+}
+
 // The longest simulated trainer step --step-ms takes: a day, far past any real step, and well
 // inside what the sleep's microseconds hold.
 constexpr double kMaxStepMs = 86'400'000;
@@ -318,9 +332,7 @@ int run_loader(int argc, char** argv) {
     const Batch& b = **r;
     ++batches;
     samples += b.sample_ids.size();
-    const Tensor* mask = b.find("attention_mask");
-    const auto* m = static_cast<const std::int64_t*>(b.data(*mask));
-    for (std::int64_t i = 0; i < mask->shape[0] * mask->shape[1]; ++i) tokens += static_cast<std::uint64_t>(m[i]);
+    tokens += sample_tokens(b);
     images += static_cast<std::uint64_t>(b.find("image_grid_thw")->shape[0]);
     if (const Tensor* grids = b.find("video_grid_thw")) {  // frames: temporal groups x temporal_patch_size (2)
       const auto* g = static_cast<const std::int64_t*>(b.data(*grids));

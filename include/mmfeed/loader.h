@@ -48,6 +48,15 @@ enum class Labels { kQwen, kContentAndEos };  // which tokens are trained
 // the bytes to hold, copy and send, for the trainer to normalize on its device
 // (mmfeed.normalize_pixels gives the float32 or bfloat16 values exactly).
 enum class Pixels { kFloat32, kBFloat16, kUInt8 };
+// How a packed row is laid out (token_budget > 0), for the trainer that reads it:
+// kHf, transformers': position_ids [4, 1, T] (a text row restarting at 0 for each sample, then
+// the three mrope rows), no attention mask, cu_seq_lens_q/k int32 and max_length_q/k for flash
+// attention; the samples end to end, the row's tail (pad_to_multiple_of) a sequence of its own.
+// kThd, Megatron's: each sample padded to a multiple of pad_to_multiple_of (2 x the context-
+// parallel size) at cu_seqlens_padded, labels already shifted (label j is token j + 1's, -100 at
+// each sample's last token) with a float32 loss_mask, cu_seqlens / cu_seqlens_padded int32 and
+// max_seqlen / max_seqlen_padded: the fields of megatron.core's PackedSeqParams (qkv_format thd).
+enum class PackedFormat { kHf, kThd };
 
 // Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
 // The model and the chat template are names (of the profiles and templates the engine has).
@@ -67,7 +76,11 @@ struct LoaderConfig {
   std::size_t pad_to_multiple_of = 0;
   std::size_t token_budget = 0;      // > 0: pack samples into rows of at most this many tokens
   std::size_t pack_window = 64;      // samples considered together when packing
-  bool mrope = false;                // add position_ids [3, B, L] (Qwen-VL's 3-D rotary positions)
+  PackedFormat packed_format = PackedFormat::kHf;
+  // position_ids [3, B, L] (Qwen-VL's 3-D rotary positions; packed: the rows after the text
+  // row). On by default: the model needs them, and computing them here (O(tokens), in C++)
+  // spares its forward a get_rope_index, a Python loop over every sample of every batch.
+  bool mrope = true;
   std::uint64_t seed = 0;
   bool shuffle = true;
   int epochs = 1;
@@ -168,7 +181,7 @@ struct SampleError {
 };
 
 struct Tensor {
-  enum class DType { kInt64, kFloat32, kBFloat16, kUInt8 };  // bfloat16: uint16 words
+  enum class DType { kInt64, kFloat32, kBFloat16, kUInt8, kInt32 };  // bfloat16: uint16 words
   std::string name;
   DType dtype = DType::kInt64;
   std::vector<std::int64_t> shape;
@@ -176,7 +189,7 @@ struct Tensor {
 
   std::size_t bytes() const;
 };
-// "int64", "float32", "bfloat16" or "uint8".
+// "int64", "float32", "bfloat16", "uint8" or "int32".
 std::string_view dtype_name(Tensor::DType dtype);
 
 // One batch: every tensor lives in one pooled buffer, shared by whoever holds the batch (the
@@ -185,12 +198,17 @@ struct Batch {
   int epoch = 0;
   std::uint64_t index = 0;  // batch number within the epoch, for this rank
   std::vector<std::string> sample_ids;
-  // Padded: input_ids, labels, attention_mask [B, L], pixel_values, image_grid_thw, position_ids
-  // [3, B, L] with mrope. Packed: input_ids, labels, attention_mask, position_ids [1, T] (or
-  // [3, 1, T] with mrope; 1-D positions restart at 0 for each sample), cu_seqlens [n + 1].
-  // Either, when the batch holds a video: pixel_values_videos, video_grid_thw [V, 3] and (for
+  // Padded: input_ids, labels, attention_mask, mm_token_type_ids [B, L] (0 text, 1 image pad,
+  // 2 video pad), pixel_values, image_grid_thw, position_ids [3, B, L] (mrope). Packed, as
+  // PackedFormat says: input_ids, labels, mm_token_type_ids [1, T]; kHf: position_ids [4, 1, T]
+  // ([1, T] without mrope), cu_seq_lens_q/k int32; kThd: loss_mask float32 [1, T], position_ids
+  // [3, 1, T] ([1, T] without mrope), cu_seqlens and cu_seqlens_padded int32 [n + 1]. Either,
+  // when the batch holds a video: pixel_values_videos, video_grid_thw [V, 3] and (for
   // Qwen2.5-VL) second_per_grid_ts [V] float32.
   std::vector<Tensor> tensors;
+  // Integers that go with the tensors: packed kHf, max_length_q and max_length_k; kThd,
+  // max_seqlen and max_seqlen_padded (the longest sample, before and after its padding).
+  std::vector<std::pair<std::string, std::int64_t>> scalars;
   // -1: buffer() is host memory; else the CUDA device it is on (a batch of the copy stage).
   int device = -1;
 

@@ -41,7 +41,10 @@ void for_each_loader_option(F&& f) {
   f("token_budget", &LoaderConfig::token_budget,
     "> 0: pack samples into rows of at most this many tokens (input_ids [1, T], cu_seqlens)");
   f("pack_window", &LoaderConfig::pack_window, "samples considered together when packing");
-  f("mrope", &LoaderConfig::mrope, "add position_ids [3, B, L]: Qwen-VL's 3-D rotary positions");
+  f("packed_format", &LoaderConfig::packed_format,
+    "packed rows as hf (transformers: position_ids [4, 1, T], cu_seq_lens_q/k) or thd (Megatron's PackedSeqParams, "
+    "each sample padded to pad_to_multiple_of)");
+  f("mrope", &LoaderConfig::mrope, "position_ids [3, B, L]: Qwen-VL's 3-D rotary positions (false: none)");
   f("seed", &LoaderConfig::seed, "the shuffle's seed");
   f("shuffle", &LoaderConfig::shuffle, "shuffle the samples each epoch (false: manifest order)");
   f("epochs", &LoaderConfig::epochs, "passes over the data");
@@ -104,6 +107,10 @@ struct Choices<Labels> {
   static constexpr std::array<std::string_view, 2> names{"qwen", "content_and_eos"};
 };
 
+template <>
+struct Choices<PackedFormat> {
+  static constexpr std::array<std::string_view, 2> names{"hf", "thd"};
+};
 template <>
 struct Choices<Pixels> {
   static constexpr std::array<std::string_view, 3> names{"float32", "bfloat16", "uint8"};

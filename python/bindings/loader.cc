@@ -170,6 +170,7 @@ class PyLoader {
                        : nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
         break;
       case Tensor::DType::kUInt8: dtype = nb::dtype<std::uint8_t>(); break;
+      case Tensor::DType::kInt32: dtype = nb::dtype<std::int32_t>(); break;
     }
     return nb::cast(nb::ndarray<Framework...>(data, shape.size(), shape.data(), owner, nullptr, dtype, type, id));
   }
@@ -212,6 +213,7 @@ class PyLoader {
         out[t.name.c_str()] = view<nb::numpy>(t, data, shape, owner, batch->device);
       }
     }
+    for (const auto& [name, value] : batch->scalars) out[name.c_str()] = value;
     out["sample_ids"] = batch->sample_ids;
     out["epoch"] = batch->epoch;
     out["index"] = batch->index;

@@ -3,9 +3,10 @@
     with mmfeed.Loader(manifest="demo-data/manifest.jsonl", tokenizer="tokenizer.json",
                        model="qwen2-vl", max_pixels=1003520, batch_size=8, seed=0, epochs=1,
                        rank=0, world_size=1, on_error="skip", tensors="torch") as loader:
-        for batch in loader:      # dict: input_ids, labels, attention_mask [B, L] int64,
-            ...                   # pixel_values float32 [rows, 1176], image_grid_thw int64 [n, 3],
-                                  # sample_ids, epoch, index
+        for batch in loader:      # mmfeed.Batch (a dict): input_ids, labels, attention_mask,
+            ...                   # mm_token_type_ids [B, L] int64, position_ids [3, B, L],
+                                  # pixel_values float32 [rows, 1176], image_grid_thw int64 [n, 3],
+                                  # sample_ids, epoch, index; model(**batch) takes it as it is
     # pixels="bfloat16" or "uint8" (unnormalized: mmfeed.normalize_pixels on the GPU): fewer bytes
         loader.errors()           # [{"sample_id", "stage", "reason"}, ...]
         state = loader.state_dict()
@@ -38,6 +39,7 @@ import sys
 import threading
 
 from mmfeed import _mmfeed, _native
+from mmfeed.batch import Batch, make_batch
 
 
 def engine_options(manifest, options: dict) -> dict:
@@ -166,7 +168,7 @@ class Loader:
     def __iter__(self):
         return self
 
-    def __next__(self) -> dict:
+    def __next__(self) -> Batch:
         if self._closed and self._core is None:
             raise StopIteration  # closed before it was opened
         core = self._engine()
@@ -176,7 +178,12 @@ class Loader:
         batch = core.next(torch=self._tensors == "torch", stream=stream)
         if batch is None:
             raise StopIteration
-        return batch
+        return make_batch(batch)
+
+    def options(self) -> dict:
+        """The engine options this loader was opened with (manifests included): Loader(**options)
+        opens another at the start of the same run."""
+        return dict(self._options)
 
     def start(self) -> None:
         """Opens the engine now, so that it starts reading and preparing batches before the first

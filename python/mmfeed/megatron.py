@@ -1,21 +1,56 @@
-"""A Megatron-Core-shaped adapter: train/valid/test iterators over mmfeed loaders.
+"""A Megatron-Core-shaped adapter: train/valid/test iterators over mmfeed loaders, sharded by the
+data-parallel rank, and the forward arguments of a packed THD batch.
 
     train_it, valid_it, test_it = mmfeed.megatron.build_train_valid_test_data_iterators(
         train_manifest="train.jsonl", valid_manifest="valid.jsonl", test_manifest=None,
-        tokenizer="tokenizer.json", batch_size=8, max_pixels=1003520, seed=1234)
+        tokenizer="tokenizer.json", batch_size=8, max_pixels=1003520, seed=1234,
+        token_budget=8192, packed_format="thd", pad_to_multiple_of=2 * cp_size)
+    batch = next(train_it)
+    output = model(**mmfeed.megatron.forward_args(batch))   # packed_seq_params included
 
-Each iterator yields the batch dicts of mmfeed.Loader (torch tensors, zero copy); the train
-iterator cycles epochs, the validation one restarts from the beginning when exhausted (as
-Megatron's "cyclic" valid iterator does), a missing split gives None. Rank and world size are
-the data-parallel ones: from torch.distributed (or RANK/WORLD_SIZE) unless given; `epochs`
-(or train_epochs) and `shuffle` apply to the train split only. The state of the train loader is
-`state_dict(train_it)` / resumable with `train_state=...`; each iterator has close().
+Rank and world size are the data-parallel ones: from megatron.core.parallel_state when it is
+initialised (the data-parallel rank without context parallelism: tensor-, pipeline- and
+context-parallel peers read the same batches, data-parallel ranks disjoint shards), else from an
+explicit `group=` (a torch.distributed process group, or a DeviceMesh of the data-parallel
+dimension), else torch.distributed's (or RANK/WORLD_SIZE) when no model parallelism exists;
+`rank=`/`world_size=` override all. Each iterator yields mmfeed.Batch dicts (torch tensors, zero
+copy); the train iterator runs `epochs` (or train_epochs) epochs, the validation and test ones
+restart from the beginning when exhausted (Megatron's "cyclic" iterators), a missing split gives
+None. `epochs` and `shuffle` apply to the train split only. The train loader's state is
+`state_dict(train_it)`, resumable with `train_state=...`; each iterator has close().
+
+THD batches (token_budget > 0, packed_format="thd") are laid out as Megatron-Bridge's Qwen-VL step
+lays out its packed sequences: each sample padded to a multiple of pad_to_multiple_of (2 x the
+context-parallel size; x the tensor-parallel size too with sequence parallelism), labels already
+shifted to the next token, a float32 loss_mask, and PackedSeqParams' fields.
 """
 
 from __future__ import annotations
 
+from mmfeed.batch import Batch
 from mmfeed.loader import Loader
 from mmfeed.torch import _distributed_rank_and_world
+
+
+def data_parallel_rank_and_world(group=None) -> tuple[int, int]:
+    """This process's data-parallel rank and the data-parallel world size: of `group` (a process
+    group or a one-dimensional DeviceMesh) when given, else of megatron.core.parallel_state when it
+    is initialised (context-parallel peers share a rank: they split one batch's sequence), else
+    torch.distributed's, else RANK / WORLD_SIZE."""
+    import torch.distributed as dist
+
+    if group is not None:
+        if hasattr(group, "get_group"):  # a DeviceMesh of the data-parallel dimension
+            group = group.get_group()
+        return dist.get_rank(group), dist.get_world_size(group)
+    try:
+        from megatron.core import parallel_state
+    except ImportError:
+        parallel_state = None
+    if parallel_state is not None and parallel_state.model_parallel_is_initialized():
+        return (parallel_state.get_data_parallel_rank(with_context_parallel=False),
+                parallel_state.get_data_parallel_world_size(with_context_parallel=False))
+    return _distributed_rank_and_world()
 
 
 class _Cyclic:
@@ -45,10 +80,11 @@ class _Cyclic:
 
 def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, test_manifest=None, *,
                                           train_epochs: int = 1_000_000, train_state: dict | None = None,
-                                          **options):
-    rank, world = _distributed_rank_and_world()
-    options.setdefault("rank", rank)
-    options.setdefault("world_size", world)
+                                          group=None, **options):
+    if "rank" not in options or "world_size" not in options:
+        rank, world = data_parallel_rank_and_world(group)
+        options.setdefault("rank", rank)
+        options.setdefault("world_size", world)
     options.setdefault("tensors", "torch")
     train_epochs = options.pop("epochs", train_epochs)  # `epochs` is the train split's
     # Validation and test always run one epoch in manifest order, whatever the train split does.
@@ -71,3 +107,33 @@ def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, t
 
 def state_dict(iterator) -> dict:
     return iterator.state_dict()
+
+
+def packed_seq_params(batch: Batch):
+    """megatron.core's PackedSeqParams of a THD batch (qkv_format "thd"): cu_seqlens_q/kv, their
+    padded forms and max_seqlen_q/kv, as Megatron-Bridge's Qwen-VL step builds them."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    _require_thd(batch)
+    return PackedSeqParams(qkv_format="thd", cu_seqlens_q=batch["cu_seqlens"], cu_seqlens_kv=batch["cu_seqlens"],
+                           cu_seqlens_q_padded=batch["cu_seqlens_padded"],
+                           cu_seqlens_kv_padded=batch["cu_seqlens_padded"],
+                           max_seqlen_q=batch["max_seqlen"], max_seqlen_kv=batch["max_seqlen"])
+
+
+def forward_args(batch: Batch) -> dict:
+    """The keyword arguments of a Megatron Qwen-VL forward for a THD batch: input_ids, position_ids,
+    labels, loss_mask, packed_seq_params (attention_mask None: the sequences bound attention), and
+    the vision tensors the batch holds."""
+    _require_thd(batch)
+    args = {"input_ids": batch["input_ids"], "position_ids": batch.get("position_ids"), "labels": batch["labels"],
+            "loss_mask": batch["loss_mask"], "attention_mask": None, "packed_seq_params": packed_seq_params(batch)}
+    for key in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts"):
+        if key in batch:
+            args[key] = batch[key]
+    return args
+
+
+def _require_thd(batch) -> None:
+    if "cu_seqlens_padded" not in batch:
+        raise ValueError("not a THD batch: open the loader with token_budget > 0 and packed_format='thd'")

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from mmfeed.batch import sample_tokens
+
 
 def summarize(loader, step_ms: float, live: bool) -> dict:
     """Iterates `loader` (simulating a trainer step of step_ms) and counts what it delivered."""
@@ -34,7 +36,7 @@ def summarize(loader, step_ms: float, live: bool) -> dict:
             break
         counts["batches"] += 1
         counts["samples"] += len(batch["sample_ids"])
-        counts["tokens"] += int(np.asarray(batch["attention_mask"]).sum())
+        counts["tokens"] += sample_tokens(batch)
         counts["images"] += len(batch["image_grid_thw"])
         if "video_grid_thw" in batch:  # frames: temporal groups x temporal_patch_size (2)
             grids = np.asarray(batch["video_grid_thw"])

@@ -32,10 +32,14 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
   {
     core::TraceSpan span(trace_, "assemble batch", "batch");
     const core::Stopwatch sw;
+    const LoadedTokenizer& tok = processor_.tokenizer();  // loaded: every sample was tokenized
     const BatchLayout layout{.packed = config_.token_budget > 0,
+                             .format = config_.packed_format,
                              .pad_to_multiple_of = config_.pad_to_multiple_of,
                              .mrope = config_.mrope,
-                             .pad_id = processor_.pad_id()};  // loaded: every sample was tokenized
+                             .pad_id = tok.pad_id,
+                             .image_pad_id = tok.image_pad_id,
+                             .video_pad_id = tok.video_pad_id};
     assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
@@ -94,7 +98,9 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
 
 std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<std::unique_ptr<Work>> window) const {
   std::vector<std::size_t> lengths;
-  for (const auto& w : window) lengths.push_back(w->input_ids.size());
+  for (const auto& w : window) {
+    lengths.push_back(packed_span(w->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of));
+  }
   std::vector<std::vector<std::unique_ptr<Work>>> rows;
   for (const std::vector<std::size_t>& row : pack_rows(lengths, config_.token_budget)) {
     rows.emplace_back();

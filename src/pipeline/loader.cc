@@ -41,6 +41,7 @@ std::size_t Tensor::bytes() const {
     case DType::kFloat32: n = 4; break;
     case DType::kBFloat16: n = 2; break;
     case DType::kUInt8: n = 1; break;
+    case DType::kInt32: n = 4; break;
   }
   for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
   return n;
@@ -52,6 +53,7 @@ std::string_view dtype_name(Tensor::DType dtype) {
     case Tensor::DType::kFloat32: return "float32";
     case Tensor::DType::kBFloat16: return "bfloat16";
     case Tensor::DType::kUInt8: return "uint8";
+    case Tensor::DType::kInt32: return "int32";
   }
   return "unknown";
 }

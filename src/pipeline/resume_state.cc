@@ -259,6 +259,10 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
     f.emplace_back("max_pixels", std::to_string(c.max_pixels));
     f.emplace_back("max_length", std::to_string(c.max_length));
     f.emplace_back("truncation", std::string(choice_name(c.truncation)));
+    if (c.packed_format == PackedFormat::kThd) {  // its padding counts against the budget
+      f.emplace_back("packed_format", std::string(choice_name(c.packed_format)));
+      f.emplace_back("pad_to_multiple_of", std::to_string(c.pad_to_multiple_of));
+    }
   }
   return f;
 }

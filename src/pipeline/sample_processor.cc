@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "pipeline/assembler.h"
 #include "text/chat.h"
 
 namespace mmfeed::pipeline {
@@ -15,6 +16,8 @@ TokenizerFuture load_tokenizer(const std::string& path) {
            MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(path));
            auto loaded = std::make_shared<LoadedTokenizer>();
            loaded->pad_id = tok->token_to_id("<|endoftext|>").value_or(0);
+           loaded->image_pad_id = tok->token_to_id("<|image_pad|>").value_or(-1);
+           loaded->video_pad_id = tok->token_to_id("<|video_pad|>").value_or(-1);
            loaded->tok = std::move(tok);
            return std::shared_ptr<const LoadedTokenizer>(std::move(loaded));
          }).share();
@@ -204,9 +207,11 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
       release_bytes(w, w.image_count + v, /*account=*/true);
     }
   }
-  if (config_.token_budget > 0 && s->input_ids.size() > config_.token_budget) {
-    w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) +
-                                            " tokens, more than token_budget " + std::to_string(config_.token_budget),
+  if (const std::size_t in_row = packed_span(s->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
+      config_.token_budget > 0 && in_row > config_.token_budget) {
+    const std::string padded = in_row > s->input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
+    w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) + " tokens" + padded +
+                                            ", more than token_budget " + std::to_string(config_.token_budget),
                           ErrorCode::kOutOfRange};
     return;
   }

@@ -36,6 +36,7 @@ namespace mmfeed::pipeline {
 struct LoadedTokenizer {
   std::unique_ptr<text::Tokenizer> tok;
   std::int32_t pad_id = 0;
+  std::int32_t image_pad_id = -1, video_pad_id = -1;  // -1: the tokenizer has none
 };
 using TokenizerFuture = std::shared_future<Result<std::shared_ptr<const LoadedTokenizer>>>;
 
@@ -69,8 +70,9 @@ class SampleProcessor {
   // byte budget smaller than max_object_bytes says which limit bound it.
   std::string fetch_failure(const Error& e) const;
 
-  // The tokenizer's padding id; waits for the tokenizer (loaded once any sample is processed).
-  std::int32_t pad_id() const { return (*tokenizer_.get())->pad_id; }
+  // The tokenizer and its padding and vision pad ids; waits for it (loaded once any sample is
+  // processed).
+  const LoadedTokenizer& tokenizer() const { return **tokenizer_.get(); }
 
   const vision::ImageProcessor& images() const { return vision_; }
   const vision::VideoProcessor& videos() const { return videos_; }

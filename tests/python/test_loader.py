@@ -388,7 +388,7 @@ pin_memory = false
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_pad_to_multiple_of_only_adds_padding(dataset, packed):
-    options = dict(seed=3, mrope=True, **({"token_budget": 3000, "pack_window": 8} if packed else {}))
+    options = dict(seed=3, **({"token_budget": 3000, "pack_window": 8} if packed else {}))
     plain, _, _ = load(dataset, **options)
     rounded, errors, _ = load(dataset, pad_to_multiple_of=64, **options)
     assert not errors and len(plain) == len(rounded)
@@ -397,13 +397,22 @@ def test_pad_to_multiple_of_only_adds_padding(dataset, packed):
         n, m = a["input_ids"].shape[1], b["input_ids"].shape[1]
         assert m % 64 == 0 and n <= m < n + 64
         grew += m - n
-        for key in ("input_ids", "labels", "attention_mask"):
+        for key in ("input_ids", "labels", "mm_token_type_ids") + (() if packed else ("attention_mask",)):
             np.testing.assert_array_equal(b[key][:, :n], a[key])
         assert (b["input_ids"][:, n:] == 151643).all()  # <|endoftext|>, Qwen's pad
-        assert (b["labels"][:, n:] == -100).all() and (b["attention_mask"][:, n:] == 0).all()
-        np.testing.assert_array_equal(b["position_ids"][:, :, :n], a["position_ids"])
-        assert (b["position_ids"][:, :, n:] == 0).all()
-        for key in ("pixel_values", "image_grid_thw", "sample_ids") + (("cu_seqlens",) if packed else ()):
+        assert (b["labels"][:, n:] == -100).all() and (b["mm_token_type_ids"][:, n:] == 0).all()
+        np.testing.assert_array_equal(b["position_ids"][..., :n], a["position_ids"])
+        if packed:
+            # the row's tail is a sequence of its own: positions from 0, and its own cu_seq_lens entry
+            assert "attention_mask" not in b
+            assert (b["position_ids"][..., n:] == np.arange(m - n)).all()
+            k = len(a["sample_ids"])
+            np.testing.assert_array_equal(b["cu_seq_lens_q"][:k + 1], a["cu_seq_lens_q"][:k + 1])
+            assert list(b["cu_seq_lens_q"][k + 1:]) == ([m] if m > n else [])
+            assert b["max_length_q"] == max(a["max_length_q"], m - n)
+        else:
+            assert (b["attention_mask"][:, n:] == 0).all() and (b["position_ids"][..., n:] == 0).all()
+        for key in ("pixel_values", "image_grid_thw", "sample_ids"):
             np.testing.assert_array_equal(b[key], a[key])
     assert grew > 0
     with pytest.raises(ValueError, match="pad_to_multiple_of"):
@@ -421,16 +430,17 @@ def test_packing_fills_rows_under_the_budget(dataset):
     for b in padded:
         for i, sid in enumerate(b["sample_ids"]):
             n = lengths[sid]
-            by_id[sid] = (b["input_ids"][i, :n], b["labels"][i, :n])
+            by_id[sid] = (b["input_ids"][i, :n], b["labels"][i, :n], b["position_ids"][:, i, :n])
     for row in rows:
-        cu = row["cu_seqlens"]
+        cu = row["cu_seq_lens_q"]
         assert row["input_ids"].shape == (1, cu[-1]) and cu[-1] <= budget
-        assert row["attention_mask"].all()
+        assert row["position_ids"].shape == (4, 1, cu[-1])
         for k, sid in enumerate(row["sample_ids"]):
             a, b = cu[k], cu[k + 1]
             np.testing.assert_array_equal(row["input_ids"][0, a:b], by_id[sid][0])
-            np.testing.assert_array_equal(row["labels"][0, a:b], by_id[sid][1])
-            np.testing.assert_array_equal(row["position_ids"][0, a:b], np.arange(b - a))
+            np.testing.assert_array_equal(row["labels"][0, a:b], by_id[sid][1])  # (the first is -100 in both)
+            np.testing.assert_array_equal(row["position_ids"][0, 0, a:b], np.arange(b - a))
+            np.testing.assert_array_equal(row["position_ids"][1:, 0, a:b], by_id[sid][2])
     # first-fit decreasing over windows of 10 needs few rows
     assert len(rows) < len(lengths)
 

@@ -239,8 +239,13 @@ def test_padded_packed_serial_and_worker_counts_agree(data, model):
         np.testing.assert_array_equal(b["pixel_values_videos"],
                                       np.concatenate([by_id[s]["pixel_values_videos"] for s in ids]))
         np.testing.assert_array_equal(b["video_grid_thw"], np.concatenate([by_id[s]["video_grid_thw"] for s in ids]))
-        np.testing.assert_array_equal(b["input_ids"][0, :b["cu_seqlens"][-1]],
+        np.testing.assert_array_equal(b["input_ids"][0, :b["cu_seq_lens_q"][len(ids)]],
                                       np.concatenate([by_id[s]["input_ids"][0] for s in ids]))
+    # mm_token_type_ids, as the processors return it: 2 at video pads, 1 at image pads
+    for b in padded + packed:
+        np.testing.assert_array_equal(b["mm_token_type_ids"], np.where(b["input_ids"] == 151656, 2,
+                                                                       np.where(b["input_ids"] == 151655, 1, 0)))
+    assert any((b["mm_token_type_ids"] == 2).any() for b in padded)
 
 
 @pytest.mark.parametrize("packing", [{}, {"token_budget": 4096, "pack_window": 4}], ids=["padded", "packed"])

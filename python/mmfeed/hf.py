@@ -1,0 +1,230 @@
+"""Hugging Face Trainer and TRL SFTTrainer fed by mmfeed.
+
+    import mmfeed.hf
+    trainer = mmfeed.hf.Trainer(
+        model=model, args=transformers.TrainingArguments("out", max_steps=1000, save_steps=100,
+                                                         gradient_accumulation_steps=4),
+        train_loader=dict(manifest="train.jsonl", tokenizer="tokenizer.json", model="qwen2-vl",
+                          batch_size=8, max_pixels=1003520, epochs=3),
+        eval_loader=dict(manifest="valid.jsonl", tokenizer="tokenizer.json", model="qwen2-vl"))
+    trainer.train()                                  # or train(resume_from_checkpoint=True)
+
+train_loader: the loader's options (a dict; this process's rank and world size come from the
+Trainer's, args.process_index and args.world_size), or an mmfeed.Loader opened by the caller.
+The Trainer takes its batches as they are: no collation, no re-batching, no slicing across
+processes (accelerate's dispatch would cut pixel_values to the batch's row count); each process
+reads its own shard. Gradient accumulation counts loader batches (gradient_accumulation_steps
+of them per optimizer step). The loader has no length (rows of packed batches, skipped samples),
+so args.max_steps must be set; a loader that runs out before it ends the training.
+
+Every checkpoint holds each rank's loader state (mmfeed_loader_rank<N>.json); train(
+resume_from_checkpoint=...) loads it and continues at the next batch: none replayed, none
+skipped (the Trainer's own skipping of the batches already seen is turned off for mmfeed's
+loaders, which resume themselves). A checkpoint taken with another number of processes is
+resharded (Loader.reshard_states). eval_loader: options, or a Loader whose options each
+evaluation reopens from the start (one epoch, in manifest order unless shuffle is given).
+
+TRL: mmfeed.hf.SFTTrainer is trl.SFTTrainer with the same train_loader / eval_loader; it needs a
+processing_class (the tokenizer, e.g. PreTrainedTokenizerFast(tokenizer_file=...)) since it
+cannot fetch one, and takes the batches as they come (its dataset preparation is skipped).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import transformers
+import transformers.trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+
+from mmfeed.batch import METADATA
+from mmfeed.loader import Loader
+
+LOADER_STATE = "mmfeed_loader_rank{rank}.json"
+
+
+class _Feed:
+    """The loader's batches, for the Trainer's epoch loop: one pass per iter(), never a length."""
+
+    def __init__(self, loader: Loader):
+        self.loader = loader
+
+    def __iter__(self):
+        yield from self.loader
+
+
+# The Trainer skips the batches a resumed epoch has already seen by reading them again
+# (accelerate's skip_first_batches, which also needs a torch DataLoader). An mmfeed loader resumes
+# at its next batch itself: for it, skipping is nothing; the Trainer's step counting is unchanged.
+_skip_first_batches = transformers.trainer.skip_first_batches
+
+
+def _skip_none_for_mmfeed(dataloader, num_batches=0):
+    if isinstance(dataloader, _Feed):
+        return dataloader
+    return _skip_first_batches(dataloader, num_batches)
+
+
+transformers.trainer.skip_first_batches = _skip_none_for_mmfeed
+
+
+def _open(loader, rank: int, world_size: int, **defaults) -> Loader:
+    if isinstance(loader, Loader):
+        return loader
+    if not isinstance(loader, dict):
+        raise TypeError(f"a loader is an mmfeed.Loader or a dict of its options, not {type(loader).__name__}")
+    options = {**defaults, **loader}
+    options.setdefault("rank", rank)
+    options.setdefault("world_size", world_size)
+    return Loader(options.pop("manifest", None), **options)
+
+
+class _MmfeedTrainer:
+    """What mmfeed.hf.Trainer and mmfeed.hf.SFTTrainer add to their Trainer: see the module docstring."""
+
+    def __init__(self, *args, train_loader=None, eval_loader=None, **kwargs):
+        if train_loader is None:
+            raise TypeError("train_loader= is required: an mmfeed.Loader or a dict of its options")
+        self._train_spec, self._eval_spec = train_loader, eval_loader
+        self.train_loader: Loader | None = None
+        kwargs = self._placeholders(kwargs, eval_loader is not None)
+        super().__init__(*args, **kwargs)
+        if self.args.max_steps <= 0:
+            raise ValueError("mmfeed.hf: set TrainingArguments(max_steps=...): an mmfeed loader has no length "
+                             "(packed rows and skipped samples are known only as they come)")
+        self.train_loader = _open(train_loader, self.args.process_index, self.args.world_size)
+
+    def _placeholders(self, kwargs: dict, has_eval: bool) -> dict:
+        # transformers.Trainer asks for an eval_dataset when it evaluates; the loader stands in.
+        if has_eval and kwargs.get("eval_dataset") is None:
+            kwargs["eval_dataset"] = "mmfeed eval_loader"
+        return kwargs
+
+    def get_train_dataloader(self):
+        return _Feed(self.train_loader)
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        if self._eval_spec is None:
+            return super().get_eval_dataloader(eval_dataset)
+        spec = self._eval_spec
+        if isinstance(spec, Loader):
+            spec = spec.options()
+        return _Feed(_open(spec, self.args.process_index, self.args.world_size, shuffle=False, epochs=1))
+
+    def _prepare_inputs(self, inputs):
+        # The model's inputs: the batch less its metadata (sample ids, epoch, index), with
+        # use_cache=False (a packed row must meet no KV cache).
+        if hasattr(inputs, "model_inputs"):
+            inputs = inputs.model_inputs()
+        else:
+            inputs = {k: v for k, v in inputs.items() if k not in METADATA}
+        return super()._prepare_inputs(inputs)
+
+    def _save_checkpoint(self, model, trial):
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, LOADER_STATE.format(rank=self.args.process_index))
+        with open(path + ".tmp", "w") as f:
+            json.dump(self.train_loader.state_dict(), f)
+        os.replace(path + ".tmp", path)
+        super()._save_checkpoint(model, trial)
+
+    def train(self, resume_from_checkpoint=None, trial=None, ignore_keys_for_eval=None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self.train_loader.load_state_dict(self._loader_state(resume_from_checkpoint))
+        return super().train(resume_from_checkpoint=resume_from_checkpoint or None, trial=trial,
+                             ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        # transformers 5.24 saves some models (the Qwen-VL ones) under their hub checkpoint's
+        # names ("visual.", "model.layers.") and Trainer reads them back without the renaming:
+        # every weight is reported missing and the resumed run trains from the initial weights.
+        # Such a checkpoint is loaded as from_pretrained loads it.
+        model = self.model if model is None else model
+        names = _saved_weight_names(resume_from_checkpoint)
+        if (isinstance(model, transformers.PreTrainedModel) and names and not self.is_fsdp_enabled
+                and not names <= set(model.state_dict())):
+            loaded = type(model).from_pretrained(resume_from_checkpoint, dtype=model.dtype)
+            model.load_state_dict(loaded.state_dict())
+            return
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+
+    def _loader_state(self, checkpoint: str) -> dict:
+        """This rank's loader state in `checkpoint`, resharded when it was written by another number
+        of processes."""
+        rank, world = self.args.process_index, self.args.world_size
+        paths = sorted(glob.glob(os.path.join(checkpoint, LOADER_STATE.format(rank="*"))))
+        if not paths:
+            raise FileNotFoundError(f"{checkpoint} holds no mmfeed loader state ({LOADER_STATE.format(rank='N')}): "
+                                    f"it was not written by mmfeed.hf")
+        states = []
+        for path in paths:
+            with open(path) as f:
+                states.append(json.load(f))
+        if len(states) == world and all(s.get("world_size", world) == world for s in states):
+            return next(s for s in states if s.get("rank", 0) == rank)
+        return Loader.reshard_states(states, rank, world)
+
+
+def _saved_weight_names(checkpoint: str) -> set:
+    """The tensor names of a checkpoint's safetensors weights (one file or an index); empty if none."""
+    import safetensors
+
+    index = os.path.join(checkpoint, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as f:
+            return set(json.load(f)["weight_map"])
+    single = os.path.join(checkpoint, "model.safetensors")
+    if not os.path.isfile(single):
+        return set()
+    with safetensors.safe_open(single, "pt") as f:
+        return set(f.keys())
+
+
+class Trainer(_MmfeedTrainer, transformers.Trainer):
+    """transformers.Trainer fed by an mmfeed loader (train_loader=, eval_loader=): see the module docstring."""
+
+
+def _sft_trainer_class():
+    import datasets
+    import trl
+
+    class SFTTrainer(_MmfeedTrainer, trl.SFTTrainer):
+        """trl.SFTTrainer fed by an mmfeed loader: see the module docstring."""
+
+        def __init__(self, *args, **kwargs):
+            config = kwargs.get("args", args[1] if len(args) > 1 else None)
+            if config is not None:  # the batches come ready: TRL's own preparation would re-tokenize
+                config.dataset_kwargs = {**(config.dataset_kwargs or {}), "skip_prepare_dataset": True}
+                config.packing = False
+                config.padding_free = False
+            super().__init__(*args, **kwargs)
+
+        def _placeholders(self, kwargs: dict, has_eval: bool) -> dict:
+            # SFTTrainer insists on datasets and reads a sample of each (which would consume the
+            # loader's first batch): one token of placeholder, never iterated.
+            placeholder = datasets.Dataset.from_dict({"input_ids": [[0]], "labels": [[0]]})
+            kwargs.setdefault("train_dataset", placeholder)
+            if has_eval:
+                kwargs.setdefault("eval_dataset", placeholder)
+            return kwargs
+
+    return SFTTrainer
+
+
+def __getattr__(name: str):
+    # trl is imported only by those who ask for its trainer.
+    if name == "SFTTrainer":
+        cls = _sft_trainer_class()
+        globals()["SFTTrainer"] = cls
+        return cls
+    raise AttributeError(f"module 'mmfeed.hf' has no attribute {name!r}")
+
+
+__all__ = ["LOADER_STATE", "SFTTrainer", "Trainer"]

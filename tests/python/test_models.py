@@ -1,0 +1,159 @@
+"""Issue 32: batches as the models train on them. Tiny randomly initialised Qwen2-VL, Qwen2.5-VL and
+Qwen3-VL (tiny_vl.py: width 64, CPU) take a default Loader batch as it is, and give the loss they
+give on transformers' own processor batch of the same samples; a packed row gives the loss of the
+padded batch of its samples (sdpa and eager attention), with the flash-attention arguments
+transformers derives itself; Megatron's THD rows are the padded samples laid out as
+Megatron-Bridge lays them out."""
+import json
+
+import pytest
+import torch
+from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
+
+import datagen
+import mmfeed
+import tiny_vl
+
+MAX_PIXELS = 100_352  # 128 merged 28x28 patches (Qwen2-VL), 98 of 32x32 (Qwen3-VL)
+SAME = 1e-6  # default batch against the processor's: the same tokens, positions and pixels
+PACKED = 1e-5  # packed against padded, relative: the same sums, in another order
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    datagen.generate(out, samples=10, seed=32, max_megapixels=0.4, workers=2)
+    return out
+
+
+@pytest.fixture(scope="module", params=["demo", "conversations"])
+def manifest(request, data):
+    if request.param == "demo":
+        return data / "manifest.jsonl"
+    return tiny_vl.conversations_manifest(data, count=10, seed=33)
+
+
+def samples_of(manifest) -> dict:
+    return {json.loads(line)["id"]: json.loads(line) for line in manifest.read_text().splitlines()}
+
+
+def batches(manifest, family, **options):
+    with mmfeed.Loader(manifest, tokenizer=tiny_vl.TOKENIZER, model=family, max_pixels=MAX_PIXELS, shuffle=False,
+                       **options) as loader:
+        out = list(loader)
+        assert not loader.errors()
+    return out
+
+
+@pytest.mark.parametrize("family", tiny_vl.FAMILIES)
+def test_a_default_batch_trains_as_the_processors_batch(manifest, family):
+    model = tiny_vl.tiny_model(family)
+    processor = tiny_vl.hf_processor(family, MAX_PIXELS)
+    samples = samples_of(manifest)
+    for batch in batches(manifest, family, batch_size=4):
+        assert isinstance(batch, mmfeed.Batch)
+        ref = tiny_vl.processor_batch(processor, [samples[s] for s in batch["sample_ids"]], manifest.parent)
+        for key in ("input_ids", "attention_mask", "mm_token_type_ids", "image_grid_thw"):
+            assert torch.equal(batch[key], ref[key]), key
+        assert batch["mm_token_type_ids"].dtype == torch.int64
+        with torch.no_grad():
+            loss = model(**batch).loss  # the whole batch, its metadata included, as a user writes it
+        want = tiny_vl.model_loss(model, ref, labels=batch["labels"])
+        assert abs(loss.item() - want.item()) <= SAME, (loss.item(), want.item())
+        assert abs(tiny_vl.model_loss(model, batch).item() - want.item()) <= SAME
+
+
+def test_default_batches_carry_the_models_positions_and_token_types(data):
+    # position_ids are get_rope_index's (on by default: the model skips its own pass), and
+    # mm_token_type_ids marks image pads 1, everything else 0 (video pads 2: test_video_loader).
+    model = tiny_vl.tiny_model("qwen2-vl")
+    for batch in batches(data / "manifest.jsonl", "qwen2-vl", batch_size=3):
+        want, _ = model.model.get_rope_index(batch["input_ids"], batch["mm_token_type_ids"],
+                                             image_grid_thw=batch["image_grid_thw"],
+                                             attention_mask=batch["attention_mask"])
+        assert torch.equal(batch["position_ids"], want)
+        image_pad = 151655
+        assert torch.equal(batch["mm_token_type_ids"], (batch["input_ids"] == image_pad).long())
+    no_positions = batches(data / "manifest.jsonl", "qwen2-vl", batch_size=3, mrope=False)
+    assert all("position_ids" not in b for b in no_positions)
+
+
+def padded_of(manifest, family, sample_ids, tmp_path) -> mmfeed.Batch:
+    """The padded batch of exactly `sample_ids`, in that order."""
+    lines = {json.loads(line)["id"]: line for line in manifest.read_text().splitlines()}
+    sub = tmp_path / "sub.jsonl"
+    sub.write_text("".join(f"{lines[s]}\n" for s in sample_ids))
+    if not (tmp_path / "images").exists():  # the manifest's relative image paths
+        (tmp_path / "images").symlink_to(manifest.parent / "images")
+    (padded,) = batches(sub, family, batch_size=len(sample_ids))
+    return padded
+
+
+@pytest.mark.parametrize("family", tiny_vl.FAMILIES)
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family, attn, tmp_path):
+    model = tiny_vl.tiny_model(family, attn=attn)
+    rows = batches(manifest, family, token_budget=2048, pack_window=5, pad_to_multiple_of=64)
+    assert any(len(r["sample_ids"]) > 1 for r in rows)
+    for row in rows:
+        assert "attention_mask" not in row and row["use_cache"] is False
+        assert row["position_ids"].shape == (4, 1, row["input_ids"].shape[1])
+        (cu_q, cu_k), (max_q, max_k) = prepare_fa_kwargs_from_position_ids(row["position_ids"][0])
+        assert torch.equal(row["cu_seq_lens_q"], cu_q) and torch.equal(row["cu_seq_lens_k"], cu_k)
+        assert row["cu_seq_lens_q"].dtype == torch.int32
+        assert row["max_length_q"] == int(max_q) and row["max_length_k"] == int(max_k)
+        padded = padded_of(manifest, family, row["sample_ids"], tmp_path)
+        packed_loss = tiny_vl.model_loss(model, row).item()
+        padded_loss = tiny_vl.model_loss(model, padded).item()
+        assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
+
+
+def test_packed_labels_never_cross_a_sample_boundary(data):
+    for row in batches(data / "manifest.jsonl", "qwen2-vl", token_budget=3000, pack_window=6):
+        starts = row["cu_seq_lens_q"][:-1].long()
+        assert (row["labels"][0, starts] == -100).all()
+        # each sample's text positions restart at 0; the mrope rows start there too
+        assert (row["position_ids"][:, 0, starts] == 0).all()
+
+
+def megatron_bridge_thd(padded, multiple: int) -> dict:
+    """Megatron-Bridge's THD layout of a padded batch (its pack_or_pad_batch_sequences, thd branch,
+    after its collate's next-token labels): each sample at the running sum of its lengths rounded up
+    to `multiple`, the rest padding; labels the next token's where trained, -100 elsewhere."""
+    lengths = padded["attention_mask"].sum(dim=1).to(torch.int32)
+    rounded = (lengths + multiple - 1) // multiple * multiple
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(lengths, 0)
+    cu_padded = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu_padded[1:] = torch.cumsum(rounded, 0)
+    total = int(cu_padded[-1])
+    tokens = torch.full((1, total), 151643, dtype=torch.int64)
+    labels = torch.full((1, total), -100, dtype=torch.int64)
+    positions = torch.zeros((3, 1, total), dtype=torch.int64)
+    for i, n in enumerate(lengths.tolist()):
+        at = int(cu_padded[i])
+        tokens[0, at:at + n] = padded["input_ids"][i, :n]
+        labels[0, at:at + n - 1] = padded["labels"][i, 1:n]
+        positions[:, 0, at:at + n] = padded["position_ids"][:, i, :n]
+    return {"input_ids": tokens, "labels": labels, "loss_mask": (labels != -100).float(), "position_ids": positions,
+            "cu_seqlens": cu, "cu_seqlens_padded": cu_padded, "max_seqlen": int(lengths.max()),
+            "max_seqlen_padded": int(rounded.max())}
+
+
+@pytest.mark.parametrize("multiple", [1, 4])  # context parallelism 1 and 2 (2 x CP)
+def test_a_thd_row_is_megatron_bridges_layout_of_its_samples(data, multiple, tmp_path):
+    manifest = data / "manifest.jsonl"
+    rows = batches(manifest, "qwen2-vl", token_budget=3000, pack_window=6, packed_format="thd",
+                   pad_to_multiple_of=multiple)
+    assert any(len(r["sample_ids"]) > 1 for r in rows)
+    for row in rows:
+        want = megatron_bridge_thd(padded_of(manifest, "qwen2-vl", row["sample_ids"], tmp_path), multiple)
+        for key, value in want.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(row[key], value), key
+            else:
+                assert row[key] == value, key
+        assert row["cu_seqlens"].dtype == row["cu_seqlens_padded"].dtype == torch.int32
+        assert "attention_mask" not in row and row.is_thd
+        with pytest.raises(ValueError, match="mmfeed.megatron.forward_args"):
+            row.model_inputs()
