@@ -59,6 +59,8 @@ def main() -> int:
                            batch_size=args.batch_size, max_pixels=args.max_pixels, epochs=1000,
                            token_budget=args.packed, pack_window=4 * args.batch_size)
     step = 0
+    if args.resume and not args.out:
+        parser.error("--resume needs --out, the folder it saved to")
     if args.resume:
         loader.load_state_dict(json.loads((args.out / "loader.json").read_text()))
         model.load_state_dict(torch.load(args.out / "model.pt", weights_only=True))
@@ -67,6 +69,8 @@ def main() -> int:
     start = time.perf_counter()
     with loader:
         for batch in loader:
+            if step >= args.steps:
+                break
             loss = model(**batch.model_inputs()).loss
             loss.backward()
             optimizer.step()
@@ -79,8 +83,6 @@ def main() -> int:
                 torch.save(optimizer.state_dict(), args.out / "optimizer.pt")
                 (args.out / "loader.json").write_text(json.dumps(loader.state_dict()))
                 (args.out / "step.json").write_text(json.dumps({"step": step}))
-            if step >= args.steps:
-                break
     print(f"{step} steps in {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -116,10 +116,14 @@ int run_inspect(int argc, char** argv) {
       }
     }
     std::printf("\n--- %s ---\n", batch->sample_ids[s].c_str());
+    // Whether token j is trained: its label, or in Megatron's rows (labels shifted to the next
+    // token) the label before it.
+    const bool shifted = batch->find("cu_seqlens") != nullptr;
+    auto is_trained = [&](std::int64_t j) { return shifted ? j > begin && labels[j - 1] != -100 : labels[j] != -100; };
     std::int64_t j = begin;
     while (j < end) {
       if (!cu_t && ids[j] == 151643 && labels[j] == -100) break;  // padding
-      const bool trained = labels[j] != -100;
+      const bool trained = is_trained(j);
       std::string piece;
       std::vector<std::int32_t> run;
       std::int64_t pad = -1, pads = 0;  // a run of one pad token, collapsed to "<|..._pad|>xN"
@@ -129,7 +133,7 @@ int run_inspect(int argc, char** argv) {
         run.clear();
         pads = 0;
       };
-      while (j < end && (labels[j] != -100) == trained) {
+      while (j < end && is_trained(j) == trained) {
         if (ids[j] == image_pad || ids[j] == video_pad) {
           if (ids[j] != pad) flush_pads();
           pad = ids[j];

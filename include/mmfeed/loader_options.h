@@ -39,12 +39,13 @@ void for_each_loader_option(F&& f) {
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");
   f("token_budget", &LoaderConfig::token_budget,
-    "> 0: pack samples into rows of at most this many tokens (input_ids [1, T], cu_seqlens)");
+    "> 0: pack samples into rows of at most this many tokens (input_ids [1, T], laid out as packed_format says)");
   f("pack_window", &LoaderConfig::pack_window, "samples considered together when packing");
   f("packed_format", &LoaderConfig::packed_format,
     "packed rows as hf (transformers: position_ids [4, 1, T], cu_seq_lens_q/k) or thd (Megatron's PackedSeqParams, "
     "each sample padded to pad_to_multiple_of)");
-  f("mrope", &LoaderConfig::mrope, "position_ids [3, B, L]: Qwen-VL's 3-D rotary positions (false: none)");
+  f("mrope", &LoaderConfig::mrope,
+    "position_ids [3, B, L]: Qwen-VL's 3-D rotary positions (false: none; thd rows: the text row alone)");
   f("seed", &LoaderConfig::seed, "the shuffle's seed");
   f("shuffle", &LoaderConfig::shuffle, "shuffle the samples each epoch (false: manifest order)");
   f("epochs", &LoaderConfig::epochs, "passes over the data");

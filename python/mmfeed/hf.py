@@ -22,7 +22,10 @@ resume_from_checkpoint=...) loads it and continues at the next batch: none repla
 skipped (the Trainer's own skipping of the batches already seen is turned off for mmfeed's
 loaders, which resume themselves). A checkpoint taken with another number of processes is
 resharded (Loader.reshard_states). eval_loader: options, or a Loader whose options each
-evaluation reopens from the start (one epoch, in manifest order unless shuffle is given).
+evaluation reopens from the start (one epoch, in manifest order unless shuffle is given). With
+several processes, the Trainer gathers after every evaluation batch: each rank's eval loader must
+yield as many batches (padded batches with the default shard_remainder="pad" do; packed rows, or
+a group whose samples all fail, may not).
 
 TRL: mmfeed.hf.SFTTrainer is trl.SFTTrainer with the same train_loader / eval_loader; it needs a
 processing_class (the tokenizer, e.g. PreTrainedTokenizerFast(tokenizer_file=...)) since it
@@ -111,7 +114,10 @@ class _MmfeedTrainer:
         spec = self._eval_spec
         if isinstance(spec, Loader):
             spec = spec.options()
-        return _Feed(_open(spec, self.args.process_index, self.args.world_size, shuffle=False, epochs=1))
+        # One pass, from the start, whatever the options say of the run's epochs and end.
+        spec = {k: v for k, v in spec.items() if k != "end_position"}
+        spec["epochs"] = 1
+        return _Feed(_open(spec, self.args.process_index, self.args.world_size, shuffle=False))
 
     def _prepare_inputs(self, inputs):
         # The model's inputs: the batch less its metadata (sample ids, epoch, index), with
@@ -129,6 +135,11 @@ class _MmfeedTrainer:
         with open(path + ".tmp", "w") as f:
             json.dump(self.train_loader.state_dict(), f)
         os.replace(path + ".tmp", path)
+        if self.args.process_index == 0:  # a reused folder's states of ranks this world has not
+            for stale in glob.glob(os.path.join(folder, LOADER_STATE.format(rank="*"))):
+                rank = stale.rsplit("rank", 1)[1].removesuffix(".json")
+                if rank.isdigit() and int(rank) >= self.args.world_size:
+                    os.remove(stale)
         super()._save_checkpoint(model, trial)
 
     def train(self, resume_from_checkpoint=None, trial=None, ignore_keys_for_eval=None, **kwargs):

@@ -111,14 +111,15 @@ def state_dict(iterator) -> dict:
 
 def packed_seq_params(batch: Batch):
     """megatron.core's PackedSeqParams of a THD batch (qkv_format "thd"): cu_seqlens_q/kv, their
-    padded forms and max_seqlen_q/kv, as Megatron-Bridge's Qwen-VL step builds them."""
+    padded forms, and max_seqlen_q/kv the longest padded sample (with context parallelism each
+    rank holds 1/CP of a padded sample, and Transformer Engine divides max_seqlen by CP)."""
     from megatron.core.packed_seq_params import PackedSeqParams
 
     _require_thd(batch)
     return PackedSeqParams(qkv_format="thd", cu_seqlens_q=batch["cu_seqlens"], cu_seqlens_kv=batch["cu_seqlens"],
                            cu_seqlens_q_padded=batch["cu_seqlens_padded"],
                            cu_seqlens_kv_padded=batch["cu_seqlens_padded"],
-                           max_seqlen_q=batch["max_seqlen"], max_seqlen_kv=batch["max_seqlen"])
+                           max_seqlen_q=batch["max_seqlen_padded"], max_seqlen_kv=batch["max_seqlen_padded"])
 
 
 def forward_args(batch: Batch) -> dict:

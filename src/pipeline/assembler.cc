@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pipeline/config.h"
+
 namespace mmfeed::pipeline {
 
 namespace {
@@ -134,8 +136,14 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
       if (mask) mask[at_j] = real ? 1 : 0;
       if (loss_mask) loss_mask[at_j] = label == text::kIgnoreIndex ? 0.0F : 1.0F;
       if (!positions) continue;
-      // Padding: position 0, but in an hf row's tail, which counts on as its own sequence.
-      const auto text_position = static_cast<std::int64_t>(real || hf ? (real ? j : j - len) : 0);
+      // Padding sits at position 0, but for an hf row's tail, which counts on from 0 as a
+      // sequence of its own.
+      std::int64_t text_position = 0;
+      if (real) {
+        text_position = static_cast<std::int64_t>(j);
+      } else if (hf) {
+        text_position = static_cast<std::int64_t>(j - len);
+      }
       if (text_rows > 0) positions[at_j] = text_position;
       for (std::int64_t axis = 0; axis < mrope_rows; ++axis) {
         positions[static_cast<std::size_t>(text_rows + axis) * plane + at_j] =

@@ -2,10 +2,11 @@
 // Padded, B rows of the longest sample's length L, with an attention mask; packed, the samples end
 // to end in one row of T tokens, laid out as PackedFormat says (loader.h): transformers' (the
 // row's tail a sequence of its own) or Megatron's THD (each sample's own padding). Lengths are
-// rounded up to pad_to_multiple_of with padding (pad id, label -100, mask 0, position 0; packed
-// rows: positions counting on from 0, so that the tail reads as a sequence apart). Every batch
-// has mm_token_type_ids (1 at image pads, 2 at video pads, as HF's processors return it); every
-// packed sample's first label is -100, so that no label crosses into the sample before it.
+// rounded up to pad_to_multiple_of with padding (pad id, label -100, mask 0, position 0; an hf
+// row's tail: positions counting on from 0, so that it reads as a sequence apart). Every batch
+// has mm_token_type_ids (1 at image pads, 2 at video pads, as HF's processors return it). No
+// label crosses a packed sample's boundary: hf rows set each sample's first label to -100, thd
+// rows shift labels within each sample (Megatron's next-token labels).
 // Assembly plans the buffer and writes the text tensors
 // (O(tokens)); each image's and each video's pixel rows are a PixelJob: normalized and
 // patchified straight from the sample's resized image or frames into its slot of the buffer, so
@@ -20,7 +21,6 @@
 //   Batch b = std::move(a.batch);
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,11 +43,6 @@ struct BatchLayout {
   std::int64_t image_pad_id = -1, video_pad_id = -1;  // the tokens mm_token_type_ids marks
 };
 
-// A packed sample's length in its row: thd pads each sample to a multiple of pad_to_multiple_of.
-inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::size_t pad_to_multiple_of) {
-  const std::size_t m = format == PackedFormat::kThd ? std::max<std::size_t>(pad_to_multiple_of, 1) : 1;
-  return (tokens + m - 1) / m * m;
-}
 
 // One image's rows of pixel_values, or one video's of pixel_values_videos: where they come from
 // (owned by its sample, which must outlive the job) and where they go in the batch buffer.

@@ -43,6 +43,12 @@ Result<Settings> check_config(const LoaderConfig& config) {
   if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");
   // Packed rows carry int32 offsets (cu_seq_lens_q, cu_seqlens), as flash attention takes them.
   if (config.token_budget > (std::size_t{1} << 30)) return config_error("token_budget", "must be at most 1073741824");
+  // transformers reads a packed row's samples apart only from position_ids [4, 1, T]: the text
+  // row and the three mrope rows.
+  if (config.token_budget > 0 && config.packed_format == PackedFormat::kHf && !config.mrope) {
+    return config_error("mrope", "packed_format hf needs the mrope positions (transformers keeps the samples of a "
+                                 "packed row apart only with position_ids [4, 1, T]); use packed_format thd or mrope");
+  }
   if (config.pad_to_multiple_of > (std::size_t{1} << 20)) return config_error("pad_to_multiple_of", "must be at most 1048576");
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
     return config_error("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +

@@ -9,6 +9,8 @@
 //   text::ChatTemplate t = settings.chat_template;
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "mmfeed/error.h"
@@ -36,6 +38,13 @@ int auto_workers(int usable_cpus, const char* local_world_size);
 // (pack_window). A batch holds the good samples of its group.
 inline std::size_t group_positions(const LoaderConfig& config) {
   return config.token_budget > 0 ? config.pack_window : config.batch_size;
+}
+
+// A packed sample's length in its row: PackedFormat::kThd pads each sample to a multiple of
+// pad_to_multiple_of; transformers' layout packs the samples as they are.
+inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::size_t pad_to_multiple_of) {
+  const std::size_t m = format == PackedFormat::kThd ? std::max<std::size_t>(pad_to_multiple_of, 1) : 1;
+  return (tokens + m - 1) / m * m;
 }
 
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range

@@ -159,6 +159,7 @@ Result<Batch> DeviceCopy::copy(const Batch& host, std::shared_ptr<Block>* handle
   out.index = host.index;
   out.sample_ids = host.sample_ids;
   out.tensors = host.tensors;
+  out.scalars = host.scalars;
   out.device = device_;
   std::byte* data = block->buffer.data();
   const std::size_t capacity = block->buffer.capacity();

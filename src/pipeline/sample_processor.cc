@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "core/clock.h"
-#include "pipeline/assembler.h"
 #include "text/chat.h"
 
 namespace mmfeed::pipeline {

@@ -119,8 +119,8 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
     got = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     assert got.keys() == want.keys()
     # TRL computes the loss through its fused, chunked LM head: the first step's loss is the
-    # Trainer's to float32 rounding, and the weights after it differ by as little, so the later
-    # steps follow within 1e-4.
-    assert got[1] == pytest.approx(want[1], rel=1e-6)
+    # Trainer's to float32 rounding (1.2e-6 relative seen), and the weights after it differ by as
+    # little, so the later steps follow within 1e-4.
+    assert got[1] == pytest.approx(want[1], rel=1e-5)
     for step in want:
         assert got[step] == pytest.approx(want[step], rel=1e-4), step

@@ -92,7 +92,8 @@ def test_thd_forward_args_carry_packed_seq_params(manifest):
         assert isinstance(params, PackedSeqParams) and params.qkv_format == "thd"
         assert params.cu_seqlens_q is batch["cu_seqlens"] and params.cu_seqlens_kv_padded is batch["cu_seqlens_padded"]
         assert params.cu_seqlens_q.dtype == torch.int32
-        assert params.max_seqlen_q == int((batch["cu_seqlens"][1:] - batch["cu_seqlens"][:-1]).max())
+        assert params.max_seqlen_q == int((batch["cu_seqlens_padded"][1:] - batch["cu_seqlens_padded"][:-1]).max())
+        assert batch["max_seqlen"] == int((batch["cu_seqlens"][1:] - batch["cu_seqlens"][:-1]).max())
         assert (batch["cu_seqlens_padded"] % 4 == 0).all()
         assert args["attention_mask"] is None and args["input_ids"].shape[1] == int(batch["cu_seqlens_padded"][-1])
         assert torch.equal(args["loss_mask"], (batch["labels"] != -100).float())

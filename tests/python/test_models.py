@@ -114,6 +114,9 @@ def test_packed_labels_never_cross_a_sample_boundary(data):
         assert (row["labels"][0, starts] == -100).all()
         # each sample's text positions restart at 0; the mrope rows start there too
         assert (row["position_ids"][:, 0, starts] == 0).all()
+    # without the mrope rows transformers would read the row as one sequence: refused
+    with pytest.raises(ValueError, match="packed_format hf needs the mrope positions"):
+        batches(data / "manifest.jsonl", "qwen2-vl", token_budget=3000, mrope=False)
 
 
 def megatron_bridge_thd(padded, multiple: int) -> dict:
