@@ -4,6 +4,9 @@ Qwen3-VL, each built from its transformers config at width 64 with two text and 
 
     model = tiny_model("qwen2-vl")                  # the same weights for the same seed
     model = tiny_model("qwen3-vl", attn="eager")
+
+The example scripts' shared arguments: add_model_arguments(parser) (the manifest, --tokenizer,
+--family, and --tiny FAMILY or --model-path DIR), and model_from(args), the model they name.
 """
 from __future__ import annotations
 
@@ -56,3 +59,24 @@ def tiny_model(family: str, attn: str = "sdpa", seed: int = 0):
     return model.eval()
 
 
+
+
+def add_model_arguments(parser, root) -> None:
+    """The manifest, --tokenizer (default: the repository's test tokenizer under `root`), --family,
+    and the model: --tiny FAMILY (random, width 64) or --model-path DIR (a local checkpoint)."""
+    parser.add_argument("manifest")
+    parser.add_argument("--tokenizer", default=str(root / "tests/data/qwen3-tokenizer/tokenizer.json"))
+    parser.add_argument("--family", default=None, help="qwen2-vl, qwen2.5-vl or qwen3-vl (default: --tiny's)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--tiny", choices=FAMILIES)
+    group.add_argument("--model-path")
+
+
+def model_from(args):
+    """The model the arguments name, in training mode: tiny_model(--tiny), or --model-path's
+    checkpoint in bfloat16."""
+    if args.tiny:
+        return tiny_model(args.tiny).train()
+    import transformers
+
+    return transformers.AutoModelForImageTextToText.from_pretrained(args.model_path, dtype=torch.bfloat16).train()

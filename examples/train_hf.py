@@ -20,18 +20,14 @@ import torch
 import transformers
 
 import mmfeed.hf
+from tiny_models import add_model_arguments, model_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("manifest")
-    parser.add_argument("--tokenizer", default=str(ROOT / "tests/data/qwen3-tokenizer/tokenizer.json"))
-    parser.add_argument("--family", default=None, help="qwen2-vl, qwen2.5-vl or qwen3-vl (default: --tiny's)")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--tiny", choices=("qwen2-vl", "qwen2.5-vl", "qwen3-vl"))
-    group.add_argument("--model-path")
+    add_model_arguments(parser, ROOT)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--save-steps", type=int, default=3)
@@ -43,12 +39,7 @@ def main() -> int:
     parser.add_argument("--trl", action="store_true", help="TRL's SFTTrainer")
     args = parser.parse_args()
 
-    if args.tiny:
-        from tiny_models import tiny_model
-
-        model = tiny_model(args.tiny).train()
-    else:
-        model = transformers.AutoModelForImageTextToText.from_pretrained(args.model_path, dtype=torch.bfloat16)
+    model = model_from(args)
     loader = dict(manifest=args.manifest, tokenizer=args.tokenizer, model=args.family or args.tiny,
                   batch_size=args.batch_size, max_pixels=args.max_pixels, epochs=1000, seed=0,
                   token_budget=args.packed, pack_window=4 * args.batch_size)

@@ -21,28 +21,14 @@ from pathlib import Path
 import torch
 
 import mmfeed
+from tiny_models import add_model_arguments, model_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_model(args):
-    if args.tiny:
-        from tiny_models import tiny_model
-
-        return tiny_model(args.tiny)
-    import transformers
-
-    return transformers.AutoModelForImageTextToText.from_pretrained(args.model_path, dtype=torch.bfloat16)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("manifest")
-    parser.add_argument("--tokenizer", default=str(ROOT / "tests/data/qwen3-tokenizer/tokenizer.json"))
-    parser.add_argument("--family", default=None, help="qwen2-vl, qwen2.5-vl or qwen3-vl (default: --tiny's)")
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--tiny", choices=("qwen2-vl", "qwen2.5-vl", "qwen3-vl"))
-    group.add_argument("--model-path")
+    add_model_arguments(parser, ROOT)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--packed", type=int, default=0, metavar="TOKENS")
@@ -53,7 +39,7 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
 
-    model = build_model(args).train()
+    model = model_from(args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     loader = mmfeed.Loader(args.manifest, tokenizer=args.tokenizer, model=args.family or args.tiny,
                            batch_size=args.batch_size, max_pixels=args.max_pixels, epochs=1000,

@@ -5,7 +5,6 @@ ranks disjoint shards that together hold every sample; and a THD batch's forward
 megatron-core's PackedSeqParams."""
 import json
 import os
-import socket
 
 import pytest
 import torch
@@ -27,18 +26,12 @@ def manifest(tmp_path_factory):
     return out / "manifest.jsonl"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def one_rank(rank, world, port, parallel, manifest, out):
+def one_rank(rank, world, parallel, manifest, out):
     import torch.distributed as dist
     from megatron.core import parallel_state
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file rendezvous: no port to pick, none to lose to another process.
+    dist.init_process_group("gloo", init_method=f"file://{out}/rendezvous", rank=rank, world_size=world)
     try:
         parallel_state.initialize_model_parallel(**parallel)
         train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(manifest, epochs=1, **OPTIONS)
@@ -58,7 +51,7 @@ def one_rank(rank, world, port, parallel, manifest, out):
                          ids=["tp2", "cp2"])
 def test_model_parallel_peers_read_the_same_batches_and_data_parallel_ranks_disjoint_shards(
         manifest, tmp_path, parallel):
-    mp.spawn(one_rank, args=(4, free_port(), parallel, str(manifest), str(tmp_path)), nprocs=4, join=True)
+    mp.spawn(one_rank, args=(4, parallel, str(manifest), str(tmp_path)), nprocs=4, join=True)
     records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
     by_dp = {}
     for r in records:

@@ -2,7 +2,6 @@
 processor (Qwen3VLProcessor with the Qwen3-VL Instruct chat template, the PIL image processor at
 patch 16, merge 2, mean/std 0.5), on the demo set and on generated conversations: input_ids with
 the image tokens expanded, pixel_values, image_grid_thw, labels and mrope position ids."""
-import io
 import json
 import re
 from types import SimpleNamespace
@@ -10,57 +9,21 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageOps
-from transformers import Qwen2TokenizerFast
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
-from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
-from transformers.processing_utils import ProcessorMixin
 
 import datagen
 import mmfeed
+from tiny_vl import hf_messages, hf_processor
 from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
-TEMPLATES = ROOT / "tests" / "data" / "chat-templates"
 MAX_PIXELS = 200_704  # a multiple of 32^2 under the hub's 16,777,216, to keep the test small
 TOLERANCE = 1e-6  # as the image parity tests (test_vision.py)
 
 
 @pytest.fixture(scope="module")
-def processor(monkeypatch_module):
-    # The processor's class check looks the image and video processor classes up by name among
-    # the torchvision-backed ones, which this environment lacks; the PIL image processor is the
-    # reference mmfeed matches, and no video is processed here.
-    monkeypatch_module.setattr(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None)
-    tok = Qwen2TokenizerFast(tokenizer_file=str(TOKENIZER))
-    images = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
-                                      image_std=[0.5] * 3,
-                                      size={"shortest_edge": 65536, "longest_edge": MAX_PIXELS})
-    return Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=None,
-                            chat_template=(TEMPLATES / "qwen3_vl.jinja").read_text())
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
-
-
-def hf_messages(sample: dict, base) -> list:
-    """The sample's messages with each image opened as transformers' load_image does."""
-    out = []
-    for m in sample["messages"]:
-        if isinstance(m["content"], list):
-            content = []
-            for c in m["content"]:
-                if c["type"] == "image":
-                    with Image.open(io.BytesIO((base / c["image"]).read_bytes())) as im:
-                        c = {"type": "image", "image": ImageOps.exif_transpose(im).convert("RGB")}
-                content.append(c)
-            m = {**m, "content": content}
-        out.append(m)
-    return out
+def processor():
+    return hf_processor("qwen3-vl", MAX_PIXELS)
 
 
 def reference(processor, sample: dict, base) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from unittest import mock
 
 import torch
 from PIL import Image, ImageOps
@@ -32,21 +33,22 @@ def hf_processor(family: str, max_pixels: int):
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from transformers.processing_utils import ProcessorMixin
 
-    # The processors check their image and video processor classes by name among the
-    # torchvision-backed ones, which this environment lacks; the PIL image processor is the
-    # reference mmfeed matches (test_vision.py), and these batches hold no video.
-    ProcessorMixin.check_argument_for_proper_class = lambda self, name, arg: None
     tok = Qwen2TokenizerFast(tokenizer_file=str(TOKENIZER), pad_token="<|endoftext|>", padding_side="right")
     if family == "qwen3-vl":
         images = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
                                           image_std=[0.5] * 3,
                                           size={"shortest_edge": 65536, "longest_edge": max_pixels})
-        return Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=None,
-                                chat_template=(TEMPLATES / "qwen3_vl.jinja").read_text())
-    images = Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
-    cls = Qwen2VLProcessor if family == "qwen2-vl" else Qwen2_5_VLProcessor
-    return cls(image_processor=images, tokenizer=tok, video_processor=None,
-               chat_template=(TEMPLATES / "qwen2_vl.jinja").read_text())
+        cls, template = Qwen3VLProcessor, "qwen3_vl.jinja"
+    else:
+        images = Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
+        cls = Qwen2VLProcessor if family == "qwen2-vl" else Qwen2_5_VLProcessor
+        template = "qwen2_vl.jinja"
+    # The processors check their image and video processor classes by name among the
+    # torchvision-backed ones, which this environment lacks; the PIL image processor is the
+    # reference mmfeed matches (test_vision.py), and these batches hold no video.
+    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
+        return cls(image_processor=images, tokenizer=tok, video_processor=None,
+                   chat_template=(TEMPLATES / template).read_text())
 
 
 def hf_messages(sample: dict, base: Path) -> list:
