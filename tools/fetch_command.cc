@@ -31,7 +31,7 @@ constexpr const char* kFetchUsage =
     "and prints objects, bytes, objects/s, MB/s, latency percentiles, retries and failures.\n"
     "\n"
     "options:\n"
-    "  --from-manifest FILE   fetch every image/video a JSONL manifest references\n"
+    "  --from-manifest FILE   fetch every image/video a manifest (JSONL or JSON array) references\n"
     "  --endpoint URL         S3-compatible endpoint (default: $AWS_ENDPOINT_URL or AWS)\n"
     "  --region NAME          S3 region (default: $AWS_REGION or us-east-1)\n"
     "  --path-style           path-style S3 addressing (default for custom endpoints)\n"
@@ -44,6 +44,8 @@ constexpr const char* kFetchUsage =
     "  --list-page-size N     keys per ListObjectsV2 page (default 1000)\n"
     "  --max-list-objects N   refuse a listing of more than N objects (default 1000000)\n"
     "  --max-list-pages N     refuse a listing of more than N pages (default 10000)\n"
+    "  --media-root DIR       relative media references of the manifest resolve against DIR\n"
+    "                         (a directory or URI prefix) instead of the manifest's directory\n"
     "  --allow-local-media-from-remote-manifest\n"
     "                         let a manifest fetched from http(s):// or s3:// name local files\n"
     "  --part-size BYTES      ranged-GET part size for large objects (default 8 MiB; 0 = whole)\n"
@@ -66,6 +68,7 @@ struct Args {
   std::string endpoint, region;
   bool path_style = false, anonymous = false, json = false, checksums = false;
   bool allow_local_media_from_remote_manifest = false;
+  std::vector<std::string> media_root;  // --media-root: relative references resolve against it
   int repeat = 1;
   storage::ListOptions list;
 };
@@ -114,6 +117,10 @@ Result<Args> parse_args(int argc, char** argv) {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_objects));
     } else if (arg == "--max-list-pages") {
       MMFEED_RETURN_IF_ERROR(int_option(1, &a.list.max_pages));
+    } else if (arg == "--media-root") {
+      const char* v = value();
+      if (v == nullptr) return Error(ErrorCode::kInvalidArgument, "--media-root needs a directory or URI prefix");
+      a.media_root = {v};
     } else if (arg == "--allow-local-media-from-remote-manifest") {
       a.allow_local_media_from_remote_manifest = true;
     } else if (arg == "--part-size") {
@@ -202,7 +209,7 @@ int run_fetch(int argc, char** argv) {
   }
   if (!args->manifest.empty()) {  // read as the Loader reads it (local or remote, compressed or not)
     auto manifests = dataset::read_manifests({args->manifest}, dataset::kDefaultMaxManifestBytes, *s3);
-    auto media = manifests.ok() ? dataset::media_of(*manifests, args->allow_local_media_from_remote_manifest)
+    auto media = manifests.ok() ? dataset::media_of(*manifests, args->media_root, args->allow_local_media_from_remote_manifest)
                                 : Result<std::vector<dataset::MediaRef>>(manifests.error());
     if (!media.ok()) {
       std::fprintf(stderr, "mmfeed fetch: %s\n", media.error().to_string().c_str());

@@ -106,6 +106,11 @@ bool is_bool_option(const std::string& name) {
   return o != nullptr && o->type == "bool";
 }
 
+bool is_list_option(const std::string& name) {
+  const LoaderOptionInfo* o = find_option(name);
+  return o != nullptr && o->type.starts_with("list[");
+}
+
 // `key` as a flag or config key names it.
 Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
   const std::string name = option_name(key);
@@ -114,7 +119,7 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
 }
 
 // A config file's entries as (option name, value) pairs: keys with '-' read as '_', numbers and
-// booleans as their text, a "manifests" list as one entry per item.
+// booleans as their text, a list (of a list option) as one entry per item.
 using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
 
 Result<ConfigEntries> read_json_config(const std::string& path) {
@@ -133,10 +138,15 @@ Result<ConfigEntries> read_json_config(const std::string& path) {
     if (!v.get_string().get(sv)) {
       entries.emplace_back(key, std::string(sv));
     } else if (!v.get_array().get(list)) {
-      if (key != "manifests") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
+      if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
       for (simdjson::dom::element e : list) {
-        if (e.get_string().get(sv)) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
-        entries.emplace_back(key, std::string(sv));
+        if (!e.get_string().get(sv)) {
+          entries.emplace_back(key, std::string(sv));
+        } else if (e.is_number()) {
+          entries.emplace_back(key, simdjson::minify(e));
+        } else {
+          return Error(ErrorCode::kInvalidArgument, "a list of strings or numbers, not " + simdjson::minify(e), path + ": " + key);
+        }
       }
     } else {
       entries.emplace_back(key, simdjson::minify(v));
@@ -177,11 +187,8 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
   for (auto&& [k, node] : table) {
     const std::string key = option_name(k.str());
     if (const toml::array* list = node.as_array()) {
-      if (key != "manifests") return Error(ErrorCode::kInvalidArgument, "only manifests may be a list", path + ": " + key);
-      for (const toml::node& item : *list) {
-        if (!item.is_string()) return Error(ErrorCode::kInvalidArgument, "manifests must be strings", path);
-        scalar(key, item);
-      }
+      if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
+      for (const toml::node& item : *list) scalar(key, item);
     } else {
       scalar(key, node);
     }

@@ -61,9 +61,13 @@ enum class PackedFormat { kHf, kThd };
 // Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
 // The model and the chat template are names (of the profiles and templates the engine has).
 struct LoaderConfig {
-  // JSONL manifests: paths, file://, s3:// or http(s):// URIs, plain, gzip- or zstd-compressed;
-  // relative image references resolve against each manifest's directory or URI prefix.
+  // Manifests: JSONL, or one JSON array of samples (.json); paths, file://, s3:// or http(s)://
+  // URIs, plain, gzip- or zstd-compressed. Relative media references resolve against media_root,
+  // else each manifest's directory or URI prefix.
   std::vector<std::string> manifests;
+  // The dataset's media folder (LLaVA's image_folder, LLaMA-Factory's media_dir): a directory or
+  // URI prefix for every manifest, or one per manifest (in their order); empty: none.
+  std::vector<std::string> media_root;
   std::string tokenizer;               // tokenizer.json
   std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
   std::int64_t min_pixels = 0;         // 0: the profile's

@@ -26,7 +26,10 @@ namespace mmfeed {
 template <class F>
 void for_each_loader_option(F&& f) {
   f("manifests", &LoaderConfig::manifests,
-    "JSONL manifests: paths, file://, s3:// or http(s):// URIs; plain, gzip or zstd");
+    "manifests, JSONL or one JSON array: paths, file://, s3:// or http(s):// URIs; plain, gzip or zstd");
+  f("media_root", &LoaderConfig::media_root,
+    "where relative media references resolve (a directory or URI prefix): one for all manifests, or one per "
+    "manifest (empty: each manifest's own directory)");
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
   f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");

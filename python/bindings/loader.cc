@@ -37,7 +37,7 @@ std::string expected() {
   else if constexpr (std::is_unsigned_v<T>) return "an integer >= 0";
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else return "a list of strings";
+  else return "a string or a list of strings";
 }
 
 // Sets `out` from a Python value: a fixed choice from its name, the rest by nanobind's casts.
@@ -48,6 +48,8 @@ void set_from(T& out, const char* key, nb::handle value) {
       const std::optional<T> v = parse_choice<T>(nb::cast<std::string>(value));
       if (!v) throw nb::cast_error();
       out = *v;
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      out = nb::isinstance<nb::str>(value) ? T{nb::cast<std::string>(value)} : nb::cast<T>(value);  // one item, or a list
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       out = takes_auto(key) && nb::isinstance<nb::str>(value) && nb::cast<std::string>(value) == "auto" ? T{0}
                                                                                                         : nb::cast<T>(value);

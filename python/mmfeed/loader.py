@@ -48,7 +48,11 @@ def engine_options(manifest, options: dict) -> dict:
     if manifest is not None:
         options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                       else manifest)]
-    options = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()}
+    def paths(v):  # a path as a string, in a list or alone
+        if isinstance(v, (list, tuple)):
+            return [os.fspath(x) if isinstance(x, os.PathLike) else x for x in v]
+        return os.fspath(v) if isinstance(v, os.PathLike) else v
+    options = {k: paths(v) for k, v in options.items()}
     _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
     return options
 

@@ -95,7 +95,92 @@ Result<std::string> unzstd(std::span<const std::byte> in, std::size_t limit, con
   return out;
 }
 
+// A JSONL manifest's non-blank lines.
+Status index_lines(std::string_view text, std::uint32_t manifest, const std::string& name, std::vector<ManifestLine>& out) {
+  std::uint64_t number = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    ++number;
+    const std::string_view line = text.substr(at, end - at);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      if (line.size() > UINT32_MAX) {
+        return Error(ErrorCode::kResourceExhausted, "line of " + std::to_string(line.size()) + " bytes",
+                     name + ":" + std::to_string(number));
+      }
+      out.push_back({at, static_cast<std::uint32_t>(line.size()), manifest, number});
+    }
+    at = end + 1;
+  }
+  return ok_status();
+}
+
+// The elements of a manifest that is one JSON array (LLaVA's and LLaMA-Factory's .json files),
+// found by one pass over the text that follows strings and nesting only: no element is parsed
+// here (each is parsed when its sample is read, and a malformed one is that sample's error), so
+// indexing costs a scan, not a document tree of the whole file. A bracket that closes the wrong
+// nesting leaves the elements after it without bounds: the file is refused there. `open` is the '['.
+Status index_array(std::string_view text, std::size_t open, std::uint32_t manifest, const std::string& name,
+                   std::vector<ManifestLine>& out) {
+  auto refuse = [&](const std::string& what, std::size_t at) {
+    return Error(ErrorCode::kCorruptData, "not a JSON array of samples: " + what + " at byte " + std::to_string(at), name);
+  };
+  auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+  std::uint64_t number = 0;
+  std::size_t at = open + 1;
+  std::string closers;  // the brackets open inside the current element, innermost last
+  for (;;) {
+    while (at < text.size() && blank(text[at])) ++at;
+    if (at == text.size()) return refuse("the array is not closed (is the file truncated?)", at);
+    if (text[at] == ']' && number == 0) break;  // []
+    const std::size_t begin = at;
+    bool in_string = false;
+    for (; at < text.size(); ++at) {
+      const char ch = text[at];
+      if (in_string) {
+        if (ch == '\\') ++at;
+        else if (ch == '"') in_string = false;
+      } else if (ch == '"') {
+        in_string = true;
+      } else if (ch == '{' || ch == '[') {
+        closers.push_back(ch == '{' ? '}' : ']');
+      } else if (ch == '}' || ch == ']') {
+        if (closers.empty()) break;
+        if (closers.back() != ch) {
+          return refuse(std::string("'") + ch + "' where '" + closers.back() + "' closes element " +
+                            std::to_string(number),
+                        at);
+        }
+        closers.pop_back();
+      } else if (ch == ',' && closers.empty()) {
+        break;
+      }
+    }
+    if (at >= text.size()) return refuse("the array is not closed (is the file truncated?)", text.size());
+    std::size_t end = at;
+    while (end > begin && blank(text[end - 1])) --end;
+    if (end == begin) return refuse("an empty element", begin);
+    if (end - begin > UINT32_MAX) {
+      return Error(ErrorCode::kResourceExhausted, "element of " + std::to_string(end - begin) + " bytes",
+                   name + "[" + std::to_string(number) + "]");
+    }
+    out.push_back({begin, static_cast<std::uint32_t>(end - begin), manifest, number++});
+    if (text[at] == '}') return refuse("'}' closes no object", at);
+    if (text[at++] == ']') break;
+  }
+  while (at < text.size() && blank(text[at])) ++at;
+  if (at != text.size()) return refuse("more after the array's end", at);
+  return ok_status();
+}
+
 }  // namespace
+
+Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLine>& out) {
+  const std::size_t first = m.text.find_first_not_of(" \t\r\n");
+  m.array = first != std::string::npos && m.text[first] == '[';
+  return m.array ? index_array(m.text, first, manifest, m.name, out) : index_lines(m.text, manifest, m.name, out);
+}
 
 // Reads manifests from files, S3 or HTTP(S), gzip- or zstd-compressed or plain (by their magic
 // bytes), each at most max_manifest_bytes fetched and decompressed, and indexes their lines.
@@ -134,6 +219,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
     data.reset();
     if (m.text.starts_with("\xEF\xBB\xBF")) m.text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
     m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size()));
+    m.remote = uri.scheme != storage::Scheme::kFile;
     if (uri.scheme == storage::Scheme::kFile) {
       m.base_dir = std::filesystem::path(uri.path).parent_path().string();
     } else {
@@ -142,24 +228,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
                                                                   : uri.url.substr(0, uri.url.find_first_of("?#"));
       m.base_dir = full.substr(0, full.rfind('/'));
     }
-    const auto index = static_cast<std::uint32_t>(out.files.size());
-    const std::string_view text = m.text;
-    std::uint64_t number = 0;
-    std::size_t at = 0;
-    while (at < text.size()) {
-      std::size_t end = text.find('\n', at);
-      if (end == std::string_view::npos) end = text.size();
-      ++number;
-      const std::string_view line = text.substr(at, end - at);
-      if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
-        if (line.size() > UINT32_MAX) {
-          return Error(ErrorCode::kResourceExhausted, "line of " + std::to_string(line.size()) + " bytes",
-                       m.name + ":" + std::to_string(number));
-        }
-        out.lines.push_back({at, static_cast<std::uint32_t>(line.size()), index, number});
-      }
-      at = end + 1;
-    }
+    MMFEED_RETURN_IF_ERROR(index_samples(m, static_cast<std::uint32_t>(out.files.size()), out.lines));
     out.files.push_back(std::move(m));
   }
   if (out.lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
@@ -167,7 +236,8 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
 }
 
 
-Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_local_from_remote) {
+Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
+                                       bool allow_local_from_remote) {
   std::vector<MediaRef> out;
   for (const ManifestLine& line : manifests.lines) {
     const std::string where = manifests.where(line);
@@ -176,7 +246,8 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_lo
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type : {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo}) {
       for (const std::string& ref : c->media(type)) {
-        auto uri = resolve(ref, manifests.files[line.manifest].base_dir, allow_local_from_remote);
+        auto uri = resolve(ref, manifests.files[line.manifest], media_root_of(media_roots, line.manifest),
+                           allow_local_from_remote);
         if (!uri.ok()) return std::move(uri).error().with_context(where + " (sample " + id + ")");
         out.push_back({std::move(uri).value(), id});
       }
@@ -185,14 +256,24 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_lo
   return out;
 }
 
-Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir, bool allow_local_from_remote) {
-  // Relative references in a remote manifest resolve against its URI prefix.
-  const bool remote_base = base_dir.find("://") != std::string::npos;
+std::string_view media_root_of(const std::vector<std::string>& media_roots, std::size_t manifest) {
+  if (media_roots.empty()) return {};
+  return media_roots.size() == 1 ? media_roots[0] : media_roots.at(manifest);
+}
+
+Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view media_root,
+                                   bool allow_local_from_remote) {
+  std::string base(media_root.empty() ? std::string_view(manifest.base_dir) : media_root);
+  const bool remote_base = base.find("://") != std::string::npos;
+  while (remote_base && base.ends_with('/') && !base.ends_with("://")) base.pop_back();
   const bool relative = ref.find("://") == std::string_view::npos && !ref.empty() && ref[0] != '/';
+  // Relative references against a remote base stay remote (a prefix joined, not a path resolved).
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, remote_base && relative
-                                                      ? storage::parse_uri(base_dir + "/" + std::string(ref))
-                                                      : storage::parse_uri(ref, base_dir));
-  if (remote_base && uri.scheme == storage::Scheme::kFile && !allow_local_from_remote) {
+                                                      ? storage::parse_uri(base + "/" + std::string(ref))
+                                                      : storage::parse_uri(ref, base));
+  // A local media_root is the user's choice; a local file the remote manifest names itself is not.
+  const bool user_rooted = relative && !media_root.empty();
+  if (manifest.remote && uri.scheme == storage::Scheme::kFile && !user_rooted && !allow_local_from_remote) {
     return Error(ErrorCode::kPermissionDenied,
                  "the local file " + uri.path +
                      " is named by a remote manifest: refused (a manifest fetched from http(s):// or s3:// may name "

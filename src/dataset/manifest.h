@@ -1,5 +1,6 @@
-// Manifests: JSONL files (local, file://, s3://, http(s)://; plain, gzip or zstd, recognised by
-// their bytes) read once into memory, each line indexed, and the media their samples name. The
+// Manifests: JSONL files, or files holding one JSON array of samples (local, file://, s3://,
+// http(s)://; plain, gzip or zstd, recognised by their bytes), read once into memory, each sample
+// indexed (a line, an element), and the media their samples name. The
 // Loader and `mmfeed fetch --from-manifest` read manifests through this one reader.
 //
 // Every size is bounded before memory is committed: the fetched object and the decompressed text
@@ -30,15 +31,17 @@ struct Manifest {
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;
   std::uint32_t crc32 = 0;  // of text, for the resume state's fingerprint
+  bool array = false;       // one JSON array (its first non-blank byte is '['), not JSONL
+  bool remote = false;      // fetched from s3:// or http(s)://: its origin wrote the references
 };
 
-// A non-blank line of a manifest: 24 bytes, so a manifest of millions of short lines costs
-// little beyond its text.
+// A sample of a manifest, a non-blank line or an array's element: 24 bytes, so a manifest of
+// millions of short samples costs little beyond its text.
 struct ManifestLine {
   std::uint64_t offset = 0;  // into its manifest's text
   std::uint32_t length = 0;
   std::uint32_t manifest = 0;
-  std::uint64_t number = 0;  // 1-based line number, for messages
+  std::uint64_t number = 0;  // for messages: the 1-based line number, or the 0-based array index
 };
 
 struct Manifests {
@@ -48,25 +51,42 @@ struct Manifests {
   std::string_view text(const ManifestLine& line) const {
     return std::string_view(files[line.manifest].text).substr(line.offset, line.length);
   }
+  // "train.jsonl:12" (a line), "train.json[11]" (an element).
   std::string where(const ManifestLine& line) const {
-    return files[line.manifest].name + ":" + std::to_string(line.number);
+    const Manifest& m = files[line.manifest];
+    return m.array ? m.name + "[" + std::to_string(line.number) + "]" : m.name + ":" + std::to_string(line.number);
   }
 };
 
 // Reads the manifests in order; a UTF-8 byte-order mark is skipped, blank lines are not indexed.
-// An error names the manifest (fetch, decompression, the limit) or says that none holds a sample.
+// An error names the manifest (fetch, decompression, the limit, an array not closed or followed
+// by more) or says that none holds a sample.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
                                  const storage::S3Options& s3);
 
-// A sample's media reference as a URI: absolute ones as they are, relative ones against the
-// manifest's directory, or its URI prefix when the manifest is remote (`base_dir` holds "://").
-// A remote manifest is written by whoever controls its origin: a reference of one that resolves
-// to a local file (an absolute path, a file:// URI) is refused with kPermissionDenied unless
-// `allow_local_from_remote` (LoaderConfig::allow_local_media_from_remote_manifest).
-// Example:
-//   resolve("/etc/passwd", "https://h/data", false).error().code()   // kPermissionDenied
-//   resolve("img/a.jpg", "https://h/data", false)->url                // "https://h/data/img/a.jpg"
-Result<storage::ObjectUri> resolve(std::string_view ref, const std::string& base_dir, bool allow_local_from_remote);
+// Indexes the samples of `m` (its text and name set), appending them to `out` as samples of
+// manifest number `manifest`: a JSON array's elements when its first non-blank byte is '[' (and
+// sets m.array), else its non-blank lines. An array that is not closed, closes a bracket that is
+// not open or is followed by more is refused, naming the byte.
+Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLine>& out);
+
+// The media root manifest `manifest` takes from the media_root option: one root for every
+// manifest, or one per manifest (the caller checks the count); empty: none given.
+std::string_view media_root_of(const std::vector<std::string>& media_roots, std::size_t manifest);
+
+// A sample's media reference as a URI: absolute ones as they are, relative ones against
+// `media_root` when given (a directory or a URI prefix: the dataset's image folder), else the
+// manifest's directory, or its URI prefix when the manifest is remote. A remote manifest is
+// written by whoever controls its origin: a reference of one that resolves to a local file (an
+// absolute path, a file:// URI) is refused with kPermissionDenied unless `allow_local_from_remote`
+// (LoaderConfig::allow_local_media_from_remote_manifest) or the reference is relative to a local
+// media_root, which the user chose.
+// Example (m: a manifest read from https://h/data/train.jsonl):
+//   resolve("/etc/passwd", m, "", false).error().code()         // kPermissionDenied
+//   resolve("img/a.jpg", m, "", false)->url                      // "https://h/data/img/a.jpg"
+//   resolve("img/a.jpg", m, "s3://b/coco/", false)->to_string()  // "s3://b/coco/img/a.jpg"
+Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view media_root,
+                                   bool allow_local_from_remote);
 
 struct MediaRef {
   storage::ObjectUri uri;
@@ -74,9 +94,9 @@ struct MediaRef {
 };
 
 // Every image and video the samples name, in manifest order, resolved as the Loader resolves
-// them (resolve(), with the same local-file policy). A line that does not parse as a
-// conversation, or names a URI that does not parse or is refused, is an error naming its
-// manifest:line.
-Result<std::vector<MediaRef>> media_of(const Manifests& manifests, bool allow_local_from_remote);
+// them (resolve(), with the same media roots and local-file policy). A sample that does not parse
+// as a conversation, or names a URI that does not parse or is refused, is an error naming it.
+Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
+                                       bool allow_local_from_remote);
 
 }  // namespace mmfeed::dataset

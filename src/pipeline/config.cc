@@ -39,6 +39,11 @@ Error config_error(const std::string& field, const std::string& message) {
 Result<Settings> check_config(const LoaderConfig& config) {
   if (config.manifests.empty()) return config_error("manifests", "no manifest given");
   if (config.tokenizer.empty()) return config_error("tokenizer", "no tokenizer.json given");
+  if (config.media_root.size() > 1 && config.media_root.size() != config.manifests.size()) {
+    return config_error("media_root", "names " + std::to_string(config.media_root.size()) + " roots for " +
+                                          std::to_string(config.manifests.size()) +
+                                          " manifests: give one for all, or one per manifest");
+  }
   if (config.batch_size == 0) return config_error("batch_size", "must be positive");
   if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");
   // Packed rows carry int32 offsets (cu_seq_lens_q, cu_seqlens), as flash attention takes them.

@@ -77,7 +77,6 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   w->epoch = epoch;
   w->seq = seq;
   const dataset::ManifestLine& line = manifests_.lines[line_index];
-  const std::string& base_dir = manifests_.files[line.manifest].base_dir;
   w->id = manifests_.where(line);
   auto c = text::parse_conversation(manifests_.text(line));
   if (!c.ok()) {
@@ -103,7 +102,8 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
   for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
   for (const std::string& uri : refs) {
-    auto parsed = dataset::resolve(uri, base_dir, config_.allow_local_media_from_remote_manifest);
+    auto parsed = dataset::resolve(uri, manifests_.files[line.manifest], dataset::media_root_of(config_.media_root, line.manifest),
+                                   config_.allow_local_media_from_remote_manifest);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;

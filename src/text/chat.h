@@ -12,6 +12,14 @@
 //   LLaVA        {"conversations": [{"from": "human"|"gpt"|"system", "value": "<image>\nWhat is it?"}],
 //                 "image": uri | [uri, ...]}
 //   ShareGPT     {"conversations": [{"from": "user"|"assistant"|..., "value": ...}], "images": [...]}
+//   LLaMA-Factory, ms-swift
+//                {"messages": [{"role": "user", "content": "<image>Who is this?"}, ...], "images": [uri, ...],
+//                 "videos": [...], "system": "...", "tools": "[...]" | [...]}, or their "conversations"
+//                 with "from"/"value"; a tool call as a turn of JSON text ("function_call",
+//                 "tool_call"), "observation" / "tool_response" a tool's result.
+// Media listed beside the turns ("image(s)", "video(s)") are placed, in order, by the <image> and
+// <video> placeholders of the turns' text; each must be placed exactly once. Listed audio is
+// refused (kUnsupported). A top-level "system" becomes the first message.
 //
 // Templates: Qwen2-VL / Qwen2.5-VL, and Qwen3-VL Instruct and Thinking, each identical to
 // transformers' apply_chat_template with the published text (chat_template_text) for every

@@ -174,44 +174,60 @@ bool truthy(simdjson::dom::element e) {
   return false;
 }
 
-// The message's "tool_calls" (absent, null or empty: none), each {"name", "arguments"} or
-// wrapped in a non-empty {"function": {...}}.
-Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, const std::string& where) {
-  std::vector<ToolCall> out;
+// One tool call at `at`: {"name", "arguments"}, or wrapped in a non-empty {"function": {...}}.
+Result<ToolCall> parse_call(simdjson::dom::element call, std::string at) {
+  simdjson::dom::object o;
+  if (call.get_object().get(o)) {
+    return bad(at + " must be an object with \"name\" and \"arguments\" (or \"function\"), got " +
+               std::string(json_kind(call)));
+  }
+  if (simdjson::dom::element function; !o["function"].get(function) && truthy(function)) {
+    if (function.get_object().get(o)) {
+      return bad(at + ".function must be an object with \"name\" and \"arguments\", got " +
+                 std::string(json_kind(function)));
+    }
+    at += ".function";
+  }
+  ToolCall tc;
   simdjson::dom::element field;
-  if (message["tool_calls"].get(field) || field.is_null()) return out;
+  if (o["name"].get(field)) return bad(at + " has no \"name\" (expected the function's name)");
+  MMFEED_ASSIGN_OR_RETURN(std::string_view name, as_string(field, at + ".name", "the function's name"));
+  tc.name = std::string(name);
+  if (o["arguments"].get(field)) return bad(at + " has no \"arguments\" (expected a string or a JSON value)");
+  if (std::string_view arguments; !field.get_string().get(arguments)) {
+    tc.arguments = std::string(arguments);
+  } else {
+    append_python_json(tc.arguments, field);
+  }
+  return tc;
+}
+
+// Tool calls at `where`: a list of calls (or, `single_allowed`, one call), each {"name",
+// "arguments"} or wrapped in a non-empty {"function": {...}}.
+Result<std::vector<ToolCall>> parse_calls(simdjson::dom::element field, const std::string& where, bool single_allowed) {
+  std::vector<ToolCall> out;
   simdjson::dom::array list;
   if (field.get_array().get(list)) {
-    return bad(where + ".tool_calls must be a list of tool calls, got " + std::string(json_kind(field)));
+    if (single_allowed && field.is_object()) {
+      MMFEED_ASSIGN_OR_RETURN(ToolCall call, parse_call(field, where));
+      out.push_back(std::move(call));
+      return out;
+    }
+    return bad(where + " must be a list of tool calls, got " + std::string(json_kind(field)));
   }
   std::size_t index = 0;
   for (simdjson::dom::element call : list) {
-    std::string at = where + ".tool_calls[" + std::to_string(index++) + "]";
-    simdjson::dom::object o;
-    if (call.get_object().get(o)) {
-      return bad(at + " must be an object with \"name\" and \"arguments\" (or \"function\"), got " +
-                 std::string(json_kind(call)));
-    }
-    if (simdjson::dom::element function; !o["function"].get(function) && truthy(function)) {
-      if (function.get_object().get(o)) {
-        return bad(at + ".function must be an object with \"name\" and \"arguments\", got " +
-                   std::string(json_kind(function)));
-      }
-      at += ".function";
-    }
-    ToolCall tc;
-    if (o["name"].get(field)) return bad(at + " has no \"name\" (expected the function's name)");
-    MMFEED_ASSIGN_OR_RETURN(std::string_view name, as_string(field, at + ".name", "the function's name"));
-    tc.name = std::string(name);
-    if (o["arguments"].get(field)) return bad(at + " has no \"arguments\" (expected a string or a JSON value)");
-    if (std::string_view arguments; !field.get_string().get(arguments)) {
-      tc.arguments = std::string(arguments);
-    } else {
-      append_python_json(tc.arguments, field);
-    }
-    out.push_back(std::move(tc));
+    MMFEED_ASSIGN_OR_RETURN(ToolCall parsed, parse_call(call, where + "[" + std::to_string(index++) + "]"));
+    out.push_back(std::move(parsed));
   }
   return out;
+}
+
+// The message's "tool_calls" (absent, null or empty: none).
+Result<std::vector<ToolCall>> parse_tool_calls(simdjson::dom::object message, const std::string& where) {
+  simdjson::dom::element field;
+  if (message["tool_calls"].get(field) || field.is_null()) return std::vector<ToolCall>{};
+  return parse_calls(field, where + ".tool_calls", false);
 }
 
 // The message's reasoning under the first of the names transformers reads that is not null.
@@ -225,11 +241,28 @@ Result<std::optional<std::string>> parse_reasoning(simdjson::dom::object message
   return std::optional<std::string>();
 }
 
-// The sample's "tools" (absent or null: none), each an object as transformers requires.
+// A JSON document held in a string value at `where` (LLaMA-Factory and ms-swift write "tools"
+// and a tool call's turn as JSON text). `parser` keeps the document.
+Result<simdjson::dom::element> parse_embedded(simdjson::dom::parser& parser, std::string_view text,
+                                              const std::string& where) {
+  simdjson::dom::element e;
+  if (auto err = parser.parse(text.data(), text.size()).get(e); err) {
+    return bad(where + " holds malformed JSON: " + simdjson::error_message(err));
+  }
+  return e;
+}
+
+// The sample's "tools" (absent or null: none), each an object as transformers requires: a list,
+// or that list written as JSON text.
 Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
   std::vector<std::string> out;
   simdjson::dom::element field;
   if (sample["tools"].get(field) || field.is_null()) return out;
+  simdjson::dom::parser parser;
+  if (std::string_view text; !field.get_string().get(text)) {
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;  // LLaMA-Factory's "": none
+    MMFEED_ASSIGN_OR_RETURN(field, parse_embedded(parser, text, "tools"));
+  }
   simdjson::dom::array list;
   if (field.get_array().get(list)) {
     return bad("tools must be a list of tools (JSON schemas), got " + std::string(json_kind(field)));
@@ -246,7 +279,91 @@ Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
   return out;
 }
 
-Result<Conversation> parse_messages(simdjson::dom::element messages, Conversation c) {
+// The media a sample lists beside its text (LLaVA, ShareGPT, LLaMA-Factory, ms-swift), taken in
+// order by the <image> and <video> placeholders of its turns.
+class ListedMedia {
+ public:
+  static Result<ListedMedia> of(simdjson::dom::object sample) {
+    ListedMedia m;
+    for (const char* key : {"image", "images"}) {
+      if (simdjson::dom::element e; !sample[key].get(e) && !e.is_null()) {
+        MMFEED_ASSIGN_OR_RETURN(m.images_, uri_list(e, key));
+      }
+    }
+    for (const char* key : {"video", "videos"}) {
+      if (simdjson::dom::element e; !sample[key].get(e) && !e.is_null()) {
+        MMFEED_ASSIGN_OR_RETURN(m.videos_, uri_list(e, key));
+      }
+    }
+    for (const char* key : {"audio", "audios"}) {
+      if (simdjson::dom::element e; !sample[key].get(e) && truthy(e)) {
+        return Error(ErrorCode::kUnsupported, std::string(key) + ": audio is not supported (the sample lists audio)");
+      }
+    }
+    return m;
+  }
+
+  bool any() const { return !images_.empty() || !videos_.empty(); }
+
+  // `text` as content items, each placeholder replaced by the next medium listed.
+  Status split(std::string_view text, const std::string& where, std::vector<ContentItem>& out) {
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const std::size_t img = text.find("<image>", at);
+      const std::size_t vid = text.find("<video>", at);
+      const std::size_t next = std::min(img, vid);
+      if (next > at) {
+        out.push_back(
+            {ContentItem::Type::kText, std::string(text.substr(at, std::min(next, text.size()) - at)), std::nullopt, {}});
+      }
+      if (next == std::string_view::npos) break;
+      if (next == img) {
+        if (next_image_ >= images_.size()) return bad(where + ": more <image> placeholders than images listed");
+        out.push_back({ContentItem::Type::kImage, images_[next_image_++], std::nullopt, {}});
+      } else {
+        if (next_video_ >= videos_.size()) return bad(where + ": more <video> placeholders than videos listed");
+        out.push_back({ContentItem::Type::kVideo, videos_[next_video_++], std::nullopt, {}});
+      }
+      at = next + 7;
+    }
+    return ok_status();
+  }
+
+  // Every medium listed was placed: one left over would be silently lost.
+  Status check_all_placed() const {
+    if (next_image_ != images_.size()) {
+      return bad(std::to_string(images_.size()) + " images listed but " + std::to_string(next_image_) +
+                 " <image> placeholders");
+    }
+    if (next_video_ != videos_.size()) {
+      return bad(std::to_string(videos_.size()) + " videos listed but " + std::to_string(next_video_) +
+                 " <video> placeholders");
+    }
+    return ok_status();
+  }
+
+ private:
+  std::vector<std::string> images_, videos_;
+  std::size_t next_image_ = 0, next_video_ = 0;
+};
+
+// A turn that carries tool calls as JSON text (LLaMA-Factory's "function_call", ms-swift's
+// "tool_call": one call or a list), appended to `c`: calls in a row are one assistant message.
+Status add_call_turn(Conversation& c, std::string_view text, const std::string& where) {
+  simdjson::dom::parser parser;
+  MMFEED_ASSIGN_OR_RETURN(simdjson::dom::element calls, parse_embedded(parser, text, where));
+  MMFEED_ASSIGN_OR_RETURN(std::vector<ToolCall> parsed, parse_calls(calls, where, true));
+  if (c.messages.empty() || c.messages.back().role != "assistant" || c.messages.back().has_content()) {
+    Message call;
+    call.role = "assistant";
+    c.messages.push_back(std::move(call));
+  }
+  auto& into = c.messages.back().tool_calls;
+  into.insert(into.end(), std::make_move_iterator(parsed.begin()), std::make_move_iterator(parsed.end()));
+  return ok_status();
+}
+
+Result<Conversation> parse_messages(simdjson::dom::element messages, ListedMedia& listed, Conversation c) {
   simdjson::dom::array list;
   if (messages.get_array().get(list)) {
     return bad("messages must be a list of messages, got " + std::string(json_kind(messages)));
@@ -261,6 +378,13 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
     simdjson::dom::element field;
     if (o["role"].get(field)) return bad(where + " has no \"role\" (expected " + std::string(kRoles) + ")");
     MMFEED_ASSIGN_OR_RETURN(std::string_view role, as_string(field, where + ".role"));
+    if (role == "tool_call") {  // ms-swift: the call as JSON text in "content"
+      if (o["content"].get(field)) return bad(where + " has no \"content\" (expected the call as JSON text)");
+      MMFEED_ASSIGN_OR_RETURN(std::string_view call, as_string(field, where + ".content", "the call as JSON text"));
+      MMFEED_RETURN_IF_ERROR(add_call_turn(c, call, where + ".content"));
+      continue;
+    }
+    if (role == "tool_response") role = "tool";  // ms-swift's name for a tool's result
     if (!known_role(role)) {
       return bad(where + " has unknown role '" + std::string(role) + "' (expected " + std::string(kRoles) + ")");
     }
@@ -275,14 +399,24 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
         return bad(where + " has no \"content\" (expected a string or a list of content items)");
       }
     } else if (!field.get_string().get(text)) {
-      msg.content_is_string = true;
-      msg.content.push_back({ContentItem::Type::kText, std::string(text), std::nullopt, {}});
+      // A string stays a string unless it places listed media (LLaMA-Factory, ms-swift).
+      MMFEED_RETURN_IF_ERROR(listed.split(text, where + ".content", msg.content));
+      const bool places_media = std::any_of(msg.content.begin(), msg.content.end(),
+                                            [](const ContentItem& i) { return i.type != ContentItem::Type::kText; });
+      if (!places_media) {
+        msg.content_is_string = true;
+        msg.content.assign(1, ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}});
+      }
     } else if (!field.get_array().get(items)) {
       std::size_t item_index = 0;
       for (simdjson::dom::element item : items) {
-        MMFEED_ASSIGN_OR_RETURN(ContentItem parsed,
-                                parse_item(item, where + ".content[" + std::to_string(item_index++) + "]"));
-        msg.content.push_back(std::move(parsed));
+        const std::string at = where + ".content[" + std::to_string(item_index++) + "]";
+        MMFEED_ASSIGN_OR_RETURN(ContentItem parsed, parse_item(item, at));
+        if (parsed.type == ContentItem::Type::kText && listed.any()) {
+          MMFEED_RETURN_IF_ERROR(listed.split(parsed.value, at + ".text", msg.content));
+        } else {
+          msg.content.push_back(std::move(parsed));
+        }
       }
     } else {
       return bad(where + ".content must be a string or a list of content items, got " + std::string(json_kind(field)));
@@ -293,26 +427,14 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, Conversatio
   return c;
 }
 
-// LLaVA and ShareGPT: placeholders <image>/<video> in the text, URIs in a list beside it.
-Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::dom::element turns, Conversation c) {
+// LLaVA, ShareGPT and LLaMA-Factory: "from"/"value" turns, placeholders <image>/<video> in the
+// text, URIs in a list beside it.
+Result<Conversation> parse_conversations(simdjson::dom::element turns, ListedMedia& listed, Conversation c) {
   simdjson::dom::array list;
   if (turns.get_array().get(list)) {
     return bad("conversations must be a list of turns, got " + std::string(json_kind(turns)));
   }
-  std::vector<std::string> images, videos;
-  for (const char* key : {"image", "images"}) {
-    simdjson::dom::element e;
-    if (!doc[key].get(e)) {
-      MMFEED_ASSIGN_OR_RETURN(images, uri_list(e, key));
-    }
-  }
-  for (const char* key : {"video", "videos"}) {
-    simdjson::dom::element e;
-    if (!doc[key].get(e)) {
-      MMFEED_ASSIGN_OR_RETURN(videos, uri_list(e, key));
-    }
-  }
-  std::size_t next_image = 0, next_video = 0, index = 0;
+  std::size_t index = 0;
   for (simdjson::dom::element t : list) {
     const std::string where = "conversations[" + std::to_string(index++) + "]";
     simdjson::dom::object o;
@@ -322,53 +444,59 @@ Result<Conversation> parse_conversations(simdjson::dom::object doc, simdjson::do
     simdjson::dom::element field;
     if (o["from"].get(field)) return bad(where + " has no \"from\" (expected " + std::string(kSpeakers) + ")");
     MMFEED_ASSIGN_OR_RETURN(std::string_view from, as_string(field, where + ".from"));
+    if (o["value"].get(field)) return bad(where + " has no \"value\" (expected the turn's text)");
+    MMFEED_ASSIGN_OR_RETURN(std::string_view value, as_string(field, where + ".value"));
+    if (from == "function_call") {  // LLaMA-Factory: the call as JSON text
+      MMFEED_RETURN_IF_ERROR(add_call_turn(c, value, where + ".value"));
+      continue;
+    }
     const auto role = role_of_speaker(from);
     if (!role) {
       return bad(where + " has unknown speaker '" + std::string(from) + "' (expected " + std::string(kSpeakers) + ")");
     }
-    if (o["value"].get(field)) return bad(where + " has no \"value\" (expected the turn's text)");
-    MMFEED_ASSIGN_OR_RETURN(std::string_view value, as_string(field, where + ".value"));
     Message msg;
     msg.role = *role;
-    std::size_t at = 0;
-    while (at <= value.size()) {
-      const std::size_t img = value.find("<image>", at);
-      const std::size_t vid = value.find("<video>", at);
-      const std::size_t next = std::min(img, vid);
-      if (next > at) {
-        msg.content.push_back(
-            {ContentItem::Type::kText, std::string(value.substr(at, std::min(next, value.size()) - at)), std::nullopt, {}});
-      }
-      if (next == std::string_view::npos) break;
-      if (next == img) {
-        if (next_image >= images.size()) return bad(where + ": more <image> placeholders than images listed");
-        msg.content.push_back({ContentItem::Type::kImage, images[next_image++], std::nullopt, {}});
-      } else {
-        if (next_video >= videos.size()) return bad(where + ": more <video> placeholders than videos listed");
-        msg.content.push_back({ContentItem::Type::kVideo, videos[next_video++], std::nullopt, {}});
-      }
-      at = next + 7;
-    }
+    MMFEED_RETURN_IF_ERROR(listed.split(value, where, msg.content));
     c.messages.push_back(std::move(msg));
-  }
-  if (next_image != images.size()) {
-    return bad(std::to_string(images.size()) + " images listed but " + std::to_string(next_image) + " <image> placeholders");
-  }
-  if (next_video != videos.size()) {
-    return bad(std::to_string(videos.size()) + " videos listed but " + std::to_string(next_video) + " <video> placeholders");
   }
   if (c.messages.empty()) return bad("conversation has no turns");
   return c;
+}
+
+// The sample's top-level "system" (LLaMA-Factory's system column), as its first message. Absent,
+// null or empty: none (the template's default prompt then).
+Status add_system_key(simdjson::dom::object sample, Conversation& c) {
+  simdjson::dom::element field;
+  if (sample["system"].get(field) || field.is_null()) return ok_status();
+  MMFEED_ASSIGN_OR_RETURN(std::string_view system, as_string(field, "system", "the system prompt"));
+  if (system.empty()) return ok_status();
+  if (!c.messages.empty() && c.messages.front().role == "system") {
+    return bad("the sample has both a \"system\" key and a system message; keep one");
+  }
+  Message msg;
+  msg.role = "system";
+  msg.content_is_string = true;
+  msg.content.push_back({ContentItem::Type::kText, std::string(system), std::nullopt, {}});
+  c.messages.insert(c.messages.begin(), std::move(msg));
+  return ok_status();
 }
 
 Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
   simdjson::dom::object o;
   if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(json_kind(doc)));
   MMFEED_ASSIGN_OR_RETURN(c.tools, parse_tools(o));
+  MMFEED_ASSIGN_OR_RETURN(ListedMedia listed, ListedMedia::of(o));
   simdjson::dom::element list;
-  if (!o["messages"].get(list)) return parse_messages(list, std::move(c));
-  if (!o["conversations"].get(list)) return parse_conversations(o, list, std::move(c));
-  return bad("sample has neither \"messages\" nor \"conversations\"");
+  if (!o["messages"].get(list)) {
+    MMFEED_ASSIGN_OR_RETURN(c, parse_messages(list, listed, std::move(c)));
+  } else if (!o["conversations"].get(list)) {
+    MMFEED_ASSIGN_OR_RETURN(c, parse_conversations(list, listed, std::move(c)));
+  } else {
+    return bad("sample has neither \"messages\" nor \"conversations\"");
+  }
+  MMFEED_RETURN_IF_ERROR(listed.check_all_placed());
+  MMFEED_RETURN_IF_ERROR(add_system_key(o, c));
+  return c;
 }
 
 }  // namespace

@@ -439,6 +439,48 @@ def make_video_conversation(index: int, seed: int, video: str, image: str | None
     return {"id": f"video-{index:06d}", "messages": messages}
 
 
+def tagged_form(sample: dict, shape: str = "messages") -> dict:
+    """`sample` (the Qwen/OpenAI shape this module writes) as LLaMA-Factory and ms-swift write it:
+    string contents with <image>/<video> tags, the media in top-level "images"/"videos" lists in
+    the order of their tags, a leading system message as the "system" key. shape="messages"
+    keeps role/content turns; "conversations" writes ShareGPT's from/value turns (human/gpt)."""
+    images, videos, turns, system = [], [], [], None
+    for i, m in enumerate(sample["messages"]):
+        content = m["content"]
+        if isinstance(content, str):
+            text = content
+        else:
+            text = ""
+            for item in content:
+                if item.get("type") == "image":
+                    images.append(item["image"])
+                    text += "<image>"
+                elif item.get("type") == "video":
+                    if set(item) - {"type", "video"}:
+                        raise ValueError(f"{sample['id']}: a video item's own keys have no tagged form")
+                    videos.append(item["video"])
+                    text += "<video>"
+                else:
+                    text += item["text"]
+        if i == 0 and m["role"] == "system":
+            system = text
+        else:
+            turns.append((m["role"], text))
+    out: dict = {"id": sample["id"]}
+    if shape == "messages":
+        out["messages"] = [{"role": role, "content": text} for role, text in turns]
+    else:
+        speaker = {"user": "human", "assistant": "gpt"}
+        out["conversations"] = [{"from": speaker.get(role, role), "value": text} for role, text in turns]
+    if system is not None:
+        out["system"] = system
+    if images:
+        out["images"] = images
+    if videos:
+        out["videos"] = videos
+    return out
+
+
 def _ffmpeg_version() -> str:
     if shutil.which("ffmpeg") is None:
         return ""

@@ -584,5 +584,90 @@ TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {
   EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, grids, {}).ok());
 }
 
+
+// The rendering of `json` with Qwen2-VL's and Qwen3-VL's templates, and its images in order:
+// two samples normalised to the same conversation render alike.
+std::string rendered(std::string_view json) {
+  auto c = parse_conversation(json);
+  if (!c.ok()) return "error: " + c.error().to_string();
+  std::string out;
+  for (ChatTemplate t : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL}) {
+    auto r = render_chat(*c, t, {});
+    out += r.ok() ? r->text : "error: " + r.error().to_string();
+  }
+  for (const std::string& uri : c->media(ContentItem::Type::kImage)) out += "|image " + uri;
+  for (const std::string& uri : c->media(ContentItem::Type::kVideo)) out += "|video " + uri;
+  return out;
+}
+
+// Issue 33: LLaMA-Factory's and ms-swift's messages with <image> tags lost every image, and the
+// tags were tokenized as text.
+TEST(ChatTest, Issue33MessagesPlaceListedMediaAtTheirTags) {
+  EXPECT_EQ(rendered(R"({"messages": [{"role": "user", "content": "<image>Who? <video>and <image>"},
+                                      {"role": "assistant", "content": "Them."}],
+                         "images": ["a.jpg", "b.jpg"], "videos": ["v.mp4"]})"),
+            rendered(R"({"messages": [{"role": "user", "content": [{"type": "image", "image": "a.jpg"},
+                                                                   {"type": "text", "text": "Who? "},
+                                                                   {"type": "video", "video": "v.mp4"},
+                                                                   {"type": "text", "text": "and "},
+                                                                   {"type": "image", "image": "b.jpg"}]},
+                                      {"role": "assistant", "content": "Them."}]})"));
+  EXPECT_NE(rendered(R"({"messages": [{"role": "user", "content": "<image>Who?"}], "images": ["a.jpg"]})")
+                .find("|image a.jpg"),
+            std::string::npos);
+}
+
+TEST(ChatTest, Issue33ListedMediaMustEachBePlacedOnce) {
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "Who?"}], "images": ["a.jpg"]})"),
+            "1 images listed but 0 <image> placeholders");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "<image><image>"}], "images": ["a.jpg"]})"),
+            "messages[0].content: more <image> placeholders than images listed");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "<video>"}]}],
+                         "images": ["a.jpg"]})"),
+            "messages[0].content[0].text: more <video> placeholders than videos listed");
+  const auto audio = parse_conversation(R"({"messages": [{"role": "user", "content": "<audio>hi"}], "audios": ["a.wav"]})");
+  ASSERT_FALSE(audio.ok());
+  EXPECT_EQ(audio.error().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(audio.error().message(), "audios: audio is not supported (the sample lists audio)");
+}
+
+TEST(ChatTest, Issue33TheSystemKeyIsTheFirstMessage) {
+  EXPECT_EQ(rendered(R"({"system": "Be brief.", "conversations": [{"from": "human", "value": "<image>hi"},
+                                                                   {"from": "gpt", "value": "yo"}],
+                         "images": ["a.jpg"]})"),
+            rendered(R"({"messages": [{"role": "system", "content": "Be brief."},
+                                      {"role": "user", "content": [{"type": "image", "image": "a.jpg"}, {"type": "text", "text": "hi"}]},
+                                      {"role": "assistant", "content": "yo"}]})"));
+  EXPECT_EQ(rendered(R"({"system": "", "messages": [{"role": "user", "content": "hi"}]})"),
+            rendered(R"({"messages": [{"role": "user", "content": "hi"}]})"));
+  EXPECT_EQ(error_of(R"({"system": "a", "messages": [{"role": "system", "content": "b"}, {"role": "user", "content": "c"}]})"),
+            "the sample has both a \"system\" key and a system message; keep one");
+}
+
+TEST(ChatTest, Issue33ToolsAndCallsWrittenAsJsonTextReadAsTheirValues) {
+  const std::string expected = rendered(R"({"tools": [{"name": "w", "parameters": {}}], "messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "tool_calls": [{"name": "w", "arguments": {"city": "Oslo"}}, {"name": "w", "arguments": {}}]},
+      {"role": "tool", "content": "sun"}, {"role": "assistant", "content": "Sunny."}]})");
+  ASSERT_EQ(expected.find("error"), std::string::npos) << expected;
+  // ms-swift: tools as JSON text, each call a "tool_call" turn, results "tool_response".
+  EXPECT_EQ(rendered(R"({"tools": "[{\"name\": \"w\", \"parameters\": {}}]", "messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "tool_call", "content": "{\"name\": \"w\", \"arguments\": {\"city\": \"Oslo\"}}"},
+      {"role": "tool_call", "content": "{\"name\": \"w\", \"arguments\": {}}"},
+      {"role": "tool_response", "content": "sun"}, {"role": "assistant", "content": "Sunny."}]})"),
+            expected);
+  // LLaMA-Factory: a "function_call" turn holding the calls.
+  EXPECT_EQ(rendered(R"({"tools": "[{\"name\": \"w\", \"parameters\": {}}]", "conversations": [
+      {"from": "human", "value": "weather?"},
+      {"from": "function_call", "value": "[{\"name\": \"w\", \"arguments\": {\"city\": \"Oslo\"}}, {\"name\": \"w\", \"arguments\": {}}]"},
+      {"from": "observation", "value": "sun"}, {"from": "gpt", "value": "Sunny."}]})"),
+            expected);
+  EXPECT_EQ(error_of(R"({"tools": "[{", "messages": [{"role": "user", "content": "hi"}]})").substr(0, 28),
+            "tools holds malformed JSON: ");
+  EXPECT_EQ(error_of(R"({"conversations": [{"from": "function_call", "value": "5"}]})"),
+            "conversations[0].value must be a list of tool calls, got a number");
+}
+
 }  // namespace
 }  // namespace mmfeed::text
