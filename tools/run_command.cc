@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -60,7 +61,8 @@ std::string run_usage() {
       "\n"
       "options:\n"
       "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
-      "                         options below, with _ or -; later flags override it\n"
+      "                         options below, with _ or -; later flags override it; a blend's\n"
+      "                         `sources`: a list of {manifest, weight, media_root} tables\n"
       "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
       "  --json                 print the summary as JSON\n"
       "  --ray ADDRESS          run the per-sample work on Ray actors (mmfeed.ray.Loader): a cluster's\n"
@@ -122,6 +124,46 @@ Status apply(LoaderConfig& c, const std::string& key, const std::string& value) 
 // booleans as their text, a list (of a list option) as one entry per item.
 using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
 
+// A config's `sources`: one table per manifest with its weight and media root (all optional but
+// the manifest; weights for every source or none), as manifests, weights and media_root entries.
+struct SourceRow {
+  std::optional<std::string> manifest, weight, media_root;
+};
+
+Status add_sources(ConfigEntries& entries, const std::vector<SourceRow>& rows, const std::string& where) {
+  bool weighted = false, rooted = false;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].manifest) return Error(ErrorCode::kInvalidArgument, "names no manifest", where + "[" + std::to_string(i) + "]");
+    weighted = weighted || rows[i].weight.has_value();
+    rooted = rooted || rows[i].media_root.has_value();
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (weighted && !rows[i].weight) {
+      return Error(ErrorCode::kInvalidArgument, "has no weight while others have one: weigh every source, or none",
+                   where + "[" + std::to_string(i) + "]");
+    }
+    entries.emplace_back("manifests", *rows[i].manifest);
+    if (weighted) entries.emplace_back("weights", *rows[i].weight);
+    if (rooted) entries.emplace_back("media_root", rows[i].media_root.value_or(""));
+  }
+  return ok_status();
+}
+
+// One source's key, or an error naming it.
+Status set_source_key(SourceRow& row, std::string_view key, std::string value, const std::string& where) {
+  if (key == "manifest") {
+    row.manifest = std::move(value);
+  } else if (key == "weight") {
+    row.weight = std::move(value);
+  } else if (key == "media_root" || key == "media-root") {
+    row.media_root = std::move(value);
+  } else {
+    return Error(ErrorCode::kInvalidArgument,
+                 "unknown key '" + std::string(key) + "' (a source takes manifest, weight and media_root)", where);
+  }
+  return ok_status();
+}
+
 Result<ConfigEntries> read_json_config(const std::string& path) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -135,7 +177,23 @@ Result<ConfigEntries> read_json_config(const std::string& path) {
     const std::string key = option_name(k);
     std::string_view sv;
     simdjson::dom::array list;
-    if (!v.get_string().get(sv)) {
+    if (key == "sources") {
+      const std::string where = path + ": sources";
+      if (v.get_array().get(list)) return Error(ErrorCode::kInvalidArgument, "takes a list of sources", where);
+      std::vector<SourceRow> rows;
+      for (simdjson::dom::element e : list) {
+        const std::string at = where + "[" + std::to_string(rows.size()) + "]";
+        simdjson::dom::object source;
+        if (e.get_object().get(source)) return Error(ErrorCode::kInvalidArgument, "is not an object", at);
+        SourceRow& row = rows.emplace_back();
+        for (auto [source_key, source_value] : source) {
+          std::string_view text;
+          std::string value = !source_value.get_string().get(text) ? std::string(text) : simdjson::minify(source_value);
+          MMFEED_RETURN_IF_ERROR(set_source_key(row, source_key, std::move(value), at));
+        }
+      }
+      MMFEED_RETURN_IF_ERROR(add_sources(entries, rows, where));
+    } else if (!v.get_string().get(sv)) {
       entries.emplace_back(key, std::string(sv));
     } else if (!v.get_array().get(list)) {
       if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
@@ -167,33 +225,53 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
                  path);
   }
   ConfigEntries entries;
-  Status status = ok_status();
-  auto scalar = [&](const std::string& key, const toml::node& node) {
-    if (node.is_string()) {
-      entries.emplace_back(key, *node.value<std::string>());
-    } else if (node.is_integer()) {
-      entries.emplace_back(key, std::to_string(*node.value<std::int64_t>()));
-    } else if (node.is_floating_point()) {
+  // A value's text: numbers and booleans as written in JSON, strings as they are.
+  auto text_of = [](const toml::node& node) -> std::optional<std::string> {
+    if (node.is_string()) return *node.value<std::string>();
+    if (node.is_integer()) return std::to_string(*node.value<std::int64_t>());
+    if (node.is_floating_point()) {
       char text[32];
       std::snprintf(text, sizeof text, "%.17g", *node.value<double>());
-      entries.emplace_back(key, text);
-    } else if (node.is_boolean()) {
-      entries.emplace_back(key, *node.value<bool>() ? "true" : "false");
-    } else if (status.ok()) {
-      status = Error(ErrorCode::kInvalidArgument, "unsupported value (tables and dates are not options)",
-                     path + ": " + key);
+      return std::string(text);
     }
+    if (node.is_boolean()) return std::string(*node.value<bool>() ? "true" : "false");
+    return std::nullopt;
+  };
+  auto unsupported = [&](const std::string& where) {
+    return Error(ErrorCode::kInvalidArgument, "unsupported value (tables and dates are not options)", where);
   };
   for (auto&& [k, node] : table) {
     const std::string key = option_name(k.str());
-    if (const toml::array* list = node.as_array()) {
+    if (key == "sources") {
+      const std::string where = path + ": sources";
+      const toml::array* list = node.as_array();
+      if (list == nullptr) return Error(ErrorCode::kInvalidArgument, "takes a list of sources ([[sources]])", where);
+      std::vector<SourceRow> rows;
+      for (const toml::node& item : *list) {
+        const std::string at = where + "[" + std::to_string(rows.size()) + "]";
+        const toml::table* source = item.as_table();
+        if (source == nullptr) return Error(ErrorCode::kInvalidArgument, "is not a table", at);
+        SourceRow& row = rows.emplace_back();
+        for (auto&& [source_key, value] : *source) {
+          std::optional<std::string> text = text_of(value);
+          if (!text) return unsupported(at + "." + std::string(source_key.str()));
+          MMFEED_RETURN_IF_ERROR(set_source_key(row, source_key.str(), std::move(*text), at));
+        }
+      }
+      MMFEED_RETURN_IF_ERROR(add_sources(entries, rows, where));
+    } else if (const toml::array* list = node.as_array()) {
       if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
-      for (const toml::node& item : *list) scalar(key, item);
+      for (const toml::node& item : *list) {
+        std::optional<std::string> text = text_of(item);
+        if (!text) return unsupported(path + ": " + key);
+        entries.emplace_back(key, std::move(*text));
+      }
     } else {
-      scalar(key, node);
+      std::optional<std::string> text = text_of(node);
+      if (!text) return unsupported(path + ": " + key);
+      entries.emplace_back(key, std::move(*text));
     }
   }
-  if (!status.ok()) return status.error();
   return entries;
 }
 
@@ -224,6 +302,14 @@ std::string options_json(const LoaderConfig& c) {
       for (std::size_t i = 0; i < value.size(); ++i) {
         if (i) out += ",";
         core::append_json_string(out, value[i]);
+      }
+      out += "]";
+    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+      out += "[";
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.17g", value[i]);
+        out += (i ? "," : "") + std::string(text);
       }
       out += "]";
     } else if constexpr (std::is_same_v<T, std::string>) {

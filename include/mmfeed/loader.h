@@ -68,6 +68,12 @@ struct LoaderConfig {
   // The dataset's media folder (LLaVA's image_folder, LLaMA-Factory's media_dir): a directory or
   // URI prefix for every manifest, or one per manifest (in their order); empty: none.
   std::vector<std::string> media_root;
+  // A blend: one weight (>= 0) per manifest. An epoch then draws blend_samples samples (0: the
+  // manifests' total), manifest i round(blend_samples * weights[i] / sum) of them (exactly, by
+  // running sums), each manifest cycling through its own seeded permutations: no sample of it
+  // twice before all of it once. Empty: the manifests are concatenated, an epoch all of them.
+  std::vector<double> weights;
+  std::uint64_t blend_samples = 0;
   std::string tokenizer;               // tokenizer.json
   std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
   std::int64_t min_pixels = 0;         // 0: the profile's

@@ -30,6 +30,10 @@ void for_each_loader_option(F&& f) {
   f("media_root", &LoaderConfig::media_root,
     "where relative media references resolve (a directory or URI prefix): one for all manifests, or one per "
     "manifest (empty: each manifest's own directory)");
+  f("weights", &LoaderConfig::weights,
+    "a blend: one weight per manifest; each epoch draws blend_samples samples, each manifest its share, cycling "
+    "through its own shuffled epochs (empty: the manifests concatenated)");
+  f("blend_samples", &LoaderConfig::blend_samples, "samples in an epoch of a blend (0: the manifests' total)");
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
   f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");

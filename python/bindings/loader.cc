@@ -37,6 +37,7 @@ std::string expected() {
   else if constexpr (std::is_unsigned_v<T>) return "an integer >= 0";
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else if constexpr (std::is_same_v<T, std::vector<double>>) return "a list of numbers";
   else return "a string or a list of strings";
 }
 

@@ -42,12 +42,45 @@ from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
 
 
+_SOURCE_KEYS = ("manifest", "weight", "media_root")
+
+
+def _expand_sources(sources, options: dict) -> None:
+    """`sources=[{"manifest": ..., "weight": ..., "media_root": ...}, ...]` (or plain paths) as the
+    manifests, weights and media_root options, one entry per source."""
+    if "manifests" in options:
+        raise ValueError("give the manifests as sources= or as manifest=/manifests=, not both")
+    if isinstance(sources, (str, os.PathLike, dict)):
+        sources = [sources]
+    rows = []
+    for i, source in enumerate(sources):
+        row = {"manifest": source} if isinstance(source, (str, os.PathLike)) else dict(source)
+        unknown = sorted(set(row) - set(_SOURCE_KEYS))
+        if unknown or "manifest" not in row:
+            raise ValueError(f"sources[{i}] takes the keys {', '.join(_SOURCE_KEYS)} (manifest required)"
+                             + (f", not {', '.join(unknown)}" if unknown else ""))
+        rows.append(row)
+    weighted = [("weight" in r) for r in rows]
+    if any(weighted) and not all(weighted):
+        raise ValueError(f"sources[{weighted.index(False)}] has no weight while others have one: "
+                         "weigh every source, or none")
+    options["manifests"] = [os.fspath(r["manifest"]) for r in rows]
+    if all(weighted) and rows:
+        options["weights"] = [r["weight"] for r in rows]
+    if any("media_root" in r for r in rows):
+        options["media_root"] = [os.fspath(r.get("media_root", "")) for r in rows]
+
+
 def engine_options(manifest, options: dict) -> dict:
     """The engine's options from a Loader's arguments: `manifest` (a path or URI, or a list of
-    them) as the manifests option, paths as strings; names and types checked."""
+    them) as the manifests option, or `sources` (per-source manifest, weight and media_root) as
+    the manifests, weights and media_root options; paths as strings; names and types checked."""
     if manifest is not None:
         options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
                                                       else manifest)]
+    if options.get("sources") is not None:
+        _expand_sources(options.pop("sources"), options)
+    options.pop("sources", None)
     def paths(v):  # a path as a string, in a list or alone
         if isinstance(v, (list, tuple)):
             return [os.fspath(x) if isinstance(x, os.PathLike) else x for x in v]
@@ -84,7 +117,10 @@ class Loader:
 
     Loader(manifest=None, *, tensors="torch", device=None, inputs=None, **options)
 
-    manifest: a path or URI, or a list of them (the `manifests` option). tensors: "torch" or "np".
+    manifest: a path or URI, or a list of them (the `manifests` option). A blend names its
+    manifests with weights (`Loader(["a.jsonl", "b.json"], weights=[0.7, 0.3], blend_samples=...)`)
+    or as sources=[{"manifest": "a.jsonl", "weight": 0.7, "media_root": "images/"}, ...];
+    metrics() then counts each source's samples (loader.source<i>.samples). tensors: "torch" or "np".
     device: None (host tensors), or a CUDA device such as "cuda:0": batches arrive there, copied
     ahead by the engine on its own stream. With device=, pin_device defaults to that device, else
     to torch's current device once CUDA is initialised. inputs: a LoaderInputs read with the same

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/cpus.h"
@@ -43,6 +44,20 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("media_root", "names " + std::to_string(config.media_root.size()) + " roots for " +
                                           std::to_string(config.manifests.size()) +
                                           " manifests: give one for all, or one per manifest");
+  }
+  if (!config.weights.empty()) {
+    if (config.weights.size() != config.manifests.size()) {
+      return config_error("weights", "names " + std::to_string(config.weights.size()) + " weights for " +
+                                         std::to_string(config.manifests.size()) + " manifests: give one per manifest");
+    }
+    double sum = 0;
+    for (const double w : config.weights) {
+      if (!std::isfinite(w) || w < 0) return config_error("weights", "must be finite and >= 0, not " + std::to_string(w));
+      sum += w;
+    }
+    if (!(sum > 0)) return config_error("weights", "are all 0: give at least one manifest a positive weight");
+  } else if (config.blend_samples > 0) {
+    return config_error("blend_samples", "sizes a blend's epoch: give weights, one per manifest");
   }
   if (config.batch_size == 0) return config_error("batch_size", "must be positive");
   if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");

@@ -10,9 +10,15 @@ namespace mmfeed::pipeline {
 Driver::Driver(Stages stages)
     : s_(std::move(stages)),
       config_(s_.settings.options),
-      duplicate_ids_(s_.metrics.counter("loader.duplicate_sample_ids")) {}
+      duplicate_ids_(s_.metrics.counter("loader.duplicate_sample_ids")) {
+  for (std::size_t i = 0; s_.population.blend() && i < s_.population.sizes.size(); ++i) {
+    per_source_.push_back(&s_.metrics.counter("loader.source" + std::to_string(i) + ".samples"));
+  }
+}
 
-std::vector<std::uint64_t> Driver::order(int epoch) const { return run_order(s_.samples, config_, s_.start, epoch); }
+std::vector<std::uint64_t> Driver::order(int epoch) const {
+  return run_order(s_.population, config_, s_.start, epoch);
+}
 
 Status Driver::account(const Work& w) {
   if (w.epoch == s_.start.epoch) {
@@ -20,6 +26,7 @@ Status Driver::account(const Work& w) {
   } else {
     count_duplicate_ids();
   }
+  if (w.source < per_source_.size()) per_source_[w.source]->add();
   return s_.errors.count(w.error);
 }
 

@@ -20,6 +20,7 @@
 #include "pipeline/config.h"
 #include "pipeline/error_budget.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/order.h"
 #include "pipeline/progress.h"
 #include "pipeline/sample_processor.h"
 #include "storage/fetcher.h"
@@ -29,7 +30,7 @@ namespace mmfeed::pipeline {
 // The stages, owned by the Loader, which outlives its driver.
 struct Stages {
   const Settings& settings;
-  std::uint64_t samples;  // lines in the manifests
+  Population population;  // the manifests' samples, as the run draws them
   LoaderState start;      // where the run started
   const SampleProcessor& processor;
   BatchBuilder& builder;
@@ -74,6 +75,7 @@ class Driver {
   void count_duplicate_ids();
   std::vector<std::size_t> id_hashes_;
   core::Counter& duplicate_ids_;
+  std::vector<core::Counter*> per_source_;  // a blend's loader.source<i>.samples; else empty
 };
 
 }  // namespace mmfeed::pipeline

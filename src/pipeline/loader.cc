@@ -86,7 +86,7 @@ storage::FetchOptions fetch_options(const LoaderConfig& config, bool serial) {
 class LoaderImpl final : public Loader {
  public:
   LoaderImpl(pipeline::Settings settings, std::shared_ptr<const LoaderInputs> inputs, storage::S3Options s3,
-             LoaderState start)
+             pipeline::Population population, LoaderState start)
       : settings_(std::move(settings)),
         config_(settings_.options),
         inputs_(std::move(inputs)),
@@ -100,7 +100,7 @@ class LoaderImpl final : public Loader {
         processor_(settings_, manifests_, inputs_->data().tokenizer, memory_.get(), metrics_, &trace_),
         builder_(config_, processor_, errors_, progress_, batch_memory_.pool(), metrics_, &trace_) {
     const pipeline::Stages stages{.settings = settings_,
-                                  .samples = manifests_.lines.size(),
+                                  .population = std::move(population),
                                   .start = start,
                                   .processor = processor_,
                                   .builder = builder_,
@@ -325,13 +325,17 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, inputs_for(config, s3, std::move(given)));
-  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, inputs->data().manifests, resume));
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Population population,
+                          pipeline::population_of(config, inputs->data().manifests));
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start,
+                          pipeline::start_state(config, inputs->data().manifests, population, resume));
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still
   // fails open().
   const TokenizerFuture tok = inputs->data().tokenizer;
   std::unique_ptr<LoaderImpl> loader;
   try {
-    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(inputs), std::move(s3), start);
+    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(inputs), std::move(s3),
+                                          std::move(population), start);
   } catch (const std::system_error& e) {  // the fetcher's and the pinning threads
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start the fetch threads: ") + e.what());
   }
@@ -353,10 +357,11 @@ Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& confi
     MMFEED_ASSIGN_OR_RETURN(read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
     manifests = &read;
   }
-  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, *manifests, resume));
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, *manifests));
+  MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, *manifests, population, resume));
   std::vector<std::uint64_t> sizes;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
-    sizes.push_back(pipeline::run_order(manifests->lines.size(), settings.options, start, epoch).size());
+    sizes.push_back(pipeline::run_order(population, settings.options, start, epoch).size());
   }
   return sizes;
 }

@@ -14,6 +14,13 @@ namespace mmfeed {
 namespace {
 
 template <class T>
+struct ListOf : std::false_type {};
+template <class T>
+struct ListOf<std::vector<T>> : std::true_type {
+  using Item = T;
+};
+
+template <class T>
 std::string type_of() {
   if constexpr (std::is_enum_v<T>) {
     std::string out;
@@ -28,7 +35,8 @@ std::string type_of() {
   } else if constexpr (std::is_same_v<T, std::string>) {
     return "str";
   } else {
-    return "list[str]";
+    static_assert(ListOf<T>::value);
+    return "list[" + type_of<typename ListOf<T>::Item>() + "]";
   }
 }
 
@@ -48,7 +56,7 @@ std::string text_of(const T& value) {
     return value;
   } else {
     std::string out;
-    for (const std::string& item : value) out += (out.empty() ? "" : ",") + item;
+    for (std::size_t i = 0; i < value.size(); ++i) out += (i == 0 ? "" : ",") + text_of(value[i]);
     return out;
   }
 }
@@ -85,8 +93,10 @@ Status parse_into(T& out, std::string_view name, std::string_view text) {
     out = v;
   } else if constexpr (std::is_same_v<T, std::string>) {
     out = std::string(text);
-  } else {
-    out.emplace_back(text);
+  } else {  // a list: one item more
+    typename ListOf<T>::Item item{};
+    MMFEED_RETURN_IF_ERROR(parse_into(item, name, text));
+    out.push_back(std::move(item));
   }
   return ok_status();
 }

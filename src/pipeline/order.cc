@@ -1,7 +1,10 @@
 #include "pipeline/order.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <queue>
+#include <string>
 
 namespace mmfeed::pipeline {
 
@@ -39,15 +42,116 @@ std::vector<std::uint64_t> even_out(std::vector<std::uint64_t> order, int world,
   return order;
 }
 
-}  // namespace
-
-std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle) {
+std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch, bool shuffle) {
   std::vector<std::uint64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   if (!shuffle || n < 2) return order;
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch) * 0xD1B54A32D192ED03ull + 1;
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + epoch * 0xD1B54A32D192ED03ull + 1;
   for (std::uint64_t i = n - 1; i > 0; --i) std::swap(order[i], order[below(state, i + 1)]);
   return order;
+}
+
+// The sources of a blend epoch's draws, `shares[s]` of source s: shuffled, or spread evenly
+// (source s's k-th draw at time (k + 1/2) / shares[s], ties to the lower source).
+std::vector<std::uint32_t> draw_sources(const std::vector<std::uint64_t>& shares, std::uint64_t seed, int epoch,
+                                        bool shuffle) {
+  std::vector<std::uint32_t> sources;
+  if (shuffle) {
+    for (std::size_t s = 0; s < shares.size(); ++s) {
+      sources.insert(sources.end(), shares[s], static_cast<std::uint32_t>(s));
+    }
+    std::uint64_t state = (seed ^ 0xB1E4D5A3C2F10987ull) * 0x9E3779B97F4A7C15ull +
+                          static_cast<std::uint64_t>(epoch) * 0xD1B54A32D192ED03ull + 1;
+    for (std::size_t i = sources.size(); i > 1; --i) std::swap(sources[i - 1], sources[below(state, i)]);
+    return sources;
+  }
+  struct Next {
+    std::uint64_t k, share;
+    std::uint32_t source;
+  };
+  // a before b when a's time (2k + 1) / (2 share) is later: the queue's top is the earliest.
+  auto later = [](const Next& a, const Next& b) {
+    const unsigned __int128 ta = static_cast<unsigned __int128>(2 * a.k + 1) * b.share;
+    const unsigned __int128 tb = static_cast<unsigned __int128>(2 * b.k + 1) * a.share;
+    return ta != tb ? ta > tb : a.source > b.source;
+  };
+  std::priority_queue<Next, std::vector<Next>, decltype(later)> queue(later);
+  for (std::size_t s = 0; s < shares.size(); ++s) {
+    if (shares[s] > 0) queue.push({0, shares[s], static_cast<std::uint32_t>(s)});
+  }
+  while (!queue.empty()) {
+    Next next = queue.top();
+    queue.pop();
+    sources.push_back(next.source);
+    if (++next.k < next.share) queue.push(next);
+  }
+  return sources;
+}
+
+std::vector<std::uint64_t> blend_epoch(const Population& p, std::uint64_t seed, int epoch, bool shuffle) {
+  const std::vector<std::uint64_t> shares = p.shares();
+  const std::vector<std::uint32_t> sources = draw_sources(shares, seed, epoch, shuffle);
+  std::vector<std::uint64_t> first(p.sizes.size(), 0);  // each source's first sample index
+  for (std::size_t s = 1; s < p.sizes.size(); ++s) first[s] = first[s - 1] + p.sizes[s - 1];
+  std::vector<std::uint64_t> drawn(p.sizes.size(), 0);  // draws so far this epoch
+  std::vector<std::uint64_t> pass(p.sizes.size(), UINT64_MAX);  // the source epoch `current` holds
+  std::vector<std::vector<std::uint64_t>> current(p.sizes.size());
+  std::vector<std::uint64_t> out;
+  out.reserve(sources.size());
+  for (const std::uint32_t s : sources) {
+    const std::uint64_t j = static_cast<std::uint64_t>(epoch) * shares[s] + drawn[s]++;  // the run's j-th draw of s
+    const std::uint64_t n = p.sizes[s];
+    if (pass[s] != j / n) {
+      pass[s] = j / n;
+      const std::uint64_t source_seed = seed ^ ((static_cast<std::uint64_t>(s) + 1) * 0xC2B2AE3D27D4EB4Full);
+      current[s] = permutation(n, source_seed, pass[s], shuffle);
+    }
+    out.push_back(first[s] + current[s][j % n]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::uint64_t Population::total() const { return std::accumulate(sizes.begin(), sizes.end(), std::uint64_t{0}); }
+
+std::vector<std::uint64_t> Population::shares() const {
+  if (!blend()) return sizes;
+  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+  const std::uint64_t length = epoch_length();
+  std::vector<std::uint64_t> shares(sizes.size(), 0);
+  double running = 0;
+  std::uint64_t before = 0;
+  for (std::size_t s = 0; s < sizes.size(); ++s) {
+    running += weights[s];
+    const std::uint64_t upto = s + 1 == sizes.size()
+                                   ? length
+                                   : std::min(length, static_cast<std::uint64_t>(std::floor(
+                                                          static_cast<double>(length) * (running / sum) + 0.5)));
+    shares[s] = upto > before ? upto - before : 0;
+    before = std::max(before, upto);
+  }
+  return shares;
+}
+
+Result<Population> population_of(const LoaderConfig& config, const dataset::Manifests& manifests) {
+  std::vector<std::uint64_t> sizes(manifests.files.size(), 0);
+  for (const dataset::ManifestLine& line : manifests.lines) ++sizes[line.manifest];
+  if (config.weights.empty()) return Population(manifests.lines.size());
+  for (std::size_t s = 0; s < sizes.size(); ++s) {
+    if (sizes[s] == 0 && config.weights[s] > 0) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "manifest " + manifests.files[s].name + " holds no sample, but its weight is " +
+                       std::to_string(config.weights[s]) + ": give it samples or weight 0",
+                   "LoaderConfig.weights");
+    }
+  }
+  return Population(std::move(sizes), config.weights, config.blend_samples);
+}
+
+std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch, bool shuffle) {
+  return population.blend() ? blend_epoch(population, seed, epoch, shuffle)
+                            : permutation(population.total(), seed, static_cast<std::uint64_t>(epoch), shuffle);
 }
 
 std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRemainder remainder) {
@@ -59,9 +163,10 @@ std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRe
   return r < total ? (total - r + w - 1) / w : 0;
 }
 
-std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
-                                      bool shuffle, ShardRemainder remainder) {
-  const std::vector<std::uint64_t> all = even_out(epoch_permutation(n, seed, epoch, shuffle), world_size, remainder);
+std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank,
+                                      int world_size, bool shuffle, ShardRemainder remainder) {
+  const std::vector<std::uint64_t> all =
+      even_out(epoch_permutation(population, seed, epoch, shuffle), world_size, remainder);
   std::vector<std::uint64_t> mine;
   for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < all.size(); p += static_cast<std::uint64_t>(world_size)) {
     mine.push_back(all[p]);
@@ -69,12 +174,13 @@ std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int e
   return mine;
 }
 
-std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
-                                           const std::vector<std::uint64_t>& old_positions,
+std::vector<std::uint64_t> resharded_order(const Population& population, std::uint64_t seed, int epoch, bool shuffle,
+                                           int old_world, const std::vector<std::uint64_t>& old_positions,
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder) {
   // The old world's positions index its evened-out permutation.
-  const std::vector<std::uint64_t> all = even_out(epoch_permutation(n, seed, epoch, shuffle), old_world, remainder);
+  const std::vector<std::uint64_t> all =
+      even_out(epoch_permutation(population, seed, epoch, shuffle), old_world, remainder);
   std::vector<bool> consumed(all.size(), false);
   for (int r = 0; r < old_world; ++r) {
     // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done,
@@ -104,12 +210,14 @@ std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, 
   return mine;
 }
 
-std::vector<std::uint64_t> run_order(std::uint64_t n, const LoaderConfig& config, const LoaderState& start, int epoch) {
+std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config,
+                                     const LoaderState& start, int epoch) {
   std::vector<std::uint64_t> order =
       epoch == start.epoch && start.old_world_size > 0
-          ? resharded_order(n, config.seed, epoch, config.shuffle, start.old_world_size, start.old_positions,
+          ? resharded_order(population, config.seed, epoch, config.shuffle, start.old_world_size, start.old_positions,
                             start.old_windows, config.rank, config.world_size, config.shard_remainder)
-          : rank_order(n, config.seed, epoch, config.rank, config.world_size, config.shuffle, config.shard_remainder);
+          : rank_order(population, config.seed, epoch, config.rank, config.world_size, config.shuffle,
+                       config.shard_remainder);
   if (config.end_position > 0 && epoch == config.epochs - 1 && config.end_position < order.size()) {
     order.resize(config.end_position);  // a part of the epoch: its groups are the full run's
   }

@@ -1,4 +1,4 @@
-// The sample order: a pure function of (number of samples, seed, epoch, rank, world size).
+// The sample order: a pure function of (population, seed, epoch, rank, world size).
 // Each epoch shuffles all samples with a seeded Fisher-Yates (SplitMix64, so the order is the
 // same on every platform and standard library), and rank r takes positions r, r + world,
 // r + 2 * world, ... of that permutation. When the world does not divide the samples, the
@@ -8,25 +8,61 @@
 // (every rank the same count, at most world - 1 samples twice, as torch's DistributedSampler);
 // kDrop cuts it to a multiple (at most world - 1 samples left out, different ones each epoch).
 //
+// A blend (weights given, one per manifest) draws an epoch of `draws` samples instead: source s
+// gets its share round(draws * W_s / W) - round(draws * W_{s-1} / W) of the draws (W_s the
+// weights' running sum, so the shares add up to `draws` exactly and each is within one of its
+// quota), the draws' sources are shuffled by the seed (spread evenly when not shuffling), and
+// source s's j-th draw of the run takes position j mod n_s of that source's own epoch j / n_s,
+// a permutation of its n_s samples seeded by (seed, s): no sample of a source comes twice before
+// every sample of that source came once, across blend epochs too. Ranks, remainders and
+// resharding work on a blend's epoch as on a plain one.
+//
 // Example:
 //   std::vector<std::uint64_t> mine = rank_order(1000, /*seed=*/7, /*epoch=*/0, /*rank=*/1, /*world=*/4, true,
 //                                                ShardRemainder::kPad);
+//   const Population blend({600, 400}, {0.25, 0.75}, /*draws=*/0);   // 250 of the first, 750 of the second
+//   std::vector<std::uint64_t> drawn = rank_order(blend, 7, 0, 1, 4, true);
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "dataset/manifest.h"
+#include "mmfeed/error.h"
 #include "mmfeed/loader.h"
 
 namespace mmfeed::pipeline {
 
 using mmfeed::ShardRemainder;  // loader.h: kPad, kDrop, kKeep
 
-std::vector<std::uint64_t> epoch_permutation(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle);
-std::vector<std::uint64_t> rank_order(std::uint64_t n, std::uint64_t seed, int epoch, int rank, int world_size,
+// What an epoch draws from: the sources' sample counts (sample indices run through the sources
+// in order) and, for a blend, their weights.
+struct Population {
+  std::vector<std::uint64_t> sizes;  // samples per source
+  std::vector<double> weights;       // empty: the sources concatenated; else one per source
+  std::uint64_t draws = 0;           // a blend's epoch length; 0: the sources' total
+
+  Population(std::uint64_t n) : sizes{n} {}  // NOLINT(google-explicit-constructor): one source of n
+  Population(std::vector<std::uint64_t> source_sizes, std::vector<double> source_weights, std::uint64_t epoch_draws)
+      : sizes(std::move(source_sizes)), weights(std::move(source_weights)), draws(epoch_draws) {}
+
+  bool blend() const { return !weights.empty(); }
+  std::uint64_t total() const;
+  std::uint64_t epoch_length() const { return blend() && draws > 0 ? draws : total(); }
+  // How many of an epoch's draws each source gets (a plain epoch: every source its size).
+  std::vector<std::uint64_t> shares() const;
+};
+
+// The manifests as the config blends them: one source per manifest, weighted when
+// config.weights is given. A weighted source without samples is an error naming its manifest.
+Result<Population> population_of(const LoaderConfig& config, const dataset::Manifests& manifests);
+
+// An epoch's samples in order (a plain epoch: a permutation of all; a blend: its draws).
+std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch, bool shuffle);
+std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank, int world_size,
                                       bool shuffle, ShardRemainder remainder = ShardRemainder::kKeep);
 
-// How many samples `rank` of `world_size` takes in an epoch of `n` (rank_order's length),
+// How many samples `rank` of `world_size` takes in an epoch of length `n` (rank_order's length),
 // computed, not listed: what a position within that rank's epoch is checked against.
 std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
@@ -34,13 +70,14 @@ std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRe
 // `old_positions`, having also consumed the positions in `old_windows[r]` beyond, from rows of
 // a packing window they delivered; empty: none) had not consumed, in epoch order, evened out by
 // the remainder policy over the new world and dealt round-robin to `rank` of `world_size`.
-std::vector<std::uint64_t> resharded_order(std::uint64_t n, std::uint64_t seed, int epoch, bool shuffle, int old_world,
-                                           const std::vector<std::uint64_t>& old_positions,
+std::vector<std::uint64_t> resharded_order(const Population& population, std::uint64_t seed, int epoch, bool shuffle,
+                                           int old_world, const std::vector<std::uint64_t>& old_positions,
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
 // The order a run of `config` that started at `start` has in `epoch`: resharded for the epoch a
 // resume under another world started in, cut at end_position in its last epoch.
-std::vector<std::uint64_t> run_order(std::uint64_t n, const LoaderConfig& config, const LoaderState& start, int epoch);
+std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config,
+                                     const LoaderState& start, int epoch);
 
 }  // namespace mmfeed::pipeline

@@ -245,7 +245,18 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
                                                          " bytes, " + std::to_string(lines) + " samples, crc32 " +
                                                          crc + ")");
   }
-  f.emplace_back("samples", std::to_string(m.lines.size()));
+  // An epoch's length: what positions index (a blend's draws, else every sample).
+  const bool sized_blend = !c.weights.empty() && c.blend_samples > 0;
+  f.emplace_back("samples", std::to_string(sized_blend ? c.blend_samples : m.lines.size()));
+  if (!c.weights.empty()) {
+    std::string weights;
+    char text[32];
+    for (const double w : c.weights) {
+      std::snprintf(text, sizeof text, "%.17g", w);
+      weights += (weights.empty() ? "" : ",") + std::string(text);
+    }
+    f.emplace_back("weights", weights);
+  }
   f.emplace_back("seed", std::to_string(c.seed));
   f.emplace_back("shuffle", c.shuffle ? "true" : "false");
   f.emplace_back("shard_remainder", std::string(choice_name(c.shard_remainder)));
@@ -289,8 +300,8 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
   return diff;
 }
 
-Result<LoaderState> start_state(const LoaderConfig& config,
-                                const dataset::Manifests& manifests, std::optional<LoaderState> resume) {
+Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manifests& manifests,
+                                const Population& population, std::optional<LoaderState> resume) {
   LoaderState start;
   start.seed = config.seed;
   start.rank = config.rank;
@@ -323,7 +334,7 @@ Result<LoaderState> start_state(const LoaderConfig& config,
                        std::to_string(config.epochs) + " epoch" + (config.epochs == 1 ? "" : "s"),
                    "resume state");
     }
-    const std::uint64_t n = manifests.lines.size();
+    const std::uint64_t n = population.epoch_length();
     // The old ranks' positions, before the resharded order is built from them.
     for (std::size_t r = 0; start.old_world_size > 0 && r < start.old_positions.size(); ++r) {
       const std::uint64_t size = rank_epoch_size(n, static_cast<int>(r), start.old_world_size, config.shard_remainder);
@@ -340,7 +351,7 @@ Result<LoaderState> start_state(const LoaderConfig& config,
         }
       }
     }
-    const std::uint64_t epoch_size = run_order(n, config, start, start.epoch).size();
+    const std::uint64_t epoch_size = run_order(population, config, start, start.epoch).size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
                    "the resume state is at position " + std::to_string(start.position) + " of epoch " +

@@ -29,7 +29,9 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
 
 // Where a run starts: the beginning, or `resume` once it is checked against the run — its
 // fingerprint, seed, world size and rank, an epoch within the run's, a position within the
-// epoch, packing fields only when packing; unordered and serial runs cannot resume.
-Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manifests& manifests, std::optional<LoaderState> resume);
+// epoch, packing fields only when packing; unordered and serial runs cannot resume. `population`
+// is population_of(config, manifests).
+Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manifests& manifests,
+                                const Population& population, std::optional<LoaderState> resume);
 
 }  // namespace mmfeed::pipeline

@@ -25,6 +25,7 @@ inline std::uint64_t order_key(int epoch, std::uint64_t n) { return (static_cast
 struct Work {
   std::uint64_t seq = 0;  // position in this rank's order for the epoch
   int epoch = 0;
+  std::uint32_t source = 0;  // the manifest it came from
   std::string id;
   text::Conversation conversation;
   // The images' URIs, then the videos': fetched into `bytes`, index for index.

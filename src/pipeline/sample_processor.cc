@@ -77,6 +77,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   w->epoch = epoch;
   w->seq = seq;
   const dataset::ManifestLine& line = manifests_.lines[line_index];
+  w->source = line.manifest;
   w->id = manifests_.where(line);
   auto c = text::parse_conversation(manifests_.text(line));
   if (!c.ok()) {

@@ -44,7 +44,7 @@ TEST(ResumeLimitsTest, OldPositionsPastTheOldRanksEpochAreRefusedBeforeTheOrderI
   LoaderState state;
   state.old_world_size = 2;
   state.old_positions = {std::uint64_t{1} << 62, 0};
-  const auto r = start_state(config, manifests, state);
+  const auto r = start_state(config, manifests, manifests.lines.size(), state);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("old rank 0"), std::string::npos) << r.error().message();
   EXPECT_NE(r.error().message().find("4611686018427387904"), std::string::npos) << r.error().message();

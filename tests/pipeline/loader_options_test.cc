@@ -12,7 +12,7 @@ namespace {
 TEST(LoaderOptionsTest, EachDefaultReadsBackAsTheDefault) {
   const LoaderConfig defaults;
   for (const LoaderOptionInfo& o : loader_options()) {
-    if (o.type == "list[str]") continue;  // a list option appends; its default is empty
+    if (o.type.starts_with("list[")) continue;  // a list option appends; its default is empty
     LoaderConfig c;
     (void)set_loader_option(c, o.name, "1");  // away from the default where the type takes it
     ASSERT_TRUE(set_loader_option(c, o.name, o.default_text).ok()) << o.name;

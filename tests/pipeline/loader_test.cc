@@ -6,78 +6,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
-#include "pipeline/order.h"
 #include "pipeline/packer.h"
 #include "vision/patchify.h"
 #include "vision/profile.h"
 
 namespace mmfeed {
 namespace {
-
-TEST(OrderTest, RanksAreDisjointAndComplete) {
-  std::multiset<std::uint64_t> seen;
-  for (int rank = 0; rank < 4; ++rank) {
-    for (std::uint64_t i : pipeline::rank_order(103, 7, 2, rank, 4, true)) seen.insert(i);
-  }
-  ASSERT_EQ(seen.size(), 103u);
-  for (std::uint64_t i = 0; i < 103; ++i) EXPECT_EQ(seen.count(i), 1u);
-}
-
-// Issue 15: 24 samples over 5 ranks gave 5, 5, 5, 5, 4 samples (2, 2, 2, 2, 1 batches of 4),
-// and a data-parallel job hung at the epoch's end.
-TEST(OrderTest, PaddedShardsAreEqualAndRepeatTheFirstSamples) {
-  const std::uint64_t n = 24;
-  std::multiset<std::uint64_t> seen;
-  for (int rank = 0; rank < 5; ++rank) {
-    const auto mine = pipeline::rank_order(n, 7, 1, rank, 5, true, pipeline::ShardRemainder::kPad);
-    EXPECT_EQ(mine.size(), 5u) << rank;
-    seen.insert(mine.begin(), mine.end());
-  }
-  const auto perm = pipeline::epoch_permutation(n, 7, 1, true);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    EXPECT_EQ(seen.count(i), i == perm[0] ? 2u : 1u) << i;  // one pad: the epoch's first sample
-  }
-}
-
-TEST(OrderTest, DroppedShardsAreEqualAndLeaveOutTheLastSamples) {
-  const std::uint64_t n = 24;
-  std::multiset<std::uint64_t> seen;
-  for (int rank = 0; rank < 5; ++rank) {
-    const auto mine = pipeline::rank_order(n, 7, 1, rank, 5, true, pipeline::ShardRemainder::kDrop);
-    EXPECT_EQ(mine.size(), 4u) << rank;
-    seen.insert(mine.begin(), mine.end());
-  }
-  const auto perm = pipeline::epoch_permutation(n, 7, 1, true);
-  for (std::uint64_t p = 0; p < n; ++p) EXPECT_EQ(seen.count(perm[p]), p < 20 ? 1u : 0u) << p;
-}
-
-TEST(OrderTest, FewerSamplesThanRanksStillGiveEveryRankOneWhenPadded) {
-  for (int rank = 0; rank < 8; ++rank) {
-    EXPECT_EQ(pipeline::rank_order(3, 1, 0, rank, 8, true, pipeline::ShardRemainder::kPad).size(), 1u);
-    EXPECT_TRUE(pipeline::rank_order(3, 1, 0, rank, 8, true, pipeline::ShardRemainder::kDrop).empty());
-  }
-}
-
-TEST(OrderTest, ReshardedPaddedShardsAreEqualAndCoverTheRest) {
-  const std::uint64_t n = 101;  // padded to 102 over 3 old ranks of 34
-  const std::vector<std::uint64_t> old_positions = {7, 3, 13};
-  std::multiset<std::uint64_t> seen;
-  for (int r = 0; r < 3; ++r) {
-    const auto mine = pipeline::rank_order(n, 5, 1, r, 3, true, pipeline::ShardRemainder::kPad);
-    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
-  }
-  std::vector<std::size_t> sizes;
-  for (int r = 0; r < 4; ++r) {
-    const auto mine = pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4, pipeline::ShardRemainder::kPad);
-    sizes.push_back(mine.size());
-    seen.insert(mine.begin(), mine.end());
-  }
-  EXPECT_EQ(sizes, std::vector<std::size_t>(4, 20u));  // 102 - 23 consumed = 79 left, padded to 80
-  for (std::uint64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << i;
-  EXPECT_EQ(seen.size(), 23u + 80u);
-}
 
 TEST(PackerTest, FirstFitDecreasingKeepsRowsUnderTheBudget) {
   const std::vector<std::size_t> lengths = {5, 3, 4, 2};
@@ -86,47 +21,6 @@ TEST(PackerTest, FirstFitDecreasingKeepsRowsUnderTheBudget) {
   const std::vector<std::size_t> ties = {3, 3, 3, 9};
   EXPECT_EQ(pipeline::pack_rows(ties, 6), (std::vector<std::vector<std::size_t>>{{3}, {0, 1}, {2}}));
   EXPECT_TRUE(pipeline::pack_rows({}, 6).empty());
-}
-
-TEST(OrderTest, PureFunctionOfItsInputs) {
-  EXPECT_EQ(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 0, true));
-  EXPECT_NE(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 1, 1, true));
-  EXPECT_NE(pipeline::epoch_permutation(50, 1, 0, true), pipeline::epoch_permutation(50, 2, 0, true));
-  const auto plain = pipeline::epoch_permutation(5, 1, 0, false);
-  EXPECT_EQ(plain, (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
-}
-
-TEST(OrderTest, ReshardedOrderCoversExactlyTheUnconsumedSamples) {
-  const std::uint64_t n = 101;
-  const std::vector<std::uint64_t> old_positions = {7, 3, 12};  // three old ranks, uneven progress
-  std::multiset<std::uint64_t> seen;
-  for (int r = 0; r < 3; ++r) {
-    const auto mine = pipeline::rank_order(n, 5, 1, r, 3, true);
-    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
-  }
-  for (int r = 0; r < 4; ++r) {
-    for (std::uint64_t i : pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4)) seen.insert(i);
-  }
-  ASSERT_EQ(seen.size(), n);
-  for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
-}
-
-TEST(OrderTest, ReshardedOrderSkipsSamplesDeliveredFromAPackingWindow) {
-  const std::uint64_t n = 60;
-  const std::vector<std::uint64_t> old_positions = {8, 4};  // window starts
-  // Rank 0 delivered rows holding its positions 9 and 12 of the window at 8; rank 1 none.
-  const std::vector<std::vector<std::uint64_t>> windows = {{9, 12}, {}};
-  std::multiset<std::uint64_t> seen;
-  for (int r = 0; r < 2; ++r) {
-    const auto mine = pipeline::rank_order(n, 3, 0, r, 2, true);
-    for (std::uint64_t k = 0; k < old_positions[static_cast<std::size_t>(r)]; ++k) seen.insert(mine[k]);
-    for (std::uint64_t k : windows[static_cast<std::size_t>(r)]) seen.insert(mine[k]);
-  }
-  for (int r = 0; r < 3; ++r) {
-    for (std::uint64_t i : pipeline::resharded_order(n, 3, 0, true, 2, old_positions, windows, r, 3)) seen.insert(i);
-  }
-  ASSERT_EQ(seen.size(), n);
-  for (std::uint64_t i = 0; i < n; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
 }
 
 TEST(LoaderStateTest, JsonRoundTripWithReshardFields) {
