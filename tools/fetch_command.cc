@@ -187,7 +187,7 @@ int run_fetch(int argc, char** argv) {
   std::vector<Failure> failures;
   // What to fetch: URIs (prefixes ending in '/' are listed) and the manifest's media. A prefix
   // that cannot be listed is one failure in the report; the other URIs are still fetched.
-  std::vector<storage::ObjectUri> targets;
+  std::vector<storage::FetchRequest> targets;  // tags set when submitted
   for (const std::string& text : args->uris) {
     auto uri = storage::parse_uri(text);
     if (!uri.ok()) {
@@ -202,9 +202,11 @@ int run_fetch(int argc, char** argv) {
         failures.push_back({storage::redact_uri(text), listed.error().to_string(), 0});
         continue;
       }
-      for (const auto& o : *listed) targets.push_back({storage::Scheme::kS3, "", "", uri->bucket, o.key});
+      for (const auto& o : *listed) {
+        targets.push_back({storage::ObjectUri{storage::Scheme::kS3, "", "", uri->bucket, o.key}, 0, std::nullopt});
+      }
     } else {
-      targets.push_back(std::move(uri).value());
+      targets.push_back({std::move(uri).value(), 0, std::nullopt});
     }
   }
   if (!args->manifest.empty()) {  // read as the Loader reads it (local or remote, compressed or not)
@@ -215,7 +217,7 @@ int run_fetch(int argc, char** argv) {
       std::fprintf(stderr, "mmfeed fetch: %s\n", media.error().to_string().c_str());
       return 2;
     }
-    for (auto& m : *media) targets.push_back(std::move(m.uri));
+    for (auto& m : *media) targets.push_back({std::move(m.source.uri), 0, m.source.range});
   }
 
   core::MetricsRegistry metrics;
@@ -225,7 +227,7 @@ int run_fetch(int argc, char** argv) {
   std::thread producer([&] {
     for (int r = 0; r < args->repeat; ++r) {
       for (const auto& t : targets) {
-        if (!fetcher.submit({t, submitted++, std::nullopt})) return;
+        if (!fetcher.submit({t.uri, submitted++, t.range})) return;
       }
     }
     fetcher.close();

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "core/buffer_pool.h"
+#include "dataset/shards.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 #include "text/chat.h"
@@ -174,6 +175,16 @@ Status index_array(std::string_view text, std::size_t open, std::uint32_t manife
   return ok_status();
 }
 
+// Where relative references of a manifest at `uri` resolve: its directory, or its URI prefix
+// in the URI's own spelling (to_string redacts) without its query: "https://h/d/m.jsonl?X-Amz-..."
+// -> "https://h/d".
+std::string base_dir_of(const storage::ObjectUri& uri) {
+  if (uri.scheme == storage::Scheme::kFile) return std::filesystem::path(uri.path).parent_path().string();
+  const std::string full = uri.scheme == storage::Scheme::kS3 ? "s3://" + uri.bucket + "/" + uri.key
+                                                              : uri.url.substr(0, uri.url.find_first_of("?#"));
+  return full.substr(0, full.rfind('/'));
+}
+
 }  // namespace
 
 Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLine>& out) {
@@ -192,6 +203,13 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
+    if (is_shard_source(path)) {
+      MMFEED_ASSIGN_OR_RETURN(Manifest m, read_shards(path, limit, s3, static_cast<std::uint32_t>(out.files.size()),
+                                                      out.lines));
+      m.base_dir = base_dir_of(m.shards.front().uri);
+      out.files.push_back(std::move(m));
+      continue;
+    }
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
     Manifest m;
     m.name = storage::redact_uri(path);
@@ -220,14 +238,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
     if (m.text.starts_with("\xEF\xBB\xBF")) m.text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
     m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size()));
     m.remote = uri.scheme != storage::Scheme::kFile;
-    if (uri.scheme == storage::Scheme::kFile) {
-      m.base_dir = std::filesystem::path(uri.path).parent_path().string();
-    } else {
-      // The URI's own spelling (to_string redacts), without its query: "https://h/d/m.jsonl?X-Amz-..." -> "https://h/d".
-      const std::string full = uri.scheme == storage::Scheme::kS3 ? "s3://" + uri.bucket + "/" + uri.key
-                                                                  : uri.url.substr(0, uri.url.find_first_of("?#"));
-      m.base_dir = full.substr(0, full.rfind('/'));
-    }
+    m.base_dir = base_dir_of(uri);
     MMFEED_RETURN_IF_ERROR(index_samples(m, static_cast<std::uint32_t>(out.files.size()), out.lines));
     out.files.push_back(std::move(m));
   }
@@ -246,10 +257,10 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::ve
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type : {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo}) {
       for (const std::string& ref : c->media(type)) {
-        auto uri = resolve(ref, manifests.files[line.manifest], media_root_of(media_roots, line.manifest),
-                           allow_local_from_remote);
-        if (!uri.ok()) return std::move(uri).error().with_context(where + " (sample " + id + ")");
-        out.push_back({std::move(uri).value(), id});
+        auto source = resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest),
+                                    allow_local_from_remote);
+        if (!source.ok()) return std::move(source).error().with_context(where + " (sample " + id + ")");
+        out.push_back({std::move(source).value(), id});
       }
     }
   }
@@ -281,6 +292,32 @@ Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifes
                      "--allow-local-media-from-remote-manifest, allows it)");
   }
   return uri;
+}
+
+Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifests, const ManifestLine& line,
+                                  std::string_view media_root, bool allow_local_from_remote) {
+  const Manifest& m = manifests.files[line.manifest];
+  const bool bare = ref.find('/') == std::string_view::npos && ref.find("://") == std::string_view::npos;
+  if (!m.shards.empty() && bare) {
+    const ShardSample& s = m.samples[line.number];
+    const std::string_view suffix = ref.starts_with(s.key + ".") ? ref.substr(s.key.size() + 1) : ref;
+    std::string members;
+    for (std::uint64_t i = s.first_member; i < s.first_member + s.member_count; ++i) {
+      const ShardMember& member = m.members[i];
+      if (member.suffix == suffix) {
+        return MediaSource{m.shards[s.shard].uri, storage::ByteRange{member.offset, member.size},
+                           s.key + "." + member.suffix};
+      }
+      members += (members.empty() ? "" : ", ") + member.suffix;
+    }
+    if (media_root.empty()) {
+      return Error(ErrorCode::kNotFound, "names " + std::string(ref) + ", but sample " + s.key + " of " +
+                                             m.shards[s.shard].name + " has no member " + s.key + "." +
+                                             std::string(suffix) + " (its members: " + members + ")");
+    }
+  }
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, resolve(ref, m, media_root, allow_local_from_remote));
+  return MediaSource{std::move(uri), std::nullopt, ""};
 }
 
 }  // namespace mmfeed::dataset

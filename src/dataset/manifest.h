@@ -13,26 +13,53 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
+#include "storage/fetcher.h"
 #include "storage/uri.h"
 
 namespace mmfeed::dataset {
 
 inline constexpr std::size_t kDefaultMaxManifestBytes = std::size_t{4} << 30;
 
+// A member of a tar shard (shards.h): its suffix after the sample's key and its bytes.
+struct ShardMember {
+  std::string suffix;       // "0.jpg" of "key.0.jpg"
+  std::uint64_t offset = 0;  // of its data in the shard
+  std::uint64_t size = 0;
+};
+
+// A sample of tar shards: its key, shard and members (a range of Manifest::members).
+struct ShardSample {
+  std::string key;
+  std::uint32_t shard = 0;
+  std::uint32_t member_count = 0;
+  std::uint64_t first_member = 0;
+};
+
+struct Shard {
+  storage::ObjectUri uri;
+  std::string name;  // as shown (redacted)
+};
+
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
+// For tar shards (shards.h) the text is the samples' .json members, one per line, and the
+// samples' media are members of their shard.
 struct Manifest {
   std::string name;      // as given, credentials redacted: messages, traces and the resume state show it
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;
-  std::uint32_t crc32 = 0;  // of text, for the resume state's fingerprint
+  std::uint32_t crc32 = 0;  // of text (and, for shards, the members' names and places): the fingerprint's
   bool array = false;       // one JSON array (its first non-blank byte is '['), not JSONL
   bool remote = false;      // fetched from s3:// or http(s)://: its origin wrote the references
+  std::vector<Shard> shards;  // tar shards; empty for a JSONL or JSON array manifest
+  std::vector<ShardMember> members;
+  std::vector<ShardSample> samples;  // by ManifestLine::number
 };
 
 // A sample of a manifest, a non-blank line or an array's element: 24 bytes, so a manifest of
@@ -51,9 +78,13 @@ struct Manifests {
   std::string_view text(const ManifestLine& line) const {
     return std::string_view(files[line.manifest].text).substr(line.offset, line.length);
   }
-  // "train.jsonl:12" (a line), "train.json[11]" (an element).
+  // "train.jsonl:12" (a line), "train.json[11]" (an element), "shard-003.tar[a1]" (a shard's sample).
   std::string where(const ManifestLine& line) const {
     const Manifest& m = files[line.manifest];
+    if (!m.shards.empty()) {
+      const ShardSample& s = m.samples[line.number];
+      return m.shards[s.shard].name + "[" + s.key + "]";
+    }
     return m.array ? m.name + "[" + std::to_string(line.number) + "]" : m.name + ":" + std::to_string(line.number);
   }
 };
@@ -88,8 +119,24 @@ std::string_view media_root_of(const std::vector<std::string>& media_roots, std:
 Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view media_root,
                                    bool allow_local_from_remote);
 
-struct MediaRef {
+// Where a medium's bytes are: an object, or a byte range of one (a member of a tar shard).
+struct MediaSource {
   storage::ObjectUri uri;
+  std::optional<storage::ByteRange> range;
+  std::string member;  // the shard member's name; empty: the whole object
+
+  // "s3://b/a.jpg", or "s3://b/shard-0.tar[a1.0.jpg]".
+  std::string to_string() const { return member.empty() ? uri.to_string() : uri.to_string() + "[" + member + "]"; }
+};
+
+// A sample's media reference: a member of its shard when the sample comes from tar shards and
+// the reference names one of its members by suffix ("0.jpg", "jpg") or full name, else resolve().
+// A bare name that is no member of a shard sample is an error listing the members it has.
+Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifests, const ManifestLine& line,
+                                  std::string_view media_root, bool allow_local_from_remote);
+
+struct MediaRef {
+  MediaSource source;
   std::string sample_id;  // the sample's id, else its manifest:line
 };
 

@@ -96,7 +96,7 @@ void ConcurrentDriver::run_reader() {
         owned_[raw] = std::move(w);
       }
       for (std::size_t i = 0; i < raw->media.size(); ++i) {
-        if (!s_.fetcher.submit({raw->media[i], tags[i], std::nullopt})) return;
+        if (!s_.fetcher.submit({raw->media[i].uri, tags[i], raw->media[i].range})) return;
       }
     }
   }

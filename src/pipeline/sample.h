@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/buffer_pool.h"
+#include "dataset/manifest.h"
 #include "mmfeed/loader.h"
 #include "storage/uri.h"
 #include "text/chat.h"
@@ -29,7 +30,7 @@ struct Work {
   std::string id;
   text::Conversation conversation;
   // The images' URIs, then the videos': fetched into `bytes`, index for index.
-  std::vector<storage::ObjectUri> media;
+  std::vector<dataset::MediaSource> media;  // objects, or members of tar shards (byte ranges)
   std::size_t image_count = 0;
   std::vector<core::Buffer> bytes;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
@@ -44,7 +45,7 @@ struct Work {
   std::vector<vision::Resized> resized;        // patchified into the batch by assemble()
   std::vector<vision::ResizedVideo> resized_videos;
 
-  const storage::ObjectUri& video_uri(std::size_t v) const { return media[image_count + v]; }
+  const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
 };
 
 }  // namespace mmfeed::pipeline

@@ -102,11 +102,18 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
   for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
-  for (const std::string& uri : refs) {
-    auto parsed = dataset::resolve(uri, manifests_.files[line.manifest], dataset::media_root_of(config_.media_root, line.manifest),
-                                   config_.allow_local_media_from_remote_manifest);
+  for (const std::string& ref : refs) {
+    auto parsed = dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(config_.media_root, line.manifest),
+                                         config_.allow_local_media_from_remote_manifest);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
+      return w;
+    }
+    if (parsed->range && parsed->range->length > config_.max_object_bytes) {  // refused before it is fetched
+      w->error = SampleError{w->id, "fetch",
+                             parsed->to_string() + ": member of " + std::to_string(parsed->range->length) +
+                                 " bytes exceeds max_object_bytes (" + std::to_string(config_.max_object_bytes) + ")",
+                             ErrorCode::kResourceExhausted};
       return w;
     }
     w->media.push_back(std::move(parsed).value());

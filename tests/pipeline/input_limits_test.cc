@@ -99,7 +99,7 @@ class SampleLimitsTest : public ::testing::Test {
     std::unique_ptr<Work> w = processor.prepare(0, 0, 0);
     if (w->error) return w;
     for (std::size_t i = 0; i < w->media.size(); ++i) {
-      std::ifstream in(w->media[i].path, std::ios::binary);
+      std::ifstream in(w->media[i].uri.path, std::ios::binary);
       const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       w->bytes[i] = pool_.acquire(bytes.size());
       std::memcpy(w->bytes[i].data(), bytes.data(), bytes.size());

@@ -51,7 +51,7 @@ class SampleProcessorTest : public ::testing::Test {
     std::unique_ptr<Work> w = processor.prepare(0, 0, 0);
     EXPECT_FALSE(w->error);
     for (std::size_t i = 0; i < w->media.size(); ++i) {
-      std::ifstream in(w->media[i].path, std::ios::binary);
+      std::ifstream in(w->media[i].uri.path, std::ios::binary);
       const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       EXPECT_FALSE(bytes.empty()) << w->media[i].to_string();
       w->bytes[i] = pool_.acquire(bytes.size());

@@ -481,6 +481,45 @@ def tagged_form(sample: dict, shape: str = "messages") -> dict:
     return out
 
 
+def shard_form(sample: dict, root: Path, tagged: bool = False) -> tuple[str, dict[str, bytes]]:
+    """`sample` as a WebDataset sample: its key (the id, dots made dashes) and members, the
+    conversation as "json" with each image and video reference renamed to the member holding its
+    bytes ("0.jpg", "1.png", ...; read from `root`, the manifest's folder). tagged=True writes
+    the conversation in LLaMA-Factory's tagged shape (tagged_form)."""
+    sample = json.loads(json.dumps(sample))
+    members: dict[str, bytes] = {}
+    for m in sample["messages"]:
+        for item in m["content"] if isinstance(m["content"], list) else []:
+            kind = item.get("type")
+            if kind in ("image", "video"):
+                path = item[kind]
+                suffix = f"{len(members)}{Path(path).suffix.lower()}"
+                members[suffix] = (root / path).read_bytes()
+                item[kind] = suffix
+    conversation = tagged_form(sample) if tagged else sample
+    members["json"] = json.dumps(conversation, ensure_ascii=False).encode()
+    return sample["id"].replace(".", "-"), members
+
+
+def write_shards(manifest: Path, out: Path, per_shard: int, tagged_every: int = 0) -> list[Path]:
+    """The manifest's samples as WebDataset shards written by webdataset's own TarWriter:
+    out/shard-000.tar, ... with `per_shard` samples each (every `tagged_every`-th sample in the
+    tagged shape when > 0)."""
+    import webdataset
+
+    out.mkdir(parents=True, exist_ok=True)
+    samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    paths = []
+    for first in range(0, len(samples), per_shard):
+        path = out / f"shard-{first // per_shard:03d}.tar"
+        with webdataset.TarWriter(str(path)) as writer:
+            for i, sample in enumerate(samples[first:first + per_shard], start=first):
+                key, members = shard_form(sample, manifest.parent, tagged=tagged_every > 0 and i % tagged_every == 0)
+                writer.write({"__key__": key, **members})
+        paths.append(path)
+    return paths
+
+
 def _ffmpeg_version() -> str:
     if shutil.which("ffmpeg") is None:
         return ""

@@ -1,0 +1,429 @@
+#include "dataset/shards.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <memory>
+
+#include "storage/fetcher.h"
+#include "storage/redact.h"
+
+namespace mmfeed::dataset {
+
+namespace {
+
+constexpr std::size_t kBlock = 512;
+constexpr std::size_t kMaxShardsInFlight = 64;
+
+std::uint64_t padded(std::uint64_t size) { return (size + kBlock - 1) / kBlock * kBlock; }
+
+// A header's numeric field: octal text (spaces and NULs around it), or GNU base-256 (the first
+// byte's top bit set) for values past the octal field's range.
+std::optional<std::uint64_t> numeric_field(std::span<const std::byte> field) {
+  const auto first = std::to_integer<unsigned char>(field[0]);
+  if (first & 0x80) {
+    if (first & 0x40) return std::nullopt;  // negative
+    std::uint64_t v = first & 0x3f;
+    for (std::size_t i = 1; i < field.size(); ++i) {
+      if (v >> 56) return std::nullopt;
+      v = (v << 8) | std::to_integer<unsigned char>(field[i]);
+    }
+    return v;
+  }
+  std::string_view text(reinterpret_cast<const char*>(field.data()), field.size());
+  const std::size_t begin = text.find_first_not_of(' ');
+  if (begin == std::string_view::npos) return 0;
+  text = text.substr(begin);
+  text = text.substr(0, text.find_first_of(std::string_view(" \0", 2)));
+  if (text.empty()) return 0;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 8);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::string text_field(std::span<const std::byte> field) {
+  const std::string_view text(reinterpret_cast<const char*>(field.data()), field.size());
+  return std::string(text.substr(0, text.find('\0')));
+}
+
+// The "path" and "size" records of a PAX extended header ("<length> <key>=<value>\n" each).
+Status apply_pax(std::string_view records, std::optional<std::string>& path, std::optional<std::uint64_t>& size) {
+  while (!records.empty()) {
+    std::size_t length = 0;
+    const auto [end, ec] = std::from_chars(records.data(), records.data() + records.size(), length);
+    if (ec != std::errc() || length == 0 || length > records.size()) {
+      return Error(ErrorCode::kCorruptData, "a malformed PAX record");
+    }
+    const std::string_view record = records.substr(0, length);
+    records.remove_prefix(length);
+    const std::size_t space = record.find(' '), equals = record.find('=');
+    if (space == std::string_view::npos || equals == std::string_view::npos || equals < space || !record.ends_with('\n')) {
+      return Error(ErrorCode::kCorruptData, "a malformed PAX record");
+    }
+    const std::string_view key = record.substr(space + 1, equals - space - 1);
+    const std::string_view value = record.substr(equals + 1, record.size() - equals - 2);
+    if (key == "path") {
+      path = std::string(value);
+    } else if (key == "size") {
+      std::uint64_t v = 0;
+      const auto [e, c] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (c != std::errc() || e != value.data() + value.size()) return Error(ErrorCode::kCorruptData, "a malformed PAX size");
+      size = v;
+    }
+  }
+  return ok_status();
+}
+
+// One shard's scan: which bytes to read next, and what the answer holds. Reads start one byte
+// before the header they want (except the first), so that an answer of that byte alone says
+// the shard ends exactly there, and no answer says a header's size ran past its end.
+class ShardScan {
+ public:
+  ShardScan(Shard shard, std::size_t limit) : shard_(std::move(shard)), limit_(limit) {}
+
+  const Shard& shard() const { return shard_; }
+  bool done() const { return done_; }
+
+  storage::ByteRange next_read() const {
+    const std::uint64_t lead = pos_ > 0 ? 1 : 0;
+    return {pos_ - lead, std::max(kScanWindow, want_) + lead};
+  }
+
+  // The answer to next_read(): members recorded, the position advanced.
+  Status feed(std::span<const std::byte> data) {
+    if (pos_ > 0) {
+      if (data.empty()) return truncated();
+      data = data.subspan(1);
+    }
+    if (data.empty()) {  // the shard ends at a member's end, without the end-of-archive blocks
+      if (pos_ == 0) return Error(ErrorCode::kCorruptData, "the shard is empty", shard_.name);
+      done_ = true;
+      return ok_status();
+    }
+    want_ = 0;
+    const std::uint64_t base = pos_, end = pos_ + data.size();  // the shard's bytes `data` holds
+    while (pos_ + kBlock <= end) {
+      const auto at = static_cast<std::size_t>(pos_ - base);
+      auto parsed = parse_tar_header(data.subspan(at, kBlock));
+      if (!parsed.ok()) return at_byte(std::move(parsed).error(), pos_);
+      if (!*parsed) {  // the end-of-archive block
+        done_ = true;
+        return ok_status();
+      }
+      TarHeader h = std::move(**parsed);
+      if (pax_size_ && h.type != 'x' && h.type != 'g' && h.type != 'L') h.size = *pax_size_;
+      const std::uint64_t data_at = pos_ + kBlock;
+      if (h.size > UINT64_MAX - data_at - kBlock) {
+        return at_byte(Error(ErrorCode::kCorruptData, "a member size that overflows"), pos_);
+      }
+      const bool needs_content = h.type == 'L' || h.type == 'x' || (is_file(h.type) && wanted(h));
+      if (needs_content) {
+        if (h.size > limit_) {
+          return Error(ErrorCode::kResourceExhausted,
+                       "member " + h.name + " declares " + std::to_string(h.size) +
+                           " bytes, more than max_manifest_bytes (" + std::to_string(limit_) + ")",
+                       shard_.name + " at byte " + std::to_string(pos_));
+        }
+        if (data_at + h.size > end) {  // read it whole next, with the header after it
+          want_ = kBlock + padded(h.size) + kBlock;
+          return ok_status();
+        }
+      }
+      const std::string_view content =
+          needs_content ? std::string_view(reinterpret_cast<const char*>(data.data()) + at + kBlock, h.size)
+                        : std::string_view();
+      if (h.type == 'L') {
+        long_name_ = std::string(content.substr(0, content.find('\0')));
+      } else if (h.type == 'x') {
+        std::optional<std::string> path;
+        std::optional<std::uint64_t> size;
+        if (Status st = apply_pax(content, path, size); !st.ok()) return at_byte(st.error(), pos_);
+        if (path) long_name_ = std::move(path);
+        pax_size_ = size;
+      } else if (h.type != 'g') {
+        if (long_name_) h.name = std::move(*long_name_);
+        long_name_.reset();
+        pax_size_.reset();
+        if (is_file(h.type)) MMFEED_RETURN_IF_ERROR(add_member(h, data_at, content));
+      }
+      pos_ = data_at + padded(h.size);
+    }
+    return ok_status();
+  }
+
+  // The samples' .json texts and members, appended to `m` as shard number `shard`; errors name
+  // the sample.
+  Status finish(Manifest& m, std::uint32_t shard, std::vector<ManifestLine>& lines, std::uint32_t manifest) {
+    for (Pending& p : pending_) {
+      if (!p.json) {
+        std::string suffixes;
+        for (std::size_t i = 0; i < p.members.size(); ++i) suffixes += (i ? ", " : "") + p.members[i].suffix;
+        return Error(ErrorCode::kCorruptData,
+                     "sample " + p.key + " has no .json member (its members: " + suffixes + ")", shard_.name);
+      }
+      if (m.text.size() + p.json->size() + 1 > limit_) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "the shards' .json members come to more than max_manifest_bytes (" + std::to_string(limit_) +
+                         " bytes)",
+                     shard_.name);
+      }
+      if (p.json->size() > UINT32_MAX) return Error(ErrorCode::kResourceExhausted, "a .json member over 4 GiB", shard_.name);
+      lines.push_back({m.text.size(), static_cast<std::uint32_t>(p.json->size()), manifest, m.samples.size()});
+      m.text += *p.json;
+      m.text += '\n';
+      ShardSample& s = m.samples.emplace_back();
+      s.key = std::move(p.key);
+      s.shard = shard;
+      s.first_member = m.members.size();
+      s.member_count = static_cast<std::uint32_t>(p.members.size());
+      for (ShardMember& member : p.members) m.members.push_back(std::move(member));
+    }
+    pending_.clear();
+    return ok_status();
+  }
+
+ private:
+  struct Pending {
+    std::string key;
+    std::vector<ShardMember> members;
+    std::optional<std::string> json;
+  };
+
+  static bool is_file(char type) { return type == '0' || type == '\0' || type == '7'; }
+
+  static bool wanted(const TarHeader& h) {
+    const auto split = split_member_name(h.name);
+    return split && split->second == "json";
+  }
+
+  Status add_member(const TarHeader& h, std::uint64_t data_at, std::string_view content) {
+    const auto split = split_member_name(h.name);
+    if (!split) return ok_status();  // no suffix: not part of a sample (as WebDataset reads it)
+    const auto [key, suffix] = *split;
+    if (pending_.empty() || pending_.back().key != key) {
+      for (const Pending& p : pending_) {
+        if (p.key == key) {
+          return Error(ErrorCode::kCorruptData,
+                       "sample " + std::string(key) + "'s members are not consecutive (member " + h.name + ")",
+                       shard_.name + " at byte " + std::to_string(data_at - kBlock));
+        }
+      }
+      pending_.push_back({std::string(key), {}, std::nullopt});
+    }
+    Pending& p = pending_.back();
+    for (const ShardMember& m : p.members) {
+      if (m.suffix == suffix) {
+        return Error(ErrorCode::kCorruptData, "sample " + p.key + " has two members named " + h.name,
+                     shard_.name + " at byte " + std::to_string(data_at - kBlock));
+      }
+    }
+    if (suffix == "json") p.json = std::string(content);
+    p.members.push_back({std::string(suffix), data_at, h.size});
+    return ok_status();
+  }
+
+  Error at_byte(Error e, std::uint64_t at) const {
+    return Error(e.code(), e.message(), shard_.name + " at byte " + std::to_string(at));
+  }
+
+  Error truncated() const {
+    return Error(ErrorCode::kCorruptData,
+                 "the shard ends before byte " + std::to_string(pos_) +
+                     ", where the last member's header says the next begins (a truncated shard, or a header lying "
+                     "about its size)",
+                 shard_.name);
+  }
+
+  Shard shard_;
+  std::size_t limit_;
+  std::uint64_t pos_ = 0;   // the next header's offset
+  std::uint64_t want_ = 0;  // > kScanWindow: bytes the next read needs (a .json member whole)
+  bool done_ = false;
+  std::optional<std::string> long_name_;  // from a GNU 'L' or PAX header, for the next member
+  std::optional<std::uint64_t> pax_size_;
+  std::vector<Pending> pending_;  // the samples so far, in order
+};
+
+}  // namespace
+
+bool is_shard_source(std::string_view path) {
+  const std::string_view bare = path.substr(0, path.find_first_of("?#"));
+  return bare.ends_with(".tar");
+}
+
+Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
+  std::vector<std::string> out{""};
+  std::size_t at = 0;
+  while (at < pattern.size()) {
+    const std::size_t open = pattern.find('{', at);
+    const std::size_t stray = pattern.find('}', at);
+    if (stray < open) {
+      return Error(ErrorCode::kInvalidArgument, "a '}' without its '{' at byte " + std::to_string(stray), std::string(pattern));
+    }
+    const std::string_view plain = pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at);
+    for (std::string& s : out) s += plain;
+    if (open == std::string_view::npos) break;
+    const std::size_t close = pattern.find('}', open);
+    if (close == std::string_view::npos) {
+      return Error(ErrorCode::kInvalidArgument, "a '{' not closed at byte " + std::to_string(open), std::string(pattern));
+    }
+    const std::string_view group = pattern.substr(open + 1, close - open - 1);
+    if (group.find('{') != std::string_view::npos) {
+      return Error(ErrorCode::kInvalidArgument, "nested braces are not supported", std::string(pattern));
+    }
+    std::vector<std::string> items;
+    if (const std::size_t dots = group.find(".."); dots != std::string_view::npos) {
+      const std::string_view a = group.substr(0, dots), b = group.substr(dots + 2);
+      std::uint64_t lo = 0, hi = 0;
+      const auto ra = std::from_chars(a.data(), a.data() + a.size(), lo);
+      const auto rb = std::from_chars(b.data(), b.data() + b.size(), hi);
+      if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
+          rb.ptr != b.data() + b.size()) {
+        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} is not two integers",
+                     std::string(pattern));
+      }
+      if (hi < lo) {
+        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} descends", std::string(pattern));
+      }
+      if (hi - lo >= kMaxShardsPerSource) {
+        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} names more than " +
+                                                      std::to_string(kMaxShardsPerSource) + " shards",
+                     std::string(pattern));
+      }
+      const bool pad = (a.size() > 1 && a[0] == '0') || (b.size() > 1 && b[0] == '0');
+      const std::size_t width = pad ? std::max(a.size(), b.size()) : 0;
+      for (std::uint64_t v = lo; v <= hi; ++v) {
+        std::string digits = std::to_string(v);
+        if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+        items.push_back(std::move(digits));
+      }
+    } else {
+      std::size_t from = 0;
+      for (;;) {
+        const std::size_t comma = group.find(',', from);
+        items.emplace_back(group.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+        if (comma == std::string_view::npos) break;
+        from = comma + 1;
+      }
+    }
+    if (out.size() * items.size() > kMaxShardsPerSource) {
+      return Error(ErrorCode::kInvalidArgument, "the pattern names more than " + std::to_string(kMaxShardsPerSource) +
+                                                    " shards",
+                   std::string(pattern));
+    }
+    std::vector<std::string> next;
+    next.reserve(out.size() * items.size());
+    for (const std::string& prefix : out) {
+      for (const std::string& item : items) next.push_back(prefix + item);
+    }
+    out = std::move(next);
+    at = close + 1;
+  }
+  return out;
+}
+
+Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> block) {
+  if (block.size() != kBlock) return Error(ErrorCode::kCorruptData, "a tar header must be 512 bytes");
+  if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; })) {
+    return std::optional<TarHeader>();
+  }
+  // The checksum: the header's bytes summed with its own field read as spaces (unsigned, or
+  // signed as some old writers did).
+  std::uint64_t unsigned_sum = 0;
+  std::int64_t signed_sum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    const bool in_field = i >= 148 && i < 156;
+    const auto u = in_field ? static_cast<unsigned char>(' ') : std::to_integer<unsigned char>(block[i]);
+    unsigned_sum += u;
+    signed_sum += in_field ? ' ' : static_cast<signed char>(u);
+  }
+  const auto stored = numeric_field(block.subspan(148, 8));
+  if (!stored || (*stored != unsigned_sum && static_cast<std::int64_t>(*stored) != signed_sum)) {
+    return Error(ErrorCode::kCorruptData, "not a tar header (its checksum does not match)");
+  }
+  TarHeader h;
+  const auto size = numeric_field(block.subspan(124, 12));
+  if (!size) return Error(ErrorCode::kCorruptData, "a tar header with a malformed size field");
+  h.size = *size;
+  h.type = static_cast<char>(block[156]);
+  h.name = text_field(block.subspan(0, 100));
+  const std::string_view magic(reinterpret_cast<const char*>(block.data() + 257), 5);
+  if (magic == "ustar") {
+    const std::string prefix = text_field(block.subspan(345, 155));
+    if (!prefix.empty()) h.name = prefix + "/" + h.name;
+  }
+  return std::optional<TarHeader>(std::move(h));
+}
+
+std::optional<std::pair<std::string_view, std::string_view>> split_member_name(std::string_view name) {
+  const std::size_t slash = name.rfind('/');
+  const std::size_t base = slash == std::string_view::npos ? 0 : slash + 1;
+  const std::size_t dot = name.find('.', base);
+  if (dot == std::string_view::npos || dot == base) return std::nullopt;
+  return std::pair{name.substr(0, dot), name.substr(dot + 1)};
+}
+
+Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
+                             std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  Manifest m;
+  m.name = storage::redact_uri(source);
+  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
+  std::vector<ShardScan> scans;
+  for (const std::string& name : names) {
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
+    m.remote = m.remote || uri.scheme != storage::Scheme::kFile;
+    scans.emplace_back(Shard{std::move(uri), storage::redact_uri(name)}, limit);
+  }
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = std::max<std::uint64_t>(limit, kScanWindow) + 2 * kBlock;
+  storage::Fetcher fetcher(options, s3);
+  // Many shards at once, each one read at a time.
+  std::size_t next = 0, in_flight = 0;
+  auto submit = [&](std::size_t i) {
+    if (!fetcher.submit({scans[i].shard().uri, i, scans[i].next_read()})) {
+      return Status(Error(ErrorCode::kCancelled, "the fetcher closed", scans[i].shard().name));
+    }
+    ++in_flight;
+    return ok_status();
+  };
+  for (; next < scans.size() && next < kMaxShardsInFlight; ++next) MMFEED_RETURN_IF_ERROR(submit(next));
+  while (in_flight > 0) {
+    auto r = fetcher.next();
+    if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", m.name);
+    --in_flight;
+    ShardScan& scan = scans[r->tag];
+    if (!r->data.ok()) {
+      const Error& e = r->data.error();
+      if (e.code() == ErrorCode::kOutOfRange && scan.next_read().offset > 0) {  // the read began past the end
+        MMFEED_RETURN_IF_ERROR(scan.feed({}));
+      } else {
+        return std::move(r->data).error().with_context(scan.shard().name);
+      }
+    } else {
+      MMFEED_RETURN_IF_ERROR(scan.feed(r->data->span()));
+    }
+    if (!scan.done()) {
+      MMFEED_RETURN_IF_ERROR(submit(r->tag));
+    } else if (next < scans.size()) {
+      MMFEED_RETURN_IF_ERROR(submit(next++));
+    }
+  }
+  for (std::size_t i = 0; i < scans.size(); ++i) {
+    MMFEED_RETURN_IF_ERROR(scans[i].finish(m, static_cast<std::uint32_t>(i), lines, manifest));
+    m.shards.push_back(scans[i].shard());
+  }
+  // The fingerprint covers the texts and where every member lies.
+  uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size());
+  for (const ShardMember& member : m.members) {
+    const std::string place = member.suffix + ":" + std::to_string(member.offset) + ":" + std::to_string(member.size);
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(place.data()), place.size());
+  }
+  m.crc32 = static_cast<std::uint32_t>(crc);
+  return m;
+}
+
+}  // namespace mmfeed::dataset

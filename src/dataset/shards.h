@@ -1,0 +1,70 @@
+// WebDataset tar shards as a source of samples: a sample is the run of consecutive members
+// sharing a key (the member's path up to the first '.' of its file name: "d/a1.0.jpg" is key
+// "d/a1", suffix "0.jpg"); its ".json" member holds the conversation, in any shape the manifests
+// take, and its media references name the sample's members by suffix ("images": ["0.jpg"] ->
+// the member "<key>.0.jpg"). A source is one shard or a brace pattern of them
+// ("s3://b/train/shard-{000..127}.tar", "{a,b}.tar"), local, s3:// or http(s)://.
+//
+// Indexing reads the shards' headers, not their media: windows of kScanWindow bytes from each
+// header (ranged reads for remote shards, many shards at once), jumping over members that do not
+// fit, and reading the .json members whole. Media are then fetched as byte ranges of their shard,
+// so the order, sharding, resume and resharding work as for a JSONL manifest. Every size is
+// checked before memory is committed: a .json member larger than the manifest budget, a header
+// whose size runs past the shard's end (the read starting one byte before the next header finds
+// the end), a malformed header (checksum, size field) are errors naming the shard and the byte.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> shards, expand_braces("data/shard-{00..03}.tar"));
+//   // shards: data/shard-00.tar, data/shard-01.tar, data/shard-02.tar, data/shard-03.tar
+//   std::vector<ManifestLine> lines;
+//   MMFEED_ASSIGN_OR_RETURN(Manifest m, read_shards("data/shard-{00..03}.tar", max_bytes, s3, 0, lines));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataset/manifest.h"
+#include "mmfeed/error.h"
+#include "storage/credentials.h"
+
+namespace mmfeed::dataset {
+
+inline constexpr std::uint64_t kScanWindow = 1 << 20;  // bytes read from a header on
+inline constexpr std::size_t kMaxShardsPerSource = 1 << 20;
+
+// True when `path` names tar shards: it ends with ".tar" (a brace pattern may precede it).
+bool is_shard_source(std::string_view path);
+
+// The names a brace pattern stands for, in order: "{a,b}" lists, "{0..9}" and "{000..127}"
+// ranges (zero-padded to the wider bound's width when a bound has a leading zero). Groups may
+// repeat ("{a,b}/{0..1}.tar": 4 names); nesting, an unclosed brace, a descending range or more
+// than kMaxShardsPerSource names are refused.
+Result<std::vector<std::string>> expand_braces(std::string_view pattern);
+
+// One tar header, decoded.
+struct TarHeader {
+  std::string name;
+  std::uint64_t size = 0;
+  char type = '0';
+};
+
+// Decodes a 512-byte ustar/GNU/v7 header: its checksum checked, the size octal or base-256,
+// the ustar prefix joined to the name. nullopt for an all-zero block (the archive's end).
+Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> block);
+
+// A WebDataset member name split into its sample key and suffix; nullopt for a name whose
+// file name has no '.' (not part of any sample).
+std::optional<std::pair<std::string_view, std::string_view>> split_member_name(std::string_view name);
+
+// Reads the shards `source` names (is_shard_source) into one manifest, manifest number
+// `manifest`: its text the samples' .json members, one per line, and its shards, members and
+// samples; each sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
+Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
+                             std::uint32_t manifest, std::vector<ManifestLine>& lines);
+
+}  // namespace mmfeed::dataset
