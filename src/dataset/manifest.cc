@@ -252,6 +252,9 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::ve
   std::vector<MediaRef> out;
   for (const ManifestLine& line : manifests.lines) {
     const std::string where = manifests.where(line);
+    if (const Manifest& m = manifests.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
+      return Error(*m.samples[line.number].error).with_context(where);
+    }
     auto c = text::parse_conversation(manifests.text(line));
     if (!c.ok()) return std::move(c).error().with_context(where);
     const std::string id = c->id.empty() ? where : c->id;

@@ -40,6 +40,7 @@ struct ShardSample {
   std::uint32_t shard = 0;
   std::uint32_t member_count = 0;
   std::uint64_t first_member = 0;
+  std::optional<Error> error;  // the shard's damage this sample fails by (its text is then empty)
 };
 
 struct Shard {

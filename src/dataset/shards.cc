@@ -80,6 +80,11 @@ Status apply_pax(std::string_view records, std::optional<std::string>& path, std
 // One shard's scan: which bytes to read next, and what the answer holds. Reads start one byte
 // before the header they want (except the first), so that an answer of that byte alone says
 // the shard ends exactly there, and no answer says a header's size ran past its end.
+//
+// Damage costs the samples it touches, named, not the shard: a sample without a .json member,
+// with a .json member over the budget, with two members of one name or whose last member the
+// shard's end cuts short fails alone; a header that does not decode ends the scan, and the bytes
+// after it are accounted as one failed entry ("from byte N").
 class ShardScan {
  public:
   ShardScan(Shard shard, std::size_t limit) : shard_(std::move(shard)), limit_(limit) {}
@@ -93,92 +98,99 @@ class ShardScan {
   }
 
   // The answer to next_read(): members recorded, the position advanced.
-  Status feed(std::span<const std::byte> data) {
+  void feed(std::span<const std::byte> data) {
     if (pos_ > 0) {
       if (data.empty()) return truncated();
       data = data.subspan(1);
     }
     if (data.empty()) {  // the shard ends at a member's end, without the end-of-archive blocks
-      if (pos_ == 0) return Error(ErrorCode::kCorruptData, "the shard is empty", shard_.name);
+      if (pos_ == 0) return unreadable(Error(ErrorCode::kCorruptData, "the shard is empty"));
       done_ = true;
-      return ok_status();
+      return;
     }
+    const bool at_shard_end = data.size() < std::max(kScanWindow, want_);  // the read came back short
     want_ = 0;
     const std::uint64_t base = pos_, end = pos_ + data.size();  // the shard's bytes `data` holds
     while (pos_ + kBlock <= end) {
       const auto at = static_cast<std::size_t>(pos_ - base);
       auto parsed = parse_tar_header(data.subspan(at, kBlock));
-      if (!parsed.ok()) return at_byte(std::move(parsed).error(), pos_);
+      if (!parsed.ok()) return unreadable(std::move(parsed).error());
       if (!*parsed) {  // the end-of-archive block
         done_ = true;
-        return ok_status();
+        return;
       }
       TarHeader h = std::move(**parsed);
-      if (pax_size_ && h.type != 'x' && h.type != 'g' && h.type != 'L') h.size = *pax_size_;
+      const bool named_before = h.type != 'x' && h.type != 'g' && h.type != 'L';  // by a header before it
+      if (named_before && pax_size_) h.size = *pax_size_;
+      if (named_before && long_name_) h.name = *long_name_;
       const std::uint64_t data_at = pos_ + kBlock;
-      if (h.size > UINT64_MAX - data_at - kBlock) {
-        return at_byte(Error(ErrorCode::kCorruptData, "a member size that overflows"), pos_);
+      if (h.size > UINT64_MAX / 2) return unreadable(Error(ErrorCode::kCorruptData, "a member size past any shard's"));
+      const bool meta = h.type == 'L' || h.type == 'x';
+      const bool json = is_file(h.type) && is_json(h);
+      if ((meta || json) && h.size <= limit_ && data_at + h.size > end) {
+        if (at_shard_end) {  // cut short by the shard's end
+          if (json) add_member(h, data_at, "");
+          last_end_ = data_at + h.size;
+          return truncated();
+        }
+        want_ = kBlock + padded(h.size) + kBlock;  // read it whole, and the header after it
+        return;
       }
-      const bool needs_content = h.type == 'L' || h.type == 'x' || (is_file(h.type) && wanted(h));
-      if (needs_content) {
-        if (h.size > limit_) {
-          return Error(ErrorCode::kResourceExhausted,
-                       "member " + h.name + " declares " + std::to_string(h.size) +
-                           " bytes, more than max_manifest_bytes (" + std::to_string(limit_) + ")",
-                       shard_.name + " at byte " + std::to_string(pos_));
-        }
-        if (data_at + h.size > end) {  // read it whole next, with the header after it
-          want_ = kBlock + padded(h.size) + kBlock;
-          return ok_status();
-        }
+      if (meta && h.size > limit_) {
+        return unreadable(Error(ErrorCode::kResourceExhausted, "an extended header of " + std::to_string(h.size) +
+                                                                   " bytes, more than max_manifest_bytes"));
       }
       const std::string_view content =
-          needs_content ? std::string_view(reinterpret_cast<const char*>(data.data()) + at + kBlock, h.size)
-                        : std::string_view();
+          meta || (json && h.size <= limit_)
+              ? std::string_view(reinterpret_cast<const char*>(data.data()) + at + kBlock, h.size)
+              : std::string_view();
       if (h.type == 'L') {
         long_name_ = std::string(content.substr(0, content.find('\0')));
       } else if (h.type == 'x') {
         std::optional<std::string> path;
         std::optional<std::uint64_t> size;
-        if (Status st = apply_pax(content, path, size); !st.ok()) return at_byte(st.error(), pos_);
+        if (Status st = apply_pax(content, path, size); !st.ok()) return unreadable(st.error());
         if (path) long_name_ = std::move(path);
         pax_size_ = size;
       } else if (h.type != 'g') {
-        if (long_name_) h.name = std::move(*long_name_);
         long_name_.reset();
         pax_size_.reset();
-        if (is_file(h.type)) MMFEED_RETURN_IF_ERROR(add_member(h, data_at, content));
+        if (is_file(h.type)) add_member(h, data_at, content);
       }
       pos_ = data_at + padded(h.size);
+      last_end_ = data_at + h.size;
     }
-    return ok_status();
+    if (at_shard_end && pos_ < end) {  // fewer than 512 bytes left: a header cut short
+      return unreadable(Error(ErrorCode::kCorruptData, "the shard ends " + std::to_string(end - pos_) +
+                                                           " bytes into a tar header"));
+    }
   }
 
-  // The samples' .json texts and members, appended to `m` as shard number `shard`; errors name
-  // the sample.
+  // The samples' .json texts and members, appended to `m` as shard number `shard`; a failed
+  // sample's line is empty and its error kept.
   Status finish(Manifest& m, std::uint32_t shard, std::vector<ManifestLine>& lines, std::uint32_t manifest) {
     for (Pending& p : pending_) {
-      if (!p.json) {
+      if (!p.error && !p.json) {
         std::string suffixes;
         for (std::size_t i = 0; i < p.members.size(); ++i) suffixes += (i ? ", " : "") + p.members[i].suffix;
-        return Error(ErrorCode::kCorruptData,
-                     "sample " + p.key + " has no .json member (its members: " + suffixes + ")", shard_.name);
+        p.error = Error(ErrorCode::kCorruptData, "the sample has no .json member (its members: " + suffixes + ")");
       }
-      if (m.text.size() + p.json->size() + 1 > limit_) {
+      const std::string_view text = p.error ? std::string_view() : std::string_view(*p.json);
+      if (m.text.size() + text.size() + 1 > limit_) {
         return Error(ErrorCode::kResourceExhausted,
                      "the shards' .json members come to more than max_manifest_bytes (" + std::to_string(limit_) +
                          " bytes)",
                      shard_.name);
       }
-      if (p.json->size() > UINT32_MAX) return Error(ErrorCode::kResourceExhausted, "a .json member over 4 GiB", shard_.name);
-      lines.push_back({m.text.size(), static_cast<std::uint32_t>(p.json->size()), manifest, m.samples.size()});
-      m.text += *p.json;
+      lines.push_back({m.text.size(), static_cast<std::uint32_t>(text.size()), manifest, m.samples.size()});
+      m.text += text;
       m.text += '\n';
       ShardSample& s = m.samples.emplace_back();
       s.key = std::move(p.key);
       s.shard = shard;
       s.first_member = m.members.size();
       s.member_count = static_cast<std::uint32_t>(p.members.size());
+      s.error = std::move(p.error);
       for (ShardMember& member : p.members) m.members.push_back(std::move(member));
     }
     pending_.clear();
@@ -190,57 +202,85 @@ class ShardScan {
     std::string key;
     std::vector<ShardMember> members;
     std::optional<std::string> json;
+    std::optional<Error> error;
   };
 
   static bool is_file(char type) { return type == '0' || type == '\0' || type == '7'; }
 
-  static bool wanted(const TarHeader& h) {
+  static bool is_json(const TarHeader& h) {
     const auto split = split_member_name(h.name);
     return split && split->second == "json";
   }
 
-  Status add_member(const TarHeader& h, std::uint64_t data_at, std::string_view content) {
+  static Error sample_error(ErrorCode code, const std::string& what, std::uint64_t at) {
+    return Error(code, what + " (at byte " + std::to_string(at) + ")");
+  }
+
+  void add_member(const TarHeader& h, std::uint64_t data_at, std::string_view content) {
     const auto split = split_member_name(h.name);
-    if (!split) return ok_status();  // no suffix: not part of a sample (as WebDataset reads it)
+    if (!split) return;  // no suffix: not part of a sample (as WebDataset reads it)
     const auto [key, suffix] = *split;
     if (pending_.empty() || pending_.back().key != key) {
-      for (const Pending& p : pending_) {
-        if (p.key == key) {
-          return Error(ErrorCode::kCorruptData,
-                       "sample " + std::string(key) + "'s members are not consecutive (member " + h.name + ")",
-                       shard_.name + " at byte " + std::to_string(data_at - kBlock));
+      pending_.push_back({std::string(key), {}, std::nullopt, std::nullopt});
+      for (std::size_t i = 0; i + 1 < pending_.size(); ++i) {
+        if (pending_[i].key == key) {
+          pending_.back().error = sample_error(ErrorCode::kCorruptData,
+                                               "the sample's members are not consecutive: " + h.name + " follows " +
+                                                   "another sample's",
+                                               data_at - kBlock);
+          break;
         }
       }
-      pending_.push_back({std::string(key), {}, std::nullopt});
     }
     Pending& p = pending_.back();
     for (const ShardMember& m : p.members) {
-      if (m.suffix == suffix) {
-        return Error(ErrorCode::kCorruptData, "sample " + p.key + " has two members named " + h.name,
-                     shard_.name + " at byte " + std::to_string(data_at - kBlock));
+      if (m.suffix == suffix && !p.error) {
+        p.error = sample_error(ErrorCode::kCorruptData, "the sample has two members named " + h.name, data_at - kBlock);
       }
     }
-    if (suffix == "json") p.json = std::string(content);
+    if (suffix == "json") {
+      if (h.size > limit_) {
+        p.error = sample_error(ErrorCode::kResourceExhausted,
+                               "its member " + h.name + " declares " + std::to_string(h.size) +
+                                   " bytes, more than max_manifest_bytes (" + std::to_string(limit_) + ")",
+                               data_at - kBlock);
+      } else {
+        p.json = std::string(content);
+      }
+    }
     p.members.push_back({std::string(suffix), data_at, h.size});
-    return ok_status();
   }
 
-  Error at_byte(Error e, std::uint64_t at) const {
-    return Error(e.code(), e.message(), shard_.name + " at byte " + std::to_string(at));
+  // The shard ends before the next header: the member before it was cut short (or its header
+  // lied about its size). Its sample fails; nothing after it was ever there.
+  void truncated() {
+    done_ = true;
+    const std::string what = "the shard ends before byte " + std::to_string(last_end_) +
+                             ", where its last member's header says that member ends (a truncated shard, or a header "
+                             "lying about its size)";
+    if (!pending_.empty() && !pending_.back().members.empty() &&
+        pending_.back().members.back().offset + pending_.back().members.back().size == last_end_) {
+      if (!pending_.back().error) pending_.back().error = Error(ErrorCode::kCorruptData, what);
+      return;
+    }
+    pending_.push_back({"from byte " + std::to_string(pos_), {}, std::nullopt, Error(ErrorCode::kCorruptData, what)});
   }
 
-  Error truncated() const {
-    return Error(ErrorCode::kCorruptData,
-                 "the shard ends before byte " + std::to_string(pos_) +
-                     ", where the last member's header says the next begins (a truncated shard, or a header lying "
-                     "about its size)",
-                 shard_.name);
+  // A header at pos_ does not decode: the rest of the shard is one failed entry.
+  void unreadable(const Error& e) {
+    done_ = true;
+    pending_.push_back({"from byte " + std::to_string(pos_),
+                        {},
+                        std::nullopt,
+                        Error(e.code(), e.message() + "; the shard is unreadable from byte " + std::to_string(pos_) +
+                                            " on (its samples from there are lost)")});
   }
 
   Shard shard_;
   std::size_t limit_;
-  std::uint64_t pos_ = 0;   // the next header's offset
-  std::uint64_t want_ = 0;  // > kScanWindow: bytes the next read needs (a .json member whole)
+  std::uint64_t pos_ = 0;       // the next header's offset
+  std::uint64_t last_end_ = 0;  // where the last member's data ends
+  std::uint64_t want_ = 0;      // > kScanWindow: bytes the next read needs (a .json member whole)
   bool done_ = false;
   std::optional<std::string> long_name_;  // from a GNU 'L' or PAX header, for the next member
   std::optional<std::uint64_t> pax_size_;
@@ -399,12 +439,12 @@ Result<Manifest> read_shards(const std::string& source, std::size_t limit, const
     if (!r->data.ok()) {
       const Error& e = r->data.error();
       if (e.code() == ErrorCode::kOutOfRange && scan.next_read().offset > 0) {  // the read began past the end
-        MMFEED_RETURN_IF_ERROR(scan.feed({}));
+        scan.feed({});
       } else {
-        return std::move(r->data).error().with_context(scan.shard().name);
+        return std::move(r->data).error();  // it names the shard
       }
     } else {
-      MMFEED_RETURN_IF_ERROR(scan.feed(r->data->span()));
+      scan.feed(r->data->span());
     }
     if (!scan.done()) {
       MMFEED_RETURN_IF_ERROR(submit(r->tag));

@@ -79,6 +79,11 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   const dataset::ManifestLine& line = manifests_.lines[line_index];
   w->source = line.manifest;
   w->id = manifests_.where(line);
+  if (const dataset::Manifest& m = manifests_.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
+    const Error& e = *m.samples[line.number].error;
+    w->error = SampleError{w->id, "manifest", e.to_string(), e.code()};
+    return w;
+  }
   auto c = text::parse_conversation(manifests_.text(line));
   if (!c.ok()) {
     std::string reason = c.error().to_string();

@@ -1,0 +1,219 @@
+// WebDataset tar shards (dataset/shards.h): brace patterns, tar headers, and what a scan makes of
+// whole, damaged and unusual shards. The shards are written here byte by byte, so every layout
+// (GNU long names, PAX records, no end-of-archive blocks, a cut) is exactly the one asked for.
+#include "dataset/shards.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace mmfeed::dataset {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+// A 512-byte ustar header; `size_field` overrides the size's octal text.
+std::string header(const std::string& name, std::uint64_t size, char type = '0', std::string size_field = "") {
+  std::string h(512, '\0');
+  h.replace(0, name.size(), name);
+  h.replace(100, 7, "0000644");
+  if (size_field.empty()) {
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%011llo", static_cast<unsigned long long>(size));
+    size_field = octal;
+  }
+  h.replace(124, size_field.size(), size_field);
+  h.replace(136, 11, "00000000000");
+  h[156] = type;
+  h.replace(257, 6, std::string("ustar\0", 6));
+  h.replace(263, 2, "00");
+  h.replace(148, 8, "        ");
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  char check[8];
+  std::snprintf(check, sizeof check, "%06o", sum);
+  h.replace(148, 7, std::string(check, 6) + '\0');
+  return h;
+}
+
+std::string member(const std::string& name, const std::string& data, char type = '0') {
+  std::string out = header(name, data.size(), type) + data;
+  out.resize((out.size() + 511) / 512 * 512, '\0');
+  return out;
+}
+
+std::string end_blocks() { return std::string(1024, '\0'); }
+
+class ShardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("mmfeed-shards-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& bytes) {
+    const auto path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path.string();
+  }
+
+  Result<Manifest> read(const std::string& source, std::size_t limit = 1 << 20) {
+    lines_.clear();
+    return read_shards(source, limit, storage::S3Options{}, 0, lines_);
+  }
+
+  std::string text_of(const Manifest& m, std::size_t i) const { return m.text.substr(lines_[i].offset, lines_[i].length); }
+
+  std::filesystem::path dir_;
+  std::vector<ManifestLine> lines_;
+};
+
+TEST(BraceTest, ListsAndRangesExpandInOrder) {
+  EXPECT_EQ(*expand_braces("a/shard-{000..003}.tar"),
+            (std::vector<std::string>{"a/shard-000.tar", "a/shard-001.tar", "a/shard-002.tar", "a/shard-003.tar"}));
+  EXPECT_EQ(*expand_braces("{8..10}.tar"), (std::vector<std::string>{"8.tar", "9.tar", "10.tar"}));
+  EXPECT_EQ(*expand_braces("{x,y}/{0..1}.tar"),
+            (std::vector<std::string>{"x/0.tar", "x/1.tar", "y/0.tar", "y/1.tar"}));
+  EXPECT_EQ(*expand_braces("plain.tar"), (std::vector<std::string>{"plain.tar"}));
+  for (const char* bad : {"a{0..3.tar", "a}.tar", "{{a}}.tar", "{5..2}.tar", "{a..b}.tar", "{0..99999999}.tar"}) {
+    EXPECT_FALSE(expand_braces(bad).ok()) << bad;
+  }
+  EXPECT_NE(expand_braces("{5..2}.tar").error().message().find("descends"), std::string::npos);
+}
+
+TEST(TarHeaderTest, DecodesUstarAndRefusesABadChecksum) {
+  std::string h = header("dir/a1.0.jpg", 1234);
+  auto parsed = parse_tar_header(bytes_of(h));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().to_string();
+  EXPECT_EQ((*parsed)->name, "dir/a1.0.jpg");
+  EXPECT_EQ((*parsed)->size, 1234u);
+  h[10] = 'x';  // changed after the checksum
+  ASSERT_FALSE(parse_tar_header(bytes_of(h)).ok());
+  EXPECT_NE(parse_tar_header(bytes_of(h)).error().message().find("checksum"), std::string::npos);
+  EXPECT_FALSE(parse_tar_header(bytes_of(std::string(512, '\0')))->has_value());  // the end of the archive
+  // A size past the octal field's range, in GNU base-256: 2^40 bytes.
+  const std::string big = header("big.bin", 0, '0', std::string("\x80\0\0\0\0\0\x01\0\0\0\0\0", 12));
+  EXPECT_EQ((*parse_tar_header(bytes_of(big)))->size, std::uint64_t{1} << 40);
+  EXPECT_FALSE(parse_tar_header(bytes_of(header("a.bin", 0, '0', "12x4"))).ok());  // not octal
+}
+
+TEST(TarHeaderTest, MemberNamesSplitAtTheFirstDotOfTheFileName) {
+  EXPECT_EQ(split_member_name("d.x/a1.0.jpg")->first, "d.x/a1");
+  EXPECT_EQ(split_member_name("d.x/a1.0.jpg")->second, "0.jpg");
+  EXPECT_EQ(split_member_name("a1.json")->second, "json");
+  EXPECT_FALSE(split_member_name("README").has_value());
+  EXPECT_FALSE(split_member_name("d/.hidden").has_value());
+}
+
+TEST_F(ShardTest, SamplesAreTheRunsOfMembersSharingAKey) {
+  const std::string image(700, 'i');
+  const std::string shard = member("a1.json", R"({"id":"one"})") + member("a1.0.jpg", image) +
+                            member("b2.1.png", "png") + member("b2.json", R"({"id":"two"})") + member("README", "x") +
+                            end_blocks();
+  auto m = read(write("s-0.tar", shard));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_EQ(m->samples[0].key, "a1");
+  EXPECT_EQ(text_of(*m, 0), R"({"id":"one"})");
+  EXPECT_EQ(text_of(*m, 1), R"({"id":"two"})");
+  const ShardMember& jpg = m->members[m->samples[0].first_member + 1];
+  EXPECT_EQ(jpg.suffix, "0.jpg");
+  EXPECT_EQ(shard.substr(jpg.offset, jpg.size), image);
+  EXPECT_FALSE(m->samples[0].error.has_value());
+}
+
+TEST_F(ShardTest, LongNamesAndPaxRecordsNameTheNextMember) {
+  const std::string long_key = "sub/" + std::string(120, 'k');
+  const std::string pax_record = "23 path=p/" + std::string(7, 'q') + ".json\n";
+  ASSERT_EQ(pax_record.size(), 23u);
+  const std::string shard = member("././@LongLink", long_key + ".json", 'L') + member("ignored", R"({"id":"L"})") +
+                            member("pax", pax_record, 'x') + member("ignored2", R"({"id":"P"})") + end_blocks();
+  auto m = read(write("s-1.tar", shard));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_EQ(m->samples[0].key, long_key);
+  EXPECT_EQ(m->samples[1].key, "p/qqqqqqq");
+  EXPECT_EQ(text_of(*m, 1), R"({"id":"P"})");
+}
+
+TEST_F(ShardTest, WindowsAreReadFromEachHeaderAndLargeMembersSkipped) {
+  // Members larger than the scan window are jumped over; a .json member larger than it is read whole.
+  const std::string big(static_cast<std::size_t>(kScanWindow) * 3 + 5, 'b');
+  const std::string json = R"({"id":"x","pad":")" + std::string(static_cast<std::size_t>(kScanWindow) + 9, 'p') + "\"}";
+  const std::string shard = member("x.0.bin", big) + member("x.json", json) + member("y.json", "{}") +
+                            member("y.1.bin", big) + end_blocks();
+  auto m = read(write("s-2.tar", shard), 4 << 20);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_EQ(text_of(*m, 0), json);
+  EXPECT_EQ(m->members[m->samples[1].first_member + 1].size, big.size());
+}
+
+TEST_F(ShardTest, AShardWithoutEndBlocksEndsAtItsLastMember) {
+  auto m = read(write("s-3.tar", member("a.json", "{}") + member("a.0.jpg", "jpeg")));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 1u);
+  EXPECT_FALSE(m->samples[0].error.has_value());
+}
+
+TEST_F(ShardTest, DamageFailsTheSamplesItTouchesAndNamesThem) {
+  std::string cut = member("a.json", "{}") + member("b.json", "{}") + member("b.0.jpg", std::string(2000, 'j'));
+  cut.resize(cut.size() - 1500);  // b.0.jpg cut short: its header says 2000 bytes
+  auto m = read(write("cut.tar", cut));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_FALSE(m->samples[0].error.has_value());
+  ASSERT_TRUE(m->samples[1].error.has_value());
+  EXPECT_NE(m->samples[1].error->message().find("the shard ends before byte"), std::string::npos);
+
+  std::string cut_json = member("a.json", "{}") + member("b.0.jpg", "j") + member("b.json", std::string(900, ' '));
+  cut_json.resize(cut_json.size() - 400);  // b.json cut short: the scan must not ask for it forever
+  m = read(write("cut-json.tar", cut_json));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_NE(m->samples[1].error->message().find("the shard ends before byte"), std::string::npos);
+
+  m = read(write("partial-header.tar", member("a.json", "{}") + std::string(100, 'h')));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_NE(m->samples[1].error->message().find("the shard ends 100 bytes into a tar header"), std::string::npos);
+
+  std::string corrupt = member("a.json", "{}") + member("b.json", "{}") + member("c.json", "{}") + end_blocks();
+  corrupt[1024 + 20] ^= 0x55;  // b.json's header
+  m = read(write("corrupt.tar", corrupt));
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->samples.size(), 2u);
+  EXPECT_EQ(m->samples[1].key, "from byte 1024");
+  EXPECT_NE(m->samples[1].error->message().find("unreadable from byte 1024"), std::string::npos);
+
+  const std::string odd = member("a.0.jpg", "x") + member("b.json", "{}") + member("b.json", "{}") +
+                          member("c.json", std::string(3000, ' ')) + end_blocks();
+  m = read(write("odd.tar", odd), 2048);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->samples.size(), 3u);
+  EXPECT_NE(m->samples[0].error->message().find("no .json member (its members: 0.jpg)"), std::string::npos);
+  EXPECT_NE(m->samples[1].error->message().find("two members named b.json"), std::string::npos);
+  EXPECT_NE(m->samples[2].error->message().find("more than max_manifest_bytes"), std::string::npos);
+
+  EXPECT_EQ(read(write("empty.tar", "")).value().samples[0].error->message().find("the shard is empty"), 0u);
+  EXPECT_EQ(read((dir_ / "missing.tar").string()).error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(ShardTest, BracePatternsReadEveryShardAsOneSource) {
+  for (int i = 0; i < 3; ++i) {
+    write("p-" + std::to_string(i) + ".tar", member("k" + std::to_string(i) + ".json", "{}") + end_blocks());
+  }
+  auto m = read((dir_ / "p-{0..2}.tar").string());
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_EQ(m->shards.size(), 3u);
+  ASSERT_EQ(m->samples.size(), 3u);
+  EXPECT_EQ(m->samples[2].shard, 2u);
+  EXPECT_EQ(m->samples[2].key, "k2");
+}
+
+}  // namespace
+}  // namespace mmfeed::dataset
