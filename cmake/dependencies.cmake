@@ -22,6 +22,7 @@ mmfeed_pkg_dep(expat expat)
 mmfeed_pkg_dep(zlib zlib)
 mmfeed_pkg_dep(zstd libzstd)
 mmfeed_pkg_dep(tomlplusplus tomlplusplus)
+mmfeed_pkg_dep(yamlcpp yaml-cpp)
 # Videos (src/vision/video.*): FFmpeg's libraries. MMFEED_VIDEO=OFF builds without them (the GPU
 # bundle does, to stay small); videos are then refused by name.
 if(MMFEED_VIDEO)

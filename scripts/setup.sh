@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential pkg-config git
   libcurl4-openssl-dev libssl-dev zlib1g-dev libzstd-dev zstd openssl
   libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
-  libsimdjson-dev libtomlplusplus-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
+  libsimdjson-dev libtomlplusplus-dev libyaml-cpp-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev
   nginx libnginx-mod-http-lua
@@ -47,6 +47,20 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     | grep -v '^WARNING: Location' || true
   .venv/bin/python -c "import torch, transformers, PIL, nanobind, moto" \
     || { echo "setup: Python requirements failed to install" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+
+# Megatron-Energon's prepare step, an oracle of the shard tests, beside .venv (its own pins clash
+# with requirements.txt's: tests/requirements-energon.txt says how).
+stamp=.oracles/energon/.requirements.sha256
+want=$(sha256sum tests/requirements-energon.txt | cut -d' ' -f1)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "setup: installing tests/requirements-energon.txt into .oracles/energon"
+  rm -rf .oracles/energon
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --target .oracles/energon \
+    -r tests/requirements-energon.txt 2>&1 | grep -v '^WARNING: Location' || true
+  PYTHONPATH=.oracles/energon .venv/bin/python -c "import megatron.energon.cli.main" \
+    || { echo "setup: the energon oracle failed to install" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 

@@ -203,9 +203,11 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
-    if (is_shard_source(path)) {
-      MMFEED_ASSIGN_OR_RETURN(Manifest m, read_shards(path, limit, s3, static_cast<std::uint32_t>(out.files.size()),
-                                                      out.lines));
+    if (is_shard_source(path) || is_energon_dataset(path)) {
+      const auto index = static_cast<std::uint32_t>(out.files.size());
+      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path)
+                                              ? read_shards(path, limit, s3, index, out.lines)
+                                              : read_energon_dataset(path, limit, s3, index, out.lines));
       m.base_dir = base_dir_of(m.shards.front().uri);
       out.files.push_back(std::move(m));
       continue;

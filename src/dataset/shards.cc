@@ -2,8 +2,11 @@
 
 #include <zlib.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -406,11 +409,15 @@ std::optional<std::pair<std::string_view, std::string_view>> split_member_name(s
   return std::pair{name.substr(0, dot), name.substr(dot + 1)};
 }
 
-Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
-                             std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+namespace {
+
+// The shards `names` as one source called `source`: scanned, many at once; `excluded` samples
+// ("shard.tar/key", by the shard's name as written in `names`) left out.
+Result<Manifest> read_shard_list(const std::string& source, const std::vector<std::string>& names,
+                                 const std::vector<std::string>& excluded, std::size_t limit,
+                                 const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
   Manifest m;
   m.name = storage::redact_uri(source);
-  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
   std::vector<ShardScan> scans;
   for (const std::string& name : names) {
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
@@ -453,8 +460,17 @@ Result<Manifest> read_shards(const std::string& source, std::size_t limit, const
     }
   }
   for (std::size_t i = 0; i < scans.size(); ++i) {
+    const std::size_t first = m.samples.size(), first_line = lines.size();
     MMFEED_RETURN_IF_ERROR(scans[i].finish(m, static_cast<std::uint32_t>(i), lines, manifest));
     m.shards.push_back(scans[i].shard());
+    if (excluded.empty()) continue;
+    // Left-out samples keep their place in the text and members, and lose their line.
+    std::size_t kept = first_line;
+    for (std::size_t k = first_line; k < lines.size(); ++k) {
+      const std::string key = names[i] + "/" + m.samples[first + (k - first_line)].key;
+      if (std::find(excluded.begin(), excluded.end(), key) == excluded.end()) lines[kept++] = lines[k];
+    }
+    lines.resize(kept);
   }
   // The fingerprint covers the texts and where every member lies.
   uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size());
@@ -464,6 +480,78 @@ Result<Manifest> read_shards(const std::string& source, std::size_t limit, const
   }
   m.crc32 = static_cast<std::uint32_t>(crc);
   return m;
+}
+
+}  // namespace
+
+Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
+                             std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
+  return read_shard_list(source, names, {}, limit, s3, manifest, lines);
+}
+
+bool is_energon_dataset(std::string_view path) {
+  if (path.find("://") != std::string_view::npos && !path.starts_with("file://")) return path.ends_with('/');
+  std::error_code ec;
+  const std::string local(path.starts_with("file://") ? path.substr(7) : path);
+  return std::filesystem::is_directory(local, ec) && std::filesystem::exists(local + "/.nv-meta/split.yaml", ec);
+}
+
+Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit, const storage::S3Options& s3,
+                                      std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  std::string root = dir;
+  while (root.size() > 1 && root.ends_with('/')) root.pop_back();
+  const std::string split_file = root + "/.nv-meta/split.yaml";
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(split_file));
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = std::size_t{16} << 20;
+  storage::Fetcher fetcher(options, s3);
+  if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "the fetcher closed", split_file);
+  auto fetched = fetcher.next();
+  if (!fetched) return Error(ErrorCode::kInternal, "the fetcher closed", split_file);
+  if (!fetched->data.ok()) return std::move(fetched->data).error();
+  const std::string text(reinterpret_cast<const char*>(fetched->data->data()), fetched->data->size());
+  std::vector<std::string> patterns, excludes;
+  try {
+    const YAML::Node doc = YAML::Load(text);
+    const YAML::Node train = doc["split_parts"]["train"];
+    if (!train || !train.IsSequence()) {
+      return Error(ErrorCode::kInvalidArgument, "has no train split (split_parts: train: [shards...])",
+                   storage::redact_uri(split_file));
+    }
+    for (const YAML::Node& p : train) patterns.push_back(p.as<std::string>());
+    if (const YAML::Node exclude = doc["exclude"]; exclude && exclude.IsSequence()) {
+      for (const YAML::Node& e : exclude) excludes.push_back(e.as<std::string>());
+    }
+  } catch (const YAML::Exception& e) {
+    return Error(ErrorCode::kInvalidArgument, std::string("is not the YAML Energon writes: ") + e.what(),
+                 storage::redact_uri(split_file));
+  }
+  std::vector<std::string> excluded_shards, excluded_samples;
+  for (const std::string& e : excludes) {
+    MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(e));
+    for (std::string& name : names) {
+      // "a.tar" leaves out a shard, "a.tar/key" one of its samples.
+      (name.ends_with(".tar") ? excluded_shards : excluded_samples).push_back(std::move(name));
+    }
+  }
+  std::vector<std::string> relative, names;
+  for (const std::string& p : patterns) {
+    MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> expanded, expand_braces(p));
+    for (std::string& name : expanded) {
+      if (std::find(excluded_shards.begin(), excluded_shards.end(), name) != excluded_shards.end()) continue;
+      names.push_back(root + "/" + name);
+      relative.push_back(std::move(name));
+    }
+  }
+  if (names.empty()) return Error(ErrorCode::kInvalidArgument, "its train split names no shard", storage::redact_uri(split_file));
+  std::vector<std::string> excluded;  // as read_shard_list names them: by the shard's full name
+  for (const std::string& e : excluded_samples) {
+    const std::size_t tar = e.find(".tar/");
+    if (tar != std::string::npos) excluded.push_back(root + "/" + e);
+  }
+  return read_shard_list(dir, names, excluded, limit, s3, manifest, lines);
 }
 
 }  // namespace mmfeed::dataset

@@ -67,4 +67,14 @@ std::optional<std::pair<std::string_view, std::string_view>> split_member_name(s
 Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
                              std::uint32_t manifest, std::vector<ManifestLine>& lines);
 
+// True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
+// remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).
+bool is_energon_dataset(std::string_view path);
+
+// The train split of an Energon-prepared dataset (`energon prepare`): its shards as
+// .nv-meta/split.yaml lists them (brace patterns, relative to `dir`), less its excluded shards
+// ("a.tar") and samples ("a.tar/key"), read as one source like read_shards.
+Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit, const storage::S3Options& s3,
+                                      std::uint32_t manifest, std::vector<ManifestLine>& lines);
+
 }  // namespace mmfeed::dataset

@@ -216,3 +216,38 @@ def test_a_bad_pattern_is_refused_by_name(dataset):
         load(str(shards / "shard-{000..004.tar"))
     with pytest.raises(ValueError, match="shard-005.tar: cannot open: No such file"):
         load(str(shards / "shard-{000..009}.tar"))
+
+
+def energon_prepare(root, *split_parts):
+    """Runs Megatron-Energon's own `energon prepare` (installed beside .venv in .oracles/energon)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / ".oracles" / "energon"))
+    args = [sys.executable, "-m", "megatron.energon.cli.main", "prepare", str(root), "--non-interactive",
+            "--skip-dataset-yaml", "--num-workers", "1"]
+    for part in split_parts:
+        args += ["--split-parts", part]
+    run = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert (root / ".nv-meta" / "split.yaml").is_file()
+
+
+def test_an_energon_prepared_dataset_loads_by_its_directory(dataset, tmp_path):
+    manifest, shards = dataset
+    root = tmp_path / "energon"
+    shutil.copytree(shards, root)
+    energon_prepare(root, "train:shard-{000..003}.tar", "val:shard-004.tar")
+    ids = [json.loads(l)["id"] for l in manifest.read_text().splitlines()]
+    # The train split: shards 0-3, the same batches as those shards named by a pattern.
+    got, errors, _ = load(root)
+    assert not errors
+    assert_same_batches(got, load(str(shards / "shard-{000..003}.tar"))[0])
+    assert sorted(i for b in got for i in b["sample_ids"]) == sorted(ids[:20])
+    # Excluded samples ("shard.tar/key") are left out, as Energon leaves them out.
+    split = root / ".nv-meta" / "split.yaml"
+    split.write_text(split.read_text().replace("exclude: []", f"exclude:\n- shard-001.tar/{ids[6]}\n- shard-002.tar"))
+    got, errors, _ = load(root)
+    assert not errors
+    assert sorted(i for b in got for i in b["sample_ids"]) == sorted(set(ids[:10] + ids[15:20]) - {ids[6]})
