@@ -6,6 +6,7 @@
 //   mmfeed fetch URI...                  fetch objects, report throughput, latency and failures
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
 //   mmfeed bench [--quick]               mmfeed against the Python pipelines, feeding a trainer
+//   mmfeed bench --layouts               JSONL + objects against WebDataset shards, the same samples
 //
 // Subcommands implemented in Python (the data set generator, the benchmark) are development tools
 // that stay in the source tree, not in the wheel: they run tests/support/datagen.py and
@@ -36,6 +37,7 @@ constexpr const char* kUsage =
     "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
     "  make-dataset    write the demo data set (images + JSONL manifest); --help for options; needs a checkout\n"
     "  bench           feed a trainer from an object store: mmfeed against the Python pipelines; needs a checkout\n"
+    "                  (bench --layouts: JSONL + objects against WebDataset shards, the same samples)\n"
     "  help            print this text\n";
 
 int run_version() {
@@ -58,6 +60,8 @@ constexpr SourceTool kMakeDataset{"make-dataset", "tests/support/datagen.py",
 constexpr SourceTool kBench{"bench", "bench/pipeline.py",
                             "nginx with its Lua module and the Python peers torch, transformers, spdl, boto3 and "
                             "matplotlib"};
+constexpr SourceTool kBenchLayouts{"bench --layouts", "bench/layouts.py",
+                                   "nginx with its Lua module, webdataset, scikit-image and scikit-learn"};
 
 // The checkout the Python subcommands run from: $MMFEED_SOURCE_DIR, else the tree this binary was
 // built from. A wheel built from an sdist was configured in a temporary directory that is gone.
@@ -128,6 +132,9 @@ int main(int argc, char** argv) {
   if (command == "run") return flushed(mmfeed::tools::run_loader(argc - 2, argv + 2));
   if (command == "inspect") return flushed(mmfeed::tools::run_inspect(argc - 2, argv + 2));
   if (command == "make-dataset") return exec_source_tool(kMakeDataset, argc - 2, argv + 2);
+  if (command == "bench" && argc > 2 && std::string_view(argv[2]) == "--layouts") {
+    return exec_source_tool(kBenchLayouts, argc - 3, argv + 3);
+  }
   if (command == "bench") return exec_source_tool(kBench, argc - 2, argv + 2);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);

@@ -3,7 +3,8 @@ image conversations in several languages; with --videos, short clips panned over
 photographs and a manifest of video conversations.
 
 Usage:
-    mmfeed make-dataset --out DIR --samples N --seed S [--max-megapixels MP] [--videos V] [--json]
+    mmfeed make-dataset --out DIR --samples N --seed S [--max-megapixels MP] [--videos V]
+                        [--format jsonl,wds [--per-shard K]] [--json]
     python tests/support/datagen.py ...   (the same; mmfeed make-dataset runs this file)
 
 A development tool kept in the source tree, not in the package: the tests, the benchmarks and
@@ -629,6 +630,8 @@ def format_summary(s: dict) -> str:
         v = s["videos"]
         lines.append(f"  videos     {v['count']} clips, {v['seconds']:.0f} s, {v['bytes'] / 1e6:.1f} MB ("
                      + ", ".join(f"{k} {n}" for k, n in v["kinds"].items()) + f"): {v['manifest']}")
+    if "wds" in s:
+        lines.append(f"  shards     {s['wds']} (WebDataset)")
     return "\n".join(lines)
 
 
@@ -642,10 +645,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="encoder processes (default: cores)")
     parser.add_argument("--videos", type=int, default=0,
                         help="also write this many clips and videos.jsonl (default 0; needs the ffmpeg command)")
+    parser.add_argument("--format", default="jsonl",
+                        help="jsonl (the manifest beside the images), or jsonl,wds: also the samples as WebDataset "
+                             "shards in DIR/wds/ (--per-shard each; needs webdataset)")
+    parser.add_argument("--per-shard", type=int, default=32, help="samples per WebDataset shard (default 32)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
+    formats = set(args.format.split(","))
+    if not formats <= {"jsonl", "wds"}:
+        parser.error(f"--format takes jsonl and wds, not {','.join(sorted(formats - {'jsonl', 'wds'}))}")
     try:
         summary = generate(args.out, args.samples, args.seed, args.max_megapixels, args.workers, args.videos)
+        if "wds" in formats:
+            shards = write_shards(args.out / "manifest.jsonl", args.out / "wds", args.per_shard)
+            summary["wds"] = f"{args.out / 'wds'}/shard-{{000..{len(shards) - 1:03d}}}.tar"
     except (OSError, ValueError, subprocess.CalledProcessError) as err:
         print(f"mmfeed make-dataset: {err}", file=sys.stderr)
         return 1
