@@ -62,7 +62,8 @@ std::string run_usage() {
       "options:\n"
       "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
       "                         options below, with _ or -; later flags override it; a blend's\n"
-      "                         `sources`: a list of {manifest, weight, media_root} tables\n"
+      "                         `sources`: a list of {manifest, weight, media_root, max_pixels,\n"
+      "                         chat_template} tables\n"
       "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
       "  --json                 print the summary as JSON\n"
       "  --ray ADDRESS          run the per-sample work on Ray actors (mmfeed.ray.Loader): a cluster's\n"
@@ -127,15 +128,17 @@ using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
 // A config's `sources`: one table per manifest with its weight and media root (all optional but
 // the manifest; weights for every source or none), as manifests, weights and media_root entries.
 struct SourceRow {
-  std::optional<std::string> manifest, weight, media_root;
+  std::optional<std::string> manifest, weight, media_root, max_pixels, chat_template;
 };
 
 Status add_sources(ConfigEntries& entries, const std::vector<SourceRow>& rows, const std::string& where) {
-  bool weighted = false, rooted = false;
+  bool weighted = false, rooted = false, sized = false, templated = false;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].manifest) return Error(ErrorCode::kInvalidArgument, "names no manifest", where + "[" + std::to_string(i) + "]");
     weighted = weighted || rows[i].weight.has_value();
     rooted = rooted || rows[i].media_root.has_value();
+    sized = sized || rows[i].max_pixels.has_value();
+    templated = templated || rows[i].chat_template.has_value();
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (weighted && !rows[i].weight) {
@@ -145,6 +148,8 @@ Status add_sources(ConfigEntries& entries, const std::vector<SourceRow>& rows, c
     entries.emplace_back("manifests", *rows[i].manifest);
     if (weighted) entries.emplace_back("weights", *rows[i].weight);
     if (rooted) entries.emplace_back("media_root", rows[i].media_root.value_or(""));
+    if (sized) entries.emplace_back("source_max_pixels", rows[i].max_pixels.value_or("0"));
+    if (templated) entries.emplace_back("source_chat_template", rows[i].chat_template.value_or(""));
   }
   return ok_status();
 }
@@ -157,9 +162,15 @@ Status set_source_key(SourceRow& row, std::string_view key, std::string value, c
     row.weight = std::move(value);
   } else if (key == "media_root" || key == "media-root") {
     row.media_root = std::move(value);
+  } else if (key == "max_pixels" || key == "max-pixels") {
+    row.max_pixels = std::move(value);
+  } else if (key == "chat_template" || key == "chat-template") {
+    row.chat_template = std::move(value);
   } else {
     return Error(ErrorCode::kInvalidArgument,
-                 "unknown key '" + std::string(key) + "' (a source takes manifest, weight and media_root)", where);
+                 "unknown key '" + std::string(key) +
+                     "' (a source takes manifest, weight, media_root, max_pixels and chat_template)",
+                 where);
   }
   return ok_status();
 }
@@ -311,6 +322,10 @@ std::string options_json(const LoaderConfig& c) {
         std::snprintf(text, sizeof text, "%.17g", value[i]);
         out += (i ? "," : "") + std::string(text);
       }
+      out += "]";
+    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+      out += "[";
+      for (std::size_t i = 0; i < value.size(); ++i) out += (i ? "," : "") + std::to_string(value[i]);
       out += "]";
     } else if constexpr (std::is_same_v<T, std::string>) {
       core::append_json_string(out, value);

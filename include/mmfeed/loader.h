@@ -74,6 +74,14 @@ struct LoaderConfig {
   // twice before all of it once. Empty: the manifests are concatenated, an epoch all of them.
   std::vector<double> weights;
   std::uint64_t blend_samples = 0;
+  // A blend by repeats instead of weights (Energon's `repetitions`): manifest i drawn
+  // source_repeats[i] times its size per epoch (0.5: half of it), the epoch their sum (or
+  // blend_samples when given).
+  std::vector<double> source_repeats;
+  // Per manifest (empty, or one per manifest), for sources prepared differently: its images'
+  // max_pixels (0: max_pixels) and its chat template ("": chat_template).
+  std::vector<std::int64_t> source_max_pixels;
+  std::vector<std::string> source_chat_template;
   std::string tokenizer;               // tokenizer.json
   std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
   std::int64_t min_pixels = 0;         // 0: the profile's

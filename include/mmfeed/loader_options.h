@@ -34,6 +34,12 @@ void for_each_loader_option(F&& f) {
     "a blend: one weight per manifest; each epoch draws blend_samples samples, each manifest its share, cycling "
     "through its own shuffled epochs (empty: the manifests concatenated)");
   f("blend_samples", &LoaderConfig::blend_samples, "samples in an epoch of a blend (0: the manifests' total)");
+  f("source_repeats", &LoaderConfig::source_repeats,
+    "a blend by repeats, one per manifest: each drawn this many times its size per epoch (instead of weights)");
+  f("source_max_pixels", &LoaderConfig::source_max_pixels,
+    "one per manifest: its images' max_pixels (0: max_pixels); empty: max_pixels for all");
+  f("source_chat_template", &LoaderConfig::source_chat_template,
+    "one per manifest: its chat template (empty string: chat_template); empty: chat_template for all");
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
   f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");

@@ -38,6 +38,7 @@ std::string expected() {
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
   else if constexpr (std::is_same_v<T, std::vector<double>>) return "a list of numbers";
+  else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return "a list of integers";
   else return "a string or a list of strings";
 }
 

@@ -42,12 +42,13 @@ from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
 
 
-_SOURCE_KEYS = ("manifest", "weight", "media_root")
+_SOURCE_KEYS = ("manifest", "weight", "media_root", "max_pixels", "chat_template")
 
 
 def _expand_sources(sources, options: dict) -> None:
-    """`sources=[{"manifest": ..., "weight": ..., "media_root": ...}, ...]` (or plain paths) as the
-    manifests, weights and media_root options, one entry per source."""
+    """`sources=[{"manifest": ..., "weight": ..., "media_root": ..., "max_pixels": ...,
+    "chat_template": ...}, ...]` (or plain paths) as the manifests, weights, media_root,
+    source_max_pixels and source_chat_template options, one entry per source."""
     if "manifests" in options:
         raise ValueError("give the manifests as sources= or as manifest=/manifests=, not both")
     if isinstance(sources, (str, os.PathLike, dict)):
@@ -69,6 +70,10 @@ def _expand_sources(sources, options: dict) -> None:
         options["weights"] = [r["weight"] for r in rows]
     if any("media_root" in r for r in rows):
         options["media_root"] = [os.fspath(r.get("media_root", "")) for r in rows]
+    if any("max_pixels" in r for r in rows):
+        options["source_max_pixels"] = [r.get("max_pixels") or 0 for r in rows]
+    if any("chat_template" in r for r in rows):
+        options["source_chat_template"] = [r.get("chat_template") or "" for r in rows]
 
 
 def engine_options(manifest, options: dict) -> dict:
@@ -119,7 +124,8 @@ class Loader:
 
     manifest: a path or URI, or a list of them (the `manifests` option). A blend names its
     manifests with weights (`Loader(["a.jsonl", "b.json"], weights=[0.7, 0.3], blend_samples=...)`)
-    or as sources=[{"manifest": "a.jsonl", "weight": 0.7, "media_root": "images/"}, ...];
+    or as sources=[{"manifest": "a.jsonl", "weight": 0.7, "media_root": "images/", "max_pixels": 401408,
+    "chat_template": "qwen3-vl"}, ...];
     metrics() then counts each source's samples (loader.source<i>.samples). tensors: "torch" or "np".
     device: None (host tensors), or a CUDA device such as "cuda:0": batches arrive there, copied
     ahead by the engine on its own stream. With device=, pin_device defaults to that device, else

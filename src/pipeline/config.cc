@@ -45,19 +45,32 @@ Result<Settings> check_config(const LoaderConfig& config) {
                                           std::to_string(config.manifests.size()) +
                                           " manifests: give one for all, or one per manifest");
   }
-  if (!config.weights.empty()) {
-    if (config.weights.size() != config.manifests.size()) {
-      return config_error("weights", "names " + std::to_string(config.weights.size()) + " weights for " +
-                                         std::to_string(config.manifests.size()) + " manifests: give one per manifest");
+  if (!config.weights.empty() && !config.source_repeats.empty()) {
+    return config_error("source_repeats", "and weights both blend the manifests: give one of them");
+  }
+  for (const auto& [field, values] : {std::pair{"weights", &config.weights},
+                                      std::pair{"source_repeats", &config.source_repeats}}) {
+    if (values->empty()) continue;
+    if (values->size() != config.manifests.size()) {
+      return config_error(field, "names " + std::to_string(values->size()) + " values for " +
+                                     std::to_string(config.manifests.size()) + " manifests: give one per manifest");
     }
     double sum = 0;
-    for (const double w : config.weights) {
-      if (!std::isfinite(w) || w < 0) return config_error("weights", "must be finite and >= 0, not " + std::to_string(w));
+    for (const double w : *values) {
+      if (!std::isfinite(w) || w < 0) return config_error(field, "must be finite and >= 0, not " + std::to_string(w));
       sum += w;
     }
-    if (!(sum > 0)) return config_error("weights", "are all 0: give at least one manifest a positive weight");
-  } else if (config.blend_samples > 0) {
-    return config_error("blend_samples", "sizes a blend's epoch: give weights, one per manifest");
+    if (!(sum > 0)) return config_error(field, "are all 0: give at least one manifest a positive value");
+  }
+  if (config.weights.empty() && config.source_repeats.empty() && config.blend_samples > 0) {
+    return config_error("blend_samples", "sizes a blend's epoch: give weights (or source_repeats), one per manifest");
+  }
+  for (const auto& [field, count] : {std::pair{"source_max_pixels", config.source_max_pixels.size()},
+                                     std::pair{"source_chat_template", config.source_chat_template.size()}}) {
+    if (count != 0 && count != config.manifests.size()) {
+      return config_error(field, "names " + std::to_string(count) + " values for " +
+                                     std::to_string(config.manifests.size()) + " manifests: give one per manifest");
+    }
   }
   if (config.batch_size == 0) return config_error("batch_size", "must be positive");
   if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");
@@ -124,6 +137,25 @@ Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
+  for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
+    const std::int64_t max = config.source_max_pixels[i];
+    vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);
+    if (max < 0) return config_error("source_max_pixels", "must be positive (0: max_pixels), not " + std::to_string(max));
+    if (max > 0) v.profile.max_pixels = max;
+    if (v.profile.min_pixels > v.profile.max_pixels) {
+      return config_error("source_max_pixels", "manifest " + std::to_string(i) + "'s " + std::to_string(max) +
+                                                   " is below min_pixels " + std::to_string(v.profile.min_pixels));
+    }
+  }
+  for (const std::string& name : config.source_chat_template) {
+    if (name.empty()) {
+      out.source_templates.push_back(out.chat_template);
+      continue;
+    }
+    auto t = text::chat_template(name);
+    if (!t.ok()) return config_error("source_chat_template", t.error().message());
+    out.source_templates.push_back(*t);
+  }
   out.sft.max_length = config.max_length;
   out.sft.truncation =
       config.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;

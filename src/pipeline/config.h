@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
@@ -28,6 +29,9 @@ struct Settings {
   vision::VideoProfile video;  // the model's video recipe
   text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
   text::SftOptions sft;
+  // One per manifest when source_max_pixels / source_chat_template are given; else empty.
+  std::vector<vision::ProcessorConfig> source_vision;
+  std::vector<text::ChatTemplate> source_templates;
 };
 
 // workers = 0 ("auto"): this rank's share of the CPUs the process may use (`usable_cpus`, shared

@@ -137,16 +137,29 @@ std::vector<std::uint64_t> Population::shares() const {
 Result<Population> population_of(const LoaderConfig& config, const dataset::Manifests& manifests) {
   std::vector<std::uint64_t> sizes(manifests.files.size(), 0);
   for (const dataset::ManifestLine& line : manifests.lines) ++sizes[line.manifest];
-  if (config.weights.empty()) return Population(manifests.lines.size());
+  if (config.weights.empty() && config.source_repeats.empty()) return Population(manifests.lines.size());
+  const bool by_repeats = !config.source_repeats.empty();
+  std::vector<double> weights = by_repeats ? config.source_repeats : config.weights;
+  double draws = 0;  // by repeats: each source's repeats times its size
   for (std::size_t s = 0; s < sizes.size(); ++s) {
-    if (sizes[s] == 0 && config.weights[s] > 0) {
+    if (sizes[s] == 0 && weights[s] > 0) {
       return Error(ErrorCode::kInvalidArgument,
-                   "manifest " + manifests.files[s].name + " holds no sample, but its weight is " +
-                       std::to_string(config.weights[s]) + ": give it samples or weight 0",
-                   "LoaderConfig.weights");
+                   "manifest " + manifests.files[s].name + " holds no sample, but its " +
+                       (by_repeats ? "repeats are " : "weight is ") + std::to_string(weights[s]) +
+                       ": give it samples or 0",
+                   by_repeats ? "LoaderConfig.source_repeats" : "LoaderConfig.weights");
+    }
+    if (by_repeats) {
+      weights[s] *= static_cast<double>(sizes[s]);
+      draws += weights[s];
     }
   }
-  return Population(std::move(sizes), config.weights, config.blend_samples);
+  const std::uint64_t length =
+      config.blend_samples > 0 || !by_repeats ? config.blend_samples : static_cast<std::uint64_t>(std::llround(draws));
+  if (by_repeats && length == 0) {
+    return Error(ErrorCode::kInvalidArgument, "the repeats draw no sample in an epoch", "LoaderConfig.source_repeats");
+  }
+  return Population(std::move(sizes), std::move(weights), length);
 }
 
 std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch, bool shuffle) {

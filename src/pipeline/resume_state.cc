@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <type_traits>
 
 #include "core/json.h"
 #include "core/numbers.h"
@@ -233,7 +235,7 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
 
 namespace pipeline {
 
-Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
+Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, std::uint64_t epoch_length) {
   Fingerprint f;
   std::vector<std::uint64_t> samples(m.files.size(), 0);  // per manifest, in one pass over the lines
   for (const dataset::ManifestLine& l : m.lines) ++samples[l.manifest];
@@ -246,16 +248,16 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
                                                          crc + ")");
   }
   // An epoch's length: what positions index (a blend's draws, else every sample).
-  const bool sized_blend = !c.weights.empty() && c.blend_samples > 0;
-  f.emplace_back("samples", std::to_string(sized_blend ? c.blend_samples : m.lines.size()));
-  if (!c.weights.empty()) {
-    std::string weights;
-    char text[32];
-    for (const double w : c.weights) {
-      std::snprintf(text, sizeof text, "%.17g", w);
-      weights += (weights.empty() ? "" : ",") + std::string(text);
+  f.emplace_back("samples", std::to_string(epoch_length));
+  for (const auto& [key, values] : {std::pair{"weights", &c.weights}, std::pair{"source_repeats", &c.source_repeats}}) {
+    if (values->empty()) continue;
+    std::string text;
+    char number[32];
+    for (const double w : *values) {
+      std::snprintf(number, sizeof number, "%.17g", w);
+      text += (text.empty() ? "" : ",") + std::string(number);
     }
-    f.emplace_back("weights", weights);
+    f.emplace_back(key, text);
   }
   f.emplace_back("seed", std::to_string(c.seed));
   f.emplace_back("shuffle", c.shuffle ? "true" : "false");
@@ -270,6 +272,19 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m) {
     f.emplace_back("max_pixels", std::to_string(c.max_pixels));
     f.emplace_back("max_length", std::to_string(c.max_length));
     f.emplace_back("truncation", std::string(choice_name(c.truncation)));
+    auto joined = [](const auto& list) {
+      std::string out;
+      for (const auto& v : list) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+          out += (out.empty() ? "" : ",") + v;
+        } else {
+          out += (out.empty() ? "" : ",") + std::to_string(v);
+        }
+      }
+      return out;
+    };
+    if (!c.source_max_pixels.empty()) f.emplace_back("source_max_pixels", joined(c.source_max_pixels));
+    if (!c.source_chat_template.empty()) f.emplace_back("source_chat_template", joined(c.source_chat_template));
     if (c.packed_format == PackedFormat::kThd) {  // its padding counts against the budget
       f.emplace_back("packed_format", std::string(choice_name(c.packed_format)));
       f.emplace_back("pad_to_multiple_of", std::to_string(c.pad_to_multiple_of));
@@ -306,7 +321,7 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
   start.seed = config.seed;
   start.rank = config.rank;
   start.world_size = config.world_size;
-  start.fingerprint = fingerprint_of(config, manifests);
+  start.fingerprint = fingerprint_of(config, manifests, population.epoch_length());
   if (resume) {
     if (const std::string diff = fingerprint_mismatch(resume->fingerprint, start.fingerprint); !diff.empty()) {
       return Error(ErrorCode::kInvalidArgument,

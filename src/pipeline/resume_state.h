@@ -21,7 +21,8 @@ using Fingerprint = std::vector<std::pair<std::string, std::string>>;
 // may be extended); the world size and rank are checked on their own (resharding changes them).
 // Packing plans rows from token counts, so with token_budget the options that change a sample's
 // tokens are part of it too.
-Fingerprint fingerprint_of(const LoaderConfig& config, const dataset::Manifests& manifests);
+// `epoch_length`: population_of(config, manifests).epoch_length(), what positions index.
+Fingerprint fingerprint_of(const LoaderConfig& config, const dataset::Manifests& manifests, std::uint64_t epoch_length);
 
 // "" when the state's fingerprint matches the run's (or it has none), else each difference:
 // "shuffle was true, now false; samples was 23, now 25".

@@ -62,11 +62,16 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       vision_(settings.vision),
       videos_(settings.video, settings.vision.output, settings.vision.kernel),
       template_(settings.chat_template),
+      source_templates_(settings.source_templates),
       sft_(settings.sft),
       budget_(budget),
       trace_(trace),
       process_ns_(metrics.histogram("loader.process_sample_ns")),
-      decode_ns_(metrics.histogram("loader.decode_media_ns")) {}
+      decode_ns_(metrics.histogram("loader.decode_media_ns")) {
+  for (const vision::ProcessorConfig& c : settings.source_vision) {
+    source_images_.push_back(std::make_unique<const vision::ImageProcessor>(c));
+  }
+}
 
 void SampleProcessor::hold(Work& w, std::int64_t delta) const {
   if (budget_ != nullptr) budget_->hold(w, delta);
@@ -146,7 +151,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   const core::Stopwatch sw;
   for (std::size_t i = 0; i < w.image_count; ++i) {
     auto info = vision::probe(bytes_of(w, i));
-    Result<vision::Grid> grid = info.ok() ? vision_.plan(*info) : Result<vision::Grid>(info.error());
+    Result<vision::Grid> grid = info.ok() ? images_of(w).plan(*info) : Result<vision::Grid>(info.error());
     if (!grid.ok()) {
       w.error = SampleError{w.id, "image", grid.error().with_context(w.media[i].to_string()).to_string(),
                             grid.error().code()};
@@ -199,7 +204,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
     return;
   }
-  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_, grids, video_grids, sft_);
+  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, sft_);
   if (!s.ok()) {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;
@@ -252,7 +257,7 @@ bool SampleProcessor::decode_media(Work& w, bool account) const {
   const core::Stopwatch sw;
   bool ok = true;
   for (std::size_t i = 0; ok && i < w.grids.size(); ++i) {
-    auto resized = vision_.resize(bytes_of(w, i), w.infos[i]);
+    auto resized = images_of(w).resize(bytes_of(w, i), w.infos[i]);
     if (!resized.ok()) {
       w.error = SampleError{w.id, "image", resized.error().with_context(w.media[i].to_string()).to_string(),
                             resized.error().code()};

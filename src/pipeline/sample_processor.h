@@ -21,6 +21,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/metrics.h"
 #include "core/trace.h"
@@ -85,9 +86,19 @@ class SampleProcessor {
   const LoaderConfig& config_;
   const dataset::Manifests& manifests_;
   const TokenizerFuture tokenizer_;
+  // The image processor and chat template of the sample's source: the loader's, or its own.
+  const vision::ImageProcessor& images_of(const Work& w) const {
+    return w.source < source_images_.size() ? *source_images_[w.source] : vision_;
+  }
+  text::ChatTemplate template_of(const Work& w) const {
+    return w.source < source_templates_.size() ? source_templates_[w.source] : template_;
+  }
+
   const vision::ImageProcessor vision_;
   const vision::VideoProcessor videos_;
   const text::ChatTemplate template_;
+  std::vector<std::unique_ptr<const vision::ImageProcessor>> source_images_;  // per manifest, when given
+  const std::vector<text::ChatTemplate> source_templates_;
   const text::SftOptions sft_;
   MemoryBudget* const budget_;
   core::TraceWriter* const trace_;

@@ -54,7 +54,7 @@ TEST(ResumeLimitsTest, OldPositionsPastTheOldRanksEpochAreRefusedBeforeTheOrderI
 TEST(ResumeLimitsTest, ReshardRefusesAPositionPastTheOldRanksEpoch) {
   LoaderConfig config;
   config.world_size = 2;
-  const Fingerprint fingerprint = fingerprint_of(config, manifests_of(10));
+  const Fingerprint fingerprint = fingerprint_of(config, manifests_of(10), 10);
   std::vector<LoaderState> old(2);
   for (int r = 0; r < 2; ++r) {
     old[static_cast<std::size_t>(r)].rank = r;

@@ -152,10 +152,11 @@ def test_config_files_take_sources(cli, sources, tmp_path):
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"weights": [1]}, "weights: names 1 weights for 2 manifests"),
+    ({"weights": [1]}, "weights: names 1 values for 2 manifests"),
     ({"weights": [1, -1]}, "weights: must be finite and >= 0"),
     ({"weights": [0, 0]}, "weights: are all 0"),
     ({"blend_samples": 10}, "blend_samples: sizes a blend's epoch: give weights"),
+    ({"weights": [1, 1], "source_repeats": [1, 1]}, "source_repeats: and weights both blend"),
 ])
 def test_bad_blends_are_refused_by_name(sources, options, message):
     out, _ = sources
@@ -165,7 +166,42 @@ def test_bad_blends_are_refused_by_name(sources, options, message):
 
 def test_sources_refuse_unknown_keys_and_half_weights(sources):
     out, _ = sources
-    with pytest.raises(ValueError, match=r"sources\[0\] takes the keys manifest, weight, media_root .*not share"):
+    with pytest.raises(ValueError,
+                       match=r"sources\[0\] takes the keys manifest, weight, media_root, max_pixels, chat_template .*share"):
         mmfeed.Loader(sources=[{"manifest": out / "a.jsonl", "share": 2}], **OPTIONS)
     with pytest.raises(ValueError, match=r"sources\[1\] has no weight while others have one"):
         mmfeed.Loader(sources=[{"manifest": out / "a.jsonl", "weight": 2}, out / "b.jsonl"], **OPTIONS)
+
+
+def test_each_source_keeps_its_own_max_pixels_and_chat_template(sources):
+    out, _ = sources
+    a, b = out / "a.jsonl", out / "b.jsonl"
+    one = dict(OPTIONS, batch_size=1, shuffle=False)
+    own = {"source_max_pixels": [0, 20_000], "source_chat_template": ["", "qwen3-vl"]}
+    mixed, errors, _ = run([a, b], **{**one, **own})
+    assert not errors
+    alone = (run(a, **one)[0] + run(b, **{**one, "max_pixels": 20_000, "chat_template": "qwen3-vl"})[0])
+    assert len(mixed) == len(alone) == 19
+    for got, want in zip(mixed, alone):
+        assert got["sample_ids"] == want["sample_ids"]
+        for key in ("input_ids", "labels", "pixel_values", "image_grid_thw"):
+            assert got[key].tobytes() == want[key].tobytes(), (got["sample_ids"], key)
+    # The same through sources=, and a wrong count refused by name.
+    by_sources, _, _ = run(None, sources=[{"manifest": a}, {"manifest": b, "max_pixels": 20_000,
+                                                             "chat_template": "qwen3-vl"}], **one)
+    assert [g["input_ids"].tobytes() for g in by_sources] == [g["input_ids"].tobytes() for g in mixed]
+    with pytest.raises(ValueError, match="source_max_pixels: names 1 values for 2 manifests"):
+        run([a, b], source_max_pixels=[100])
+    with pytest.raises(ValueError, match="source_chat_template"):
+        run([a, b], source_chat_template=["", "no-such-template"])
+
+
+def test_repeats_blend_by_each_sources_size(sources):
+    out, ids = sources
+    # a (14 samples) half, b (5) twice: 7 + 10 draws an epoch, b's samples each twice.
+    batches, errors, metrics = run([out / "a.jsonl", out / "b.jsonl"], source_repeats=[0.5, 2])
+    assert not errors
+    drawn = collections.Counter(ids_of(batches))
+    assert sum(n for sid, n in drawn.items() if sid in ids["a"]) == 7
+    assert all(drawn[sid] == 2 for sid in ids["b"])
+    assert metrics["counters"]["loader.source1.samples"] == 10

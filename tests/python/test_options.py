@@ -13,7 +13,8 @@ from mmfeed import _mmfeed
 OPTIONS = _mmfeed.loader_options()
 
 # A value of each type other than the default, as Python passes it and as the CLI reads it.
-SAMPLE = {"str": ("x", "x"), "list[str]": (["a.jsonl"], "a.jsonl"), "list[float]": ([0.5], "0.5"), "int": (3, "3"),
+SAMPLE = {"str": ("x", "x"), "list[str]": (["a.jsonl"], "a.jsonl"), "list[float]": ([0.5], "0.5"),
+          "list[int]": ([3], "3"), "int": (3, "3"),
           "float": (0.25, "0.25"), "bool": (False, "false")}
 
 
