@@ -120,14 +120,17 @@ std::vector<std::uint64_t> Population::shares() const {
   const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
   const std::uint64_t length = epoch_length();
   std::vector<std::uint64_t> shares(sizes.size(), 0);
+  // The last weighted source takes what rounding left: a source of weight 0 never draws.
+  std::size_t last = 0;
+  for (std::size_t s = 0; s < sizes.size(); ++s) last = weights[s] > 0 ? s : last;
   double running = 0;
   std::uint64_t before = 0;
-  for (std::size_t s = 0; s < sizes.size(); ++s) {
+  for (std::size_t s = 0; s <= last; ++s) {
+    if (!(weights[s] > 0)) continue;
     running += weights[s];
-    const std::uint64_t upto = s + 1 == sizes.size()
-                                   ? length
-                                   : std::min(length, static_cast<std::uint64_t>(std::floor(
-                                                          static_cast<double>(length) * (running / sum) + 0.5)));
+    const std::uint64_t upto = s == last ? length
+                                         : std::min(length, static_cast<std::uint64_t>(std::floor(
+                                                                static_cast<double>(length) * (running / sum) + 0.5)));
     shares[s] = upto > before ? upto - before : 0;
     before = std::max(before, upto);
   }

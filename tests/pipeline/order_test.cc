@@ -134,6 +134,11 @@ TEST(BlendTest, SharesAreTheQuotasRoundedByRunningSums) {
   // 100 / 3 each: running sums 33.3, 66.7, 100 round to 33, 67, 100.
   EXPECT_EQ(pipeline::Population({5, 5, 5}, {1, 1, 1}, 100).shares(), (std::vector<std::uint64_t>{33, 34, 33}));
   EXPECT_EQ(pipeline::Population({5, 5, 5}, {1, 0, 2}, 10).shares(), (std::vector<std::uint64_t>{3, 0, 7}));
+  // A source of weight 0 (it may hold no sample) never draws, however the others' sums round.
+  for (const std::uint64_t draws : {10ull, 999'999'999'989ull}) {
+    EXPECT_EQ(pipeline::Population({5, 5, 5, 0}, {0.1, 0.2, 0.7, 0}, draws).shares()[3], 0u) << draws;
+    EXPECT_EQ(pipeline::Population({0, 5}, {0, 1}, draws).shares(), (std::vector<std::uint64_t>{0, draws}));
+  }
   // Awkward weights: every share within one of its quota, and the shares add up to the draws.
   const std::vector<double> weights = {0.1, 1e-9, 3.7, 2.2, 0.0001, 1.0 / 3.0};
   for (const std::uint64_t draws : {1ull, 7ull, 1000ull, 999'983ull}) {
