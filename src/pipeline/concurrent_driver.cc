@@ -89,14 +89,14 @@ void ConcurrentDriver::run_reader() {
       std::vector<std::uint64_t> tags;
       {
         std::lock_guard lock(pending_mu_);
-        for (std::size_t i = 0; i < raw->media.size(); ++i) {
+        for (std::size_t i = 0; i < raw->fetches(); ++i) {
           tags.push_back(tag);
           pending_[tag++] = {raw, i};
         }
         owned_[raw] = std::move(w);
       }
-      for (std::size_t i = 0; i < raw->media.size(); ++i) {
-        if (!s_.fetcher.submit({raw->media[i].uri, tags[i], raw->media[i].range})) return;
+      for (std::size_t i = 0; i < raw->fetches(); ++i) {
+        if (!s_.fetcher.submit(raw->fetch(i, tags[i]))) return;
       }
     }
   }
@@ -126,7 +126,7 @@ void ConcurrentDriver::run_collector() {
         w->bytes[index] = std::move(r->data).value();
         memory_.hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));
       }
-      if (++w->arrived == w->media.size()) {
+      if (++w->arrived == w->fetches()) {
         complete = std::move(owned_[w]);
         owned_.erase(w);
       }

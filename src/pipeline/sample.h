@@ -33,6 +33,12 @@ struct Work {
   std::vector<dataset::MediaSource> media;  // objects, or members of tar shards (byte ranges)
   std::size_t image_count = 0;
   std::vector<core::Buffer> bytes;
+  // A shard sample whose media lie together in one shard (with only their headers and small
+  // members between) is fetched as one span: `bytes` then holds that one buffer, medium i being
+  // slices[i] of it, freed once every medium is released from it.
+  std::optional<dataset::MediaSource> span;
+  std::vector<storage::ByteRange> slices;
+  std::size_t released = 0;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
   std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
@@ -46,6 +52,11 @@ struct Work {
   std::vector<vision::ResizedVideo> resized_videos;
 
   const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
+  // What is fetched for it: the span, or each medium.
+  std::size_t fetches() const { return span ? 1 : media.size(); }
+  storage::FetchRequest fetch(std::size_t i, std::uint64_t tag) const {
+    return span ? storage::FetchRequest{span->uri, tag, span->range} : storage::FetchRequest{media[i].uri, tag, media[i].range};
+  }
 };
 
 }  // namespace mmfeed::pipeline

@@ -24,13 +24,38 @@ TokenizerFuture load_tokenizer(const std::string& path) {
 
 namespace {
 
-std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
-  return {reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), w.bytes[i].size()};
+// Medium i's fetched bytes: its own buffer, or its slice of the sample's span.
+std::span<const std::byte> medium_bytes(const Work& w, std::size_t i) {
+  if (!w.span) return w.bytes[i].span();
+  return w.bytes[0].span().subspan(w.slices[i].offset, w.slices[i].length);
 }
 
-std::span<const std::byte> video_bytes(const Work& w, std::size_t v) {
-  const core::Buffer& b = w.bytes[w.image_count + v];
-  return {b.data(), b.size()};
+std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
+  const std::span<const std::byte> b = medium_bytes(w, i);
+  return {reinterpret_cast<const std::uint8_t*>(b.data()), b.size()};
+}
+
+std::span<const std::byte> video_bytes(const Work& w, std::size_t v) { return medium_bytes(w, w.image_count + v); }
+
+// Media of one shard, close together: the span from the first to the last, when what lies
+// between them (headers, the .json, small members) is small beside them.
+bool same_object(const storage::ObjectUri& a, const storage::ObjectUri& b) {
+  return a.scheme == b.scheme && a.path == b.path && a.url == b.url && a.bucket == b.bucket && a.key == b.key;
+}
+
+void plan_span(Work& w, std::uint64_t max_object_bytes) {
+  constexpr std::uint64_t kGapPerMedium = 64 << 10;
+  if (w.media.size() < 2 || !w.media[0].range) return;
+  std::uint64_t lo = UINT64_MAX, hi = 0, total = 0;
+  for (const dataset::MediaSource& m : w.media) {
+    if (!m.range || !same_object(m.uri, w.media[0].uri)) return;
+    lo = std::min(lo, m.range->offset);
+    hi = std::max(hi, m.range->offset + m.range->length);
+    total += m.range->length;
+  }
+  if (hi - lo > max_object_bytes || hi - lo > total + kGapPerMedium * w.media.size()) return;
+  w.span = dataset::MediaSource{w.media[0].uri, storage::ByteRange{lo, hi - lo}, ""};
+  for (const dataset::MediaSource& m : w.media) w.slices.push_back({m.range->offset - lo, m.range->length});
 }
 
 // A video's plan, its frame count checked against the byte budget before its frames are listed
@@ -137,11 +162,16 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     r.total_pixels = k.total_pixels;
   }
   w->conversation = std::move(c).value();
-  w->bytes.resize(w->media.size());
+  plan_span(*w, config_.max_object_bytes);
+  w->bytes.resize(w->fetches());
   return w;
 }
 
 void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const {
+  if (w.span) {  // the span goes with its last medium
+    if (++w.released < w.media.size()) return;
+    i = 0;
+  }
   if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
   w.bytes[i].reset();
 }

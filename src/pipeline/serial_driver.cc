@@ -41,8 +41,8 @@ Result<std::optional<Batch>> SerialDriver::gather() {
     }
     auto w = s_.processor.prepare(epoch_, seq_, order_[seq_]);
     ++seq_;
-    for (std::size_t i = 0; !w->error && i < w->media.size(); ++i) {
-      if (!s_.fetcher.submit({w->media[i].uri, i, w->media[i].range})) return std::optional<Batch>();
+    for (std::size_t i = 0; !w->error && i < w->fetches(); ++i) {
+      if (!s_.fetcher.submit(w->fetch(i, i))) return std::optional<Batch>();
       auto r = s_.fetcher.next();
       if (!r) return std::optional<Batch>();
       if (!r->data.ok()) {

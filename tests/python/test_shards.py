@@ -71,6 +71,7 @@ def test_shards_give_the_batches_of_their_manifest(dataset, packing):
     got, errors, _ = load(pattern(shards), **packing)
     assert not errors
     assert_same_batches(got, want)
+    assert_same_batches(load(pattern(shards), mode="serial", **packing)[0], want)
 
 
 def test_shards_shard_resume_and_reshard_as_a_manifest_does(dataset):
@@ -113,6 +114,14 @@ def test_shards_in_s3_and_over_http(dataset, moto_s3, nginx, monkeypatch, tmp_pa
     got, errors, _ = load("s3://wds/train/shard-{000..004}.tar")
     assert not errors
     assert_same_batches(got, want)
+    # A sample's media, adjacent in its shard, come in one GET: one per sample, not one per medium.
+    media = sum(len([i for m in s["messages"] if isinstance(m["content"], list) for i in m["content"]
+                     if i.get("type") in ("image", "video")]) for s in map(json.loads, manifest.read_text().splitlines()))
+    with mmfeed.Loader("s3://wds/train/shard-{000..004}.tar", **OPTIONS) as loader:
+        again = list(loader)
+        fetched = loader.metrics()["counters"]["fetch.objects_ok"]  # (requests would count hedges and retries)
+    assert fetched == 24 < media, (fetched, media)
+    assert_same_batches(again, want)
     server = Nginx(shards, tmp_path / "nginx").start()
     try:
         got, errors, _ = load(server.url("ok", "shard-{000..004}.tar"))
