@@ -296,6 +296,31 @@ Status read_config(LoaderConfig& c, const std::string& path) {
   return ok_status();
 }
 
+// A value as JSON: text, a name, a boolean or a number, or a list of them.
+template <class T>
+void append_json_value(std::string& out, const T& value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    core::append_json_string(out, value);
+  } else if constexpr (std::is_enum_v<T>) {
+    core::append_json_string(out, choice_name(value));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out += value ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    out += text;
+  } else if constexpr (std::is_integral_v<T>) {
+    out += std::to_string(value);
+  } else {  // a list
+    out += "[";
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (i) out += ",";
+      append_json_value(out, value[i]);
+    }
+    out += "]";
+  }
+}
+
 // The options of `c` that differ from the defaults, as a JSON object of option names (what
 // mmfeed.ray.Loader takes as keywords).
 std::string options_json(const LoaderConfig& c) {
@@ -304,42 +329,10 @@ std::string options_json(const LoaderConfig& c) {
   for_each_loader_option([&](const char* name, auto member, const char*) {
     const auto& value = c.*member;
     if (value == defaults.*member) return;
-    using T = std::decay_t<decltype(value)>;
     if (out.size() > 1) out += ",";
     core::append_json_string(out, name);
     out += ":";
-    if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-      out += "[";
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        if (i) out += ",";
-        core::append_json_string(out, value[i]);
-      }
-      out += "]";
-    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-      out += "[";
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%.17g", value[i]);
-        out += (i ? "," : "") + std::string(text);
-      }
-      out += "]";
-    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
-      out += "[";
-      for (std::size_t i = 0; i < value.size(); ++i) out += (i ? "," : "") + std::to_string(value[i]);
-      out += "]";
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      core::append_json_string(out, value);
-    } else if constexpr (std::is_enum_v<T>) {
-      core::append_json_string(out, choice_name(value));
-    } else if constexpr (std::is_same_v<T, bool>) {
-      out += value ? "true" : "false";
-    } else if constexpr (std::is_floating_point_v<T>) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.17g", value);
-      out += text;
-    } else {
-      out += std::to_string(value);
-    }
+    append_json_value(out, value);
   });
   return out + "}";
 }

@@ -305,17 +305,18 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
   const bool bare = ref.find('/') == std::string_view::npos && ref.find("://") == std::string_view::npos;
   if (!m.shards.empty() && bare) {
     const ShardSample& s = m.samples[line.number];
-    const std::string_view suffix = ref.starts_with(s.key + ".") ? ref.substr(s.key.size() + 1) : ref;
-    std::string members;
-    for (std::uint64_t i = s.first_member; i < s.first_member + s.member_count; ++i) {
-      const ShardMember& member = m.members[i];
-      if (member.suffix == suffix) {
-        return MediaSource{m.shards[s.shard].uri, storage::ByteRange{member.offset, member.size},
-                           s.key + "." + member.suffix};
-      }
-      members += (members.empty() ? "" : ", ") + member.suffix;
+    const bool full = ref.size() > s.key.size() && ref.starts_with(s.key) && ref[s.key.size()] == '.';
+    const std::string_view suffix = full ? ref.substr(s.key.size() + 1) : ref;
+    const auto first = m.members.begin() + static_cast<std::ptrdiff_t>(s.first_member);
+    const auto last = first + s.member_count;
+    if (const auto member = std::find_if(first, last, [&](const ShardMember& x) { return x.suffix == suffix; });
+        member != last) {
+      return MediaSource{m.shards[s.shard].uri, storage::ByteRange{member->offset, member->size},
+                         s.key + "." + member->suffix};
     }
     if (media_root.empty()) {
+      std::string members;
+      for (auto it = first; it != last; ++it) members += (members.empty() ? "" : ", ") + it->suffix;
       return Error(ErrorCode::kNotFound, "names " + std::string(ref) + ", but sample " + s.key + " of " +
                                              m.shards[s.shard].name + " has no member " + s.key + "." +
                                              std::string(suffix) + " (its members: " + members + ")");

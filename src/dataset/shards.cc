@@ -7,8 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <map>
-#include <memory>
+#include <unordered_set>
 
 #include "storage/fetcher.h"
 #include "storage/redact.h"
@@ -197,6 +196,7 @@ class ShardScan {
       for (ShardMember& member : p.members) m.members.push_back(std::move(member));
     }
     pending_.clear();
+    keys_.clear();
     return ok_status();
   }
 
@@ -225,14 +225,11 @@ class ShardScan {
     const auto [key, suffix] = *split;
     if (pending_.empty() || pending_.back().key != key) {
       pending_.push_back({std::string(key), {}, std::nullopt, std::nullopt});
-      for (std::size_t i = 0; i + 1 < pending_.size(); ++i) {
-        if (pending_[i].key == key) {
-          pending_.back().error = sample_error(ErrorCode::kCorruptData,
-                                               "the sample's members are not consecutive: " + h.name + " follows " +
-                                                   "another sample's",
-                                               data_at - kBlock);
-          break;
-        }
+      if (!keys_.insert(pending_.back().key).second) {
+        pending_.back().error = sample_error(ErrorCode::kCorruptData,
+                                             "the sample's members are not consecutive: " + h.name + " follows " +
+                                                 "another sample's",
+                                             data_at - kBlock);
       }
     }
     Pending& p = pending_.back();
@@ -288,6 +285,7 @@ class ShardScan {
   std::optional<std::string> long_name_;  // from a GNU 'L' or PAX header, for the next member
   std::optional<std::uint64_t> pax_size_;
   std::vector<Pending> pending_;  // the samples so far, in order
+  std::unordered_set<std::string> keys_;  // theirs
 };
 
 }  // namespace
@@ -414,7 +412,7 @@ namespace {
 // The shards `names` as one source called `source`: scanned, many at once; `excluded` samples
 // ("shard.tar/key", by the shard's name as written in `names`) left out.
 Result<Manifest> read_shard_list(const std::string& source, const std::vector<std::string>& names,
-                                 const std::vector<std::string>& excluded, std::size_t limit,
+                                 const std::unordered_set<std::string>& excluded, std::size_t limit,
                                  const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
   Manifest m;
   m.name = storage::redact_uri(source);
@@ -468,7 +466,7 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
     std::size_t kept = first_line;
     for (std::size_t k = first_line; k < lines.size(); ++k) {
       const std::string key = names[i] + "/" + m.samples[first + (k - first_line)].key;
-      if (std::find(excluded.begin(), excluded.end(), key) == excluded.end()) lines[kept++] = lines[k];
+      if (!excluded.contains(key)) lines[kept++] = lines[k];
     }
     lines.resize(kept);
   }
@@ -546,10 +544,9 @@ Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit,
     }
   }
   if (names.empty()) return Error(ErrorCode::kInvalidArgument, "its train split names no shard", storage::redact_uri(split_file));
-  std::vector<std::string> excluded;  // as read_shard_list names them: by the shard's full name
+  std::unordered_set<std::string> excluded;  // as read_shard_list names them: by the shard's full name
   for (const std::string& e : excluded_samples) {
-    const std::size_t tar = e.find(".tar/");
-    if (tar != std::string::npos) excluded.push_back(root + "/" + e);
+    if (e.find(".tar/") != std::string::npos) excluded.insert(root + "/" + e);
   }
   return read_shard_list(dir, names, excluded, limit, s3, manifest, lines);
 }

@@ -39,16 +39,12 @@ std::span<const std::byte> video_bytes(const Work& w, std::size_t v) { return me
 
 // Media of one shard, close together: the span from the first to the last, when what lies
 // between them (headers, the .json, small members) is small beside them.
-bool same_object(const storage::ObjectUri& a, const storage::ObjectUri& b) {
-  return a.scheme == b.scheme && a.path == b.path && a.url == b.url && a.bucket == b.bucket && a.key == b.key;
-}
-
 void plan_span(Work& w, std::uint64_t max_object_bytes) {
   constexpr std::uint64_t kGapPerMedium = 64 << 10;
   if (w.media.size() < 2 || !w.media[0].range) return;
   std::uint64_t lo = UINT64_MAX, hi = 0, total = 0;
   for (const dataset::MediaSource& m : w.media) {
-    if (!m.range || !same_object(m.uri, w.media[0].uri)) return;
+    if (!m.range || m.uri != w.media[0].uri) return;
     lo = std::min(lo, m.range->offset);
     hi = std::max(hi, m.range->offset + m.range->length);
     total += m.range->length;

@@ -32,6 +32,8 @@ struct ObjectUri {
   // The canonical spelling, as shown in messages and traces: "s3://bucket/key", "file:///abs/path",
   // or the URL, with its credentials redacted (redact.h). Fetches use the fields, never this.
   std::string to_string() const;
+
+  bool operator==(const ObjectUri&) const = default;
 };
 
 // Parses `text`. Relative paths resolve against `base_dir` (or the working directory when it

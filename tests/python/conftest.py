@@ -86,3 +86,31 @@ def copy_with_damaged_image(manifest: Path, out: Path, line: int, damage) -> tup
                  if c["type"] == "image")
     (out / image).write_bytes(damage((out / image).read_bytes()))
     return copy, sample
+
+
+def run_loader(source, state=None, **options) -> dict:
+    """One mmfeed.Loader over `source` run to its end (resumed from `state` when given): its
+    batches, errors, final state and metrics. The loader opens lazily: a bad option or source
+    raises here, at the first batch."""
+    import mmfeed
+
+    loader = mmfeed.Loader(source, **options)
+    if state is not None:
+        loader.load_state_dict(state)
+    with loader:
+        batches = list(loader)
+        return {"batches": batches, "errors": loader.errors(), "state": loader.state_dict(),
+                "metrics": loader.metrics()}
+
+
+def assert_same_batches(got, want) -> None:
+    """The same batches: sample ids, keys, and every array's dtype, shape and bytes."""
+    import numpy as np
+
+    assert [b["sample_ids"] for b in got] == [b["sample_ids"] for b in want]
+    for g, w in zip(got, want):
+        assert sorted(g) == sorted(w)
+        for key, value in w.items():
+            if isinstance(value, np.ndarray):
+                assert g[key].dtype == value.dtype and g[key].shape == value.shape, key
+                assert g[key].tobytes() == value.tobytes(), key

@@ -10,7 +10,7 @@ import pytest
 
 import datagen
 import mmfeed
-from conftest import ROOT
+from conftest import ROOT, run_loader
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 60_000, "batch_size": 4, "seed": 3}
@@ -29,12 +29,8 @@ def sources(tmp_path_factory):
 
 
 def run(manifests, state=None, **options):
-    loader = mmfeed.Loader(manifests, **{**OPTIONS, **options})
-    if state is not None:
-        loader.load_state_dict(state)
-    with loader:
-        batches = list(loader)
-        return batches, loader.errors(), loader.metrics()
+    r = run_loader(manifests, state, **{**OPTIONS, **options})
+    return r["batches"], r["errors"], r["metrics"]
 
 
 def ids_of(batches):

@@ -4,12 +4,11 @@ byte-identical to the same conversations as a messages JSONL beside its images; 
 named and every other sample delivered."""
 import json
 
-import numpy as np
 import pytest
 
 import datagen
 import mmfeed
-from conftest import ROOT
+from conftest import ROOT, assert_same_batches, run_loader
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 100_000, "batch_size": 4, "seed": 3}
@@ -26,23 +25,9 @@ def samples_of(manifest):
     return [json.loads(line) for line in manifest.read_text().splitlines()]
 
 
-def load(manifest, state=None, **options):
-    loader = mmfeed.Loader(manifest, **{**OPTIONS, **options})
-    if state is not None:
-        loader.load_state_dict(state)
-    with loader:
-        return list(loader), loader.errors(), loader.state_dict()
-
-
-def assert_same_batches(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g["sample_ids"] == w["sample_ids"]
-        assert sorted(g) == sorted(w)
-        for key, value in w.items():
-            if isinstance(value, np.ndarray):
-                assert g[key].dtype == value.dtype and g[key].shape == value.shape, key
-                assert g[key].tobytes() == value.tobytes(), key
+def load(source, state=None, **options):
+    r = run_loader(source, state, **{**OPTIONS, **options})
+    return r["batches"], r["errors"], r["state"]
 
 
 @pytest.fixture(scope="module")

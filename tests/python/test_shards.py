@@ -3,16 +3,14 @@ samples in LLaMA-Factory's tagged shape) load into batches byte-identical to the
 JSONL manifest beside their images: padded and packed, over 3 ranks, resumed mid-epoch and with
 another world size, from local files, S3 (moto) and HTTP (nginx); damaged shards cost only the
 samples they touch, each named."""
-import collections
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 import datagen
 import mmfeed
-from conftest import ROOT
+from conftest import ROOT, assert_same_batches, run_loader
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 60_000, "batch_size": 4, "seed": 3}
@@ -35,21 +33,19 @@ def pattern(shards):
 
 
 def load(source, state=None, **options):
-    loader = mmfeed.Loader(source, **{**OPTIONS, **options})
-    if state is not None:
-        loader.load_state_dict(state)
-    with loader:
-        return list(loader), loader.errors(), loader.state_dict()
+    r = run_loader(source, state, **{**OPTIONS, **options})
+    return r["batches"], r["errors"], r["state"]
 
 
-def assert_same_batches(got, want):
-    assert [b["sample_ids"] for b in got] == [b["sample_ids"] for b in want]
-    for g, w in zip(got, want):
-        assert sorted(g) == sorted(w)
-        for key, value in w.items():
-            if isinstance(value, np.ndarray):
-                assert g[key].dtype == value.dtype and g[key].shape == value.shape, key
-                assert g[key].tobytes() == value.tobytes(), key
+def upload_shards(moto_s3, monkeypatch, folder, bucket, prefix=""):
+    """The folder's shards into a new bucket of the moto S3 server, which this test's Loaders then use."""
+    s3 = moto_s3.client()
+    s3.create_bucket(Bucket=bucket)
+    for path in folder.glob("*.tar"):
+        s3.put_object(Bucket=bucket, Key=prefix + path.name, Body=path.read_bytes())
+    for key, value in moto_s3.env().items():
+        if key.startswith("AWS_"):
+            monkeypatch.setenv(key, value)
 
 
 def test_webdataset_reads_the_sample_set_the_loader_reads(dataset):
@@ -104,13 +100,7 @@ def test_shards_in_s3_and_over_http(dataset, moto_s3, nginx, monkeypatch, tmp_pa
 
     manifest, shards = dataset
     want, _, _ = load(pattern(shards))
-    s3 = moto_s3.client()
-    s3.create_bucket(Bucket="wds")
-    for path in shards.glob("*.tar"):
-        s3.put_object(Bucket="wds", Key=f"train/{path.name}", Body=path.read_bytes())
-    for key, value in moto_s3.env().items():
-        if key.startswith("AWS_"):
-            monkeypatch.setenv(key, value)
+    upload_shards(moto_s3, monkeypatch, shards, "wds", "train/")
     got, errors, _ = load("s3://wds/train/shard-{000..004}.tar")
     assert not errors
     assert_same_batches(got, want)
@@ -150,13 +140,7 @@ def test_a_shard_without_end_blocks_is_read_whole_locally_and_remotely(dataset, 
     got, errors, _ = load(pattern(copy))
     assert not errors
     assert_same_batches(got, want)
-    s3 = moto_s3.client()
-    s3.create_bucket(Bucket="bare")
-    for path in copy.glob("*.tar"):
-        s3.put_object(Bucket="bare", Key=path.name, Body=path.read_bytes())
-    for key, value in moto_s3.env().items():
-        if key.startswith("AWS_"):
-            monkeypatch.setenv(key, value)
+    upload_shards(moto_s3, monkeypatch, copy, "bare")
     got, errors, _ = load("s3://bare/shard-{000..004}.tar")
     assert not errors
     assert_same_batches(got, want)
