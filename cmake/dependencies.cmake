@@ -29,6 +29,46 @@ if(MMFEED_VIDEO)
   mmfeed_pkg_dep(av "libavformat;libavcodec;libswscale;libavutil")
 endif()
 
+# Parquet sources (src/dataset/parquet.*): Apache Arrow's Parquet C++ reader. No Debian package
+# carries it; the pyarrow wheel (requirements.txt) ships its libraries and headers, found through
+# the interpreter that builds (the venv's: `make build`), or MMFEED_PYARROW_DIR. MMFEED_PARQUET=OFF
+# builds without them (the GPU bundle does: they would not fit its carry); .parquet sources are
+# then refused by name.
+if(MMFEED_PARQUET)
+  if(NOT MMFEED_PYARROW_DIR)
+    set(_mmfeed_py "${Python_EXECUTABLE}")
+    if(NOT _mmfeed_py)
+      find_program(_mmfeed_py NAMES python3 PATHS "${PROJECT_SOURCE_DIR}/.venv/bin" NO_DEFAULT_PATH)
+    endif()
+    if(NOT _mmfeed_py)
+      find_program(_mmfeed_py NAMES python3)
+    endif()
+    execute_process(COMMAND "${_mmfeed_py}" -c "import os, pyarrow; print(os.path.dirname(pyarrow.__file__), end='')"
+                    OUTPUT_VARIABLE _mmfeed_pyarrow RESULT_VARIABLE _mmfeed_rc ERROR_QUIET)
+    if(NOT _mmfeed_rc EQUAL 0)
+      message(FATAL_ERROR "MMFEED_PARQUET: ${_mmfeed_py} cannot import pyarrow (make setup installs it; "
+                          "or set MMFEED_PYARROW_DIR, or build with -DMMFEED_PARQUET=OFF)")
+    endif()
+    set(MMFEED_PYARROW_DIR "${_mmfeed_pyarrow}" CACHE PATH "The pyarrow package directory (its include/ and libraries)")
+  endif()
+  file(GLOB _mmfeed_arrow "${MMFEED_PYARROW_DIR}/libarrow.so.[0-9]*")
+  file(GLOB _mmfeed_parquet "${MMFEED_PYARROW_DIR}/libparquet.so.[0-9]*")
+  if(NOT _mmfeed_arrow OR NOT _mmfeed_parquet OR NOT EXISTS "${MMFEED_PYARROW_DIR}/include/parquet/api/reader.h")
+    message(FATAL_ERROR "MMFEED_PARQUET: ${MMFEED_PYARROW_DIR} holds no libarrow/libparquet and their headers")
+  endif()
+  list(GET _mmfeed_arrow 0 _mmfeed_arrow)
+  list(GET _mmfeed_parquet 0 _mmfeed_parquet)
+  add_library(mmfeed_dep_parquet INTERFACE)
+  target_include_directories(mmfeed_dep_parquet SYSTEM INTERFACE "${MMFEED_PYARROW_DIR}/include")
+  # The wheel's libraries are found where pip put them: every binary linking them records the
+  # directory.
+  target_link_libraries(mmfeed_dep_parquet INTERFACE "${_mmfeed_parquet}" "${_mmfeed_arrow}"
+                        "-Wl,-rpath,${MMFEED_PYARROW_DIR}")
+  add_library(mmfeed::dep::parquet ALIAS mmfeed_dep_parquet)
+  # Installing rewrites the run path: the installed module and CLI record it again.
+  list(APPEND CMAKE_INSTALL_RPATH "$ORIGIN/../pyarrow" "${MMFEED_PYARROW_DIR}")
+endif()
+
 if(MMFEED_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

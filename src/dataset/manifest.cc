@@ -9,6 +9,7 @@
 #include <span>
 
 #include "core/buffer_pool.h"
+#include "dataset/parquet.h"
 #include "dataset/shards.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
@@ -203,11 +204,11 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
-    if (is_shard_source(path) || is_energon_dataset(path)) {
+    if (is_shard_source(path) || is_energon_dataset(path) || is_parquet_source(path)) {
       const auto index = static_cast<std::uint32_t>(out.files.size());
-      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path)
-                                              ? read_shards(path, limit, s3, index, out.lines)
-                                              : read_energon_dataset(path, limit, s3, index, out.lines));
+      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path)     ? read_shards(path, limit, s3, index, out.lines)
+                                          : is_parquet_source(path) ? read_parquet(path, limit, s3, index, out.lines)
+                                                                    : read_energon_dataset(path, limit, s3, index, out.lines));
       m.base_dir = base_dir_of(m.shards.front().uri);
       out.files.push_back(std::move(m));
       continue;
@@ -302,8 +303,18 @@ Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifes
 Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifests, const ManifestLine& line,
                                   std::string_view media_root, bool allow_local_from_remote) {
   const Manifest& m = manifests.files[line.manifest];
+  if (m.parquet) {  // a cell the row's JSON names, else a path
+    const ShardSample& s = m.samples[line.number];
+    for (std::uint64_t k = s.first_member; k < s.first_member + s.member_count; ++k) {
+      if (m.members[k].suffix != ref) continue;
+      const CellPlace& p = m.cells[k];
+      return MediaSource{m.shards[s.shard].uri, storage::ByteRange{m.members[k].offset, m.members[k].size},
+                         "row " + s.key + ", " + m.members[k].suffix,
+                         std::make_shared<ParquetCell>(ParquetCell{m.chunks[p.chunk], p.first_row, p.row, p.element})};
+    }
+  }
   const bool bare = ref.find('/') == std::string_view::npos && ref.find("://") == std::string_view::npos;
-  if (!m.shards.empty() && bare) {
+  if (!m.shards.empty() && !m.parquet && bare) {
     const ShardSample& s = m.samples[line.number];
     const bool full = ref.size() > s.key.size() && ref.starts_with(s.key) && ref[s.key.size()] == '.';
     const std::string_view suffix = full ? ref.substr(s.key.size() + 1) : ref;
@@ -312,7 +323,7 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
     if (const auto member = std::find_if(first, last, [&](const ShardMember& x) { return x.suffix == suffix; });
         member != last) {
       return MediaSource{m.shards[s.shard].uri, storage::ByteRange{member->offset, member->size},
-                         s.key + "." + member->suffix};
+                         s.key + "." + member->suffix, nullptr};
     }
     if (media_root.empty()) {
       std::string members;
@@ -323,7 +334,7 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
     }
   }
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, resolve(ref, m, media_root, allow_local_from_remote));
-  return MediaSource{std::move(uri), std::nullopt, ""};
+  return MediaSource{std::move(uri), std::nullopt, "", nullptr};
 }
 
 }  // namespace mmfeed::dataset

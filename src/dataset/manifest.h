@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,27 @@ struct ShardSample {
   std::optional<Error> error;  // the shard's damage this sample fails by (its text is then empty)
 };
 
+// A column chunk of a Parquet file's images (parquet.h): what decoding its pages needs, in
+// Arrow's types (opaque here).
+struct ParquetChunk;
+
+// Where an embedded Parquet image lies: its column chunk, the row group's row the fetched range's
+// first data page starts with, the image's row, and its place in the row's list.
+struct ParquetCell {
+  std::shared_ptr<const ParquetChunk> chunk;
+  std::uint64_t first_row = 0;
+  std::uint64_t row = 0;
+  std::uint32_t element = 0;
+};
+
+// A Parquet sample's member (parallel to Manifest::members): its chunk (in Manifest::chunks).
+struct CellPlace {
+  std::uint32_t chunk = 0;
+  std::uint32_t element = 0;
+  std::uint64_t first_row = 0;
+  std::uint64_t row = 0;
+};
+
 struct Shard {
   storage::ObjectUri uri;
   std::string name;  // as shown (redacted)
@@ -50,7 +72,8 @@ struct Shard {
 
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
 // For tar shards (shards.h) the text is the samples' .json members, one per line, and the
-// samples' media are members of their shard.
+// samples' media are members of their shard. For Parquet files (parquet.h) `shards` are the
+// files, the text is the rows written as JSON, and a sample's members its embedded images.
 struct Manifest {
   std::string name;      // as given, credentials redacted: messages, traces and the resume state show it
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
@@ -61,6 +84,9 @@ struct Manifest {
   std::vector<Shard> shards;  // tar shards; empty for a JSONL or JSON array manifest
   std::vector<ShardMember> members;
   std::vector<ShardSample> samples;  // by ManifestLine::number
+  bool parquet = false;  // rows of Parquet files: members are cells (below), other references paths
+  std::vector<std::shared_ptr<const ParquetChunk>> chunks;
+  std::vector<CellPlace> cells;  // by member
 };
 
 // A sample of a manifest, a non-blank line or an array's element: 24 bytes, so a manifest of
@@ -79,7 +105,8 @@ struct Manifests {
   std::string_view text(const ManifestLine& line) const {
     return std::string_view(files[line.manifest].text).substr(line.offset, line.length);
   }
-  // "train.jsonl:12" (a line), "train.json[11]" (an element), "shard-003.tar[a1]" (a shard's sample).
+  // "train.jsonl:12" (a line), "train.json[11]" (an element), "shard-003.tar[a1]" (a shard's
+  // sample), "train.parquet[7]" (a Parquet file's row).
   std::string where(const ManifestLine& line) const {
     const Manifest& m = files[line.manifest];
     if (!m.shards.empty()) {
@@ -125,6 +152,7 @@ struct MediaSource {
   storage::ObjectUri uri;
   std::optional<storage::ByteRange> range;
   std::string member;  // the shard member's name; empty: the whole object
+  std::shared_ptr<const ParquetCell> cell;  // a Parquet image: `range` holds its page, decoded by parquet_value()
 
   // "s3://b/a.jpg", or "s3://b/shard-0.tar[a1.0.jpg]".
   std::string to_string() const { return member.empty() ? uri.to_string() : uri.to_string() + "[" + member + "]"; }

@@ -39,6 +39,11 @@ struct Work {
   std::optional<dataset::MediaSource> span;
   std::vector<storage::ByteRange> slices;
   std::size_t released = 0;
+  // A sample with Parquet images: once fetched, every medium's bytes (a cell decoded from its
+  // pages, or an object's bytes) are copied into `cells`, medium i being slices[i] of it; the
+  // fetched buffers are freed then, `cells` with its last medium.
+  bool extracted = false;
+  std::vector<std::byte> cells;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
   std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;

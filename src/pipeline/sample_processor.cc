@@ -1,11 +1,13 @@
 #include "pipeline/sample_processor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <span>
 #include <utility>
 
 #include "core/clock.h"
+#include "dataset/parquet.h"
 #include "text/chat.h"
 
 namespace mmfeed::pipeline {
@@ -26,6 +28,7 @@ namespace {
 
 // Medium i's fetched bytes: its own buffer, or its slice of the sample's span.
 std::span<const std::byte> medium_bytes(const Work& w, std::size_t i) {
+  if (w.extracted) return std::span<const std::byte>(w.cells).subspan(w.slices[i].offset, w.slices[i].length);
   if (!w.span) return w.bytes[i].span();
   return w.bytes[0].span().subspan(w.slices[i].offset, w.slices[i].length);
 }
@@ -50,7 +53,7 @@ void plan_span(Work& w, std::uint64_t max_object_bytes) {
     total += m.range->length;
   }
   if (hi - lo > max_object_bytes || hi - lo > total + kGapPerMedium * w.media.size()) return;
-  w.span = dataset::MediaSource{w.media[0].uri, storage::ByteRange{lo, hi - lo}, ""};
+  w.span = dataset::MediaSource{w.media[0].uri, storage::ByteRange{lo, hi - lo}, "", nullptr};
   for (const dataset::MediaSource& m : w.media) w.slices.push_back({m.range->offset - lo, m.range->length});
 }
 
@@ -163,7 +166,47 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   return w;
 }
 
+bool SampleProcessor::extract_cells(Work& w) const {
+  if (std::none_of(w.media.begin(), w.media.end(), [](const dataset::MediaSource& m) { return m.cell != nullptr; })) {
+    return true;
+  }
+  std::vector<storage::ByteRange> slices;
+  for (std::size_t i = 0; i < w.media.size(); ++i) {
+    const std::span<const std::byte> fetched = medium_bytes(w, i);
+    if (!w.media[i].cell) {
+      slices.push_back({w.cells.size(), fetched.size()});
+      w.cells.insert(w.cells.end(), fetched.begin(), fetched.end());
+      continue;
+    }
+    auto place = dataset::parquet_value(*w.media[i].cell, fetched, w.cells);
+    if (!place.ok()) {
+      const char* stage = i < w.image_count ? "image" : "video";
+      w.error = SampleError{w.id, stage, place.error().with_context(w.media[i].to_string()).to_string(),
+                            place.error().code()};
+      return false;
+    }
+    slices.push_back(*place);
+  }
+  std::int64_t freed = 0;
+  for (core::Buffer& b : w.bytes) {
+    freed += static_cast<std::int64_t>(b.capacity());
+    b.reset();
+  }
+  hold(w, static_cast<std::int64_t>(w.cells.capacity()) - freed);
+  w.slices = std::move(slices);
+  w.span.reset();
+  w.released = 0;
+  w.extracted = true;
+  return true;
+}
+
 void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const {
+  if (w.extracted) {  // the cells go with the last medium
+    if (++w.released < w.media.size()) return;
+    if (account) hold(w, -static_cast<std::int64_t>(w.cells.capacity()));
+    w.cells = {};
+    return;
+  }
   if (w.span) {  // the span goes with its last medium
     if (++w.released < w.media.size()) return;
     i = 0;
@@ -175,6 +218,7 @@ void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const 
 void SampleProcessor::process(Work& w, bool defer_images) const {
   core::TraceSpan span(trace_, "process sample", "cpu", w.id);
   const core::Stopwatch sw;
+  if (!extract_cells(w)) return;
   for (std::size_t i = 0; i < w.image_count; ++i) {
     auto info = vision::probe(bytes_of(w, i));
     Result<vision::Grid> grid = info.ok() ? images_of(w).plan(*info) : Result<vision::Grid>(info.error());

@@ -80,6 +80,9 @@ class SampleProcessor {
 
  private:
   void hold(Work& w, std::int64_t delta) const;
+  // Decodes the sample's Parquet images from their fetched pages into `w.cells` (false, with
+  // w.error set, when one does not decode); nothing for a sample without them.
+  bool extract_cells(Work& w) const;
   // Frees the fetched bytes of media `i`, counted against the budget when `account`.
   void release_bytes(Work& w, std::size_t i, bool account) const;
 

@@ -75,6 +75,7 @@ struct Job {
   FetchRequest request;
   std::string uri_text;  // request.uri.to_string(), credentials redacted: errors, results and the trace show this
   std::int64_t start_ns = 0;
+  std::uint64_t object_size = 0;  // FetchResult::object_size
   int attempts = 0;  // GETs sent
   int failures = 0;  // failed attempts of the whole-object request, counted against max_attempts
   std::map<int, int> part_failures;  // the same per part of a large object

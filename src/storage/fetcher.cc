@@ -228,6 +228,7 @@ FetchResult Fetcher::Engine::base_result(Job* job) {
   r.retries = job->retries;
   r.http_status = job->last_status;
   r.latency_ns = core::now_ns() - job->start_ns;
+  r.object_size = job->object_size;
   return r;
 }
 

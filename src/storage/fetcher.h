@@ -96,6 +96,9 @@ struct FetchResult {
   int http_status = 0;          // of the last answer; 0 for local files or no answer
   bool hedge_won = false;
   std::int64_t latency_ns = 0;  // from start (not submission) to completion
+  // The whole object's size, when an HTTP answer declared it (a Content-Range total, or the body
+  // of a 200); 0 when unknown (local files: the caller stats them).
+  std::uint64_t object_size = 0;
 };
 
 class Fetcher {

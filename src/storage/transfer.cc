@@ -254,6 +254,11 @@ void Fetcher::Engine::finish_transfer(Transfer* t, CURLcode code) {
 
   if (!err) {
     m_bytes_->add(static_cast<std::int64_t>(t->received));
+    if (t->response.range_total != kUnknown) {
+      job->object_size = t->response.range_total;
+    } else if (t->response.status == 200) {
+      job->object_size = t->received;
+    }
     if (job->multipart) {
       ++job->parts_done;
       if (job->parts_done == job->parts) complete_job(job, std::move(job->buffer), t->hedge);

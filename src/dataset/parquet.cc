@@ -1,0 +1,583 @@
+#include "dataset/parquet.h"
+
+#include <arrow/api.h>
+#include <arrow/io/file.h>
+#include <arrow/io/memory.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/column_reader.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#include <parquet/page_index.h>
+#include <parquet/statistics.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <mutex>
+
+#include "core/json.h"
+#include "dataset/shards.h"
+#include "storage/fetcher.h"
+#include "storage/redact.h"
+
+namespace mmfeed::dataset {
+
+struct ParquetChunk {
+  std::shared_ptr<parquet::FileMetaData> meta;  // owns descr
+  const parquet::ColumnDescriptor* descr = nullptr;
+  parquet::Compression::type codec = parquet::Compression::UNCOMPRESSED;
+  std::int64_t num_values = 0;
+  std::string column;  // the image column's name
+};
+
+namespace {
+
+// The bytes of a fetched range, held by an Arrow buffer without a copy.
+class FetchedBuffer : public arrow::Buffer {
+ public:
+  explicit FetchedBuffer(core::Buffer held)
+      : arrow::Buffer(reinterpret_cast<const std::uint8_t*>(held.data()), static_cast<std::int64_t>(held.size())),
+        held_(std::move(held)) {}
+
+ private:
+  core::Buffer held_;
+};
+
+// A remote Parquet file as Arrow reads it: each read a ranged GET through the fetcher (its
+// retries and deadlines), one at a time.
+class RemoteFile : public arrow::io::RandomAccessFile {
+ public:
+  RemoteFile(storage::Fetcher& fetcher, storage::ObjectUri uri, std::string name, std::int64_t size)
+      : fetcher_(fetcher), uri_(std::move(uri)), name_(std::move(name)), size_(size) {}
+
+  arrow::Status Close() override {
+    closed_ = true;
+    return arrow::Status::OK();
+  }
+  bool closed() const override { return closed_; }
+  arrow::Result<std::int64_t> Tell() const override { return position_; }
+  arrow::Status Seek(std::int64_t position) override {
+    if (position < 0) return arrow::Status::Invalid("negative position");
+    position_ = position;
+    return arrow::Status::OK();
+  }
+  arrow::Result<std::int64_t> GetSize() override { return size_; }
+
+  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(std::int64_t position, std::int64_t nbytes) override {
+    std::lock_guard lock(mu_);
+    if (position < 0 || nbytes < 0) return arrow::Status::Invalid("negative read");
+    const std::int64_t n = std::min(nbytes, std::max<std::int64_t>(0, size_ - position));
+    if (n == 0) return std::make_shared<arrow::Buffer>(nullptr, 0);
+    const storage::ByteRange range{static_cast<std::uint64_t>(position), static_cast<std::uint64_t>(n)};
+    if (!fetcher_.submit({uri_, 0, range})) return arrow::Status::IOError(name_, ": the fetcher closed");
+    auto r = fetcher_.next();
+    if (!r) return arrow::Status::IOError(name_, ": the fetcher closed");
+    if (!r->data.ok()) return arrow::Status::IOError(r->data.error().to_string());
+    if (static_cast<std::int64_t>(r->data->size()) != n) {
+      return arrow::Status::IOError(name_, ": asked bytes ", position, "+", n, ", got ", r->data->size());
+    }
+    return std::make_shared<FetchedBuffer>(std::move(r->data).value());
+  }
+  arrow::Result<std::int64_t> ReadAt(std::int64_t position, std::int64_t nbytes, void* out) override {
+    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position, nbytes));
+    std::copy_n(buffer->data(), buffer->size(), static_cast<std::uint8_t*>(out));
+    return buffer->size();
+  }
+  arrow::Result<std::int64_t> Read(std::int64_t nbytes, void* out) override {
+    ARROW_ASSIGN_OR_RAISE(std::int64_t n, ReadAt(position_, nbytes, out));
+    position_ += n;
+    return n;
+  }
+  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(std::int64_t nbytes) override {
+    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position_, nbytes));
+    position_ += buffer->size();
+    return buffer;
+  }
+
+ private:
+  storage::Fetcher& fetcher_;
+  const storage::ObjectUri uri_;
+  const std::string name_;
+  const std::int64_t size_;
+  std::int64_t position_ = 0;
+  bool closed_ = false;
+  std::mutex mu_;
+};
+
+Error arrow_error(const arrow::Status& s, const std::string& where) {
+  return Error(s.IsIOError() ? ErrorCode::kUnavailable : ErrorCode::kCorruptData, s.message(), where);
+}
+
+// The file `uri`, opened for Arrow: a local file, or a remote one whose size a 4-byte read learns.
+Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_file(const storage::ObjectUri& uri, const std::string& name,
+                                                               storage::Fetcher& fetcher) {
+  if (uri.scheme == storage::Scheme::kFile) {
+    auto file = arrow::io::ReadableFile::Open(uri.path);
+    if (!file.ok()) return Error(ErrorCode::kNotFound, file.status().message(), name);
+    return std::shared_ptr<arrow::io::RandomAccessFile>(*file);
+  }
+  if (!fetcher.submit({uri, 0, storage::ByteRange{0, 4}})) return Error(ErrorCode::kCancelled, "the fetcher closed", name);
+  auto r = fetcher.next();
+  if (!r) return Error(ErrorCode::kCancelled, "the fetcher closed", name);
+  if (!r->data.ok()) return std::move(r->data).error();
+  if (r->object_size == 0) {
+    return Error(ErrorCode::kUnsupported, "the server did not declare the object's size (no Content-Range)", name);
+  }
+  return std::shared_ptr<arrow::io::RandomAccessFile>(
+      std::make_shared<RemoteFile>(fetcher, uri, name, static_cast<std::int64_t>(r->object_size)));
+}
+
+// An image column: an Image() struct<bytes, path>, or a list of them.
+enum class ImageColumn { kNone, kOne, kList };
+
+bool is_image_struct(const arrow::DataType& t) {
+  if (t.id() != arrow::Type::STRUCT || t.num_fields() != 2) return false;
+  const auto& s = static_cast<const arrow::StructType&>(t);
+  const auto bytes = s.GetFieldByName("bytes"), path = s.GetFieldByName("path");
+  return bytes && path &&
+         (bytes->type()->id() == arrow::Type::BINARY || bytes->type()->id() == arrow::Type::LARGE_BINARY) &&
+         (path->type()->id() == arrow::Type::STRING || path->type()->id() == arrow::Type::LARGE_STRING);
+}
+
+ImageColumn image_column(const arrow::DataType& t) {
+  if (is_image_struct(t)) return ImageColumn::kOne;
+  if ((t.id() == arrow::Type::LIST || t.id() == arrow::Type::LARGE_LIST) &&
+      is_image_struct(*static_cast<const arrow::BaseListType&>(t).value_type())) {
+    return ImageColumn::kList;
+  }
+  return ImageColumn::kNone;
+}
+
+template <typename A>
+void append_number(std::string& out, const arrow::Array& a, std::int64_t i) {
+  const auto v = static_cast<const A&>(a).Value(i);
+  if constexpr (std::is_floating_point_v<decltype(v)>) {
+    if (!std::isfinite(v)) {
+      out += "null";
+      return;
+    }
+  }
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc{} ? end : buf);
+}
+
+// Value `i` of `a` as JSON: numbers, booleans, strings, lists, structs (objects), dictionary
+// values; a type JSON has no form for (binary, temporal, ...) as null.
+void append_value(std::string& out, const arrow::Array& a, std::int64_t i) {
+  if (a.IsNull(i)) {
+    out += "null";
+    return;
+  }
+  switch (a.type_id()) {
+    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray&>(a).Value(i) ? "true" : "false"; return;
+    case arrow::Type::INT8: return append_number<arrow::Int8Array>(out, a, i);
+    case arrow::Type::INT16: return append_number<arrow::Int16Array>(out, a, i);
+    case arrow::Type::INT32: return append_number<arrow::Int32Array>(out, a, i);
+    case arrow::Type::INT64: return append_number<arrow::Int64Array>(out, a, i);
+    case arrow::Type::UINT8: return append_number<arrow::UInt8Array>(out, a, i);
+    case arrow::Type::UINT16: return append_number<arrow::UInt16Array>(out, a, i);
+    case arrow::Type::UINT32: return append_number<arrow::UInt32Array>(out, a, i);
+    case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
+    case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
+    case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
+    case arrow::Type::STRING: return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::LARGE_STRING:
+      return core::append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
+    case arrow::Type::STRING_VIEW:
+      return core::append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST:
+    case arrow::Type::FIXED_SIZE_LIST: {
+      std::int64_t begin = 0, end = 0;
+      std::shared_ptr<arrow::Array> values;
+      if (a.type_id() == arrow::Type::LIST) {
+        const auto& l = static_cast<const arrow::ListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      } else if (a.type_id() == arrow::Type::LARGE_LIST) {
+        const auto& l = static_cast<const arrow::LargeListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      } else {
+        const auto& l = static_cast<const arrow::FixedSizeListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      }
+      out += '[';
+      for (std::int64_t k = begin; k < end; ++k) {
+        if (k > begin) out += ',';
+        append_value(out, *values, k);
+      }
+      out += ']';
+      return;
+    }
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(a);
+      out += '{';
+      for (int f = 0; f < s.num_fields(); ++f) {
+        if (f > 0) out += ',';
+        core::append_json_string(out, s.struct_type()->field(f)->name());
+        out += ':';
+        append_value(out, *s.field(f), i);
+      }
+      out += '}';
+      return;
+    }
+    case arrow::Type::DICTIONARY: {
+      const auto& d = static_cast<const arrow::DictionaryArray&>(a);
+      return append_value(out, *d.dictionary(), d.GetValueIndex(i));
+    }
+    default: out += "null"; return;
+  }
+}
+
+// Text of a string column that is JSON (a conversation stored as a JSON string), else nullopt.
+std::optional<std::string_view> json_text(const arrow::Array& a, std::int64_t i) {
+  if (a.IsNull(i)) return std::nullopt;
+  std::string_view v;
+  if (a.type_id() == arrow::Type::STRING) {
+    v = static_cast<const arrow::StringArray&>(a).GetView(i);
+  } else if (a.type_id() == arrow::Type::LARGE_STRING) {
+    v = static_cast<const arrow::LargeStringArray&>(a).GetView(i);
+  } else {
+    return std::nullopt;
+  }
+  const std::size_t first = v.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (v[first] != '[' && v[first] != '{')) return std::nullopt;
+  return v;
+}
+
+bool conversation_column(std::string_view name) {
+  return name == "messages" || name == "conversations" || name == "conversation";
+}
+
+// Where the pages of an image column chunk lie, and the ranges a row's cell is read from.
+struct ChunkPages {
+  std::vector<parquet::PageLocation> pages;  // empty: the file has no page index
+  std::uint64_t chunk_begin = 0, chunk_end = 0;
+  std::optional<std::uint64_t> dictionary;  // the dictionary page's offset
+  std::size_t dictionary_pages = 0;         // data pages that are dictionary-encoded (the first ones)
+
+  // The range holding `row`, and the row its first data page starts with.
+  std::pair<storage::ByteRange, std::uint64_t> range_of(std::uint64_t row) const {
+    if (pages.empty()) return {{chunk_begin, chunk_end - chunk_begin}, 0};
+    auto it = std::upper_bound(pages.begin(), pages.end(), row, [](std::uint64_t r, const parquet::PageLocation& p) {
+      return static_cast<std::int64_t>(r) < p.first_row_index;
+    });
+    const std::size_t p = it == pages.begin() ? 0 : static_cast<std::size_t>(it - pages.begin()) - 1;
+    const auto begin = static_cast<std::uint64_t>(pages[p].offset);
+    const std::uint64_t end = begin + static_cast<std::uint64_t>(pages[p].compressed_page_size);
+    if (dictionary && p < dictionary_pages) {
+      return {{*dictionary, end - *dictionary}, static_cast<std::uint64_t>(pages.front().first_row_index)};
+    }
+    return {{begin, end - begin}, static_cast<std::uint64_t>(pages[p].first_row_index)};
+  }
+};
+
+Result<ChunkPages> pages_of(parquet::ParquetFileReader& file, const parquet::ColumnChunkMetaData& chunk, int row_group,
+                            int leaf, const std::string& where) {
+  ChunkPages out;
+  const auto data = static_cast<std::uint64_t>(chunk.data_page_offset());
+  out.chunk_begin = data;
+  if (chunk.has_dictionary_page() && chunk.dictionary_page_offset() > 0) {
+    out.dictionary = static_cast<std::uint64_t>(chunk.dictionary_page_offset());
+    out.chunk_begin = std::min(data, *out.dictionary);
+  }
+  out.chunk_end = out.chunk_begin + static_cast<std::uint64_t>(chunk.total_compressed_size());
+  if (chunk.GetOffsetIndexLocation()) {
+    auto index = file.GetPageIndexReader();
+    if (auto rg = index ? index->RowGroup(row_group) : nullptr) {
+      if (auto offsets = rg->GetOffsetIndex(leaf)) out.pages = offsets->page_locations();
+    }
+  }
+  for (const parquet::PageLocation& p : out.pages) {
+    if (p.offset < 0 || p.compressed_page_size <= 0 || static_cast<std::uint64_t>(p.offset) < out.chunk_begin ||
+        static_cast<std::uint64_t>(p.offset) + static_cast<std::uint64_t>(p.compressed_page_size) > out.chunk_end) {
+      return Error(ErrorCode::kCorruptData, "the page index places a page outside its column chunk", where);
+    }
+  }
+  if (out.dictionary) {
+    out.dictionary_pages = out.pages.size();  // unless the page encodings say fewer
+    if (!chunk.encoding_stats().empty()) {
+      out.dictionary_pages = 0;
+      for (const parquet::PageEncodingStats& s : chunk.encoding_stats()) {
+        const bool data_page = s.page_type == parquet::PageType::DATA_PAGE || s.page_type == parquet::PageType::DATA_PAGE_V2;
+        if (data_page && (s.encoding == parquet::Encoding::PLAIN_DICTIONARY || s.encoding == parquet::Encoding::RLE_DICTIONARY)) {
+          out.dictionary_pages += static_cast<std::size_t>(s.count);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The files of one source, read into `m`.
+class ParquetReader {
+ public:
+  ParquetReader(Manifest& m, std::size_t limit, std::uint32_t manifest, std::vector<ManifestLine>& lines)
+      : m_(m), limit_(limit), manifest_(manifest), lines_(lines) {}
+
+  Status read_file(std::uint32_t index, std::shared_ptr<arrow::io::RandomAccessFile> source, const std::string& name) {
+    try {
+      return read_file_or_throw(index, std::move(source), name);
+    } catch (const std::exception& e) {  // parquet reports damage by exceptions
+      return Error(ErrorCode::kCorruptData, e.what(), name);
+    }
+  }
+
+ private:
+  struct Column {
+    int field = 0;
+    std::string name;
+    ImageColumn image = ImageColumn::kNone;
+    int bytes_leaf = -1;  // an image column's bytes
+  };
+
+  Status read_file_or_throw(std::uint32_t index, std::shared_ptr<arrow::io::RandomAccessFile> source,
+                            const std::string& name) {
+    std::unique_ptr<parquet::ParquetFileReader> file = parquet::ParquetFileReader::Open(std::move(source));
+    const std::shared_ptr<parquet::FileMetaData> meta = file->metadata();
+    parquet::ParquetFileReader& raw = *file;
+    auto made = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(file));
+    if (!made.ok()) return arrow_error(made.status(), name);
+    std::unique_ptr<parquet::arrow::FileReader> reader = std::move(made).ValueOrDie();
+    std::shared_ptr<arrow::Schema> schema;
+    if (auto s = reader->GetSchema(&schema); !s.ok()) return arrow_error(s, name);
+
+    std::vector<Column> columns;
+    for (int f = 0; f < schema->num_fields(); ++f) {
+      columns.push_back({f, schema->field(f)->name(), image_column(*schema->field(f)->type()), -1});
+    }
+    std::vector<int> leaves;  // every leaf but the images' bytes
+    const parquet::SchemaDescriptor& pschema = *meta->schema();
+    for (int c = 0; c < pschema.num_columns(); ++c) {
+      const std::vector<std::string> path = pschema.Column(c)->path()->ToDotVector();
+      auto col = std::find_if(columns.begin(), columns.end(), [&](const Column& x) { return x.name == path.front(); });
+      if (col != columns.end() && col->image != ImageColumn::kNone && path.back() == "bytes") {
+        col->bytes_leaf = c;
+      } else {
+        leaves.push_back(c);
+      }
+    }
+    // The columns read at open are bounded before they are read.
+    for (int g = 0; g < meta->num_row_groups(); ++g) {
+      const auto rg = meta->RowGroup(g);
+      for (int c : leaves) read_bytes_ += static_cast<std::uint64_t>(std::max<std::int64_t>(0, rg->ColumnChunk(c)->total_uncompressed_size()));
+    }
+    if (read_bytes_ > limit_) {
+      return Error(ErrorCode::kResourceExhausted,
+                   "its columns other than the images' bytes hold " + std::to_string(read_bytes_) +
+                       " bytes, more than max_manifest_bytes (" + std::to_string(limit_) + "); split it, or raise the limit",
+                   name);
+    }
+    std::uint64_t file_row = 0;
+    for (int g = 0; g < meta->num_row_groups(); ++g) {
+      const std::string where = name + " (row group " + std::to_string(g) + ")";
+      auto read = reader->ReadRowGroup(g, leaves);
+      if (!read.ok()) return arrow_error(read.status(), where);
+      auto combined = (*read)->CombineChunks();
+      if (!combined.ok()) return arrow_error(combined.status(), where);
+      const std::shared_ptr<arrow::Table> table = *combined;
+      const auto rg = meta->RowGroup(g);
+      // Each image column's chunk: its pages, and whether it holds bytes at all.
+      std::vector<std::optional<ChunkPages>> pages(columns.size());
+      std::vector<std::uint32_t> chunk_ids(columns.size());
+      std::vector<bool> embedded(columns.size());
+      for (std::size_t k = 0; k < columns.size(); ++k) {
+        const Column& col = columns[k];
+        if (col.bytes_leaf < 0) continue;
+        const auto chunk = rg->ColumnChunk(col.bytes_leaf);
+        const auto stats = chunk->is_stats_set() ? chunk->statistics() : nullptr;
+        embedded[k] = !(stats && stats->HasNullCount() && stats->null_count() >= chunk->num_values());
+        if (!embedded[k]) continue;
+        MMFEED_ASSIGN_OR_RETURN(pages[k], pages_of(raw, *chunk, g, col.bytes_leaf, where));
+        auto shared = std::make_shared<ParquetChunk>();
+        shared->meta = meta;
+        shared->descr = meta->schema()->Column(col.bytes_leaf);
+        shared->codec = chunk->compression();
+        shared->num_values = chunk->num_values();
+        shared->column = col.name;
+        chunk_ids[k] = static_cast<std::uint32_t>(m_.chunks.size());
+        m_.chunks.push_back(std::move(shared));
+      }
+      for (std::int64_t r = 0; r < table->num_rows(); ++r, ++file_row) {
+        MMFEED_RETURN_IF_ERROR(write_row(index, file_row, static_cast<std::uint64_t>(r), *table, columns, pages,
+                                         chunk_ids, embedded, name));
+      }
+    }
+    return ok_status();
+  }
+
+  // Row `row` (of its row group; `file_row` of its file) as one JSON line, its cells as members.
+  Status write_row(std::uint32_t file, std::uint64_t file_row, std::uint64_t row, const arrow::Table& table,
+                   const std::vector<Column>& columns, const std::vector<std::optional<ChunkPages>>& pages,
+                   const std::vector<std::uint32_t>& chunk_ids, const std::vector<bool>& embedded, const std::string& name) {
+    std::string& out = m_.text;
+    const std::size_t start = out.size();
+    ShardSample sample{std::to_string(file_row), file, 0, m_.members.size(), std::nullopt};
+    const auto r = static_cast<std::int64_t>(row);
+    out += '{';
+    bool first = true;
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      const Column& col = columns[k];
+      const std::shared_ptr<arrow::ChunkedArray> data = table.GetColumnByName(col.name);
+      if (!data || data->num_chunks() != 1) continue;
+      const arrow::Array& a = *data->chunk(0);
+      if (!first) out += ',';
+      first = false;
+      core::append_json_string(out, col.name);
+      out += ':';
+      if (col.image == ImageColumn::kNone) {
+        if (auto text = conversation_column(col.name) ? json_text(a, r) : std::nullopt) {
+          out += *text;
+        } else {
+          append_value(out, a, r);
+        }
+        continue;
+      }
+      // An image column as read: struct<path>, or a list of them.
+      std::int64_t begin = r, count = a.IsNull(r) ? 0 : 1;
+      const arrow::Array* structs = &a;
+      if (col.image == ImageColumn::kList) {
+        if (!a.IsNull(r)) begin = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_offset(r)
+                                                                    : static_cast<const arrow::LargeListArray&>(a).value_offset(r);
+        count = a.IsNull(r) ? 0 : (a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_length(r)
+                                                                    : static_cast<const arrow::LargeListArray&>(a).value_length(r));
+        structs = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).values().get()
+                                                   : static_cast<const arrow::LargeListArray&>(a).values().get();
+      }
+      const auto& s = static_cast<const arrow::StructArray&>(*structs);
+      const std::shared_ptr<arrow::Array> path = s.GetFieldByName("path");
+      if (col.image == ImageColumn::kList) out += '[';
+      if (count == 0 && col.image == ImageColumn::kOne) out += "null";
+      for (std::int64_t e = 0; e < count; ++e) {
+        if (e > 0) out += ',';
+        if (!embedded[k]) {  // the file holds paths only
+          if (path && !structs->IsNull(begin + e)) {
+            append_value(out, *path, begin + e);
+          } else {
+            out += "null";
+          }
+          continue;
+        }
+        const std::string ref = col.image == ImageColumn::kList ? col.name + "[" + std::to_string(e) + "]" : col.name;
+        core::append_json_string(out, ref);
+        const auto [range, first_row] = pages[k]->range_of(row);
+        m_.members.push_back({ref, range.offset, range.length});
+        m_.cells.push_back({chunk_ids[k], static_cast<std::uint32_t>(e), first_row, row});
+        ++sample.member_count;
+      }
+      if (col.image == ImageColumn::kList) out += ']';
+    }
+    out += '}';
+    if (out.size() > limit_) {
+      return Error(ErrorCode::kResourceExhausted,
+                   "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit_) +
+                       "); split it, or raise the limit",
+                   name + "[" + std::to_string(file_row) + "]");
+    }
+    out += '\n';
+    const std::size_t length = out.size() - 1 - start;
+    if (length > UINT32_MAX) {
+      return Error(ErrorCode::kResourceExhausted, "row of " + std::to_string(length) + " bytes",
+                   name + "[" + std::to_string(file_row) + "]");
+    }
+    lines_.push_back({start, static_cast<std::uint32_t>(length), manifest_, m_.samples.size()});
+    m_.samples.push_back(std::move(sample));
+    return ok_status();
+  }
+
+  Manifest& m_;
+  const std::size_t limit_;
+  const std::uint32_t manifest_;
+  std::vector<ManifestLine>& lines_;
+  std::uint64_t read_bytes_ = 0;  // of the columns read at open, all files so far
+};
+
+}  // namespace
+
+bool is_parquet_source(std::string_view path) { return path.ends_with(".parquet"); }
+
+Result<Manifest> read_parquet(const std::string& source, std::size_t limit, const storage::S3Options& s3,
+                              std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  Manifest m;
+  m.name = storage::redact_uri(source);
+  m.parquet = true;
+  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = limit;
+  storage::Fetcher fetcher(options, s3);
+  ParquetReader reader(m, limit, manifest, lines);
+  for (const std::string& path : names) {
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
+    const std::string name = storage::redact_uri(path);
+    m.remote = m.remote || uri.scheme != storage::Scheme::kFile;
+    MMFEED_ASSIGN_OR_RETURN(auto file, open_file(uri, name, fetcher));
+    MMFEED_RETURN_IF_ERROR(reader.read_file(static_cast<std::uint32_t>(m.shards.size()), std::move(file), name));
+    m.shards.push_back(Shard{std::move(uri), name});
+  }
+  // The fingerprint covers the rows and where their cells are.
+  uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size());
+  for (const ShardMember& member : m.members) {
+    const std::uint64_t place[2] = {member.offset, member.size};
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(place), sizeof place);
+  }
+  m.crc32 = static_cast<std::uint32_t>(crc);
+  return m;
+}
+
+Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
+                                         std::vector<std::byte>& out) {
+  const ParquetChunk& chunk = *cell.chunk;
+  const std::string where = chunk.column + " of row " + std::to_string(cell.row);
+  try {
+    auto stream = std::make_shared<arrow::io::BufferReader>(std::make_shared<arrow::Buffer>(
+        reinterpret_cast<const std::uint8_t*>(pages.data()), static_cast<std::int64_t>(pages.size())));
+    std::unique_ptr<parquet::PageReader> pager = parquet::PageReader::Open(
+        stream, chunk.num_values, chunk.codec, parquet::default_reader_properties(), *chunk.descr);
+    std::shared_ptr<parquet::ColumnReader> column = parquet::ColumnReader::Make(chunk.descr, std::move(pager));
+    auto& reader = static_cast<parquet::ByteArrayReader&>(*column);
+    const std::int16_t max_def = chunk.descr->max_definition_level(), max_rep = chunk.descr->max_repetition_level();
+    const std::uint64_t target = cell.row - cell.first_row;
+    constexpr std::int64_t kBatch = 256;
+    std::int16_t def[kBatch], rep[kBatch];
+    parquet::ByteArray values[kBatch];
+    std::uint64_t record = 0;
+    bool started = false;
+    std::uint32_t element = 0;
+    while (reader.HasNext()) {
+      std::int64_t n_values = 0;
+      const std::int64_t levels = reader.ReadBatch(kBatch, def, rep, values, &n_values);
+      std::int64_t v = 0;
+      for (std::int64_t l = 0; l < levels; ++l) {
+        if (max_rep == 0 || rep[l] == 0) {
+          if (started) ++record;
+          started = true;
+          element = 0;
+        } else {
+          ++element;
+        }
+        const bool present = max_def == 0 || def[l] == max_def;
+        if (record > target) break;
+        if (record == target && element == cell.element) {
+          if (!present) return Error(ErrorCode::kCorruptData, "the image's bytes are null", where);
+          const parquet::ByteArray& b = values[v];
+          const storage::ByteRange place{out.size(), b.len};
+          const auto* p = reinterpret_cast<const std::byte*>(b.ptr);
+          out.insert(out.end(), p, p + b.len);
+          return place;
+        }
+        if (present) ++v;
+      }
+      if (record > target) break;
+    }
+    return Error(ErrorCode::kCorruptData,
+                 "its pages hold no element " + std::to_string(cell.element) + " of the row (" +
+                     std::to_string(started ? record + 1 : 0) + " rows from row " + std::to_string(cell.first_row) + ")",
+                 where);
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::kCorruptData, e.what(), where);
+  }
+}
+
+}  // namespace mmfeed::dataset
