@@ -3,7 +3,8 @@
 # neither build mmfeed (no -dev packages, no apt, no network) nor install anything: the native
 # module built for that machine's Python (3.12 by default: the device image's), and the shared
 # libraries it links to beyond the C library and the C++ runtime (which that machine has, newer).
-# Built without video (MMFEED_VIDEO=OFF): FFmpeg's libraries and theirs would not fit the carry.
+# Built without video and Parquet (MMFEED_VIDEO=OFF, MMFEED_PARQUET=OFF): FFmpeg's and Arrow's libraries
+# would not fit the carry.
 # Writes .gpu-bundle/ (ignored by git; name it in the device call's carry):
 #   _mmfeed.cpython-3XX-x86_64-linux-gnu.so, lib/*.so.*, COMMIT (the tree it was built from)
 # run.sh puts the module beside the checkout's python/mmfeed sources and lib/ on LD_LIBRARY_PATH.
@@ -26,7 +27,7 @@ rm -rf "$bundle" build-gpu-bundle-site
 mkdir -p "$bundle/lib"
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
   --no-build-isolation --target build-gpu-bundle-site -C build-dir=build-gpu-bundle \
-  -C cmake.define.MMFEED_VIDEO=OFF . \
+  -C cmake.define.MMFEED_VIDEO=OFF -C cmake.define.MMFEED_PARQUET=OFF . \
   2> >(grep -v '^WARNING: Location' >&2)
 cp build-gpu-bundle-site/mmfeed/_mmfeed.*.so "$bundle/"
 rm -rf build-gpu-bundle-site

@@ -145,7 +145,8 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     }
     if (parsed->range && parsed->range->length > config_.max_object_bytes) {  // refused before it is fetched
       w->error = SampleError{w->id, "fetch",
-                             parsed->to_string() + ": member of " + std::to_string(parsed->range->length) +
+                             parsed->to_string() + (parsed->cell ? ": its page" : ": member") + " of " +
+                                 std::to_string(parsed->range->length) +
                                  " bytes exceeds max_object_bytes (" + std::to_string(config_.max_object_bytes) + ")",
                              ErrorCode::kResourceExhausted};
       return w;
