@@ -122,20 +122,22 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   }
   std::string_view type;  // stays empty when absent or not a string: the keys decide then
   if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
+  // A key set to null is absent: a table's rows (Parquet, Arrow) carry every item's keys.
   simdjson::dom::element field;
+  auto has = [&](const char* key) { return !o[key].get(field) && !field.is_null(); };
   std::optional<std::string> media_text;  // a media item's own "text" (see ContentItem)
-  if ((!o["image"].get(field) || !o["image_url"].get(field) || !o["video"].get(field)) && !o["text"].get(field)) {
+  if ((has("image") || has("image_url") || has("video")) && has("text")) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
     media_text = std::string(text);
   }
-  if (!o["image"].get(field) || !o["image_url"].get(field)) {
+  if (has("image") || has("image_url")) {
     MMFEED_RETURN_IF_ERROR(refuse_image_size_keys(o, where));
   }
-  if (!o["image"].get(field)) {
+  if (has("image")) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
     return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
   }
-  if (!o["image_url"].get(field)) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
+  if (has("image_url")) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
     std::string_view uri;
     if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
       return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
@@ -143,15 +145,18 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
     return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
                std::string(json_kind(field)));
   }
-  if (type == "image") return bad(where + " has type 'image' but no \"image\" or \"image_url\"");
-  if (!o["video"].get(field)) {
+  if (has("video")) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
     ContentItem video{ContentItem::Type::kVideo, std::string(uri), media_text, {}};
     MMFEED_ASSIGN_OR_RETURN(video.video, video_keys(o, where));
     return video;
   }
-  if (type == "video") return bad(where + " has type 'video' but no \"video\"");
-  if (!o["text"].get(field)) {
+  // {"type": "image"} alone (TRL's and transformers' processor format), or {"type": "video"}: the
+  // sample's next listed medium of that kind takes its place; the caller fills it in.
+  if (type == "image" || type == "video") {
+    return ContentItem{type == "image" ? ContentItem::Type::kImage : ContentItem::Type::kVideo, "", std::nullopt, {}};
+  }
+  if (!o["text"].get(field)) {  // null here is named: a text item needs its text
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
     return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}};
   }
@@ -329,6 +334,18 @@ class ListedMedia {
     return ok_status();
   }
 
+  // The next listed image (video) for an item that names none ({"type": "image"}).
+  Result<std::string> next(ContentItem::Type type, const std::string& where) {
+    const bool image = type == ContentItem::Type::kImage;
+    std::vector<std::string>& list = image ? images_ : videos_;
+    std::size_t& at = image ? next_image_ : next_video_;
+    if (at >= list.size()) {
+      return bad(where + " has type '" + (image ? "image" : "video") + "' but no \"" + (image ? "image" : "video") +
+                 "\", and the sample lists no " + (image ? "images" : "videos") + " left to take its place");
+    }
+    return list[at++];
+  }
+
   // Every medium listed was placed: one left over would be silently lost.
   Status check_all_placed() const {
     if (next_image_ != images_.size()) {
@@ -412,6 +429,9 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, ListedMedia
       for (simdjson::dom::element item : items) {
         const std::string at = where + ".content[" + std::to_string(item_index++) + "]";
         MMFEED_ASSIGN_OR_RETURN(ContentItem parsed, parse_item(item, at));
+        if (parsed.type != ContentItem::Type::kText && parsed.value.empty()) {
+          MMFEED_ASSIGN_OR_RETURN(parsed.value, listed.next(parsed.type, at));
+        }
         if (parsed.type == ContentItem::Type::kText && listed.any()) {
           MMFEED_RETURN_IF_ERROR(listed.split(parsed.value, at + ".text", msg.content));
         } else {

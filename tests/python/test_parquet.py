@@ -215,3 +215,49 @@ def test_a_damaged_cell_or_file_is_named(dataset, tmp_path):
     # The columns read at open are bounded by max_manifest_bytes before they are read.
     with pytest.raises(ValueError, match=r"other than the images' bytes hold \d+ bytes, more than max_manifest_bytes"):
         load(files(out / "hf"), max_manifest_bytes=1000, **with_root(manifest))
+
+
+def test_trl_s_format_places_the_listed_images(dataset, tmp_path):
+    """TRL's vision format (HuggingFaceH4/llava-instruct-mix-vsft and others): content items
+    {"type": "image"} naming no image, the images in an Image() list; datasets stores every item
+    with every key, null where unused."""
+    import datasets
+
+    manifest, _ = dataset
+    rows, jsonl = [], []
+    for line in manifest.read_text().splitlines():
+        sample = json.loads(line)
+        items = [i for m in sample["messages"] if isinstance(m["content"], list) for i in m["content"]]
+        if any(i.get("type") == "video" for i in items):
+            continue
+        messages, images = [], []
+        for m in sample["messages"]:
+            content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            turn = []
+            for item in content:
+                if item["type"] == "image":
+                    images.append(item["image"])
+                    turn.append({"type": "image", "text": None})
+                else:
+                    turn.append({"type": "text", "text": item["text"]})
+            messages.append({"role": m["role"], "content": turn})
+        rows.append({"id": sample["id"], "messages": messages,
+                     "images": [{"bytes": (manifest.parent / p).read_bytes(), "path": None} for p in images]})
+        named = iter(images)
+        jsonl.append(json.dumps({"id": sample["id"], "messages": [
+            {"role": m["role"], "content": [{"type": "image", "image": next(named)} if i["type"] == "image" else i
+                                            for i in m["content"]]} for m in messages]}))
+    features = datasets.Features({
+        "id": datasets.Value("string"),
+        "messages": datasets.List({"role": datasets.Value("string"),
+                                   "content": datasets.List({"type": datasets.Value("string"),
+                                                             "text": datasets.Value("string")})}),
+        "images": datasets.List(datasets.Image()),
+    })
+    datasets.Dataset.from_list(rows, features=features).to_parquet(str(tmp_path / "trl.parquet"))
+    (manifest.parent / "trl.jsonl").write_text("\n".join(jsonl) + "\n")
+    want, errors, _ = load(manifest.parent / "trl.jsonl")
+    assert not errors and len(jsonl) >= 18
+    got, errors, _ = load(tmp_path / "trl.parquet")
+    assert not errors
+    assert_same_batches(got, want)

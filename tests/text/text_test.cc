@@ -351,7 +351,8 @@ TEST(ChatTest, ContentOfTheWrongTypeIsNamed) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"image_url": {"uri": "a.jpg"}}]}]})"),
             "messages[0].content[0].image_url must be a URI or an object with a string \"url\", got an object");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image", "text": "a.jpg"}]}]})"),
-            "messages[0].content[0] has type 'image' but no \"image\" or \"image_url\"");
+            "messages[0].content[0] has type 'image' but no \"image\", and the sample lists no images left to take "
+            "its place");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "video", "video": true}]}]})"),
             "messages[0].content[0].video must be a string (the video's URI), got a boolean");
   EXPECT_EQ(error_of(R"({"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]})"),
@@ -615,6 +616,24 @@ TEST(ChatTest, Issue33MessagesPlaceListedMediaAtTheirTags) {
   EXPECT_NE(rendered(R"({"messages": [{"role": "user", "content": "<image>Who?"}], "images": ["a.jpg"]})")
                 .find("|image a.jpg"),
             std::string::npos);
+}
+
+// Issue 33: TRL's and transformers' processor format, as Parquet rows hold it: {"type": "image"}
+// items (every key present, null where unused) take the sample's listed images in order.
+TEST(ChatTest, Issue33TypedItemsWithoutAUriTakeTheListedMedia) {
+  EXPECT_EQ(rendered(R"({"messages": [{"role": "user", "content": [{"type": "image", "text": null, "index": 0},
+                                                                   {"type": "text", "text": "Who? ", "index": null},
+                                                                   {"type": "video", "text": null, "video": null},
+                                                                   {"type": "image", "text": null, "image": null}]},
+                                      {"role": "assistant", "content": [{"type": "text", "text": "Them.", "image": null}]}],
+                         "images": ["a.jpg", "b.jpg"], "videos": ["v.mp4"]})"),
+            rendered(R"({"messages": [{"role": "user", "content": [{"type": "image", "image": "a.jpg"},
+                                                                   {"type": "text", "text": "Who? "},
+                                                                   {"type": "video", "video": "v.mp4"},
+                                                                   {"type": "image", "image": "b.jpg"}]},
+                                      {"role": "assistant", "content": [{"type": "text", "text": "Them."}]}]})"));
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image"}]}], "images": ["a.jpg", "b.jpg"]})"),
+            "2 images listed but 1 <image> placeholders");
 }
 
 TEST(ChatTest, Issue33ListedMediaMustEachBePlacedOnce) {
