@@ -1,15 +1,17 @@
 """The cost of each data layout, side by side: the same samples as a JSONL manifest with one object
-per image, and as WebDataset tar shards (its images members of the shards, fetched as byte ranges),
-read by mmfeed's Loader from the latency-injecting S3 server (tests/support/objectstore.py: 50 ms
+per image, as WebDataset tar shards (its images members of the shards, fetched as byte ranges) and
+as Parquet files written by Hugging Face datasets (the images' bytes inline, each sample's data page
+fetched as a byte range), read by mmfeed's Loader from the latency-injecting S3 server (tests/support/objectstore.py: 50 ms
 median first byte, 200 ms p99, 32 MB/s per connection) and from local disk, in one run.
 
 Usage:
-    mmfeed bench --layouts [--samples N] [--per-shard K] [--out DIR]
+    mmfeed bench --layouts [--samples N] [--per-shard K] [--out DIR]   (K: samples per shard and per file)
     python bench/layouts.py ...   (the same)
 
 Each layout runs in its own process with the same options (workers, fetch_inflight, batch size,
 max_pixels, no shuffle: one epoch in manifest order) and an infinitely fast trainer: reported are
-the time to the first batch (for shards: their headers indexed first), samples/s after it, the
+the time to the first batch (for shards: their headers indexed first; for Parquet: the files'
+footers, page indexes and text columns read first), samples/s after it, the
 CPU-seconds per sample of the process, and the GETs and bytes the Loader fetched. Written to
 --out: layouts.json.
 """
@@ -59,7 +61,7 @@ def run_one(source: str, workers: int, batch: int, max_pixels: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmfeed bench --layouts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=128, help="samples in the data set (default 128)")
-    parser.add_argument("--per-shard", type=int, default=32, help="samples per tar shard (default 32)")
+    parser.add_argument("--per-shard", type=int, default=32, help="samples per tar shard and Parquet file (default 32)")
     parser.add_argument("--max-megapixels", type=float, default=4.0, help="largest image written (default 4)")
     parser.add_argument("--max-pixels", type=int, default=1003520)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -81,10 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     manifest = data / "manifest.jsonl"
     shards = datagen.write_shards(manifest, data / "wds", per_shard=args.per_shard)
     pattern = f"wds/shard-{{000..{len(shards) - 1:03d}}}.tar"
+    files = datagen.write_parquet(manifest, data / "parquet", per_file=args.per_shard)
+    parquet = f"parquet/train-{{00000..{len(files) - 1:05d}}}.parquet"
     report = {"config": {"samples": args.samples, "per_shard": args.per_shard, "shards": len(shards),
                          "max_pixels": args.max_pixels, "batch_size": args.batch_size, "workers": args.workers,
                          "cores": os.cpu_count(), "bytes_objects": sum(p.stat().st_size for p in (data / "images").iterdir()),
                          "bytes_shards": sum(p.stat().st_size for p in shards),
+                         "bytes_parquet": sum(p.stat().st_size for p in files),
                          "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200,
                                           "per_connection_mb_s": 32}},
               "runs": []}
@@ -92,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         remote = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
         env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
         runs = [("s3", "jsonl + objects", str(remote)), ("s3", "webdataset shards", f"s3://{BUCKET}/{pattern}"),
-                ("local", "jsonl + objects", str(manifest)), ("local", "webdataset shards", str(data / pattern))]
+                ("s3", "parquet (datasets)", f"s3://{BUCKET}/{parquet}"),
+                ("local", "jsonl + objects", str(manifest)), ("local", "webdataset shards", str(data / pattern)),
+                ("local", "parquet (datasets)", str(data / parquet))]
         for where, layout, source in runs:
             print(f"mmfeed bench --layouts: {where}: {layout}", file=sys.stderr, flush=True)
             cmd = [sys.executable, __file__, "--one", layout, source, "--workers", str(args.workers),

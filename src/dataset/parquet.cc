@@ -15,6 +15,8 @@
 #include <charconv>
 #include <cmath>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "core/json.h"
 #include "dataset/shards.h"
@@ -490,8 +492,63 @@ class ParquetReader {
   const std::size_t limit_;
   const std::uint32_t manifest_;
   std::vector<ManifestLine>& lines_;
-  std::uint64_t read_bytes_ = 0;  // of the columns read at open, all files so far
+  std::uint64_t read_bytes_ = 0;  // of the columns read at open
 };
+
+// One file read on its own (its rows numbered from 0, its cells' chunks its own), merged later.
+struct FilePart {
+  Manifest rows;
+  std::vector<ManifestLine> lines;
+  Status status = ok_status();
+};
+
+void read_part(const std::string& path, std::size_t limit, const storage::S3Options& s3, std::uint32_t manifest,
+               FilePart& part) {
+  auto uri = storage::parse_uri(path);
+  if (!uri.ok()) {
+    part.status = uri.error();
+    return;
+  }
+  const std::string name = storage::redact_uri(path);
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = limit;
+  storage::Fetcher fetcher(options, s3);
+  auto file = open_file(*uri, name, fetcher);
+  if (!file.ok()) {
+    part.status = file.error();
+    return;
+  }
+  part.status = ParquetReader(part.rows, limit, manifest, part.lines).read_file(0, std::move(file).value(), name);
+  part.rows.shards.push_back(Shard{std::move(uri).value(), name});
+}
+
+// `part` (file number `file`) appended to `m`: text, lines, samples, members, cells and chunks
+// renumbered.
+void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<ManifestLine>& lines) {
+  const std::uint64_t text = m.text.size(), sample = m.samples.size(), member = m.members.size();
+  const auto chunk = static_cast<std::uint32_t>(m.chunks.size());
+  m.text += part.rows.text;
+  for (ManifestLine line : part.lines) {
+    line.offset += text;
+    line.number += sample;
+    lines.push_back(line);
+  }
+  for (ShardSample& s : part.rows.samples) {
+    s.shard = file;
+    s.first_member += member;
+    m.samples.push_back(std::move(s));
+  }
+  m.members.insert(m.members.end(), part.rows.members.begin(), part.rows.members.end());
+  for (CellPlace c : part.rows.cells) {
+    c.chunk += chunk;
+    m.cells.push_back(c);
+  }
+  m.chunks.insert(m.chunks.end(), part.rows.chunks.begin(), part.rows.chunks.end());
+  m.shards.push_back(std::move(part.rows.shards.front()));
+  m.remote = m.remote || m.shards.back().uri.scheme != storage::Scheme::kFile;
+  part = FilePart{};
+}
 
 }  // namespace
 
@@ -503,18 +560,34 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t limit, cons
   m.name = storage::redact_uri(source);
   m.parquet = true;
   MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
-  storage::FetchOptions options;
-  options.part_size = 0;
-  options.max_object_bytes = limit;
-  storage::Fetcher fetcher(options, s3);
-  ParquetReader reader(m, limit, manifest, lines);
-  for (const std::string& path : names) {
-    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
-    const std::string name = storage::redact_uri(path);
-    m.remote = m.remote || uri.scheme != storage::Scheme::kFile;
-    MMFEED_ASSIGN_OR_RETURN(auto file, open_file(uri, name, fetcher));
-    MMFEED_RETURN_IF_ERROR(reader.read_file(static_cast<std::uint32_t>(m.shards.size()), std::move(file), name));
-    m.shards.push_back(Shard{std::move(uri), name});
+  // Files are opened kFilesAtOnce at a time, each on a thread of its own (a remote file's footer,
+  // page index and columns are several reads, one after another), and merged in order.
+  constexpr std::size_t kFilesAtOnce = 16;
+  for (std::size_t first = 0; first < names.size(); first += kFilesAtOnce) {
+    const std::size_t count = std::min(kFilesAtOnce, names.size() - first);
+    std::vector<FilePart> parts(count);
+    std::vector<std::thread> threads;
+    Status started = ok_status();
+    for (std::size_t k = 0; k < count; ++k) {
+      try {
+        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::cref(s3), manifest, std::ref(parts[k]));
+      } catch (const std::system_error& e) {
+        started = Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what(), m.name);
+        break;
+      }
+    }
+    for (std::thread& t : threads) t.join();
+    MMFEED_RETURN_IF_ERROR(started);
+    for (std::size_t k = 0; k < count; ++k) {
+      MMFEED_RETURN_IF_ERROR(parts[k].status);
+      merge(m, static_cast<std::uint32_t>(first + k), parts[k], lines);
+      if (m.text.size() > limit) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit) +
+                         "); split it, or raise the limit",
+                     m.name);
+      }
+    }
   }
   // The fingerprint covers the rows and where their cells are.
   uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size());

@@ -541,6 +541,7 @@ def write_parquet(manifest: Path, out: Path, per_file: int, writer: str = "datas
     import datasets
     import pyarrow.parquet as pq
 
+    datasets.disable_progress_bars()
     features = datasets.Features({
         "id": datasets.Value("string"),
         "messages": datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")}),
@@ -674,6 +675,8 @@ def format_summary(s: dict) -> str:
                      + ", ".join(f"{k} {n}" for k, n in v["kinds"].items()) + f"): {v['manifest']}")
     if "wds" in s:
         lines.append(f"  shards     {s['wds']} (WebDataset)")
+    if "parquet" in s:
+        lines.append(f"  parquet    {s['parquet']} (images inline)")
     return "\n".join(lines)
 
 
@@ -688,19 +691,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--videos", type=int, default=0,
                         help="also write this many clips and videos.jsonl (default 0; needs the ffmpeg command)")
     parser.add_argument("--format", default="jsonl",
-                        help="jsonl (the manifest beside the images), or jsonl,wds: also the samples as WebDataset "
-                             "shards in DIR/wds/ (--per-shard each; needs webdataset)")
-    parser.add_argument("--per-shard", type=int, default=32, help="samples per WebDataset shard (default 32)")
+                        help="jsonl (the manifest beside the images); add wds for the samples also as WebDataset "
+                             "shards in DIR/wds/ (--per-shard each; needs webdataset), parquet for Parquet files "
+                             "in DIR/parquet/ as Hugging Face datasets writes them (--per-shard rows each, the "
+                             "images' bytes inline): jsonl,wds,parquet")
+    parser.add_argument("--per-shard", type=int, default=32,
+                        help="samples per WebDataset shard or Parquet file (default 32)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     formats = set(args.format.split(","))
-    if not formats <= {"jsonl", "wds"}:
-        parser.error(f"--format takes jsonl and wds, not {','.join(sorted(formats - {'jsonl', 'wds'}))}")
+    known = {"jsonl", "wds", "parquet"}
+    if not formats <= known:
+        parser.error(f"--format takes jsonl, wds and parquet, not {','.join(sorted(formats - known))}")
     try:
         summary = generate(args.out, args.samples, args.seed, args.max_megapixels, args.workers, args.videos)
         if "wds" in formats:
             shards = write_shards(args.out / "manifest.jsonl", args.out / "wds", args.per_shard)
             summary["wds"] = f"{args.out / 'wds'}/shard-{{000..{len(shards) - 1:03d}}}.tar"
+        if "parquet" in formats:
+            files = write_parquet(args.out / "manifest.jsonl", args.out / "parquet", args.per_shard)
+            summary["parquet"] = f"{args.out / 'parquet'}/train-{{00000..{len(files) - 1:05d}}}.parquet"
     except (OSError, ValueError, subprocess.CalledProcessError) as err:
         print(f"mmfeed make-dataset: {err}", file=sys.stderr)
         return 1
