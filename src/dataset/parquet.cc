@@ -336,6 +336,7 @@ class ParquetReader {
 
   Status read_file_or_throw(std::uint32_t index, std::shared_ptr<arrow::io::RandomAccessFile> source,
                             const std::string& name) {
+    MMFEED_RETURN_IF_ERROR(check_footer(*source, name));
     std::unique_ptr<parquet::ParquetFileReader> file = parquet::ParquetFileReader::Open(std::move(source));
     const std::shared_ptr<parquet::FileMetaData> meta = file->metadata();
     parquet::ParquetFileReader& raw = *file;
@@ -405,6 +406,29 @@ class ParquetReader {
         MMFEED_RETURN_IF_ERROR(write_row(index, file_row, static_cast<std::uint64_t>(r), *table, columns, pages,
                                          chunk_ids, embedded, name));
       }
+    }
+    return ok_status();
+  }
+
+  // The file ends with "PAR1" after a footer length within the limit: checked before Arrow
+  // commits memory for the footer.
+  Status check_footer(arrow::io::RandomAccessFile& file, const std::string& name) const {
+    auto size = file.GetSize();
+    if (!size.ok()) return arrow_error(size.status(), name);
+    if (*size < 12) return Error(ErrorCode::kCorruptData, "not a Parquet file (" + std::to_string(*size) + " bytes)", name);
+    auto tail = file.ReadAt(*size - 8, 8);
+    if (!tail.ok()) return arrow_error(tail.status(), name);
+    const std::uint8_t* t = (*tail)->data();
+    if ((*tail)->size() != 8 || std::string_view(reinterpret_cast<const char*>(t + 4), 4) != "PAR1") {
+      return Error(ErrorCode::kCorruptData, "not a Parquet file (it does not end with PAR1)", name);
+    }
+    const std::uint32_t footer = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::uint32_t>(t[3]) << 24);
+    if (footer > limit_ || footer > static_cast<std::uint64_t>(*size) - 12) {
+      return Error(footer > limit_ ? ErrorCode::kResourceExhausted : ErrorCode::kCorruptData,
+                   "its footer says it is " + std::to_string(footer) + " bytes, more than " +
+                       (footer > limit_ ? "max_manifest_bytes (" + std::to_string(limit_) + ")"
+                                        : "the file holds (" + std::to_string(*size) + " bytes)"),
+                   name);
     }
     return ok_status();
   }

@@ -38,7 +38,7 @@ class ParquetTest : public ::testing::Test {
     arrow::ListBuilder lists(arrow::default_memory_pool(), structs, arrow::list(image));
     for (int r = 0; r < rows; ++r) {
       EXPECT_TRUE(ids.Append("s" + std::to_string(r)).ok());
-      EXPECT_TRUE(texts.Append("say \"" + std::to_string(r) + "\"\n").ok());
+      EXPECT_TRUE(texts.Append("say \"" + std::to_string(r) + "\"\n" + std::string(r >= 12 ? 20000 : 0, '.')).ok());
       EXPECT_TRUE(lists.Append().ok());
       for (int e = 0; e < r % 3; ++e) {
         EXPECT_TRUE(structs->Append().ok());
@@ -134,9 +134,13 @@ TEST_F(ParquetTest, DictionaryPagesAndFilesWithoutAnIndexDecodeToo) {
 }
 
 TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
-  const std::string path = write("t.parquet", 12, *parquet::WriterProperties::Builder().enable_write_page_index()->build());
+  // Rows 12-23 hold 20000 bytes of text each: 240 KB of columns beside a footer of tens of KB.
+  const std::string path = write("t.parquet", 24, *parquet::WriterProperties::Builder()
+                                                      .enable_write_page_index()
+                                                      ->compression(parquet::Compression::SNAPPY)
+                                                      ->build());
   std::vector<ManifestLine> lines;
-  auto m = read_parquet(path, 100, {}, 0, lines);
+  auto m = read_parquet(path, 100000, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(m.error().to_string().find("other than the images' bytes hold"), std::string::npos) << m.error().to_string();
@@ -148,6 +152,20 @@ TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
   m = read_parquet((dir_ / "cut.parquet").string(), 1 << 20, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().to_string().find("cut.parquet"), std::string::npos) << m.error().to_string();
+  // Not Parquet, or a footer longer than the limit or the file: refused before it is read.
+  std::ofstream((dir_ / "text.parquet").string(), std::ios::binary) << "{\"id\": 1, \"text\": \"not parquet\"}\n";
+  m = read_parquet((dir_ / "text.parquet").string(), 1 << 20, {}, 0, lines);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().to_string().find("not a Parquet file (it does not end with PAR1)"), std::string::npos)
+      << m.error().to_string();
+  std::string lying = whole;
+  lying.replace(lying.size() - 8, 4, std::string("\xff\xff\xff\x7f", 4));
+  std::ofstream((dir_ / "lying.parquet").string(), std::ios::binary) << lying;
+  m = read_parquet((dir_ / "lying.parquet").string(), 1 << 20, {}, 0, lines);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().to_string().find("its footer says it is 2147483647 bytes, more than max_manifest_bytes"),
+            std::string::npos)
+      << m.error().to_string();
   // Pages that do not hold the cell's row: an error naming the column and row, not a crash.
   lines.clear();
   m = read_parquet(path, 1 << 20, {}, 0, lines);

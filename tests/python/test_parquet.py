@@ -212,8 +212,9 @@ def test_a_damaged_cell_or_file_is_named(dataset, tmp_path):
     # A cell's page larger than max_object_bytes is refused before it is fetched.
     with pytest.raises(ValueError, match=r"\[row \d+, images\[0\]\]: its page of \d+ bytes exceeds max_object_bytes"):
         load(files(out / "hf"), max_object_bytes=1000, **with_root(manifest))
-    # The columns read at open are bounded by max_manifest_bytes before they are read.
-    with pytest.raises(ValueError, match=r"other than the images' bytes hold \d+ bytes, more than max_manifest_bytes"):
+    # What is read at open (the footer, then the columns) is bounded by max_manifest_bytes before
+    # it is read (the columns' bound: tests/dataset/parquet_test.cc).
+    with pytest.raises(ValueError, match=r"train-00000.parquet: its footer says it is \d+ bytes, more than max_manifest_bytes"):
         load(files(out / "hf"), max_manifest_bytes=1000, **with_root(manifest))
 
 
