@@ -1,0 +1,37 @@
+// Fuzz target: a Parquet source (dataset/parquet.h) read from the input written to a file, then
+// every cell decoded from the range its sample would fetch. Invariants: no crash or hang (Arrow's
+// exceptions become errors), every cell's range lies inside the file, every sample's line inside
+// the text, and a cell decodes to bytes or a named error.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dataset/parquet.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace mmfeed::dataset;
+  static const std::string path = "/tmp/mmfeed-parquet-fuzz-" + std::to_string(::getpid()) + ".parquet";
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
+                                                                static_cast<std::streamsize>(size));
+  std::vector<ManifestLine> lines;
+  auto m = read_parquet(path, 1 << 20, mmfeed::storage::S3Options{}, 0, lines);
+  if (!m.ok()) return 0;
+  if (lines.size() != m->samples.size() || m->cells.size() != m->members.size()) std::abort();
+  for (const ManifestLine& line : lines) {
+    if (line.offset + line.length > m->text.size()) std::abort();
+  }
+  for (std::size_t k = 0; k < m->members.size(); ++k) {
+    const ShardMember& member = m->members[k];
+    if (member.offset > size || member.size > size - member.offset) std::abort();
+    const CellPlace& place = m->cells[k];
+    const ParquetCell cell{m->chunks.at(place.chunk), place.first_row, place.row, place.element};
+    std::vector<std::byte> out;
+    auto value = parquet_value(cell, std::as_bytes(std::span(data + member.offset, member.size)), out);
+    if (value.ok() && value->offset + value->length > out.size()) std::abort();
+  }
+  return 0;
+}
