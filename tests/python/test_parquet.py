@@ -262,3 +262,15 @@ def test_trl_s_format_places_the_listed_images(dataset, tmp_path):
     got, errors, _ = load(tmp_path / "trl.parquet")
     assert not errors
     assert_same_batches(got, want)
+
+
+def test_openssl_s_users_work_beside_the_parquet_libraries():
+    """Regression: libparquet carries its own OpenSSL, symbols exported; linked before the system's
+    libcrypto, the latter's calls bound to that copy and `import hashlib` after mmfeed crashed."""
+    import subprocess
+    import sys
+
+    code = ("import mmfeed, hashlib, ssl; assert hashlib.sha256(b'x').hexdigest().startswith('2d711642'); "
+            "ssl.create_default_context(); print('ok')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
