@@ -61,12 +61,13 @@ if(MMFEED_PARQUET)
   add_library(mmfeed_dep_parquet INTERFACE)
   target_include_directories(mmfeed_dep_parquet SYSTEM INTERFACE "${MMFEED_PYARROW_DIR}/include")
   # The wheel's libraries are found where pip put them: every binary linking them records the
-  # directory. libparquet carries its own OpenSSL with its symbols exported: the system's libssl
-  # and libcrypto come before it in every binary's library order, or their calls to their own
-  # functions bind to that copy (Python's hashlib crashed on import after mmfeed's module).
-  # One flag, so that neither the linker (--as-needed) nor CMake (which moves repeated libraries)
-  # drops or reorders them.
-  target_link_libraries(mmfeed_dep_parquet INTERFACE "-Wl,--push-state,--no-as-needed,-lssl,-lcrypto,--pop-state"
+  # directory. libparquet carries its own OpenSSL and simdjson, their symbols exported: the
+  # system's libcrypto and libsimdjson come before it in every binary's library order, or calls
+  # to them (ours, and libssl's and libcrypto's own) bind to those copies (Python's hashlib
+  # crashed on import after mmfeed's module; our JSON ran on Arrow's simdjson).
+  # tests/python/test_parquet.py checks every binding. One flag, so that neither the linker
+  # (--as-needed) nor CMake (which moves repeated libraries) drops or reorders them.
+  target_link_libraries(mmfeed_dep_parquet INTERFACE "-Wl,--push-state,--no-as-needed,-lcrypto,-lsimdjson,--pop-state"
                         "${_mmfeed_parquet}" "${_mmfeed_arrow}" "-Wl,-rpath,${MMFEED_PYARROW_DIR}")
   add_library(mmfeed::dep::parquet ALIAS mmfeed_dep_parquet)
   # Installing rewrites the run path: the installed module and CLI record it again.

@@ -274,3 +274,32 @@ def test_openssl_s_users_work_beside_the_parquet_libraries():
             "ssl.create_default_context(); print('ok')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
+
+
+def foreign_bindings(args, env=None):
+    """The symbols a library outside the pyarrow wheel binds to one of the wheel's libraries,
+    other than Arrow's and Parquet's own: every binding made at load (LD_BIND_NOW), as the dynamic
+    linker reports it (LD_DEBUG=bindings)."""
+    import os
+    import re
+    import subprocess
+
+    run = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **(env or {}), "LD_BIND_NOW": "1", "LD_DEBUG": "bindings"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = set()
+    for line in run.stderr.splitlines():
+        m = re.search(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: \w+ symbol `([^']+)'", line)
+        if m and "/pyarrow/" in m[2] and "/pyarrow/" not in m[1]:
+            if not re.match(r"_Z(T[VIS])?N?K?(5arrow|7parquet)", m[3]):
+                found.add((m[1].rsplit("/", 1)[-1], m[3]))
+    return found
+
+
+def test_nothing_outside_arrow_binds_to_its_bundled_libraries(cli):
+    """libparquet exports the OpenSSL and simdjson it carries: our code and the system's libraries
+    must bind to the system's copies (the link order does it: cmake/dependencies.cmake)."""
+    import sys
+
+    assert foreign_bindings([sys.executable, "-c", "import mmfeed; mmfeed.linked_libraries()"]) == set()
+    assert foreign_bindings([cli, "version"]) == set()
