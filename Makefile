@@ -9,7 +9,7 @@ DEMO_SAMPLES ?= 128
 DEMO_VIDEOS ?= 8
 DEMO_MODEL ?= qwen2-vl
 
-.PHONY: setup build test test-oracles test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
+.PHONY: setup build docs test test-oracles test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +26,10 @@ build: setup
 	  -C cmake.define.MMFEED_WERROR=$(WERROR) . \
 	  2> >(grep -v '^WARNING: Location' >&2)
 	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
+
+# docs/options.md from the option table (tests/python/test_docs.py fails when it is stale).
+docs: build
+	$(PY) scripts/options_doc.py
 
 test: build test-oracles test-cpp test-python
 

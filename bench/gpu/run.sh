@@ -13,7 +13,7 @@
 #                 (${OUT:-.}/gpu-cores-needed.json; 210 s)
 # Run from the repository root: bench/gpu/run.sh [PART...]   (default: check model scaling, at
 # most 8 minutes with the bounds above). Everything it prints is also kept in
-# ${OUT:-.}/gpu-run.log, from which the README's GPU figures are copied.
+# ${OUT:-.}/gpu-run.log, from which the GPU figures of docs/ are copied.
 # Exit status: 2 when Python packages or build tools are missing or a part is unknown, 3 when C++
 # libraries are, else that of the first part that failed (124 if it ran past its bound).
 set -euo pipefail

@@ -26,7 +26,8 @@ namespace mmfeed {
 template <class F>
 void for_each_loader_option(F&& f) {
   f("manifests", &LoaderConfig::manifests,
-    "manifests, JSONL or one JSON array: paths, file://, s3:// or http(s):// URIs; plain, gzip or zstd");
+    "the sources: JSONL or JSON array manifests (plain, gzip or zstd), WebDataset shards (.tar, brace patterns), "
+    "Energon dataset directories, Parquet files (.parquet, brace patterns); paths, file://, s3:// or http(s):// URIs");
   f("media_root", &LoaderConfig::media_root,
     "where relative media references resolve (a directory or URI prefix): one for all manifests, or one per "
     "manifest (empty: each manifest's own directory)");
