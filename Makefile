@@ -9,7 +9,7 @@ DEMO_SAMPLES ?= 128
 DEMO_VIDEOS ?= 8
 DEMO_MODEL ?= qwen2-vl
 
-.PHONY: setup build docs test test-oracles test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
+.PHONY: setup build docs format lint test test-oracles test-sanitizers test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +30,19 @@ build: setup
 # docs/options.md from the option table (tests/python/test_docs.py fails when it is stale).
 docs: build
 	$(PY) scripts/options_doc.py
+
+# The house style: clang-format (.clang-format) on the C++, ruff (pyproject.toml) on the Python.
+# `make format` applies both; `make lint` (in CI) fails on a file either would change or a ruff finding.
+CXX_SOURCES = $(shell git ls-files '*.cc' '*.h' ':!tests/data')
+format: setup
+	clang-format-14 -i --style=file $(CXX_SOURCES)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+lint: setup
+	clang-format-14 --dry-run -Werror --style=file $(CXX_SOURCES)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: build test-oracles test-cpp test-python
 
@@ -68,6 +81,15 @@ test-ubsan: setup
 	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-ubsan -j $(JOBS)
 	cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# Every C++ suite under AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer at once,
+# in build-sanitize/: what CI runs beside `make test` (the three separate targets above remain).
+test-sanitizers: setup
+	cmake -S . -B build-sanitize -G Ninja -DMMFEED_SANITIZE=address,undefined -DMMFEED_BUILD_PYTHON=OFF \
+	  -DMMFEED_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-sanitize -j $(JOBS)
+	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
 
 # libFuzzer targets (fuzz/) built with clang, each run FUZZ_SECONDS from the committed corpus;
 # new inputs go to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.

@@ -66,17 +66,30 @@ class _CausalBlock(nn.Module):
 class TinyQwenVL(nn.Module):
     """Vision tower, 2x2 patch merger and causal LM; forward() returns the mean token loss."""
 
-    def __init__(self, *, vision_dim: int = 1024, vision_layers: int = 8, lm_dim: int = 1536, lm_layers: int = 8,
-                 heads: int = 16, vocab_size: int = VOCAB_SIZE, patch_dim: int = PATCH_DIM,
-                 tie_embeddings: bool = True):
+    def __init__(
+        self,
+        *,
+        vision_dim: int = 1024,
+        vision_layers: int = 8,
+        lm_dim: int = 1536,
+        lm_layers: int = 8,
+        heads: int = 16,
+        vocab_size: int = VOCAB_SIZE,
+        patch_dim: int = PATCH_DIM,
+        tie_embeddings: bool = True,
+    ):
         super().__init__()
         self.patch_embed = nn.Linear(patch_dim, vision_dim)
         self.vision_layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(vision_dim, heads, 4 * vision_dim, dropout=0.0, activation="gelu",
-                                       batch_first=True, norm_first=True) for _ in range(vision_layers))
+            nn.TransformerEncoderLayer(
+                vision_dim, heads, 4 * vision_dim, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+            )
+            for _ in range(vision_layers)
+        )
         self.merger_norm = nn.LayerNorm(vision_dim)
-        self.merger_mlp = nn.Sequential(nn.Linear(4 * vision_dim, 4 * vision_dim), nn.GELU(),
-                                        nn.Linear(4 * vision_dim, lm_dim))
+        self.merger_mlp = nn.Sequential(
+            nn.Linear(4 * vision_dim, 4 * vision_dim), nn.GELU(), nn.Linear(4 * vision_dim, lm_dim)
+        )
         self.embed = nn.Embedding(vocab_size, lm_dim)
         nn.init.normal_(self.embed.weight, std=0.02)  # N(0, 1) would make the tied head's logits huge
         self.lm_layers = nn.ModuleList(_CausalBlock(lm_dim, heads) for _ in range(lm_layers))
@@ -89,27 +102,36 @@ class TinyQwenVL(nn.Module):
         """[rows, patch_dim] -> [rows / 4, lm_dim]; each image attends only to its own patches."""
         sizes = [t * h * w for t, h, w in image_grid_thw.tolist()]
         if sum(sizes) != pixel_values.shape[0]:
-            raise ValueError(f"image_grid_thw describes {sum(sizes)} patches but pixel_values has "
-                             f"{pixel_values.shape[0]} rows: the batch's grids and pixels disagree")
+            raise ValueError(
+                f"image_grid_thw describes {sum(sizes)} patches but pixel_values has "
+                f"{pixel_values.shape[0]} rows: the batch's grids and pixels disagree"
+            )
         x = self.patch_embed(pixel_values)
         images = nn.utils.rnn.pad_sequence(x.split(sizes), batch_first=True)
-        padding = (torch.arange(images.shape[1], device=x.device)[None]
-                   >= torch.tensor(sizes, device=x.device)[:, None])
+        padding = torch.arange(images.shape[1], device=x.device)[None] >= torch.tensor(sizes, device=x.device)[:, None]
         for layer in self.vision_layers:
             images = layer(images, src_key_padding_mask=padding)
         x = torch.cat([image[:n] for image, n in zip(images, sizes)])
         merged = self.merger_norm(x).reshape(-1, 4 * x.shape[-1])
         return self.merger_mlp(merged)
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor,
-                pixel_values: torch.Tensor, image_grid_thw: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pixel_values: torch.Tensor,
+        image_grid_thw: torch.Tensor,
+    ) -> torch.Tensor:
         is_image = input_ids == IMAGE_PAD_ID
         image_tokens = int(is_image.sum())
         rows = pixel_values.shape[0]
         if rows % 4 or image_tokens != rows // 4:
-            raise ValueError(f"input_ids hold {image_tokens} image tokens ({IMAGE_PAD_ID}) but pixel_values has "
-                             f"{rows} rows, which merge 2x2 into {rows / 4:g} image embeddings: each image "
-                             f"needs one token per merged embedding")
+            raise ValueError(
+                f"input_ids hold {image_tokens} image tokens ({IMAGE_PAD_ID}) but pixel_values has "
+                f"{rows} rows, which merge 2x2 into {rows / 4:g} image embeddings: each image "
+                f"needs one token per merged embedding"
+            )
         x = self.embed(input_ids)
         if rows:
             vision = self.encode_images(pixel_values, image_grid_thw)
@@ -148,8 +170,10 @@ class TrainStep:
     def __call__(self, batch: dict) -> float:
         missing = [key for key in (*self.INPUTS, "image_grid_thw") if key not in batch]
         if missing:
-            raise ValueError(f"batch lacks {', '.join(missing)}: the step needs {', '.join(self.INPUTS)} "
-                             f"and image_grid_thw, as mmfeed.Loader yields them")
+            raise ValueError(
+                f"batch lacks {', '.join(missing)}: the step needs {', '.join(self.INPUTS)} "
+                f"and image_grid_thw, as mmfeed.Loader yields them"
+            )
         inputs = {key: self._to_device(batch[key]) for key in self.INPUTS}
         # The grid stays on the host: only its sizes are read, and reading them from the device
         # would synchronise it.
@@ -164,8 +188,9 @@ class TrainStep:
         return loss.item()
 
 
-def make_train_step(device: str = "cuda", dtype: torch.dtype | None = None, preset: str = "default",
-                    lr: float = 1e-4) -> TrainStep:
+def make_train_step(
+    device: str = "cuda", dtype: torch.dtype | None = None, preset: str = "default", lr: float = 1e-4
+) -> TrainStep:
     """A callable step(batch) -> float: batch tensors or numpy arrays to `device`, forward under
     autocast to `dtype` (float32: no autocast), backward, AdamW, zero_grad, device synchronised.
     dtype None: bfloat16 on a GPU, float32 on the CPU (where the CPU lacks bfloat16 instructions,

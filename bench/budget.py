@@ -28,8 +28,9 @@ def pin(cores: int) -> list[int]:
     the CPUs it may use; returns them. Raises ValueError when it may use fewer."""
     allowed = sorted(os.sched_getaffinity(0))
     if not 1 <= cores <= len(allowed):
-        raise ValueError(f"cannot pin to {cores} cores: this process may use {len(allowed)} "
-                         f"(CPUs {','.join(map(str, allowed))})")
+        raise ValueError(
+            f"cannot pin to {cores} cores: this process may use {len(allowed)} (CPUs {','.join(map(str, allowed))})"
+        )
     os.sched_setaffinity(0, allowed[:cores])
     return allowed[:cores]
 
@@ -64,5 +65,9 @@ def serial_share(runs: list[dict]) -> None:
     for run in runs:
         busy = sum(run["stages"][name]["busy_s"] for name in single if name in run["stages"])
         share = busy / max(run["cpu_seconds"], 1e-9)
-        run.update(single_thread_stages=single, single_thread_busy_s=busy, single_thread_share=share,
-                   amdahl_ceiling=1 / share if share > 0 else None)
+        run.update(
+            single_thread_stages=single,
+            single_thread_busy_s=busy,
+            single_thread_share=share,
+            amdahl_ceiling=1 / share if share > 0 else None,
+        )

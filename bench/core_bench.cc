@@ -12,8 +12,8 @@
 
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
-#include "core/scratch.h"
 #include "core/metrics.h"
+#include "core/scratch.h"
 #include "core/trace.h"
 
 namespace mmfeed::core {

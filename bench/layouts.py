@@ -41,8 +41,15 @@ def run_one(source: str, workers: int, batch: int, max_pixels: int) -> dict:
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     samples, first = 0, None
-    with mmfeed.Loader(source, tokenizer=TOKENIZER, max_pixels=max_pixels, batch_size=batch, workers=workers,
-                       shuffle=False, tensors="np") as loader:
+    with mmfeed.Loader(
+        source,
+        tokenizer=TOKENIZER,
+        max_pixels=max_pixels,
+        batch_size=batch,
+        workers=workers,
+        shuffle=False,
+        tensors="np",
+    ) as loader:
         for b in loader:
             if first is None:
                 first = time.perf_counter() - start
@@ -52,10 +59,16 @@ def run_one(source: str, workers: int, batch: int, max_pixels: int) -> dict:
     wall = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    return {"samples": samples, "errors": len(errors), "first_batch_s": first, "wall_s": wall,
-            "samples_per_s": (samples - batch) / max(wall - first, 1e-9) if samples > batch else None,
-            "cpu_s_per_sample": cpu / max(samples, 1), "gets": counters.get("fetch.requests", 0),
-            "bytes": counters.get("fetch.bytes", 0)}
+    return {
+        "samples": samples,
+        "errors": len(errors),
+        "first_batch_s": first,
+        "wall_s": wall,
+        "samples_per_s": (samples - batch) / max(wall - first, 1e-9) if samples > batch else None,
+        "cpu_s_per_sample": cpu / max(samples, 1),
+        "gets": counters.get("fetch.requests", 0),
+        "bytes": counters.get("fetch.bytes", 0),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,25 +98,48 @@ def main(argv: list[str] | None = None) -> int:
     pattern = f"wds/shard-{{000..{len(shards) - 1:03d}}}.tar"
     files = datagen.write_parquet(manifest, data / "parquet", per_file=args.per_shard)
     parquet = f"parquet/train-{{00000..{len(files) - 1:05d}}}.parquet"
-    report = {"config": {"samples": args.samples, "per_shard": args.per_shard, "shards": len(shards),
-                         "max_pixels": args.max_pixels, "batch_size": args.batch_size, "workers": args.workers,
-                         "cores": os.cpu_count(), "bytes_objects": sum(p.stat().st_size for p in (data / "images").iterdir()),
-                         "bytes_shards": sum(p.stat().st_size for p in shards),
-                         "bytes_parquet": sum(p.stat().st_size for p in files),
-                         "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200,
-                                          "per_connection_mb_s": 32}},
-              "runs": []}
+    report = {
+        "config": {
+            "samples": args.samples,
+            "per_shard": args.per_shard,
+            "shards": len(shards),
+            "max_pixels": args.max_pixels,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            "cores": os.cpu_count(),
+            "bytes_objects": sum(p.stat().st_size for p in (data / "images").iterdir()),
+            "bytes_shards": sum(p.stat().st_size for p in shards),
+            "bytes_parquet": sum(p.stat().st_size for p in files),
+            "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32},
+        },
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory(prefix="mmfeed-layouts-") as tmp, Nginx(data, Path(tmp) / "nginx") as server:
         remote = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
         env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
-        runs = [("s3", "jsonl + objects", str(remote)), ("s3", "webdataset shards", f"s3://{BUCKET}/{pattern}"),
-                ("s3", "parquet (datasets)", f"s3://{BUCKET}/{parquet}"),
-                ("local", "jsonl + objects", str(manifest)), ("local", "webdataset shards", str(data / pattern)),
-                ("local", "parquet (datasets)", str(data / parquet))]
+        runs = [
+            ("s3", "jsonl + objects", str(remote)),
+            ("s3", "webdataset shards", f"s3://{BUCKET}/{pattern}"),
+            ("s3", "parquet (datasets)", f"s3://{BUCKET}/{parquet}"),
+            ("local", "jsonl + objects", str(manifest)),
+            ("local", "webdataset shards", str(data / pattern)),
+            ("local", "parquet (datasets)", str(data / parquet)),
+        ]
         for where, layout, source in runs:
             print(f"mmfeed bench --layouts: {where}: {layout}", file=sys.stderr, flush=True)
-            cmd = [sys.executable, __file__, "--one", layout, source, "--workers", str(args.workers),
-                   "--batch-size", str(args.batch_size), "--max-pixels", str(args.max_pixels)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                layout,
+                source,
+                "--workers",
+                str(args.workers),
+                "--batch-size",
+                str(args.batch_size),
+                "--max-pixels",
+                str(args.max_pixels),
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
             if done.returncode != 0:
                 print(done.stderr[-3000:], file=sys.stderr)
@@ -115,16 +151,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table(report: dict) -> str:
-    rows = ["| source | layout | first batch s | samples/s | CPU s/sample | GETs | MB fetched |",
-            "|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| source | layout | first batch s | samples/s | CPU s/sample | GETs | MB fetched |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     base = {}
     for r in report["runs"]:
         rate = r["samples_per_s"]
         if r["layout"].startswith("jsonl"):
             base[r["source"]] = rate
-        ratio = f" ({rate / base[r['source']]:.2f}x)" if rate and base.get(r["source"]) and not r["layout"].startswith("jsonl") else ""
-        rows.append(f"| {r['source']} | {r['layout']} | {r['first_batch_s']:.2f} | {rate:.1f}{ratio} | "
-                    f"{r['cpu_s_per_sample']:.4f} | {r['gets']} | {r['bytes'] / 1e6:.1f} |")
+        ratio = (
+            f" ({rate / base[r['source']]:.2f}x)"
+            if rate and base.get(r["source"]) and not r["layout"].startswith("jsonl")
+            else ""
+        )
+        rows.append(
+            f"| {r['source']} | {r['layout']} | {r['first_batch_s']:.2f} | {rate:.1f}{ratio} | "
+            f"{r['cpu_s_per_sample']:.4f} | {r['gets']} | {r['bytes'] / 1e6:.1f} |"
+        )
     return "\n".join(rows)
 
 

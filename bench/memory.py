@@ -60,7 +60,7 @@ class PeakPss:
         while not self._stop.wait(self.period):
             self.sample()
 
-    def __enter__(self) -> "PeakPss":
+    def __enter__(self) -> PeakPss:
         self.sample()
         self._thread.start()
         return self

@@ -93,8 +93,16 @@ BUCKET = "s3"  # the object server's S3 location doubles as the bucket name
 IMAGE_PAD = 151655
 TEMPLATE_FILES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
 PAD = 151643
-FIELDS = ("gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
-          "peak_rss_mb", "peak_pss_mb", "time_to_first_batch_s")
+FIELDS = (
+    "gpu_utilization",
+    "steady_gpu_utilization",
+    "data_wait_share",
+    "samples_per_s",
+    "cpu_s_per_sample",
+    "peak_rss_mb",
+    "peak_pss_mb",
+    "time_to_first_batch_s",
+)
 
 
 def _cpu_seconds() -> float:
@@ -152,12 +160,17 @@ class HFSample:
             # The hub's preprocessor configs: Qwen2/2.5-VL patch 14 with CLIP's mean and std,
             # Qwen3-VL patch 16 with mean and std 0.5 and a larger minimum; merge 2 for both.
             if self.model == "qwen3-vl":
-                self.proc = Qwen2VLImageProcessorPil(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3,
-                                                     size={"shortest_edge": 65536, "longest_edge": self.max_pixels})
+                self.proc = Qwen2VLImageProcessorPil(
+                    patch_size=16,
+                    image_mean=[0.5] * 3,
+                    image_std=[0.5] * 3,
+                    size={"shortest_edge": 65536, "longest_edge": self.max_pixels},
+                )
             else:
                 self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
-            self.tok = PreTrainedTokenizerFast(tokenizer_file=str(self.tokenizer),
-                                               chat_template=self.template.read_text())
+            self.tok = PreTrainedTokenizerFast(
+                tokenizer_file=str(self.tokenizer), chat_template=self.template.read_text()
+            )
         i, blobs = fetched
         images = [ImageOps.exif_transpose(Image.open(io.BytesIO(b))).convert("RGB") for b in blobs]
         vision = self.proc(images=images, return_tensors="np")
@@ -167,8 +180,11 @@ class HFSample:
         expanded, grids = [], iter(vision["image_grid_thw"])
         for t in ids:
             expanded += [t] * int(next(grids).prod() // 4) if t == IMAGE_PAD else [t]
-        return {"input_ids": np.asarray(expanded), "pixel_values": vision["pixel_values"],
-                "image_grid_thw": vision["image_grid_thw"]}
+        return {
+            "input_ids": np.asarray(expanded),
+            "pixel_values": vision["pixel_values"],
+            "image_grid_thw": vision["image_grid_thw"],
+        }
 
     def __getitem__(self, i: int) -> dict:
         return self.process(self.fetch(i))
@@ -182,12 +198,15 @@ def collate(items: list[dict]) -> dict:
     ids = np.full((len(items), length), PAD, dtype=np.int64)
     mask = np.zeros((len(items), length), dtype=np.int64)
     for i, x in enumerate(items):
-        ids[i, :len(x["input_ids"])] = x["input_ids"]
-        mask[i, :len(x["input_ids"])] = 1
-    return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
-            "labels": torch.from_numpy(np.where(mask == 1, ids, -100)),
-            "pixel_values": torch.from_numpy(np.concatenate([x["pixel_values"] for x in items])),
-            "image_grid_thw": torch.from_numpy(np.concatenate([x["image_grid_thw"] for x in items]))}
+        ids[i, : len(x["input_ids"])] = x["input_ids"]
+        mask[i, : len(x["input_ids"])] = 1
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "attention_mask": torch.from_numpy(mask),
+        "labels": torch.from_numpy(np.where(mask == 1, ids, -100)),
+        "pixel_values": torch.from_numpy(np.concatenate([x["pixel_values"] for x in items])),
+        "image_grid_thw": torch.from_numpy(np.concatenate([x["image_grid_thw"] for x in items])),
+    }
 
 
 def naive_batches(ds: HFSample, batch: int):
@@ -205,44 +224,75 @@ def spdl_batches(ds: HFSample, batch: int, workers: int):
     from spdl.pipeline import PipelineBuilder
 
     fetches = 32  # I/O: GETs in flight, as many as the object store's latency calls for
-    pipeline = (PipelineBuilder()
-                .add_source(range(len(ds)))
-                .pipe(ds.fetch, concurrency=fetches, output_order="input")
-                .pipe(ds.process, concurrency=workers, output_order="input")
-                .aggregate(batch)
-                .pipe(collate)
-                .add_sink(4)
-                .build(num_threads=fetches + workers))
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(len(ds)))
+        .pipe(ds.fetch, concurrency=fetches, output_order="input")
+        .pipe(ds.process, concurrency=workers, output_order="input")
+        .aggregate(batch)
+        .pipe(collate)
+        .add_sink(4)
+        .build(num_threads=fetches + workers)
+    )
     with pipeline.auto_stop():
         yield from pipeline
 
 
-def mmfeed_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, mode: str, trace: str,
-                   workers: int, stages: dict, device: str | None = None, model: str = "qwen2-vl"):
+def mmfeed_batches(
+    manifest: Path,
+    tokenizer: Path,
+    max_pixels: int,
+    batch: int,
+    mode: str,
+    trace: str,
+    workers: int,
+    stages: dict,
+    device: str | None = None,
+    model: str = "qwen2-vl",
+):
     """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream.
     Once the last batch is taken, `stages` gets the loader's metrics()["stages"]."""
     import mmfeed
 
     on_gpu = dict(tensors="torch", device=device) if device and device.startswith("cuda") else {}
-    with mmfeed.Loader(manifest, tokenizer=tokenizer, model=model, max_pixels=max_pixels, batch_size=batch, mode=mode,
-                       workers=workers, shuffle=False, trace_path=trace, **on_gpu) as loader:
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=tokenizer,
+        model=model,
+        max_pixels=max_pixels,
+        batch_size=batch,
+        mode=mode,
+        workers=workers,
+        shuffle=False,
+        trace_path=trace,
+        **on_gpu,
+    ) as loader:
         yield from loader
         if loader.errors():
             raise RuntimeError(f"mmfeed skipped samples: {loader.errors()[:2]}")
         stages.update(loader.metrics()["stages"])
 
 
-def mmfeed_ray_batches(manifest: Path, tokenizer: Path, max_pixels: int, batch: int, workers: int, actors: int,
-                       model: str, stages: dict):
+def mmfeed_ray_batches(
+    manifest: Path, tokenizer: Path, max_pixels: int, batch: int, workers: int, actors: int, model: str, stages: dict
+):
     """mmfeed.ray.Loader's batches from `actors` actors of workers / actors engine threads each, on
     the Ray instance run_one started. Once the last batch is taken, stages["actors_cpu_s"] is the
     CPU time of the actors' processes over their parts (Ray's workers are not this process's
     children, whose time the figures count)."""
     import mmfeed.ray
 
-    with mmfeed.ray.Loader(manifest, num_actors=actors, actor_options={"num_cpus": workers / actors},
-                           tokenizer=tokenizer, model=model, max_pixels=max_pixels, batch_size=batch,
-                           workers=max(1, workers // actors), shuffle=False) as loader:
+    with mmfeed.ray.Loader(
+        manifest,
+        num_actors=actors,
+        actor_options={"num_cpus": workers / actors},
+        tokenizer=tokenizer,
+        model=model,
+        max_pixels=max_pixels,
+        batch_size=batch,
+        workers=max(1, workers // actors),
+        shuffle=False,
+    ) as loader:
         yield from loader
         if loader.errors():
             raise RuntimeError(f"mmfeed.ray skipped samples: {loader.errors()[:2]}")
@@ -285,8 +335,15 @@ def train(batches, step, progress) -> dict:
     import gc
 
     gc.collect()  # join worker processes now, so their CPU is counted here
-    return {"samples": samples, "seconds": total, "cpu": _cpu_seconds() - start_cpu, "waited": waited,
-            "computed": computed, "first_batch": first or total, "timeline": timeline}
+    return {
+        "samples": samples,
+        "seconds": total,
+        "cpu": _cpu_seconds() - start_cpu,
+        "waited": waited,
+        "computed": computed,
+        "first_batch": first or total,
+        "timeline": timeline,
+    }
 
 
 def run_one(args) -> dict:
@@ -307,13 +364,24 @@ def run_one(args) -> dict:
         "naive": lambda: naive_batches(ds, args.batch_size),
         "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size, workers),
         "spdl": lambda: spdl_batches(ds, args.batch_size, workers),
-        "mmfeed-serial": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "serial", "",
-                                                workers, stages, model=args.model),
-        "mmfeed": lambda: mmfeed_batches(manifest, tokenizer, args.max_pixels, args.batch_size, "concurrent",
-                                         str(args.trace or ""), workers, stages,
-                                         args.device if args.trainer == "model" else None, model=args.model),
-        RAY_SYSTEM: lambda: mmfeed_ray_batches(manifest, tokenizer, args.max_pixels, args.batch_size, workers,
-                                               args.ray_actors, args.model, stages),
+        "mmfeed-serial": lambda: mmfeed_batches(
+            manifest, tokenizer, args.max_pixels, args.batch_size, "serial", "", workers, stages, model=args.model
+        ),
+        "mmfeed": lambda: mmfeed_batches(
+            manifest,
+            tokenizer,
+            args.max_pixels,
+            args.batch_size,
+            "concurrent",
+            str(args.trace or ""),
+            workers,
+            stages,
+            args.device if args.trainer == "model" else None,
+            model=args.model,
+        ),
+        RAY_SYSTEM: lambda: mmfeed_ray_batches(
+            manifest, tokenizer, args.max_pixels, args.batch_size, workers, args.ray_actors, args.model, stages
+        ),
     }[args.one]()
     sampler = None
     if args.trainer == "model":
@@ -336,16 +404,26 @@ def run_one(args) -> dict:
     r["cpu"] += stages.pop("actors_cpu_s", 0.0)
     affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {"name": args.one, "samples": r["samples"], "workers": workers, "cpus": len(affinity), "affinity": affinity,
-           "gpu_utilization": r["computed"] / r["seconds"],
-           "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
-           "data_wait_share": r["waited"] / r["seconds"], "samples_per_s": r["samples"] / r["seconds"],
-           "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
-           "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024, "peak_pss_mb": peak.mb,
-           "time_to_first_batch_s": r["first_batch"],
-           "seconds": r["seconds"], "cpu_seconds": r["cpu"],
-           "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
-           "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1), "timeline": r["timeline"]}
+    out = {
+        "name": args.one,
+        "samples": r["samples"],
+        "workers": workers,
+        "cpus": len(affinity),
+        "affinity": affinity,
+        "gpu_utilization": r["computed"] / r["seconds"],
+        "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
+        "data_wait_share": r["waited"] / r["seconds"],
+        "samples_per_s": r["samples"] / r["seconds"],
+        "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
+        "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024,
+        "peak_pss_mb": peak.mb,
+        "time_to_first_batch_s": r["first_batch"],
+        "seconds": r["seconds"],
+        "cpu_seconds": r["cpu"],
+        "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
+        "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1),
+        "timeline": r["timeline"],
+    }
     if stages:
         out["stages"] = {name: stage for name, stage in stages.items() if isinstance(stage, dict)}
     if sampler:
@@ -368,8 +446,10 @@ class Progress:
         done = self.done + samples
         width = 30
         filled = int(width * done / max(self.total, 1))
-        sys.stderr.write(f"\r  [{'#' * filled}{'.' * (width - filled)}] {100 * done / max(self.total, 1):3.0f}%  "
-                         f"{label:<28} {samples}/{of} samples ")
+        sys.stderr.write(
+            f"\r  [{'#' * filled}{'.' * (width - filled)}] {100 * done / max(self.total, 1):3.0f}%  "
+            f"{label:<28} {samples}/{of} samples "
+        )
         sys.stderr.flush()
 
     def finish(self, label: str, samples: int, seconds: float) -> None:
@@ -380,16 +460,48 @@ class Progress:
         sys.stderr.flush()
 
 
-def spawn(system: str, manifest: Path, step_ms: float, args, env: dict, label: str, progress: Progress,
-          samples: int, workers: int, trace: Path | None = None, affinity: list[int] | None = None,
-          trainer: str | None = None) -> dict:
+def spawn(
+    system: str,
+    manifest: Path,
+    step_ms: float,
+    args,
+    env: dict,
+    label: str,
+    progress: Progress,
+    samples: int,
+    workers: int,
+    trace: Path | None = None,
+    affinity: list[int] | None = None,
+    trainer: str | None = None,
+) -> dict:
     """Runs `system` in a child process (pinned to the CPUs `affinity` when given) and returns
     its figures."""
-    command = [sys.executable, __file__, "--one", system, "--manifest", str(manifest),
-               "--step-ms", str(step_ms), "--max-pixels", str(args.max_pixels), "--batch-size", str(args.batch_size),
-               "--model", args.model, "--workers", str(workers),
-               "--trainer", trainer or args.trainer, "--device", args.device, "--model-preset", args.model_preset,
-               "--ray-actors", str(args.ray_actors)]
+    command = [
+        sys.executable,
+        __file__,
+        "--one",
+        system,
+        "--manifest",
+        str(manifest),
+        "--step-ms",
+        str(step_ms),
+        "--max-pixels",
+        str(args.max_pixels),
+        "--batch-size",
+        str(args.batch_size),
+        "--model",
+        args.model,
+        "--workers",
+        str(workers),
+        "--trainer",
+        trainer or args.trainer,
+        "--device",
+        args.device,
+        "--model-preset",
+        args.model_preset,
+        "--ray-actors",
+        str(args.ray_actors),
+    ]
     if trace:
         command += ["--trace", str(trace)]
     if affinity:
@@ -433,8 +545,11 @@ def plot(results: list[dict], path: Path, step_ms: float, step_label: str) -> No
                     busy[k] += max(0.0, min(b, edges[k + 1]) - max(a, edges[k]))
             xs = [(edges[k] + min(edges[k + 1], r["seconds"])) / 2 for k in range(len(busy)) if edges[k] < r["seconds"]]
             spans = [min(edges[k + 1], r["seconds"]) - edges[k] for k in range(len(xs))]  # the last one is partial
-            ax.plot(xs, [100 * min(busy[k] / max(spans[k], 1e-9), 1.0) for k in range(len(xs))],
-                    label=f"{r['name']} ({100 * r['gpu_utilization']:.0f}%)")
+            ax.plot(
+                xs,
+                [100 * min(busy[k] / max(spans[k], 1e-9), 1.0) for k in range(len(xs))],
+                label=f"{r['name']} ({100 * r['gpu_utilization']:.0f}%)",
+            )
         ax.set_title(f"{source}: trainer busy ({step_label})")
         ax.set_xlabel("seconds")
         ax.set_ylabel("GPU utilisation %")
@@ -450,59 +565,75 @@ def print_table(title: str, results: list[dict], model: bool = False) -> None:
     """The utilisation table; with the model trainer (`model`), NVML's GPU busy share beside the
     compute share and the mean step."""
     print(f"\n{title}")
-    header = (f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}"
-              + (f"{'NVML busy':>10}{'step ms':>9}" if model else "")
-              + f"{'data wait':>10}{'samples/s':>10}{'CPU s/sample':>13}{'peak RSS MB':>12}{'peak PSS MB':>12}"
-              + f"{'1st batch s':>12}")
+    header = (
+        f"{'source':<7}{'system':<17}{'GPU util':>9}{'steady':>8}"
+        + (f"{'NVML busy':>10}{'step ms':>9}" if model else "")
+        + f"{'data wait':>10}{'samples/s':>10}{'CPU s/sample':>13}{'peak RSS MB':>12}{'peak PSS MB':>12}"
+        + f"{'1st batch s':>12}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
         nvml = r.get("nvml_gpu_utilization")
-        gpu = (f"{'n/a' if nvml is None else f'{100 * nvml:.0f}%':>10}{r['step_ms_mean']:>9.1f}" if model else "")
-        print(f"{r['source']:<7}{r['name']:<17}{100 * r['gpu_utilization']:>8.0f}%"
-              f"{100 * r['steady_gpu_utilization']:>7.0f}%{gpu}{100 * r['data_wait_share']:>9.0f}%"
-              f"{r['samples_per_s']:>10.1f}{r['cpu_s_per_sample']:>13.3f}{r['peak_rss_mb']:>12.0f}"
-              f"{r['peak_pss_mb']:>12.0f}{r['time_to_first_batch_s']:>12.2f}")
+        gpu = f"{'n/a' if nvml is None else f'{100 * nvml:.0f}%':>10}{r['step_ms_mean']:>9.1f}" if model else ""
+        print(
+            f"{r['source']:<7}{r['name']:<17}{100 * r['gpu_utilization']:>8.0f}%"
+            f"{100 * r['steady_gpu_utilization']:>7.0f}%{gpu}{100 * r['data_wait_share']:>9.0f}%"
+            f"{r['samples_per_s']:>10.1f}{r['cpu_s_per_sample']:>13.3f}{r['peak_rss_mb']:>12.0f}"
+            f"{r['peak_pss_mb']:>12.0f}{r['time_to_first_batch_s']:>12.2f}"
+        )
     for source in dict.fromkeys(r["source"] for r in results):
         by = {r["name"]: r for r in results if r["source"] == source}
         peers = [(by[n]["samples_per_s"], n) for n in PEERS if n in by]
         if "mmfeed" in by and peers:
             best, name = max(peers)
-            print(f"{source}: mmfeed {by['mmfeed']['samples_per_s'] / best:.1f}x the samples/s of the best "
-                  f"Python peer ({name})")
+            print(
+                f"{source}: mmfeed {by['mmfeed']['samples_per_s'] / best:.1f}x the samples/s of the best "
+                f"Python peer ({name})"
+            )
 
 
 def print_scaling(rows: list[dict], cores: int) -> None:
     """The scaling table: step-0 throughput and CPU cost by workers, and mmfeed's serial part."""
     workers = ", ".join(str(w) for w in dict.fromkeys(r["workers"] for r in rows))
     print(f"\nScaling at step 0 (an infinitely fast trainer), workers {workers} on {cores} cores")
-    header = (f"{'source':<7}{'system':<17}{'workers':>8}{'samples/s':>10}{'speed-up':>9}{'steady':>8}"
-              f"{'speed-up':>9}{'cores busy':>11}{'CPU s/sample':>13}{'1-thread share':>15}{'Amdahl ceiling':>15}")
+    header = (
+        f"{'source':<7}{'system':<17}{'workers':>8}{'samples/s':>10}{'speed-up':>9}{'steady':>8}"
+        f"{'speed-up':>9}{'cores busy':>11}{'CPU s/sample':>13}{'1-thread share':>15}{'Amdahl ceiling':>15}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
         share = r.get("single_thread_share")
         ceiling = r.get("amdahl_ceiling")
         steady, steady_speedup = r["steady_samples_per_s"], r["steady_speedup"]
-        print(f"{r['source']:<7}{r['name']:<17}{r['workers']:>8}{r['samples_per_s']:>10.1f}{r['speedup']:>8.2f}x"
-              f"{'-' if steady is None else f'{steady:.1f}':>8}"
-              f"{'-' if steady_speedup is None else f'{steady_speedup:.2f}x':>9}{r['cores_busy']:>11.2f}"
-              f"{r['cpu_s_per_sample']:>13.3f}{'-' if share is None else f'{100 * share:.2f}%':>15}"
-              f"{'-' if ceiling is None else f'{ceiling:.1f}x' if ceiling < 100 else f'{ceiling:.0f}x':>15}")
+        print(
+            f"{r['source']:<7}{r['name']:<17}{r['workers']:>8}{r['samples_per_s']:>10.1f}{r['speedup']:>8.2f}x"
+            f"{'-' if steady is None else f'{steady:.1f}':>8}"
+            f"{'-' if steady_speedup is None else f'{steady_speedup:.2f}x':>9}{r['cores_busy']:>11.2f}"
+            f"{r['cpu_s_per_sample']:>13.3f}{'-' if share is None else f'{100 * share:.2f}%':>15}"
+            f"{'-' if ceiling is None else f'{ceiling:.1f}x' if ceiling < 100 else f'{ceiling:.0f}x':>15}"
+        )
     stages = sorted({name for r in rows for name in r.get("single_thread_stages", [])})
-    print("steady: samples/s after the first batch (the pipeline full, as a long run sees it); cores busy: CPU "
-          "seconds over wall seconds, the process and its workers (beyond its workers: the trainer's thread, "
-          "the reads and the kernel's page faults)")
+    print(
+        "steady: samples/s after the first batch (the pipeline full, as a long run sees it); cores busy: CPU "
+        "seconds over wall seconds, the process and its workers (beyond its workers: the trainer's thread, "
+        "the reads and the kernel's page faults)"
+    )
     if any("single_thread_share" in r for r in rows):
-        print(f"1-thread share: busy seconds of mmfeed's one-thread stages ({', '.join(stages) or 'none reported'}) "
-              f"over its CPU seconds (process and children); Amdahl ceiling: 1 / share, the most any number of "
-              f"workers can speed it up")
+        print(
+            f"1-thread share: busy seconds of mmfeed's one-thread stages ({', '.join(stages) or 'none reported'}) "
+            f"over its CPU seconds (process and children); Amdahl ceiling: 1 / share, the most any number of "
+            f"workers can speed it up"
+        )
 
 
 def print_cores_needed(rows: list[dict], step_label: str, cores: int) -> None:
     """The cores-needed table: per system, the fewest cores and the utilisation at each tried."""
-    print(f"\nCores needed: the fewest cores (workers = cores) at which the trainer stays >= "
-          f"{100 * BUSY_ENOUGH:.0f}% busy after its first batch, {step_label}; tried 1 .. {cores}")
+    print(
+        f"\nCores needed: the fewest cores (workers = cores) at which the trainer stays >= "
+        f"{100 * BUSY_ENOUGH:.0f}% busy after its first batch, {step_label}; tried 1 .. {cores}"
+    )
     header = f"{'source':<7}{'system':<17}{'cores needed':>13}  steady utilisation at each tried (cores: busy)"
     print(header)
     print("-" * len(header))
@@ -512,40 +643,69 @@ def print_cores_needed(rows: list[dict], step_label: str, cores: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mmfeed bench", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="128 samples from the object store, no step-0 table (under 3 minutes on 2 cores)")
+    parser = argparse.ArgumentParser(
+        prog="mmfeed bench", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="128 samples from the object store, no step-0 table (under 3 minutes on 2 cores)",
+    )
     parser.add_argument("--samples", type=int, help="samples in the data set (default 256; --quick 128)")
     parser.add_argument("--sources", help="s3 and/or local (default s3,local; --quick s3; --scaling local)")
-    parser.add_argument("--systems", help=f"of {','.join(SYSTEMS)} (default all; --scaling "
-                                          f"{','.join(SCALING_SYSTEMS)}; --cores-needed {','.join(PARALLEL)})")
+    parser.add_argument(
+        "--systems",
+        help=f"of {','.join(SYSTEMS)} (default all; --scaling "
+        f"{','.join(SCALING_SYSTEMS)}; --cores-needed {','.join(PARALLEL)})",
+    )
     parser.add_argument("--step-ms", default="auto", help="trainer step per batch in ms, or auto (the talk's ratio)")
     parser.add_argument("--no-step0", action="store_true", help="skip the step-0 throughput table")
-    parser.add_argument("--workers", type=int,
-                        help="DataLoader num_workers, SPDL's processing concurrency and mmfeed's workers alike "
-                             "(default: the cores this process may use)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="DataLoader num_workers, SPDL's processing concurrency and mmfeed's workers alike "
+        "(default: the cores this process may use)",
+    )
     parser.add_argument("--cpus", type=int, help="pin the benchmark and everything it starts to this many cores")
-    parser.add_argument("--scaling", action="store_true",
-                        help="instead of the tables: step 0 for workers 1, 2, 4, ... up to the cores, mmfeed against "
-                             "the DataLoader, with mmfeed's single-threaded share and its Amdahl ceiling")
-    parser.add_argument("--cores-needed", action="store_true",
-                        help=f"instead of the tables: per system, the fewest cores (1, 2, 4, ...) keeping the trainer "
-                             f">= {100 * BUSY_ENOUGH:.0f}%% busy at the --step-ms demand")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="instead of the tables: step 0 for workers 1, 2, 4, ... up to the cores, mmfeed against "
+        "the DataLoader, with mmfeed's single-threaded share and its Amdahl ceiling",
+    )
+    parser.add_argument(
+        "--cores-needed",
+        action="store_true",
+        help=f"instead of the tables: per system, the fewest cores (1, 2, 4, ...) keeping the trainer "
+        f">= {100 * BUSY_ENOUGH:.0f}%% busy at the --step-ms demand",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where the report, plot, traces go")
     parser.add_argument("--data", type=Path, help="the data set's directory (default OUT/data; reused if present)")
     parser.add_argument("--json", type=Path, help="the report (default OUT/bench.json)")
-    parser.add_argument("--model", choices=sorted(TEMPLATE_FILES), default="qwen2-vl",
-                        help="the model whose preprocessing every system runs (its image processor and chat template)")
+    parser.add_argument(
+        "--model",
+        choices=sorted(TEMPLATE_FILES),
+        default="qwen2-vl",
+        help="the model whose preprocessing every system runs (its image processor and chat template)",
+    )
     parser.add_argument("--max-pixels", type=int, default=1003520)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--trainer", choices=("sleep", "model"), default="sleep",
-                        help="sleep for the step, or run a real Qwen-VL-shaped training step (GPU)")
+    parser.add_argument(
+        "--trainer",
+        choices=("sleep", "model"),
+        default="sleep",
+        help="sleep for the step, or run a real Qwen-VL-shaped training step (GPU)",
+    )
     parser.add_argument("--device", default="cuda", help="device of --trainer model")
-    parser.add_argument("--model-preset", choices=("default", "tiny"), default="default",
-                        help="size of --trainer model: default (585M parameters, the GPU run) or tiny (CPU checks)")
-    parser.add_argument("--ray", action="store_true",
-                        help="add mmfeed-ray: mmfeed.ray.Loader on a local Ray instance of --workers CPUs")
+    parser.add_argument(
+        "--model-preset",
+        choices=("default", "tiny"),
+        default="default",
+        help="size of --trainer model: default (585M parameters, the GPU run) or tiny (CPU checks)",
+    )
+    parser.add_argument(
+        "--ray", action="store_true", help="add mmfeed-ray: mmfeed.ray.Loader on a local Ray instance of --workers CPUs"
+    )
     parser.add_argument("--ray-actors", type=int, default=1, help="mmfeed-ray's actors (default 1)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one system, print JSON
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
@@ -607,16 +767,34 @@ def main(argv: list[str] | None = None) -> int:
     # With the model trainer the step is the model's: nothing to calibrate.
     calibrate = args.step_ms == "auto" and args.trainer == "sleep" and bool(table_systems or cores_systems)
     calibration_samples = 2 * args.batch_size if calibrate else 0
-    progress = Progress(samples * (len(sources) * (len(table_systems) + len(step0_systems))
-                                   + len(scaling_sources) * len(scaling_systems) * len(counts)
-                                   + len(sources) * len(cores_systems) * len(counts)) + calibration_samples)
-    config = {"samples": summary["samples"], "images": summary["images"], "bytes": summary["bytes"],
-              "batch_size": args.batch_size, "max_pixels": args.max_pixels, "model": args.model,
-              "cores": os.cpu_count(),
-              "budget": {"workers": workers, "cores": cores, "cpus": args.cpus, "affinity": allowed,
-                         "cgroup_cpu_limit": budget.cgroup_cpu_limit()},
-              "trainer": args.trainer, "device": args.device if args.trainer == "model" else None,
-              "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32}}
+    progress = Progress(
+        samples
+        * (
+            len(sources) * (len(table_systems) + len(step0_systems))
+            + len(scaling_sources) * len(scaling_systems) * len(counts)
+            + len(sources) * len(cores_systems) * len(counts)
+        )
+        + calibration_samples
+    )
+    config = {
+        "samples": summary["samples"],
+        "images": summary["images"],
+        "bytes": summary["bytes"],
+        "batch_size": args.batch_size,
+        "max_pixels": args.max_pixels,
+        "model": args.model,
+        "cores": os.cpu_count(),
+        "budget": {
+            "workers": workers,
+            "cores": cores,
+            "cpus": args.cpus,
+            "affinity": allowed,
+            "cgroup_cpu_limit": budget.cgroup_cpu_limit(),
+        },
+        "trainer": args.trainer,
+        "device": args.device if args.trainer == "model" else None,
+        "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32},
+    }
     report = {"config": config, "systems": [], "step0": [], "scaling": [], "cores_needed": []}
     traces = []
 
@@ -632,8 +810,18 @@ def main(argv: list[str] | None = None) -> int:
             env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
 
         def run(system: str, source: str, step_ms: float, label: str, run_workers: int, **options) -> dict:
-            return spawn(system, paths[source], step_ms, args, env, f"{source}: {label}", progress, samples,
-                         run_workers, **options)
+            return spawn(
+                system,
+                paths[source],
+                step_ms,
+                args,
+                env,
+                f"{source}: {label}",
+                progress,
+                samples,
+                run_workers,
+                **options,
+            )
 
         calibration = None
         if calibrate:
@@ -641,11 +829,13 @@ def main(argv: list[str] | None = None) -> int:
             # lies elsewhere than the data set, so local image paths are made absolute.
             probe_source = sources[0]
             base = paths[probe_source].parent.resolve()
-            head = rewrite_images(paths[probe_source], lambda ref: ref if "://" in ref else str(base / ref),
-                                  Path(tmp) / "calibrate.jsonl")
+            head = rewrite_images(
+                paths[probe_source], lambda ref: ref if "://" in ref else str(base / ref), Path(tmp) / "calibrate.jsonl"
+            )
             head.write_text("\n".join(head.read_text().splitlines()[:calibration_samples]) + "\n")
-            r = spawn("naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress,
-                      calibration_samples, 1)
+            r = spawn(
+                "naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress, calibration_samples, 1
+            )
             per_batch = r["data_seconds_per_batch"]
             step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
             calibration = {"source": probe_source, "samples": calibration_samples, "naive_seconds_per_batch": per_batch}
@@ -653,9 +843,15 @@ def main(argv: list[str] | None = None) -> int:
             step_ms = 0.0  # not used: the step is the model's, or only step-0 runs follow
         else:
             step_ms = float(args.step_ms)
-        config.update(step_ms=step_ms, calibration=calibration,
-                      step_choice="the model's" if args.trainer == "model"
-                      else "auto: naive at 15% (the talk's ratio)" if calibration else "given")
+        config.update(
+            step_ms=step_ms,
+            calibration=calibration,
+            step_choice="the model's"
+            if args.trainer == "model"
+            else "auto: naive at 15% (the talk's ratio)"
+            if calibration
+            else "given",
+        )
         for source in sources:
             for system in table_systems:
                 trace = out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
@@ -679,14 +875,25 @@ def main(argv: list[str] | None = None) -> int:
                     # After the first batch: what a long run sees once the pipeline is full (none
                     # when the data set is one batch).
                     after = r["samples"] - args.batch_size
-                    r["steady_samples_per_s"] = (after / max(r["seconds"] - r["time_to_first_batch_s"], 1e-9)
-                                                 if after > 0 else None)
+                    r["steady_samples_per_s"] = (
+                        after / max(r["seconds"] - r["time_to_first_batch_s"], 1e-9) if after > 0 else None
+                    )
                     r["cores_busy"] = r["cpu_seconds"] / max(r["seconds"], 1e-9)
                     base = (sweep or [r])[0]
-                    steady = (r["steady_samples_per_s"] / base["steady_samples_per_s"]
-                              if r["steady_samples_per_s"] and base["steady_samples_per_s"] else None)
-                    sweep.append({"source": source, "step_ms": 0.0,
-                                  "speedup": r["samples_per_s"] / base["samples_per_s"], "steady_speedup": steady, **r})
+                    steady = (
+                        r["steady_samples_per_s"] / base["steady_samples_per_s"]
+                        if r["steady_samples_per_s"] and base["steady_samples_per_s"]
+                        else None
+                    )
+                    sweep.append(
+                        {
+                            "source": source,
+                            "step_ms": 0.0,
+                            "speedup": r["samples_per_s"] / base["samples_per_s"],
+                            "steady_speedup": steady,
+                            **r,
+                        }
+                    )
                     report["scaling"].append(sweep[-1])
                     write_report()
                 if system == "mmfeed":
@@ -698,9 +905,24 @@ def main(argv: list[str] | None = None) -> int:
                 report["cores_needed"].append(row)
                 for n in counts:
                     r = run(system, source, step_ms, f"{system} on {n} cores", n, affinity=allowed[:n])
-                    row["tried"].append({"cores": n, **{k: r[k] for k in (
-                        "workers", "cpus", "gpu_utilization", "steady_gpu_utilization", "samples_per_s",
-                        "cpu_s_per_sample", "peak_rss_mb", "peak_pss_mb")}})
+                    row["tried"].append(
+                        {
+                            "cores": n,
+                            **{
+                                k: r[k]
+                                for k in (
+                                    "workers",
+                                    "cpus",
+                                    "gpu_utilization",
+                                    "steady_gpu_utilization",
+                                    "samples_per_s",
+                                    "cpu_s_per_sample",
+                                    "peak_rss_mb",
+                                    "peak_pss_mb",
+                                )
+                            },
+                        }
+                    )
                     write_report()
                     if r["steady_gpu_utilization"] >= BUSY_ENOUGH:
                         row["cores_needed"] = n
@@ -708,16 +930,21 @@ def main(argv: list[str] | None = None) -> int:
                         break
 
     pinned = f", pinned with --cpus {args.cpus} (CPUs {','.join(map(str, allowed))})" if args.cpus else ""
-    print(f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
-          f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, trainer: {args.trainer}")
-    print(f"budget: {workers} workers per system (DataLoader num_workers, SPDL processing concurrency, mmfeed "
-          f"workers; naive and mmfeed-serial use one thread) on {cores} cores{pinned}")
+    print(
+        f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
+        f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, trainer: {args.trainer}"
+    )
+    print(
+        f"budget: {workers} workers per system (DataLoader num_workers, SPDL processing concurrency, mmfeed "
+        f"workers; naive and mmfeed-serial use one thread) on {cores} cores{pinned}"
+    )
     if args.trainer == "model":
         title = f"Trainer: a Qwen-VL-shaped training step on {args.device}"
         step_label = f"a {args.device} model step"
     else:
-        title = (f"Trainer step {step_ms:.0f} ms per batch"
-                 + (" (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""))
+        title = f"Trainer step {step_ms:.0f} ms per batch" + (
+            " (the talk's ratio: the naive loop's GPU busy ~15%)" if calibration else ""
+        )
         step_label = f"step {step_ms:.0f} ms per batch" + (" (the talk's ratio)" if calibration else "")
     if report["systems"]:
         print_table(title, report["systems"], model=args.trainer == "model")
@@ -731,8 +958,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nreport: {report_path}")
     if report["systems"]:
         plot_path = out / "utilization.png"
-        plot(report["systems"], plot_path, step_ms, f"{args.device} model step" if args.trainer == "model"
-             else f"step {step_ms:.0f} ms per batch")
+        plot(
+            report["systems"],
+            plot_path,
+            step_ms,
+            f"{args.device} model step" if args.trainer == "model" else f"step {step_ms:.0f} ms per batch",
+        )
         print(f"plot:   {plot_path}")
     for trace in traces:
         print(f"trace:  {trace} (open in ui.perfetto.dev)")

@@ -31,8 +31,16 @@ TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 
 def load(manifest, batch_size: int, mrope: bool) -> tuple[list, float]:
     start = time.perf_counter()
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen2-vl", max_pixels=1_003_520, batch_size=batch_size,
-                       shuffle=False, mrope=mrope, pixels="uint8") as loader:
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=TOKENIZER,
+        model="qwen2-vl",
+        max_pixels=1_003_520,
+        batch_size=batch_size,
+        shuffle=False,
+        mrope=mrope,
+        pixels="uint8",
+    ) as loader:
         batches = list(loader)
     return batches, time.perf_counter() - start
 
@@ -49,15 +57,23 @@ def main() -> int:
         model = tiny_model("qwen2-vl").model
         batches, _ = load(manifest, args.batch_size, True)
         for b in batches:  # the ids are transformers' own
-            want, _ = model.get_rope_index(b["input_ids"], b["mm_token_type_ids"], image_grid_thw=b["image_grid_thw"],
-                                           attention_mask=b["attention_mask"])
+            want, _ = model.get_rope_index(
+                b["input_ids"],
+                b["mm_token_type_ids"],
+                image_grid_thw=b["image_grid_thw"],
+                attention_mask=b["attention_mask"],
+            )
             assert torch.equal(want, b["position_ids"])
         rope, with_ids, without_ids = [], [], []
         for _ in range(args.repeat):
             start = time.perf_counter()
             for b in batches:
-                model.get_rope_index(b["input_ids"], b["mm_token_type_ids"], image_grid_thw=b["image_grid_thw"],
-                                     attention_mask=b["attention_mask"])
+                model.get_rope_index(
+                    b["input_ids"],
+                    b["mm_token_type_ids"],
+                    image_grid_thw=b["image_grid_thw"],
+                    attention_mask=b["attention_mask"],
+                )
             rope.append((time.perf_counter() - start) / len(batches))
             with_ids.append(load(manifest, args.batch_size, True)[1])
             without_ids.append(load(manifest, args.batch_size, False)[1])
@@ -65,8 +81,10 @@ def main() -> int:
     print(f"{len(batches)} batches of {args.batch_size} samples, {tokens:.0f} tokens a batch (best of {args.repeat})")
     print(f"transformers get_rope_index, per batch, on the trainer's thread: {1000 * min(rope):.2f} ms")
     print(f"Loader, mrope on:  {args.samples / min(with_ids):.1f} samples/s")
-    print(f"Loader, mrope off: {args.samples / min(without_ids):.1f} samples/s "
-          f"(on / off: {min(without_ids) / min(with_ids):.3f}x)")
+    print(
+        f"Loader, mrope off: {args.samples / min(without_ids):.1f} samples/s "
+        f"(on / off: {min(without_ids) / min(with_ids):.3f}x)"
+    )
     return 0
 
 

@@ -58,8 +58,11 @@ def main() -> int:
     t_hf = best(lambda: hf.encode_batch(docs, add_special_tokens=False), args.repeat)
     print(f"bench/text: {n_bytes / 1e6:.1f} MB, {n_tokens / 1e6:.2f} M tokens, one thread, best of {args.repeat}\n")
     print(f"{'tokenizer':<36}{'MB/s':>8}{'M tokens/s':>12}{'ratio':>8}")
-    for label, t in (("HF tokenizers", t_hf), ("mmfeed (new tokenizer each run)", t_ours_cold),
-                     ("mmfeed (warm piece cache)", t_ours_warm)):
+    for label, t in (
+        ("HF tokenizers", t_hf),
+        ("mmfeed (new tokenizer each run)", t_ours_cold),
+        ("mmfeed (warm piece cache)", t_ours_warm),
+    ):
         print(f"{label:<36}{n_bytes / 1e6 / t:>8.1f}{n_tokens / 1e6 / t:>12.2f}{t_hf / t:>7.1f}x")
     return 0
 

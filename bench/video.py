@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,9 +38,23 @@ CLIPS = {  # name: (size, rate, seconds, codec arguments)
 def make_clips(folder: Path) -> None:
     for name, (size, rate, seconds, codec) in CLIPS.items():
         if not (folder / name).exists():
-            subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                            f"testsrc2=size={size}:rate={rate}:duration={seconds}", *codec, str(folder / name)],
-                           check=True, timeout=600)
+            subprocess.run(
+                [
+                    "ffmpeg",
+                    "-hide_banner",
+                    "-loglevel",
+                    "error",
+                    "-y",
+                    "-f",
+                    "lavfi",
+                    "-i",
+                    f"testsrc2=size={size}:rate={rate}:duration={seconds}",
+                    *codec,
+                    str(folder / name),
+                ],
+                check=True,
+                timeout=600,
+            )
 
 
 def timed(repeat: int, fn):
@@ -72,13 +85,28 @@ def main() -> int:
             for name in CLIPS:
                 data = (folder / name).read_bytes()
                 out, ms, cpu_ms = timed(args.repeat, lambda: mmfeed.process_video(data, model=model))
-                rows.append({"clip": name, "model": model, "frames": len(out["indices"]), "grid": out["video_grid_thw"],
-                             "size": out["size"], "mmfeed_ms": ms, "mmfeed_cpu_ms": cpu_ms})
-                jobs.append({"path": str(folder / name), "model": model, "indices": list(out["indices"]),
-                             "size": out["size"]})
+                rows.append(
+                    {
+                        "clip": name,
+                        "model": model,
+                        "frames": len(out["indices"]),
+                        "grid": out["video_grid_thw"],
+                        "size": out["size"],
+                        "mmfeed_ms": ms,
+                        "mmfeed_cpu_ms": cpu_ms,
+                    }
+                )
+                jobs.append(
+                    {"path": str(folder / name), "model": model, "indices": list(out["indices"]), "size": out["size"]}
+                )
         (folder / "jobs.json").write_text(json.dumps(jobs))
-        peer = subprocess.run([args.peer_python, str(ROOT / "bench" / "video_peer.py"), str(folder / "jobs.json"),
-                               str(args.repeat)], capture_output=True, text=True, check=True, timeout=3600)
+        peer = subprocess.run(
+            [args.peer_python, str(ROOT / "bench" / "video_peer.py"), str(folder / "jobs.json"), str(args.repeat)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=3600,
+        )
         report = json.loads(peer.stdout.strip().splitlines()[-1])
         for row, result in zip(rows, report["results"]):
             assert result["grid"] == row["grid"], (row, result)
@@ -89,8 +117,9 @@ def main() -> int:
         # Best of `repeat` passes over every clip, against the sum of the clips' best one-thread times.
         datas = [((folder / r["clip"]).read_bytes(), r["model"]) for r in rows]
         with ThreadPoolExecutor(cores) as pool:
-            _, pool_ms, _ = timed(args.repeat, lambda: list(pool.map(
-                lambda job: mmfeed.process_video(job[0], model=job[1]), datas)))
+            _, pool_ms, _ = timed(
+                args.repeat, lambda: list(pool.map(lambda job: mmfeed.process_video(job[0], model=job[1]), datas))
+            )
         pool_s, serial_s = pool_ms / 1e3, sum(r["mmfeed_ms"] for r in rows) / 1e3
 
         # The whole sample through mmfeed.Loader on every core: the clips read from files, the
@@ -98,36 +127,73 @@ def main() -> int:
         loader_rates = {}
         for model in args.models.split(","):
             manifest = folder / f"{model}.jsonl"
-            manifest.write_text("".join(json.dumps({"id": f"{name}-{k}", "messages": [
-                {"role": "user", "content": [{"type": "video", "video": name}, {"type": "text", "text": "What happens?"}]},
-                {"role": "assistant", "content": "A test pattern moves."}]}) + "\n"
-                for k in range(args.repeat) for name in CLIPS))
+            manifest.write_text(
+                "".join(
+                    json.dumps(
+                        {
+                            "id": f"{name}-{k}",
+                            "messages": [
+                                {
+                                    "role": "user",
+                                    "content": [
+                                        {"type": "video", "video": name},
+                                        {"type": "text", "text": "What happens?"},
+                                    ],
+                                },
+                                {"role": "assistant", "content": "A test pattern moves."},
+                            ],
+                        }
+                    )
+                    + "\n"
+                    for k in range(args.repeat)
+                    for name in CLIPS
+                )
+            )
             t, c = time.perf_counter(), time.process_time()
-            with mmfeed.Loader(manifest, tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
-                               model=model, batch_size=1, workers=cores, shuffle=False, tensors="np") as loader:
+            with mmfeed.Loader(
+                manifest,
+                tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
+                model=model,
+                batch_size=1,
+                workers=cores,
+                shuffle=False,
+                tensors="np",
+            ) as loader:
                 n = sum(len(b["sample_ids"]) for b in loader)
                 assert not loader.errors(), loader.errors()
             loader_rates[model] = (n / (time.perf_counter() - t), (time.process_time() - c) / n * 1e3)
 
-    print(f"PyAV + transformers {report['torch']} video processors vs mmfeed ({mmfeed.__version__}, "
-          f"{_mmfeed.video_libraries()}), one thread, best of {args.repeat}\n")
-    print(f"{'clip':<15}{'model':<12}{'frames':>7}{'grid':>14}{'mmfeed ms':>11}{'cpu ms':>9}{'PyAV ms':>10}"
-          f"{'HF ms':>9}{'mmfeed fr/s':>13}{'peer fr/s':>11}{'speedup':>9}")
+    print(
+        f"PyAV + transformers {report['torch']} video processors vs mmfeed ({mmfeed.__version__}, "
+        f"{_mmfeed.video_libraries()}), one thread, best of {args.repeat}\n"
+    )
+    print(
+        f"{'clip':<15}{'model':<12}{'frames':>7}{'grid':>14}{'mmfeed ms':>11}{'cpu ms':>9}{'PyAV ms':>10}"
+        f"{'HF ms':>9}{'mmfeed fr/s':>13}{'peer fr/s':>11}{'speedup':>9}"
+    )
     for r in rows:
         peer_ms = r["peer_decode_ms"] + r["peer_process_ms"]
-        print(f"{r['clip']:<15}{r['model']:<12}{r['frames']:>7}{'x'.join(map(str, r['grid'])):>14}"
-              f"{r['mmfeed_ms']:>11.1f}{r['mmfeed_cpu_ms']:>9.1f}{r['peer_decode_ms']:>10.1f}{r['peer_process_ms']:>9.1f}"
-              f"{r['frames'] / r['mmfeed_ms'] * 1e3:>13.1f}{r['frames'] / peer_ms * 1e3:>11.1f}{r['speedup']:>8.1f}x")
+        print(
+            f"{r['clip']:<15}{r['model']:<12}{r['frames']:>7}{'x'.join(map(str, r['grid'])):>14}"
+            f"{r['mmfeed_ms']:>11.1f}{r['mmfeed_cpu_ms']:>9.1f}{r['peer_decode_ms']:>10.1f}{r['peer_process_ms']:>9.1f}"
+            f"{r['frames'] / r['mmfeed_ms'] * 1e3:>13.1f}{r['frames'] / peer_ms * 1e3:>11.1f}{r['speedup']:>8.1f}x"
+        )
     speedups = [r["speedup"] for r in rows]
-    print(f"\nspeedup on one thread: median {statistics.median(speedups):.1f}x ({min(speedups):.1f}x-{max(speedups):.1f}x)")
-    print(f"mmfeed on {cores} threads: {len(datas) / pool_s:.2f} clips/s, "
-          f"{serial_s / pool_s:.2f}x its one-thread rate")
+    print(
+        f"\nspeedup on one thread: median {statistics.median(speedups):.1f}x ({min(speedups):.1f}x-{max(speedups):.1f}x)"
+    )
+    print(f"mmfeed on {cores} threads: {len(datas) / pool_s:.2f} clips/s, {serial_s / pool_s:.2f}x its one-thread rate")
     for model, (rate, cpu_ms) in loader_rates.items():
-        print(f"mmfeed.Loader, {model}, {cores} workers: {rate:.2f} samples/s (one clip each), "
-              f"{cpu_ms:.0f} CPU ms per sample")
+        print(
+            f"mmfeed.Loader, {model}, {cores} workers: {rate:.2f} samples/s (one clip each), "
+            f"{cpu_ms:.0f} CPU ms per sample"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "cores": cores, "pool_speedup": serial_s / pool_s,
-                                               "loader": loader_rates}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"rows": rows, "cores": cores, "pool_speedup": serial_s / pool_s, "loader": loader_rates}, indent=1
+            )
+        )
     return 0
 
 

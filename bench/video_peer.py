@@ -19,6 +19,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import av  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers.image_processing_backends import TorchvisionBackend  # noqa: E402
@@ -26,7 +27,6 @@ from transformers.image_utils import PILImageResampling, SizeDict  # noqa: E402
 from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor  # noqa: E402
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor  # noqa: E402
 from transformers.video_utils import read_video_pyav  # noqa: E402
-import av  # noqa: E402
 
 _open = av.open
 
@@ -45,8 +45,9 @@ av.open = _open_one_thread
 PROCESSORS = {
     "qwen2-vl": lambda: Qwen2VLVideoProcessor(min_pixels=3136, max_pixels=12845056),
     "qwen2.5-vl": lambda: Qwen2VLVideoProcessor(min_pixels=3136, max_pixels=12845056),
-    "qwen3-vl": lambda: Qwen3VLVideoProcessor(size={"shortest_edge": 4096, "longest_edge": 25165824}, patch_size=16,
-                                              image_mean=[0.5] * 3, image_std=[0.5] * 3),
+    "qwen3-vl": lambda: Qwen3VLVideoProcessor(
+        size={"shortest_edge": 4096, "longest_edge": 25165824}, patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    ),
 }
 
 
@@ -75,8 +76,9 @@ def main() -> int:
             return processor(videos=[resized], do_resize=False, do_sample_frames=False, return_tensors="np")
 
         out, process_ms = best_of(repeat, process)
-        results.append({"decode_ms": decode_ms, "process_ms": process_ms,
-                        "grid": np.asarray(out["video_grid_thw"][0]).tolist()})
+        results.append(
+            {"decode_ms": decode_ms, "process_ms": process_ms, "grid": np.asarray(out["video_grid_thw"][0]).tolist()}
+        )
     print(json.dumps({"torch": torch.__version__, "results": results}))
     return 0
 

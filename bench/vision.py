@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -32,10 +32,10 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
+import datagen  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image, ImageOps  # noqa: E402
 
-import datagen  # noqa: E402
 import mmfeed  # noqa: E402
 
 MEGAPIXELS = [0.3, 1.0, 3.0, 6.0, 12.0]
@@ -79,8 +79,12 @@ def torchvision_times(python: str, images, repeat: int, folder: Path) -> dict | 
         (folder / f"{mp:.1f}.jpg").write_bytes(data)
         jobs += [[f"{mp:.1f}", m] for m in MAX_PIXELS]
     (folder / "jobs.json").write_text(json.dumps(jobs))
-    out = subprocess.run([python, str(ROOT / "bench" / "vision_torchvision.py"), str(folder), str(repeat)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [python, str(ROOT / "bench" / "vision_torchvision.py"), str(folder), str(repeat)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"torchvision backend: torch {report['torch']}, one thread\n")
     return report["times"]
@@ -94,13 +98,17 @@ def main() -> int:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     images = make_images()
-    print(f"bench/vision: Qwen2-VL preprocessing, one thread, best of {args.repeat}; SIMD target "
-          f"{mmfeed.simd_target()}; ms per image\n")
+    print(
+        f"bench/vision: Qwen2-VL preprocessing, one thread, best of {args.repeat}; SIMD target "
+        f"{mmfeed.simd_target()}; ms per image\n"
+    )
     tv_dir = tempfile.TemporaryDirectory()
     tv = torchvision_times(args.torchvision_python, images, args.repeat, Path(tv_dir.name))
-    header = (f"{'MP':>5} {'max_pixels':>11} {'HF PIL':>8} {'HF tv':>7} {'mmfeed':>7} {'vs PIL':>7} {'vs tv':>6} "
-              f"{'decode':>7} {'Pillow dec':>10} {'/ decode':>9} {'ceiling':>8} "
-              f"{'fast':>6} {'fast max|d|':>11} {'fast PSNR':>9} {'tv max|d|':>9}")
+    header = (
+        f"{'MP':>5} {'max_pixels':>11} {'HF PIL':>8} {'HF tv':>7} {'mmfeed':>7} {'vs PIL':>7} {'vs tv':>6} "
+        f"{'decode':>7} {'Pillow dec':>10} {'/ decode':>9} {'ceiling':>8} "
+        f"{'fast':>6} {'fast max|d|':>11} {'fast PSNR':>9} {'tv max|d|':>9}"
+    )
     print(header)
     print("-" * len(header))
     speedups, over_tv, over_decode = [], [], []
@@ -111,6 +119,7 @@ def main() -> int:
         exact_u8 = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, output="uint8")
         fast_u8 = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels, output="uint8", fast=True)
         for mp, data in images:
+
             def run_hf():
                 img = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
                 return hf(images=[img], return_tensors="np")
@@ -128,7 +137,7 @@ def main() -> int:
             a = exact_u8([data])["pixel_values"].astype(np.float64)
             b = fast_u8([data])["pixel_values"].astype(np.float64)
             mse = float(((a - b) ** 2).mean())
-            psnr = "exact" if mse == 0 else f"{10 * np.log10(255 ** 2 / mse):.1f}"
+            psnr = "exact" if mse == 0 else f"{10 * np.log10(255**2 / mse):.1f}"
             speedups.append(t_hf / t_ours)
             over_decode.append(t_ours / t_dec)
             t_tv = vs_tv = tv_d = "-"
@@ -139,18 +148,27 @@ def main() -> int:
                 t_tv, vs_tv = f"{ms_tv:.1f}", f"{ms_tv / t_ours:.1f}x"
                 tv_grid = np.load(Path(tv_dir.name) / f"{key}-grid.npy")
                 tv_pixels = np.load(Path(tv_dir.name) / f"{key}.npy")
-                tv_d = (f"{float(np.abs(tv_pixels - got['pixel_values']).max()):.3f}"
-                        if np.array_equal(tv_grid, got["image_grid_thw"]) else "grid")
-            print(f"{mp:>5.1f} {max_pixels:>11} {t_hf:>8.1f} {t_tv:>7} {t_ours:>7.1f} {t_hf / t_ours:>6.1f}x "
-                  f"{vs_tv:>6} {t_dec:>7.1f} {t_pil:>10.1f} {t_ours / t_dec:>8.2f}x {t_hf / t_dec:>7.1f}x "
-                  f"{t_fast:>6.1f} {max_d:>11.3f} {psnr:>9} {tv_d:>9}")
-    print(f"\nspeedup over the HF PIL backend: median {statistics.median(speedups):.1f}x "
-          f"(min {min(speedups):.1f}x); mmfeed time over decode-alone: median "
-          f"{statistics.median(over_decode):.2f}x (max {max(over_decode):.2f}x)")
+                tv_d = (
+                    f"{float(np.abs(tv_pixels - got['pixel_values']).max()):.3f}"
+                    if np.array_equal(tv_grid, got["image_grid_thw"])
+                    else "grid"
+                )
+            print(
+                f"{mp:>5.1f} {max_pixels:>11} {t_hf:>8.1f} {t_tv:>7} {t_ours:>7.1f} {t_hf / t_ours:>6.1f}x "
+                f"{vs_tv:>6} {t_dec:>7.1f} {t_pil:>10.1f} {t_ours / t_dec:>8.2f}x {t_hf / t_dec:>7.1f}x "
+                f"{t_fast:>6.1f} {max_d:>11.3f} {psnr:>9} {tv_d:>9}"
+            )
+    print(
+        f"\nspeedup over the HF PIL backend: median {statistics.median(speedups):.1f}x "
+        f"(min {min(speedups):.1f}x); mmfeed time over decode-alone: median "
+        f"{statistics.median(over_decode):.2f}x (max {max(over_decode):.2f}x)"
+    )
     if over_tv:
-        print(f"speedup over the HF torchvision backend: median {statistics.median(over_tv):.1f}x "
-              f"(min {min(over_tv):.1f}x); 'tv max|d|' is its pixel_values' largest difference from "
-              f"the PIL backend's (= mmfeed's)")
+        print(
+            f"speedup over the HF torchvision backend: median {statistics.median(over_tv):.1f}x "
+            f"(min {min(over_tv):.1f}x); 'tv max|d|' is its pixel_values' largest difference from "
+            f"the PIL backend's (= mmfeed's)"
+        )
     print("outputs checked equal to HF PIL (grid identical, max abs diff <= 1e-6) for every row above")
     return 0
 

@@ -139,9 +139,8 @@ BENCHMARK(BM_DecodeWhole)->Unit(benchmark::kMillisecond);
 
 void BM_DecodeStreamed(benchmark::State& state) {
   for (auto _ : state) {
-    auto done = decode_jpeg_rows(jpeg(), {}, kWidth, kHeight, 0, 20, [](const std::uint8_t* rows, int, int) {
-      benchmark::DoNotOptimize(rows);
-    });
+    auto done = decode_jpeg_rows(jpeg(), {}, kWidth, kHeight, 0, 20,
+                                 [](const std::uint8_t* rows, int, int) { benchmark::DoNotOptimize(rows); });
     benchmark::DoNotOptimize(done.ok());
   }
 }

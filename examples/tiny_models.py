@@ -8,6 +8,7 @@ Qwen3-VL, each built from its transformers config at width 64 with two text and 
 The example scripts' shared arguments: add_model_arguments(parser) (the manifest, --tokenizer,
 --family, and --tiny FAMILY or --model-path DIR), and model_from(args), the model they name.
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,9 +19,18 @@ VOCAB = 151_936  # the Qwen2/3 embedding size (the tokenizer's 151,669 ids, roun
 
 def _text(**extra) -> dict:
     # head_dim 16: mrope splits its 8 frequencies into 2 temporal, 3 height, 3 width.
-    return dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32_768,
-                rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}, **extra)
+    return dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=32_768,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        **extra,
+    )
 
 
 def tiny_config(family: str, attn: str = "sdpa"):
@@ -28,17 +38,40 @@ def tiny_config(family: str, attn: str = "sdpa"):
     import transformers as tf
 
     if family == "qwen2-vl":
-        config = tf.Qwen2VLConfig(text_config=_text(), vision_config=dict(
-            depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14))
+        config = tf.Qwen2VLConfig(
+            text_config=_text(),
+            vision_config=dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14),
+        )
     elif family == "qwen2.5-vl":
-        config = tf.Qwen2_5_VLConfig(text_config=_text(), vision_config=dict(
-            depth=2, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2, patch_size=14,
-            window_size=112, fullatt_block_indexes=[1], tokens_per_second=2))
+        config = tf.Qwen2_5_VLConfig(
+            text_config=_text(),
+            vision_config=dict(
+                depth=2,
+                hidden_size=32,
+                out_hidden_size=64,
+                intermediate_size=64,
+                num_heads=2,
+                patch_size=14,
+                window_size=112,
+                fullatt_block_indexes=[1],
+                tokens_per_second=2,
+            ),
+        )
     elif family == "qwen3-vl":
         rope = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
-        config = tf.Qwen3VLConfig(text_config={**_text(), "rope_parameters": rope}, vision_config=dict(
-            depth=2, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2, patch_size=16,
-            num_position_embeddings=256, deepstack_visual_indexes=[0]))
+        config = tf.Qwen3VLConfig(
+            text_config={**_text(), "rope_parameters": rope},
+            vision_config=dict(
+                depth=2,
+                hidden_size=32,
+                out_hidden_size=64,
+                intermediate_size=64,
+                num_heads=2,
+                patch_size=16,
+                num_position_embeddings=256,
+                deepstack_visual_indexes=[0],
+            ),
+        )
     else:
         raise ValueError(f"unknown family {family!r}")
     config._attn_implementation = attn
@@ -51,14 +84,14 @@ def tiny_model(family: str, attn: str = "sdpa", seed: int = 0):
     """A randomly initialised model of `family` (the same weights for the same seed), float32, eval mode."""
     import transformers as tf
 
-    classes = {"qwen2-vl": tf.Qwen2VLForConditionalGeneration,
-               "qwen2.5-vl": tf.Qwen2_5_VLForConditionalGeneration,
-               "qwen3-vl": tf.Qwen3VLForConditionalGeneration}
+    classes = {
+        "qwen2-vl": tf.Qwen2VLForConditionalGeneration,
+        "qwen2.5-vl": tf.Qwen2_5_VLForConditionalGeneration,
+        "qwen3-vl": tf.Qwen3VLForConditionalGeneration,
+    }
     torch.manual_seed(seed)
     model = classes[family](tiny_config(family, attn))
     return model.eval()
-
-
 
 
 def add_model_arguments(parser, root) -> None:

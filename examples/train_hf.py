@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 import transformers
+from tiny_models import add_model_arguments, model_from
 
 import mmfeed.hf
-from tiny_models import add_model_arguments, model_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,22 +40,40 @@ def main() -> int:
     args = parser.parse_args()
 
     model = model_from(args)
-    loader = dict(manifest=args.manifest, tokenizer=args.tokenizer, model=args.family or args.tiny,
-                  batch_size=args.batch_size, max_pixels=args.max_pixels, epochs=1000, seed=0,
-                  token_budget=args.packed, pack_window=4 * args.batch_size)
-    settings = dict(output_dir=str(args.out), max_steps=args.steps, save_steps=args.save_steps, logging_steps=1,
-                    learning_rate=1e-4, gradient_accumulation_steps=args.accumulation, report_to=[], seed=0,
-                    disable_tqdm=True, use_cpu=not torch.cuda.is_available())
+    loader = dict(
+        manifest=args.manifest,
+        tokenizer=args.tokenizer,
+        model=args.family or args.tiny,
+        batch_size=args.batch_size,
+        max_pixels=args.max_pixels,
+        epochs=1000,
+        seed=0,
+        token_budget=args.packed,
+        pack_window=4 * args.batch_size,
+    )
+    settings = dict(
+        output_dir=str(args.out),
+        max_steps=args.steps,
+        save_steps=args.save_steps,
+        logging_steps=1,
+        learning_rate=1e-4,
+        gradient_accumulation_steps=args.accumulation,
+        report_to=[],
+        seed=0,
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),
+    )
     if args.trl:
         import trl
 
-        tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=args.tokenizer, pad_token="<|endoftext|>",
-                                                         eos_token="<|im_end|>")
-        trainer = mmfeed.hf.SFTTrainer(model=model, args=trl.SFTConfig(**settings), processing_class=tokenizer,
-                                       train_loader=loader)
+        tokenizer = transformers.PreTrainedTokenizerFast(
+            tokenizer_file=args.tokenizer, pad_token="<|endoftext|>", eos_token="<|im_end|>"
+        )
+        trainer = mmfeed.hf.SFTTrainer(
+            model=model, args=trl.SFTConfig(**settings), processing_class=tokenizer, train_loader=loader
+        )
     else:
-        trainer = mmfeed.hf.Trainer(model=model, args=transformers.TrainingArguments(**settings),
-                                    train_loader=loader)
+        trainer = mmfeed.hf.Trainer(model=model, args=transformers.TrainingArguments(**settings), train_loader=loader)
     trainer.train(resume_from_checkpoint=True if args.resume else None)
     if trainer.is_world_process_zero():
         losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}

@@ -39,17 +39,26 @@ def main() -> int:
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29511")
-    dist.init_process_group("gloo", rank=int(os.environ.get("RANK", 0)),
-                            world_size=int(os.environ.get("WORLD_SIZE", 1)))
+    dist.init_process_group(
+        "gloo", rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1))
+    )
     from megatron.core import parallel_state
 
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=args.tp, context_parallel_size=args.cp)
     dp_rank, dp_size = mmfeed.megatron.data_parallel_rank_and_world()
-    packing = dict(token_budget=4096, pack_window=8, packed_format="thd", pad_to_multiple_of=2 * args.cp) \
-        if args.thd else {}
+    packing = (
+        dict(token_budget=4096, pack_window=8, packed_format="thd", pad_to_multiple_of=2 * args.cp) if args.thd else {}
+    )
     train, valid, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
-        args.manifest, args.manifest, None, tokenizer=args.tokenizer, batch_size=args.batch_size,
-        max_pixels=50_176, seed=1234, **packing)
+        args.manifest,
+        args.manifest,
+        None,
+        tokenizer=args.tokenizer,
+        batch_size=args.batch_size,
+        max_pixels=50_176,
+        seed=1234,
+        **packing,
+    )
 
     from tiny_models import tiny_model
 
@@ -60,16 +69,22 @@ def main() -> int:
         batch = next(train)
         if args.thd:
             fields = mmfeed.megatron.forward_args(batch)  # what a Megatron model's forward takes
-            print(f"rank {dist.get_rank()} dp {dp_rank}/{dp_size} step {step} thd rows "
-                  f"cu_seqlens_padded {fields['packed_seq_params'].cu_seqlens_q_padded.tolist()} "
-                  f"samples {batch['sample_ids']}", flush=True)
+            print(
+                f"rank {dist.get_rank()} dp {dp_rank}/{dp_size} step {step} thd rows "
+                f"cu_seqlens_padded {fields['packed_seq_params'].cu_seqlens_q_padded.tolist()} "
+                f"samples {batch['sample_ids']}",
+                flush=True,
+            )
             continue
         loss = ddp(**batch.model_inputs()).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        print(f"rank {dist.get_rank()} dp {dp_rank}/{dp_size} step {step} loss {loss.item():.6f} "
-              f"samples {batch['sample_ids']}", flush=True)
+        print(
+            f"rank {dist.get_rank()} dp {dp_rank}/{dp_size} step {step} loss {loss.item():.6f} "
+            f"samples {batch['sample_ids']}",
+            flush=True,
+        )
     with torch.no_grad():
         print(f"rank {dist.get_rank()} valid loss {model(**next(valid).model_inputs()).loss.item():.6f}", flush=True)
     train.close()

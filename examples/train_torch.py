@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import torch
+from tiny_models import add_model_arguments, model_from
 
 import mmfeed
-from tiny_models import add_model_arguments, model_from
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,9 +41,16 @@ def main() -> int:
 
     model = model_from(args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    loader = mmfeed.Loader(args.manifest, tokenizer=args.tokenizer, model=args.family or args.tiny,
-                           batch_size=args.batch_size, max_pixels=args.max_pixels, epochs=1000,
-                           token_budget=args.packed, pack_window=4 * args.batch_size)
+    loader = mmfeed.Loader(
+        args.manifest,
+        tokenizer=args.tokenizer,
+        model=args.family or args.tiny,
+        batch_size=args.batch_size,
+        max_pixels=args.max_pixels,
+        epochs=1000,
+        token_budget=args.packed,
+        pack_window=4 * args.batch_size,
+    )
     step = 0
     if args.resume and not args.out:
         parser.error("--resume needs --out, the folder it saved to")

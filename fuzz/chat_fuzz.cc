@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const Message& m : conversation->messages) assistants += m.role == "assistant";
   for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking}) {
     for (const bool vision_id : {false, true}) {
-      const auto rendered = render_chat(*conversation, tmpl, {.add_generation_prompt = vision_id, .add_vision_id = vision_id});
+      const auto rendered =
+          render_chat(*conversation, tmpl, {.add_generation_prompt = vision_id, .add_vision_id = vision_id});
       if (!rendered.ok()) std::abort();  // every parsed conversation renders
       const Rendered& r = *rendered;
       if (r.assistant_content.size() != assistants || r.assistant_end.size() != assistants ||

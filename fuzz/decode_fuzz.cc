@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto img = decode_rgb(bytes, options);
     if (!img.ok()) continue;
     if (img->pixels.size() != static_cast<std::size_t>(img->width) * img->height * 3) std::abort();
-    if (!info.ok() || (!info->animated && (img->width != info->upright_width() || img->height != info->upright_height()))) {
+    if (!info.ok() ||
+        (!info->animated && (img->width != info->upright_width() || img->height != info->upright_height()))) {
       std::abort();
     }
   }
@@ -31,14 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto whole = decode_rgb(bytes, options);
     int next = 0;
     bool same = true;
-    const auto streamed = decode_jpeg_rows(bytes, options, info->width, info->height, 0, 20,
-                                           [&](const std::uint8_t* rows, int y, int n) {
-      if (y != next || n < 1 || n > 20) std::abort();
-      next = y + n;
-      if (!whole.ok()) return;  // then the stream must fail later (checked below)
-      const std::size_t stride = static_cast<std::size_t>(whole->width) * 3;
-      same = same && std::memcmp(rows, whole->pixels.data() + y * stride, n * stride) == 0;
-    });
+    const auto streamed =
+        decode_jpeg_rows(bytes, options, info->width, info->height, 0, 20, [&](const std::uint8_t* rows, int y, int n) {
+          if (y != next || n < 1 || n > 20) std::abort();
+          next = y + n;
+          if (!whole.ok()) return;  // then the stream must fail later (checked below)
+          const std::size_t stride = static_cast<std::size_t>(whole->width) * 3;
+          same = same && std::memcmp(rows, whole->pixels.data() + y * stride, n * stride) == 0;
+        });
     if (streamed.ok() && *streamed && (!whole.ok() || next != whole->height || !same)) std::abort();
     if (!streamed.ok() && whole.ok()) std::abort();
   }

@@ -14,8 +14,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mmfeed::dataset;
   static const std::string path = "/tmp/mmfeed-shards-fuzz-" + std::to_string(::getpid()) + ".tar";
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                static_cast<std::streamsize>(size));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   std::vector<ManifestLine> lines;
   auto m = read_shards(path, 1 << 16, mmfeed::storage::S3Options{}, 0, lines);
   if (!m.ok()) return 0;

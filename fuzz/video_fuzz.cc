@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       info.ok() ? std::vector<std::int64_t>{0, info->frames - 1} : std::vector<std::int64_t>{0, 3};
   const auto frames = decode_video_frames(bytes, first_last, limits);
   if (frames.ok()) {
-    const std::size_t expected = first_last.size() * static_cast<std::size_t>(frames->width) *
-                                 static_cast<std::size_t>(frames->height) * 3;
+    const std::size_t expected =
+        first_last.size() * static_cast<std::size_t>(frames->width) * static_cast<std::size_t>(frames->height) * 3;
     if (frames->rgb.size() != expected) std::abort();
     if (info.ok() && (frames->width != info->width || frames->height != info->height)) std::abort();
   }

@@ -17,8 +17,8 @@ TEST(BuildInfoTest, ReportsEveryNativeDependencyWithAVersion) {
     EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(lib.version[0]))) << lib.name << " " << lib.version;
     names.insert(lib.name);
   }
-  const std::set<std::string> expected = {"libcurl", "OpenSSL", "libjpeg-turbo", "libspng", "libwebp",
-                                          "simdjson", "PCRE2", "utf8proc", "Highway", "expat"};
+  const std::set<std::string> expected = {"libcurl",  "OpenSSL", "libjpeg-turbo", "libspng", "libwebp",
+                                          "simdjson", "PCRE2",   "utf8proc",      "Highway", "expat"};
   std::set<std::string> with_video = expected;
   with_video.insert("FFmpeg");
   EXPECT_EQ(names, MMFEED_VIDEO_BUILD ? with_video : expected);

@@ -21,7 +21,8 @@ TEST(PublicApiTest, ALoaderOpensFromNamedOptionsAndDeliversABatch) {
     std::ofstream m(dir / "manifest.jsonl");
     for (int i = 0; i < 3; ++i) {
       m << R"({"id": "s)" << i << R"(", "messages": [{"role": "user", "content": "Say )" << i
-        << R"("}, {"role": "assistant", "content": "ok"}]})" << "\n";
+        << R"("}, {"role": "assistant", "content": "ok"}]})"
+        << "\n";
     }
   }
   LoaderConfig config;

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/clock.h"
@@ -134,7 +134,8 @@ Result<Args> parse_args(int argc, char** argv) {
     } else if (arg == "--hedge") {
       const char* v = value();
       const auto q = core::parse_number<double>(arg, v ? v : "", 0, 1);
-      if (!q.ok() || *q <= 0 || *q >= 1) return Error(ErrorCode::kInvalidArgument, "--hedge needs a quantile in (0, 1)");
+      if (!q.ok() || *q <= 0 || *q >= 1)
+        return Error(ErrorCode::kInvalidArgument, "--hedge needs a quantile in (0, 1)");
       a.fetch.hedge_quantile = *q;
     } else if (arg == "--path-style") {
       a.path_style = true;
@@ -211,8 +212,9 @@ int run_fetch(int argc, char** argv) {
   }
   if (!args->manifest.empty()) {  // read as the Loader reads it (local or remote, compressed or not)
     auto manifests = dataset::read_manifests({args->manifest}, dataset::kDefaultMaxManifestBytes, *s3);
-    auto media = manifests.ok() ? dataset::media_of(*manifests, args->media_root, args->allow_local_media_from_remote_manifest)
-                                : Result<std::vector<dataset::MediaRef>>(manifests.error());
+    auto media = manifests.ok()
+                     ? dataset::media_of(*manifests, args->media_root, args->allow_local_media_from_remote_manifest)
+                     : Result<std::vector<dataset::MediaRef>>(manifests.error());
     if (!media.ok()) {
       std::fprintf(stderr, "mmfeed fetch: %s\n", media.error().to_string().c_str());
       return 2;

@@ -34,9 +34,10 @@ int run_inspect(int argc, char** argv) {
     const std::string arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
     if (arg == "--help" || arg == "-h") {
-      std::puts("usage: mmfeed inspect MANIFEST --tokenizer FILE [--batch N] [--batch-size N] [--max-pixels N]\n"
-                "       [--model NAME] [--token-budget N] [--seed N --shuffle]\n"
-                "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.");
+      std::puts(
+          "usage: mmfeed inspect MANIFEST --tokenizer FILE [--batch N] [--batch-size N] [--max-pixels N]\n"
+          "       [--model NAME] [--token-budget N] [--seed N --shuffle]\n"
+          "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.");
       return 0;
     } else if (arg == "--tokenizer") {
       config.tokenizer = value();
@@ -90,8 +91,7 @@ int run_inspect(int argc, char** argv) {
   for (const Tensor& t : batch->tensors) {
     std::string shape;
     for (std::size_t d = 0; d < t.shape.size(); ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
-    std::printf("  %-15s %-7s [%s]\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
-                shape.c_str());
+    std::printf("  %-15s %-7s [%s]\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(), shape.c_str());
   }
   const Tensor* ids_t = batch->find("input_ids");
   const Tensor* labels_t = batch->find("labels");

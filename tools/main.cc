@@ -100,8 +100,8 @@ int exec_python(const std::vector<std::string>& args) {
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   execvp(python, argv.data());
-  std::fprintf(stderr, "mmfeed: cannot run %s: %s (set MMFEED_PYTHON to a Python with mmfeed installed)\n",
-               python, std::strerror(errno));
+  std::fprintf(stderr, "mmfeed: cannot run %s: %s (set MMFEED_PYTHON to a Python with mmfeed installed)\n", python,
+               std::strerror(errno));
   return 127;
 }
 

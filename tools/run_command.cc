@@ -47,9 +47,11 @@ std::uint64_t sample_tokens(const Batch& b) {
 constexpr double kMaxStepMs = 86'400'000;
 
 // Flags that are not `--<option name with dashes>`: the short names the CLI has always taken.
-constexpr std::pair<std::string_view, std::string_view> kFlagAliases[] = {
-    {"manifest", "manifests"}, {"prefetch", "prefetch_batches"}, {"inflight", "fetch_inflight"},
-    {"trace", "trace_path"}, {"unordered", "no-ordered"}};
+constexpr std::pair<std::string_view, std::string_view> kFlagAliases[] = {{"manifest", "manifests"},
+                                                                          {"prefetch", "prefetch_batches"},
+                                                                          {"inflight", "fetch_inflight"},
+                                                                          {"trace", "trace_path"},
+                                                                          {"unordered", "no-ordered"}};
 
 // The usage, with one line per loader option from the option table (mmfeed/loader_options.h).
 std::string run_usage() {
@@ -134,7 +136,8 @@ struct SourceRow {
 Status add_sources(ConfigEntries& entries, const std::vector<SourceRow>& rows, const std::string& where) {
   bool weighted = false, rooted = false, sized = false, templated = false;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!rows[i].manifest) return Error(ErrorCode::kInvalidArgument, "names no manifest", where + "[" + std::to_string(i) + "]");
+    if (!rows[i].manifest)
+      return Error(ErrorCode::kInvalidArgument, "names no manifest", where + "[" + std::to_string(i) + "]");
     weighted = weighted || rows[i].weight.has_value();
     rooted = rooted || rows[i].media_root.has_value();
     sized = sized || rows[i].max_pixels.has_value();
@@ -207,14 +210,16 @@ Result<ConfigEntries> read_json_config(const std::string& path) {
     } else if (!v.get_string().get(sv)) {
       entries.emplace_back(key, std::string(sv));
     } else if (!v.get_array().get(list)) {
-      if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
+      if (!is_list_option(key))
+        return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
       for (simdjson::dom::element e : list) {
         if (!e.get_string().get(sv)) {
           entries.emplace_back(key, std::string(sv));
         } else if (e.is_number()) {
           entries.emplace_back(key, simdjson::minify(e));
         } else {
-          return Error(ErrorCode::kInvalidArgument, "a list of strings or numbers, not " + simdjson::minify(e), path + ": " + key);
+          return Error(ErrorCode::kInvalidArgument, "a list of strings or numbers, not " + simdjson::minify(e),
+                       path + ": " + key);
         }
       }
     } else {
@@ -271,7 +276,8 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
       }
       MMFEED_RETURN_IF_ERROR(add_sources(entries, rows, where));
     } else if (const toml::array* list = node.as_array()) {
-      if (!is_list_option(key)) return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
+      if (!is_list_option(key))
+        return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
       for (const toml::node& item : *list) {
         std::optional<std::string> text = text_of(item);
         if (!text) return unsupported(path + ": " + key);
@@ -347,9 +353,10 @@ struct RayFlags {
 
 // mmfeed run --ray: the run on Ray actors, by mmfeed.ray_run with the options parsed here.
 int run_on_ray(const LoaderConfig& config, const RayFlags& ray, double step_ms, bool json) {
-  std::vector<std::string> args{"-m", "mmfeed.ray_run", "--address", ray.address, "--actors", ray.actors,
-                                "--actor-cpus", ray.actor_cpus, "--store-bytes", ray.store_bytes,
-                                "--step-ms", std::to_string(step_ms), "--options", options_json(config)};
+  std::vector<std::string> args{
+      "-m",        "mmfeed.ray_run",        "--address",    ray.address,         "--actors",
+      ray.actors,  "--actor-cpus",          ray.actor_cpus, "--store-bytes",     ray.store_bytes,
+      "--step-ms", std::to_string(step_ms), "--options",    options_json(config)};
   if (json) args.emplace_back("--json");
   return exec_python(args);
 }
@@ -372,7 +379,8 @@ int run_loader(int argc, char** argv) {
     if (arg == "--json") {
       json = true;
     } else if (!name.empty() && is_bool_option(name)) {  // --mrope, or --mrope true|false
-      const bool valued = i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false");
+      const bool valued =
+          i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false");
       st = apply(config, arg.substr(2), valued ? argv[++i] : "true");
     } else if (name.rfind("no_", 0) == 0 && is_bool_option(name.substr(3))) {
       st = apply(config, arg.substr(5), "false");
@@ -383,8 +391,10 @@ int run_loader(int argc, char** argv) {
         st = read_config(config, argv[++i]);
       } else if (arg == "--step-ms") {
         auto ms = core::parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
-        if (ms.ok()) step_ms = *ms;
-        else st = std::move(ms).error();
+        if (ms.ok())
+          step_ms = *ms;
+        else
+          st = std::move(ms).error();
       } else if (arg == "--ray") {
         ray.address = argv[++i];
       } else if (arg == "--ray-actors") {
@@ -405,7 +415,8 @@ int run_loader(int argc, char** argv) {
     }
   }
   if (!ray.address.empty()) return run_on_ray(config, ray, step_ms, json);
-  if (ray.actors != RayFlags{}.actors || ray.actor_cpus != RayFlags{}.actor_cpus || ray.store_bytes != RayFlags{}.store_bytes) {
+  if (ray.actors != RayFlags{}.actors || ray.actor_cpus != RayFlags{}.actor_cpus ||
+      ray.store_bytes != RayFlags{}.store_bytes) {
     std::fprintf(stderr, "mmfeed run: --ray-actors, --ray-actor-cpus and --ray-store-bytes need --ray ADDRESS\n");
     return 2;
   }

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import datagen  # noqa: E402
+
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=str(TOKENIZER), max_pixels=401408, batch_size=4, seed=1, tensors="torch")
 
@@ -41,8 +42,12 @@ def main() -> int:
         datagen.generate(tmp, samples=24, seed=3, max_megapixels=1.0, workers=2)
         manifest = Path(tmp) / "manifest.jsonl"
         for order in ("loader-first", "torch-first"):
-            done = subprocess.run([sys.executable, "-c", PINNED_IN_ORDER, order, json.dumps(OPTIONS), str(manifest)],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-c", PINNED_IN_ORDER, order, json.dumps(OPTIONS), str(manifest)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, (order, done.returncode, done.stderr[-2000:])
             result = json.loads(done.stdout)
             print(f"check_device: is_pinned, {order}: {result}")
@@ -67,8 +72,12 @@ def main() -> int:
             print(f"check_device: device={device}: {batches} batches, copy stage {json.dumps(copy)}")
             assert batches == 2 * len(host) and copy["pageable_copies"] == 0, copy
             assert copy["device_buffers"]["allocations"] < len(host), "device blocks are not reused"
-        done = subprocess.run([sys.executable, "-X", "faulthandler", str(ROOT / "bench" / "gpu" / "exit_sequence.py"),
-                               str(manifest)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-X", "faulthandler", str(ROOT / "bench" / "gpu" / "exit_sequence.py"), str(manifest)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         print(f"check_device: exit sequence: exit status {done.returncode}; {done.stdout.strip()[-500:]}")
         assert done.returncode == 0, done.stderr[-3000:]
     print(json.dumps({"check_device": "ok", "batches": len(host)}))

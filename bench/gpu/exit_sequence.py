@@ -4,6 +4,7 @@ after, one with device="cuda:0"), host batches cloned and kept, the last batches
 globals, the device loader left open, nothing freed by hand. Must exit 0.
 
 Usage: exit_sequence.py MANIFEST"""
+
 import sys
 from pathlib import Path
 
@@ -12,8 +13,13 @@ import torch
 import mmfeed
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONS = dict(tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"), max_pixels=401408,
-               batch_size=4, seed=1, tensors="torch")
+OPTIONS = dict(
+    tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
+    max_pixels=401408,
+    batch_size=4,
+    seed=1,
+    tensors="torch",
+)
 manifest = sys.argv[1]
 
 kept = []
@@ -23,7 +29,7 @@ with mmfeed.Loader(manifest, **OPTIONS) as before_torch:
 last_host = batch
 pinned_by_torch = torch.empty(1 << 20, dtype=torch.uint8, pin_memory=True)  # torch starts CUDA
 with mmfeed.Loader(manifest, **OPTIONS) as after_torch:
-    for batch in after_torch:
+    for batch in after_torch:  # noqa: B007  (the last batch is kept past the loader's close)
         pass
 last_after = batch
 on_device = mmfeed.Loader(manifest, device="cuda:0", **OPTIONS)

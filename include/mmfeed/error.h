@@ -89,10 +89,10 @@ class [[nodiscard]] Result {
   Result(const T& value) : state_(std::in_place_index<0>, value) {}
   Result(T&& value) : state_(std::in_place_index<0>, std::move(value)) {}
   template <class U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::remove_cvref_t<U>, Error> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, T>)
-  Result(U&& value) : state_(std::in_place_index<0>, std::forward<U>(value)) {}
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, Error> &&
+           !std::is_same_v<std::remove_cvref_t<U>, Result> && !std::is_same_v<std::remove_cvref_t<U>, T>)
+      Result(U&& value)
+      : state_(std::in_place_index<0>, std::forward<U>(value)) {}
   Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}
 
   bool ok() const { return state_.index() == 0; }
@@ -172,9 +172,9 @@ inline Status ok_status() { return Status(); }
 #define MMFEED_CONCAT_(a, b) MMFEED_CONCAT_INNER_(a, b)
 
 // Returns the error of a failed Result/Status from the enclosing function.
-#define MMFEED_RETURN_IF_ERROR(expr)                                   \
-  do {                                                                 \
-    auto&& mmfeed_status_ = (expr);                                    \
+#define MMFEED_RETURN_IF_ERROR(expr)                                    \
+  do {                                                                  \
+    auto&& mmfeed_status_ = (expr);                                     \
     if (!mmfeed_status_.ok()) return std::move(mmfeed_status_).error(); \
   } while (0)
 

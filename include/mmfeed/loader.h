@@ -82,18 +82,18 @@ struct LoaderConfig {
   // max_pixels (0: max_pixels) and its chat template ("": chat_template).
   std::vector<std::int64_t> source_max_pixels;
   std::vector<std::string> source_chat_template;
-  std::string tokenizer;               // tokenizer.json
-  std::string model = "qwen2-vl";      // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
-  std::int64_t min_pixels = 0;         // 0: the profile's
+  std::string tokenizer;           // tokenizer.json
+  std::string model = "qwen2-vl";  // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl
+  std::int64_t min_pixels = 0;     // 0: the profile's
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
-  std::string chat_template;           // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
-  std::size_t batch_size = 8;        // samples per padded batch
+  std::string chat_template;   // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
+  std::size_t batch_size = 8;  // samples per padded batch
   // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a
   // multiple of this, the extra positions padding (pad id, label -100, mask 0, position 0).
   std::size_t pad_to_multiple_of = 0;
-  std::size_t token_budget = 0;      // > 0: pack samples into rows of at most this many tokens
-  std::size_t pack_window = 64;      // samples considered together when packing
+  std::size_t token_budget = 0;  // > 0: pack samples into rows of at most this many tokens
+  std::size_t pack_window = 64;  // samples considered together when packing
   PackedFormat packed_format = PackedFormat::kHf;
   // position_ids [3, B, L] (Qwen-VL's 3-D rotary positions; packed: the rows after the text
   // row). On by default: the model needs them, and computing them here (O(tokens), in C++)
@@ -131,16 +131,16 @@ struct LoaderConfig {
   // it. A sample that alone would need more (its images' pixel rows, planned from their
   // headers) is refused by name.
   std::size_t max_buffered_bytes = std::size_t{2} << 30;
-  std::size_t fetch_inflight = 64;   // GETs in flight, 1 to 4096
+  std::size_t fetch_inflight = 64;  // GETs in flight, 1 to 4096
   // Limits on sizes that come from outside, checked before memory is committed:
-  std::size_t max_object_bytes = std::size_t{512} << 20;     // one image as fetched (declared or read)
-  std::size_t max_manifest_bytes = std::size_t{4} << 30;     // one manifest, fetched and decompressed
-  std::size_t max_images_per_sample = 256;                    // images and videos one sample may name
+  std::size_t max_object_bytes = std::size_t{512} << 20;  // one image as fetched (declared or read)
+  std::size_t max_manifest_bytes = std::size_t{4} << 30;  // one manifest, fetched and decompressed
+  std::size_t max_images_per_sample = 256;                // images and videos one sample may name
   // A manifest fetched from http(s):// or s3:// is written by whoever controls that origin: the
   // local files it names (absolute paths, file:// URIs) are refused unless this is true. Local
   // manifests may name anything; relative references in a remote manifest stay remote.
   bool allow_local_media_from_remote_manifest = false;
-  std::size_t max_length = 0;        // tokens; 0: no limit
+  std::size_t max_length = 0;  // tokens; 0: no limit
   Truncation truncation = Truncation::kError;
   Labels labels = Labels::kQwen;
   // With the Qwen3-VL Thinking template: train the <think> block it renders (the reply the model
@@ -150,8 +150,8 @@ struct LoaderConfig {
   // Skipped / seen beyond this fails the run: checked from the 20th sample on, and once more at
   // the end whatever the count (a run whose every sample failed is an error at any size). 0-1.
   double max_error_fraction = 0.5;
-  std::string trace_path;            // write a Chrome-trace / Perfetto timeline here on close
-  bool pin_memory = true;            // page-locked batch buffers when a CUDA runtime is present
+  std::string trace_path;  // write a Chrome-trace / Perfetto timeline here on close
+  bool pin_memory = true;  // page-locked batch buffers when a CUDA runtime is present
   // The GPU whose context page-locks them; -1: LOCAL_RANK when it names a device, else 0.
   int pin_device = -1;
 };
@@ -165,7 +165,7 @@ struct LoaderState {
   int rank = 0;
   int world_size = 1;
   int epoch = 0;
-  std::uint64_t position = 0;  // samples of this rank's epoch order consumed by delivered batches
+  std::uint64_t position = 0;          // samples of this rank's epoch order consumed by delivered batches
   std::uint64_t packed_delivered = 0;  // packing: rows already delivered from the window at position
   // Packing: the positions (in this rank's order) of the samples those rows held, so that
   // reshard() can count them as consumed.
@@ -193,7 +193,7 @@ struct LoaderState {
 
 struct SampleError {
   std::string sample_id;
-  std::string stage;   // manifest, fetch, image, video, text
+  std::string stage;  // manifest, fetch, image, video, text
   std::string reason;
   ErrorCode code = ErrorCode::kCorruptData;  // what failed: not_found, permission_denied, corrupt_data, ...
 };

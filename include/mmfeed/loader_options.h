@@ -8,7 +8,8 @@
 //   LoaderConfig c;
 //   MMFEED_RETURN_IF_ERROR(set_loader_option(c, "batch_size", "16"));
 //   MMFEED_RETURN_IF_ERROR(set_loader_option(c, "shard_remainder", "drop"));
-//   for (const LoaderOptionInfo& o : loader_options()) std::printf("%s = %s\n", o.name.c_str(), o.default_text.c_str());
+//   for (const LoaderOptionInfo& o : loader_options()) std::printf("%s = %s\n", o.name.c_str(),
+//   o.default_text.c_str());
 #pragma once
 
 #include <array>
@@ -47,8 +48,7 @@ void for_each_loader_option(F&& f) {
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
   f("pixels", &LoaderConfig::pixels,
     "pixel_values as float32 (HF's), bfloat16, or uint8 (unnormalized, for mmfeed.normalize_pixels on the GPU)");
-  f("chat_template", &LoaderConfig::chat_template,
-    "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
+  f("chat_template", &LoaderConfig::chat_template, "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");
@@ -75,7 +75,8 @@ void for_each_loader_option(F&& f) {
     "false: batches take samples as they finish (no waiting for a slow one; no resume)");
   f("workers", &LoaderConfig::workers,
     "CPU threads for the per-sample work, 1 to 1024; 0 or auto: the usable cores / LOCAL_WORLD_SIZE, less one");
-  f("prefetch_batches", &LoaderConfig::prefetch_batches, "batches prepared ahead of the trainer, 1 to 1024; 0 or auto: grows from 1 while the trainer waits");
+  f("prefetch_batches", &LoaderConfig::prefetch_batches,
+    "batches prepared ahead of the trainer, 1 to 1024; 0 or auto: grows from 1 while the trainer waits");
   f("max_buffered_bytes", &LoaderConfig::max_buffered_bytes,
     "bytes held between fetch and trainer; a sample that alone needs more is refused");
   f("fetch_inflight", &LoaderConfig::fetch_inflight, "GETs in flight, 1 to 4096");
@@ -86,8 +87,7 @@ void for_each_loader_option(F&& f) {
     "let a manifest fetched from http(s):// or s3:// name local files (absolute paths, file:// URIs)");
   f("max_length", &LoaderConfig::max_length, "tokens per sample (0: no limit)");
   f("truncation", &LoaderConfig::truncation, "a sample over max_length: error, or truncate");
-  f("labels", &LoaderConfig::labels,
-    "which tokens are trained: qwen (assistant replies), or content_and_eos");
+  f("labels", &LoaderConfig::labels, "which tokens are trained: qwen (assistant replies), or content_and_eos");
   f("train_reasoning", &LoaderConfig::train_reasoning,
     "with the Qwen3-VL Thinking template, train the <think> block (false: -100)");
   f("on_error", &LoaderConfig::on_error, "a bad sample: skip (reported in errors()), or fail the run");

@@ -31,15 +31,24 @@ namespace {
 // What an option of type T takes, for the message when a value does not convert.
 template <class T>
 std::string expected() {
-  if constexpr (std::is_enum_v<T>) return "one of " + choice_list<T>();
-  else if constexpr (std::is_same_v<T, bool>) return "True or False";
-  else if constexpr (std::is_floating_point_v<T>) return "a number";
-  else if constexpr (std::is_unsigned_v<T>) return "an integer >= 0";
-  else if constexpr (std::is_integral_v<T>) return "an integer";
-  else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else if constexpr (std::is_same_v<T, std::vector<double>>) return "a list of numbers";
-  else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return "a list of integers";
-  else return "a string or a list of strings";
+  if constexpr (std::is_enum_v<T>)
+    return "one of " + choice_list<T>();
+  else if constexpr (std::is_same_v<T, bool>)
+    return "True or False";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else if constexpr (std::is_unsigned_v<T>)
+    return "an integer >= 0";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return "a list of numbers";
+  else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+    return "a list of integers";
+  else
+    return "a string or a list of strings";
 }
 
 // Sets `out` from a Python value: a fixed choice from its name, the rest by nanobind's casts.
@@ -51,16 +60,19 @@ void set_from(T& out, const char* key, nb::handle value) {
       if (!v) throw nb::cast_error();
       out = *v;
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-      out = nb::isinstance<nb::str>(value) ? T{nb::cast<std::string>(value)} : nb::cast<T>(value);  // one item, or a list
+      out =
+          nb::isinstance<nb::str>(value) ? T{nb::cast<std::string>(value)} : nb::cast<T>(value);  // one item, or a list
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      out = takes_auto(key) && nb::isinstance<nb::str>(value) && nb::cast<std::string>(value) == "auto" ? T{0}
-                                                                                                        : nb::cast<T>(value);
+      out = takes_auto(key) && nb::isinstance<nb::str>(value) && nb::cast<std::string>(value) == "auto"
+                ? T{0}
+                : nb::cast<T>(value);
     } else {
       out = nb::cast<T>(value);
     }
   } catch (const nb::cast_error&) {
     const std::string got = nb::repr(value).c_str();
-    throw nb::type_error(("loader option '" + std::string(key) + "' must be " + expected<T>() + ", not " + got).c_str());
+    throw nb::type_error(
+        ("loader option '" + std::string(key) + "' must be " + expected<T>() + ", not " + got).c_str());
   }
 }
 
@@ -268,8 +280,9 @@ class PyLoader {
 }  // namespace
 
 void bind_loader(nb::module_& m) {
-  m.def("_check_loader_options", [](nb::dict options) { static_cast<void>(config_from(options)); },
-        "Raises what opening a loader with these options would raise for an unknown name or a wrong type.");
+  m.def(
+      "_check_loader_options", [](nb::dict options) { static_cast<void>(config_from(options)); },
+      "Raises what opening a loader with these options would raise for an unknown name or a wrong type.");
   m.def(
       "loader_options",
       [] {
@@ -316,9 +329,11 @@ void bind_loader(nb::module_& m) {
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
   m.def(
       "group_positions", [](nb::dict options) { return pipeline::group_positions(config_from(options)); },
-      nb::arg("options"), "The positions of one batch's group for these options: batch_size, or pack_window when packing.");
-  m.def("cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
-        "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
+      nb::arg("options"),
+      "The positions of one batch's group for these options: batch_size, or pack_window when packing.");
+  m.def(
+      "cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
+      "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyInputs>(m, "_LoaderInputs")
       .def(nb::init<nb::dict>(), nb::arg("options"),
            "Reads the manifests and loads the tokenizer of these loader options (LoaderInputs::read).");

@@ -39,17 +39,17 @@ NB_MODULE(_mmfeed, m) {
   m.def("usable_cpus", &mmfeed::core::usable_cpus,
         "The CPUs this process may use, as workers=\"auto\" counts them: its CPU affinity, capped by "
         "the smallest cgroup v2 cpu.max quota from its cgroup up to the root (rounded up).");
-  m.def("cgroup_cpu_limit",
-        [] { return mmfeed::core::cgroup_cpu_limit("/sys/fs/cgroup", "/proc/self/cgroup"); },
-        "The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up "
-        "to the root, or None where none is set.");
+  m.def(
+      "cgroup_cpu_limit", [] { return mmfeed::core::cgroup_cpu_limit("/sys/fs/cgroup", "/proc/self/cgroup"); },
+      "The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up "
+      "to the root, or None where none is set.");
 
   using Pairs = std::vector<std::pair<std::string, std::string>>;
   m.def(
       "sign_v4",
-      [](std::string method, std::string host, std::string path, Pairs query, Pairs headers,
-         std::string payload_hash, std::string access_key, std::string secret_key, std::string session_token,
-         std::string region, std::string service, std::string amz_date, bool content_sha256_header) {
+      [](std::string method, std::string host, std::string path, Pairs query, Pairs headers, std::string payload_hash,
+         std::string access_key, std::string secret_key, std::string session_token, std::string region,
+         std::string service, std::string amz_date, bool content_sha256_header) {
         mmfeed::storage::SigningRequest req;
         req.method = std::move(method);
         req.host = std::move(host);
@@ -58,8 +58,8 @@ NB_MODULE(_mmfeed, m) {
         req.headers = std::move(headers);
         req.payload_hash = std::move(payload_hash);
         req.add_content_sha256_header = content_sha256_header;
-        const mmfeed::storage::Credentials creds{std::move(access_key), std::move(secret_key),
-                                                 std::move(session_token), "python"};
+        const mmfeed::storage::Credentials creds{std::move(access_key), std::move(secret_key), std::move(session_token),
+                                                 "python"};
         const auto s = mmfeed::storage::sign_v4(req, creds, region, service, amz_date);
         nb::dict out;
         out["canonical_request"] = s.canonical_request;
@@ -71,8 +71,8 @@ NB_MODULE(_mmfeed, m) {
       },
       nb::arg("method"), nb::arg("host"), nb::arg("path"), nb::kw_only(), nb::arg("query") = Pairs(),
       nb::arg("headers") = Pairs(), nb::arg("payload_hash") = "UNSIGNED-PAYLOAD", nb::arg("access_key"),
-      nb::arg("secret_key"), nb::arg("session_token") = "", nb::arg("region") = "us-east-1",
-      nb::arg("service") = "s3", nb::arg("amz_date"), nb::arg("content_sha256_header") = true,
+      nb::arg("secret_key"), nb::arg("session_token") = "", nb::arg("region") = "us-east-1", nb::arg("service") = "s3",
+      nb::arg("amz_date"), nb::arg("content_sha256_header") = true,
       "AWS Signature Version 4 of one request, as mmfeed's S3 client signs it. `path` and the "
       "query pairs are raw (unencoded). Returns canonical_request, string_to_sign, signature, "
       "authorization and the headers to send.");

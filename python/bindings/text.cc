@@ -17,7 +17,8 @@ using namespace mmfeed;
 namespace {
 
 [[noreturn]] void raise_text(const Error& e) {
-  if (e.code() == ErrorCode::kNotFound) throw nb::builtin_exception(nb::exception_type::runtime_error, e.to_string().c_str());
+  if (e.code() == ErrorCode::kNotFound)
+    throw nb::builtin_exception(nb::exception_type::runtime_error, e.to_string().c_str());
   throw nb::value_error(e.to_string().c_str());
 }
 
@@ -116,9 +117,9 @@ void bind_text(nb::module_& m) {
         return d;
       },
       nb::arg("tokenizer"), nb::arg("sample_json"), nb::arg("image_grids"), nb::arg("video_grids"),
-      nb::arg("second_per_grid_ts"), nb::arg("video_timestamps"), nb::arg("tokens_per_second"),
-      nb::arg("template"), nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"),
-      nb::arg("add_vision_id"), nb::arg("merge_size"), nb::arg("train_reasoning"));
+      nb::arg("second_per_grid_ts"), nb::arg("video_timestamps"), nb::arg("tokens_per_second"), nb::arg("template"),
+      nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"), nb::arg("add_vision_id"),
+      nb::arg("merge_size"), nb::arg("train_reasoning"));
   nb::class_<text::Tokenizer>(m, "_Tokenizer")
       .def_static(
           "from_file",

@@ -56,11 +56,11 @@ struct Input {
 
 class PyImageProcessor {
  public:
-  PyImageProcessor(const std::string& model, std::optional<std::int64_t> min_pixels, std::optional<std::int64_t> max_pixels,
-                   std::optional<int> patch_size, std::optional<int> merge_size,
-                   std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std,
-                   bool exif, const std::string& alpha, const std::string& output, const std::string& kernel,
-                   int threads, bool fast)
+  PyImageProcessor(const std::string& model, std::optional<std::int64_t> min_pixels,
+                   std::optional<std::int64_t> max_pixels, std::optional<int> patch_size, std::optional<int> merge_size,
+                   std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std, bool exif,
+                   const std::string& alpha, const std::string& output, const std::string& kernel, int threads,
+                   bool fast)
       : threads_(std::max(1, threads)) {
     vision::ProcessorConfig config;
     config.profile = unwrap(vision::model_profile(model));
@@ -164,8 +164,8 @@ class PyImageProcessor {
         if (!r.ok()) {
           errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
         } else if (r->rows() != grids[i].rows()) {
-          errors[i] = Error(ErrorCode::kCorruptData, "decoded size differs from the header's").with_context(
-              "image " + std::to_string(i));
+          errors[i] = Error(ErrorCode::kCorruptData, "decoded size differs from the header's")
+                          .with_context("image " + std::to_string(i));
         }
       });
     }
@@ -246,13 +246,20 @@ void bind_vision(nb::module_& m) {
         }
         if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
         vision::Filter f;
-        if (filter == "bicubic") f = vision::Filter::kBicubic;
-        else if (filter == "bicubic-torch") f = vision::Filter::kBicubicTorch;
-        else if (filter == "bilinear") f = vision::Filter::kBilinear;
-        else if (filter == "lanczos") f = vision::Filter::kLanczos;
-        else if (filter == "box") f = vision::Filter::kBox;
-        else if (filter == "hamming") f = vision::Filter::kHamming;
-        else throw nb::value_error("filter must be bicubic, bicubic-torch, bilinear, lanczos, box or hamming");
+        if (filter == "bicubic")
+          f = vision::Filter::kBicubic;
+        else if (filter == "bicubic-torch")
+          f = vision::Filter::kBicubicTorch;
+        else if (filter == "bilinear")
+          f = vision::Filter::kBilinear;
+        else if (filter == "lanczos")
+          f = vision::Filter::kLanczos;
+        else if (filter == "box")
+          f = vision::Filter::kBox;
+        else if (filter == "hamming")
+          f = vision::Filter::kHamming;
+        else
+          throw nb::value_error("filter must be bicubic, bicubic-torch, bilinear, lanczos, box or hamming");
         const vision::Kernel k = kernel_from(kernel);
         const int channels = static_cast<int>(image.shape(2));
         const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
@@ -263,12 +270,12 @@ void bind_vision(nb::module_& m) {
           vision::resample_u8(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)),
                               channels, out, width, height, f, k);
         }
-        return nb::ndarray<nb::numpy, std::uint8_t>(out, {static_cast<std::size_t>(height),
-                                                          static_cast<std::size_t>(width),
-                                                          static_cast<std::size_t>(channels)}, owner);
+        return nb::ndarray<nb::numpy, std::uint8_t>(
+            out,
+            {static_cast<std::size_t>(height), static_cast<std::size_t>(width), static_cast<std::size_t>(channels)},
+            owner);
       },
-      nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic",
-      nb::arg("kernel") = "auto",
+      nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic", nb::arg("kernel") = "auto",
       "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); "
       "'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.");
   m.def(
@@ -285,9 +292,9 @@ void bind_vision(nb::module_& m) {
         if (!r.ok()) raise(r.error());
         auto* img = new vision::RgbImage(std::move(r).value());
         nb::capsule owner(img, [](void* p) noexcept { delete static_cast<vision::RgbImage*>(p); });
-        return nb::ndarray<nb::numpy, std::uint8_t>(img->pixels.data(), {static_cast<std::size_t>(img->height),
-                                                                        static_cast<std::size_t>(img->width), 3},
-                                                    owner);
+        return nb::ndarray<nb::numpy, std::uint8_t>(
+            img->pixels.data(), {static_cast<std::size_t>(img->height), static_cast<std::size_t>(img->width), 3},
+            owner);
       },
       nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
       "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
@@ -313,7 +320,8 @@ void bind_vision(nb::module_& m) {
         out["rotation"] = r->rotation;
         return out;
       },
-      nb::arg("data"), "What a video file's best video stream holds: width, height, frames, fps, duration_s, codec, rotation.");
+      nb::arg("data"),
+      "What a video file's best video stream holds: width, height, frames, fps, duration_s, codec, rotation.");
   m.def(
       "decode_video",
       [](nb::bytes data, std::vector<std::int64_t> indices) {
@@ -325,10 +333,10 @@ void bind_vision(nb::module_& m) {
         if (!r.ok()) raise(r.error());
         auto* frames = new vision::VideoFrames(std::move(r).value());
         nb::capsule owner(frames, [](void* p) noexcept { delete static_cast<vision::VideoFrames*>(p); });
-        return nb::ndarray<nb::numpy, std::uint8_t>(
-            frames->rgb.data(),
-            {frames->indices.size(), static_cast<std::size_t>(frames->height), static_cast<std::size_t>(frames->width), 3},
-            owner);
+        return nb::ndarray<nb::numpy, std::uint8_t>(frames->rgb.data(),
+                                                    {frames->indices.size(), static_cast<std::size_t>(frames->height),
+                                                     static_cast<std::size_t>(frames->width), 3},
+                                                    owner);
       },
       nb::arg("data"), nb::arg("indices"),
       "The frames at `indices` (presentation order, ascending) of a video file as a (n, height, width, 3) uint8 "
@@ -359,10 +367,14 @@ void bind_vision(nb::module_& m) {
          std::optional<double> video_start, std::optional<double> video_end, std::optional<double> min_pixels,
          std::optional<double> max_pixels, std::optional<double> total_pixels) {
         vision::OutputType type;
-        if (output == "float32") type = vision::OutputType::kFloat32;
-        else if (output == "bfloat16") type = vision::OutputType::kBFloat16;
-        else if (output == "uint8") type = vision::OutputType::kUInt8;
-        else throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
+        if (output == "float32")
+          type = vision::OutputType::kFloat32;
+        else if (output == "bfloat16")
+          type = vision::OutputType::kBFloat16;
+        else if (output == "uint8")
+          type = vision::OutputType::kUInt8;
+        else
+          throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
         const vision::VideoProcessor proc(unwrap(vision::video_profile(model)), type);
         vision::VideoRequest request;
         request.sampling = {nframes, fps, min_frames, max_frames, video_start, video_end};
@@ -418,7 +430,8 @@ void bind_vision(nb::module_& m) {
       "normalize_table",
       [](const std::string& model, bool video) {
         const vision::ModelProfile profile = unwrap(vision::model_profile(model));
-        const vision::NormalizeTable table(profile, video ? vision::Normalization::kVideo : vision::Normalization::kImage);
+        const vision::NormalizeTable table(profile,
+                                           video ? vision::Normalization::kVideo : vision::Normalization::kImage);
         auto* values = new float[3 * 256];
         auto* words = new std::uint16_t[3 * 256];
         for (std::size_t c = 0; c < 3; ++c) {
@@ -436,6 +449,7 @@ void bind_vision(nb::module_& m) {
       nb::arg("model"), nb::arg("video") = false,
       "(float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte "
       "of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.");
-  m.def("simd_target", [] { return std::string(vision::simd_target()); },
-        "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
+  m.def(
+      "simd_target", [] { return std::string(vision::simd_target()); },
+      "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

@@ -3,14 +3,40 @@
 The native engine lives in ``mmfeed._mmfeed``; this package is its thin Python face.
 """
 
-from mmfeed._mmfeed import (__version__, cuda_runtime, decode, decode_video, linked_libraries, probe_video,
-                             process_video, resize,
-                             sign_v4, simd_target)
+from mmfeed._mmfeed import (
+    __version__,
+    cuda_runtime,
+    decode,
+    decode_video,
+    linked_libraries,
+    probe_video,
+    process_video,
+    resize,
+    sign_v4,
+    simd_target,
+)
 from mmfeed.batch import Batch
 from mmfeed.loader import Loader, LoaderInputs
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor, normalize_pixels
 
-__all__ = ["Batch", "ImageProcessor", "Loader", "LoaderInputs", "Tokenizer", "__version__", "cuda_runtime", "decode",
-           "decode_video", "linked_libraries", "normalize_pixels", "probe_video", "process_video", "resize",
-           "encode_conversation", "render_chat", "sign_v4", "simd_target"]
+__all__ = [
+    "Batch",
+    "ImageProcessor",
+    "Loader",
+    "LoaderInputs",
+    "Tokenizer",
+    "__version__",
+    "cuda_runtime",
+    "decode",
+    "decode_video",
+    "linked_libraries",
+    "normalize_pixels",
+    "probe_video",
+    "process_video",
+    "resize",
+    "encode_conversation",
+    "render_chat",
+    "sign_v4",
+    "simd_target",
+]

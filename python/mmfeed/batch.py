@@ -36,8 +36,10 @@ class Batch(dict):
         """The keyword arguments of a transformers Qwen-VL forward: the batch less its metadata,
         with use_cache=False (training needs no KV cache, and a packed row must have none)."""
         if self.is_thd:
-            raise ValueError("this batch is packed in Megatron's THD layout (packed_format='thd'): "
-                             "mmfeed.megatron.forward_args(batch) gives its forward arguments")
+            raise ValueError(
+                "this batch is packed in Megatron's THD layout (packed_format='thd'): "
+                "mmfeed.megatron.forward_args(batch) gives its forward arguments"
+            )
         inputs = {k: v for k, v in self.items() if k not in METADATA}
         inputs["use_cache"] = False
         return inputs

@@ -95,8 +95,10 @@ class _MmfeedTrainer:
         kwargs = self._placeholders(kwargs, eval_loader is not None)
         super().__init__(*args, **kwargs)
         if self.args.max_steps <= 0:
-            raise ValueError("mmfeed.hf: set TrainingArguments(max_steps=...): an mmfeed loader has no length "
-                             "(packed rows and skipped samples are known only as they come)")
+            raise ValueError(
+                "mmfeed.hf: set TrainingArguments(max_steps=...): an mmfeed loader has no length "
+                "(packed rows and skipped samples are known only as they come)"
+            )
         self.train_loader = _open(train_loader, self.args.process_index, self.args.world_size)
 
     def _placeholders(self, kwargs: dict, has_eval: bool) -> dict:
@@ -149,8 +151,12 @@ class _MmfeedTrainer:
                 raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {self.args.output_dir}")
         if resume_from_checkpoint:
             self.train_loader.load_state_dict(self._loader_state(resume_from_checkpoint))
-        return super().train(resume_from_checkpoint=resume_from_checkpoint or None, trial=trial,
-                             ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
+        return super().train(
+            resume_from_checkpoint=resume_from_checkpoint or None,
+            trial=trial,
+            ignore_keys_for_eval=ignore_keys_for_eval,
+            **kwargs,
+        )
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         # transformers 5.24 saves some models (the Qwen-VL ones) under their hub checkpoint's
@@ -159,8 +165,12 @@ class _MmfeedTrainer:
         # Such a checkpoint is loaded as from_pretrained loads it.
         model = self.model if model is None else model
         names = _saved_weight_names(resume_from_checkpoint)
-        if (isinstance(model, transformers.PreTrainedModel) and names and not self.is_fsdp_enabled
-                and not names <= set(model.state_dict())):
+        if (
+            isinstance(model, transformers.PreTrainedModel)
+            and names
+            and not self.is_fsdp_enabled
+            and not names <= set(model.state_dict())
+        ):
             loaded = type(model).from_pretrained(resume_from_checkpoint, dtype=model.dtype)
             model.load_state_dict(loaded.state_dict())
             return
@@ -172,8 +182,10 @@ class _MmfeedTrainer:
         rank, world = self.args.process_index, self.args.world_size
         paths = sorted(glob.glob(os.path.join(checkpoint, LOADER_STATE.format(rank="*"))))
         if not paths:
-            raise FileNotFoundError(f"{checkpoint} holds no mmfeed loader state ({LOADER_STATE.format(rank='N')}): "
-                                    f"it was not written by mmfeed.hf")
+            raise FileNotFoundError(
+                f"{checkpoint} holds no mmfeed loader state ({LOADER_STATE.format(rank='N')}): "
+                f"it was not written by mmfeed.hf"
+            )
         states = []
         for path in paths:
             with open(path) as f:
@@ -238,4 +250,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'mmfeed.hf' has no attribute {name!r}")
 
 
-__all__ = ["LOADER_STATE", "SFTTrainer", "Trainer"]
+__all__ = ["LOADER_STATE", "SFTTrainer", "Trainer"]  # noqa: F822  (SFTTrainer: module __getattr__, above)

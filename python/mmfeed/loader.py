@@ -41,7 +41,6 @@ import threading
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
 
-
 _SOURCE_KEYS = ("manifest", "weight", "media_root", "max_pixels", "chat_template")
 
 
@@ -58,13 +57,16 @@ def _expand_sources(sources, options: dict) -> None:
         row = {"manifest": source} if isinstance(source, (str, os.PathLike)) else dict(source)
         unknown = sorted(set(row) - set(_SOURCE_KEYS))
         if unknown or "manifest" not in row:
-            raise ValueError(f"sources[{i}] takes the keys {', '.join(_SOURCE_KEYS)} (manifest required)"
-                             + (f", not {', '.join(unknown)}" if unknown else ""))
+            raise ValueError(
+                f"sources[{i}] takes the keys {', '.join(_SOURCE_KEYS)} (manifest required)"
+                + (f", not {', '.join(unknown)}" if unknown else "")
+            )
         rows.append(row)
     weighted = [("weight" in r) for r in rows]
     if any(weighted) and not all(weighted):
-        raise ValueError(f"sources[{weighted.index(False)}] has no weight while others have one: "
-                         "weigh every source, or none")
+        raise ValueError(
+            f"sources[{weighted.index(False)}] has no weight while others have one: weigh every source, or none"
+        )
     options["manifests"] = [os.fspath(r["manifest"]) for r in rows]
     if all(weighted) and rows:
         options["weights"] = [r["weight"] for r in rows]
@@ -81,15 +83,18 @@ def engine_options(manifest, options: dict) -> dict:
     them) as the manifests option, or `sources` (per-source manifest, weight and media_root) as
     the manifests, weights and media_root options; paths as strings; names and types checked."""
     if manifest is not None:
-        options["manifests"] = [os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike))
-                                                      else manifest)]
+        options["manifests"] = [
+            os.fspath(m) for m in ([manifest] if isinstance(manifest, (str, os.PathLike)) else manifest)
+        ]
     if options.get("sources") is not None:
         _expand_sources(options.pop("sources"), options)
     options.pop("sources", None)
+
     def paths(v):  # a path as a string, in a list or alone
         if isinstance(v, (list, tuple)):
             return [os.fspath(x) if isinstance(x, os.PathLike) else x for x in v]
         return os.fspath(v) if isinstance(v, os.PathLike) else v
+
     options = {k: paths(v) for k, v in options.items()}
     _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
     return options
@@ -135,9 +140,9 @@ class Loader:
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
 
-
-    def __init__(self, manifest=None, *, tensors: str = "torch", device=None, inputs: LoaderInputs | None = None,
-                 **options):
+    def __init__(
+        self, manifest=None, *, tensors: str = "torch", device=None, inputs: LoaderInputs | None = None, **options
+    ):
         for name in ("min_pixels", "max_pixels"):
             if isinstance(options.get(name), (int, float)) and options[name] <= 0:
                 raise ValueError(f"{name} must be positive, not {options[name]} (leave it unset for the model's)")
@@ -155,11 +160,15 @@ class Loader:
 
             self._device = torch.device(device)
             if self._device.type != "cuda":
-                raise ValueError(f"device={device!r}: batches can be put on a CUDA device; host batches need no "
-                                 f"device (leave it unset)")
+                raise ValueError(
+                    f"device={device!r}: batches can be put on a CUDA device; host batches need no "
+                    f"device (leave it unset)"
+                )
             if not torch.cuda.is_available():
-                raise RuntimeError(f"device={device!r}: this torch has no usable CUDA device "
-                                   f"(torch {torch.__version__}); leave device unset for host tensors")
+                raise RuntimeError(
+                    f"device={device!r}: this torch has no usable CUDA device "
+                    f"(torch {torch.__version__}); leave device unset for host tensors"
+                )
             if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
                 self._device = torch.device("cuda", torch.cuda.current_device())
         self._options = options
@@ -175,8 +184,10 @@ class Loader:
         if os.getpid() != self._pid:
             # A forked child has the parent's memory but none of its engine threads: using the
             # parent's engine would hang. Refuse, and say what to do instead.
-            raise RuntimeError(f"mmfeed.Loader was created in process {self._pid} and cannot be used in the forked "
-                               f"process {os.getpid()}; create the Loader in the child (or use num_workers=0)")
+            raise RuntimeError(
+                f"mmfeed.Loader was created in process {self._pid} and cannot be used in the forked "
+                f"process {os.getpid()}; create the Loader in the child (or use num_workers=0)"
+            )
         if self._core is None:
             with self._opening:
                 if self._core is None:
@@ -189,16 +200,25 @@ class Loader:
             try:
                 import torch  # (the binding hands tensors to torch through DLPack)
             except ImportError as e:
-                raise ImportError("mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
-                                  "install torch, or pass tensors='np' for numpy arrays") from e
-            if (self._options.get("pin_memory", True) and torch.cuda.is_available()
-                    and _mmfeed.cuda_runtime().endswith("pinned batch memory")):
+                raise ImportError(
+                    "mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
+                    "install torch, or pass tensors='np' for numpy arrays"
+                ) from e
+            if (
+                self._options.get("pin_memory", True)
+                and torch.cuda.is_available()
+                and _mmfeed.cuda_runtime().endswith("pinned batch memory")
+            ):
                 torch.cuda.init()  # is_pinned() is False for every pointer until torch has (module docstring)
         options = self._options
         if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
             options = {**options, "pin_device": device}
-        return _mmfeed._Loader(options, self._state, None if self._device is None else self._device.index,
-                               None if self._inputs is None else self._inputs._core)
+        return _mmfeed._Loader(
+            options,
+            self._state,
+            None if self._device is None else self._device.index,
+            None if self._inputs is None else self._inputs._core,
+        )
 
     def _trainer_gpu(self):
         """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else

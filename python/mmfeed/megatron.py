@@ -48,8 +48,10 @@ def data_parallel_rank_and_world(group=None) -> tuple[int, int]:
     except ImportError:
         parallel_state = None
     if parallel_state is not None and parallel_state.model_parallel_is_initialized():
-        return (parallel_state.get_data_parallel_rank(with_context_parallel=False),
-                parallel_state.get_data_parallel_world_size(with_context_parallel=False))
+        return (
+            parallel_state.get_data_parallel_rank(with_context_parallel=False),
+            parallel_state.get_data_parallel_world_size(with_context_parallel=False),
+        )
     return _distributed_rank_and_world()
 
 
@@ -78,9 +80,16 @@ class _Cyclic:
         self._loader.close()
 
 
-def build_train_valid_test_data_iterators(train_manifest, valid_manifest=None, test_manifest=None, *,
-                                          train_epochs: int = 1_000_000, train_state: dict | None = None,
-                                          group=None, **options):
+def build_train_valid_test_data_iterators(
+    train_manifest,
+    valid_manifest=None,
+    test_manifest=None,
+    *,
+    train_epochs: int = 1_000_000,
+    train_state: dict | None = None,
+    group=None,
+    **options,
+):
     if "rank" not in options or "world_size" not in options:
         rank, world = data_parallel_rank_and_world(group)
         options.setdefault("rank", rank)
@@ -116,10 +125,15 @@ def packed_seq_params(batch: Batch):
     from megatron.core.packed_seq_params import PackedSeqParams
 
     _require_thd(batch)
-    return PackedSeqParams(qkv_format="thd", cu_seqlens_q=batch["cu_seqlens"], cu_seqlens_kv=batch["cu_seqlens"],
-                           cu_seqlens_q_padded=batch["cu_seqlens_padded"],
-                           cu_seqlens_kv_padded=batch["cu_seqlens_padded"],
-                           max_seqlen_q=batch["max_seqlen_padded"], max_seqlen_kv=batch["max_seqlen_padded"])
+    return PackedSeqParams(
+        qkv_format="thd",
+        cu_seqlens_q=batch["cu_seqlens"],
+        cu_seqlens_kv=batch["cu_seqlens"],
+        cu_seqlens_q_padded=batch["cu_seqlens_padded"],
+        cu_seqlens_kv_padded=batch["cu_seqlens_padded"],
+        max_seqlen_q=batch["max_seqlen_padded"],
+        max_seqlen_kv=batch["max_seqlen_padded"],
+    )
 
 
 def forward_args(batch: Batch) -> dict:
@@ -127,8 +141,14 @@ def forward_args(batch: Batch) -> dict:
     labels, loss_mask, packed_seq_params (attention_mask None: the sequences bound attention), and
     the vision tensors the batch holds."""
     _require_thd(batch)
-    args = {"input_ids": batch["input_ids"], "position_ids": batch.get("position_ids"), "labels": batch["labels"],
-            "loss_mask": batch["loss_mask"], "attention_mask": None, "packed_seq_params": packed_seq_params(batch)}
+    args = {
+        "input_ids": batch["input_ids"],
+        "position_ids": batch.get("position_ids"),
+        "labels": batch["labels"],
+        "loss_mask": batch["loss_mask"],
+        "attention_mask": None,
+        "packed_seq_params": packed_seq_params(batch),
+    }
     for key in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts"):
         if key in batch:
             args[key] = batch[key]

@@ -90,8 +90,14 @@ def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
                 state.update({k: start[k] for k in ("old_world_size", "old_positions", "old_windows") if k in start})
                 if position == first_position:
                     state.update({k: start[k] for k in ("packed_delivered", "window_delivered") if k in start})
-            parts.append({"epoch": epoch, "state": state, "end": end if end < sizes[epoch] else 0,
-                          "positions": min(end, sizes[epoch]) - position})
+            parts.append(
+                {
+                    "epoch": epoch,
+                    "state": state,
+                    "end": end if end < sizes[epoch] else 0,
+                    "positions": min(end, sizes[epoch]) - position,
+                }
+            )
             position = end
     return parts
 
@@ -111,8 +117,11 @@ class _Parts:
     def _open(self, spec: dict) -> _LocalLoader:
         if self._inputs is None:
             self._inputs = LoaderInputs(**self._options)
-        loader = _LocalLoader(tensors="np", inputs=self._inputs,
-                              **{**self._options, "epochs": spec["epoch"] + 1, "end_position": spec["end"]})
+        loader = _LocalLoader(
+            tensors="np",
+            inputs=self._inputs,
+            **{**self._options, "epochs": spec["epoch"] + 1, "end_position": spec["end"]},
+        )
         loader.load_state_dict(spec["state"])
         return loader
 
@@ -144,8 +153,12 @@ class _Parts:
                     for _ in range(credits - 1):
                         yield None
                 yield {"batch": batch, "state": state, "made_at": time.time(), "node": node, "bytes": nbytes}
-            yield {"errors": loader.errors(), "seconds": time.perf_counter() - started, "samples": samples,
-                   "cpu_s": time.process_time() - cpu}
+            yield {
+                "errors": loader.errors(),
+                "seconds": time.perf_counter() - started,
+                "samples": samples,
+                "cpu_s": time.process_time() - cpu,
+            }
 
 
 _PartRunner = ray.remote(_Parts)
@@ -194,13 +207,25 @@ class Loader:
     are (workers: its threads; default "auto", the cores of the machine it runs on).
     """
 
-    def __init__(self, manifest=None, *, num_actors: int = 2, actor_options: dict | None = None,
-                 part_groups: int = 16, parts_in_flight: int = 2, batches_ahead: int | None = None,
-                 store_bytes: int | None = None, replace_dead: bool = True, max_deaths: int = 16,
-                 tensors: str = "torch", **options):
+    def __init__(
+        self,
+        manifest=None,
+        *,
+        num_actors: int = 2,
+        actor_options: dict | None = None,
+        part_groups: int = 16,
+        parts_in_flight: int = 2,
+        batches_ahead: int | None = None,
+        store_bytes: int | None = None,
+        replace_dead: bool = True,
+        max_deaths: int = 16,
+        tensors: str = "torch",
+        **options,
+    ):
         if not ray.is_initialized():
-            raise RuntimeError("mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) "
-                               "first")
+            raise RuntimeError(
+                "mmfeed.ray.Loader needs a Ray cluster: call ray.init() (or ray.init(address=...)) first"
+            )
         batches_ahead = part_groups if batches_ahead is None else batches_ahead
         if min(num_actors, part_groups, parts_in_flight, batches_ahead) < 1:
             raise ValueError("num_actors, part_groups, parts_in_flight and batches_ahead must be at least 1")
@@ -209,13 +234,17 @@ class Loader:
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         if options.get("ordered") is False or options.get("mode") == "serial":
-            raise ValueError("mmfeed.ray.Loader runs ordered, concurrent engines (ordered=False and "
-                             "mode='serial' are mmfeed.Loader's)")
+            raise ValueError(
+                "mmfeed.ray.Loader runs ordered, concurrent engines (ordered=False and "
+                "mode='serial' are mmfeed.Loader's)"
+            )
         if options.get("end_position"):
             raise ValueError("end_position is how mmfeed.ray splits a run; give epochs instead")
         if options.get("trace_path"):
-            raise ValueError("trace_path: each part of the run has an engine of its own on some actor, and one "
-                             "timeline would be overwritten part after part; trace a run with mmfeed.Loader")
+            raise ValueError(
+                "trace_path: each part of the run has an engine of its own on some actor, and one "
+                "timeline would be overwritten part after part; trace a run with mmfeed.Loader"
+            )
         self._options = engine_options(manifest, options)
         self._tensors = tensors
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}
@@ -232,9 +261,9 @@ class Loader:
         self._dead = 0
         self.add_actors(num_actors)
         self._state: dict = {}
-        self._plan = None            # the parts, made at the first batch (the start state is known then)
+        self._plan = None  # the parts, made at the first batch (the start state is known then)
         self._errors: list[dict] = []
-        self._seen = 0               # positions of completed parts: what the error budget is over
+        self._seen = 0  # positions of completed parts: what the error budget is over
         self._opened = None
         self._waited_s = 0.0
         self._batches = 0
@@ -281,8 +310,13 @@ class Loader:
     def _make_plan(self) -> None:
         # next_submit: the first part not queued yet; current: the part being read; delivered: its
         # batches read in this run of it; skip: per part, its batches the trainer already has.
-        self._plan = {"parts": _plan_parts(self._options, self._state, self._part_groups), "next_submit": 0,
-                      "current": 0, "delivered": 0, "skip": collections.defaultdict(int)}
+        self._plan = {
+            "parts": _plan_parts(self._options, self._state, self._part_groups),
+            "next_submit": 0,
+            "current": 0,
+            "delivered": 0,
+            "skip": collections.defaultdict(int),
+        }
 
     def _submit(self) -> None:
         """Queues parts on the actors with room, in order, up to parts_in_flight each."""
@@ -311,15 +345,17 @@ class Loader:
         part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=limit).remote(spec)
         part["actor"] = actor
         part["asked_at"] = []  # when the trainer asked for each batch of this run of it (time.time())
-        part["bytes"] = []     # and each one's bytes
+        part["bytes"] = []  # and each one's bytes
         actor.parts.append(index)
 
     def _resubmit(self, dead: _Actor) -> None:
         """Gives the parts a dead actor held to the others (a replacement first, when asked)."""
         self._dead += 1
         if self._dead > self._max_deaths:
-            raise RuntimeError(f"mmfeed.ray: {self._dead} actors have died, more than max_deaths ({self._max_deaths}); "
-                               f"see the actors' logs (ray logs) for why")
+            raise RuntimeError(
+                f"mmfeed.ray: {self._dead} actors have died, more than max_deaths ({self._max_deaths}); "
+                f"see the actors' logs (ray logs) for why"
+            )
         self._actors.remove(dead)
         ray.kill(dead.handle)  # a lost object may leave its actor alive, with engines of its own
         if self._replace_dead and not dead.draining:
@@ -430,11 +466,14 @@ class Loader:
             return
         e = self._errors[-1]
         if last and skipped == seen:
-            raise ValueError(f"every sample failed ({seen} of {seen}); last: {e['sample_id']}: {e['stage']}: "
-                             f"{e['reason']}")
+            raise ValueError(
+                f"every sample failed ({seen} of {seen}); last: {e['sample_id']}: {e['stage']}: {e['reason']}"
+            )
         if (last or seen >= 20) and skipped / seen > fraction:
-            raise ValueError(f"{skipped} of {seen} samples failed, more than the error budget ({fraction:f}); "
-                             f"last: {e['sample_id']}: {e['reason']}")
+            raise ValueError(
+                f"{skipped} of {seen} samples failed, more than the error budget ({fraction:f}); "
+                f"last: {e['sample_id']}: {e['reason']}"
+            )
 
     def _tensors_of(self, batch: dict) -> dict:
         if self._tensors == "np":
@@ -468,21 +507,41 @@ class Loader:
     def metrics(self) -> dict:
         elapsed = time.perf_counter() - self._opened if self._opened else 0.0
         wait_share = self._waited_s / elapsed if elapsed > 0 else 0.0
-        actors = [{"actor": a.number, "parts": a.done_parts, "batches": a.batches, "samples": a.samples,
-                   "busy_s": round(a.busy_s, 3), "cpu_s": round(a.cpu_s, 3),
-                   "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
-                   "queued_parts": len(a.parts), "draining": a.draining, "most_batches_ahead": a.most_ahead,
-                   "most_bytes_ahead": a.most_bytes_ahead}
-                  for a in self._actors]
-        out = {"batches": self._batches, "wait_share": round(wait_share, 4), "seconds": round(elapsed, 3),
-               "actors": actors, "actors_started": self._started, "actors_died": self._dead,
-               "parts": len(self._plan["parts"]) if self._plan else 0,
-               "parts_done": self._plan["current"] if self._plan else 0,
-               "max_parts_queued": len(self._actors) * self._parts_in_flight, "batches_ahead": self._batches_ahead,
-               "store_bytes": self._store_bytes, "largest_batch_bytes": self._largest_batch}
+        actors = [
+            {
+                "actor": a.number,
+                "parts": a.done_parts,
+                "batches": a.batches,
+                "samples": a.samples,
+                "busy_s": round(a.busy_s, 3),
+                "cpu_s": round(a.cpu_s, 3),
+                "samples_per_s": round(a.samples / a.busy_s, 2) if a.busy_s > 0 else 0.0,
+                "queued_parts": len(a.parts),
+                "draining": a.draining,
+                "most_batches_ahead": a.most_ahead,
+                "most_bytes_ahead": a.most_bytes_ahead,
+            }
+            for a in self._actors
+        ]
+        out = {
+            "batches": self._batches,
+            "wait_share": round(wait_share, 4),
+            "seconds": round(elapsed, 3),
+            "actors": actors,
+            "actors_started": self._started,
+            "actors_died": self._dead,
+            "parts": len(self._plan["parts"]) if self._plan else 0,
+            "parts_done": self._plan["current"] if self._plan else 0,
+            "max_parts_queued": len(self._actors) * self._parts_in_flight,
+            "batches_ahead": self._batches_ahead,
+            "store_bytes": self._store_bytes,
+            "largest_batch_bytes": self._largest_batch,
+        }
         if wait_share > 0.1 and self._batches >= 4:
-            out["hint"] = (f"the trainer waited {wait_share:.0%} of the run for data: more actors (add_actors), "
-                           f"or more workers per actor, would feed it")
+            out["hint"] = (
+                f"the trainer waited {wait_share:.0%} of the run for data: more actors (add_actors), "
+                f"or more workers per actor, would feed it"
+            )
         return out
 
     def close(self) -> None:
@@ -517,14 +576,24 @@ class _PartBatches:
         for message in self._parts.run(json.loads(row["part"])):
             if "batch" in message:
                 batch = message["batch"]
-                yield {**{k: v for k, v in batch.items() if k != "sample_ids"},
-                       "sample_ids": json.dumps(batch["sample_ids"]), "state": json.dumps(message["state"])}
+                yield {
+                    **{k: v for k, v in batch.items() if k != "sample_ids"},
+                    "sample_ids": json.dumps(batch["sample_ids"]),
+                    "state": json.dumps(message["state"]),
+                }
             elif message["errors"]:
                 yield {"errors": json.dumps(message["errors"])}
 
 
-def read(manifest=None, *, part_groups: int = 16, concurrency: int = 2, num_cpus: float = 1,
-         state: dict | None = None, **options):
+def read(
+    manifest=None,
+    *,
+    part_groups: int = 16,
+    concurrency: int = 2,
+    num_cpus: float = 1,
+    state: dict | None = None,
+    **options,
+):
     """A ray.data.Dataset of the batches mmfeed.Loader would deliver for these options, one row
     each: the batch's tensors as columns, sample_ids and the state after it as JSON strings; a
     part whose samples were skipped also yields a row {"errors": JSON list}. Parts of the run
@@ -540,4 +609,5 @@ def read(manifest=None, *, part_groups: int = 16, concurrency: int = 2, num_cpus
     parts = _plan_parts(options, dict(state or {}), part_groups)
     specs = [{"part": json.dumps({"epoch": p["epoch"], "state": p["state"], "end": p["end"]})} for p in parts]
     return ray.data.from_items(specs, override_num_blocks=len(specs)).flat_map(
-        _PartBatches, fn_constructor_kwargs={"options": options}, concurrency=concurrency, num_cpus=num_cpus)
+        _PartBatches, fn_constructor_kwargs={"options": options}, concurrency=concurrency, num_cpus=num_cpus
+    )

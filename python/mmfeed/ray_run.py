@@ -44,15 +44,21 @@ def summarize(loader, step_ms: float, live: bool) -> dict:
             counts["video_frames"] += int(2 * grids[:, 0].sum())
         if live:
             elapsed = time.perf_counter() - start
-            sys.stderr.write(f"\r  epoch {batch['epoch']}  batches {counts['batches']}  samples {counts['samples']}  "
-                             f"{counts['samples'] / elapsed:.1f} samples/s  waiting {100 * waited / elapsed:.0f}%   ")
+            sys.stderr.write(
+                f"\r  epoch {batch['epoch']}  batches {counts['batches']}  samples {counts['samples']}  "
+                f"{counts['samples'] / elapsed:.1f} samples/s  waiting {100 * waited / elapsed:.0f}%   "
+            )
         if step_ms > 0:
             time.sleep(step_ms / 1000)
     if live:
         sys.stderr.write("\n")
     seconds = time.perf_counter() - start
-    return {**counts, "seconds": round(seconds, 3), "samples_per_s": round(counts["samples"] / seconds, 2),
-            "wait_share": round(waited / seconds, 4)}
+    return {
+        **counts,
+        "seconds": round(seconds, 3),
+        "samples_per_s": round(counts["samples"] / seconds, 2),
+        "wait_share": round(waited / seconds, 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(address=args.address, log_to_driver=False)
     try:
         try:
-            loader = mmfeed.ray.Loader(num_actors=args.actors, actor_options={"num_cpus": args.actor_cpus},
-                                       store_bytes=args.store_bytes or None, tensors="np", **options)
+            loader = mmfeed.ray.Loader(
+                num_actors=args.actors,
+                actor_options={"num_cpus": args.actor_cpus},
+                store_bytes=args.store_bytes or None,
+                tensors="np",
+                **options,
+            )
         except (ValueError, TypeError) as e:
             print(f"mmfeed run: {e}", file=sys.stderr)
             return 2
@@ -91,16 +102,21 @@ def main(argv: list[str] | None = None) -> int:
             errors, metrics = loader.errors(), loader.metrics()
     finally:
         ray.shutdown()
-    summary.update(skipped=len(errors), errors=[{k: e[k] for k in ("sample_id", "stage", "reason")} for e in errors],
-                   metrics=metrics)
+    summary.update(
+        skipped=len(errors),
+        errors=[{k: e[k] for k in ("sample_id", "stage", "reason")} for e in errors],
+        metrics=metrics,
+    )
     if args.json:
         print(json.dumps(summary))
         return 0
     media = f"{summary['images']} images"
     if summary["videos"]:
         media += f", {summary['videos']} videos of {summary['video_frames']} frames"
-    print(f"loaded {summary['samples']} samples in {summary['batches']} batches ({summary['tokens']} tokens, {media}) "
-          f"in {summary['seconds']:.2f} s: {summary['samples_per_s']:.1f} samples/s")
+    print(
+        f"loaded {summary['samples']} samples in {summary['batches']} batches ({summary['tokens']} tokens, {media}) "
+        f"in {summary['seconds']:.2f} s: {summary['samples_per_s']:.1f} samples/s"
+    )
     step = " (with the simulated trainer step)" if args.step_ms > 0 else " (no trainer step: it only waits)"
     print(f"the consumer waited {100 * summary['wait_share']:.0f}% of the run{step}")
     print(f"on Ray ({args.address}): {metrics['actors_started']} actors started, {metrics['actors_died']} died")

@@ -27,11 +27,11 @@ class Tokenizer:
         self._core = None
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "Tokenizer":
+    def from_file(cls, path: str | os.PathLike) -> Tokenizer:
         return cls(_mmfeed._Tokenizer.from_file(os.fspath(path)))
 
     @classmethod
-    def from_str(cls, json: str) -> "Tokenizer":
+    def from_str(cls, json: str) -> Tokenizer:
         return cls(_mmfeed._Tokenizer.from_str(json))
 
     def encode(self, text: str) -> list[int]:
@@ -72,8 +72,9 @@ def _sample_json(messages, tools=None) -> str:
     return json.dumps(sample, ensure_ascii=False)
 
 
-def render_chat(messages, template: str = "qwen2-vl", add_generation_prompt: bool = False,
-                add_vision_id: bool = False, tools=None) -> str:
+def render_chat(
+    messages, template: str = "qwen2-vl", add_generation_prompt: bool = False, add_vision_id: bool = False, tools=None
+) -> str:
     """The conversation as the model's chat template renders it (HF apply_chat_template,
     tokenize=False, byte for byte). `messages` is a list of {"role", "content"} dicts (with
     "tool_calls" and "reasoning_content" where the template reads them), or a whole manifest
@@ -81,15 +82,28 @@ def render_chat(messages, template: str = "qwen2-vl", add_generation_prompt: boo
     template: "qwen2-vl" (= "qwen2.5-vl"), "qwen3-vl" (Instruct), "qwen3-vl-thinking", or the
     path of a template file (.jinja, or chat_template.json) byte-identical to one of those.
     tools: JSON schemas (dicts) or functions, as apply_chat_template takes them."""
-    return _mmfeed.render_chat(_sample_json(messages, tools), os.fspath(template), add_generation_prompt,
-                               add_vision_id)
+    return _mmfeed.render_chat(_sample_json(messages, tools), os.fspath(template), add_generation_prompt, add_vision_id)
 
 
-def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_grids=(), second_per_grid_ts=(),
-                        video_timestamps=(), tokens_per_second: int | None = None, template: str = "qwen2-vl",
-                        max_length: int | None = None, truncation: str = "error", labels: str = "qwen",
-                        mrope: bool = False, add_vision_id: bool = False, merge_size: int = 2, tools=None,
-                        train_reasoning: bool = True) -> dict:
+def encode_conversation(
+    messages,
+    image_grids,
+    tokenizer: Tokenizer,
+    *,
+    video_grids=(),
+    second_per_grid_ts=(),
+    video_timestamps=(),
+    tokens_per_second: int | None = None,
+    template: str = "qwen2-vl",
+    max_length: int | None = None,
+    truncation: str = "error",
+    labels: str = "qwen",
+    mrope: bool = False,
+    add_vision_id: bool = False,
+    merge_size: int = 2,
+    tools=None,
+    train_reasoning: bool = True,
+) -> dict:
     """Renders, tokenizes and labels a conversation for supervised fine-tuning.
 
     image_grids: one (t, h, w) per image, in order (the processor's image_grid_thw); each image
@@ -108,13 +122,23 @@ def encode_conversation(messages, image_grids, tokenizer: Tokenizer, *, video_gr
     """
     import numpy as np
 
-    out = _mmfeed.encode_conversation(tokenizer._core, _sample_json(messages, tools),
-                                      [list(map(int, g)) for g in image_grids],
-                                      [list(map(int, g)) for g in video_grids], [float(x) for x in second_per_grid_ts],
-                                      [[float(t) for t in ts] for ts in video_timestamps],
-                                      (2 if template == "qwen2.5-vl" else 0) if tokens_per_second is None
-                                      else tokens_per_second, os.fspath(template), max_length or 0,
-                                      truncation, labels, mrope, add_vision_id, merge_size, train_reasoning)
+    out = _mmfeed.encode_conversation(
+        tokenizer._core,
+        _sample_json(messages, tools),
+        [list(map(int, g)) for g in image_grids],
+        [list(map(int, g)) for g in video_grids],
+        [float(x) for x in second_per_grid_ts],
+        [[float(t) for t in ts] for ts in video_timestamps],
+        (2 if template == "qwen2.5-vl" else 0) if tokens_per_second is None else tokens_per_second,
+        os.fspath(template),
+        max_length or 0,
+        truncation,
+        labels,
+        mrope,
+        add_vision_id,
+        merge_size,
+        train_reasoning,
+    )
     result = {k: np.asarray(out[k], dtype=np.int64) for k in ("input_ids", "labels", "attention_mask")}
     if mrope:
         result["position_ids"] = np.asarray(out["position_ids"], dtype=np.int64).reshape(3, -1)

@@ -59,8 +59,13 @@ class Dataset(torch.utils.data.IterableDataset):
         self._end_epoch = self._epochs_per_pass  # the epoch before which the current (or next) pass ends
 
     def _state_at(self, epoch: int) -> dict:
-        return {"seed": self._options.get("seed", 0), "rank": self._options["rank"],
-                "world_size": self._options["world_size"], "epoch": epoch, "position": 0}
+        return {
+            "seed": self._options.get("seed", 0),
+            "rank": self._options["rank"],
+            "world_size": self._options["world_size"],
+            "epoch": epoch,
+            "position": 0,
+        }
 
     def _next_pass(self) -> tuple[dict | None, int]:
         """(the state the next pass starts from, the epoch it ends before)."""
@@ -73,8 +78,9 @@ class Dataset(torch.utils.data.IterableDataset):
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         if info is not None:
-            raise RuntimeError("mmfeed.torch.Dataset runs its own threads: use DataLoader(num_workers=0, "
-                               "batch_size=None)")
+            raise RuntimeError(
+                "mmfeed.torch.Dataset runs its own threads: use DataLoader(num_workers=0, batch_size=None)"
+            )
         start, self._end_epoch = self._next_pass()
         self.close()
         self._start = None

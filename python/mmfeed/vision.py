@@ -40,14 +40,39 @@ class ImageProcessor:
     bench/vision.py reports the error).
     """
 
-    def __init__(self, model: str = "qwen2-vl", min_pixels: int | None = None, max_pixels: int | None = None, *,
-                 patch_size: int | None = None, merge_size: int | None = None,
-                 image_mean: list[float] | None = None, image_std: list[float] | None = None,
-                 exif: bool = True, alpha: str = "drop", output: str = "float32", kernel: str = "auto",
-                 threads: int = 1, fast: bool = False):
+    def __init__(
+        self,
+        model: str = "qwen2-vl",
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        *,
+        patch_size: int | None = None,
+        merge_size: int | None = None,
+        image_mean: list[float] | None = None,
+        image_std: list[float] | None = None,
+        exif: bool = True,
+        alpha: str = "drop",
+        output: str = "float32",
+        kernel: str = "auto",
+        threads: int = 1,
+        fast: bool = False,
+    ):
         self.alpha = alpha
-        self._core = _mmfeed._ImageProcessor(model, min_pixels, max_pixels, patch_size, merge_size, image_mean,
-                                             image_std, exif, alpha, output, kernel, threads, fast)
+        self._core = _mmfeed._ImageProcessor(
+            model,
+            min_pixels,
+            max_pixels,
+            patch_size,
+            merge_size,
+            image_mean,
+            image_std,
+            exif,
+            alpha,
+            output,
+            kernel,
+            threads,
+            fast,
+        )
         _native.hold(self)
 
     def _release_native(self) -> None:
@@ -110,8 +135,10 @@ def _expand(rows, model: str, video: bool, dtype: str):
     expected = 3 * (temporal if video else 1) * patch * patch
     if width != expected:
         name = "pixel_values_videos" if video else "pixel_values"
-        raise ValueError(f"{name} has rows of {width} bytes, not the {expected} of {model}'s uint8 rows: is the batch "
-                         f"from a loader of pixels='uint8' with model={model!r}?")
+        raise ValueError(
+            f"{name} has rows of {width} bytes, not the {expected} of {model}'s uint8 rows: is the batch "
+            f"from a loader of pixels='uint8' with model={model!r}?"
+        )
     if isinstance(rows, np.ndarray):
         out = table[np.arange(3)[None, :, None], rows.reshape(n, 3, per_channel)]
         if not video:

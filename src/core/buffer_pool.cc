@@ -127,7 +127,8 @@ class PoolState {
       released_.notify_all();
       const bool outgrown = options_.uniform && capacity < uniform_;  // no request can use it
       std::size_t smaller = 0;
-      for (auto it = free_.begin(); it != free_.end() && it->first < capacity; ++it) smaller += it->first * it->second.size();
+      for (auto it = free_.begin(); it != free_.end() && it->first < capacity; ++it)
+        smaller += it->first * it->second.size();
       if (!outgrown && capacity <= options_.max_cached_bytes &&
           stats_.bytes_cached - smaller + capacity <= options_.max_cached_bytes) {
         while (stats_.bytes_cached + capacity > options_.max_cached_bytes) {
@@ -183,8 +184,8 @@ class PoolState {
 
   BufferPoolOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable released_;  // a live block came back
-  std::size_t live_ = 0;              // blocks taken and not given back
+  std::condition_variable released_;                     // a live block came back
+  std::size_t live_ = 0;                                 // blocks taken and not given back
   std::map<std::size_t, std::vector<std::byte*>> free_;  // capacity -> cached blocks
   BufferPoolStats stats_;
   std::size_t uniform_ = 0;  // with options_.uniform: every block's class now
@@ -223,8 +224,7 @@ void Buffer::reset() {
   capacity_ = 0;
 }
 
-BufferPool::BufferPool(BufferPoolOptions options)
-    : state_(std::make_shared<detail::PoolState>(std::move(options))) {}
+BufferPool::BufferPool(BufferPoolOptions options) : state_(std::make_shared<detail::PoolState>(std::move(options))) {}
 
 std::size_t BufferPool::size_class(std::size_t bytes) {
   if (bytes <= kMinClass) return kMinClass;

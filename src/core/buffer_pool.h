@@ -39,8 +39,8 @@ class Allocator {
 std::shared_ptr<Allocator> heap_allocator();
 
 struct BufferPoolOptions {
-  std::size_t alignment = 64;               // power of two
-  std::size_t max_cached_bytes = 256 << 20;  // released memory kept for reuse
+  std::size_t alignment = 64;                      // power of two
+  std::size_t max_cached_bytes = 256 << 20;        // released memory kept for reuse
   std::shared_ptr<Allocator> allocator = nullptr;  // null: heap_allocator()
   // Every block the size class of the largest request so far: any free block then serves any
   // request, so a pool whose requests vary stops allocating once the largest has come and as
@@ -90,8 +90,7 @@ class Buffer {
 
  private:
   friend class BufferPool;
-  Buffer(std::shared_ptr<detail::PoolState> pool, std::byte* data, std::size_t size,
-         std::size_t capacity)
+  Buffer(std::shared_ptr<detail::PoolState> pool, std::byte* data, std::size_t size, std::size_t capacity)
       : pool_(std::move(pool)), data_(data), size_(size), capacity_(capacity) {}
 
   std::shared_ptr<detail::PoolState> pool_;

@@ -16,7 +16,8 @@ std::optional<std::pair<long long, long long>> parse_cpu_max(std::string_view cp
   if (space == std::string_view::npos) return std::nullopt;
   const std::string_view quota_text = cpu_max.substr(0, space);
   std::string_view period_text = cpu_max.substr(space + 1);
-  while (!period_text.empty() && (period_text.back() == '\n' || period_text.back() == ' ')) period_text.remove_suffix(1);
+  while (!period_text.empty() && (period_text.back() == '\n' || period_text.back() == ' '))
+    period_text.remove_suffix(1);
   if (quota_text == "max") return std::nullopt;
   auto parse = [](std::string_view text, long long& out) {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);

@@ -21,8 +21,7 @@ std::string_view error_code_name(ErrorCode code) {
 }
 
 bool is_retryable(ErrorCode code) {
-  return code == ErrorCode::kTimeout || code == ErrorCode::kUnavailable ||
-         code == ErrorCode::kIoError;
+  return code == ErrorCode::kTimeout || code == ErrorCode::kUnavailable || code == ErrorCode::kIoError;
 }
 
 Error Error::with_context(std::string_view outer) && {
@@ -34,8 +33,6 @@ Error Error::with_context(std::string_view outer) && {
 
 Error Error::with_context(std::string_view outer) const& { return Error(*this).with_context(outer); }
 
-std::string Error::to_string() const {
-  return context_.empty() ? message_ : context_ + ": " + message_;
-}
+std::string Error::to_string() const { return context_.empty() ? message_ : context_ + ": " + message_; }
 
 }  // namespace mmfeed

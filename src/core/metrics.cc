@@ -15,9 +15,7 @@ void Gauge::set(std::int64_t v) {
   raise_max(v);
 }
 
-void Gauge::add(std::int64_t delta) {
-  raise_max(value_.fetch_add(delta, std::memory_order_relaxed) + delta);
-}
+void Gauge::add(std::int64_t delta) { raise_max(value_.fetch_add(delta, std::memory_order_relaxed) + delta); }
 
 void Gauge::raise_max(std::int64_t v) {
   std::int64_t seen = max_.load(std::memory_order_relaxed);
@@ -163,9 +161,8 @@ std::string MetricsRegistry::to_json() const {
     out += sep;
     append_json_string(out, name);
     out += ":{\"count\":" + std::to_string(h.count) + ",\"sum\":" + std::to_string(h.sum) +
-           ",\"min\":" + std::to_string(h.min) + ",\"max\":" + std::to_string(h.max) +
-           ",\"mean\":" + mean + ",\"p50\":" + std::to_string(h.percentile(0.5)) +
-           ",\"p90\":" + std::to_string(h.percentile(0.9)) +
+           ",\"min\":" + std::to_string(h.min) + ",\"max\":" + std::to_string(h.max) + ",\"mean\":" + mean +
+           ",\"p50\":" + std::to_string(h.percentile(0.5)) + ",\"p90\":" + std::to_string(h.percentile(0.9)) +
            ",\"p99\":" + std::to_string(h.percentile(0.99)) + "}";
     sep = ",";
   }
@@ -182,8 +179,7 @@ std::string MetricsRegistry::to_text() const {
   }
   for (const auto& [name, h] : s.histograms) {
     lines[name] = "count=" + std::to_string(h.count) + " min=" + std::to_string(h.min) +
-                  " p50=" + std::to_string(h.percentile(0.5)) +
-                  " p90=" + std::to_string(h.percentile(0.9)) +
+                  " p50=" + std::to_string(h.percentile(0.5)) + " p90=" + std::to_string(h.percentile(0.9)) +
                   " p99=" + std::to_string(h.percentile(0.99)) + " max=" + std::to_string(h.max);
   }
   std::string out;

@@ -50,8 +50,8 @@ inline std::string number_text(double x) {
 // characters, spaces, a '+', "inf", "nan", a value outside [lo, hi]) is kInvalidArgument naming
 // `what`, the range and the text.
 template <class T>
-  requires std::integral<T> || std::floating_point<T>
-Result<T> parse_number(std::string_view what, std::string_view text, T lo, T hi) {
+requires std::integral<T> || std::floating_point<T> Result<T> parse_number(std::string_view what, std::string_view text,
+                                                                           T lo, T hi) {
   T value{};
   const char* const last = text.data() + text.size();
   std::from_chars_result r{};
@@ -68,7 +68,8 @@ Result<T> parse_number(std::string_view what, std::string_view text, T lo, T hi)
     } else {
       range = "an integer in " + std::to_string(lo) + ".." + std::to_string(hi);
     }
-    return Error(ErrorCode::kInvalidArgument, std::string(what) + " takes " + range + ", not '" + std::string(text) + "'");
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string(what) + " takes " + range + ", not '" + std::string(text) + "'");
   }
   return value;
 }

@@ -54,7 +54,7 @@ class ScratchAllocator {
   }
   // Default-initialisation: resize() leaves trivial elements unwritten.
   template <class U>
-  void construct(U* p) noexcept(noexcept(::new(static_cast<void*>(p)) U)) {
+  void construct(U* p) noexcept(noexcept(::new (static_cast<void*>(p)) U)) {
     ::new (static_cast<void*>(p)) U;
   }
   template <class U, class... Args>

@@ -63,8 +63,7 @@ class ThreadPool {
     auto future = task->get_future();
     if (!submit([task] { (*task)(); })) {
       std::promise<R> rejected;
-      rejected.set_exception(std::make_exception_ptr(
-          std::runtime_error("thread pool '" + name_ + "' is shut down")));
+      rejected.set_exception(std::make_exception_ptr(std::runtime_error("thread pool '" + name_ + "' is shut down")));
       return rejected.get_future();
     }
     return future;

@@ -52,17 +52,16 @@ void TraceWriter::add(Event event) {
   events_.push_back(std::move(event));
 }
 
-void TraceWriter::complete(std::string_view name, std::string_view category, std::int64_t start_ns,
-                           std::int64_t end_ns, std::string_view detail) {
+void TraceWriter::complete(std::string_view name, std::string_view category, std::int64_t start_ns, std::int64_t end_ns,
+                           std::string_view detail) {
   if (!enabled_) return;
-  add(Event{'X', std::string(name), std::string(category), std::string(detail), start_ns,
-            end_ns - start_ns, 0.0, current_tid()});
+  add(Event{'X', std::string(name), std::string(category), std::string(detail), start_ns, end_ns - start_ns, 0.0,
+            current_tid()});
 }
 
 void TraceWriter::instant(std::string_view name, std::string_view category, std::string_view detail) {
   if (!enabled_) return;
-  add(Event{'i', std::string(name), std::string(category), std::string(detail), now_ns(), 0, 0.0,
-            current_tid()});
+  add(Event{'i', std::string(name), std::string(category), std::string(detail), now_ns(), 0, 0.0, current_tid()});
 }
 
 void TraceWriter::counter(std::string_view name, double value) {
@@ -82,8 +81,8 @@ std::string TraceWriter::to_json() const {
   const char* sep = "";
   for (const auto& [tid, name] : threads_) {
     out += sep;
-    out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" +
-           std::to_string(tid) + ",\"args\":{\"name\":";
+    out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(tid) +
+           ",\"args\":{\"name\":";
     append_json_string(out, name);
     out += "}}";
     sep = ",";
@@ -104,9 +103,7 @@ std::string TraceWriter::to_json() const {
         out += ",\"dur\":";
         append_micros(out, e.dur_ns);
         break;
-      case 'i':
-        out += ",\"s\":\"t\"";
-        break;
+      case 'i': out += ",\"s\":\"t\""; break;
       case 'C': {
         char value[40];
         std::snprintf(value, sizeof value, "%.17g", e.value);

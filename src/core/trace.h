@@ -47,8 +47,8 @@ class TraceWriter {
 
   // A finished span of work on the calling thread. `detail` (a URI, a sample id) goes into
   // the event's args. Times are now_ns() values.
-  void complete(std::string_view name, std::string_view category, std::int64_t start_ns,
-                std::int64_t end_ns, std::string_view detail = {});
+  void complete(std::string_view name, std::string_view category, std::int64_t start_ns, std::int64_t end_ns,
+                std::string_view detail = {});
   // A point in time on the calling thread.
   void instant(std::string_view name, std::string_view category, std::string_view detail = {});
   // A sample of a named counter track, at now.
@@ -89,8 +89,7 @@ class TraceWriter {
 // it a no-op.
 class TraceSpan {
  public:
-  TraceSpan(TraceWriter* writer, std::string_view name, std::string_view category,
-            std::string_view detail = {})
+  TraceSpan(TraceWriter* writer, std::string_view name, std::string_view category, std::string_view detail = {})
       : writer_(writer != nullptr && writer->enabled() ? writer : nullptr),
         name_(name),
         category_(category),

@@ -55,7 +55,8 @@ Result<std::string> gunzip(std::span<const std::byte> in, std::size_t limit, con
     rc = inflate(&z, Z_NO_FLUSH);
     if (rc != Z_OK && rc != Z_STREAM_END) {
       inflateEnd(&z);
-      return Error(ErrorCode::kCorruptData, std::string("gzip data is corrupt: ") + (z.msg ? z.msg : "inflate failed"), where);
+      return Error(ErrorCode::kCorruptData, std::string("gzip data is corrupt: ") + (z.msg ? z.msg : "inflate failed"),
+                   where);
     }
     const std::size_t produced = sizeof chunk - z.avail_out;
     if (out.size() + produced > limit) {
@@ -98,7 +99,8 @@ Result<std::string> unzstd(std::span<const std::byte> in, std::size_t limit, con
 }
 
 // A JSONL manifest's non-blank lines.
-Status index_lines(std::string_view text, std::uint32_t manifest, const std::string& name, std::vector<ManifestLine>& out) {
+Status index_lines(std::string_view text, std::uint32_t manifest, const std::string& name,
+                   std::vector<ManifestLine>& out) {
   std::uint64_t number = 0;
   std::size_t at = 0;
   while (at < text.size()) {
@@ -126,7 +128,8 @@ Status index_lines(std::string_view text, std::uint32_t manifest, const std::str
 Status index_array(std::string_view text, std::size_t open, std::uint32_t manifest, const std::string& name,
                    std::vector<ManifestLine>& out) {
   auto refuse = [&](const std::string& what, std::size_t at) {
-    return Error(ErrorCode::kCorruptData, "not a JSON array of samples: " + what + " at byte " + std::to_string(at), name);
+    return Error(ErrorCode::kCorruptData, "not a JSON array of samples: " + what + " at byte " + std::to_string(at),
+                 name);
   };
   auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
   std::uint64_t number = 0;
@@ -141,8 +144,10 @@ Status index_array(std::string_view text, std::size_t open, std::uint32_t manife
     for (; at < text.size(); ++at) {
       const char ch = text[at];
       if (in_string) {
-        if (ch == '\\') ++at;
-        else if (ch == '"') in_string = false;
+        if (ch == '\\')
+          ++at;
+        else if (ch == '"')
+          in_string = false;
       } else if (ch == '"') {
         in_string = true;
       } else if (ch == '{' || ch == '[') {
@@ -150,9 +155,8 @@ Status index_array(std::string_view text, std::size_t open, std::uint32_t manife
       } else if (ch == '}' || ch == ']') {
         if (closers.empty()) break;
         if (closers.back() != ch) {
-          return refuse(std::string("'") + ch + "' where '" + closers.back() + "' closes element " +
-                            std::to_string(number),
-                        at);
+          return refuse(
+              std::string("'") + ch + "' where '" + closers.back() + "' closes element " + std::to_string(number), at);
         }
         closers.pop_back();
       } else if (ch == ',' && closers.empty()) {
@@ -197,7 +201,8 @@ Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLi
 // Reads manifests from files, S3 or HTTP(S), gzip- or zstd-compressed or plain (by their magic
 // bytes), each at most max_manifest_bytes fetched and decompressed, and indexes their lines.
 // Relative image references resolve against the manifest's directory (or URI prefix).
-Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit, const storage::S3Options& s3) {
+Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit,
+                                 const storage::S3Options& s3) {
   Manifests out;
   storage::FetchOptions options;
   options.part_size = 0;
@@ -206,9 +211,10 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   for (const std::string& path : paths) {
     if (is_shard_source(path) || is_energon_dataset(path) || is_parquet_source(path)) {
       const auto index = static_cast<std::uint32_t>(out.files.size());
-      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path)     ? read_shards(path, limit, s3, index, out.lines)
-                                          : is_parquet_source(path) ? read_parquet(path, limit, s3, index, out.lines)
-                                                                    : read_energon_dataset(path, limit, s3, index, out.lines));
+      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path) ? read_shards(path, limit, s3, index, out.lines)
+                                          : is_parquet_source(path)
+                                              ? read_parquet(path, limit, s3, index, out.lines)
+                                              : read_energon_dataset(path, limit, s3, index, out.lines));
       m.base_dir = base_dir_of(m.shards.front().uri);
       out.files.push_back(std::move(m));
       continue;
@@ -249,7 +255,6 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   return out;
 }
 
-
 Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
                                        bool allow_local_from_remote) {
   std::vector<MediaRef> out;
@@ -263,8 +268,8 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::ve
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type : {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo}) {
       for (const std::string& ref : c->media(type)) {
-        auto source = resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest),
-                                    allow_local_from_remote);
+        auto source =
+            resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest), allow_local_from_remote);
         if (!source.ok()) return std::move(source).error().with_context(where + " (sample " + id + ")");
         out.push_back({std::move(source).value(), id});
       }

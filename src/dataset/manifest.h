@@ -30,7 +30,7 @@ inline constexpr std::size_t kDefaultMaxManifestBytes = std::size_t{4} << 30;
 
 // A member of a tar shard (shards.h): its suffix after the sample's key and its bytes.
 struct ShardMember {
-  std::string suffix;       // "0.jpg" of "key.0.jpg"
+  std::string suffix;        // "0.jpg" of "key.0.jpg"
   std::uint64_t offset = 0;  // of its data in the shard
   std::uint64_t size = 0;
 };
@@ -78,13 +78,13 @@ struct Manifest {
   std::string name;      // as given, credentials redacted: messages, traces and the resume state show it
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;
-  std::uint32_t crc32 = 0;  // of text (and, for shards, the members' names and places): the fingerprint's
-  bool array = false;       // one JSON array (its first non-blank byte is '['), not JSONL
-  bool remote = false;      // fetched from s3:// or http(s)://: its origin wrote the references
+  std::uint32_t crc32 = 0;    // of text (and, for shards, the members' names and places): the fingerprint's
+  bool array = false;         // one JSON array (its first non-blank byte is '['), not JSONL
+  bool remote = false;        // fetched from s3:// or http(s)://: its origin wrote the references
   std::vector<Shard> shards;  // tar shards; empty for a JSONL or JSON array manifest
   std::vector<ShardMember> members;
   std::vector<ShardSample> samples;  // by ManifestLine::number
-  bool parquet = false;  // rows of Parquet files: members are cells (below), other references paths
+  bool parquet = false;              // rows of Parquet files: members are cells (below), other references paths
   std::vector<std::shared_ptr<const ParquetChunk>> chunks;
   std::vector<CellPlace> cells;  // by member
 };
@@ -151,7 +151,7 @@ Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifes
 struct MediaSource {
   storage::ObjectUri uri;
   std::optional<storage::ByteRange> range;
-  std::string member;  // the shard member's name; empty: the whole object
+  std::string member;                       // the shard member's name; empty: the whole object
   std::shared_ptr<const ParquetCell> cell;  // a Parquet image: `range` holds its page, decoded by parquet_value()
 
   // "s3://b/a.jpg", or "s3://b/shard-0.tar[a1.0.jpg]".

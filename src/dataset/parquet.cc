@@ -119,7 +119,8 @@ Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_file(const storage::Ob
     if (!file.ok()) return Error(ErrorCode::kNotFound, file.status().message(), name);
     return std::shared_ptr<arrow::io::RandomAccessFile>(*file);
   }
-  if (!fetcher.submit({uri, 0, storage::ByteRange{0, 4}})) return Error(ErrorCode::kCancelled, "the fetcher closed", name);
+  if (!fetcher.submit({uri, 0, storage::ByteRange{0, 4}}))
+    return Error(ErrorCode::kCancelled, "the fetcher closed", name);
   auto r = fetcher.next();
   if (!r) return Error(ErrorCode::kCancelled, "the fetcher closed", name);
   if (!r->data.ok()) return std::move(r->data).error();
@@ -184,7 +185,8 @@ void append_value(std::string& out, const arrow::Array& a, std::int64_t i) {
     case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
     case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
     case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
-    case arrow::Type::STRING: return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::STRING:
+      return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
     case arrow::Type::LARGE_STRING:
       return core::append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
     case arrow::Type::STRING_VIEW:
@@ -302,8 +304,10 @@ Result<ChunkPages> pages_of(parquet::ParquetFileReader& file, const parquet::Col
     if (!chunk.encoding_stats().empty()) {
       out.dictionary_pages = 0;
       for (const parquet::PageEncodingStats& s : chunk.encoding_stats()) {
-        const bool data_page = s.page_type == parquet::PageType::DATA_PAGE || s.page_type == parquet::PageType::DATA_PAGE_V2;
-        if (data_page && (s.encoding == parquet::Encoding::PLAIN_DICTIONARY || s.encoding == parquet::Encoding::RLE_DICTIONARY)) {
+        const bool data_page =
+            s.page_type == parquet::PageType::DATA_PAGE || s.page_type == parquet::PageType::DATA_PAGE_V2;
+        if (data_page &&
+            (s.encoding == parquet::Encoding::PLAIN_DICTIONARY || s.encoding == parquet::Encoding::RLE_DICTIONARY)) {
           out.dictionary_pages += static_cast<std::size_t>(s.count);
         }
       }
@@ -364,12 +368,15 @@ class ParquetReader {
     // The columns read at open are bounded before they are read.
     for (int g = 0; g < meta->num_row_groups(); ++g) {
       const auto rg = meta->RowGroup(g);
-      for (int c : leaves) read_bytes_ += static_cast<std::uint64_t>(std::max<std::int64_t>(0, rg->ColumnChunk(c)->total_uncompressed_size()));
+      for (int c : leaves)
+        read_bytes_ +=
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, rg->ColumnChunk(c)->total_uncompressed_size()));
     }
     if (read_bytes_ > limit_) {
       return Error(ErrorCode::kResourceExhausted,
                    "its columns other than the images' bytes hold " + std::to_string(read_bytes_) +
-                       " bytes, more than max_manifest_bytes (" + std::to_string(limit_) + "); split it, or raise the limit",
+                       " bytes, more than max_manifest_bytes (" + std::to_string(limit_) +
+                       "); split it, or raise the limit",
                    name);
     }
     std::uint64_t file_row = 0;
@@ -415,7 +422,8 @@ class ParquetReader {
   Status check_footer(arrow::io::RandomAccessFile& file, const std::string& name) const {
     auto size = file.GetSize();
     if (!size.ok()) return arrow_error(size.status(), name);
-    if (*size < 12) return Error(ErrorCode::kCorruptData, "not a Parquet file (" + std::to_string(*size) + " bytes)", name);
+    if (*size < 12)
+      return Error(ErrorCode::kCorruptData, "not a Parquet file (" + std::to_string(*size) + " bytes)", name);
     auto tail = file.ReadAt(*size - 8, 8);
     if (!tail.ok()) return arrow_error(tail.status(), name);
     const std::uint8_t* t = (*tail)->data();
@@ -436,7 +444,8 @@ class ParquetReader {
   // Row `row` (of its row group; `file_row` of its file) as one JSON line, its cells as members.
   Status write_row(std::uint32_t file, std::uint64_t file_row, std::uint64_t row, const arrow::Table& table,
                    const std::vector<Column>& columns, const std::vector<std::optional<ChunkPages>>& pages,
-                   const std::vector<std::uint32_t>& chunk_ids, const std::vector<bool>& embedded, const std::string& name) {
+                   const std::vector<std::uint32_t>& chunk_ids, const std::vector<bool>& embedded,
+                   const std::string& name) {
     std::string& out = m_.text;
     const std::size_t start = out.size();
     ShardSample sample{std::to_string(file_row), file, 0, m_.members.size(), std::nullopt};
@@ -464,10 +473,13 @@ class ParquetReader {
       std::int64_t begin = r, count = a.IsNull(r) ? 0 : 1;
       const arrow::Array* structs = &a;
       if (col.image == ImageColumn::kList) {
-        if (!a.IsNull(r)) begin = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_offset(r)
-                                                                    : static_cast<const arrow::LargeListArray&>(a).value_offset(r);
-        count = a.IsNull(r) ? 0 : (a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_length(r)
-                                                                    : static_cast<const arrow::LargeListArray&>(a).value_length(r));
+        if (!a.IsNull(r))
+          begin = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_offset(r)
+                                                   : static_cast<const arrow::LargeListArray&>(a).value_offset(r);
+        count = a.IsNull(r)
+                    ? 0
+                    : (a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_length(r)
+                                                        : static_cast<const arrow::LargeListArray&>(a).value_length(r));
         structs = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).values().get()
                                                    : static_cast<const arrow::LargeListArray&>(a).values().get();
       }
@@ -594,7 +606,8 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t limit, cons
     Status started = ok_status();
     for (std::size_t k = 0; k < count; ++k) {
       try {
-        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::cref(s3), manifest, std::ref(parts[k]));
+        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::cref(s3), manifest,
+                             std::ref(parts[k]));
       } catch (const std::system_error& e) {
         started = Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what(), m.name);
         break;
@@ -670,7 +683,8 @@ Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<cons
     }
     return Error(ErrorCode::kCorruptData,
                  "its pages hold no element " + std::to_string(cell.element) + " of the row (" +
-                     std::to_string(started ? record + 1 : 0) + " rows from row " + std::to_string(cell.first_row) + ")",
+                     std::to_string(started ? record + 1 : 0) + " rows from row " + std::to_string(cell.first_row) +
+                     ")",
                  where);
   } catch (const std::exception& e) {
     return Error(ErrorCode::kCorruptData, e.what(), where);

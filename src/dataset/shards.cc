@@ -62,7 +62,8 @@ Status apply_pax(std::string_view records, std::optional<std::string>& path, std
     const std::string_view record = records.substr(0, length);
     records.remove_prefix(length);
     const std::size_t space = record.find(' '), equals = record.find('=');
-    if (space == std::string_view::npos || equals == std::string_view::npos || equals < space || !record.ends_with('\n')) {
+    if (space == std::string_view::npos || equals == std::string_view::npos || equals < space ||
+        !record.ends_with('\n')) {
       return Error(ErrorCode::kCorruptData, "a malformed PAX record");
     }
     const std::string_view key = record.substr(space + 1, equals - space - 1);
@@ -72,7 +73,8 @@ Status apply_pax(std::string_view records, std::optional<std::string>& path, std
     } else if (key == "size") {
       std::uint64_t v = 0;
       const auto [e, c] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (c != std::errc() || e != value.data() + value.size()) return Error(ErrorCode::kCorruptData, "a malformed PAX size");
+      if (c != std::errc() || e != value.data() + value.size())
+        return Error(ErrorCode::kCorruptData, "a malformed PAX size");
       size = v;
     }
   }
@@ -163,8 +165,8 @@ class ShardScan {
       last_end_ = data_at + h.size;
     }
     if (at_shard_end && pos_ < end) {  // fewer than 512 bytes left: a header cut short
-      return unreadable(Error(ErrorCode::kCorruptData, "the shard ends " + std::to_string(end - pos_) +
-                                                           " bytes into a tar header"));
+      return unreadable(
+          Error(ErrorCode::kCorruptData, "the shard ends " + std::to_string(end - pos_) + " bytes into a tar header"));
     }
   }
 
@@ -179,10 +181,10 @@ class ShardScan {
       }
       const std::string_view text = p.error ? std::string_view() : std::string_view(*p.json);
       if (m.text.size() + text.size() + 1 > limit_) {
-        return Error(ErrorCode::kResourceExhausted,
-                     "the shards' .json members come to more than max_manifest_bytes (" + std::to_string(limit_) +
-                         " bytes)",
-                     shard_.name);
+        return Error(
+            ErrorCode::kResourceExhausted,
+            "the shards' .json members come to more than max_manifest_bytes (" + std::to_string(limit_) + " bytes)",
+            shard_.name);
       }
       lines.push_back({m.text.size(), static_cast<std::uint32_t>(text.size()), manifest, m.samples.size()});
       m.text += text;
@@ -226,10 +228,9 @@ class ShardScan {
     if (pending_.empty() || pending_.back().key != key) {
       pending_.push_back({std::string(key), {}, std::nullopt, std::nullopt});
       if (!keys_.insert(pending_.back().key).second) {
-        pending_.back().error = sample_error(ErrorCode::kCorruptData,
-                                             "the sample's members are not consecutive: " + h.name + " follows " +
-                                                 "another sample's",
-                                             data_at - kBlock);
+        pending_.back().error = sample_error(
+            ErrorCode::kCorruptData,
+            "the sample's members are not consecutive: " + h.name + " follows " + "another sample's", data_at - kBlock);
       }
     }
     Pending& p = pending_.back();
@@ -284,7 +285,7 @@ class ShardScan {
   bool done_ = false;
   std::optional<std::string> long_name_;  // from a GNU 'L' or PAX header, for the next member
   std::optional<std::uint64_t> pax_size_;
-  std::vector<Pending> pending_;  // the samples so far, in order
+  std::vector<Pending> pending_;          // the samples so far, in order
   std::unordered_set<std::string> keys_;  // theirs
 };
 
@@ -302,14 +303,17 @@ Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
     const std::size_t open = pattern.find('{', at);
     const std::size_t stray = pattern.find('}', at);
     if (stray < open) {
-      return Error(ErrorCode::kInvalidArgument, "a '}' without its '{' at byte " + std::to_string(stray), std::string(pattern));
+      return Error(ErrorCode::kInvalidArgument, "a '}' without its '{' at byte " + std::to_string(stray),
+                   std::string(pattern));
     }
-    const std::string_view plain = pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at);
+    const std::string_view plain =
+        pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at);
     for (std::string& s : out) s += plain;
     if (open == std::string_view::npos) break;
     const std::size_t close = pattern.find('}', open);
     if (close == std::string_view::npos) {
-      return Error(ErrorCode::kInvalidArgument, "a '{' not closed at byte " + std::to_string(open), std::string(pattern));
+      return Error(ErrorCode::kInvalidArgument, "a '{' not closed at byte " + std::to_string(open),
+                   std::string(pattern));
     }
     const std::string_view group = pattern.substr(open + 1, close - open - 1);
     if (group.find('{') != std::string_view::npos) {
@@ -327,12 +331,14 @@ Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
                      std::string(pattern));
       }
       if (hi < lo) {
-        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} descends", std::string(pattern));
+        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} descends",
+                     std::string(pattern));
       }
       if (hi - lo >= kMaxShardsPerSource) {
-        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} names more than " +
-                                                      std::to_string(kMaxShardsPerSource) + " shards",
-                     std::string(pattern));
+        return Error(
+            ErrorCode::kInvalidArgument,
+            "the range {" + std::string(group) + "} names more than " + std::to_string(kMaxShardsPerSource) + " shards",
+            std::string(pattern));
       }
       const bool pad = (a.size() > 1 && a[0] == '0') || (b.size() > 1 && b[0] == '0');
       const std::size_t width = pad ? std::max(a.size(), b.size()) : 0;
@@ -351,8 +357,8 @@ Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
       }
     }
     if (out.size() * items.size() > kMaxShardsPerSource) {
-      return Error(ErrorCode::kInvalidArgument, "the pattern names more than " + std::to_string(kMaxShardsPerSource) +
-                                                    " shards",
+      return Error(ErrorCode::kInvalidArgument,
+                   "the pattern names more than " + std::to_string(kMaxShardsPerSource) + " shards",
                    std::string(pattern));
     }
     std::vector<std::string> next;
@@ -413,7 +419,8 @@ namespace {
 // ("shard.tar/key", by the shard's name as written in `names`) left out.
 Result<Manifest> read_shard_list(const std::string& source, const std::vector<std::string>& names,
                                  const std::unordered_set<std::string>& excluded, std::size_t limit,
-                                 const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+                                 const storage::S3Options& s3, std::uint32_t manifest,
+                                 std::vector<ManifestLine>& lines) {
   Manifest m;
   m.name = storage::redact_uri(source);
   std::vector<ShardScan> scans;
@@ -543,7 +550,8 @@ Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit,
       relative.push_back(std::move(name));
     }
   }
-  if (names.empty()) return Error(ErrorCode::kInvalidArgument, "its train split names no shard", storage::redact_uri(split_file));
+  if (names.empty())
+    return Error(ErrorCode::kInvalidArgument, "its train split names no shard", storage::redact_uri(split_file));
   std::unordered_set<std::string> excluded;  // as read_shard_list names them: by the shard's full name
   for (const std::string& e : excluded_samples) {
     if (e.find(".tar/") != std::string::npos) excluded.insert(root + "/" + e);

@@ -11,8 +11,8 @@ namespace mmfeed::device {
 
 namespace {
 
-constexpr unsigned kHostAllocPortable = 1;  // cudaHostAllocPortable: pinned for every context
-constexpr unsigned kStreamNonBlocking = 1;  // cudaStreamNonBlocking: no implicit sync with stream 0
+constexpr unsigned kHostAllocPortable = 1;   // cudaHostAllocPortable: pinned for every context
+constexpr unsigned kStreamNonBlocking = 1;   // cudaStreamNonBlocking: no implicit sync with stream 0
 constexpr unsigned kEventDisableTiming = 2;  // cudaEventDisableTiming: the lightest event
 constexpr int kMemcpyHostToDevice = 1;
 constexpr int kMemoryTypeHost = 1;  // cudaPointerAttributes::type of page-locked host memory
@@ -206,8 +206,8 @@ int choose_pin_device(int requested, const char* local_rank, int device_count) {
   if (local_rank != nullptr) {
     int rank = -1;
     const char* end = local_rank + std::strlen(local_rank);
-    if (auto [ptr, ec] = std::from_chars(local_rank, end, rank); ec == std::errc() && ptr == end && rank >= 0 &&
-                                                                  rank < device_count) {
+    if (auto [ptr, ec] = std::from_chars(local_rank, end, rank);
+        ec == std::errc() && ptr == end && rank >= 0 && rank < device_count) {
       return rank;
     }
   }

@@ -59,7 +59,7 @@ class CudaRuntime {
   void device_free(void* p) const;
   int stream_create(void** stream) const;  // a non-blocking stream on the current device
   void stream_destroy(void* stream) const;
-  int event_create(void** event) const;    // without timing
+  int event_create(void** event) const;  // without timing
   void event_destroy(void* event) const;
   int event_record(void* event, void* stream) const;
   int event_synchronize(void* event) const;
@@ -76,7 +76,7 @@ class CudaRuntime {
 
  private:
   CudaRuntime();
-  void clear_error() const;  // cudaGetLastError: resets the calling thread's last error
+  void clear_error() const;       // cudaGetLastError: resets the calling thread's last error
   int checked(int status) const;  // clear_error() when status != 0
   static void guard_exit();       // registers the exit handler (see the top of this file)
 

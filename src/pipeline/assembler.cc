@@ -81,19 +81,18 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const std::int64_t mrope_rows = layout.mrope ? 3 : 0;
   const std::int64_t text_rows = packed && (hf || !layout.mrope) ? 1 : 0;
   const std::int64_t position_rows = text_rows + mrope_rows;
-  const int positions_at = position_rows == 0 ? -1
+  const int positions_at = position_rows == 0   ? -1
                            : position_rows == 1 ? add("position_ids", Tensor::DType::kInt64, {B, T})
                                                 : add("position_ids", Tensor::DType::kInt64, {position_rows, B, T});
-  const int cu_at = hf ? add("cu_seq_lens_q", Tensor::DType::kInt32, {segments + 1})
+  const int cu_at = hf    ? add("cu_seq_lens_q", Tensor::DType::kInt32, {segments + 1})
                     : thd ? add("cu_seqlens", Tensor::DType::kInt32, {n + 1})
                           : -1;
-  const int cu2_at = hf ? add("cu_seq_lens_k", Tensor::DType::kInt32, {segments + 1})
+  const int cu2_at = hf    ? add("cu_seq_lens_k", Tensor::DType::kInt32, {segments + 1})
                      : thd ? add("cu_seqlens_padded", Tensor::DType::kInt32, {n + 1})
                            : -1;
   const auto v = static_cast<std::int64_t>(video_count);
   const int video_pixels_at =
-      v > 0 ? add("pixel_values_videos", video_pixel_type, {static_cast<std::int64_t>(video_rows), video_width})
-            : -1;
+      v > 0 ? add("pixel_values_videos", video_pixel_type, {static_cast<std::int64_t>(video_rows), video_width}) : -1;
   const int video_grids_at = v > 0 ? add("video_grid_thw", Tensor::DType::kInt64, {v, 3}) : -1;
   const int seconds_at = seconds ? add("second_per_grid_ts", Tensor::DType::kFloat32, {v}) : -1;
   auto buffer = std::make_shared<core::Buffer>(pool.acquire(offset));
@@ -111,7 +110,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   std::byte *pixels = at(pixels_at), *video_pixels = at(video_pixels_at);
   float* second_per_grid = float_at(seconds_at);
   const auto plane = static_cast<std::size_t>(B * T);  // one row of position_ids
-  std::size_t cursor = 0;  // packed: where the next sample starts
+  std::size_t cursor = 0;                              // packed: where the next sample starts
   if (cu) cu[0] = cu2[0] = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Work& w = *samples[i];

@@ -35,7 +35,7 @@
 namespace mmfeed::pipeline {
 
 struct BatchLayout {
-  bool packed = false;                 // one row of the samples end to end
+  bool packed = false;  // one row of the samples end to end
   PackedFormat format = PackedFormat::kHf;
   std::size_t pad_to_multiple_of = 0;  // > 1: lengths (thd: each sample's) rounded up to a multiple
   bool mrope = false;                  // position_ids from the samples' mrope ids
@@ -43,13 +43,12 @@ struct BatchLayout {
   std::int64_t image_pad_id = -1, video_pad_id = -1;  // the tokens mm_token_type_ids marks
 };
 
-
 // One image's rows of pixel_values, or one video's of pixel_values_videos: where they come from
 // (owned by its sample, which must outlive the job) and where they go in the batch buffer.
 struct PixelJob {
   const vision::Resized* image = nullptr;
   const vision::ResizedVideo* video = nullptr;  // when `image` is null
-  std::byte* dest = nullptr;  // rows of the processors' output type
+  std::byte* dest = nullptr;                    // rows of the processors' output type
 };
 
 // A batch whose pixel_values are still to be written, by the jobs.

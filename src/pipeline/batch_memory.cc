@@ -22,8 +22,10 @@ BatchMemory::BatchMemory(const LoaderConfig& config)
       pin_device_(device::choose_pin_device(config.pin_device, std::getenv("LOCAL_RANK"),
                                             device::CudaRuntime::get().device_count())),
       allocator_(allocator_for(config, pin_device_)),
-      pool_(core::BufferPoolOptions{
-          .alignment = 64, .max_cached_bytes = config.max_buffered_bytes / 2, .allocator = allocator_, .uniform = true}) {}
+      pool_(core::BufferPoolOptions{.alignment = 64,
+                                    .max_cached_bytes = config.max_buffered_bytes / 2,
+                                    .allocator = allocator_,
+                                    .uniform = true}) {}
 
 std::string BatchMemory::describe() const {
   if (!pin_memory_) return "pageable (pin_memory off)";
@@ -41,8 +43,8 @@ std::string BatchMemory::to_json() const {
   std::string json = "\"batch_memory\":";
   core::append_json_string(json, describe());
   const core::BufferPoolStats p = pool_.stats();
-  json += ",\"batch_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" +
-          std::to_string(p.reuses) + ",\"allocations\":" + std::to_string(p.allocations) +
+  json += ",\"batch_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" + std::to_string(p.reuses) +
+          ",\"allocations\":" + std::to_string(p.allocations) +
           ",\"peak_bytes_in_use\":" + std::to_string(p.peak_bytes_in_use) +
           ",\"bytes_cached\":" + std::to_string(p.bytes_cached) + "}";
   return json;

@@ -1,6 +1,7 @@
 #include "mmfeed/build_info.h"
 
 #include <curl/curl.h>
+#include <expat.h>
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 #include <jconfig.h>
@@ -9,7 +10,6 @@
 #include <spng.h>
 #include <utf8proc.h>
 #include <webp/decode.h>
-#include <expat.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -64,8 +64,10 @@ std::vector<LibraryInfo> linked_libraries() {
   libs.push_back({"libspng", spng_version_string(), "PNG decode"});
   const int webp = WebPGetDecoderVersion();
   libs.push_back({"libwebp", dotted(webp >> 16 & 0xff, webp >> 8 & 0xff, webp & 0xff), "WebP decode"});
-  libs.push_back({"simdjson", dotted(simdjson::SIMDJSON_VERSION_MAJOR, simdjson::SIMDJSON_VERSION_MINOR, simdjson::SIMDJSON_VERSION_REVISION),
-                  "implementation " + std::string(simdjson::get_active_implementation()->name())});
+  libs.push_back(
+      {"simdjson",
+       dotted(simdjson::SIMDJSON_VERSION_MAJOR, simdjson::SIMDJSON_VERSION_MINOR, simdjson::SIMDJSON_VERSION_REVISION),
+       "implementation " + std::string(simdjson::get_active_implementation()->name())});
   const std::string pcre2 = pcre2_version_and_jit();
   libs.push_back({"PCRE2", pcre2.substr(0, pcre2.find('|')), pcre2.substr(pcre2.find('|') + 1)});
   libs.push_back({"utf8proc", utf8proc_version(), "NFC normalisation"});

@@ -28,8 +28,9 @@ ConcurrentDriver::ConcurrentDriver(Stages stages)
 
 void ConcurrentDriver::start() {
   // The pool's queue holds the widest window the depth and its allowance may grow to.
-  const std::size_t widest = sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches()) +
-                             depth_.most_extra_samples();
+  const std::size_t widest =
+      sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches()) +
+      depth_.most_extra_samples();
   cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
                                             widest + 16);
   reader_ = std::thread([this] { run_reader(); });
@@ -217,7 +218,8 @@ void ConcurrentDriver::run_batcher() {
       std::unique_lock lock(ready_mu_);
       ready_cv_.wait(lock, [&] {
         return stop_.load() || next_ready() != ready_.end() ||
-               (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) || (reader_done_ && !epoch_sizes_.count(epoch));
+               (epoch_sizes_.count(epoch) && seq >= epoch_sizes_[epoch]) ||
+               (reader_done_ && !epoch_sizes_.count(epoch));
       });
       if (stop_.load()) break;
       if (auto it = next_ready(); it != ready_.end()) {
@@ -273,8 +275,7 @@ void ConcurrentDriver::depth_changed() {
   if (s_.trace != nullptr) s_.trace->counter("prefetch depth", static_cast<double>(depth_.batches()));
 }
 
-Result<std::optional<Batch>> ConcurrentDriver::next(std::optional<std::chrono::milliseconds> timeout,
-                                                    bool* timed_out) {
+Result<std::optional<Batch>> ConcurrentDriver::next(std::optional<std::chrono::milliseconds> timeout, bool* timed_out) {
   if (taken_ > 0 && !out_.closed()) {
     if (const std::size_t ready = out_.size(); ready == 0) {
       trainer_waits();

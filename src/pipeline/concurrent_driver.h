@@ -60,12 +60,12 @@ class ConcurrentDriver final : public Driver {
 
   MemoryBudget& memory_;
   std::atomic<bool> stop_{false};
-  PrefetchDepth depth_;                // the trainer's
-  std::uint64_t taken_ = 0;            // batches the trainer took; the trainer's
+  PrefetchDepth depth_;      // the trainer's
+  std::uint64_t taken_ = 0;  // batches the trainer took; the trainer's
   // The trainer keeps the batches it took (a wait for its previous one ran out): not waited for again.
   bool trainer_keeps_batches_ = false;  // the batcher's
   std::uint64_t seen_queue_waits_ = 0;  // the batcher's waits on a full queue at the last trainer wait
-  core::BoundedQueue<Batch> out_;  // the prefetch queue
+  core::BoundedQueue<Batch> out_;       // the prefetch queue
   std::unique_ptr<core::ThreadPool> cpu_;
   std::thread reader_, collector_, batcher_;
   core::Gauge& buffered_gauge_;
@@ -76,15 +76,15 @@ class ConcurrentDriver final : public Driver {
   std::mutex fail_mu_;
   std::optional<Error> failure_;  // guarded by fail_mu_
 
-  std::mutex pending_mu_;  // reader and collector
+  std::mutex pending_mu_;                                           // reader and collector
   std::map<std::uint64_t, std::pair<Work*, std::size_t>> pending_;  // fetch tag -> (sample, image)
   std::map<Work*, std::unique_ptr<Work>> owned_;                    // samples being fetched
-  std::mutex fetched_mu_;  // collector and workers
-  std::map<std::uint64_t, std::unique_ptr<Work>> fetched_;  // fetched, waiting for a CPU worker
-  std::mutex ready_mu_;    // workers, reader and batcher
+  std::mutex fetched_mu_;                                           // collector and workers
+  std::map<std::uint64_t, std::unique_ptr<Work>> fetched_;          // fetched, waiting for a CPU worker
+  std::mutex ready_mu_;                                             // workers, reader and batcher
   std::condition_variable ready_cv_;
   std::map<std::uint64_t, std::unique_ptr<Work>> ready_;  // processed, waiting for the batcher
-  std::map<int, std::uint64_t> epoch_sizes_;               // set by the reader as it starts an epoch
+  std::map<int, std::uint64_t> epoch_sizes_;              // set by the reader as it starts an epoch
   bool reader_done_ = false;
 };
 

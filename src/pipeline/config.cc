@@ -48,8 +48,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
   if (!config.weights.empty() && !config.source_repeats.empty()) {
     return config_error("source_repeats", "and weights both blend the manifests: give one of them");
   }
-  for (const auto& [field, values] : {std::pair{"weights", &config.weights},
-                                      std::pair{"source_repeats", &config.source_repeats}}) {
+  for (const auto& [field, values] :
+       {std::pair{"weights", &config.weights}, std::pair{"source_repeats", &config.source_repeats}}) {
     if (values->empty()) continue;
     if (values->size() != config.manifests.size()) {
       return config_error(field, "names " + std::to_string(values->size()) + " values for " +
@@ -79,13 +79,15 @@ Result<Settings> check_config(const LoaderConfig& config) {
   // transformers reads a packed row's samples apart only from position_ids [4, 1, T]: the text
   // row and the three mrope rows.
   if (config.token_budget > 0 && config.packed_format == PackedFormat::kHf && !config.mrope) {
-    return config_error("mrope", "packed_format hf needs the mrope positions (transformers keeps the samples of a "
-                                 "packed row apart only with position_ids [4, 1, T]); use packed_format thd or mrope");
+    return config_error("mrope",
+                        "packed_format hf needs the mrope positions (transformers keeps the samples of a "
+                        "packed row apart only with position_ids [4, 1, T]); use packed_format thd or mrope");
   }
-  if (config.pad_to_multiple_of > (std::size_t{1} << 20)) return config_error("pad_to_multiple_of", "must be at most 1048576");
+  if (config.pad_to_multiple_of > (std::size_t{1} << 20))
+    return config_error("pad_to_multiple_of", "must be at most 1048576");
   if (config.world_size < 1 || config.rank < 0 || config.rank >= config.world_size) {
-    return config_error("rank", "rank " + std::to_string(config.rank) + " is outside world_size " +
-                        std::to_string(config.world_size));
+    return config_error(
+        "rank", "rank " + std::to_string(config.rank) + " is outside world_size " + std::to_string(config.world_size));
   }
   if (config.epochs < 1) return config_error("epochs", "must be at least 1");
   if (const std::size_t group = group_positions(config); config.end_position % group != 0) {
@@ -99,16 +101,18 @@ Result<Settings> check_config(const LoaderConfig& config) {
   }
   if (config.fetch_inflight < 1 || config.fetch_inflight > kMaxInflight) {
     return config_error("fetch_inflight", "must be 1 to " + std::to_string(kMaxInflight) + ", not " +
-                        std::to_string(config.fetch_inflight));
+                                              std::to_string(config.fetch_inflight));
   }
   if (config.prefetch_batches > kMaxPrefetch) {
     return config_error("prefetch_batches", "must be 1 to " + std::to_string(kMaxPrefetch) + ", or 0 (auto), not " +
-                        std::to_string(config.prefetch_batches));
+                                                std::to_string(config.prefetch_batches));
   }
-  if (config.pack_window > kMaxPackWindow) return config_error("pack_window", "must be at most " + std::to_string(kMaxPackWindow));
+  if (config.pack_window > kMaxPackWindow)
+    return config_error("pack_window", "must be at most " + std::to_string(kMaxPackWindow));
   if (config.batch_size > kMaxBatch) return config_error("batch_size", "must be at most " + std::to_string(kMaxBatch));
   if (!(config.max_error_fraction >= 0.0 && config.max_error_fraction <= 1.0)) {  // NaN fails both
-    return config_error("max_error_fraction", "must be a fraction from 0 to 1, not " + std::to_string(config.max_error_fraction));
+    return config_error("max_error_fraction",
+                        "must be a fraction from 0 to 1, not " + std::to_string(config.max_error_fraction));
   }
   if (config.min_pixels < 0) return config_error("min_pixels", "must be positive (0: the model's)");
   if (config.max_pixels < 0) return config_error("max_pixels", "must be positive (0: the model's)");
@@ -117,8 +121,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
   if (config.max_manifest_bytes == 0) return config_error("max_manifest_bytes", "must be positive");
   if (config.max_images_per_sample == 0) return config_error("max_images_per_sample", "must be positive");
   if (config.pin_device < -1) return config_error("pin_device", "must be a device index, or -1 to choose");
-  if (const auto& cuda = device::CudaRuntime::get(); config.pin_memory && cuda.available() &&
-                                                     config.pin_device >= cuda.device_count()) {
+  if (const auto& cuda = device::CudaRuntime::get();
+      config.pin_memory && cuda.available() && config.pin_device >= cuda.device_count()) {
     return config_error("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
   }
   Settings out;
@@ -128,8 +132,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
   if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;
   if (config.max_pixels > 0) out.vision.profile.max_pixels = config.max_pixels;
   if (out.vision.profile.min_pixels > out.vision.profile.max_pixels) {
-    return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) + " exceeds max_pixels " +
-                        std::to_string(out.vision.profile.max_pixels));
+    return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) +
+                                          " exceeds max_pixels " + std::to_string(out.vision.profile.max_pixels));
   }
   out.vision.output = config.pixels == Pixels::kBFloat16 ? vision::OutputType::kBFloat16
                       : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
@@ -140,7 +144,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
     vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);
-    if (max < 0) return config_error("source_max_pixels", "must be positive (0: max_pixels), not " + std::to_string(max));
+    if (max < 0)
+      return config_error("source_max_pixels", "must be positive (0: max_pixels), not " + std::to_string(max));
     if (max > 0) v.profile.max_pixels = max;
     if (v.profile.min_pixels > v.profile.max_pixels) {
       return config_error("source_max_pixels", "manifest " + std::to_string(i) + "'s " + std::to_string(max) +
@@ -159,7 +164,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
   out.sft.max_length = config.max_length;
   out.sft.truncation =
       config.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;
-  out.sft.labels = config.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
+  out.sft.labels =
+      config.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
   out.sft.merge_size = out.vision.profile.merge_size;
   out.sft.tokens_per_second = out.video.tokens_per_second;
   out.sft.train_reasoning = config.train_reasoning;

@@ -24,7 +24,8 @@ class DeviceAllocator final : public core::Allocator {
   void* allocate(std::size_t bytes, std::size_t /*alignment: cudaMalloc's 256 bytes cover ours*/) override {
     void* p = nullptr;
     if (const int status = cuda_.device_alloc(&p, bytes); status != 0) {
-      throw std::runtime_error(cuda_.error_text("cudaMalloc", status) + " asking for " + std::to_string(bytes) + " bytes");
+      throw std::runtime_error(cuda_.error_text("cudaMalloc", status) + " asking for " + std::to_string(bytes) +
+                               " bytes");
     }
     return p;
   }
@@ -56,8 +57,10 @@ struct DeviceCopy::Shared {
   Shared(const CudaRuntime& runtime, int on, std::size_t max_cached_bytes)
       : cuda(runtime),
         device(on),
-        pool(core::BufferPoolOptions{.alignment = 256, .max_cached_bytes = max_cached_bytes,
-                                     .allocator = std::make_shared<DeviceAllocator>(runtime), .uniform = true}) {}
+        pool(core::BufferPoolOptions{.alignment = 256,
+                                     .max_cached_bytes = max_cached_bytes,
+                                     .allocator = std::make_shared<DeviceAllocator>(runtime),
+                                     .uniform = true}) {}
   ~Shared() {
     for (auto& [block, event] : released) cuda.event_destroy(event);
   }
@@ -99,7 +102,8 @@ Result<std::unique_ptr<DeviceCopy>> DeviceCopy::start(Loader& loader, int device
                                                       std::size_t max_cached_bytes) {
   const CudaRuntime& cuda = CudaRuntime::get();
   if (!cuda.available() || !cuda.copies_available()) {
-    return Error(ErrorCode::kUnsupported, "cannot copy batches to cuda:" + std::to_string(device) + ": " + cuda.describe());
+    return Error(ErrorCode::kUnsupported,
+                 "cannot copy batches to cuda:" + std::to_string(device) + ": " + cuda.describe());
   }
   if (device < 0 || device >= cuda.device_count()) {
     return Error(ErrorCode::kInvalidArgument, "device cuda:" + std::to_string(device) + " does not exist (" +
@@ -107,7 +111,8 @@ Result<std::unique_ptr<DeviceCopy>> DeviceCopy::start(Loader& loader, int device
   }
   auto shared = std::make_shared<Shared>(cuda, device, max_cached_bytes);
   try {
-    return std::unique_ptr<DeviceCopy>(new DeviceCopy(loader, device, std::max<std::size_t>(depth, 1), std::move(shared)));
+    return std::unique_ptr<DeviceCopy>(
+        new DeviceCopy(loader, device, std::max<std::size_t>(depth, 1), std::move(shared)));
   } catch (const std::system_error& e) {
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start the copy thread: ") + e.what());
   }
@@ -139,7 +144,8 @@ Result<Batch> DeviceCopy::copy(const Batch& host, std::shared_ptr<Block>* handle
   try {
     block->buffer = shared_->pool.acquire(bytes);
   } catch (const std::exception& e) {
-    return Error(ErrorCode::kResourceExhausted, std::string("copy to cuda:") + std::to_string(device_) + ": " + e.what());
+    return Error(ErrorCode::kResourceExhausted,
+                 std::string("copy to cuda:") + std::to_string(device_) + ": " + e.what());
   }
   const bool pinned = cuda.is_pinned(host.buffer());
   core::TraceSpan span(trace_, pinned ? "copy to device" : "copy to device (pageable)", "h2d");
@@ -176,7 +182,10 @@ void DeviceCopy::run() {
     out_.close();
   };
   if (int status = cuda.set_device(device_); status != 0) {
-    return finish({Error(ErrorCode::kIoError, "cuda:" + std::to_string(device_) + ": " + cuda.error_text("cudaSetDevice", status)), {}, {}});
+    return finish({Error(ErrorCode::kIoError,
+                         "cuda:" + std::to_string(device_) + ": " + cuda.error_text("cudaSetDevice", status)),
+                   {},
+                   {}});
   }
   if (int status = cuda.stream_create(&stream_); status != 0) {
     return finish({Error(ErrorCode::kResourceExhausted, cuda.error_text("cudaStreamCreateWithFlags", status)), {}, {}});
@@ -250,7 +259,8 @@ std::string DeviceCopy::to_json() const {
   return "\"device_copy\":{\"device\":" + std::to_string(device_) + ",\"copies\":" + std::to_string(copies_.load()) +
          ",\"trainer_wait_s\":" + std::to_string(static_cast<double>(waits.sum) / 1e9) +
          ",\"trainer_wait_ms_p50\":" + std::to_string(static_cast<double>(waits.percentile(0.5)) / 1e6) +
-         ",\"bytes\":" + std::to_string(bytes_.load()) + ",\"pageable_copies\":" + std::to_string(pageable_copies_.load()) +
+         ",\"bytes\":" + std::to_string(bytes_.load()) +
+         ",\"pageable_copies\":" + std::to_string(pageable_copies_.load()) +
          ",\"device_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" + std::to_string(p.reuses) +
          ",\"allocations\":" + std::to_string(p.allocations) + ",\"frees\":" + std::to_string(p.frees) +
          ",\"bytes_cached\":" + std::to_string(p.bytes_cached) + "}}";

@@ -27,8 +27,8 @@
 //   while (auto b = (*copy)->next_for(100ms, &timed_out, torch_stream)) { ... b->device == 0 ... }
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -89,13 +89,13 @@ class DeviceCopy {
   std::shared_ptr<Shared> shared_;
   core::BoundedQueue<Item> out_;
   std::atomic<bool> stop_{false};
-  void* stream_ = nullptr;  // the copy thread's
-  void* copied_ = nullptr;  // event: the copy thread's last copy is done
-  std::optional<Error> failure_;                    // the trainer's: returned again
-  LoaderState delivered_;                           // the trainer's
+  void* stream_ = nullptr;        // the copy thread's
+  void* copied_ = nullptr;        // event: the copy thread's last copy is done
+  std::optional<Error> failure_;  // the trainer's: returned again
+  LoaderState delivered_;         // the trainer's
   std::atomic<std::uint64_t> copies_{0}, bytes_{0}, pageable_copies_{0};
   core::TraceWriter* const trace_;
-  core::Histogram wait_ns_;   // the trainer's waits in next_for, per batch
+  core::Histogram wait_ns_;     // the trainer's waits in next_for, per batch
   std::int64_t waited_ns_ = 0;  // the trainer's: timed-out waits not yet recorded
   std::thread thread_;
 };

@@ -16,9 +16,7 @@ Driver::Driver(Stages stages)
   }
 }
 
-std::vector<std::uint64_t> Driver::order(int epoch) const {
-  return run_order(s_.population, config_, s_.start, epoch);
-}
+std::vector<std::uint64_t> Driver::order(int epoch) const { return run_order(s_.population, config_, s_.start, epoch); }
 
 Status Driver::account(const Work& w) {
   if (w.epoch == s_.start.epoch) {

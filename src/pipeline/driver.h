@@ -36,7 +36,7 @@ struct Stages {
   BatchBuilder& builder;
   ErrorBudget& errors;
   storage::Fetcher& fetcher;
-  MemoryBudget* memory;   // null in the serial mode
+  MemoryBudget* memory;  // null in the serial mode
   core::MetricsRegistry& metrics;
   core::TraceWriter* trace;
 };

@@ -69,9 +69,10 @@ std::vector<SampleError> ErrorBudget::errors() const {
 }
 
 Error ErrorBudget::over_budget(std::uint64_t skipped, std::uint64_t seen, const SampleError& last) const {
-  return Error(ErrorCode::kResourceExhausted,
-               std::to_string(skipped) + " of " + std::to_string(seen) + " samples failed, more than the error budget (" +
-                   std::to_string(max_error_fraction_) + "); last: " + last.sample_id + ": " + last.reason);
+  return Error(ErrorCode::kResourceExhausted, std::to_string(skipped) + " of " + std::to_string(seen) +
+                                                  " samples failed, more than the error budget (" +
+                                                  std::to_string(max_error_fraction_) + "); last: " + last.sample_id +
+                                                  ": " + last.reason);
 }
 
 }  // namespace mmfeed::pipeline

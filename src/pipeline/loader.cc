@@ -15,12 +15,12 @@
 #include "core/clock.h"
 #include "core/metrics.h"
 #include "core/trace.h"
-#include "pipeline/device_copy.h"
 #include "dataset/manifest.h"
 #include "pipeline/batch_builder.h"
 #include "pipeline/batch_memory.h"
 #include "pipeline/concurrent_driver.h"
 #include "pipeline/config.h"
+#include "pipeline/device_copy.h"
 #include "pipeline/error_budget.h"
 #include "pipeline/inputs.h"
 #include "pipeline/memory_budget.h"
@@ -125,9 +125,10 @@ class LoaderImpl final : public Loader {
       concurrent->start();
     } catch (const std::system_error& e) {
       static_cast<void>(close());  // the threads' failure is the error to report
-      return Error(ErrorCode::kResourceExhausted, "cannot start " + std::to_string(config_.workers) +
-                                                      " worker threads: " + e.what() + "; give fewer workers",
-                   "LoaderConfig.workers");
+      return Error(
+          ErrorCode::kResourceExhausted,
+          "cannot start " + std::to_string(config_.workers) + " worker threads: " + e.what() + "; give fewer workers",
+          "LoaderConfig.workers");
     }
     return ok_status();
   }
@@ -164,8 +165,8 @@ class LoaderImpl final : public Loader {
     auto stage = [&](const char* name, const core::Histogram& histogram, double threads) {
       const core::HistogramSnapshot snap = histogram.snapshot();
       const double busy = static_cast<double>(snap.sum) / 1e9;
-      json += ",\"" + std::string(name) + "\":{\"items\":" + std::to_string(snap.count) + ",\"threads\":" +
-              std::to_string(static_cast<int>(threads)) + ",\"busy_s\":" + std::to_string(busy) +
+      json += ",\"" + std::string(name) + "\":{\"items\":" + std::to_string(snap.count) +
+              ",\"threads\":" + std::to_string(static_cast<int>(threads)) + ",\"busy_s\":" + std::to_string(busy) +
               ",\"busy_share\":" + std::to_string(busy / (wall * threads)) + "}";
     };
     stage("process", process_ns_, workers);
@@ -242,10 +243,10 @@ class LoaderImpl final : public Loader {
   const core::Histogram& decode_ns_ = metrics_.histogram("loader.decode_media_ns");
   const core::Histogram& assemble_ns_ = metrics_.histogram("loader.assemble_batch_ns");
   const core::Histogram& pixels_ns_ = metrics_.histogram("loader.write_pixels_ns");
-  std::int64_t waited_ns_ = 0;  // timed-out waits of next_for, not yet recorded
+  std::int64_t waited_ns_ = 0;       // timed-out waits of next_for, not yet recorded
   std::atomic<bool> closed_{false};  // read by next() on the trainer's thread without the lock
-  std::mutex close_mu_;  // one close() does the work; a concurrent one waits for its status
-  Status closed_status_;  // the trace's write, guarded by close_mu_
+  std::mutex close_mu_;              // one close() does the work; a concurrent one waits for its status
+  Status closed_status_;             // the trace's write, guarded by close_mu_
 };
 
 }  // namespace
@@ -295,7 +296,8 @@ Result<std::shared_ptr<const LoaderInputs>> start_reading(const LoaderConfig& co
   try {
     data->tokenizer = load_tokenizer(config.tokenizer);
   } catch (const std::system_error& e) {
-    return Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread to load the tokenizer: ") + e.what());
+    return Error(ErrorCode::kResourceExhausted,
+                 std::string("cannot start a thread to load the tokenizer: ") + e.what());
   }
   MMFEED_ASSIGN_OR_RETURN(data->manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
   return std::make_shared<const LoaderInputs>(std::move(data));
@@ -325,8 +327,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, inputs_for(config, s3, std::move(given)));
-  MMFEED_ASSIGN_OR_RETURN(pipeline::Population population,
-                          pipeline::population_of(config, inputs->data().manifests));
+  MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, inputs->data().manifests));
   MMFEED_ASSIGN_OR_RETURN(LoaderState start,
                           pipeline::start_state(config, inputs->data().manifests, population, resume));
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still
@@ -334,8 +335,8 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   const TokenizerFuture tok = inputs->data().tokenizer;
   std::unique_ptr<LoaderImpl> loader;
   try {
-    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(inputs), std::move(s3),
-                                          std::move(population), start);
+    loader = std::make_unique<LoaderImpl>(std::move(settings), std::move(inputs), std::move(s3), std::move(population),
+                                          start);
   } catch (const std::system_error& e) {  // the fetcher's and the pinning threads
     return Error(ErrorCode::kResourceExhausted, std::string("cannot start the fetch threads: ") + e.what());
   }

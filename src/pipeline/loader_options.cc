@@ -64,7 +64,8 @@ std::string text_of(const T& value) {
 template <class T>
 Status parse_into(T& out, std::string_view name, std::string_view text) {
   auto refuse = [&](const std::string& takes) {
-    return Error(ErrorCode::kInvalidArgument, std::string(name) + " takes " + takes + ", not '" + std::string(text) + "'");
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string(name) + " takes " + takes + ", not '" + std::string(text) + "'");
   };
   if constexpr (std::is_enum_v<T>) {
     const std::optional<T> v = parse_choice<T>(text);

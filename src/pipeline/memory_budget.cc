@@ -103,7 +103,8 @@ std::size_t sample_window(const LoaderConfig& config, const PrefetchDepth& depth
 
 std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config) {
   const std::size_t window = sample_window(config, PrefetchDepth(config.prefetch_batches));
-  const auto first = std::max<std::int64_t>(2 * std::max(1, config.workers), static_cast<std::int64_t>(config.batch_size));
+  const auto first =
+      std::max<std::int64_t>(2 * std::max(1, config.workers), static_cast<std::int64_t>(config.batch_size));
   return std::make_unique<MemoryBudget>(config.max_buffered_bytes, window, first);
 }
 

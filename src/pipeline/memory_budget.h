@@ -73,9 +73,9 @@ class MemoryBudget {
   const std::int64_t first_admits_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopped_ = false;               // guarded by mu_
-  std::size_t admitted_ = 0;           // admitted, not yet taken by the batcher; guarded by mu_
-  std::atomic<std::int64_t> held_{0};  // bytes held by samples and queued batches
+  bool stopped_ = false;                             // guarded by mu_
+  std::size_t admitted_ = 0;                         // admitted, not yet taken by the batcher; guarded by mu_
+  std::atomic<std::int64_t> held_{0};                // bytes held by samples and queued batches
   std::atomic<std::int64_t> unprocessed_{0};         // admitted, not yet processed
   std::atomic<std::int64_t> sample_bytes_total_{0};  // bytes held by processed samples, summed
   std::atomic<std::int64_t> samples_measured_{0};

@@ -93,7 +93,7 @@ std::vector<std::uint64_t> blend_epoch(const Population& p, std::uint64_t seed, 
   const std::vector<std::uint32_t> sources = draw_sources(shares, seed, epoch, shuffle);
   std::vector<std::uint64_t> first(p.sizes.size(), 0);  // each source's first sample index
   for (std::size_t s = 1; s < p.sizes.size(); ++s) first[s] = first[s - 1] + p.sizes[s - 1];
-  std::vector<std::uint64_t> drawn(p.sizes.size(), 0);  // draws so far this epoch
+  std::vector<std::uint64_t> drawn(p.sizes.size(), 0);          // draws so far this epoch
   std::vector<std::uint64_t> pass(p.sizes.size(), UINT64_MAX);  // the source epoch `current` holds
   std::vector<std::vector<std::uint64_t>> current(p.sizes.size());
   std::vector<std::uint64_t> out;
@@ -165,7 +165,8 @@ Result<Population> population_of(const LoaderConfig& config, const dataset::Mani
   return Population(std::move(sizes), std::move(weights), length);
 }
 
-std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch, bool shuffle) {
+std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch,
+                                             bool shuffle) {
   return population.blend() ? blend_epoch(population, seed, epoch, shuffle)
                             : permutation(population.total(), seed, static_cast<std::uint64_t>(epoch), shuffle);
 }
@@ -184,7 +185,8 @@ std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_
   const std::vector<std::uint64_t> all =
       even_out(epoch_permutation(population, seed, epoch, shuffle), world_size, remainder);
   std::vector<std::uint64_t> mine;
-  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < all.size(); p += static_cast<std::uint64_t>(world_size)) {
+  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < all.size();
+       p += static_cast<std::uint64_t>(world_size)) {
     mine.push_back(all[p]);
   }
   return mine;
@@ -207,8 +209,9 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
     };
     // Positions past the old rank's epoch consume nothing: the loop stops at its end, however
     // large the position a state names.
-    const std::uint64_t done = std::min(old_positions[static_cast<std::size_t>(r)],
-                                        (all.size() + static_cast<std::uint64_t>(old_world) - 1) / static_cast<std::uint64_t>(old_world));
+    const std::uint64_t done =
+        std::min(old_positions[static_cast<std::size_t>(r)],
+                 (all.size() + static_cast<std::uint64_t>(old_world) - 1) / static_cast<std::uint64_t>(old_world));
     for (std::uint64_t k = 0; k < done; ++k) consume(k);
     if (static_cast<std::size_t>(r) < old_windows.size()) {
       for (std::uint64_t k : old_windows[static_cast<std::size_t>(r)]) consume(k);
@@ -220,14 +223,15 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
   }
   left = even_out(std::move(left), world_size, remainder);
   std::vector<std::uint64_t> mine;
-  for (std::uint64_t i = static_cast<std::uint64_t>(rank); i < left.size(); i += static_cast<std::uint64_t>(world_size)) {
+  for (std::uint64_t i = static_cast<std::uint64_t>(rank); i < left.size();
+       i += static_cast<std::uint64_t>(world_size)) {
     mine.push_back(left[i]);
   }
   return mine;
 }
 
-std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config,
-                                     const LoaderState& start, int epoch) {
+std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config, const LoaderState& start,
+                                     int epoch) {
   std::vector<std::uint64_t> order =
       epoch == start.epoch && start.old_world_size > 0
           ? resharded_order(population, config.seed, epoch, config.shuffle, start.old_world_size, start.old_positions,

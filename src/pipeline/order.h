@@ -59,12 +59,13 @@ Result<Population> population_of(const LoaderConfig& config, const dataset::Mani
 
 // An epoch's samples in order (a plain epoch: a permutation of all; a blend: its draws).
 std::vector<std::uint64_t> epoch_permutation(const Population& population, std::uint64_t seed, int epoch, bool shuffle);
-std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank, int world_size,
-                                      bool shuffle, ShardRemainder remainder = ShardRemainder::kKeep);
+std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank,
+                                      int world_size, bool shuffle, ShardRemainder remainder = ShardRemainder::kKeep);
 
 // How many samples `rank` of `world_size` takes in an epoch of length `n` (rank_order's length),
 // computed, not listed: what a position within that rank's epoch is checked against.
-std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
+std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size,
+                              ShardRemainder remainder = ShardRemainder::kKeep);
 
 // After a change of world size: the epoch's samples that the old world (`old_world` ranks at
 // `old_positions`, having also consumed the positions in `old_windows[r]` beyond, from rows of
@@ -77,7 +78,7 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
 
 // The order a run of `config` that started at `start` has in `epoch`: resharded for the epoch a
 // resume under another world started in, cut at end_position in its last epoch.
-std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config,
-                                     const LoaderState& start, int epoch);
+std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config, const LoaderState& start,
+                                     int epoch);
 
 }  // namespace mmfeed::pipeline

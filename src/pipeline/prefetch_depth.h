@@ -91,8 +91,8 @@ class PrefetchDepth {
   std::size_t batches_;
   const std::size_t step_;
   std::size_t extra_steps_ = 0;
-  std::size_t takes_ = 0;                       // since the last wait or settling
-  std::size_t fewest_ready_ = kMostAutomatic;   // over those takes
+  std::size_t takes_ = 0;                      // since the last wait or settling
+  std::size_t fewest_ready_ = kMostAutomatic;  // over those takes
 };
 
 }  // namespace mmfeed::pipeline

@@ -42,8 +42,8 @@ class Progress {
 
  private:
   mutable std::mutex mu_;
-  LoaderState delivered_;                         // guarded by mu_
-  std::map<std::uint64_t, BatchEnd> formed_;      // order_key(epoch, index) -> state after; guarded by mu_
+  LoaderState delivered_;                     // guarded by mu_
+  std::map<std::uint64_t, BatchEnd> formed_;  // order_key(epoch, index) -> state after; guarded by mu_
 };
 
 }  // namespace mmfeed::pipeline

@@ -83,11 +83,15 @@ Result<T> state_int(simdjson::dom::element doc, const char* field, std::int64_t 
   std::int64_t i = 0;
   const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
   if (!e.get_uint64().get(u)) {
-    if (u > hi) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(u) + " is outside " + range);
+    if (u > hi)
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string("loader state: ") + field + " " + std::to_string(u) + " is outside " + range);
     return static_cast<T>(u);
   }
   if (!e.get_int64().get(i)) {  // negative
-    if (i < lo) return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " " + std::to_string(i) + " is outside " + range);
+    if (i < lo)
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string("loader state: ") + field + " " + std::to_string(i) + " is outside " + range);
     return static_cast<T>(i);
   }
   return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + field + " must be an integer in " + range);
@@ -95,8 +99,8 @@ Result<T> state_int(simdjson::dom::element doc, const char* field, std::int64_t 
 
 // How many samples rank `rank` of `world` took in an epoch of the run `fingerprint` describes
 // (its sample count and remainder policy); nullopt for a state without them (made by hand).
-std::optional<std::uint64_t> epoch_size_of(const std::vector<std::pair<std::string, std::string>>& fingerprint, int rank,
-                                           int world) {
+std::optional<std::uint64_t> epoch_size_of(const std::vector<std::pair<std::string, std::string>>& fingerprint,
+                                           int rank, int world) {
   std::optional<std::uint64_t> samples;
   std::optional<ShardRemainder> remainder;
   for (const auto& [key, value] : fingerprint) {
@@ -116,11 +120,9 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error(ErrorCode::kInvalidArgument, std::string("loader state is not valid JSON: ") +
-                                                  simdjson::error_message(err) +
-                                                  (err == simdjson::NUMBER_ERROR
-                                                       ? " (a number outside 0..2^64-1?)"
-                                                       : ""));
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("loader state is not valid JSON: ") + simdjson::error_message(err) +
+                     (err == simdjson::NUMBER_ERROR ? " (a number outside 0..2^64-1?)" : ""));
   }
   if (!doc.is_object()) return Error(ErrorCode::kInvalidArgument, "loader state is not a JSON object");
   constexpr auto kIntMax = static_cast<std::uint64_t>(INT32_MAX);
@@ -155,7 +157,8 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
   }
   if (simdjson::dom::element f; !doc["fingerprint"].get(f)) {
     simdjson::dom::object fields;
-    if (f.get_object().get(fields)) return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint is not an object");
+    if (f.get_object().get(fields))
+      return Error(ErrorCode::kInvalidArgument, "loader state: fingerprint is not an object");
     for (auto [key, value] : fields) {
       std::string_view v;
       if (value.get_string().get(v)) {
@@ -170,8 +173,8 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
 Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size) {
   if (old_ranks.empty()) return Error(ErrorCode::kInvalidArgument, "no old states to reshard");
   if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) + " is outside world_size " +
-                                                  std::to_string(world_size));
+    return Error(ErrorCode::kInvalidArgument,
+                 "rank " + std::to_string(rank) + " is outside world_size " + std::to_string(world_size));
   }
   const int old_world = old_ranks.front().world_size;
   if (static_cast<int>(old_ranks.size()) != old_world) {
@@ -192,7 +195,8 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
       return Error(ErrorCode::kInvalidArgument, "the old states differ in seed, epoch or world size");
     }
     if (s.fingerprint != out.fingerprint) {
-      return Error(ErrorCode::kInvalidArgument, "the old states were taken over different runs (their fingerprints differ)");
+      return Error(ErrorCode::kInvalidArgument,
+                   "the old states were taken over different runs (their fingerprints differ)");
     }
     if (s.packed_delivered != 0 && s.window_delivered.empty()) {
       return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
@@ -201,12 +205,12 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
                                                 "size until the window ends");
     }
     if (s.old_world_size != 0) {
-      return Error(ErrorCode::kUnsupported, "rank " + std::to_string(s.rank) +
-                                                " is itself inside a resharded epoch; finish the epoch first");
+      return Error(ErrorCode::kUnsupported,
+                   "rank " + std::to_string(s.rank) + " is itself inside a resharded epoch; finish the epoch first");
     }
     if (s.rank < 0 || s.rank >= old_world || seen[static_cast<std::size_t>(s.rank)]) {
-      return Error(ErrorCode::kInvalidArgument, "the old states do not cover ranks 0.." + std::to_string(old_world - 1) +
-                                                    " exactly once");
+      return Error(ErrorCode::kInvalidArgument,
+                   "the old states do not cover ranks 0.." + std::to_string(old_world - 1) + " exactly once");
     }
     seen[static_cast<std::size_t>(s.rank)] = true;
     if (const auto size = epoch_size_of(s.fingerprint, s.rank, old_world)) {
@@ -217,9 +221,9 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
       }
       for (std::uint64_t p : s.window_delivered) {
         if (p >= *size) {
-          return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(s.rank) + "'s window_delivered names position " +
-                                                        std::to_string(p) + ", past its epoch of " + std::to_string(*size) +
-                                                        " samples");
+          return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(s.rank) +
+                                                        "'s window_delivered names position " + std::to_string(p) +
+                                                        ", past its epoch of " + std::to_string(*size) + " samples");
         }
       }
     }
@@ -232,7 +236,6 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
   return out;
 }
 
-
 namespace pipeline {
 
 Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, std::uint64_t epoch_length) {
@@ -244,8 +247,8 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, s
     const std::uint64_t lines = samples[i];
     std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
     f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text.size()) +
-                                                         " bytes, " + std::to_string(lines) + " samples, crc32 " +
-                                                         crc + ")");
+                                                        " bytes, " + std::to_string(lines) + " samples, crc32 " + crc +
+                                                        ")");
   }
   // An epoch's length: what positions index (a blend's draws, else every sample).
   f.emplace_back("samples", std::to_string(epoch_length));
@@ -329,16 +332,17 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
                        ". Resume with the data and options it was taken with, or start afresh without it",
                    "resume state");
     }
-    if (resume->seed != config.seed) return config_error("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
+    if (resume->seed != config.seed)
+      return config_error("seed", "the resume state was taken with seed " + std::to_string(resume->seed));
     if (resume->world_size != config.world_size) {
       return config_error("world_size", "the resume state was taken as rank " + std::to_string(resume->rank) + " of " +
-                          std::to_string(resume->world_size) +
-                          "; for another world size, derive each new rank's state from all old "
-                                          "ranks' states with LoaderState::reshard");
+                                            std::to_string(resume->world_size) +
+                                            "; for another world size, derive each new rank's state from all old "
+                                            "ranks' states with LoaderState::reshard");
     }
     if (resume->rank != config.rank) {
       return config_error("rank", "the resume state is rank " + std::to_string(resume->rank) + "'s, not rank " +
-                          std::to_string(config.rank) + "'s: give each rank its own state");
+                                      std::to_string(config.rank) + "'s: give each rank its own state");
     }
     auto fingerprint = std::move(start.fingerprint);
     start = *resume;
@@ -355,8 +359,8 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
       const std::uint64_t size = rank_epoch_size(n, static_cast<int>(r), start.old_world_size, config.shard_remainder);
       auto past = [&](const char* field, std::uint64_t p) {
         return Error(ErrorCode::kInvalidArgument,
-                     std::string(field) + " names position " + std::to_string(p) + " for old rank " + std::to_string(r) +
-                         ", whose epoch has " + std::to_string(size) + " samples",
+                     std::string(field) + " names position " + std::to_string(p) + " for old rank " +
+                         std::to_string(r) + ", whose epoch has " + std::to_string(size) + " samples",
                      "resume state");
       };
       if (start.old_positions[r] > size) return past("old_positions", start.old_positions[r]);
@@ -380,8 +384,10 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
     }
     for (const auto* list : {&start.window_delivered}) {
       for (std::uint64_t p : *list) {
-        if (p >= n) return Error(ErrorCode::kInvalidArgument, "window_delivered names position " + std::to_string(p) +
-                                                                  " of " + std::to_string(n), "resume state");
+        if (p >= n)
+          return Error(ErrorCode::kInvalidArgument,
+                       "window_delivered names position " + std::to_string(p) + " of " + std::to_string(n),
+                       "resume state");
       }
     }
   }

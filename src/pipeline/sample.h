@@ -45,22 +45,23 @@ struct Work {
   bool extracted = false;
   std::vector<std::byte> cells;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
-  std::vector<vision::ImageInfo> infos;  // the images' headers, probed before the text is encoded
+  std::vector<vision::ImageInfo> infos;              // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
   std::optional<SampleError> error;
   // Results.
   std::vector<std::int32_t> input_ids, labels, mrope;  // mrope: 3 x L when asked
-  std::int64_t held = 0;  // bytes this sample counts against max_buffered_bytes
-  std::vector<vision::Grid> grids;             // the images' (kept after truncation)
-  std::vector<vision::VideoPlan> video_plans;  // the videos' (kept after truncation)
-  std::vector<vision::Resized> resized;        // patchified into the batch by assemble()
+  std::int64_t held = 0;                               // bytes this sample counts against max_buffered_bytes
+  std::vector<vision::Grid> grids;                     // the images' (kept after truncation)
+  std::vector<vision::VideoPlan> video_plans;          // the videos' (kept after truncation)
+  std::vector<vision::Resized> resized;                // patchified into the batch by assemble()
   std::vector<vision::ResizedVideo> resized_videos;
 
   const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
   // What is fetched for it: the span, or each medium.
   std::size_t fetches() const { return span ? 1 : media.size(); }
   storage::FetchRequest fetch(std::size_t i, std::uint64_t tag) const {
-    return span ? storage::FetchRequest{span->uri, tag, span->range} : storage::FetchRequest{media[i].uri, tag, media[i].range};
+    return span ? storage::FetchRequest{span->uri, tag, span->range}
+                : storage::FetchRequest{media[i].uri, tag, media[i].range};
   }
 };
 

@@ -13,15 +13,17 @@
 namespace mmfeed::pipeline {
 
 TokenizerFuture load_tokenizer(const std::string& path) {
-  return std::async(std::launch::async, [path]() -> Result<std::shared_ptr<const LoadedTokenizer>> {
-           MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(path));
-           auto loaded = std::make_shared<LoadedTokenizer>();
-           loaded->pad_id = tok->token_to_id("<|endoftext|>").value_or(0);
-           loaded->image_pad_id = tok->token_to_id("<|image_pad|>").value_or(-1);
-           loaded->video_pad_id = tok->token_to_id("<|video_pad|>").value_or(-1);
-           loaded->tok = std::move(tok);
-           return std::shared_ptr<const LoadedTokenizer>(std::move(loaded));
-         }).share();
+  return std::async(std::launch::async,
+                    [path]() -> Result<std::shared_ptr<const LoadedTokenizer>> {
+                      MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(path));
+                      auto loaded = std::make_shared<LoadedTokenizer>();
+                      loaded->pad_id = tok->token_to_id("<|endoftext|>").value_or(0);
+                      loaded->image_pad_id = tok->token_to_id("<|image_pad|>").value_or(-1);
+                      loaded->video_pad_id = tok->token_to_id("<|video_pad|>").value_or(-1);
+                      loaded->tok = std::move(tok);
+                      return std::shared_ptr<const LoadedTokenizer>(std::move(loaded));
+                    })
+      .share();
 }
 
 namespace {
@@ -64,7 +66,8 @@ Result<vision::VideoPlan> plan_within(const vision::VideoProcessor& videos, std:
                                       const vision::VideoRequest& request, std::uint64_t max_buffered_bytes) {
   const vision::VideoLimits limits;
   MMFEED_ASSIGN_OR_RETURN(const vision::VideoInfo info, vision::probe_video(bytes, limits));
-  MMFEED_ASSIGN_OR_RETURN(const std::int64_t frames, vision::planned_frame_count(videos.profile(), info, request, limits));
+  MMFEED_ASSIGN_OR_RETURN(const std::int64_t frames,
+                          vision::planned_frame_count(videos.profile(), info, request, limits));
   const std::uint64_t least = vision::min_video_rows(videos.profile(), frames) * videos.row_bytes();
   if (least > max_buffered_bytes) {
     return Error(ErrorCode::kResourceExhausted,
@@ -127,18 +130,21 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
   const std::size_t videos = c->count(text::ContentItem::Type::kVideo);
   if (images + videos > config_.max_images_per_sample) {
-    const std::string named = videos == 0 ? std::to_string(images) + " images"
-                                          : std::to_string(images) + " images and " + std::to_string(videos) + " videos";
-    w->error = SampleError{w->id, "manifest", "sample names " + named + ", more than max_images_per_sample (" +
-                                                  std::to_string(config_.max_images_per_sample) + ")",
+    const std::string named = videos == 0
+                                  ? std::to_string(images) + " images"
+                                  : std::to_string(images) + " images and " + std::to_string(videos) + " videos";
+    w->error = SampleError{w->id, "manifest",
+                           "sample names " + named + ", more than max_images_per_sample (" +
+                               std::to_string(config_.max_images_per_sample) + ")",
                            ErrorCode::kResourceExhausted};
     return w;
   }
   std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
   for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
   for (const std::string& ref : refs) {
-    auto parsed = dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(config_.media_root, line.manifest),
-                                         config_.allow_local_media_from_remote_manifest);
+    auto parsed =
+        dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(config_.media_root, line.manifest),
+                               config_.allow_local_media_from_remote_manifest);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;
@@ -146,8 +152,8 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     if (parsed->range && parsed->range->length > config_.max_object_bytes) {  // refused before it is fetched
       w->error = SampleError{w->id, "fetch",
                              parsed->to_string() + (parsed->cell ? ": its page" : ": member") + " of " +
-                                 std::to_string(parsed->range->length) +
-                                 " bytes exceeds max_object_bytes (" + std::to_string(config_.max_object_bytes) + ")",
+                                 std::to_string(parsed->range->length) + " bytes exceeds max_object_bytes (" +
+                                 std::to_string(config_.max_object_bytes) + ")",
                              ErrorCode::kResourceExhausted};
       return w;
     }
@@ -253,9 +259,10 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
                              : n == 0 ? std::to_string(m) + (m == 1 ? " video needs " : " videos need ")
                                       : std::to_string(n) + " images and " + std::to_string(m) + " videos need ";
     w.error = SampleError{w.id, w.video_plans.empty() ? "image" : "video",
-                          "its " + what + std::to_string(pixel_bytes) + " bytes of pixel rows, more than "
-                          "max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
-                          "); lower max_pixels or raise the budget",
+                          "its " + what + std::to_string(pixel_bytes) +
+                              " bytes of pixel rows, more than "
+                              "max_buffered_bytes (" +
+                              std::to_string(config_.max_buffered_bytes) + "); lower max_pixels or raise the budget",
                           ErrorCode::kResourceExhausted};
     return;
   }
@@ -263,12 +270,12 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
   std::vector<text::VideoGrid> video_grids;
   for (const vision::VideoPlan& p : w.video_plans) {
-    video_grids.push_back({{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps});
+    video_grids.push_back(
+        {{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps});
   }
   // While the tokenizer is still loading (the first samples of a run), the media are decoded
   // first: that work needs no tokenizer, and a conversation that turns out too long only wastes it.
-  const bool decoded_first =
-      !defer_images && tokenizer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  const bool decoded_first = !defer_images && tokenizer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   if (decoded_first && !decode_media(w, /*account=*/true)) return;
   const auto& tok = tokenizer_.get();  // waits for it once, at the start
   if (!tok.ok()) {
@@ -298,8 +305,9 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   if (const std::size_t in_row = packed_span(s->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
       config_.token_budget > 0 && in_row > config_.token_budget) {
     const std::string padded = in_row > s->input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
-    w.error = SampleError{w.id, "text", "sample has " + std::to_string(s->input_ids.size()) + " tokens" + padded +
-                                            ", more than token_budget " + std::to_string(config_.token_budget),
+    w.error = SampleError{w.id, "text",
+                          "sample has " + std::to_string(s->input_ids.size()) + " tokens" + padded +
+                              ", more than token_budget " + std::to_string(config_.token_budget),
                           ErrorCode::kOutOfRange};
     return;
   }

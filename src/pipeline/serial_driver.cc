@@ -64,11 +64,11 @@ Result<std::optional<Batch>> SerialDriver::gather() {
   }
   const int epoch = samples.front()->epoch;
   const std::atomic<bool> never{false};
-  MMFEED_RETURN_IF_ERROR(s_.builder.build(std::move(samples), epoch, start, seq_, 0, batch_, /*cpu=*/nullptr, never,
-                                          [&](Batch b) {
-                                            ready_.push_back(std::move(b));
-                                            return true;
-                                          }));
+  MMFEED_RETURN_IF_ERROR(
+      s_.builder.build(std::move(samples), epoch, start, seq_, 0, batch_, /*cpu=*/nullptr, never, [&](Batch b) {
+        ready_.push_back(std::move(b));
+        return true;
+      }));
   if (ready_.empty()) return gather();  // every sample of the group failed late
   Batch b = std::move(ready_.front());
   ready_.pop_front();

@@ -30,8 +30,8 @@ class SerialDriver final : public Driver {
   std::uint64_t seq_ = 0;    // the next position of the epoch's order
   std::uint64_t batch_ = 0;  // the next batch number of the epoch
   std::vector<std::uint64_t> order_;
-  std::deque<Batch> ready_;  // a packed group's rows not yet delivered
-  bool final_checked_ = false;  // the end-of-run check is done
+  std::deque<Batch> ready_;       // a packed group's rows not yet delivered
+  bool final_checked_ = false;    // the end-of-run check is done
   std::optional<Error> failure_;  // the error that ended the run, returned by every later next()
 };
 

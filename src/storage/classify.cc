@@ -10,8 +10,7 @@ namespace mmfeed::storage {
 Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
   const std::string detail = redact_uris_in(f.detail);  // libcurl may quote the URL
   switch (f.code) {
-    case CURLE_OPERATION_TIMEDOUT:
-      return Error(ErrorCode::kTimeout, "timed out: " + detail, uri);
+    case CURLE_OPERATION_TIMEDOUT: return Error(ErrorCode::kTimeout, "timed out: " + detail, uri);
     case CURLE_UNSUPPORTED_PROTOCOL:
       if (f.redirects > 0 && f.last_url != nullptr) {  // refused by CURLOPT_REDIR_PROTOCOLS_STR
         const std::string target = redact_uri(f.last_url);
@@ -22,8 +21,7 @@ Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
                      uri);
       }
       [[fallthrough]];
-    case CURLE_URL_MALFORMAT:
-      return Error(ErrorCode::kInvalidArgument, detail, uri);
+    case CURLE_URL_MALFORMAT: return Error(ErrorCode::kInvalidArgument, detail, uri);
     case CURLE_TOO_MANY_REDIRECTS:  // a loop: following it again ends the same way
       return Error(ErrorCode::kInvalidArgument,
                    "redirect loop: more than " + std::to_string(kMaxRedirects) + " redirects" +
@@ -50,8 +48,7 @@ Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
                        (f.content_length == kUnknown ? std::string("?") : std::to_string(f.content_length)) +
                        " bytes (" + detail + ")",
                    uri);
-    default:
-      return Error(ErrorCode::kIoError, detail, uri);
+    default: return Error(ErrorCode::kIoError, detail, uri);
   }
 }
 
@@ -62,23 +59,18 @@ Error classify_http_status(long status, std::string_view body, const S3Options* 
     if (!doc->message.empty()) message += ": " + doc->message;
   }
   switch (status) {
-    case 404:
-      return Error(ErrorCode::kNotFound, message, uri);
+    case 404: return Error(ErrorCode::kNotFound, message, uri);
     case 401:
     case 403:
       if (s3 == nullptr) return Error(ErrorCode::kPermissionDenied, message, uri);
       return Error(ErrorCode::kPermissionDenied, message + permission_hint(*s3), uri);
     case 408:
     case 429:
-    case 503:
-      return Error(ErrorCode::kUnavailable, message, uri);
-    case 412:
-      return Error(ErrorCode::kUnavailable, message + " (the object changed during the fetch)", uri);
-    case 416:
-      return Error(ErrorCode::kOutOfRange, message, uri);
+    case 503: return Error(ErrorCode::kUnavailable, message, uri);
+    case 412: return Error(ErrorCode::kUnavailable, message + " (the object changed during the fetch)", uri);
+    case 416: return Error(ErrorCode::kOutOfRange, message, uri);
     case 501:  // Not Implemented, HTTP Version Not Supported: asking again changes nothing
-    case 505:
-      return Error(ErrorCode::kInvalidArgument, message, uri);
+    case 505: return Error(ErrorCode::kInvalidArgument, message, uri);
     default:
       if (status >= 500) return Error(ErrorCode::kUnavailable, message, uri);
       return Error(ErrorCode::kInvalidArgument, message, uri);

@@ -33,8 +33,7 @@ Result<std::optional<IniFile>> read_ini(const std::string& path) {
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[') {
       if (t.back() != ']') {
-        return Error(ErrorCode::kInvalidArgument, "unterminated section header",
-                     path + ":" + std::to_string(line_no));
+        return Error(ErrorCode::kInvalidArgument, "unterminated section header", path + ":" + std::to_string(line_no));
       }
       section = core::trim(std::string_view(t).substr(1, t.size() - 2));
       ini[section];
@@ -76,9 +75,8 @@ Result<S3Options> s3_options_from_environment(const EnvLookup& env) {
     if (auto it = config_file->find(name); it != config_file->end()) config_section = &it->second;
   }
   if (!explicit_profile.empty() && cred_section == nullptr && config_section == nullptr) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "AWS_PROFILE names profile '" + profile + "', which neither " + credentials_path +
-                     " nor " + config_path + " defines");
+    return Error(ErrorCode::kInvalidArgument, "AWS_PROFILE names profile '" + profile + "', which neither " +
+                                                  credentials_path + " nor " + config_path + " defines");
   }
   auto lookup = [](const std::map<std::string, std::string>* section, const char* key) -> std::string {
     if (section == nullptr) return {};
@@ -96,28 +94,32 @@ Result<S3Options> s3_options_from_environment(const EnvLookup& env) {
   if (!env_key.empty()) {
     c = {env_key, env_secret, get(env, "AWS_SESSION_TOKEN"), "environment"};
   } else {
-    for (const auto& [section, path] : {std::pair{cred_section, credentials_path}, std::pair{config_section, config_path}}) {
+    for (const auto& [section, path] :
+         {std::pair{cred_section, credentials_path}, std::pair{config_section, config_path}}) {
       const std::string key = lookup(section, "aws_access_key_id");
       const std::string secret = lookup(section, "aws_secret_access_key");
       if (key.empty() && secret.empty()) continue;
       if (key.empty() || secret.empty()) {
-        return Error(ErrorCode::kInvalidArgument, "profile '" + profile + "' has only one of "
-                     "aws_access_key_id and aws_secret_access_key", path);
+        return Error(ErrorCode::kInvalidArgument,
+                     "profile '" + profile +
+                         "' has only one of "
+                         "aws_access_key_id and aws_secret_access_key",
+                     path);
       }
       c = {key, secret, lookup(section, "aws_session_token"), "profile " + profile + " in " + path};
       break;
     }
   }
 
-  for (const std::string& region : {get(env, "AWS_REGION"), get(env, "AWS_DEFAULT_REGION"),
-                                    lookup(config_section, "region")}) {
+  for (const std::string& region :
+       {get(env, "AWS_REGION"), get(env, "AWS_DEFAULT_REGION"), lookup(config_section, "region")}) {
     if (!region.empty()) {
       options.region = region;
       break;
     }
   }
-  for (const std::string& endpoint : {get(env, "AWS_ENDPOINT_URL_S3"), get(env, "AWS_ENDPOINT_URL"),
-                                      lookup(config_section, "endpoint_url")}) {
+  for (const std::string& endpoint :
+       {get(env, "AWS_ENDPOINT_URL_S3"), get(env, "AWS_ENDPOINT_URL"), lookup(config_section, "endpoint_url")}) {
     if (!endpoint.empty()) {
       options.endpoint = endpoint;
       break;

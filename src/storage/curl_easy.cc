@@ -38,8 +38,8 @@ const char* redirect_protocols(std::string_view url) {
   return core::ascii_lower(url.substr(0, 8)) == "https://" ? "https" : kTransferProtocols;
 }
 
-CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share,
-                     const HttpRequest& request, bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers) {
+CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share, const HttpRequest& request,
+                     bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers) {
   CURL* e = curl_easy_init();
   curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(e, CURLOPT_PRIVATE, hooks.user);

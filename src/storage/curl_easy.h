@@ -49,7 +49,7 @@ std::string resolve_ca_file(const FetchOptions& options);
 // a transfer, so each kind of shared data has its own mutex. Not movable: libcurl holds `this`.
 class CurlShare {
  public:
-  CurlShare();  // initialises libcurl first (init_curl_once)
+  CurlShare();   // initialises libcurl first (init_curl_once)
   ~CurlShare();  // after every handle using it is cleaned up
   CurlShare(const CurlShare&) = delete;
   CurlShare& operator=(const CurlShare&) = delete;
@@ -80,7 +80,7 @@ struct EasyHooks {
 // (HTTP(S) URIs; S3 GETs follow none), at most kMaxRedirects redirects followed, each only to
 // redirect_protocols(request.url). `headers` receives the list the handle sends; free it with
 // curl_slist_free_all after curl_easy_cleanup of the handle.
-CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share,
-                     const HttpRequest& request, bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers);
+CURL* new_get_handle(const FetchOptions& options, const std::string& ca_file, CURLSH* share, const HttpRequest& request,
+                     bool follow_redirects, const EasyHooks& hooks, curl_slist*& headers);
 
 }  // namespace mmfeed::storage

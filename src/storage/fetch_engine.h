@@ -63,10 +63,10 @@ struct Transfer {
   std::byte* dest = nullptr;  // where body bytes go
   std::uint64_t dest_size = 0;
   std::uint64_t received = 0;
-  bool grow = false;  // no length known: own buffer grows
-  std::string error_body;           // a non-2xx answer's body, for its S3 error document (capped)
-  std::optional<Refusal> refusal;   // set when our callbacks or deadlines stop the transfer
-  bool past_deadline = false;       // marked by check_deadlines_and_hedges, which then finishes it
+  bool grow = false;               // no length known: own buffer grows
+  std::string error_body;          // a non-2xx answer's body, for its S3 error document (capped)
+  std::optional<Refusal> refusal;  // set when our callbacks or deadlines stop the transfer
+  bool past_deadline = false;      // marked by check_deadlines_and_hedges, which then finishes it
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
@@ -75,9 +75,9 @@ struct Job {
   FetchRequest request;
   std::string uri_text;  // request.uri.to_string(), credentials redacted: errors, results and the trace show this
   std::int64_t start_ns = 0;
-  std::uint64_t object_size = 0;  // FetchResult::object_size
-  int attempts = 0;  // GETs sent
-  int failures = 0;  // failed attempts of the whole-object request, counted against max_attempts
+  std::uint64_t object_size = 0;     // FetchResult::object_size
+  int attempts = 0;                  // GETs sent
+  int failures = 0;                  // failed attempts of the whole-object request, counted against max_attempts
   std::map<int, int> part_failures;  // the same per part of a large object
   int retries = 0;
   int last_status = 0;

@@ -113,7 +113,8 @@ void Fetcher::Engine::run() {
 bool Fetcher::Engine::room_for_job() {
   // Raise the flag before looking, so a result taken after the look always wakes us.
   waiting_for_consumer_.store(true);
-  if (static_cast<std::size_t>(active_jobs_) + local_jobs_.size() + completions_.size() >= options_.max_pending_results) {
+  if (static_cast<std::size_t>(active_jobs_) + local_jobs_.size() + completions_.size() >=
+      options_.max_pending_results) {
     return false;
   }
   waiting_for_consumer_.store(false);

@@ -47,10 +47,10 @@
 namespace mmfeed::storage {
 
 struct FetchOptions {
-  std::size_t max_inflight = 64;                 // HTTP requests in flight (parts and hedges count)
-  std::size_t max_pending_results = 256;         // in flight + finished but not yet taken
-  std::size_t max_inflight_bytes = 1ull << 30;   // bytes held by requests in flight
-  std::size_t queue_capacity = 1024;             // submitted, not yet started
+  std::size_t max_inflight = 64;                // HTTP requests in flight (parts and hedges count)
+  std::size_t max_pending_results = 256;        // in flight + finished but not yet taken
+  std::size_t max_inflight_bytes = 1ull << 30;  // bytes held by requests in flight
+  std::size_t queue_capacity = 1024;            // submitted, not yet started
   int connect_timeout_ms = 5000;
   int first_byte_timeout_ms = 15000;  // from the start of an attempt to its first response byte
   int attempt_timeout_ms = 120000;    // one whole attempt
@@ -60,8 +60,8 @@ struct FetchOptions {
   int max_attempts = 5;
   int backoff_base_ms = 100;  // attempt n waits uniform(0, min(max, base * 2^(n-1)))
   int backoff_max_ms = 5000;
-  double hedge_quantile = 0.0;  // 0 disables; 0.95 hedges requests slower than the p95
-  int hedge_min_ms = 100;       // never hedge earlier than this
+  double hedge_quantile = 0.0;       // 0 disables; 0.95 hedges requests slower than the p95
+  int hedge_min_ms = 100;            // never hedge earlier than this
   std::size_t part_size = 8u << 20;  // ranged-GET part size; 0 fetches every object whole
   // The largest object accepted, checked against every size a server or the file system
   // declares before memory is committed for it (and against a body of unknown length as it
@@ -72,7 +72,7 @@ struct FetchOptions {
   // mount) is abandoned with its thread, which then serves no other read.
   std::size_t local_threads = 2;
   bool verify_tls = true;
-  std::string ca_file;  // PEM bundle of trusted certificates; empty: $AWS_CA_BUNDLE, else the system's
+  std::string ca_file;                  // PEM bundle of trusted certificates; empty: $AWS_CA_BUNDLE, else the system's
   std::uint64_t seed = 0x6d6d66656564;  // backoff jitter
 };
 
@@ -83,17 +83,17 @@ struct ByteRange {
 
 struct FetchRequest {
   ObjectUri uri;
-  std::uint64_t tag = 0;              // the caller's cookie (a sample index), returned as is
-  std::optional<ByteRange> range;     // fetch only these bytes (one GET, no parts)
+  std::uint64_t tag = 0;           // the caller's cookie (a sample index), returned as is
+  std::optional<ByteRange> range;  // fetch only these bytes (one GET, no parts)
 };
 
 struct FetchResult {
   std::uint64_t tag = 0;
   std::string uri;  // as shown (ObjectUri::to_string): its credentials redacted
   Result<core::Buffer> data = Error(ErrorCode::kInternal, "unset");
-  int attempts = 0;             // GETs sent for this object (parts and hedges included)
+  int attempts = 0;  // GETs sent for this object (parts and hedges included)
   int retries = 0;
-  int http_status = 0;          // of the last answer; 0 for local files or no answer
+  int http_status = 0;  // of the last answer; 0 for local files or no answer
   bool hedge_won = false;
   std::int64_t latency_ns = 0;  // from start (not submission) to completion
   // The whole object's size, when an HTTP answer declared it (a Content-Range total, or the body

@@ -79,9 +79,10 @@ Result<core::Buffer> read_file(const FileRead& read, core::BufferPool& pool) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error(errno, "read failed", read.uri);
     if (n == 0) {
-      return Error(ErrorCode::kIoError,
-                   "file shrank while reading: got " + std::to_string(done) + " of " + std::to_string(length) + " bytes",
-                   read.uri);
+      return Error(
+          ErrorCode::kIoError,
+          "file shrank while reading: got " + std::to_string(done) + " of " + std::to_string(length) + " bytes",
+          read.uri);
     }
     done += static_cast<std::uint64_t>(n);
   }

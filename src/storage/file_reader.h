@@ -38,7 +38,7 @@ struct FileRead {
   std::string path;
   std::string uri;  // named in errors
   std::uint64_t offset = 0;
-  std::uint64_t length = UINT64_MAX;  // clipped at the end of the file
+  std::uint64_t length = UINT64_MAX;     // clipped at the end of the file
   std::uint64_t max_bytes = UINT64_MAX;  // more bytes to read than this: kResourceExhausted, nothing read
 };
 

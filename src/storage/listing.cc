@@ -130,7 +130,9 @@ Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view
       return Error(ErrorCode::kResourceExhausted,
                    "ListObjectsV2: more than " + std::to_string(options.max_pages) +
                        " pages, the most a listing asks for (--max-list-pages), and the server says there are more "
-                       "(" + std::to_string(objects.size()) + " objects so far); list a narrower prefix, use larger "
+                       "(" +
+                       std::to_string(objects.size()) +
+                       " objects so far); list a narrower prefix, use larger "
                        "pages (--list-page-size) or raise the limit",
                    where);
     }

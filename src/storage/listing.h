@@ -34,7 +34,7 @@ struct ListOptions {
 // Every object whose key starts with `prefix`, in S3's (UTF-8 binary) key order.
 // kResourceExhausted, not retried, when an answer passes max_page_bytes, or the listing passes
 // max_objects or max_pages; the error names the limit.
-Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view bucket,
-                                           std::string_view prefix, const ListOptions& options = {});
+Result<std::vector<S3Object>> list_objects(const S3Options& s3, std::string_view bucket, std::string_view prefix,
+                                           const ListOptions& options = {});
 
 }  // namespace mmfeed::storage

@@ -45,8 +45,8 @@ struct BodyPlan {
     kGrow,   // no length declared (chunked, or ended by closing the connection): a buffer that grows
   };
   Kind kind = Kind::kGrow;
-  std::uint64_t bytes = 0;     // kParts: the object's size; kWhole: the body's; kGrow: 0
-  std::size_t parts = 0;       // kParts: how many (the probe's answer fills part 0)
+  std::uint64_t bytes = 0;       // kParts: the object's size; kWhole: the body's; kGrow: 0
+  std::size_t parts = 0;         // kParts: how many (the probe's answer fills part 0)
   const char* declared_by = "";  // which header declared `bytes`, for check_object_size's message
 };
 

@@ -51,8 +51,7 @@ std::string redact_parameters(std::string_view params) {
 }
 
 bool is_scheme_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
-         c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
 }
 
 // Where a URL quoted in free text ends: whitespace, a quote, an angle bracket or a control byte.
@@ -70,9 +69,8 @@ bool is_trailing_punctuation(char c) {
 
 bool is_credential_parameter(std::string_view name) {
   static constexpr std::array<std::string_view, 6> kExact{"sig", "key", "signature", "awsaccesskeyid", "pass", "pwd"};
-  static constexpr std::array<std::string_view, 10> kContained{"token",  "signature", "credential", "secret",
-                                                               "password", "passwd",  "apikey",     "api_key",
-                                                               "accesskey", "auth"};
+  static constexpr std::array<std::string_view, 10> kContained{
+      "token", "signature", "credential", "secret", "password", "passwd", "apikey", "api_key", "accesskey", "auth"};
   const std::string lower = core::ascii_lower(decode_leniently(name));
   for (std::string_view exact : kExact) {
     if (lower == exact) return true;

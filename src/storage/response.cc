@@ -30,15 +30,14 @@ void parse_content_range(std::string_view value, ResponseHeaders& headers) {
 
 // `what`, then what was asked and what came, for an answer for other bytes than asked.
 Refusal mismatch(const std::string& what, const ResponseHeaders& h, const AskedRange& asked) {
-  return Refusal{
-      .code = ErrorCode::kIoError,
-      .message = what + " (asked bytes=" + std::to_string(asked.begin) + "-" +
-                 (asked.end == kUnknown ? std::string() : std::to_string(asked.end)) + ", got status " +
-                 std::to_string(h.status) +
-                 (h.range_first == kUnknown ? ", no usable Content-Range)"
-                                            : ", Content-Range bytes " + std::to_string(h.range_first) + "-" +
-                                                  std::to_string(h.range_last) + "/" + std::to_string(h.range_total) +
-                                                  ")")};
+  return Refusal{.code = ErrorCode::kIoError,
+                 .message = what + " (asked bytes=" + std::to_string(asked.begin) + "-" +
+                            (asked.end == kUnknown ? std::string() : std::to_string(asked.end)) + ", got status " +
+                            std::to_string(h.status) +
+                            (h.range_first == kUnknown
+                                 ? ", no usable Content-Range)"
+                                 : ", Content-Range bytes " + std::to_string(h.range_first) + "-" +
+                                       std::to_string(h.range_last) + "/" + std::to_string(h.range_total) + ")")};
 }
 
 }  // namespace
@@ -47,7 +46,8 @@ HeaderLine parse_header_line(std::string_view line, ResponseHeaders& headers) {
   if (line.rfind("HTTP/", 0) == 0) {
     headers = ResponseHeaders{};
     const auto sp = line.find(' ');
-    if (sp != std::string_view::npos) headers.status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    if (sp != std::string_view::npos)
+      headers.status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
     return HeaderLine::kStatusLine;
   }
   const auto colon = line.find(':');
@@ -86,7 +86,8 @@ std::optional<Refusal> check_answer(const ResponseHeaders& h, const AskedRange& 
     }
   }
   if (!part) return std::nullopt;
-  if (h.status != 206 || h.range_total != part->total) return mismatch("part answer does not match the request", h, asked);
+  if (h.status != 206 || h.range_total != part->total)
+    return mismatch("part answer does not match the request", h, asked);
   if (!part->etag.empty() && h.etag != part->etag) {
     return Refusal{.code = ErrorCode::kUnavailable,
                    .message = "the object changed during the fetch (ETag " + std::string(part->etag) + ", then " +

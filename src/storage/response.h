@@ -40,7 +40,7 @@ struct ResponseHeaders {
   std::uint64_t range_first = kUnknown;  // Content-Range: bytes FIRST-LAST/TOTAL
   std::uint64_t range_last = kUnknown;
   std::uint64_t range_total = kUnknown;
-  std::string etag;  // as sent, quotes included
+  std::string etag;    // as sent, quotes included
   bool ended = false;  // the empty line that ends the headers was seen
 };
 

@@ -24,8 +24,8 @@ bool RetryPolicy::should_retry(ErrorCode code, int failures) const {
 }
 
 std::int64_t RetryPolicy::backoff_cap_ns(int failures) const {
-  const std::int64_t cap_ms =
-      std::min<std::int64_t>(backoff_max_ms_, static_cast<std::int64_t>(backoff_base_ms_) << std::min(failures - 1, 20));
+  const std::int64_t cap_ms = std::min<std::int64_t>(backoff_max_ms_, static_cast<std::int64_t>(backoff_base_ms_)
+                                                                          << std::min(failures - 1, 20));
   return std::max<std::int64_t>(0, cap_ms) * 1'000'000;
 }
 

@@ -60,8 +60,8 @@ bool uses_path_style(const S3Options& options, std::string_view bucket) {
   return true;
 }
 
-HttpRequest s3_request(const S3Options& options, std::string_view method, std::string_view bucket,
-                       std::string_view key, const HeaderList& query, const HeaderList& extra_headers) {
+HttpRequest s3_request(const S3Options& options, std::string_view method, std::string_view bucket, std::string_view key,
+                       const HeaderList& query, const HeaderList& extra_headers) {
   const Endpoint endpoint = endpoint_of(options);
   SigningRequest sreq;
   sreq.method = std::string(method);
@@ -98,15 +98,14 @@ class XmlWalker {
   explicit XmlWalker(OnEnd on_end) : on_end_(std::move(on_end)) {}
 
   Status parse(std::string_view xml) {
-    std::unique_ptr<XML_ParserStruct, decltype(&XML_ParserFree)> parser(XML_ParserCreate("UTF-8"),
-                                                                          &XML_ParserFree);
+    std::unique_ptr<XML_ParserStruct, decltype(&XML_ParserFree)> parser(XML_ParserCreate("UTF-8"), &XML_ParserFree);
     XML_SetUserData(parser.get(), this);
     XML_SetElementHandler(parser.get(), &XmlWalker::start, &XmlWalker::end);
     XML_SetCharacterDataHandler(parser.get(), &XmlWalker::text);
     if (XML_Parse(parser.get(), xml.data(), static_cast<int>(xml.size()), XML_TRUE) == XML_STATUS_ERROR) {
-      return Error(ErrorCode::kCorruptData,
-                   std::string("malformed XML: ") + XML_ErrorString(XML_GetErrorCode(parser.get())) +
-                       " at line " + std::to_string(XML_GetCurrentLineNumber(parser.get())));
+      return Error(ErrorCode::kCorruptData, std::string("malformed XML: ") +
+                                                XML_ErrorString(XML_GetErrorCode(parser.get())) + " at line " +
+                                                std::to_string(XML_GetCurrentLineNumber(parser.get())));
     }
     return ok_status();
   }

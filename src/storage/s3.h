@@ -29,9 +29,8 @@ struct HttpRequest {
 
 // A GET (or any method) of bucket/key, signed unless the options are anonymous or hold no
 // credentials. `query` pairs are raw; `extra_headers` are signed too.
-HttpRequest s3_request(const S3Options& options, std::string_view method, std::string_view bucket,
-                       std::string_view key, const HeaderList& query = {},
-                       const HeaderList& extra_headers = {});
+HttpRequest s3_request(const S3Options& options, std::string_view method, std::string_view bucket, std::string_view key,
+                       const HeaderList& query = {}, const HeaderList& extra_headers = {});
 
 // Whether requests for `bucket` use path-style addressing under `options`.
 bool uses_path_style(const S3Options& options, std::string_view bucket);

@@ -33,8 +33,8 @@ std::string sha256_hex(std::string_view data) {
 std::string hmac_sha256(std::string_view key, std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest, &len);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), digest, &len);
   return std::string(reinterpret_cast<const char*>(digest), len);
 }
 
@@ -82,8 +82,8 @@ std::string canonical_header_value(std::string_view value) {
 
 }  // namespace
 
-SignedRequest sign_v4(const SigningRequest& request, const Credentials& credentials,
-                      std::string_view region, std::string_view service, std::string_view amz_date) {
+SignedRequest sign_v4(const SigningRequest& request, const Credentials& credentials, std::string_view region,
+                      std::string_view service, std::string_view amz_date) {
   // Names lower-cased; repeated names join their values with ',' in the order given.
   std::map<std::string, std::string> headers;
   auto add = [&](std::string_view name, std::string_view value) {
@@ -106,13 +106,13 @@ SignedRequest sign_v4(const SigningRequest& request, const Credentials& credenti
   }
 
   SignedRequest out;
-  out.canonical_request = request.method + "\n" + uri_encode(request.path.empty() ? "/" : request.path, true) +
-                          "\n" + canonical_query(request.query) + "\n" + canonical_headers + "\n" +
-                          signed_headers + "\n" + request.payload_hash;
+  out.canonical_request = request.method + "\n" + uri_encode(request.path.empty() ? "/" : request.path, true) + "\n" +
+                          canonical_query(request.query) + "\n" + canonical_headers + "\n" + signed_headers + "\n" +
+                          request.payload_hash;
   const std::string date(amz_date.substr(0, 8));
   const std::string scope = date + "/" + std::string(region) + "/" + std::string(service) + "/aws4_request";
-  out.string_to_sign = "AWS4-HMAC-SHA256\n" + std::string(amz_date) + "\n" + scope + "\n" +
-                       sha256_hex(out.canonical_request);
+  out.string_to_sign =
+      "AWS4-HMAC-SHA256\n" + std::string(amz_date) + "\n" + scope + "\n" + sha256_hex(out.canonical_request);
 
   const std::string k_date = hmac_sha256("AWS4" + credentials.secret_access_key, date);
   const std::string k_region = hmac_sha256(k_date, region);

@@ -45,8 +45,8 @@ struct SignedRequest {
 };
 
 // Signs `request` at `amz_date` ("20130524T000000Z").
-SignedRequest sign_v4(const SigningRequest& request, const Credentials& credentials,
-                      std::string_view region, std::string_view service, std::string_view amz_date);
+SignedRequest sign_v4(const SigningRequest& request, const Credentials& credentials, std::string_view region,
+                      std::string_view service, std::string_view amz_date);
 
 // The canonical query string: names and values encoded, sorted by name then value.
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query);

@@ -51,9 +51,9 @@ void Fetcher::Engine::start_transfer(Job* job, int part, bool hedge) {
     req.url = uri.url;
     req.headers = extra;
   }
-  t->easy = new_get_handle(options_, ca_file_, share_.get(), req, uri.scheme != Scheme::kS3,
-                           {.on_header = &Engine::on_header, .on_body = &Engine::on_body, .user = t, .errbuf = t->errbuf},
-                           t->headers);
+  t->easy = new_get_handle(
+      options_, ca_file_, share_.get(), req, uri.scheme != Scheme::kS3,
+      {.on_header = &Engine::on_header, .on_body = &Engine::on_body, .user = t, .errbuf = t->errbuf}, t->headers);
 
   ++job->attempts;
   job->transfers.push_back(t);
@@ -148,8 +148,8 @@ std::size_t Fetcher::Engine::on_body(char* data, std::size_t size, std::size_t n
       return 0;
     }
     if (t->received + len > t->own.capacity()) {
-      const std::uint64_t want = std::min<std::uint64_t>(std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len),
-                                                         engine->options_.max_object_bytes);
+      const std::uint64_t want = std::min<std::uint64_t>(
+          std::max<std::uint64_t>(t->own.capacity() * 2, t->received + len), engine->options_.max_object_bytes);
       core::Buffer bigger;
       if (!engine->acquire(t, bigger, want)) return 0;
       if (t->received > 0) std::memcpy(bigger.data(), t->own.data(), t->received);
@@ -243,10 +243,11 @@ void Fetcher::Engine::finish_transfer(Transfer* t, CURLcode code) {
   const std::int64_t now = core::now_ns();
   job->last_status = static_cast<int>(t->response.status);
   if (trace_ != nullptr) {
-    trace_->complete(t->hedge ? "GET (hedge)" : (t->part >= 0 ? "GET part" : "GET"), "storage", t->times.start_ns,
-                     now, job->uri_text);
+    trace_->complete(t->hedge ? "GET (hedge)" : (t->part >= 0 ? "GET part" : "GET"), "storage", t->times.start_ns, now,
+                     job->uri_text);
   }
-  if (t->times.first_byte_ns != 0) m_ttfb_->record(static_cast<std::uint64_t>(t->times.first_byte_ns - t->times.start_ns));
+  if (t->times.first_byte_ns != 0)
+    m_ttfb_->record(static_cast<std::uint64_t>(t->times.first_byte_ns - t->times.start_ns));
   const bool empty_object_probe = err && t->probe && t->response.status == 416;
   const bool object_changed = err && (t->response.status == 412 || (t->refusal && t->refusal->object_changed));
   int part = t->part;

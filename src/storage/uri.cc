@@ -35,8 +35,8 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
   out.reserve(s.size() + s.size() / 4);
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                            c == '-' || c == '_' || c == '.' || c == '~';
+    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '_' || c == '.' || c == '~';
     if (unreserved || (keep_slash && c == '/')) {
       out += ch;
     } else {
@@ -103,8 +103,8 @@ Result<ObjectUri> parse_local(std::string_view text, std::string_view path, std:
   if (path.empty()) return bad_uri(text, "empty file path");
   std::filesystem::path p{std::string(path)};
   if (p.is_relative()) {
-    std::filesystem::path base = base_dir.empty() ? std::filesystem::current_path()
-                                                  : std::filesystem::path(std::string(base_dir));
+    std::filesystem::path base =
+        base_dir.empty() ? std::filesystem::current_path() : std::filesystem::path(std::string(base_dir));
     if (base.is_relative()) base = std::filesystem::current_path() / base;
     p = base / p;
   }
@@ -164,14 +164,14 @@ Result<ObjectUri> parse_uri(std::string_view text, std::string_view base_dir) {
     if (slash != std::string_view::npos) uri.key = std::string(rest.substr(slash + 1));
     if (uri.bucket.empty()) return bad_uri(text, "S3 URI without a bucket");
     for (const char c : uri.bucket) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                      c == '_' || (c >= 'A' && c <= 'Z');
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+                      (c >= 'A' && c <= 'Z');
       if (!ok) return bad_uri(text, "invalid character in bucket name ('" + printable(std::string_view(&c, 1)) + "')");
     }
     return uri;
   }
-  return bad_uri(text, "unsupported URI scheme '" + std::string(scheme) +
-                           "' (supported: file, http, https, s3, or a plain path)");
+  return bad_uri(
+      text, "unsupported URI scheme '" + std::string(scheme) + "' (supported: file, http, https, s3, or a plain path)");
 }
 
 }  // namespace mmfeed::storage

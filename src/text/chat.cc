@@ -24,16 +24,18 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
-    return Error(ErrorCode::kUnsupported,
-                 "chat template '" + path + "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
-                 "qwen3-vl-thinking) nor an existing file");
+    return Error(ErrorCode::kUnsupported, "chat template '" + path +
+                                              "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
+                                              "qwen3-vl-thinking) nor an existing file");
   }
   if (!std::filesystem::is_regular_file(status)) {
     return Error(ErrorCode::kUnsupported, "chat template file is not a regular file", path);
   }
   if (const std::uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes) {
-    return Error(ErrorCode::kUnsupported, "chat template file of " + std::to_string(size) + " bytes, more than " +
-                                              std::to_string(kMaxBytes) + "; not a template mmfeed renders", path);
+    return Error(ErrorCode::kUnsupported,
+                 "chat template file of " + std::to_string(size) + " bytes, more than " + std::to_string(kMaxBytes) +
+                     "; not a template mmfeed renders",
+                 path);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(ErrorCode::kNotFound, "cannot open chat template file", path);
@@ -48,9 +50,10 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
     if (text == chat_template_text(tmpl)) return tmpl;
   }
   return Error(ErrorCode::kUnsupported,
-               "chat template file '" + path + "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
-               "Qwen3-VL Instruct, Qwen3-VL Thinking as published); mmfeed renders only templates it reproduces "
-               "exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking) or render with transformers");
+               "chat template file '" + path +
+                   "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
+                   "Qwen3-VL Instruct, Qwen3-VL Thinking as published); mmfeed renders only templates it reproduces "
+                   "exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking) or render with transformers");
 }
 
 constexpr std::string_view kImEnd = "<|im_end|>\n";
@@ -75,9 +78,7 @@ struct VisionCount {
 void render_content(std::string& out, const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
   for (const ContentItem& item : m.content) {
     switch (item.type) {
-      case ContentItem::Type::kText:
-        out += item.value;
-        break;
+      case ContentItem::Type::kText: out += item.value; break;
       case ContentItem::Type::kImage:
         if (count) ++n.images;
         if (options.add_vision_id) out += "Picture " + std::to_string(n.images) + ": ";
@@ -174,7 +175,8 @@ Rendered start_rendering(const Conversation& c) {
   for (const std::string& tool : c.tools) bytes += tool.size() + 1;
   for (const Message& m : c.messages) {
     bytes += 64 + (m.reasoning_content ? m.reasoning_content->size() + 64 : 0);
-    for (const ContentItem& item : m.content) bytes += 64 + item.value.size() + (item.media_text ? item.media_text->size() : 0);
+    for (const ContentItem& item : m.content)
+      bytes += 64 + item.value.size() + (item.media_text ? item.media_text->size() : 0);
     for (const ToolCall& call : m.tool_calls) bytes += 64 + call.name.size() + call.arguments.size();
   }
   Rendered r;

@@ -176,7 +176,7 @@ struct Rendered {
   // The turn after "<|im_start|>assistant\n" up to its "<|im_end|>": reasoning block (when
   // rendered), content and tool calls.
   std::vector<ByteSpan> assistant_content;
-  std::vector<ByteSpan> assistant_end;    // its "<|im_end|>\n"
+  std::vector<ByteSpan> assistant_end;  // its "<|im_end|>\n"
   // Within assistant_content, "<think>\n...\n</think>\n\n" where the Thinking template renders
   // it (empty span where it does not).
   std::vector<ByteSpan> assistant_think;
@@ -243,7 +243,7 @@ struct SftSample {
   std::vector<std::int32_t> labels;  // -100 where not trained
   std::vector<std::int32_t> attention_mask;
   std::vector<std::int32_t> position_ids;  // 3 x L when asked (rows t, h, w)
-  std::size_t images_kept = 0;  // after truncation, the first images_kept images remain
+  std::size_t images_kept = 0;             // after truncation, the first images_kept images remain
   std::size_t videos_kept = 0;
 };
 

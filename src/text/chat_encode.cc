@@ -34,7 +34,8 @@ std::vector<Insertion> write_timestamps(std::string& text, std::span<const Video
   std::string out;
   std::vector<Insertion> insertions;
   std::size_t from = 0, video = 0;
-  for (std::size_t at = text.find(kVideoBlock); at != std::string::npos; at = text.find(kVideoBlock, at + kVideoBlock.size())) {
+  for (std::size_t at = text.find(kVideoBlock); at != std::string::npos;
+       at = text.find(kVideoBlock, at + kVideoBlock.size())) {
     const std::size_t pad = at + pad_in_block;
     std::string groups;
     for (double t : videos[video++].timestamps) {
@@ -114,7 +115,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                                                   std::to_string(videos.size()) + " video grids were given");
   }
   const bool timestamped = tmpl != ChatTemplate::kQwen2VL;  // Qwen3-VL writes each group's time
-  std::vector<Grid3> video_grids;  // one per video pad in the text: per group when timestamped
+  std::vector<Grid3> video_grids;                           // one per video pad in the text: per group when timestamped
   for (std::size_t k = 0; k < videos.size(); ++k) {
     const VideoGrid& v = videos[k];
     if (!timestamped || static_cast<std::int64_t>(v.timestamps.size()) != v.grid.t) {
@@ -129,15 +130,17 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   for (std::span<const Grid3> grids : {image_grids, std::span<const Grid3>(video_grids)}) {
     for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
       if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options.merge_size != 0 || g.w % options.merge_size != 0) {
-        return Error(ErrorCode::kInvalidArgument,
-                     "grid (" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) +
-                         ") is not positive with h and w multiples of merge_size " + std::to_string(options.merge_size));
+        return Error(ErrorCode::kInvalidArgument, "grid (" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " +
+                                                      std::to_string(g.w) +
+                                                      ") is not positive with h and w multiples of merge_size " +
+                                                      std::to_string(options.merge_size));
       }
     }
   }
   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
   std::vector<ByteSpan> vision_text;  // the rendered vision blocks, in order
-  for (const auto& [block, n, what] : {std::tuple{kImageBlock, n_images, "images"}, std::tuple{kVideoBlock, n_videos, "videos"}}) {
+  for (const auto& [block, n, what] :
+       {std::tuple{kImageBlock, n_images, "images"}, std::tuple{kVideoBlock, n_videos, "videos"}}) {
     std::size_t rendered = 0;
     for (std::size_t at = r.text.find(block); at != std::string::npos; at = r.text.find(block, at + block.size())) {
       ++rendered;
@@ -154,11 +157,10 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   std::sort(vision_text.begin(), vision_text.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
   for (std::size_t k = 0; timestamped && k < videos.size(); ++k) {
     if (static_cast<std::int64_t>(videos[k].timestamps.size()) != videos[k].grid.t) {
-      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + " has " +
-                                                    std::to_string(videos[k].grid.t) + " temporal groups but " +
-                                                    std::to_string(videos[k].timestamps.size()) + " timestamps (the " +
-                                                    std::string(chat_template_name(tmpl)) +
-                                                    " template writes one before each group)");
+      return Error(ErrorCode::kInvalidArgument,
+                   "video " + std::to_string(k) + " has " + std::to_string(videos[k].grid.t) + " temporal groups but " +
+                       std::to_string(videos[k].timestamps.size()) + " timestamps (the " +
+                       std::string(chat_template_name(tmpl)) + " template writes one before each group)");
     }
   }
   // Timestamps go in before tokenizing (they are tokenized with the text around them); an
@@ -202,7 +204,8 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   };
   std::vector<Block> blocks;
   std::size_t block_start = 0, previous_start = 0;  // the last <|vision_start|>, and the one before it
-  std::size_t group_video = 0, group = 0, video_start = 0;  // the video the next video pad belongs to, its group, its start
+  std::size_t group_video = 0, group = 0,
+              video_start = 0;  // the video the next video pad belongs to, its group, its start
   bool too_many_pads = false;
   MMFEED_RETURN_IF_ERROR(tok.encode_each(r.text, [&](const Token& token) {
     const std::int32_t id = token.id;

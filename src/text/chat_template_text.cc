@@ -7,8 +7,10 @@ namespace mmfeed::text {
 
 namespace {
 
-// tests/data/chat-templates/qwen2_vl.jinja: 1017 bytes, sha256 a0bc6f6fc7a29a80017a433e8f03a1cc1236e838a944a2d034295a60c4f2fddb.
-constexpr std::string_view kQwen2VLText = R"jinja({% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system
+// tests/data/chat-templates/qwen2_vl.jinja: 1017 bytes, sha256
+// a0bc6f6fc7a29a80017a433e8f03a1cc1236e838a944a2d034295a60c4f2fddb.
+constexpr std::string_view kQwen2VLText =
+    R"jinja({% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system
 You are a helpful assistant.<|im_end|>
 {% endif %}<|im_start|>{{ message['role'] }}
 {% if message['content'] is string %}{{ message['content'] }}<|im_end|>
@@ -16,7 +18,8 @@ You are a helpful assistant.<|im_end|>
 {% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
 {% endif %})jinja";
 
-// tests/data/chat-templates/qwen3_vl.jinja: 5292 bytes, sha256 3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4.
+// tests/data/chat-templates/qwen3_vl.jinja: 5292 bytes, sha256
+// 3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4.
 constexpr std::string_view kQwen3VLText = R"jinja({%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0].role == 'system' %}
@@ -139,7 +142,8 @@ constexpr std::string_view kQwen3VLText = R"jinja({%- if tools %}
 {%- endif %}
 )jinja";
 
-// tests/data/chat-templates/qwen3_vl_thinking.jinja: 5199 bytes, sha256 36e042fe45641f067b1f2381fcc8955d10d956a3ed333ecdf7f7eb0916f68956.
+// tests/data/chat-templates/qwen3_vl_thinking.jinja: 5199 bytes, sha256
+// 36e042fe45641f067b1f2381fcc8955d10d956a3ed333ecdf7f7eb0916f68956.
 constexpr std::string_view kQwen3VLThinkingText = R"jinja({%- set image_count = namespace(value=0) %}
 {%- set video_count = namespace(value=0) %}
 {%- macro render_content(content, do_vision_count) %}

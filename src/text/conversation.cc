@@ -77,10 +77,10 @@ Result<std::vector<std::string>> uri_list(simdjson::dom::element e, std::string_
 Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) {
   VideoKeys keys;
   const std::pair<const char*, std::optional<double>*> fields[] = {
-      {"nframes", &keys.nframes},       {"fps", &keys.fps},
-      {"min_frames", &keys.min_frames}, {"max_frames", &keys.max_frames},
-      {"video_start", &keys.video_start}, {"video_end", &keys.video_end},
-      {"min_pixels", &keys.min_pixels}, {"max_pixels", &keys.max_pixels},
+      {"nframes", &keys.nframes},          {"fps", &keys.fps},
+      {"min_frames", &keys.min_frames},    {"max_frames", &keys.max_frames},
+      {"video_start", &keys.video_start},  {"video_end", &keys.video_end},
+      {"min_pixels", &keys.min_pixels},    {"max_pixels", &keys.max_pixels},
       {"total_pixels", &keys.total_pixels}};
   simdjson::dom::element e;
   for (const auto& [key, slot] : fields) {
@@ -93,8 +93,9 @@ Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) 
   }
   for (const char* key : {"resized_height", "resized_width"}) {
     if (!o[key].get(e)) {
-      return Error(ErrorCode::kUnsupported, where + "." + key + ": a fixed frame size is not supported; "
-                                            "bound the frames with max_pixels or total_pixels instead");
+      return Error(ErrorCode::kUnsupported, where + "." + key +
+                                                ": a fixed frame size is not supported; "
+                                                "bound the frames with max_pixels or total_pixels instead");
     }
   }
   return keys;
@@ -106,9 +107,11 @@ Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) 
 Status refuse_image_size_keys(simdjson::dom::object o, const std::string& where) {
   for (const char* key : {"min_pixels", "max_pixels", "resized_height", "resized_width"}) {
     if (simdjson::dom::element e; !o[key].get(e) && !e.is_null()) {
-      return Error(ErrorCode::kUnsupported, where + "." + key + ": per-image sizes are not supported; every image is "
-                                            "sized by the loader's min_pixels and max_pixels (remove the key, or set "
-                                            "those)");
+      return Error(ErrorCode::kUnsupported,
+                   where + "." + key +
+                       ": per-image sizes are not supported; every image is "
+                       "sized by the loader's min_pixels and max_pixels (remove the key, or set "
+                       "those)");
     }
   }
   return ok_status();
@@ -318,8 +321,10 @@ class ListedMedia {
       const std::size_t vid = text.find("<video>", at);
       const std::size_t next = std::min(img, vid);
       if (next > at) {
-        out.push_back(
-            {ContentItem::Type::kText, std::string(text.substr(at, std::min(next, text.size()) - at)), std::nullopt, {}});
+        out.push_back({ContentItem::Type::kText,
+                       std::string(text.substr(at, std::min(next, text.size()) - at)),
+                       std::nullopt,
+                       {}});
       }
       if (next == std::string_view::npos) break;
       if (next == img) {

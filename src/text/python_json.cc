@@ -15,7 +15,7 @@ namespace {
 void append_double(std::string& out, double x) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
-  if (ec != std::errc()) std::abort();  // 64 bytes hold any double
+  if (ec != std::errc()) std::abort();                             // 64 bytes hold any double
   std::string_view sci(buf, static_cast<std::size_t>(end - buf));  // "-d.ddde+XX", shortest
   const bool negative = sci.front() == '-';
   if (negative) sci.remove_prefix(1);

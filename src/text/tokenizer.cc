@@ -53,9 +53,9 @@ std::string compose(std::string_view run) {
     if (cut == std::string_view::npos) cut = run.size();
     const std::string_view piece = run.substr(0, cut);
     utf8proc_uint8_t* composed = nullptr;
-    const utf8proc_ssize_t len =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(piece.data()), static_cast<utf8proc_ssize_t>(piece.size()),
-                     &composed, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(piece.data()),
+                                              static_cast<utf8proc_ssize_t>(piece.size()), &composed,
+                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
     if (len >= 0) {
       out.append(reinterpret_cast<const char*>(composed), static_cast<std::size_t>(len));
     } else {
@@ -247,8 +247,8 @@ bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, c
         r.changed = composed != run;
         // A composition with an ASCII base yields a non-ASCII character: an ASCII first byte
         // out means the lead character was left alone, and the change lies after it.
-        r.lead_kept = r.changed && static_cast<unsigned char>(run[0]) < 0x80 && !composed.empty() &&
-                      composed[0] == run[0];
+        r.lead_kept =
+            r.changed && static_cast<unsigned char>(run[0]) < 0x80 && !composed.empty() && composed[0] == run[0];
         normalized.append(composed);
       }
       // An unchanged run after an unchanged one maps as its continuation: one entry for the
@@ -260,8 +260,8 @@ bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, c
   }
   auto original_offset = [&](std::size_t norm) -> std::size_t {
     if (runs.empty()) return base + norm;
-    auto it = std::upper_bound(runs.begin(), runs.end(), norm,
-                               [](std::size_t v, const Run& r) { return v < r.norm_begin; });
+    auto it =
+        std::upper_bound(runs.begin(), runs.end(), norm, [](std::size_t v, const Run& r) { return v < r.norm_begin; });
     const Run& r = *std::prev(it);
     if (!r.changed) return base + r.orig_begin + (norm - r.norm_begin);
     // Inside a changed run positions map to its start, or to just after a lead character that

@@ -142,7 +142,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error(ErrorCode::kCorruptData, std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
+    return Error(ErrorCode::kCorruptData,
+                 std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
   }
   // Every member is read with simdjson's error codes: a field absent or of another type in a
   // file from outside is a kCorruptData naming it, never a simdjson_error thrown.
@@ -169,7 +170,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   if (!model["continuing_subword_prefix"].get_string().get(affix) && !affix.empty()) {
     return unsupported("BPE continuing_subword_prefix");
   }
-  if (!model["end_of_word_suffix"].get_string().get(affix) && !affix.empty()) return unsupported("BPE end_of_word_suffix");
+  if (!model["end_of_word_suffix"].get_string().get(affix) && !affix.empty())
+    return unsupported("BPE end_of_word_suffix");
   if (!model["ignore_merges"].get_bool().get(flag)) impl->ignore_merges = flag;
 
   simdjson::dom::object vocab;

@@ -174,8 +174,8 @@ Result<RgbImage> decode_jpeg(Bytes b, const DecodeOptions& options, int* orienta
   // data) is an error: Pillow refuses truncated images too.
   if (tjDecompress2(tj.get(), b.data(), static_cast<unsigned long>(b.size()), raw.data(), width, 0, height,
                     pixel_format, TJFLAG_STOPONWARNING) != 0) {
-    return corrupt("JPEG data of " + std::to_string(b.size()) + " bytes is corrupt or truncated: " +
-                   tjGetErrorStr2(tj.get()));
+    return corrupt("JPEG data of " + std::to_string(b.size()) +
+                   " bytes is corrupt or truncated: " + tjGetErrorStr2(tj.get()));
   }
   if (pixel_format == TJPF_RGB) {
     RgbImage img;
@@ -255,10 +255,8 @@ std::optional<std::array<std::uint16_t, 3>> surviving_transparent_colour(spng_ct
     case SPNG_COLOR_TYPE_GRAYSCALE:
       if (h.ihdr.bit_depth == 1) return std::nullopt;  // Pillow mode "1": not carried over
       return std::array<std::uint16_t, 3>{h.trns.gray, h.trns.gray, h.trns.gray};
-    case SPNG_COLOR_TYPE_TRUECOLOR:
-      return std::array<std::uint16_t, 3>{h.trns.red, h.trns.green, h.trns.blue};
-    default:
-      return std::nullopt;
+    case SPNG_COLOR_TYPE_TRUECOLOR: return std::array<std::uint16_t, 3>{h.trns.red, h.trns.green, h.trns.blue};
+    default: return std::nullopt;
   }
 }
 
@@ -273,23 +271,28 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
   const std::size_t n = static_cast<std::size_t>(width) * height;
   auto decode = [&](int fmt, int flags, core::ScratchVector<std::uint8_t>& out) -> Status {
     std::size_t size = 0;
-    if (int rc = spng_decoded_image_size(ctx.ctx, fmt, &size); rc != 0) return corrupt(std::string("PNG: ") + spng_strerror(rc));
+    if (int rc = spng_decoded_image_size(ctx.ctx, fmt, &size); rc != 0)
+      return corrupt(std::string("PNG: ") + spng_strerror(rc));
     out.resize(size);
     if (int rc = spng_decode_image(ctx.ctx, out.data(), size, fmt, flags); rc != 0) {
-      return corrupt("PNG data of " + std::to_string(b.size()) + " bytes is corrupt or truncated: " + spng_strerror(rc));
+      return corrupt("PNG data of " + std::to_string(b.size()) +
+                     " bytes is corrupt or truncated: " + spng_strerror(rc));
     }
     return ok_status();
   };
   core::ScratchVector<std::uint8_t> raw;
   RgbImage img;
-  const bool has_alpha = type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA || type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA || h.has_trns;
+  const bool has_alpha =
+      type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA || type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA || h.has_trns;
   if (depth == 16) {
     // 16-bit samples, host-endian. Pillow: gray opens as I;16 and converts to RGB by clipping
     // at 255; RGB, RGBA and LA keep the high byte.
     MMFEED_RETURN_IF_ERROR(decode(SPNG_FMT_PNG, 0, raw));
     const auto* s = reinterpret_cast<const std::uint16_t*>(raw.data());
-    const int channels = type == SPNG_COLOR_TYPE_GRAYSCALE ? 1 : type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
-                         : type == SPNG_COLOR_TYPE_TRUECOLOR ? 3 : 4;
+    const int channels = type == SPNG_COLOR_TYPE_GRAYSCALE         ? 1
+                         : type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
+                         : type == SPNG_COLOR_TYPE_TRUECOLOR       ? 3
+                                                                   : 4;
     if (channels == 1) {
       img = allocate(width, height);
       for (std::size_t i = 0; i < n; ++i) std::memset(&img.pixels[i * 3], std::min<std::uint16_t>(s[i], 255), 3);
@@ -301,8 +304,9 @@ Result<RgbImage> decode_png(Bytes b, const DecodeOptions& options, int* orientat
         rgba[i * 4 + 0] = g;
         rgba[i * 4 + 1] = channels >= 3 ? static_cast<std::uint8_t>(p[1] >> 8) : g;
         rgba[i * 4 + 2] = channels >= 3 ? static_cast<std::uint8_t>(p[2] >> 8) : g;
-        rgba[i * 4 + 3] = channels == 2 ? static_cast<std::uint8_t>(p[1] >> 8)
-                          : channels == 4 ? static_cast<std::uint8_t>(p[3] >> 8) : 255;
+        rgba[i * 4 + 3] = channels == 2   ? static_cast<std::uint8_t>(p[1] >> 8)
+                          : channels == 4 ? static_cast<std::uint8_t>(p[3] >> 8)
+                                          : 255;
       }
       img = rgba_to_rgb(rgba.data(), width, height, options.alpha, type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA);
     }
@@ -350,15 +354,17 @@ Result<RgbImage> decode_webp(Bytes b, const DecodeOptions& options, int* orienta
     anim_options.color_mode = MODE_RGBA;
     WebPData data{b.data(), b.size()};
     std::unique_ptr<WebPAnimDecoder, decltype(&WebPAnimDecoderDelete)> dec(WebPAnimDecoderNew(&data, &anim_options),
-                                                                          &WebPAnimDecoderDelete);
+                                                                           &WebPAnimDecoderDelete);
     WebPAnimInfo info;
     std::uint8_t* frame = nullptr;
     int timestamp = 0;
     if (!dec || !WebPAnimDecoderGetInfo(dec.get(), &info) || !WebPAnimDecoderGetNext(dec.get(), &frame, &timestamp)) {
       return corrupt("WebP animation: cannot decode the first frame");
     }
-    MMFEED_RETURN_IF_ERROR(check_image_size(static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options));
-    return rgba_to_rgb(frame, static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options.alpha, true);
+    MMFEED_RETURN_IF_ERROR(
+        check_image_size(static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options));
+    return rgba_to_rgb(frame, static_cast<int>(info.canvas_width), static_cast<int>(info.canvas_height), options.alpha,
+                       true);
   }
   if (h.features.has_alpha && options.alpha != AlphaPolicy::kDrop) {
     core::ScratchVector<std::uint8_t> rgba(static_cast<std::size_t>(width) * height * 4);
@@ -408,8 +414,9 @@ int exif_orientation(std::span<const std::uint8_t> t) {
     if (entry + 12 > t.size()) return 1;
     if (read16(t.data() + entry, little) != 0x0112) continue;
     const std::uint32_t type = read16(t.data() + entry + 2, little);
-    const std::uint32_t value = type == 3 ? read16(t.data() + entry + 8, little)
-                                : type == 4 ? read32(t.data() + entry + 8, little) : 0;
+    const std::uint32_t value = type == 3   ? read16(t.data() + entry + 8, little)
+                                : type == 4 ? read32(t.data() + entry + 8, little)
+                                            : 0;
     return value >= 1 && value <= 8 ? static_cast<int>(value) : 1;
   }
   return 1;
@@ -455,13 +462,13 @@ RgbImage apply_orientation(RgbImage in, int orientation) {
     for (int x = 0; x < out.width; ++x) {
       int sx = x, sy = y;
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;                     // FLIP_LEFT_RIGHT
-        case 3: sx = w - 1 - x, sy = h - 1 - y; break;     // ROTATE_180
-        case 4: sy = h - 1 - y; break;                     // FLIP_TOP_BOTTOM
-        case 5: sx = y, sy = x; break;                     // TRANSPOSE
-        case 6: sx = y, sy = h - 1 - x; break;             // ROTATE_270
-        case 7: sx = w - 1 - y, sy = h - 1 - x; break;     // TRANSVERSE
-        case 8: sx = w - 1 - y, sy = x; break;             // ROTATE_90
+        case 2: sx = w - 1 - x; break;                  // FLIP_LEFT_RIGHT
+        case 3: sx = w - 1 - x, sy = h - 1 - y; break;  // ROTATE_180
+        case 4: sy = h - 1 - y; break;                  // FLIP_TOP_BOTTOM
+        case 5: sx = y, sy = x; break;                  // TRANSPOSE
+        case 6: sx = y, sy = h - 1 - x; break;          // ROTATE_270
+        case 7: sx = w - 1 - y, sy = h - 1 - x; break;  // TRANSVERSE
+        case 8: sx = w - 1 - y, sy = x; break;          // ROTATE_90
       }
       std::memcpy(dst + (static_cast<std::size_t>(y) * out.width + x) * 3,
                   src + (static_cast<std::size_t>(sy) * w + sx) * 3, 3);
@@ -494,7 +501,8 @@ Result<ImageInfo> probe(std::span<const std::uint8_t> b) {
                        h.ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA || h.has_trns;
       spng_exif exif{};
       if (spng_get_exif(ctx.ctx, &exif) == 0) {
-        info.orientation = orientation_of_exif_payload(Bytes(reinterpret_cast<const std::uint8_t*>(exif.data), exif.length));
+        info.orientation =
+            orientation_of_exif_payload(Bytes(reinterpret_cast<const std::uint8_t*>(exif.data), exif.length));
       }
       break;
     }
@@ -530,8 +538,8 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> b, const DecodeOptions
   return apply_orientation(std::move(img).value(), orientation);
 }
 
-Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width,
-                              int height, int first_row, int chunk_rows, const RowSink& sink) {
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width, int height,
+                              int first_row, int chunk_rows, const RowSink& sink) {
   MMFEED_RETURN_IF_ERROR(check_size(bytes, options));
   auto stream = std::make_unique<JpegStream>();
   jpeg_decompress_struct& info = stream->info;
@@ -539,14 +547,15 @@ Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeO
   stream->errors.mgr.error_exit = jpeg_fail;
   stream->errors.mgr.emit_message = jpeg_warn;
   if (setjmp(stream->errors.jump) != 0) {
-    return corrupt("JPEG data of " + std::to_string(bytes.size()) + " bytes is corrupt or truncated: " +
-                   stream->errors.message);
+    return corrupt("JPEG data of " + std::to_string(bytes.size()) +
+                   " bytes is corrupt or truncated: " + stream->errors.message);
   }
   jpeg_create_decompress(&info);
   stream->created = true;
   jpeg_mem_src(&info, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  MMFEED_RETURN_IF_ERROR(check_image_size(static_cast<int>(info.image_width), static_cast<int>(info.image_height), options));
+  MMFEED_RETURN_IF_ERROR(
+      check_image_size(static_cast<int>(info.image_width), static_cast<int>(info.image_height), options));
   if (info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK) return false;
   // TurboJPEG's defaults, which decode_jpeg (and Pillow) decode with: ISLOW DCT, fancy upsampling.
   info.out_color_space = JCS_RGB;

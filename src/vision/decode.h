@@ -32,7 +32,6 @@
 #include <span>
 #include <string_view>
 
-
 #include "core/scratch.h"
 #include "mmfeed/error.h"
 
@@ -46,9 +45,9 @@ enum class AlphaPolicy { kDrop, kPaste, kComposite };
 
 struct ImageInfo {
   ImageFormat format = ImageFormat::kJpeg;
-  int width = 0;   // as stored
+  int width = 0;  // as stored
   int height = 0;
-  int orientation = 1;  // EXIF orientation 1-8 (1 when absent)
+  int orientation = 1;     // EXIF orientation 1-8 (1 when absent)
   bool has_alpha = false;  // an alpha channel or transparency information
   bool animated = false;
 
@@ -98,8 +97,8 @@ Result<RgbImage> decode_rgb(std::span<const std::uint8_t> bytes, const DecodeOpt
 // no direct RGB output (CMYK, YCCK: decode_rgb converts those). `width` x `height` is the size
 // the caller planned for (probe()'s): a header that says otherwise is kCorruptData.
 using RowSink = std::function<void(const std::uint8_t* rows, int y, int n)>;
-Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width,
-                              int height, int first_row, int chunk_rows, const RowSink& sink);
+Result<bool> decode_jpeg_rows(std::span<const std::uint8_t> bytes, const DecodeOptions& options, int width, int height,
+                              int first_row, int chunk_rows, const RowSink& sink);
 
 // RGB from raw pixels (channels 1: gray, 3: RGB, 4: RGBA by `alpha`), as HF treats arrays.
 RgbImage rgb_from_pixels(const std::uint8_t* pixels, int width, int height, int channels, AlphaPolicy alpha);

@@ -103,7 +103,8 @@ std::optional<std::string_view> unsupported_format(Bytes b) {
   if (const auto heif = heif_family(b)) return heif;
   if (is_svg(b)) return "SVG image";
   // ICO: reserved 0, type 1, at least one image, the first directory entry's reserved byte 0.
-  if (b.size() >= 22 && starts_with(b, std::string_view("\0\0\1\0", 4)) && read16(b.data() + 4, true) != 0 && b[9] == 0) {
+  if (b.size() >= 22 && starts_with(b, std::string_view("\0\0\1\0", 4)) && read16(b.data() + 4, true) != 0 &&
+      b[9] == 0) {
     return "ICO image";
   }
   if (starts_with(b, "\xFF\x0A") || starts_with(b, std::string_view("\0\0\0\x0CJXL \r\n\x87\n", 12))) {

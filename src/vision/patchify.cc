@@ -133,44 +133,44 @@ void PatchifyNormalized(const std::uint8_t* const* images, int nframes, int gh, 
   T* row = out;
   ForEachPatch(images, nframes, gh, gw, P, m,
                [&](const std::uint8_t* planes, std::size_t plane_size, std::size_t stride, bool last) {
-    for (int c = 0; c < 3; ++c) {
-      const auto vmean = hn::Set(df, mean[c]);
-      const auto vstd = hn::Set(df, std[c]);
-      const auto vinv = hn::Set(df, 1.0f / std[c]);
-      for (int f = 0; f < nframes; ++f) {
-        const std::uint8_t* plane = planes + (f * 3 + c) * plane_size;
-        T* block = row + (c * frames + f) * frame;
-        if (last && c == 2 && f == nframes - 1 && (nframes > 1 || frames == 1)) {
-          for (int ph = 0; ph < P; ++ph) {
-            for (int pw = 0; pw < P; ++pw) {
-              const float v = table[c * 256 + plane[ph * stride + pw]];
-              if constexpr (std::is_same_v<T, float>) {
-                block[ph * P + pw] = v;
-              } else {
-                block[ph * P + pw] = to_bfloat16(v);
-              }
-            }
-          }
-          continue;
-        }
-        for (int ph = 0; ph < P; ++ph) {
-          for (int i = 0; i < P; i += lanes) {
-            const auto v = NormalizeVec(df, plane + ph * stride + i, vmean, vstd, vinv, rescale);
-            if constexpr (std::is_same_v<T, float>) {
-              hn::StoreU(v, df, block + ph * P + i);
-            } else {
-              hn::StoreU(ToBFloat16(df, v), d16, block + ph * P + i);
-            }
-          }
-        }
-      }
-      if (nframes == 1) {
-        T* first = row + c * frames * frame;
-        for (int t = 1; t < frames; ++t) std::memcpy(first + t * frame, first, frame * sizeof(T));
-      }
-    }
-    row += 3 * frames * frame;
-  });
+                 for (int c = 0; c < 3; ++c) {
+                   const auto vmean = hn::Set(df, mean[c]);
+                   const auto vstd = hn::Set(df, std[c]);
+                   const auto vinv = hn::Set(df, 1.0f / std[c]);
+                   for (int f = 0; f < nframes; ++f) {
+                     const std::uint8_t* plane = planes + (f * 3 + c) * plane_size;
+                     T* block = row + (c * frames + f) * frame;
+                     if (last && c == 2 && f == nframes - 1 && (nframes > 1 || frames == 1)) {
+                       for (int ph = 0; ph < P; ++ph) {
+                         for (int pw = 0; pw < P; ++pw) {
+                           const float v = table[c * 256 + plane[ph * stride + pw]];
+                           if constexpr (std::is_same_v<T, float>) {
+                             block[ph * P + pw] = v;
+                           } else {
+                             block[ph * P + pw] = to_bfloat16(v);
+                           }
+                         }
+                       }
+                       continue;
+                     }
+                     for (int ph = 0; ph < P; ++ph) {
+                       for (int i = 0; i < P; i += lanes) {
+                         const auto v = NormalizeVec(df, plane + ph * stride + i, vmean, vstd, vinv, rescale);
+                         if constexpr (std::is_same_v<T, float>) {
+                           hn::StoreU(v, df, block + ph * P + i);
+                         } else {
+                           hn::StoreU(ToBFloat16(df, v), d16, block + ph * P + i);
+                         }
+                       }
+                     }
+                   }
+                   if (nframes == 1) {
+                     T* first = row + c * frames * frame;
+                     for (int t = 1; t < frames; ++t) std::memcpy(first + t * frame, first, frame * sizeof(T));
+                   }
+                 }
+                 row += 3 * frames * frame;
+               });
 }
 
 void PatchifyF32(const std::uint8_t* const* images, int nframes, int gh, int gw, int P, int m, int frames,
@@ -187,18 +187,19 @@ void PatchifyBF16(const std::uint8_t* const* images, int nframes, int gh, int gw
 // bytes past P land on the next row, written after it; the image's last row is copied exactly).
 void PatchifyU8(const std::uint8_t* rgb, int gh, int gw, int P, int m, std::uint8_t* out) {
   std::uint8_t* row = out;
-  ForEachPatch(&rgb, 1, gh, gw, P, m, [&](const std::uint8_t* planes, std::size_t plane_size, std::size_t stride, bool last) {
-    for (int c = 0; c < 3; ++c) {
-      const std::uint8_t* plane = planes + c * plane_size;
-      for (int ph = 0; ph < P; ++ph, row += P) {
-        if (P <= 16 && !(last && c == 2 && ph == P - 1)) {
-          std::memcpy(row, plane + ph * stride, 16);
-        } else {
-          std::memcpy(row, plane + ph * stride, P);
-        }
-      }
-    }
-  });
+  ForEachPatch(&rgb, 1, gh, gw, P, m,
+               [&](const std::uint8_t* planes, std::size_t plane_size, std::size_t stride, bool last) {
+                 for (int c = 0; c < 3; ++c) {
+                   const std::uint8_t* plane = planes + c * plane_size;
+                   for (int ph = 0; ph < P; ++ph, row += P) {
+                     if (P <= 16 && !(last && c == 2 && ph == P - 1)) {
+                       std::memcpy(row, plane + ph * stride, 16);
+                     } else {
+                       std::memcpy(row, plane + ph * stride, P);
+                     }
+                   }
+                 }
+               });
 }
 
 }  // namespace mmfeed::vision::HWY_NAMESPACE
@@ -258,7 +259,8 @@ int row_elements(const ModelProfile& p, OutputType type) {
 std::uint16_t to_bfloat16(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return static_cast<std::uint16_t>((bits >> 16) | 0x40);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<std::uint16_t>(bits >> 16);
 }
@@ -310,31 +312,33 @@ void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, 
   switch (type) {
     case OutputType::kFloat32:
       if (simd && table.simd_exact) {
-        HWY_DYNAMIC_DISPATCH(PatchifyF32)(frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(),
-                                          table.std.data(), table.rescale, table.value[0].data(),
-                                          static_cast<float*>(dest));
+        HWY_DYNAMIC_DISPATCH(PatchifyF32)
+        (frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(), table.rescale,
+         table.value[0].data(), static_cast<float*>(dest));
         return;
       }
-      patchify_typed(frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return table.value[c][v]; },
-                     static_cast<float*>(dest));
+      patchify_typed(
+          frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return table.value[c][v]; },
+          static_cast<float*>(dest));
       return;
     case OutputType::kBFloat16:
       if (simd && table.simd_exact) {
-        HWY_DYNAMIC_DISPATCH(PatchifyBF16)(frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(),
-                                           table.std.data(), table.rescale, table.value[0].data(),
-                                           static_cast<std::uint16_t*>(dest));
+        HWY_DYNAMIC_DISPATCH(PatchifyBF16)
+        (frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(), table.rescale,
+         table.value[0].data(), static_cast<std::uint16_t*>(dest));
         return;
       }
-      patchify_typed(frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return to_bfloat16(table.value[c][v]); },
-                     static_cast<std::uint16_t*>(dest));
+      patchify_typed(
+          frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return to_bfloat16(table.value[c][v]); },
+          static_cast<std::uint16_t*>(dest));
       return;
     case OutputType::kUInt8:
       if (simd && nframes == 1) {
         HWY_DYNAMIC_DISPATCH(PatchifyU8)(frames[0], grid.h, grid.w, P, m, static_cast<std::uint8_t*>(dest));
         return;
       }
-      patchify_typed(frames, nframes, grid, p, nframes, [](int, std::uint8_t v) { return v; },
-                     static_cast<std::uint8_t*>(dest));
+      patchify_typed(
+          frames, nframes, grid, p, nframes, [](int, std::uint8_t v) { return v; }, static_cast<std::uint8_t*>(dest));
       return;
   }
 }

@@ -39,7 +39,7 @@ struct NormalizeTable {
   std::array<std::array<float, 256>, 3> value{};
   std::array<float, 3> mean{};  // as subtracted: times 255 for kVideo
   std::array<float, 3> std{};
-  bool rescale = true;        // kImage: divide by 255 first
+  bool rescale = true;      // kImage: divide by 255 first
   bool simd_exact = false;  // the SIMD kernel gives `value` for every byte value and channel
 };
 

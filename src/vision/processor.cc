@@ -54,8 +54,8 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded) co
 }
 
 Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const std::uint8_t> encoded,
-                                                                 const ImageInfo& info, const DecodeOptions& decode,
-                                                                 Size size) const {
+                                                                const ImageInfo& info, const DecodeOptions& decode,
+                                                                Size size) const {
   const bool rotated = decode.exif == ExifPolicy::kApply && info.orientation != 1;
   if (info.format != ImageFormat::kJpeg || rotated || decode.jpeg_scale_denom != 1 || size.width == info.width ||
       !horizontal_first(info.width, info.height, size.width, size.height, config_.filter)) {
@@ -103,7 +103,8 @@ void ImageProcessor::write(const Resized& image, void* dest) const {
   patchify(image.image.pixels.data(), image.grid, config_.profile, table_, config_.output, dest, config_.kernel);
 }
 
-Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest, std::int64_t capacity_rows) const {
+Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest,
+                                     std::int64_t capacity_rows) const {
   MMFEED_ASSIGN_OR_RETURN(Resized image, resize(encoded));
   MMFEED_RETURN_IF_ERROR(check_capacity(image.grid, capacity_rows));
   write(image, dest);

@@ -71,8 +71,8 @@ void VerticalRow(const std::uint8_t* base, const std::int32_t* k, int taps, std:
 // input column x, 16 bytes = rows 0-4 x (R, G, B), then one pad byte. Every output pixel is
 // then a plain dot product over its taps of 16-byte columns with one coefficient per tap -
 // contiguous loads, no gathers. Results go to out[r] for the rows that exist (n_rows <= 5).
-void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksize, const int* first,
-                        const int* count, int out_w, std::uint8_t* const* out, int n_rows) {
+void HorizontalBlockRgb(const std::uint8_t* cols, const std::int32_t* k, int ksize, const int* first, const int* count,
+                        int out_w, std::uint8_t* const* out, int n_rows) {
   const hn::ScalableTag<std::int32_t> d32;
   const hn::Rebind<std::uint8_t, decltype(d32)> d8;
   const std::size_t lanes = hn::Lanes(d32);
@@ -215,9 +215,7 @@ void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficie
 // The horizontal pass five rows at a time on transposed columns (HorizontalBlockRgb).
 }  // namespace
 
-const char* simd_target() {
-  return HWY_DYNAMIC_DISPATCH(TargetNameHere)();
-}
+const char* simd_target() { return HWY_DYNAMIC_DISPATCH(TargetNameHere)(); }
 
 Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
   const FilterDef f = filter_def(filter);
@@ -290,7 +288,10 @@ namespace {
 class HorizontalPass {
  public:
   HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel)
-      : in_w_(in_w), out_w_(out_w), channels_(channels), kernel_(kernel),
+      : in_w_(in_w),
+        out_w_(out_w),
+        channels_(channels),
+        kernel_(kernel),
         c_(precompute_coefficients(in_w, out_w, filter)) {
     if (kernel == Kernel::kScalar || channels != 3) return;
 #if MMFEED_X86_DOT
@@ -334,8 +335,8 @@ class HorizontalPass {
         for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(x) * 3, 4);
       }
       for (int r = 0; r < 5; ++r) std::memcpy(dst + r * 3, src[r] + static_cast<std::size_t>(in_w_ - 1) * 3, 3);
-      HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)(columns_.data(), c_.k.data(), c_.ksize, c_.first.data(),
-                                               c_.count.data(), out_w_, outs, n);
+      HWY_DYNAMIC_DISPATCH(HorizontalBlockRgb)
+      (columns_.data(), c_.k.data(), c_.ksize, c_.first.data(), c_.count.data(), out_w_, outs, n);
     }
   }
 
@@ -387,9 +388,13 @@ void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficient
 struct RowResampler::State {
   State(int in_w, int in_h, int out_w, int out_height, int channels, Filter filter, Kernel kernel_choice,
         std::uint8_t* out_pixels)
-      : horizontal(in_w, out_w, channels, filter, kernel_choice), kernel(kernel_choice), out(out_pixels),
-        out_h(out_height), out_stride(static_cast<std::size_t>(out_w) * channels),
-        in_stride(static_cast<std::size_t>(in_w) * channels), last_row(in_h) {
+      : horizontal(in_w, out_w, channels, filter, kernel_choice),
+        kernel(kernel_choice),
+        out(out_pixels),
+        out_h(out_height),
+        out_stride(static_cast<std::size_t>(out_w) * channels),
+        in_stride(static_cast<std::size_t>(in_w) * channels),
+        last_row(in_h) {
     if (out_height == in_h) return;  // the horizontal pass writes the output itself
     vert = precompute_coefficients(in_h, out_height, filter);
     // Only the rows the vertical pass reads go through the horizontal pass.

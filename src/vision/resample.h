@@ -65,8 +65,7 @@ bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter);
 //   for (each chunk of n rows starting at row y, in order) r.push(chunk, y, n);
 class RowResampler {
  public:
-  RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
-               std::uint8_t* out);
+  RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel, std::uint8_t* out);
   ~RowResampler();
   RowResampler(const RowResampler&) = delete;
   RowResampler& operator=(const RowResampler&) = delete;

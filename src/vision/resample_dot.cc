@@ -64,7 +64,7 @@ bool make_plan(const Coefficients& c, int out_w, Plan& plan) {
 
 // Groups Q_m for m in [0, ceil(in_w / 4)) from five rows; columns past in_w are zero.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void build_groups(const std::uint8_t* const* src, int in_w,
-                                                                          std::uint8_t* q) {
+                                                                         std::uint8_t* q) {
   // Group d of a 16-pixel stretch: byte 4j + u (j = 3r + ch) <- the row's byte 3 (4d + u) + ch.
   alignas(64) static const auto kIndex = [] {
     std::array<std::array<std::uint8_t, 64>, 4> idx{};
@@ -104,8 +104,7 @@ namespace {
 
 // Pillow's sum for output pixel x, shifted down (not yet clamped): 16 x int32, lane j = 3r + ch.
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) inline __m512i output_pixel(const std::uint8_t* q,
-                                                                                                 const Plan& plan,
-                                                                                                 int x) {
+                                                                                              const Plan& plan, int x) {
   __m512i acc0 = _mm512_set1_epi32(1 << (kResamplePrecisionBits - 1));
   __m512i acc1 = _mm512_setzero_si512(), acc2 = acc1;
   const std::uint8_t* g = q + static_cast<std::size_t>(plan.start[x]) * 64;
@@ -124,8 +123,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) inline __m512i
 
 // One block of up to five rows: out[r] for r < n_rows.
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(const std::uint8_t* q, const Plan& plan,
-                                                                               int out_w, std::uint8_t* const* out,
-                                                                               int n_rows) {
+                                                                             int out_w, std::uint8_t* const* out,
+                                                                             int n_rows) {
   // Four pixels' sums packed with unsigned saturation (32 -> 16 -> 8 bits, which clamps to
   // 0..255) leave pixel i's lane j at byte 16 (j / 4) + 4 i + j % 4. One permute gathers rows
   // 0-3 (row r's 12 bytes at 16 r), a second row 4 (at 0).
@@ -152,7 +151,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(con
     const __m512i bytes = _mm512_packus_epi16(_mm512_packus_epi32(s0, s1), _mm512_packus_epi32(s2, s3));
     alignas(64) std::uint8_t lanes[80];
     _mm512_store_si512(lanes, _mm512_permutexvar_epi8(rows03, bytes));
-    _mm_store_si128(reinterpret_cast<__m128i*>(lanes + 64), _mm512_castsi512_si128(_mm512_permutexvar_epi8(row4, bytes)));
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes + 64),
+                    _mm512_castsi512_si128(_mm512_permutexvar_epi8(row4, bytes)));
     // 16-byte moves where the four bytes past the 12 land on the next group's pixels.
     const std::size_t at = static_cast<std::size_t>(x) * 3;
     if (at + 16 <= static_cast<std::size_t>(out_w) * 3) {
@@ -175,9 +175,11 @@ namespace {
 constexpr std::size_t kPrefetch = 512;  // bytes ahead in each row
 
 template <bool kMasked>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_block(
-    const std::uint8_t* base, std::size_t stride, int taps, const std::int32_t* words, int groups, std::size_t i,
-    __mmask64 mask, std::uint8_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_block(const std::uint8_t* base,
+                                                                                  std::size_t stride, int taps,
+                                                                                  const std::int32_t* words, int groups,
+                                                                                  std::size_t i, __mmask64 mask,
+                                                                                  std::uint8_t* out) {
   __m512i acc[4][3];
   for (int j = 0; j < 4; ++j) {
     acc[j][0] = _mm512_set1_epi32(1 << (kResamplePrecisionBits - 1));
@@ -232,10 +234,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vertical_bloc
 // `words`: [group][digit] (add_digits); rows past `taps` in the last group have zero
 // coefficients and repeat the last row. False when a coefficient does not fit (the caller then
 // runs the portable kernel).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* base,
-                                                                          std::size_t stride,
-                                                                          const std::int32_t* k, int taps,
-                                                                          std::uint8_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* base, std::size_t stride,
+                                                                         const std::int32_t* k, int taps,
+                                                                         std::uint8_t* out) {
   constexpr int kMaxGroups = 64;
   const int groups = (taps + 3) / 4;
   if (groups > kMaxGroups) return false;

@@ -55,19 +55,18 @@ bool make_plan(const Coefficients& c, int out_w, Plan& plan);
 
 // Groups Q_m for m in [0, ceil(in_w / 4)) from five RGB rows `src`; columns past in_w are zero.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void build_groups(const std::uint8_t* const* src, int in_w,
-                                                                          std::uint8_t* q);
+                                                                         std::uint8_t* q);
 
 // One block of up to five rows from the groups `q`: out[r] for r < n_rows, out_w RGB pixels each.
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) void block(const std::uint8_t* q, const Plan& plan,
-                                                                               int out_w, std::uint8_t* const* out,
-                                                                               int n_rows);
+                                                                             int out_w, std::uint8_t* const* out,
+                                                                             int n_rows);
 
 // One output row of the vertical pass: `taps` rows from `base`, `stride` bytes apart, weighted by
 // k. False when a coefficient does not fit (the caller then runs the portable kernel).
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* base,
-                                                                          std::size_t stride,
-                                                                          const std::int32_t* k, int taps,
-                                                                          std::uint8_t* out);
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) bool vertical_row(const std::uint8_t* base, std::size_t stride,
+                                                                         const std::int32_t* k, int taps,
+                                                                         std::uint8_t* out);
 
 }  // namespace dot
 #endif

@@ -48,8 +48,8 @@ std::string video_libraries() {
     return std::to_string(AV_VERSION_MAJOR(v)) + "." + std::to_string(AV_VERSION_MINOR(v)) + "." +
            std::to_string(AV_VERSION_MICRO(v));
   };
-  return "libavformat " + version(avformat_version()) + ", libavcodec " + version(avcodec_version()) +
-         ", libswscale " + version(swscale_version());
+  return "libavformat " + version(avformat_version()) + ", libavcodec " + version(avcodec_version()) + ", libswscale " +
+         version(swscale_version());
 }
 
 namespace {
@@ -116,9 +116,9 @@ struct ScaleCloser {
 Status check_frame_size(int width, int height, const VideoLimits& limits) {
   if (width <= 0 || height <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame size");
   if (static_cast<std::int64_t>(width) * height > limits.max_frame_pixels) {
-    return Error(ErrorCode::kResourceExhausted, "video: frames of " + std::to_string(width) + "x" + std::to_string(height) +
-                                                    " exceed the limit of " + std::to_string(limits.max_frame_pixels) +
-                                                    " pixels");
+    return Error(ErrorCode::kResourceExhausted, "video: frames of " + std::to_string(width) + "x" +
+                                                    std::to_string(height) + " exceed the limit of " +
+                                                    std::to_string(limits.max_frame_pixels) + " pixels");
   }
   return ok_status();
 }
@@ -126,7 +126,7 @@ Status check_frame_size(int width, int height, const VideoLimits& limits) {
 // An opened container and its best video stream, whose frame size is within the limits.
 class Container {
  public:
-  static Result<std::unique_ptr<Container>> open(std::span<const std::byte> bytes, const VideoLimits& limits) {
+  static Result<std::unique_ptr<Container> > open(std::span<const std::byte> bytes, const VideoLimits& limits) {
     // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
     static std::once_flag quiet;
     std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
@@ -135,7 +135,8 @@ class Container {
     constexpr int kBuffer = 1 << 16;
     auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
     if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the read buffer");
-    c->io_.reset(avio_alloc_context(buffer, kBuffer, 0, &c->reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
+    c->io_.reset(
+        avio_alloc_context(buffer, kBuffer, 0, &c->reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
     if (!c->io_) {
       av_free(buffer);
       return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the reader");
@@ -158,8 +159,7 @@ class Container {
     const AVCodecParameters* parameters = format->streams[any]->codecpar;
     if (c->stream_ < 0 || codec == nullptr) {
       return Error(ErrorCode::kUnsupported, std::string("video: no decoder for codec '") +
-                                                avcodec_get_name(parameters->codec_id) +
-                                                "' in this FFmpeg");
+                                                avcodec_get_name(parameters->codec_id) + "' in this FFmpeg");
     }
     c->codec_ = codec;
     if (Status st = check_frame_size(c->width(), c->height(), limits); !st.ok()) return std::move(st).error();
@@ -198,8 +198,9 @@ int rotation_of(AVStream* stream) {
 // no count; one cut between clusters reads as the frames it holds.)
 Status check_not_cut(const AVStream* stream, std::int64_t packets) {
   if (stream->nb_frames > 0 && packets < stream->nb_frames) {
-    return Error(ErrorCode::kCorruptData, "video: truncated: the container declares " + std::to_string(stream->nb_frames) +
-                                              " frames, the file holds " + std::to_string(packets));
+    return Error(ErrorCode::kCorruptData, "video: truncated: the container declares " +
+                                              std::to_string(stream->nb_frames) + " frames, the file holds " +
+                                              std::to_string(packets));
   }
   return ok_status();
 }
@@ -233,7 +234,8 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
                    "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
     }
   }
-  if (status != AVERROR_EOF) return Error(ErrorCode::kCorruptData, "video: the container is damaged (" + av_message(status) + ")");
+  if (status != AVERROR_EOF)
+    return Error(ErrorCode::kCorruptData, "video: the container is damaged (" + av_message(status) + ")");
   if (Status st = check_not_cut(stream, packets); !st.ok()) return st.error();
   if (frames == 0) return Error(ErrorCode::kCorruptData, "video: the stream holds no frames");
   if (info.fps <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame rate");
@@ -259,7 +261,7 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     int height;
   } out{c.width(), c.height()};
   // The stream's packets, in decoding order (the file is in memory already; so are they now).
-  std::vector<std::unique_ptr<AVPacket, PacketCloser>> packets;
+  std::vector<std::unique_ptr<AVPacket, PacketCloser> > packets;
   std::string damage;
   {
     std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
@@ -268,7 +270,8 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
       if (packet->stream_index == c.stream_index() && packet->size > 0) {
         if (static_cast<std::int64_t>(packets.size()) >= limits.max_frames) {
-          return Error(ErrorCode::kResourceExhausted, "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
+          return Error(ErrorCode::kResourceExhausted,
+                       "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
         }
         packets.emplace_back(av_packet_alloc());
         if (!packets.back()) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
@@ -340,8 +343,9 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     const auto format = static_cast<AVPixelFormat>(frame->format);
     scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
                                      AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
-    if (!scale) return Error(ErrorCode::kUnsupported, std::string("video: cannot convert pixel format ") +
-                                                          av_get_pix_fmt_name(format) + " to RGB");
+    if (!scale)
+      return Error(ErrorCode::kUnsupported,
+                   std::string("video: cannot convert pixel format ") + av_get_pix_fmt_name(format) + " to RGB");
     const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
     const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
                            format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
@@ -353,7 +357,8 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
     sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
     for (int y = 0; y < out.height; ++y) {
-      std::memcpy(rgb.data() + static_cast<std::size_t>(y) * row, scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
+      std::memcpy(rgb.data() + static_cast<std::size_t>(y) * row,
+                  scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
     }
     return sink(k, rgb.data(), out.width, out.height);
   };
@@ -373,8 +378,8 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     decoder->thread_count = 1;  // one video per worker thread
     decoder->pkt_timebase = stream->time_base;
     if (int status = avcodec_open2(decoder.get(), c.codec(), nullptr); status < 0) {
-      return Error(ErrorCode::kUnsupported, std::string("video: cannot open the ") + c.codec()->name + " decoder (" +
-                                                av_message(status) + ")");
+      return Error(ErrorCode::kUnsupported,
+                   std::string("video: cannot open the ") + c.codec()->name + " decoder (" + av_message(status) + ")");
     }
     std::vector<bool> wanted(static_cast<std::size_t>(shown), false);
     for (std::int64_t i : indices) {
@@ -385,8 +390,9 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
       while (true) {
         const int status = avcodec_receive_frame(decoder.get(), frame.get());
         if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
-        if (status < 0) return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(*frames_seen) +
-                                                                  " does not decode (" + av_message(status) + ")");
+        if (status < 0)
+          return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(*frames_seen) + " does not decode (" +
+                                                    av_message(status) + ")");
         if (frame->width != out.width || frame->height != out.height) {
           return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" +
                                                     std::to_string(frame->width) + "x" + std::to_string(frame->height) +
@@ -433,8 +439,8 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
       AVPacket* p = packets[i].get();
       if (by_time) {
         const auto it = place.find(p->pts);
-        const bool needed = !(p->flags & AV_PKT_FLAG_DISCARD) && it != place.end() &&
-                            wanted[static_cast<std::size_t>(it->second)];
+        const bool needed =
+            !(p->flags & AV_PKT_FLAG_DISCARD) && it != place.end() && wanted[static_cast<std::size_t>(it->second)];
         decoder->skip_frame = needed ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
       }
       const int sent = avcodec_send_packet(decoder.get(), p);
@@ -468,10 +474,11 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
     const std::int64_t frames = consistent && !place.empty() ? shown : frames_seen;
     const std::string suffix = damage.empty() ? "" : " (damaged: " + damage + ")";
     if (indices[kept] < frames) {
-      return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(indices[kept]) + " does not decode" + suffix);
+      return Error(ErrorCode::kCorruptData,
+                   "video: frame " + std::to_string(indices[kept]) + " does not decode" + suffix);
     }
-    const std::string what = "video: frame " + std::to_string(indices[kept]) + " asked for, but the stream ends after " +
-                             std::to_string(frames) + " frames";
+    const std::string what = "video: frame " + std::to_string(indices[kept]) +
+                             " asked for, but the stream ends after " + std::to_string(frames) + " frames";
     if (!damage.empty()) return Error(ErrorCode::kCorruptData, what + suffix);
     return Error(frames == 0 ? ErrorCode::kCorruptData : ErrorCode::kOutOfRange, what);
   }

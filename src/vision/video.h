@@ -36,8 +36,8 @@ namespace mmfeed::vision {
 
 struct VideoLimits {
   std::int64_t max_frame_pixels = std::int64_t{1} << 26;     // width x height of one frame
-  std::int64_t max_frames = 1 << 20;                          // frames the stream may hold
-  std::uint64_t max_decoded_bytes = std::uint64_t{4} << 30;   // RGB bytes of the frames asked for
+  std::int64_t max_frames = 1 << 20;                         // frames the stream may hold
+  std::uint64_t max_decoded_bytes = std::uint64_t{4} << 30;  // RGB bytes of the frames asked for
 };
 
 struct VideoInfo {

@@ -63,12 +63,12 @@ Result<Size> smart_resize_qwen_vl_utils(int height, int width, int factor, doubl
     w_bar = static_cast<std::int64_t>(std::floor(width / beta / factor)) * factor;
   } else if (static_cast<double>(h_bar * w_bar) < min_pixels) {
     const double beta = std::sqrt(min_pixels / area);
-    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height, width,
-                    min_pixels, limits);
+    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height,
+                    width, min_pixels, limits);
   }
   if (h_bar <= 0 || w_bar <= 0) {
-    return Error(ErrorCode::kInvalidArgument, "video: frames of " + dims(width, height) + " resize to nothing under max_pixels " +
-                                                  std::to_string(max_pixels));
+    return Error(ErrorCode::kInvalidArgument, "video: frames of " + dims(width, height) +
+                                                  " resize to nothing under max_pixels " + std::to_string(max_pixels));
   }
   return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }
@@ -99,8 +99,8 @@ Result<Size> smart_resize_qwen3(std::int64_t frames, int height, int width, int 
     w_bar = std::max<std::int64_t>(factor, static_cast<std::int64_t>(std::floor(width / beta / factor)) * factor);
   } else if (planned < min_pixels) {
     const double beta = std::sqrt(min_pixels / volume);
-    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height, width,
-                    min_pixels, limits);
+    return upscaled(std::ceil(height * beta / factor) * factor, std::ceil(width * beta / factor) * factor, height,
+                    width, min_pixels, limits);
   }
   return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }
@@ -122,7 +122,8 @@ Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInf
   auto size = smart_resize_qwen_vl_utils(info.height, info.width, factor, min_pixels, max_pixels, limits);
   if (!size.ok()) return std::move(size).error();
   // The processor then applies its own smart_resize to frames of that size; it must leave it be.
-  auto again = smart_resize(size->height, size->width, factor, profile.processor_min_pixels, profile.processor_max_pixels);
+  auto again =
+      smart_resize(size->height, size->width, factor, profile.processor_min_pixels, profile.processor_max_pixels);
   if (!again.ok()) return std::move(again).error();
   if (again->height != size->height || again->width != size->width) {
     return Error(ErrorCode::kUnsupported, "video: frames of " + dims(size->width, size->height) +
@@ -142,7 +143,8 @@ Status qwen3_keys(const VideoRequest& request) {
     return Error(ErrorCode::kInvalidArgument,
                  "video: Qwen3-VL's video processor reads no video_start, video_end or total_pixels");
   }
-  if (s.nframes && s.fps) return Error(ErrorCode::kInvalidArgument, "video: give either \"nframes\" or \"fps\", not both");
+  if (s.nframes && s.fps)
+    return Error(ErrorCode::kInvalidArgument, "video: give either \"nframes\" or \"fps\", not both");
   return ok_status();
 }
 
@@ -165,8 +167,9 @@ Result<VideoPlan> plan_qwen3(const VideoProfile& profile, const VideoInfo& info,
   plan.indices = std::move(indices).value();
   const double min_pixels = request.min_pixels.value_or(static_cast<double>(profile.min_pixels));
   const double max_pixels = request.max_pixels.value_or(static_cast<double>(profile.max_pixels));
-  auto size = smart_resize_qwen3(static_cast<std::int64_t>(plan.indices.size()), info.height, info.width,
-                                 profile.model.temporal_patch_size, profile.model.factor(), min_pixels, max_pixels, limits);
+  auto size =
+      smart_resize_qwen3(static_cast<std::int64_t>(plan.indices.size()), info.height, info.width,
+                         profile.model.temporal_patch_size, profile.model.factor(), min_pixels, max_pixels, limits);
   if (!size.ok()) return std::move(size).error();
   plan.size = *size;
   // The processor's _calculate_timestamps: indices padded with the last to whole groups, each
@@ -207,7 +210,8 @@ Result<VideoProfile> video_profile(std::string_view model) {
 }
 
 std::size_t resized_bytes(const VideoPlan& plan) {
-  return plan.indices.size() * static_cast<std::size_t>(plan.size.width) * static_cast<std::size_t>(plan.size.height) * 3;
+  return plan.indices.size() * static_cast<std::size_t>(plan.size.width) * static_cast<std::size_t>(plan.size.height) *
+         3;
 }
 
 double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan) {
@@ -217,7 +221,7 @@ double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan) {
 Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
                              const VideoLimits& limits) {
   auto plan = profile.recipe == VideoRecipe::kQwen3 ? plan_qwen3(profile, info, request, limits)
-                                                     : plan_qwen_vl_utils(profile, info, request, limits);
+                                                    : plan_qwen_vl_utils(profile, info, request, limits);
   if (!plan.ok()) return plan;
   const int P = profile.model.patch_size;
   const int T = profile.model.temporal_patch_size;
@@ -227,8 +231,8 @@ Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info,
   return plan;
 }
 
-Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
-                                         const VideoLimits& limits) {
+Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info,
+                                         const VideoRequest& request, const VideoLimits& limits) {
   const VideoSamplingRequest& s = request.sampling;
   if (profile.recipe == VideoRecipe::kQwen3) {
     MMFEED_RETURN_IF_ERROR(qwen3_keys(request));
@@ -258,7 +262,7 @@ Result<VideoPlan> VideoProcessor::plan(std::span<const std::byte> bytes, const V
 }
 
 Result<ResizedVideo> VideoProcessor::resize(std::span<const std::byte> bytes, const VideoPlan& plan,
-                                           const VideoLimits& limits) const {
+                                            const VideoLimits& limits) const {
   ResizedVideo out;
   out.size = plan.size;
   out.grid = plan.grid;
@@ -282,8 +286,8 @@ void VideoProcessor::write(const ResizedVideo& video, void* dest) const {
   std::vector<const std::uint8_t*> slots(T);
   for (std::size_t g = 0; g * T < video.count; ++g) {
     for (std::size_t t = 0; t < T; ++t) slots[t] = video.frame(std::min(g * T + t, video.count - 1));
-    patchify_group(slots.data(), group, profile_.model, table_, output_, static_cast<std::uint8_t*>(dest) + g * group_bytes,
-                   kernel_);
+    patchify_group(slots.data(), group, profile_.model, table_, output_,
+                   static_cast<std::uint8_t*>(dest) + g * group_bytes, kernel_);
   }
 }
 

@@ -87,7 +87,7 @@ struct VideoPlan {
 struct ResizedVideo {
   Size size;
   Grid grid;
-  std::size_t count = 0;                    // frames, as planned (the last group may be short)
+  std::size_t count = 0;                     // frames, as planned (the last group may be short)
   core::ScratchVector<std::uint8_t> frames;  // count x height x width x 3, RGB
 
   const std::uint8_t* frame(std::size_t k) const {
@@ -112,8 +112,8 @@ Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info,
 
 // How many frames plan_video samples (its indices' size), counted before any is listed, so that
 // a caller can size them against its budget first; errors as plan_video's for the count.
-Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,
-                                         const VideoLimits& limits = {});
+Result<std::int64_t> planned_frame_count(const VideoProfile& profile, const VideoInfo& info,
+                                         const VideoRequest& request, const VideoLimits& limits = {});
 
 // The fewest pixel rows `frames` planned frames take: each temporal group at the smallest frame
 // size the recipes give, one merged patch (factor x factor pixels).
@@ -121,7 +121,8 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames);
 
 class VideoProcessor {
  public:
-  explicit VideoProcessor(VideoProfile profile, OutputType output = OutputType::kFloat32, Kernel kernel = Kernel::kAuto);
+  explicit VideoProcessor(VideoProfile profile, OutputType output = OutputType::kFloat32,
+                          Kernel kernel = Kernel::kAuto);
 
   const VideoProfile& profile() const { return profile_; }
   OutputType output() const { return output_; }

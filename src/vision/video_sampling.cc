@@ -45,15 +45,15 @@ std::vector<std::int64_t> linspace_rounded(std::int64_t start, std::int64_t end,
   const float step = (last - first) / static_cast<float>(steps - 1);
   const std::int64_t halfway = steps / 2;
   for (std::int64_t i = 0; i < steps; ++i) {
-    const float value = i < halfway ? first + step * static_cast<float>(i)
-                                    : last - step * static_cast<float>(steps - i - 1);
+    const float value =
+        i < halfway ? first + step * static_cast<float>(i) : last - step * static_cast<float>(steps - i - 1);
     out.push_back(static_cast<std::int64_t>(std::nearbyint(value)));
   }
   return out;
 }
 
 Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
-                                              double video_fps) {
+                                               double video_fps) {
   if (video_fps <= 0) return Error(ErrorCode::kInvalidArgument, "video: the frame rate must be positive");
   if (total_frames <= 0) return Error(ErrorCode::kInvalidArgument, "video: the video holds no frames");
   if (request.nframes && request.fps) {
@@ -76,8 +76,9 @@ Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& reque
     if (plan.first >= plan.last) {
       return Error(ErrorCode::kInvalidArgument,
                    "video: the range " + number(start_s) + "-" + number(end_s) + " s holds no frames (frame " +
-                       std::to_string(plan.first) + " is not before frame " + std::to_string(plan.last) + "; the video is " +
-                       number(duration) + " s, " + std::to_string(total_frames) + " frames at " + number(video_fps) + " fps)");
+                       std::to_string(plan.first) + " is not before frame " + std::to_string(plan.last) +
+                       "; the video is " + number(duration) + " s, " + std::to_string(total_frames) + " frames at " +
+                       number(video_fps) + " fps)");
     }
     count = plan.last - plan.first + 1;
   }
@@ -133,8 +134,8 @@ Result<std::int64_t> qwen3_frame_count(std::optional<double> nframes, double fps
 }
 
 Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps, double min_frames,
-                                                          double max_frames, std::int64_t total_frames, double video_fps,
-                                                          std::int64_t max_count) {
+                                                          double max_frames, std::int64_t total_frames,
+                                                          double video_fps, std::int64_t max_count) {
   auto count = qwen3_frame_count(nframes, fps, min_frames, max_frames, total_frames, video_fps, max_count);
   if (!count.ok()) return std::move(count).error();
   const std::int64_t n = *count;

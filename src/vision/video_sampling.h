@@ -22,25 +22,25 @@ namespace mmfeed::vision {
 
 // A content item's sampling keys, as qwen-vl-utils reads them; unset keys take its defaults.
 struct VideoSamplingRequest {
-  std::optional<double> nframes;  // exclusive with fps
-  std::optional<double> fps;      // default 2.0
-  std::optional<double> min_frames;  // with fps; default 4
-  std::optional<double> max_frames;  // with fps; default min(768, frames in range)
+  std::optional<double> nframes;      // exclusive with fps
+  std::optional<double> fps;          // default 2.0
+  std::optional<double> min_frames;   // with fps; default 4
+  std::optional<double> max_frames;   // with fps; default min(768, frames in range)
   std::optional<double> video_start;  // seconds
   std::optional<double> video_end;    // seconds
 };
 
 struct VideoFramePlan {
-  std::int64_t first = 0;            // the range's first frame
-  std::int64_t last = 0;             // and last
+  std::int64_t first = 0;             // the range's first frame
+  std::int64_t last = 0;              // and last
   std::vector<std::int64_t> indices;  // the frames kept, ascending (repeats possible, as upstream)
-  double sample_fps = 0;             // indices.size() / frames in range * video_fps
+  double sample_fps = 0;              // indices.size() / frames in range * video_fps
 };
 
 // kInvalidArgument, naming the value, where qwen-vl-utils raises: both nframes and fps, a time
 // range that ends before it starts, a frame count outside [2, frames in range].
 Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& request, std::int64_t total_frames,
-                                              double video_fps);
+                                               double video_fps);
 
 // How many frames transformers' Qwen3VLVideoProcessor samples (its sample_frames): `nframes`
 // when given, else int(total / video_fps * fps) clamped to [min_frames, min(max_frames, total)],
@@ -54,7 +54,8 @@ Result<std::int64_t> qwen3_frame_count(std::optional<double> nframes, double fps
 
 // Those frames, spread as numpy.linspace(0, total - 1, n).round().
 Result<std::vector<std::int64_t>> plan_qwen3_video_frames(std::optional<double> nframes, double fps, double min_frames,
-                                                          double max_frames, std::int64_t total_frames, double video_fps,
+                                                          double max_frames, std::int64_t total_frames,
+                                                          double video_fps,
                                                           std::int64_t max_count = VideoLimits{}.max_frames);
 
 // torch.linspace(start, end, steps) (float32) rounded half to even, as torch computes it.

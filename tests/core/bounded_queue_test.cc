@@ -161,9 +161,7 @@ TEST(BoundedQueueTest, PopForTimesOutOnAnEmptyOpenQueue) {
   EXPECT_FALSE(q.closed());
 }
 
-TEST(BoundedQueueTest, ZeroCapacityIsRejected) {
-  EXPECT_THROW(BoundedQueue<int>(0), std::invalid_argument);
-}
+TEST(BoundedQueueTest, ZeroCapacityIsRejected) { EXPECT_THROW(BoundedQueue<int>(0), std::invalid_argument); }
 
 // Many producers and consumers through a small queue: every item arrives exactly once.
 TEST(BoundedQueueTest, ContentionLosesAndDuplicatesNothing) {

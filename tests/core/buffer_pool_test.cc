@@ -105,8 +105,8 @@ TEST(ScratchVectorTest, LargeVectorsReuseWarmBlocksAndSkipTheZeroFill) {
     std::memset(v.data(), 7, v.size());
   }
   ScratchVector<std::uint8_t> again(1 << 20);
-  ASSERT_EQ(again.data(), first);  // from the process-wide scratch pool
-  EXPECT_EQ(again[12345], 7);      // default-initialised: not zero-filled
+  ASSERT_EQ(again.data(), first);        // from the process-wide scratch pool
+  EXPECT_EQ(again[12345], 7);            // default-initialised: not zero-filled
   ScratchVector<float> small(10, 1.5f);  // below the pooling threshold: plain heap, values kept
   EXPECT_EQ(small[9], 1.5f);
   small.resize(20);
@@ -117,9 +117,7 @@ TEST(ScratchVectorTest, LargeVectorsReuseWarmBlocksAndSkipTheZeroFill) {
 
 TEST(BufferPoolTest, AFullCacheEvictsSmallerBlocksForALargerOne) {
   BufferPool pool({.max_cached_bytes = 3 * 8192});
-  {
-    Buffer a = pool.acquire(8192), b = pool.acquire(8192), c = pool.acquire(8192);
-  }
+  { Buffer a = pool.acquire(8192), b = pool.acquire(8192), c = pool.acquire(8192); }
   EXPECT_EQ(pool.stats().bytes_cached, 3u * 8192);
   std::byte* big = nullptr;
   {
@@ -175,7 +173,10 @@ TEST(BufferPoolTest, UniformBlocksAreTheLargestRequestsSizeAndServeAnyRequest) {
   const std::size_t middle = BufferPool::size_class(16384), large = BufferPool::size_class(65536);
   Buffer held = pool.acquire(16384);  // in use while the size grows
   EXPECT_EQ(held.capacity(), middle);
-  { Buffer a = pool.acquire(4096); EXPECT_EQ(a.capacity(), middle) << "at least the largest so far"; }
+  {
+    Buffer a = pool.acquire(4096);
+    EXPECT_EQ(a.capacity(), middle) << "at least the largest so far";
+  }
   EXPECT_EQ(pool.stats().bytes_cached, middle);
   { Buffer b = pool.acquire(65536); }  // the size grows: the cached smaller block is freed
   EXPECT_EQ(pool.stats().bytes_cached, large);

@@ -54,10 +54,11 @@ TEST(ThreadPoolTest, AsyncCarriesResultsAndExceptions) {
 TEST(ThreadPoolTest, ShutdownRunsQueuedTasksThenRejects) {
   std::atomic<int> ran{0};
   ThreadPool pool("drain", 1, 64);
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(pool.submit([&] {
-    std::this_thread::sleep_for(100us);
-    ++ran;
-  }));
+  for (int i = 0; i < 50; ++i)
+    ASSERT_TRUE(pool.submit([&] {
+      std::this_thread::sleep_for(100us);
+      ++ran;
+    }));
   pool.shutdown();
   EXPECT_EQ(ran.load(), 50);
   EXPECT_FALSE(pool.submit([&] { ++ran; }));
@@ -123,9 +124,7 @@ TEST(ThreadPoolTest, WaitIdleFromManySubmitters) {
   EXPECT_EQ(count.load(), 2000);
 }
 
-TEST(ThreadPoolTest, ZeroThreadsIsRejected) {
-  EXPECT_THROW(ThreadPool("none", 0), std::invalid_argument);
-}
+TEST(ThreadPoolTest, ZeroThreadsIsRejected) { EXPECT_THROW(ThreadPool("none", 0), std::invalid_argument); }
 
 }  // namespace
 }  // namespace mmfeed::core

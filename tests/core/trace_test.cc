@@ -68,9 +68,7 @@ TEST(TraceWriterTest, EachThreadGetsANamedTrack) {
     });
   }
   pool.wait_idle();
-  {
-    TraceSpan span(&trace, "main-work", "test");
-  }
+  { TraceSpan span(&trace, "main-work", "test"); }
 
   simdjson::dom::parser parser;
   auto doc = parse(parser, trace.to_json());
@@ -91,8 +89,8 @@ TEST(TraceWriterTest, EachThreadGetsANamedTrack) {
 
 TEST(TraceWriterTest, EscapesHostileNamesAndStaysValid) {
   TraceWriter trace;
-  const std::string nasty = std::string("quote\" back\\slash\nnew\tline \x01 ctrl ") + "\xff\xfe" +
-                            " bad utf8 " + "\xe4\xb8\xad\xe6\x96\x87";
+  const std::string nasty =
+      std::string("quote\" back\\slash\nnew\tline \x01 ctrl ") + "\xff\xfe" + " bad utf8 " + "\xe4\xb8\xad\xe6\x96\x87";
   trace.complete(nasty, "cat", now_ns(), now_ns() + 10, nasty);
   simdjson::dom::parser parser;
   auto doc = parse(parser, trace.to_json());
@@ -109,9 +107,7 @@ TEST(TraceWriterTest, EscapesHostileNamesAndStaysValid) {
 
 TEST(TraceWriterTest, DisabledWriterRecordsNothing) {
   TraceWriter trace({.enabled = false});
-  {
-    TraceSpan span(&trace, "decode", "vision");
-  }
+  { TraceSpan span(&trace, "decode", "vision"); }
   trace.counter("x", 1);
   TraceSpan null_span(nullptr, "nothing", "test");
   EXPECT_EQ(trace.event_count(), 0u);

@@ -17,7 +17,9 @@ namespace mmfeed::dataset {
 namespace {
 
 // Image bytes of row r, element e: distinct, of varied sizes.
-std::string image_bytes(int r, int e) { return std::string(300 + 97 * r + 13 * e, static_cast<char>('a' + (r + e) % 26)); }
+std::string image_bytes(int r, int e) {
+  return std::string(300 + 97 * r + 13 * e, static_cast<char>('a' + (r + e) % 26));
+}
 
 class ParquetTest : public ::testing::Test {
  protected:
@@ -33,8 +35,8 @@ class ParquetTest : public ::testing::Test {
     arrow::StringBuilder ids, texts;
     auto bytes = std::make_shared<arrow::BinaryBuilder>();
     auto paths = std::make_shared<arrow::StringBuilder>();
-    auto structs = std::make_shared<arrow::StructBuilder>(image, arrow::default_memory_pool(),
-                                                          std::vector<std::shared_ptr<arrow::ArrayBuilder>>{bytes, paths});
+    auto structs = std::make_shared<arrow::StructBuilder>(
+        image, arrow::default_memory_pool(), std::vector<std::shared_ptr<arrow::ArrayBuilder>>{bytes, paths});
     arrow::ListBuilder lists(arrow::default_memory_pool(), structs, arrow::list(image));
     for (int r = 0; r < rows; ++r) {
       EXPECT_TRUE(ids.Append("s" + std::to_string(r)).ok());
@@ -80,7 +82,8 @@ class ParquetTest : public ::testing::Test {
         auto got = parquet_value(cell, std::as_bytes(std::span(file.data() + member.offset, member.size)), out);
         ASSERT_TRUE(got.ok()) << got.error().to_string();
         EXPECT_EQ(got->offset, 3u);
-        EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data() + got->offset), got->length), image_bytes(r, static_cast<int>(e)))
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data() + got->offset), got->length),
+                  image_bytes(r, static_cast<int>(e)))
             << "row " << r << " element " << e;
       }
     }
@@ -90,13 +93,14 @@ class ParquetTest : public ::testing::Test {
 };
 
 TEST_F(ParquetTest, RowsBecomeJsonAndCellsDecodeFromTheirPage) {
-  const std::string path = write("plain.parquet", 20, *parquet::WriterProperties::Builder()
-                                                          .disable_dictionary()
-                                                          ->compression(parquet::Compression::UNCOMPRESSED)
-                                                          ->enable_write_page_index()
-                                                          ->data_pagesize(512)
-                                                          ->write_batch_size(1)
-                                                          ->build());
+  const std::string path = write("plain.parquet", 20,
+                                 *parquet::WriterProperties::Builder()
+                                      .disable_dictionary()
+                                      ->compression(parquet::Compression::UNCOMPRESSED)
+                                      ->enable_write_page_index()
+                                      ->data_pagesize(512)
+                                      ->write_batch_size(1)
+                                      ->build());
   std::vector<ManifestLine> lines;
   auto m = read_parquet(path, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
@@ -113,20 +117,22 @@ TEST_F(ParquetTest, RowsBecomeJsonAndCellsDecodeFromTheirPage) {
 }
 
 TEST_F(ParquetTest, DictionaryPagesAndFilesWithoutAnIndexDecodeToo) {
-  const std::string dict = write("dict.parquet", 16, *parquet::WriterProperties::Builder()
-                                                         .compression(parquet::Compression::SNAPPY)
-                                                         ->enable_write_page_index()
-                                                         ->data_pagesize(512)
-                                                         ->write_batch_size(1)
-                                                         ->build());
+  const std::string dict = write("dict.parquet", 16,
+                                 *parquet::WriterProperties::Builder()
+                                      .compression(parquet::Compression::SNAPPY)
+                                      ->enable_write_page_index()
+                                      ->data_pagesize(512)
+                                      ->write_batch_size(1)
+                                      ->build());
   std::vector<ManifestLine> lines;
   auto m = read_parquet(dict, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   expect_cells(*m, dict, 16);
-  const std::string bare = write("bare.parquet", 16, *parquet::WriterProperties::Builder()
-                                                         .compression(parquet::Compression::SNAPPY)
-                                                         ->disable_write_page_index()
-                                                         ->build());
+  const std::string bare = write("bare.parquet", 16,
+                                 *parquet::WriterProperties::Builder()
+                                      .compression(parquet::Compression::SNAPPY)
+                                      ->disable_write_page_index()
+                                      ->build());
   lines.clear();
   m = read_parquet(bare, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
@@ -135,15 +141,17 @@ TEST_F(ParquetTest, DictionaryPagesAndFilesWithoutAnIndexDecodeToo) {
 
 TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
   // Rows 12-23 hold 20000 bytes of text each: 240 KB of columns beside a footer of tens of KB.
-  const std::string path = write("t.parquet", 24, *parquet::WriterProperties::Builder()
-                                                      .enable_write_page_index()
-                                                      ->compression(parquet::Compression::SNAPPY)
-                                                      ->build());
+  const std::string path = write("t.parquet", 24,
+                                 *parquet::WriterProperties::Builder()
+                                      .enable_write_page_index()
+                                      ->compression(parquet::Compression::SNAPPY)
+                                      ->build());
   std::vector<ManifestLine> lines;
   auto m = read_parquet(path, 100000, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kResourceExhausted);
-  EXPECT_NE(m.error().to_string().find("other than the images' bytes hold"), std::string::npos) << m.error().to_string();
+  EXPECT_NE(m.error().to_string().find("other than the images' bytes hold"), std::string::npos)
+      << m.error().to_string();
   EXPECT_NE(m.error().to_string().find("t.parquet"), std::string::npos);
   // A file cut short: refused at open, by name.
   std::ifstream in(path, std::ios::binary);

@@ -66,7 +66,9 @@ class ShardTest : public ::testing::Test {
     return read_shards(source, limit, storage::S3Options{}, 0, lines_);
   }
 
-  std::string text_of(const Manifest& m, std::size_t i) const { return m.text.substr(lines_[i].offset, lines_[i].length); }
+  std::string text_of(const Manifest& m, std::size_t i) const {
+    return m.text.substr(lines_[i].offset, lines_[i].length);
+  }
 
   std::filesystem::path dir_;
   std::vector<ManifestLine> lines_;
@@ -76,8 +78,7 @@ TEST(BraceTest, ListsAndRangesExpandInOrder) {
   EXPECT_EQ(*expand_braces("a/shard-{000..003}.tar"),
             (std::vector<std::string>{"a/shard-000.tar", "a/shard-001.tar", "a/shard-002.tar", "a/shard-003.tar"}));
   EXPECT_EQ(*expand_braces("{8..10}.tar"), (std::vector<std::string>{"8.tar", "9.tar", "10.tar"}));
-  EXPECT_EQ(*expand_braces("{x,y}/{0..1}.tar"),
-            (std::vector<std::string>{"x/0.tar", "x/1.tar", "y/0.tar", "y/1.tar"}));
+  EXPECT_EQ(*expand_braces("{x,y}/{0..1}.tar"), (std::vector<std::string>{"x/0.tar", "x/1.tar", "y/0.tar", "y/1.tar"}));
   EXPECT_EQ(*expand_braces("plain.tar"), (std::vector<std::string>{"plain.tar"}));
   for (const char* bad : {"a{0..3.tar", "a}.tar", "{{a}}.tar", "{5..2}.tar", "{a..b}.tar", "{0..99999999}.tar"}) {
     EXPECT_FALSE(expand_braces(bad).ok()) << bad;
@@ -144,8 +145,8 @@ TEST_F(ShardTest, WindowsAreReadFromEachHeaderAndLargeMembersSkipped) {
   // Members larger than the scan window are jumped over; a .json member larger than it is read whole.
   const std::string big(static_cast<std::size_t>(kScanWindow) * 3 + 5, 'b');
   const std::string json = R"({"id":"x","pad":")" + std::string(static_cast<std::size_t>(kScanWindow) + 9, 'p') + "\"}";
-  const std::string shard = member("x.0.bin", big) + member("x.json", json) + member("y.json", "{}") +
-                            member("y.1.bin", big) + end_blocks();
+  const std::string shard =
+      member("x.0.bin", big) + member("x.json", json) + member("y.json", "{}") + member("y.1.bin", big) + end_blocks();
   auto m = read(write("s-2.tar", shard), 4 << 20);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   ASSERT_EQ(m->samples.size(), 2u);

@@ -31,7 +31,8 @@ long runtime_count(const char* name) {
   static auto count = [] {
     const char* path = std::getenv("MMFEED_CUDART");
     void* handle = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-    return handle != nullptr ? reinterpret_cast<long (*)(const char*)>(dlsym(handle, "mmfeedTestCudartCount")) : nullptr;
+    return handle != nullptr ? reinterpret_cast<long (*)(const char*)>(dlsym(handle, "mmfeedTestCudartCount"))
+                             : nullptr;
   }();
   return count != nullptr ? count(name) : -1;
 }
@@ -55,7 +56,8 @@ class DeviceCopyTest : public ::testing::Test {
         m << R"({"type": "image", "image": ")" << corpus << images[(i + k) % 4] << "\"}, ";
       }
       m << R"({"type": "text", "text": "what )" << std::string(static_cast<std::size_t>(i % 7) * 9, 'x')
-        << R"("}]}, {"role": "assistant", "content": "answer )" << i << R"("}]})" << "\n";
+        << R"("}]}, {"role": "assistant", "content": "answer )" << i << R"("}]})"
+        << "\n";
     }
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -87,7 +89,8 @@ TEST_F(DeviceCopyTest, TheTestRuntimeIsFoundAndPinsTheBatchMemory) {
   const auto b = loader->next().value();
   ASSERT_TRUE(b);
   EXPECT_TRUE(device::CudaRuntime::get().is_pinned(b->buffer()));
-  EXPECT_NE(loader->metrics_json().find("pinned batch memory on device 0"), std::string::npos) << loader->metrics_json();
+  EXPECT_NE(loader->metrics_json().find("pinned batch memory on device 0"), std::string::npos)
+      << loader->metrics_json();
 }
 
 TEST_F(DeviceCopyTest, DeviceBatchesEqualHostBatchesAndTheStateCountsOnlyWhatWasHandedOver) {
@@ -112,7 +115,8 @@ TEST_F(DeviceCopyTest, DeviceBatchesEqualHostBatchesAndTheStateCountsOnlyWhatWas
       ASSERT_EQ(got->tensors[i].name, t.name);
       ASSERT_EQ(got->tensors[i].shape, t.shape);
       // The test runtime's device memory is host memory: read it back directly.
-      EXPECT_EQ(std::memcmp(got->data(got->tensors[i]), expected->data(t), t.bytes()), 0) << t.name << " of batch " << batches;
+      EXPECT_EQ(std::memcmp(got->data(got->tensors[i]), expected->data(t), t.bytes()), 0)
+          << t.name << " of batch " << batches;
     }
     // Batches staged ahead are not delivered: the state is the host loader's after the same batch.
     EXPECT_EQ(copy->state().to_json(), host->state().to_json());
@@ -205,7 +209,8 @@ TEST_F(DeviceCopyTest, TheLoadersErrorReachesTheTrainerEveryTime) {
   {
     std::ofstream m(dir_ / "manifest.jsonl", std::ios::app);
     m << R"({"id": "bad", "messages": [{"role": "user", "content": [{"type": "image", "image": ")"
-      << MMFEED_TEST_DATA_DIR << R"(/corpus/decode/truncated-baseline.jpg"}]}]})" << "\n";
+      << MMFEED_TEST_DATA_DIR << R"(/corpus/decode/truncated-baseline.jpg"}]}]})"
+      << "\n";
   }
   LoaderConfig c = config();
   c.on_error = OnError::kFail;
@@ -234,7 +239,8 @@ TEST_F(DeviceCopyTest, CopiesAndTheTrainersWaitsAreInTheLoadersTrace) {
   std::ifstream in(c.trace_path);
   const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::size_t copies = 0;
-  for (std::size_t at = trace.find("\"copy to device\""); at != std::string::npos; at = trace.find("\"copy to device\"", at + 1)) {
+  for (std::size_t at = trace.find("\"copy to device\""); at != std::string::npos;
+       at = trace.find("\"copy to device\"", at + 1)) {
     ++copies;
   }
   EXPECT_EQ(copies, static_cast<std::size_t>(batches));
@@ -247,7 +253,8 @@ TEST_F(DeviceCopyTest, ADeviceTheRuntimeDoesNotHaveIsRefused) {
   auto copy = DeviceCopy::start(*source, 7, 2, 64 << 20);
   ASSERT_FALSE(copy.ok());
   EXPECT_EQ(copy.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(copy.error().to_string().find("cuda:7 does not exist (1 visible)"), std::string::npos) << copy.error().to_string();
+  EXPECT_NE(copy.error().to_string().find("cuda:7 does not exist (1 visible)"), std::string::npos)
+      << copy.error().to_string();
 }
 
 // Issue 19: batches that outlive main() (held by globals or a library's static state) were given

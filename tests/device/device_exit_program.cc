@@ -11,7 +11,7 @@
 #include "pipeline/device_copy.h"
 
 namespace {
-std::optional<mmfeed::Batch> kept_host;    // constructed before the runtime starts
+std::optional<mmfeed::Batch> kept_host;  // constructed before the runtime starts
 std::optional<mmfeed::Batch> kept_device;
 }  // namespace
 

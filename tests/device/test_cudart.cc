@@ -327,7 +327,8 @@ int cudaFree(void* p) {
   for (auto& [stream, unused] : streams) stream->drain();  // as the real one, it waits for the device
   if (p == nullptr) return kSuccess;
   std::lock_guard lock(r.mu);
-  if (r.device.erase(reinterpret_cast<std::uintptr_t>(p)) == 0) die("cudaFree(%p): not a block cudaMalloc gave, or freed already", p);
+  if (r.device.erase(reinterpret_cast<std::uintptr_t>(p)) == 0)
+    die("cudaFree(%p): not a block cudaMalloc gave, or freed already", p);
   std::free(p);
   return kSuccess;
 }
@@ -438,11 +439,15 @@ int cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, int kind, voi
   {
     std::lock_guard lock(r.mu);
     if (kind == kHostToDevice) {
-      if (!inside(r.pinned, src, bytes)) die("cudaMemcpyAsync from host memory it did not page-lock (%p, %zu bytes)", src, bytes);
-      if (!inside(r.device, dst, bytes)) die("cudaMemcpyAsync to %p (%zu bytes): not inside a cudaMalloc block", dst, bytes);
+      if (!inside(r.pinned, src, bytes))
+        die("cudaMemcpyAsync from host memory it did not page-lock (%p, %zu bytes)", src, bytes);
+      if (!inside(r.device, dst, bytes))
+        die("cudaMemcpyAsync to %p (%zu bytes): not inside a cudaMalloc block", dst, bytes);
     } else if (kind == kDeviceToHost) {
-      if (!inside(r.pinned, dst, bytes)) die("cudaMemcpyAsync to host memory it did not page-lock (%p, %zu bytes)", dst, bytes);
-      if (!inside(r.device, src, bytes)) die("cudaMemcpyAsync from %p (%zu bytes): not inside a cudaMalloc block", src, bytes);
+      if (!inside(r.pinned, dst, bytes))
+        die("cudaMemcpyAsync to host memory it did not page-lock (%p, %zu bytes)", dst, bytes);
+      if (!inside(r.device, src, bytes))
+        die("cudaMemcpyAsync from %p (%zu bytes): not inside a cudaMalloc block", src, bytes);
     } else {
       return fail(kErrorInvalidValue);
     }
@@ -462,7 +467,8 @@ int cudaMemcpy(void* dst, const void* src, std::size_t bytes, int kind) {
     std::lock_guard lock(r.mu);
     const bool to_device = kind == kHostToDevice;
     if (kind != kHostToDevice && kind != kDeviceToHost) return fail(kErrorInvalidValue);
-    if (!inside(r.device, to_device ? dst : src, bytes)) die("cudaMemcpy: %p (%zu bytes) is not inside a cudaMalloc block", to_device ? dst : src, bytes);
+    if (!inside(r.device, to_device ? dst : src, bytes))
+      die("cudaMemcpy: %p (%zu bytes) is not inside a cudaMalloc block", to_device ? dst : src, bytes);
     streams = r.streams;
   }
   for (auto& [stream, unused] : streams) stream->drain();  // synchronous with the device

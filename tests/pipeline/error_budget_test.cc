@@ -39,8 +39,9 @@ TEST(ErrorBudgetTest, AtTheEndASmallRunIsCheckedAndAllFailedIsAnError) {
   EXPECT_TRUE(budget.count(failure("a")).ok());
   EXPECT_TRUE(budget.at_end().ok());  // 1 of 2: not more than half
   EXPECT_TRUE(budget.count(failure("b")).ok());
-  EXPECT_EQ(budget.at_end().error().message(), "2 of 3 samples failed, more than the error budget (0.500000); last: b: "
-                                               "JPEG truncated");
+  EXPECT_EQ(budget.at_end().error().message(),
+            "2 of 3 samples failed, more than the error budget (0.500000); last: b: "
+            "JPEG truncated");
   core::MetricsRegistry other;
   ErrorBudget all_failed(false, 1.0, other);
   EXPECT_TRUE(all_failed.count(failure("only")).ok());

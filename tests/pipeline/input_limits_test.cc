@@ -120,8 +120,8 @@ class SampleLimitsTest : public ::testing::Test {
 // Issue 31, finding 12b: under packing the bomb's grid (planned at max_pixels) was tokenized and
 // refused as "more tokens than token_budget", stage text.
 TEST_F(SampleLimitsTest, ADecompressionBombHeaderIsAnImageErrorUnderPacking) {
-  LoaderConfig c = config(sample(R"({"type": "image", "image": ")" MMFEED_TEST_DATA_DIR
-                                 R"(/corpus/decode/huge-declared.png"})"));
+  LoaderConfig c =
+      config(sample(R"({"type": "image", "image": ")" MMFEED_TEST_DATA_DIR R"(/corpus/decode/huge-declared.png"})"));
   c.token_budget = 1024;
   const std::unique_ptr<Work> w = process(c, /*defer=*/true);
   ASSERT_TRUE(w->error);
@@ -133,8 +133,8 @@ TEST_F(SampleLimitsTest, ADecompressionBombHeaderIsAnImageErrorUnderPacking) {
 // Issue 31, finding 4: nframes 1e9 listed its frames (and copies of them) before the byte budget
 // refused the sample; the count alone is checked against max_buffered_bytes first.
 TEST_F(SampleLimitsTest, AVideosFrameCountIsCheckedAgainstTheByteBudgetBeforeItsPlan) {
-  const LoaderConfig c = config(sample(R"({"type": "video", "video": ")" MMFEED_TEST_DATA_DIR
-                                       R"(/corpus/video/h264.mp4", "nframes": 1000000})"));
+  const LoaderConfig c = config(
+      sample(R"({"type": "video", "video": ")" MMFEED_TEST_DATA_DIR R"(/corpus/video/h264.mp4", "nframes": 1000000})"));
   const std::unique_ptr<Work> w = process(c, /*defer=*/false);
   ASSERT_TRUE(w->error);
   EXPECT_EQ(w->error->stage, "video");

@@ -63,7 +63,7 @@ TEST(LoaderOptionsTest, AutoWorkersAreTheRanksShareOfTheCoresLessOneForTheTraine
   ASSERT_TRUE(set_loader_option(c, "prefetch_batches", "auto").ok());  // the other automatic option
   EXPECT_EQ(c.prefetch_batches, 0u);
   EXPECT_EQ(pipeline::auto_workers(16, nullptr), 15);
-  EXPECT_EQ(pipeline::auto_workers(16, "8"), 1);   // eight ranks do not each start sixteen threads
+  EXPECT_EQ(pipeline::auto_workers(16, "8"), 1);  // eight ranks do not each start sixteen threads
   EXPECT_EQ(pipeline::auto_workers(64, "4"), 15);
   EXPECT_EQ(pipeline::auto_workers(2, nullptr), 1);
   EXPECT_EQ(pipeline::auto_workers(1, nullptr), 1);

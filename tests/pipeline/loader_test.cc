@@ -54,10 +54,12 @@ class LoaderTest : public ::testing::Test {
       const char* image = i % 3 == 0 ? "baseline.jpg" : i % 3 == 1 ? "rgb.png" : "lossless.webp";
       m << R"({"id": "s)" << i << R"(", "messages": [{"role": "user", "content": [{"type": "image", "image": ")"
         << corpus << image << R"("}, {"type": "text", "text": "what )" << i
-        << R"("}]}, {"role": "assistant", "content": "answer )" << i << R"("}]})" << "\n";
+        << R"("}]}, {"role": "assistant", "content": "answer )" << i << R"("}]})"
+        << "\n";
     }
     m << R"({"id": "bad", "messages": [{"role": "user", "content": [{"type": "image", "image": ")" << corpus
-      << R"(truncated-baseline.jpg"}]}]})" << "\n";
+      << R"(truncated-baseline.jpg"}]}]})"
+      << "\n";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

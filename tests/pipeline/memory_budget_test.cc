@@ -30,11 +30,11 @@ TEST(MemoryBudgetTest, TheMeasuredSizeBoundsWhatIsAdmitted) {
   ASSERT_TRUE(budget.admit());
   Work a;
   budget.hold(a, 400);
-  budget.processed(a);  // 400 bytes a sample, 400 held
+  budget.processed(a);          // 400 bytes a sample, 400 held
   ASSERT_TRUE(budget.admit());  // 400 + 1 x 400 < 1000
   std::atomic<bool> admitted{false};
   std::thread reader([&] { admitted = budget.admit(); });  // 400 + 2 x 400 >= 1000: waits
-  budget.leave(a);  // the batcher took `a`: 0 held, 0 + 2 x 400 < 1000
+  budget.leave(a);                                         // the batcher took `a`: 0 held, 0 + 2 x 400 < 1000
   reader.join();
   EXPECT_TRUE(admitted.load());
   EXPECT_EQ(budget.held_bytes(), 0);

@@ -65,7 +65,8 @@ TEST(OrderTest, ReshardedPaddedShardsAreEqualAndCoverTheRest) {
   }
   std::vector<std::size_t> sizes;
   for (int r = 0; r < 4; ++r) {
-    const auto mine = pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4, pipeline::ShardRemainder::kPad);
+    const auto mine =
+        pipeline::resharded_order(n, 5, 1, true, 3, old_positions, {}, r, 4, pipeline::ShardRemainder::kPad);
     sizes.push_back(mine.size());
     seen.insert(mine.begin(), mine.end());
   }
@@ -118,7 +119,7 @@ TEST(OrderTest, ReshardedOrderSkipsSamplesDeliveredFromAPackingWindow) {
 // A blend's draws from source s, in the order of `draws` (sample indices run through the
 // sources: source 0's first, then source 1's).
 std::map<std::uint32_t, std::vector<std::uint64_t>> by_source(const pipeline::Population& p,
-                                                             const std::vector<std::uint64_t>& draws) {
+                                                              const std::vector<std::uint64_t>& draws) {
   std::map<std::uint32_t, std::vector<std::uint64_t>> out;
   for (const std::uint64_t i : draws) {
     std::uint64_t first = 0;

@@ -28,7 +28,8 @@ class SampleProcessorTest : public ::testing::Test {
     std::ofstream m(dir_ / "manifest.jsonl");
     m << R"({"id": "two", "messages": [{"role": "user", "content": [{"type": "image", "image": ")" << kCorpus
       << R"(baseline.jpg"}, {"type": "text", "text": "and"}, {"type": "image", "image": ")" << kCorpus
-      << R"(rgb.png"}]}, {"role": "assistant", "content": "two pictures"}]})" << "\n";
+      << R"(rgb.png"}]}, {"role": "assistant", "content": "two pictures"}]})"
+      << "\n";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -34,8 +34,9 @@ def run_fetch(cli, *args, env=None, timeout=300):
     import json
     import subprocess
 
-    proc = subprocess.run([str(cli), "fetch", "--json", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    proc = subprocess.run(
+        [str(cli), "fetch", "--json", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+    )
     if not proc.stdout.strip():
         raise AssertionError(f"mmfeed fetch printed nothing (exit {proc.returncode}): {proc.stderr}")
     return proc.returncode, json.loads(proc.stdout)
@@ -82,8 +83,13 @@ def copy_with_damaged_image(manifest: Path, out: Path, line: int, damage) -> tup
     shutil.copytree(manifest.parent, out)
     copy = out / manifest.name
     sample = json.loads(copy.read_text().splitlines()[line])
-    image = next(c["image"] for m in sample["messages"] if isinstance(m["content"], list) for c in m["content"]
-                 if c["type"] == "image")
+    image = next(
+        c["image"]
+        for m in sample["messages"]
+        if isinstance(m["content"], list)
+        for c in m["content"]
+        if c["type"] == "image"
+    )
     (out / image).write_bytes(damage((out / image).read_bytes()))
     return copy, sample
 
@@ -99,8 +105,12 @@ def run_loader(source, state=None, **options) -> dict:
         loader.load_state_dict(state)
     with loader:
         batches = list(loader)
-        return {"batches": batches, "errors": loader.errors(), "state": loader.state_dict(),
-                "metrics": loader.metrics()}
+        return {
+            "batches": batches,
+            "errors": loader.errors(),
+            "state": loader.state_dict(),
+            "metrics": loader.metrics(),
+        }
 
 
 def assert_same_batches(got, want) -> None:

@@ -17,8 +17,16 @@ import sys
 import unicodedata
 from pathlib import Path
 
-SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|image_pad|>", "<think>",
-            "</think>", "<tool_call>"]
+SPECIALS = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|vision_start|>",
+    "<|image_pad|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+]
 SCRIPTS = {
     "zh": [(0x4E00, 0x9FA5)],
     "ja": [(0x3041, 0x3096), (0x30A1, 0x30FA), (0x4E00, 0x62FF)],
@@ -60,7 +68,9 @@ def _generated(rng: random.Random, lang: str, n_chars: int) -> str:
         word = "".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 8)))
         out.append(word)
         size += len(word) + 1
-        out.append(rng.choice(PUNCT[lang]) if rng.random() < 0.2 else (" " if lang in ("ko", "ar", "hi", "ru", "el") else ""))
+        out.append(
+            rng.choice(PUNCT[lang]) if rng.random() < 0.2 else (" " if lang in ("ko", "ar", "hi", "ru", "el") else "")
+        )
         if rng.random() < 0.03:
             out.append(rng.choice(["\n", "\r\n", "\n\n", " 2024 ", " v3.1 ", " GPU "]))
     return "".join(out)
@@ -77,8 +87,15 @@ def _mixed(rng: random.Random, n_chars: int) -> str:
             word = rng.choice(["café", "naïve", "Ångström", "façade", "résumé", "Zürich", "piñata", "crème brûlée"])
             part = unicodedata.normalize(rng.choice(["NFC", "NFD"]), word)
         elif kind == 2:
-            part = rng.choice([" " * rng.randint(2, 40), "\t" * rng.randint(1, 6), "\r\n" * rng.randint(1, 3),
-                               "\n \n  \n", "\u00a0\u2003\u3000"])
+            part = rng.choice(
+                [
+                    " " * rng.randint(2, 40),
+                    "\t" * rng.randint(1, 6),
+                    "\r\n" * rng.randint(1, 3),
+                    "\n \n  \n",
+                    "\u00a0\u2003\u3000",
+                ]
+            )
         elif kind == 3:
             part = rng.choice(SPECIALS)
         elif kind == 4:
@@ -88,8 +105,9 @@ def _mixed(rng: random.Random, n_chars: int) -> str:
         elif kind == 6:
             part = rng.choice(["I'm", "you're", "WE'VE", "they'll", "He'D", "it's", "'s"])
         else:
-            part = " " + " ".join(rng.choice(["the", "model", "trains", "on", "images", "and", "text"])
-                                  for _ in range(rng.randint(1, 12)))
+            part = " " + " ".join(
+                rng.choice(["the", "model", "trains", "on", "images", "and", "text"]) for _ in range(rng.randint(1, 12))
+            )
         parts.append(part)
         size += len(part)
     return "".join(parts)
@@ -104,7 +122,7 @@ def build(min_bytes: int = 10_000_000, seed: int = 0) -> list[str]:
     def add(text: str) -> None:
         nonlocal total
         for i in range(0, len(text), 16_000):
-            chunk = text[i:i + 16_000]
+            chunk = text[i : i + 16_000]
             if chunk:
                 docs.append(chunk)
                 total += len(chunk.encode("utf-8"))

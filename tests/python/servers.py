@@ -25,20 +25,27 @@ class MotoS3:
         self.proc: subprocess.Popen | None = None
         self.access_key = self.secret_key = None
 
-    def start(self) -> "MotoS3":
+    def start(self) -> MotoS3:
         env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", MOTO_ALLOW_NONEXISTENT_REGION="true")
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                                      "-p", str(self.port)], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for_port(self.port, self.proc, "moto server")
         import boto3
 
-        iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=self.REGION,
-                           aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+        iam = boto3.client(
+            "iam",
+            endpoint_url=self.endpoint,
+            region_name=self.REGION,
+            aws_access_key_id="bootstrap",
+            aws_secret_access_key="bootstrap",
+        )
         iam.create_user(UserName="mmfeed")
         key = iam.create_access_key(UserName="mmfeed")["AccessKey"]
-        policy = {"Version": "2012-10-17",
-                  "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
         iam.put_user_policy(UserName="mmfeed", PolicyName="all", PolicyDocument=json.dumps(policy))
         self.access_key, self.secret_key = key["AccessKeyId"], key["SecretAccessKey"]
         return self
@@ -46,8 +53,13 @@ class MotoS3:
     def client(self):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.REGION,
-                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.REGION,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        )
 
     def env(self, secret: str | None = None) -> dict:
         """Environment for the mmfeed CLI: this server and its credentials (or a wrong secret)."""

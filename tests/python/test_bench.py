@@ -3,6 +3,7 @@ object server (S3 GETs) and from local files, delivers every sample, on the same
 report has the documented shape, the plot and mmfeed's trace are written; --scaling and
 --cores-needed report their sweeps. Figures are not asserted (timings), only that they are
 consistent."""
+
 import json
 import math
 import os
@@ -14,15 +15,26 @@ from conftest import ROOT
 
 BENCH = ROOT / "bench" / "pipeline.py"
 SYSTEMS = ["naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed"]
-FIELDS = ["gpu_utilization", "steady_gpu_utilization", "data_wait_share", "samples_per_s", "cpu_s_per_sample",
-          "peak_rss_mb", "time_to_first_batch_s"]
+FIELDS = [
+    "gpu_utilization",
+    "steady_gpu_utilization",
+    "data_wait_share",
+    "samples_per_s",
+    "cpu_s_per_sample",
+    "peak_rss_mb",
+    "time_to_first_batch_s",
+]
 PARALLEL = ["torch-dataloader", "spdl", "mmfeed"]  # the systems --workers sizes
 TINY = ["--samples", 4, "--batch-size", 2, "--max-pixels", 50176, "--sources", "local"]  # the sweeps' smallest runs
 
 
 def bench(tmp_path, *args):
-    run = subprocess.run([sys.executable, BENCH, "--out", tmp_path / "out", "--data", tmp_path / "data",
-                          *map(str, args)], capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, BENCH, "--out", tmp_path / "out", "--data", tmp_path / "data", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return run, json.loads((tmp_path / "out" / "bench.json").read_text())
 
@@ -71,8 +83,22 @@ def test_auto_step_follows_the_talks_ratio_and_step0_table(tmp_path):
 def test_ray_adds_mmfeed_ray_from_the_object_store(tmp_path):
     # Issue 21: mmfeed bench --ray runs mmfeed.ray.Loader (actors on a local Ray instance) beside
     # mmfeed, on the same budget, from the object server (the actors get its settings).
-    run, out = bench(tmp_path, "--samples", 8, "--batch-size", 2, "--step-ms", 10, "--sources", "s3",
-                     "--systems", "mmfeed,mmfeed-ray", "--ray", "--ray-actors", 2)
+    run, out = bench(
+        tmp_path,
+        "--samples",
+        8,
+        "--batch-size",
+        2,
+        "--step-ms",
+        10,
+        "--sources",
+        "s3",
+        "--systems",
+        "mmfeed,mmfeed-ray",
+        "--ray",
+        "--ray-actors",
+        2,
+    )
     assert [r["name"] for r in out["systems"]] == ["mmfeed", "mmfeed-ray"]
     assert [r["name"] for r in out["step0"]] == ["mmfeed", "mmfeed-ray"]
     cores = budget.cores_available()
@@ -84,8 +110,26 @@ def test_ray_adds_mmfeed_ray_from_the_object_store(tmp_path):
 
 def test_model_trainer_from_local_files(tmp_path):
     # What bench/gpu/run.sh runs, on the CPU with the tiny model: no object store, no calibration.
-    run, out = bench(tmp_path, "--quick", "--samples", 8, "--batch-size", 4, "--max-pixels", 50176, "--sources", "local",
-                     "--systems", "naive,mmfeed", "--trainer", "model", "--device", "cpu", "--model-preset", "tiny")
+    run, out = bench(
+        tmp_path,
+        "--quick",
+        "--samples",
+        8,
+        "--batch-size",
+        4,
+        "--max-pixels",
+        50176,
+        "--sources",
+        "local",
+        "--systems",
+        "naive,mmfeed",
+        "--trainer",
+        "model",
+        "--device",
+        "cpu",
+        "--model-preset",
+        "tiny",
+    )
     assert out["config"]["trainer"] == "model" and out["config"]["device"] == "cpu"
     assert out["config"]["step_choice"] == "the model's" and out["config"]["calibration"] is None
     assert [(r["source"], r["name"]) for r in out["systems"]] == [("local", "naive"), ("local", "mmfeed")]
@@ -104,8 +148,9 @@ def test_auto_step_calibrates_on_local_files(tmp_path):
 
 
 def test_workers_and_cpus_are_every_systems_budget(tmp_path):
-    run, out = bench(tmp_path, *TINY, "--workers", 1, "--cpus", 1, "--systems", ",".join(PARALLEL),
-                     "--step-ms", 1, "--no-step0")
+    run, out = bench(
+        tmp_path, *TINY, "--workers", 1, "--cpus", 1, "--systems", ",".join(PARALLEL), "--step-ms", 1, "--no-step0"
+    )
     pinned = out["config"]["budget"]
     assert pinned["workers"] == pinned["cpus"] == pinned["cores"] == 1 and len(pinned["affinity"]) == 1
     assert [r["name"] for r in out["systems"]] == PARALLEL
@@ -123,8 +168,14 @@ def test_scaling_reports_each_workers_count_and_mmfeeds_serial_share(tmp_path):
     assert [(r["name"], r["workers"]) for r in rows] == [(s, n) for s in ("torch-dataloader", "mmfeed") for n in counts]
     for r in rows:
         assert r["source"] == "local" and r["samples"] == 4 and r["step_ms"] == 0.0, r
-        for field in ("samples_per_s", "cpu_s_per_sample", "speedup", "steady_samples_per_s", "steady_speedup",
-                      "cores_busy"):
+        for field in (
+            "samples_per_s",
+            "cpu_s_per_sample",
+            "speedup",
+            "steady_samples_per_s",
+            "steady_speedup",
+            "cores_busy",
+        ):
             assert math.isfinite(r[field]) and r[field] > 0, (field, r)
         assert r["cores_busy"] == r["cpu_seconds"] / r["seconds"], r
     assert [r["speedup"] for r in rows if r["workers"] == 1] == [1.0, 1.0]
@@ -161,21 +212,23 @@ def test_cores_needed_is_more_than_the_cores_when_none_suffice(tmp_path):
 
 def test_refuses_more_cpus_than_it_may_use(tmp_path):
     more = len(os.sched_getaffinity(0)) + 1
-    run = subprocess.run([sys.executable, BENCH, "--cpus", str(more), "--out", tmp_path], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, BENCH, "--cpus", str(more), "--out", tmp_path], capture_output=True, text=True
+    )
     assert run.returncode == 2 and "cannot pin to" in run.stderr, run.stderr
 
 
 def test_refuses_unknown_systems(tmp_path):
-    run = subprocess.run([sys.executable, BENCH, "--systems", "mmfeed,grain", "--out", tmp_path],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, BENCH, "--systems", "mmfeed,grain", "--out", tmp_path], capture_output=True, text=True
+    )
     assert run.returncode == 2 and "unknown systems or sources: grain" in run.stderr
 
 
 def test_qwen3_vl_preprocessing_in_every_system(tmp_path):
     # The peers run transformers' Qwen3-VL image processing (patch 16, mean/std 0.5) and chat
     # template; mmfeed model="qwen3-vl".
-    _, out = bench(tmp_path, "--samples", 6, "--step-ms", 10, "--sources", "local", "--no-step0", "--model",
-                   "qwen3-vl")
+    _, out = bench(tmp_path, "--samples", 6, "--step-ms", 10, "--sources", "local", "--no-step0", "--model", "qwen3-vl")
     assert out["config"]["model"] == "qwen3-vl"
     assert [r["name"] for r in out["systems"]] == SYSTEMS
     for r in out["systems"]:

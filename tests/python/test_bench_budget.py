@@ -1,10 +1,10 @@
 """bench/budget.py: the cores a process may use (the engine's count), the counts a sweep
 tries, and which of mmfeed's stages count as single-threaded for the Amdahl ceiling."""
+
 import os
 
-import pytest
-
 import budget
+import pytest
 
 
 def test_cores_available_is_at_most_the_affinity():
@@ -25,11 +25,13 @@ def test_pin_refuses_more_cores_than_allowed():
         budget.pin(allowed + 1)
 
 
-STAGES = {"wall_s": 2.0,
-          "process": {"items": 8, "threads": 2, "busy_s": 3.0},
-          "pixels": {"items": 8, "threads": 3, "busy_s": 1.0},
-          "assemble": {"items": 2, "threads": 1, "busy_s": 0.1},
-          "consumer_wait": {"items": 3, "threads": 1, "busy_s": 1.5}}
+STAGES = {
+    "wall_s": 2.0,
+    "process": {"items": 8, "threads": 2, "busy_s": 3.0},
+    "pixels": {"items": 8, "threads": 3, "busy_s": 1.0},
+    "assemble": {"items": 2, "threads": 1, "busy_s": 0.1},
+    "consumer_wait": {"items": 3, "threads": 1, "busy_s": 1.5},
+}
 
 
 def test_single_thread_stages_are_those_marked_one_thread_never_waits():
@@ -37,8 +39,10 @@ def test_single_thread_stages_are_those_marked_one_thread_never_waits():
 
 
 def test_single_thread_stages_default_to_assemble_when_unmarked():
-    unmarked = {name: {k: v for k, v in stage.items() if k != "threads"} if isinstance(stage, dict) else stage
-                for name, stage in STAGES.items()}
+    unmarked = {
+        name: {k: v for k, v in stage.items() if k != "threads"} if isinstance(stage, dict) else stage
+        for name, stage in STAGES.items()
+    }
     assert budget.single_thread_stages(unmarked) == ["assemble"]
 
 

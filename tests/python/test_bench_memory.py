@@ -1,4 +1,5 @@
 """bench/memory.py: the PSS of a process tree, its workers included, sampled at its peak."""
+
 import multiprocessing
 import os
 

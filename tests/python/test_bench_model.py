@@ -1,16 +1,17 @@
 """bench_model on the CPU with the tiny preset: a hand-made batch and real mmfeed batches train,
 image tokens must match the pixel rows, and NVML is absent without raising."""
+
 import math
 from pathlib import Path
 
+import bench_model
+import datagen
 import numpy as np
 import pytest
 import torch
-
-import bench_model
-import datagen
-import mmfeed
 from conftest import ROOT
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 VISION_START, VISION_END = 151652, 151653
@@ -27,12 +28,16 @@ def hand_made_batch(image_tokens: int = 4) -> dict:
     attention_mask = torch.zeros(2, length, dtype=torch.int64)
     labels = torch.full((2, length), -100, dtype=torch.int64)
     for row, ids in enumerate((first, second)):
-        input_ids[row, :len(ids)] = torch.tensor(ids)
-        attention_mask[row, :len(ids)] = 1
-        labels[row, len(ids) - 3:len(ids)] = torch.tensor(ids[-3:])  # the answer and its end token
-    return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask,
-            "pixel_values": torch.randn(16, bench_model.PATCH_DIM, generator=torch.Generator().manual_seed(0)),
-            "image_grid_thw": torch.tensor([[1, 4, 4]])}
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, len(ids) - 3 : len(ids)] = torch.tensor(ids[-3:])  # the answer and its end token
+    return {
+        "input_ids": input_ids,
+        "labels": labels,
+        "attention_mask": attention_mask,
+        "pixel_values": torch.randn(16, bench_model.PATCH_DIM, generator=torch.Generator().manual_seed(0)),
+        "image_grid_thw": torch.tensor([[1, 4, 4]]),
+    }
 
 
 def make_tiny_step(**options):
@@ -114,8 +119,14 @@ def test_tiny_step_trains_on_real_mmfeed_batches(tmp_path):
     step = make_tiny_step()
     losses = []
     for tensors, kind in (("np", np.ndarray), ("torch", torch.Tensor)):
-        with mmfeed.Loader(tmp_path / "d" / "manifest.jsonl", tokenizer=TOKENIZER, max_pixels=200704, batch_size=2,
-                           shuffle=False, tensors=tensors) as loader:
+        with mmfeed.Loader(
+            tmp_path / "d" / "manifest.jsonl",
+            tokenizer=TOKENIZER,
+            max_pixels=200704,
+            batch_size=2,
+            shuffle=False,
+            tensors=tensors,
+        ) as loader:
             for batch in loader:
                 assert isinstance(batch["pixel_values"], kind)
                 losses.append(step(batch))

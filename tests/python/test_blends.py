@@ -1,16 +1,17 @@
 """Issue 33: weighted blends. Each source gets its share of an epoch's draws, cycles through its own
 shuffled epochs (no sample twice before every sample once), and the blend resumes and reshards
 exactly like a single manifest; sources= and config files name the same blend."""
+
 import collections
 import json
 import subprocess
 
+import datagen
 import numpy as np
 import pytest
-
-import datagen
-import mmfeed
 from conftest import ROOT, run_loader
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 60_000, "batch_size": 4, "seed": 3}
@@ -40,8 +41,7 @@ def ids_of(batches):
 def test_each_source_gets_its_share_and_cycles_through_its_own_epochs(sources):
     out, ids = sources
     # 40 draws an epoch: a 0.3 * 40 = 12 (of 14), b 28 (5 samples, 5.6 passes an epoch); 2 epochs.
-    batches, errors, metrics = run([out / "a.jsonl", out / "b.jsonl"], weights=[0.3, 0.7], blend_samples=40,
-                                   epochs=2)
+    batches, errors, metrics = run([out / "a.jsonl", out / "b.jsonl"], weights=[0.3, 0.7], blend_samples=40, epochs=2)
     assert not errors
     delivered = ids_of(batches)
     assert len(delivered) == 80
@@ -54,7 +54,7 @@ def test_each_source_gets_its_share_and_cycles_through_its_own_epochs(sources):
         mine = [sid for sid in delivered if sid in ids[name]]
         n = len(ids[name])
         for start in range(0, len(mine) - n + 1, n):  # each full pass over the source: every sample once
-            assert sorted(mine[start:start + n]) == sorted(ids[name]), (name, start)
+            assert sorted(mine[start : start + n]) == sorted(ids[name]), (name, start)
     # a's 24 draws over two epochs continue one pass into the next: 14 distinct, then 10 more.
     assert len(set(d for d in delivered if d in ids["a"])) == 14
 
@@ -114,8 +114,13 @@ def test_a_blend_reshards_to_another_world_size(sources, old_world, new_world):
 def test_sources_name_the_same_blend_as_weights(sources):
     out, _ = sources
     by_weights, _, _ = run([out / "a.jsonl", out / "b.jsonl"], weights=[0.25, 0.75], media_root=[out, out])
-    by_sources, _, _ = run(None, sources=[{"manifest": out / "a.jsonl", "weight": 0.25, "media_root": out},
-                                          {"manifest": out / "b.jsonl", "weight": 0.75, "media_root": out}])
+    by_sources, _, _ = run(
+        None,
+        sources=[
+            {"manifest": out / "a.jsonl", "weight": 0.25, "media_root": out},
+            {"manifest": out / "b.jsonl", "weight": 0.75, "media_root": out},
+        ],
+    )
     assert ids_of(by_sources) == ids_of(by_weights)
     unweighted, _, _ = run(None, sources=[out / "a.jsonl", {"manifest": out / "b.jsonl"}])
     assert sorted(ids_of(unweighted)) == sorted(ids_of(run([out / "a.jsonl", out / "b.jsonl"])[0]))
@@ -124,19 +129,50 @@ def test_sources_name_the_same_blend_as_weights(sources):
 def test_config_files_take_sources(cli, sources, tmp_path):
     out, _ = sources
     flags = ["--tokenizer", TOKENIZER, "--batch-size", 4, "--max-pixels", 60000, "--seed", 3, "--json"]
-    want = json.loads(subprocess.run([cli, "run", out / "a.jsonl", out / "b.jsonl", "--weights", "0.3", "--weights",
-                                      "0.7", "--blend-samples", "25", *map(str, flags)],
-                                     capture_output=True, text=True, check=True).stdout)
+    want = json.loads(
+        subprocess.run(
+            [
+                cli,
+                "run",
+                out / "a.jsonl",
+                out / "b.jsonl",
+                "--weights",
+                "0.3",
+                "--weights",
+                "0.7",
+                "--blend-samples",
+                "25",
+                *map(str, flags),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert want["samples"] == 25
     config = tmp_path / "blend.json"
-    config.write_text(json.dumps({"blend_samples": 25, "sources": [
-        {"manifest": str(out / "a.jsonl"), "weight": 0.3}, {"manifest": str(out / "b.jsonl"), "weight": 0.7}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "blend_samples": 25,
+                "sources": [
+                    {"manifest": str(out / "a.jsonl"), "weight": 0.3},
+                    {"manifest": str(out / "b.jsonl"), "weight": 0.7},
+                ],
+            }
+        )
+    )
     toml = tmp_path / "blend.toml"
-    toml.write_text(f'blend_samples = 25\n[[sources]]\nmanifest = "{out / "a.jsonl"}"\nweight = 0.3\n'
-                    f'[[sources]]\nmanifest = "{out / "b.jsonl"}"\nweight = 0.7\n')
+    toml.write_text(
+        f'blend_samples = 25\n[[sources]]\nmanifest = "{out / "a.jsonl"}"\nweight = 0.3\n'
+        f'[[sources]]\nmanifest = "{out / "b.jsonl"}"\nweight = 0.7\n'
+    )
     for path in (config, toml):
-        got = json.loads(subprocess.run([cli, "run", "--config", path, *map(str, flags)], capture_output=True,
-                                        text=True, check=True).stdout)
+        got = json.loads(
+            subprocess.run(
+                [cli, "run", "--config", path, *map(str, flags)], capture_output=True, text=True, check=True
+            ).stdout
+        )
         for key in ("batches", "samples", "tokens", "images"):
             assert got[key] == want[key], (path.name, key)
     config.write_text(json.dumps({"sources": [{"manifest": "a.jsonl", "weight": 1}, {"manifest": "b.jsonl"}]}))
@@ -147,13 +183,16 @@ def test_config_files_take_sources(cli, sources, tmp_path):
     assert "unknown key 'share'" in bad.stderr, bad.stderr
 
 
-@pytest.mark.parametrize("options,message", [
-    ({"weights": [1]}, "weights: names 1 values for 2 manifests"),
-    ({"weights": [1, -1]}, "weights: must be finite and >= 0"),
-    ({"weights": [0, 0]}, "weights: are all 0"),
-    ({"blend_samples": 10}, "blend_samples: sizes a blend's epoch: give weights"),
-    ({"weights": [1, 1], "source_repeats": [1, 1]}, "source_repeats: and weights both blend"),
-])
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"weights": [1]}, "weights: names 1 values for 2 manifests"),
+        ({"weights": [1, -1]}, "weights: must be finite and >= 0"),
+        ({"weights": [0, 0]}, "weights: are all 0"),
+        ({"blend_samples": 10}, "blend_samples: sizes a blend's epoch: give weights"),
+        ({"weights": [1, 1], "source_repeats": [1, 1]}, "source_repeats: and weights both blend"),
+    ],
+)
 def test_bad_blends_are_refused_by_name(sources, options, message):
     out, _ = sources
     with pytest.raises(ValueError, match=message):
@@ -162,8 +201,9 @@ def test_bad_blends_are_refused_by_name(sources, options, message):
 
 def test_sources_refuse_unknown_keys_and_half_weights(sources):
     out, _ = sources
-    with pytest.raises(ValueError,
-                       match=r"sources\[0\] takes the keys manifest, weight, media_root, max_pixels, chat_template .*share"):
+    with pytest.raises(
+        ValueError, match=r"sources\[0\] takes the keys manifest, weight, media_root, max_pixels, chat_template .*share"
+    ):
         mmfeed.Loader(sources=[{"manifest": out / "a.jsonl", "share": 2}], **OPTIONS)
     with pytest.raises(ValueError, match=r"sources\[1\] has no weight while others have one"):
         mmfeed.Loader(sources=[{"manifest": out / "a.jsonl", "weight": 2}, out / "b.jsonl"], **OPTIONS)
@@ -176,15 +216,16 @@ def test_each_source_keeps_its_own_max_pixels_and_chat_template(sources):
     own = {"source_max_pixels": [0, 20_000], "source_chat_template": ["", "qwen3-vl"]}
     mixed, errors, _ = run([a, b], **{**one, **own})
     assert not errors
-    alone = (run(a, **one)[0] + run(b, **{**one, "max_pixels": 20_000, "chat_template": "qwen3-vl"})[0])
+    alone = run(a, **one)[0] + run(b, **{**one, "max_pixels": 20_000, "chat_template": "qwen3-vl"})[0]
     assert len(mixed) == len(alone) == 19
     for got, want in zip(mixed, alone):
         assert got["sample_ids"] == want["sample_ids"]
         for key in ("input_ids", "labels", "pixel_values", "image_grid_thw"):
             assert got[key].tobytes() == want[key].tobytes(), (got["sample_ids"], key)
     # The same through sources=, and a wrong count refused by name.
-    by_sources, _, _ = run(None, sources=[{"manifest": a}, {"manifest": b, "max_pixels": 20_000,
-                                                             "chat_template": "qwen3-vl"}], **one)
+    by_sources, _, _ = run(
+        None, sources=[{"manifest": a}, {"manifest": b, "max_pixels": 20_000, "chat_template": "qwen3-vl"}], **one
+    )
     assert [g["input_ids"].tobytes() for g in by_sources] == [g["input_ids"].tobytes() for g in mixed]
     with pytest.raises(ValueError, match="source_max_pixels: names 1 values for 2 manifests"):
         run([a, b], source_max_pixels=[100])

@@ -2,6 +2,7 @@
 apply_chat_template with the real template text, ids identical to the tokenizer applied to the
 rendering, labels identical to a plain Python implementation of Qwen's recipe written here,
 mrope position ids identical to transformers' get_rope_index."""
+
 import json
 import re
 from types import SimpleNamespace
@@ -9,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT
 from transformers import PreTrainedTokenizerFast
 
 import mmfeed
-from conftest import ROOT
 
 DATA = ROOT / "tests" / "data"
 IMAGE_PAD, VIDEO_PAD = 151655, 151656
@@ -21,8 +22,9 @@ IMAGE_PAD, VIDEO_PAD = 151655, 151656
 @pytest.fixture(scope="module")
 def hf():
     template = (DATA / "chat-templates" / "qwen2_vl.jinja").read_text()
-    return PreTrainedTokenizerFast(tokenizer_file=str(DATA / "qwen3-tokenizer" / "tokenizer.json"),
-                                   chat_template=template)
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(DATA / "qwen3-tokenizer" / "tokenizer.json"), chat_template=template
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +42,33 @@ def txt(text):
 
 CONVERSATIONS = {
     "plain strings": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
-    "system first": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [img("a"), txt("What?")]},
-                     {"role": "assistant", "content": [txt("A cat.")]}],
-    "several images": [{"role": "user", "content": [img("a"), img("b"), txt("Compare."), img("c")]},
-                       {"role": "assistant", "content": "They differ."}],
-    "video": [{"role": "user", "content": [{"type": "video", "video": "v.mp4"}, txt("Describe")]},
-              {"role": "assistant", "content": "It moves."}],
-    "multi-turn": [{"role": "user", "content": [img("a"), txt("One?")]}, {"role": "assistant", "content": "Yes."},
-                   {"role": "user", "content": [txt("Two?"), img("b")]},
-                   {"role": "assistant", "content": [txt("\n  Spaced\n\nreply  ")]}],
-    "empty text items": [{"role": "user", "content": [txt(""), img("a"), txt("")]},
-                         {"role": "assistant", "content": [txt("")]}],
-    "unicode": [{"role": "user", "content": "中文？ e\u0301 👨‍👩‍👧"}, {"role": "assistant", "content": "العربية 😀\r\n"}],
+    "system first": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [img("a"), txt("What?")]},
+        {"role": "assistant", "content": [txt("A cat.")]},
+    ],
+    "several images": [
+        {"role": "user", "content": [img("a"), img("b"), txt("Compare."), img("c")]},
+        {"role": "assistant", "content": "They differ."},
+    ],
+    "video": [
+        {"role": "user", "content": [{"type": "video", "video": "v.mp4"}, txt("Describe")]},
+        {"role": "assistant", "content": "It moves."},
+    ],
+    "multi-turn": [
+        {"role": "user", "content": [img("a"), txt("One?")]},
+        {"role": "assistant", "content": "Yes."},
+        {"role": "user", "content": [txt("Two?"), img("b")]},
+        {"role": "assistant", "content": [txt("\n  Spaced\n\nreply  ")]},
+    ],
+    "empty text items": [
+        {"role": "user", "content": [txt(""), img("a"), txt("")]},
+        {"role": "assistant", "content": [txt("")]},
+    ],
+    "unicode": [
+        {"role": "user", "content": "中文？ e\u0301 👨‍👩‍👧"},
+        {"role": "assistant", "content": "العربية 😀\r\n"},
+    ],
 }
 
 
@@ -65,16 +82,32 @@ def test_rendering_identical_to_apply_chat_template(hf, name):
 
 
 def test_llava_and_sharegpt_samples_render_as_their_messages(hf):
-    llava = {"id": "l1", "image": ["a.jpg", "b.jpg"], "conversations": [
-        {"from": "human", "value": "<image>\nCompare <image> please"}, {"from": "gpt", "value": "Same."}]}
-    messages = [{"role": "user", "content": [img("a.jpg"), txt("\nCompare "), img("b.jpg"), txt(" please")]},
-                {"role": "assistant", "content": [txt("Same.")]}]
+    llava = {
+        "id": "l1",
+        "image": ["a.jpg", "b.jpg"],
+        "conversations": [
+            {"from": "human", "value": "<image>\nCompare <image> please"},
+            {"from": "gpt", "value": "Same."},
+        ],
+    }
+    messages = [
+        {"role": "user", "content": [img("a.jpg"), txt("\nCompare "), img("b.jpg"), txt(" please")]},
+        {"role": "assistant", "content": [txt("Same.")]},
+    ]
     assert mmfeed.render_chat(llava) == hf.apply_chat_template(messages, tokenize=False)
-    sharegpt = {"images": ["x.png"], "conversations": [{"from": "system", "value": "Sys"},
-                                                       {"from": "user", "value": "<image>Hi"},
-                                                       {"from": "assistant", "value": "Yo"}]}
-    messages = [{"role": "system", "content": "Sys"}, {"role": "user", "content": [img("x.png"), txt("Hi")]},
-                {"role": "assistant", "content": "Yo"}]
+    sharegpt = {
+        "images": ["x.png"],
+        "conversations": [
+            {"from": "system", "value": "Sys"},
+            {"from": "user", "value": "<image>Hi"},
+            {"from": "assistant", "value": "Yo"},
+        ],
+    }
+    messages = [
+        {"role": "system", "content": "Sys"},
+        {"role": "user", "content": [img("x.png"), txt("Hi")]},
+        {"role": "assistant", "content": "Yo"},
+    ]
     assert mmfeed.render_chat(sharegpt) == hf.apply_chat_template(messages, tokenize=False)
 
 
@@ -95,7 +128,7 @@ def reference_encoding(hf, msgs, grids, merge=2, newline=True):
     for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
         if token in (IMAGE_PAD, VIDEO_PAD):
             t, h, w = next(grid_iter)
-            n = t * h * w // merge ** 2
+            n = t * h * w // merge**2
             ids += [token] * n
             labels += [-100] * n
             continue
@@ -143,9 +176,18 @@ def test_mrope_positions_identical_to_transformers(tok):
     np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
 
 
-VIDEO_CHAT = [{"role": "user", "content": [{"type": "text", "text": "What happens?"}, {"type": "video", "video": "a.mp4"},
-                                           {"type": "image", "image": "b.jpg"}, {"type": "video", "video": "c.mp4"}]},
-              {"role": "assistant", "content": "A ball rolls."}]
+VIDEO_CHAT = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What happens?"},
+            {"type": "video", "video": "a.mp4"},
+            {"type": "image", "image": "b.jpg"},
+            {"type": "video", "video": "c.mp4"},
+        ],
+    },
+    {"role": "assistant", "content": "A ball rolls."},
+]
 
 
 def rope_fake(model_class, **vision):
@@ -161,12 +203,18 @@ def test_video_mrope_positions_for_qwen3_vl_are_transformers(tok):
     vgrids, images = [(3, 4, 6), (2, 8, 4)], [(1, 6, 4)]
     stamps = [[0.25, 1.5, 2.75], [0.5, 10.05]]
     for template in ("qwen3-vl", "qwen3-vl-thinking"):
-        out = mmfeed.encode_conversation(VIDEO_CHAT, images, tok, video_grids=vgrids, video_timestamps=stamps,
-                                         template=template, mrope=True)
+        out = mmfeed.encode_conversation(
+            VIDEO_CHAT, images, tok, video_grids=vgrids, video_timestamps=stamps, template=template, mrope=True
+        )
         ids = torch.tensor(out["input_ids"])[None]
         token_type = ((ids == IMAGE_PAD) * 1 + (ids == VIDEO_PAD) * 2).int()
-        want, _ = Qwen3VLModel.get_rope_index(rope_fake(Qwen3VLModel), ids, token_type,
-                                              image_grid_thw=torch.tensor(images), video_grid_thw=torch.tensor(vgrids))
+        want, _ = Qwen3VLModel.get_rope_index(
+            rope_fake(Qwen3VLModel),
+            ids,
+            token_type,
+            image_grid_thw=torch.tensor(images),
+            video_grid_thw=torch.tensor(vgrids),
+        )
         np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
         text = tok.decode(out["input_ids"].tolist())
         assert "<|vision_start|><0.2 seconds><|vision_start|><|video_pad|>" in text
@@ -181,13 +229,25 @@ def test_video_mrope_positions_for_qwen2_5_vl_are_transformers(tok, second_per_g
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
 
     vgrids, images = [(3, 8, 12), (2, 8, 8)], [(1, 6, 4)]
-    out = mmfeed.encode_conversation(VIDEO_CHAT, images, tok, video_grids=vgrids,
-                                     second_per_grid_ts=[second_per_grid_t] * 2, template="qwen2.5-vl", mrope=True)
+    out = mmfeed.encode_conversation(
+        VIDEO_CHAT,
+        images,
+        tok,
+        video_grids=vgrids,
+        second_per_grid_ts=[second_per_grid_t] * 2,
+        template="qwen2.5-vl",
+        mrope=True,
+    )
     ids = torch.tensor(out["input_ids"])[None]
     token_type = ((ids == IMAGE_PAD) * 1 + (ids == VIDEO_PAD) * 2).int()
-    want, _ = Qwen2_5_VLModel.get_rope_index(rope_fake(Qwen2_5_VLModel, tokens_per_second=2), ids, token_type,
-                                             image_grid_thw=torch.tensor(images), video_grid_thw=torch.tensor(vgrids),
-                                             second_per_grid_ts=torch.tensor([second_per_grid_t] * 2))
+    want, _ = Qwen2_5_VLModel.get_rope_index(
+        rope_fake(Qwen2_5_VLModel, tokens_per_second=2),
+        ids,
+        token_type,
+        image_grid_thw=torch.tensor(images),
+        video_grid_thw=torch.tensor(vgrids),
+        second_per_grid_ts=torch.tensor([second_per_grid_t] * 2),
+    )
     np.testing.assert_array_equal(out["position_ids"], want[:, 0].numpy())
 
 
@@ -195,20 +255,31 @@ def test_video_mrope_continues_after_the_largest_position(tok):
     """A video whose temporal positions pass max(h, w) / merge: the text after it continues at
     the block's largest position + 1 (the spec, transformers 4.x), where 5.24 would reuse
     positions the block holds."""
-    out = mmfeed.encode_conversation([VIDEO_CHAT[0]], [(1, 2, 2)], tok, video_grids=[(6, 2, 2), (1, 2, 2)],
-                                     second_per_grid_ts=[2.0, 2.0], template="qwen2.5-vl", mrope=True)
+    out = mmfeed.encode_conversation(
+        [VIDEO_CHAT[0]],
+        [(1, 2, 2)],
+        tok,
+        video_grids=[(6, 2, 2), (1, 2, 2)],
+        second_per_grid_ts=[2.0, 2.0],
+        template="qwen2.5-vl",
+        mrope=True,
+    )
     ids, pos = out["input_ids"], out["position_ids"]
     first = list(ids).index(VIDEO_PAD)
     start = pos[0, first]
-    assert pos[0, first:first + 6].tolist() == [start + 4 * t for t in range(6)]  # int(t * 2.0 * 2)
+    assert pos[0, first : first + 6].tolist() == [start + 4 * t for t in range(6)]  # int(t * 2.0 * 2)
     assert pos[:, first + 6].tolist() == [start + 21] * 3  # <|vision_end|>: 20 + 1
 
 
 def test_truncation_never_cuts_a_timestamped_video(tok):
     """Qwen3-VL: a cut anywhere in a video's groups (its timestamps included) moves before the
     video's outer <|vision_start|>; a video that fits whole is kept."""
-    kwargs = dict(video_grids=[(2, 2, 2), (3, 2, 2)], video_timestamps=[[0.5, 1.5], [0.5, 1.5, 2.5]],
-                  template="qwen3-vl", truncation="truncate")
+    kwargs = dict(
+        video_grids=[(2, 2, 2), (3, 2, 2)],
+        video_timestamps=[[0.5, 1.5], [0.5, 1.5, 2.5]],
+        template="qwen3-vl",
+        truncation="truncate",
+    )
     full = mmfeed.encode_conversation(VIDEO_CHAT, [(1, 2, 2)], tok, **kwargs)["input_ids"].tolist()
     starts = [i for i, t in enumerate(full) if t == 151652]
     # starts: video 1 outer + 2 groups, the image, video 2 outer + 3 groups
@@ -219,7 +290,7 @@ def test_truncation_never_cuts_a_timestamped_video(tok):
         assert (out["images_kept"], out["videos_kept"]) == (1, 1)
     first_video_end = starts[3] - 1  # the outer <|vision_end|> just before the image's block
     out = mmfeed.encode_conversation(VIDEO_CHAT, [(1, 2, 2)], tok, max_length=first_video_end + 1, **kwargs)
-    assert out["input_ids"].tolist() == full[:first_video_end + 1] and out["videos_kept"] == 1
+    assert out["input_ids"].tolist() == full[: first_video_end + 1] and out["videos_kept"] == 1
 
 
 def test_truncation_policies(tok):
@@ -238,22 +309,44 @@ def test_truncation_policies(tok):
     assert mmfeed.encode_conversation(msgs, grids, tok, max_length=n)["input_ids"].tolist() == ids
 
 
-@pytest.mark.parametrize("sample,message", [
-    ({"messages": [{"content": "x"}]}, 'messages[0] has no "role" (expected "system", "user", "assistant" or "tool")'),
-    ({"messages": [{"role": "user"}]}, 'messages[0] has no "content" (expected a string or a list of content items)'),
-    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0] has unknown role 'wizard'"),
-    ({"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
-     "sample s7: messages[0].content[0] has no \"text\", \"image\" or \"video\" (type 'audio')"),
-    ({"id": "s8", "messages": {}}, "sample s8: messages must be a list of messages, got an object"),
-    ({"messages": [{"role": "user", "content": "q"}, {"role": "user", "content": [{"type": "text", "text": 5}]}]},
-     "messages[1].content[0].text must be a string, got a number"),
-    ({"conversations": [{"from": "human", "value": "<image> <image>"}], "image": "a.jpg"},
-     "more <image> placeholders than images listed"),
-    ({"conversations": [{"from": "human", "value": "hi"}], "images": ["a.jpg"]},
-     "1 images listed but 0 <image> placeholders"),
-    ({"conversations": [{"from": "alien", "value": "hi"}]}, "unknown speaker 'alien'"),
-    ({"prompt": "x"}, "neither \"messages\" nor \"conversations\""),
-])
+@pytest.mark.parametrize(
+    "sample,message",
+    [
+        (
+            {"messages": [{"content": "x"}]},
+            'messages[0] has no "role" (expected "system", "user", "assistant" or "tool")',
+        ),
+        (
+            {"messages": [{"role": "user"}]},
+            'messages[0] has no "content" (expected a string or a list of content items)',
+        ),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0] has unknown role 'wizard'"),
+        (
+            {"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
+            'sample s7: messages[0].content[0] has no "text", "image" or "video" (type \'audio\')',
+        ),
+        ({"id": "s8", "messages": {}}, "sample s8: messages must be a list of messages, got an object"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {"role": "user", "content": [{"type": "text", "text": 5}]},
+                ]
+            },
+            "messages[1].content[0].text must be a string, got a number",
+        ),
+        (
+            {"conversations": [{"from": "human", "value": "<image> <image>"}], "image": "a.jpg"},
+            "more <image> placeholders than images listed",
+        ),
+        (
+            {"conversations": [{"from": "human", "value": "hi"}], "images": ["a.jpg"]},
+            "1 images listed but 0 <image> placeholders",
+        ),
+        ({"conversations": [{"from": "alien", "value": "hi"}]}, "unknown speaker 'alien'"),
+        ({"prompt": "x"}, 'neither "messages" nor "conversations"'),
+    ],
+)
 def test_bad_conversations_are_named_errors(tok, sample, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         mmfeed.encode_conversation(sample, [], tok)
@@ -268,10 +361,17 @@ def test_image_count_must_match_the_grids(tok):
 def test_a_reply_that_nfc_changes_is_trained_like_its_composed_form(tok):
     # NFC composes these: the ids equal those of the composed text, and so must the labels (the
     # first token of the reply was left untrained when the change began right after the header).
-    for decomposed, composed in [("\u1100\u1161\u11a8 yes", "\uac01 yes"), ("\u304b\u3099 x", "\u304c x"),
-                                 ("\u212b x", "\u00c5 x")]:
-        out = [mmfeed.encode_conversation([{"role": "user", "content": "q"}, {"role": "assistant", "content": reply}],
-                                          [], tok) for reply in (decomposed, composed)]
+    for decomposed, composed in [
+        ("\u1100\u1161\u11a8 yes", "\uac01 yes"),
+        ("\u304b\u3099 x", "\u304c x"),
+        ("\u212b x", "\u00c5 x"),
+    ]:
+        out = [
+            mmfeed.encode_conversation(
+                [{"role": "user", "content": "q"}, {"role": "assistant", "content": reply}], [], tok
+            )
+            for reply in (decomposed, composed)
+        ]
         assert list(out[0]["input_ids"]) == list(out[1]["input_ids"]), decomposed
         assert list(out[0]["labels"]) == list(out[1]["labels"]), decomposed
 
@@ -279,10 +379,12 @@ def test_a_reply_that_nfc_changes_is_trained_like_its_composed_form(tok):
 def test_grids_the_merger_cannot_cut_are_refused(tok):
     # They crashed the process (an mrope index past the end, a division by zero) or looped.
     msgs = CONVERSATIONS["several images"]
-    for grids, options, message in [([(1, 5, 5)] * 3, dict(mrope=True), r"grid \(1, 5, 5\) is not positive"),
-                                    ([(1, 4, 4), (1, 4, 4), (0, 4, 4)], {}, r"grid \(0, 4, 4\)"),
-                                    ([(1, 4, 4)] * 3, dict(merge_size=0), "merge_size 0 is not positive"),
-                                    ([(1, 4, 4)] * 3, dict(merge_size=-2, mrope=True), "merge_size -2")]:
+    for grids, options, message in [
+        ([(1, 5, 5)] * 3, dict(mrope=True), r"grid \(1, 5, 5\) is not positive"),
+        ([(1, 4, 4), (1, 4, 4), (0, 4, 4)], {}, r"grid \(0, 4, 4\)"),
+        ([(1, 4, 4)] * 3, dict(merge_size=0), "merge_size 0 is not positive"),
+        ([(1, 4, 4)] * 3, dict(merge_size=-2, mrope=True), "merge_size -2"),
+    ]:
         with pytest.raises(ValueError, match=message):
             mmfeed.encode_conversation(msgs, grids, tok, **options)
 
@@ -291,9 +393,30 @@ def test_grids_the_merger_cannot_cut_are_refused(tok):
 
 QWEN3 = {"qwen3-vl": "qwen3_vl.jinja", "qwen3-vl-thinking": "qwen3_vl_thinking.jinja"}
 SEED_CONVERSATIONS = 300
-ALPHABET = list("abc xyz XYZ 0123 .,;:!?-_/") + ["\n", "\n\n", "\t", "\r", "\"", "'", "\\", "{", "}", "[", "]",
-                                                  "é", "中文", "😀", "\u0000", "\u001f", "\u007f", "\u2028",
-                                                  "<tool_call>", "</tool_response>", "</think>", "<think>"]
+ALPHABET = list("abc xyz XYZ 0123 .,;:!?-_/") + [
+    "\n",
+    "\n\n",
+    "\t",
+    "\r",
+    '"',
+    "'",
+    "\\",
+    "{",
+    "}",
+    "[",
+    "]",
+    "é",
+    "中文",
+    "😀",
+    "\u0000",
+    "\u001f",
+    "\u007f",
+    "\u2028",
+    "<tool_call>",
+    "</tool_response>",
+    "</think>",
+    "<think>",
+]
 
 
 def qwen3_template(name):
@@ -306,10 +429,34 @@ def rand_text(rng, tags=True, max_len=6):
 
 
 def rand_number(rng):
-    return rng.choice([0, -1, 7, 2 ** 63 - 1, -2 ** 63, 2 ** 64 - 1, 0.0, -0.0, 1.0, 0.1, -2.5, 1e16, 1.5e16, 1e15,
-                       123456789012345.6, 1e-4, 1e-5, 5e-324, 1.7976931348623157e308, 3.141592653589793, 1e22,
-                       rng.uniform(-1e6, 1e6), rng.random() * 10 ** rng.randrange(-30, 30),
-                       rng.randrange(-10 ** 12, 10 ** 12)])
+    return rng.choice(
+        [
+            0,
+            -1,
+            7,
+            2**63 - 1,
+            -(2**63),
+            2**64 - 1,
+            0.0,
+            -0.0,
+            1.0,
+            0.1,
+            -2.5,
+            1e16,
+            1.5e16,
+            1e15,
+            123456789012345.6,
+            1e-4,
+            1e-5,
+            5e-324,
+            1.7976931348623157e308,
+            3.141592653589793,
+            1e22,
+            rng.uniform(-1e6, 1e6),
+            rng.random() * 10 ** rng.randrange(-30, 30),
+            rng.randrange(-(10**12), 10**12),
+        ]
+    )
 
 
 def rand_json(rng, depth=0):
@@ -328,9 +475,14 @@ def rand_json(rng, depth=0):
 
 
 def rand_tool(rng):
-    return {"type": "function", "function": {"name": "f" + rand_text(rng, tags=False, max_len=3),
-                                             "description": rand_text(rng),
-                                             "parameters": rand_json(rng, 1)}}
+    return {
+        "type": "function",
+        "function": {
+            "name": "f" + rand_text(rng, tags=False, max_len=3),
+            "description": rand_text(rng),
+            "parameters": rand_json(rng, 1),
+        },
+    }
 
 
 def rand_content(rng, media=True, tool_response_text=False):
@@ -351,7 +503,7 @@ def rand_content(rng, media=True, tool_response_text=False):
 
 
 def rand_tool_call(rng):
-    args = rand_text(rng) if rng.random() < 0.3 else {k: rand_json(rng, 1) for k in ("a", "b")[:rng.randrange(3)]}
+    args = rand_text(rng) if rng.random() < 0.3 else {k: rand_json(rng, 1) for k in ("a", "b")[: rng.randrange(3)]}
     call = {"name": "f" + rand_text(rng, tags=False, max_len=3), "arguments": args}
     return {"type": "function", "function": call} if rng.random() < 0.7 else call
 
@@ -362,13 +514,19 @@ def rand_assistant(rng, media):
     if shape == 0:
         m["content"] = rand_content(rng, media=media)
     elif shape == 1:  # reasoning inline, as models emit it
-        m["content"] = (rng.choice(["", "\n", "<think>", "<think>\n"]) + rand_text(rng, tags=False) +
-                        rng.choice(["", "\n", "\n\n"]) + "</think>" + rng.choice(["", "\n", "\n\n"]) +
-                        rand_text(rng))
+        m["content"] = (
+            rng.choice(["", "\n", "<think>", "<think>\n"])
+            + rand_text(rng, tags=False)
+            + rng.choice(["", "\n", "\n\n"])
+            + "</think>"
+            + rng.choice(["", "\n", "\n\n"])
+            + rand_text(rng)
+        )
     elif shape == 2:
         m["content"] = rand_content(rng, media=media)
         m[rng.choice(["reasoning_content", "reasoning_content", "thinking", "reasoning"])] = rng.choice(
-            ["", "\n" + rand_text(rng, tags=False) + "\n", rand_text(rng, tags=False)])
+            ["", "\n" + rand_text(rng, tags=False) + "\n", rand_text(rng, tags=False)]
+        )
     else:
         m["content"] = rng.choice(["", rand_text(rng), [], [txt("")]])
     if rng.random() < 0.35:
@@ -418,10 +576,12 @@ def test_qwen3_rendering_identical_to_apply_chat_template(hf, template):
     for i, (msgs, tools) in enumerate(generated(SEED_CONVERSATIONS)):
         for gen in (False, True):
             for vid in (False, True):
-                want = hf.apply_chat_template(msgs, tools=tools, chat_template=text, tokenize=False,
-                                              add_generation_prompt=gen, add_vision_id=vid)
-                got = mmfeed.render_chat(msgs, template=template, add_generation_prompt=gen, add_vision_id=vid,
-                                         tools=tools)
+                want = hf.apply_chat_template(
+                    msgs, tools=tools, chat_template=text, tokenize=False, add_generation_prompt=gen, add_vision_id=vid
+                )
+                got = mmfeed.render_chat(
+                    msgs, template=template, add_generation_prompt=gen, add_vision_id=vid, tools=tools
+                )
                 assert got == want, (i, gen, vid, msgs, tools)
 
 
@@ -450,10 +610,30 @@ def test_generated_conversations_reach_every_branch():
                 args = (call.get("function") or call)["arguments"]
                 seen.add("string arguments" if isinstance(args, str) else "json arguments")
         seen |= {"ends with assistant"} if roles[-1] == "assistant" else set()
-    assert seen >= {"system first", "no system", "later system", "tools", "tool run", "string content", "list content",
-                    "no content", "image", "image_url", "video", "text", "user tool_response", "inline think",
-                    "reasoning_content", "thinking", "reasoning", "function wrapper", "bare call", "string arguments",
-                    "json arguments", "ends with assistant"}, seen
+    assert seen >= {
+        "system first",
+        "no system",
+        "later system",
+        "tools",
+        "tool run",
+        "string content",
+        "list content",
+        "no content",
+        "image",
+        "image_url",
+        "video",
+        "text",
+        "user tool_response",
+        "inline think",
+        "reasoning_content",
+        "thinking",
+        "reasoning",
+        "function wrapper",
+        "bare call",
+        "string arguments",
+        "json arguments",
+        "ends with assistant",
+    }, seen
 
 
 def test_tool_schemas_serialise_as_json_dumps():
@@ -526,9 +706,13 @@ def hf_qwen3_video_text(text: str) -> tuple[str, list[float]]:
     as its processor call does; returns the text and the timestamps it wrote."""
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from transformers.video_utils import VideoMetadata
-    fake = SimpleNamespace(video_processor=SimpleNamespace(merge_size=2, temporal_patch_size=2),
-                           vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>",
-                           video_token="<|video_pad|>")
+
+    fake = SimpleNamespace(
+        video_processor=SimpleNamespace(merge_size=2, temporal_patch_size=2),
+        vision_start_token="<|vision_start|>",
+        vision_end_token="<|vision_end|>",
+        video_token="<|video_pad|>",
+    )
     fake._calculate_timestamps = lambda *a, **k: Qwen3VLProcessor._calculate_timestamps(fake, *a, **k)
     metadata = VideoMetadata(total_num_frames=8, fps=VIDEO_FPS, frames_indices=list(VIDEO_INDICES))
     inputs = {"video_grid_thw": torch.tensor([VIDEO_GRID]), "video_metadata": [metadata]}
@@ -542,9 +726,16 @@ def test_qwen3_labels_are_the_assistant_turns(hf, tok, template):
     text_template = qwen3_template(template)
     checked = refused = videos_seen = 0
     for i, (msgs, tools) in enumerate(generated(120, seed=61)):
-        n_img = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"]
-                    if c.get("type") in ("image", "image_url"))
-        n_vid = sum(1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"] if c.get("type") == "video")
+        n_img = sum(
+            1
+            for m in msgs
+            if isinstance(m.get("content"), list)
+            for c in m["content"]
+            if c.get("type") in ("image", "image_url")
+        )
+        n_vid = sum(
+            1 for m in msgs if isinstance(m.get("content"), list) for c in m["content"] if c.get("type") == "video"
+        )
         grids, vgrids = [(1, 4, 2 + 2 * (k % 3)) for k in range(n_img)], [VIDEO_GRID] * n_vid
         text = hf.apply_chat_template(msgs, tools=tools, chat_template=text_template, tokenize=False)
         rendered_media = text.count("<|image_pad|>"), text.count("<|video_pad|>")
@@ -552,8 +743,14 @@ def test_qwen3_labels_are_the_assistant_turns(hf, tok, template):
         videos_seen += n_vid if rendered_media[1] == n_vid else 0
         for policy, newline in (("qwen", True), ("content_and_eos", False)):
             for train_reasoning in (True, False):
-                kwargs = dict(template=template, tools=tools, labels=policy, train_reasoning=train_reasoning,
-                              video_grids=vgrids, video_timestamps=[timestamps] * n_vid)
+                kwargs = dict(
+                    template=template,
+                    tools=tools,
+                    labels=policy,
+                    train_reasoning=train_reasoning,
+                    video_grids=vgrids,
+                    video_timestamps=[timestamps] * n_vid,
+                )
                 if rendered_media != (n_img, n_vid):  # media the template does not print
                     with pytest.raises(ValueError, match="template renders .* move them to a user turn"):
                         mmfeed.encode_conversation(msgs, grids, tok, **kwargs)
@@ -570,20 +767,27 @@ def test_qwen3_labels_are_the_assistant_turns(hf, tok, template):
 
 
 def test_thinking_labels_by_default_train_the_think_block(tok):
-    msgs = [{"role": "user", "content": "2+2?"},
-            {"role": "assistant", "content": "4", "reasoning_content": "Add them."}]
+    msgs = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4", "reasoning_content": "Add them."},
+    ]
     text = mmfeed.render_chat(msgs, template="qwen3-vl-thinking")
     assert text.endswith("<|im_start|>assistant\n<think>\nAdd them.\n</think>\n\n4<|im_end|>\n")
-    trained = [t for t in mmfeed.encode_conversation(msgs, [], tok, template="qwen3-vl-thinking")["labels"] if t != -100]
+    trained = [
+        t for t in mmfeed.encode_conversation(msgs, [], tok, template="qwen3-vl-thinking")["labels"] if t != -100
+    ]
     assert tok.decode(trained) == "<think>\nAdd them.\n</think>\n\n4<|im_end|>\n"
     answer = mmfeed.encode_conversation(msgs, [], tok, template="qwen3-vl-thinking", train_reasoning=False)["labels"]
     assert tok.decode([t for t in answer if t != -100]) == "4<|im_end|>\n"
 
 
 def test_tool_responses_are_never_trained(tok):
-    msgs = [{"role": "user", "content": "Weather?"},
-            {"role": "assistant", "tool_calls": [{"function": {"name": "w", "arguments": {"city": "Oslo"}}}]},
-            {"role": "tool", "content": "rain"}, {"role": "assistant", "content": "Rain."}]
+    msgs = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "w", "arguments": {"city": "Oslo"}}}]},
+        {"role": "tool", "content": "rain"},
+        {"role": "assistant", "content": "Rain."},
+    ]
     for template in QWEN3:
         labels = mmfeed.encode_conversation(msgs, [], tok, template=template)["labels"]
         trained = tok.decode([t for t in labels if t != -100])
@@ -591,24 +795,41 @@ def test_tool_responses_are_never_trained(tok):
         assert '<tool_call>\n{"name": "w", "arguments": {"city": "Oslo"}}\n</tool_call><|im_end|>\n' in trained
 
 
-@pytest.mark.parametrize("sample,message", [
-    ({"messages": [{"role": "assistant", "content": "x", "tool_calls": {}}]},
-     "messages[0].tool_calls must be a list of tool calls, got an object"),
-    ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}]},
-     'messages[0].tool_calls[0].function has no "name"'),
-    ({"messages": [{"role": "assistant", "tool_calls": [{"name": 3, "arguments": {}}]}]},
-     "messages[0].tool_calls[0].name must be a string (the function's name), got a number"),
-    ({"messages": [{"role": "assistant", "tool_calls": [{"function": "f"}]}]},
-     "messages[0].tool_calls[0].function must be an object"),
-    ({"messages": [{"role": "assistant", "tool_calls": [{"name": "f"}]}]},
-     'messages[0].tool_calls[0] has no "arguments"'),
-    ({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]},
-     "messages[0].reasoning_content must be a string, got a number"),
-    ({"id": 9, "messages": [{"role": "user", "content": "x"}], "tools": ["f"]},
-     "sample 9: tools[0] must be an object (a tool's JSON schema), got a string"),
-    ({"messages": [{"role": "user", "content": "x"}], "tools": {}}, "tools must be a list of tools"),
-    ({"messages": [{"role": "assistant"}]}, 'messages[0] has no "content"'),
-])
+@pytest.mark.parametrize(
+    "sample,message",
+    [
+        (
+            {"messages": [{"role": "assistant", "content": "x", "tool_calls": {}}]},
+            "messages[0].tool_calls must be a list of tool calls, got an object",
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]}]},
+            'messages[0].tool_calls[0].function has no "name"',
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"name": 3, "arguments": {}}]}]},
+            "messages[0].tool_calls[0].name must be a string (the function's name), got a number",
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"function": "f"}]}]},
+            "messages[0].tool_calls[0].function must be an object",
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"name": "f"}]}]},
+            'messages[0].tool_calls[0] has no "arguments"',
+        ),
+        (
+            {"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]},
+            "messages[0].reasoning_content must be a string, got a number",
+        ),
+        (
+            {"id": 9, "messages": [{"role": "user", "content": "x"}], "tools": ["f"]},
+            "sample 9: tools[0] must be an object (a tool's JSON schema), got a string",
+        ),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": {}}, "tools must be a list of tools"),
+        ({"messages": [{"role": "assistant"}]}, 'messages[0] has no "content"'),
+    ],
+)
 def test_bad_qwen3_fields_are_named_errors(sample, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         mmfeed.render_chat(sample, template="qwen3-vl")

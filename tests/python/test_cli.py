@@ -31,7 +31,9 @@ def test_installed_cli_is_on_the_venv_path():
     assert out.startswith("mmfeed ")
 
 
-@pytest.mark.parametrize("command, script", [("make-dataset", "tests/support/datagen.py"), ("bench", "bench/pipeline.py")])
+@pytest.mark.parametrize(
+    "command, script", [("make-dataset", "tests/support/datagen.py"), ("bench", "bench/pipeline.py")]
+)
 def test_development_commands_without_a_checkout_say_what_they_need(cli, tmp_path, command, script):
     # As from a wheel built from an sdist: the source tree the CLI was built from is gone.
     env = dict(os.environ, MMFEED_SOURCE_DIR=str(tmp_path))
@@ -51,14 +53,44 @@ def test_run_on_ray_delivers_what_run_does(cli, tmp_path):
     from conftest import ROOT, copy_with_damaged_image
 
     datagen.generate(tmp_path / "clean", samples=13, seed=2, max_megapixels=0.3, workers=2)
-    manifest, victim = copy_with_damaged_image(tmp_path / "clean" / "manifest.jsonl", tmp_path / "damaged", line=4,
-                                               damage=lambda b: b[: len(b) // 3])
-    flags = [manifest, "--tokenizer", ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json",
-             "--batch-size", 3, "--max-pixels", 60000, "--epochs", 2, "--workers", 1, "--json"]
-    local = json.loads(subprocess.run([cli, "run", *map(str, flags)], capture_output=True, text=True,
-                                      check=True).stdout)
-    run = subprocess.run([cli, "run", *map(str, flags), "--ray", "local", "--ray-actors", "2", "--ray-actor-cpus",
-                          "0.5", "--ray-store-bytes", str(64 << 20)], capture_output=True, text=True, timeout=600)
+    manifest, victim = copy_with_damaged_image(
+        tmp_path / "clean" / "manifest.jsonl", tmp_path / "damaged", line=4, damage=lambda b: b[: len(b) // 3]
+    )
+    flags = [
+        manifest,
+        "--tokenizer",
+        ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json",
+        "--batch-size",
+        3,
+        "--max-pixels",
+        60000,
+        "--epochs",
+        2,
+        "--workers",
+        1,
+        "--json",
+    ]
+    local = json.loads(
+        subprocess.run([cli, "run", *map(str, flags)], capture_output=True, text=True, check=True).stdout
+    )
+    run = subprocess.run(
+        [
+            cli,
+            "run",
+            *map(str, flags),
+            "--ray",
+            "local",
+            "--ray-actors",
+            "2",
+            "--ray-actor-cpus",
+            "0.5",
+            "--ray-store-bytes",
+            str(64 << 20),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     on_ray = json.loads(run.stdout.splitlines()[-1])
     for key in ("batches", "samples", "tokens", "images", "videos", "skipped", "errors"):
@@ -66,9 +98,17 @@ def test_run_on_ray_delivers_what_run_does(cli, tmp_path):
     assert local["skipped"] == 2 and local["errors"][0]["sample_id"] == victim["id"]  # once an epoch
     assert on_ray["metrics"]["actors_started"] == 2 and on_ray["metrics"]["store_bytes"] == 64 << 20
     # Options are checked by the CLI before any Ray starts; the engine's refusals come back.
-    bad = subprocess.run([cli, "run", *map(str, flags), "--batch-size", "x", "--ray", "local"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [cli, "run", *map(str, flags), "--batch-size", "x", "--ray", "local"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "batch_size" in bad.stderr
-    traced = subprocess.run([cli, "run", *map(str, flags), "--trace", tmp_path / "t.json", "--ray", "local"],
-                            capture_output=True, text=True, timeout=600)
+    traced = subprocess.run(
+        [cli, "run", *map(str, flags), "--trace", tmp_path / "t.json", "--ray", "local"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert traced.returncode == 2 and "trace_path: each part of the run" in traced.stderr

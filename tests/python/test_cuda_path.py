@@ -4,15 +4,15 @@ MMFEED_CUDART), which backs its one device with host memory and aborts, with a m
 or on any call after its atexit teardown. The engine-level binding (_mmfeed._Loader with a device)
 is used directly: this machine's torch has no CUDA, so torch cannot hold the device batches (on
 a GPU, bench/gpu/run.sh runs mmfeed.Loader(device=...) itself)."""
+
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import datagen
+import pytest
 from conftest import ROOT, copy_with_damaged_image
 
 TEST_RUNTIME = ROOT / "build" / "libmmfeed_test_cudart.so"
@@ -60,22 +60,39 @@ def run(script: str, options: dict, tmp_path, **env) -> tuple[subprocess.Complet
     counts at its teardown."""
     assert TEST_RUNTIME.is_file(), "make build builds the test CUDA runtime"
     report = tmp_path / f"runtime-{len(list(tmp_path.glob('runtime-*')))}.json"
-    environment = {**os.environ, "MMFEED_CUDART": str(TEST_RUNTIME), "MMFEED_TEST_CUDART_REPORT": str(report),
-                   **{k: str(v) for k, v in env.items()}}
-    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", PRELUDE + textwrap.dedent(script),
-                           json.dumps(options)], env=environment, capture_output=True, text=True, timeout=300)
+    environment = {
+        **os.environ,
+        "MMFEED_CUDART": str(TEST_RUNTIME),
+        "MMFEED_TEST_CUDART_REPORT": str(report),
+        **{k: str(v) for k, v in env.items()},
+    }
+    done = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", PRELUDE + textwrap.dedent(script), json.dumps(options)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     counts = json.loads(report.read_text()) if report.exists() else {}
     return done, counts
 
 
 def options(manifest, **extra) -> dict:
-    return {"manifests": [str(manifest)], "tokenizer": str(TOKENIZER), "max_pixels": 100_000, "batch_size": 3,
-            "workers": 2, "seed": 4, **extra}
+    return {
+        "manifests": [str(manifest)],
+        "tokenizer": str(TOKENIZER),
+        "max_pixels": 100_000,
+        "batch_size": 3,
+        "workers": 2,
+        "seed": 4,
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("pixels", ["float32", "bfloat16", "uint8"])
 def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(manifest, tmp_path, pixels):
-    done, counts = run("""
+    done, counts = run(
+        """
         host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader(OPTS, None, 0)
         assert json.loads(device.state()) == json.loads(host.state())
         batches = 0
@@ -86,7 +103,10 @@ def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(ma
         assert pull(device, True) is None
         metrics = json.loads(device.metrics())
         print(json.dumps({"batches": batches, "copy": metrics["device_copy"], "memory": metrics["batch_memory"]}))
-    """, options(manifest, epochs=2, pixels=pixels), tmp_path)
+    """,
+        options(manifest, epochs=2, pixels=pixels),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["batches"] == 10  # 14 samples in batches of 3 ("pad"), two epochs
@@ -97,13 +117,18 @@ def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(ma
 
 def test_refused_page_locking_falls_back_to_pageable_copies(manifest, tmp_path):
     # Every cudaHostAlloc refused: every batch buffer comes from the heap and is copied synchronously.
-    done, counts = run("""
+    done, counts = run(
+        """
         host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader(OPTS, None, 0)
         while (h := pull(host)) is not None:
             same_bytes(h, pull(device, True))
         metrics = json.loads(device.metrics())
         print(json.dumps({"copy": metrics["device_copy"], "memory": metrics["batch_memory"]}))
-    """, options(manifest), tmp_path, MMFEED_TEST_CUDART_REFUSE_HOST_ALLOC=1)
+    """,
+        options(manifest),
+        tmp_path,
+        MMFEED_TEST_CUDART_REFUSE_HOST_ALLOC=1,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert "buffers pageable: cudaHostAlloc refused them" in out["memory"]
@@ -115,7 +140,8 @@ def test_the_exit_crash_sequence_exits_cleanly(manifest, tmp_path):
     # Issue 19's reproduction (../shared/repro/gpu_exit_crash.py) as far as a CPU torch goes: loaders
     # one after the other in one process, torch tensors and numpy arrays over pinned memory kept
     # in globals, a device loader left open with its batch held, and nothing freed before exit.
-    done, counts = run("""
+    done, counts = run(
+        """
         import torch
         with mmfeed.Loader(tensors="torch", **OPTS) as L:
             kept = []
@@ -128,14 +154,18 @@ def test_the_exit_crash_sequence_exits_cleanly(manifest, tmp_path):
         on_device = pull(device, True)
         assert last["input_ids"].data_ptr() and arrays[0]["input_ids"].size and on_device is not None
         print("end of script")
-    """, options(manifest), tmp_path)
+    """,
+        options(manifest),
+        tmp_path,
+    )
     assert done.returncode == 0, f"exit status {done.returncode}\n{done.stderr}"
     assert done.stdout.strip() == "end of script" and "test CUDA runtime" not in done.stderr
     assert counts["cudaHostAlloc"] > 0 and counts["cudaMemcpyAsync"] > 0
 
 
 def test_a_forked_child_frees_an_inherited_device_loader_and_its_batches(manifest, tmp_path):
-    done, _ = run("""
+    done, _ = run(
+        """
         device = _mmfeed._Loader(OPTS, None, 0)
         batch = pull(device, True)
         pid = os.fork()
@@ -146,13 +176,17 @@ def test_a_forked_child_frees_an_inherited_device_loader_and_its_batches(manifes
         _, status = os.waitpid(pid, 0)
         device.close()
         print(json.dumps({"child": status, "after": pull(device, True) if False else "closed"}))
-    """, options(manifest), tmp_path)
+    """,
+        options(manifest),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["child"] == 0
 
 
 def test_closing_mid_copy_stops_the_threads_and_says_so(manifest, tmp_path):
-    done, counts = run("""
+    done, counts = run(
+        """
         threads = lambda: len(os.listdir("/proc/self/task"))
         before = threads()
         device = _mmfeed._Loader(OPTS, None, 0)
@@ -170,7 +204,10 @@ def test_closing_mid_copy_stops_the_threads_and_says_so(manifest, tmp_path):
                 break
             time.sleep(0.05)
         print(json.dumps({"said": said, "threads": threads() - before, "kept": len(kept["sample_ids"])}))
-    """, options(manifest, epochs=3), tmp_path)
+    """,
+        options(manifest, epochs=3),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert "closed" in out["said"] and out["kept"] == 3
@@ -179,7 +216,8 @@ def test_closing_mid_copy_stops_the_threads_and_says_so(manifest, tmp_path):
 
 def test_the_loaders_error_reaches_the_trainer_through_the_copy_stage(manifest, tmp_path):
     damaged, victim = copy_with_damaged_image(manifest, tmp_path / "data", 0, lambda raw: b"not an image")
-    done, _ = run("""
+    done, _ = run(
+        """
         device = _mmfeed._Loader(OPTS, None, 0)
         said = []
         for _ in range(2):  # and again: an error is not an end
@@ -189,7 +227,10 @@ def test_the_loaders_error_reaches_the_trainer_through_the_copy_stage(manifest, 
             except ValueError as e:
                 said.append(str(e))
         print(json.dumps(said))
-    """, options(damaged, on_error="fail", shuffle=False), tmp_path)
+    """,
+        options(damaged, on_error="fail", shuffle=False),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)
     assert len(said) == 2 and said[0] == said[1] and victim["id"] in said[0]

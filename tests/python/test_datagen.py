@@ -1,12 +1,12 @@
 """The demo data set generator: deterministic, well-formed, every promised encoding real."""
+
 import hashlib
 import json
 import subprocess
 
+import datagen
 import pytest
 from PIL import Image, ImageOps
-
-import datagen
 
 
 def tree_digest(root):
@@ -77,11 +77,22 @@ def test_sizes_stay_within_the_requested_megapixels(small_set):
 
 
 EXPECTED_MODE = {
-    "jpeg-baseline-420": "RGB", "jpeg-baseline-444": "RGB", "jpeg-progressive-420": "RGB",
-    "jpeg-progressive-444": "RGB", "jpeg-gray": "L", "jpeg-cmyk": "CMYK",
-    "jpeg-exif-rotated": "RGB", "png-rgb": "RGB", "png-rgba": "RGBA", "png-gray": "L",
-    "png-gray16": "I;16", "png-palette": "P", "png-palette-alpha": "P", "webp-lossy": "RGB",
-    "webp-lossless": "RGB", "webp-alpha": "RGBA",
+    "jpeg-baseline-420": "RGB",
+    "jpeg-baseline-444": "RGB",
+    "jpeg-progressive-420": "RGB",
+    "jpeg-progressive-444": "RGB",
+    "jpeg-gray": "L",
+    "jpeg-cmyk": "CMYK",
+    "jpeg-exif-rotated": "RGB",
+    "png-rgb": "RGB",
+    "png-rgba": "RGBA",
+    "png-gray": "L",
+    "png-gray16": "I;16",
+    "png-palette": "P",
+    "png-palette-alpha": "P",
+    "webp-lossy": "RGB",
+    "webp-lossless": "RGB",
+    "webp-alpha": "RGBA",
 }
 
 
@@ -131,16 +142,19 @@ def test_existing_set_is_reused_and_a_damaged_one_rebuilt(small_set, tmp_path):
 
 
 def test_cli_writes_the_set_and_prints_a_json_summary(cli, tmp_path):
-    run = subprocess.run([cli, "make-dataset", "--out", tmp_path, "--samples", "2", "--seed", "1",
-                          "--max-megapixels", "0.4", "--json"], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [cli, "make-dataset", "--out", tmp_path, "--samples", "2", "--seed", "1", "--max-megapixels", "0.4", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     summary = json.loads(run.stdout)
     assert summary["samples"] == 2 and summary["images"] >= 2
     assert (tmp_path / "manifest.jsonl").is_file()
 
 
 def test_cli_rejects_bad_arguments_with_a_message(cli, tmp_path):
-    run = subprocess.run([cli, "make-dataset", "--out", tmp_path, "--samples", "0"],
-                         capture_output=True, text=True)
+    run = subprocess.run([cli, "make-dataset", "--out", tmp_path, "--samples", "0"], capture_output=True, text=True)
     assert run.returncode == 1
     assert "--samples must be positive" in run.stderr
 

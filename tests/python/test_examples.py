@@ -2,6 +2,7 @@
 models: a plain torch loop (padded and packed, saved and resumed), the HF Trainer (one process, and
 two over gloo under torchrun, each reading its own shard, resumed from a checkpoint), TRL's
 SFTTrainer, and the Megatron-style iterators under four torchrun processes with tensor parallelism 2."""
+
 import ast
 import json
 import os
@@ -9,9 +10,8 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 import datagen
+import pytest
 from conftest import ROOT
 
 EXAMPLES = ROOT / "examples"
@@ -46,23 +46,61 @@ def test_the_torch_loop_trains_and_resumes_where_it_stopped(manifest, tmp_path):
 
 
 def test_the_torch_loop_trains_on_packed_rows(manifest):
-    out = run([sys.executable, EXAMPLES / "train_torch.py", manifest, "--tiny", "qwen3-vl", "--steps", 2,
-               "--packed", 3000])
+    out = run(
+        [sys.executable, EXAMPLES / "train_torch.py", manifest, "--tiny", "qwen3-vl", "--steps", 2, "--packed", 3000]
+    )
     assert sorted(losses_of(out)) == [1, 2] and re.search(r"step 1 .* samples [2-9]", out)
 
 
 def test_the_hf_trainer_and_trl_examples_run(manifest, tmp_path):
-    hf = json.loads(run([sys.executable, EXAMPLES / "train_hf.py", manifest, "--tiny", "qwen2.5-vl", "--steps", 3,
-                         "--out", tmp_path / "hf"]).splitlines()[-1])["losses"]
+    hf = json.loads(
+        run(
+            [
+                sys.executable,
+                EXAMPLES / "train_hf.py",
+                manifest,
+                "--tiny",
+                "qwen2.5-vl",
+                "--steps",
+                3,
+                "--out",
+                tmp_path / "hf",
+            ]
+        ).splitlines()[-1]
+    )["losses"]
     assert len(hf) == 3
-    sft = json.loads(run([sys.executable, EXAMPLES / "train_hf.py", manifest, "--tiny", "qwen2.5-vl", "--steps", 3,
-                          "--out", tmp_path / "trl", "--trl"]).splitlines()[-1])["losses"]
+    sft = json.loads(
+        run(
+            [
+                sys.executable,
+                EXAMPLES / "train_hf.py",
+                manifest,
+                "--tiny",
+                "qwen2.5-vl",
+                "--steps",
+                3,
+                "--out",
+                tmp_path / "trl",
+                "--trl",
+            ]
+        ).splitlines()[-1]
+    )["losses"]
     assert sft.keys() == hf.keys() and abs(sft["1"] - hf["1"]) <= 1e-5 * hf["1"]
 
 
 def test_two_trainer_processes_read_their_own_shards_and_resume(manifest, tmp_path):
-    script = TORCHRUN + ["--nproc-per-node", 2, EXAMPLES / "train_hf.py", manifest, "--tiny", "qwen2-vl",
-                         "--save-steps", 2, "--out", tmp_path]
+    script = TORCHRUN + [
+        "--nproc-per-node",
+        2,
+        EXAMPLES / "train_hf.py",
+        manifest,
+        "--tiny",
+        "qwen2-vl",
+        "--save-steps",
+        2,
+        "--out",
+        tmp_path,
+    ]
     first = json.loads(run(script + ["--steps", 2]).splitlines()[-1])["losses"]
     states = [json.loads((tmp_path / "checkpoint-2" / f"mmfeed_loader_rank{r}.json").read_text()) for r in (0, 1)]
     assert [(s["rank"], s["world_size"], s["position"]) for s in states] == [(0, 2, 4), (1, 2, 4)]
@@ -76,10 +114,12 @@ def test_two_trainer_processes_read_their_own_shards_and_resume(manifest, tmp_pa
 def test_megatron_style_iterators_under_tensor_parallelism(manifest):
     out = run(TORCHRUN + ["--nproc-per-node", 4, EXAMPLES / "train_megatron.py", manifest, "--tp", 2, "--steps", 2])
     seen = {}
-    for rank, dp, step, samples in re.findall(r"rank (\d) dp (\d)/2 step (\d) loss [0-9.]+ samples (\[.*\])", out):
+    for _rank, dp, step, samples in re.findall(r"rank (\d) dp (\d)/2 step (\d) loss [0-9.]+ samples (\[.*\])", out):
         seen.setdefault(int(dp), {}).setdefault(int(step), set()).add(samples)
     assert sorted(seen) == [0, 1]
-    for dp, steps in seen.items():
+    for steps in seen.values():
         assert all(len(batches) == 1 for batches in steps.values()), steps  # TP peers: one batch between them
-    shard = {dp: {sid for step in steps.values() for b in step for sid in ast.literal_eval(b)} for dp, steps in seen.items()}
+    shard = {
+        dp: {sid for step in steps.values() for b in step for sid in ast.literal_eval(b)} for dp, steps in seen.items()
+    }
     assert not shard[0] & shard[1]

@@ -1,5 +1,6 @@
 """The fetch engine against nginx with injected latency and faults: every request ends with the
 right bytes or a named error, none lost, none hung."""
+
 import hashlib
 import json
 import os
@@ -107,8 +108,19 @@ def test_large_object_arrives_in_parallel_parts(cli, nginx, object_dir):
 def test_parts_survive_faults(cli, nginx, object_dir):
     # The object's first requests (the probe, then parts) fail once in each way, one after another.
     url = nginx.url("faulty", "big.bin") + f"?faults={','.join(FAULTS)}&run={uuid.uuid4().hex}"
-    rc, report = run_fetch(cli, "--checksums", "--part-size", "250000", "--max-attempts", "3",
-                           "--first-byte-timeout", "1000", "--stall-timeout", "1000", url)
+    rc, report = run_fetch(
+        cli,
+        "--checksums",
+        "--part-size",
+        "250000",
+        "--max-attempts",
+        "3",
+        "--first-byte-timeout",
+        "1000",
+        "--stall-timeout",
+        "1000",
+        url,
+    )
     assert rc == 0, report["failures"]
     assert report["results"][0]["sha256"] == sha(object_dir / "big.bin")
     assert report["retries"] == len(FAULTS)
@@ -119,17 +131,21 @@ def test_answers_for_other_bytes_than_asked_are_refused(cli, nginx, object_dir):
     # shifted data: half the probe's range (the object fits in one part), parts served from offset
     # 0, and parts of another version of the object (a new ETag each time, If-Match ignored).
     size = (object_dir / "big.bin").stat().st_size
-    cases = [("short", str(2 * size), "206 answer for other bytes than asked"),
-             ("zero", "250000", "206 answer for other bytes than asked"),
-             ("etag", "250000", "the object changed during the fetch (ETag")]
+    cases = [
+        ("short", str(2 * size), "206 answer for other bytes than asked"),
+        ("zero", "250000", "206 answer for other bytes than asked"),
+        ("etag", "250000", "the object changed during the fetch (ETag"),
+    ]
     for wrong, part_size, expected in cases:
-        rc, report = run_fetch(cli, "--part-size", part_size, "--max-attempts", "3",
-                               nginx.url("faulty", "big.bin") + f"?wrong={wrong}")
+        rc, report = run_fetch(
+            cli, "--part-size", part_size, "--max-attempts", "3", nginx.url("faulty", "big.bin") + f"?wrong={wrong}"
+        )
         assert rc == 1 and report["ok"] == 0, (wrong, report)
         assert expected in report["failures"][0]["error"], (wrong, report["failures"])
         if wrong == "zero":  # the probe's range starts at 0 and passes; the later parts fail, counted alone
-            assert re.search(r"\(part \d+ of 20, after 3 attempts of it; \d+ requests in all\)",
-                             report["failures"][0]["error"]), report["failures"]
+            assert re.search(
+                r"\(part \d+ of 20, after 3 attempts of it; \d+ requests in all\)", report["failures"][0]["error"]
+            ), report["failures"]
 
 
 def run_fetch_measured(cli, *args, timeout=120):
@@ -163,8 +179,17 @@ def test_empty_object(cli, nginx):
 
 def test_hedging_reissues_stragglers_and_stays_exact(cli, nginx, object_dir):
     files = objects(object_dir)
-    rc, report = run_fetch(cli, "--checksums", "--hedge", "0.5", "--hedge-min-ms", "1", "--inflight", "32",
-                           *[nginx.url("slow", f.name) for f in files])
+    rc, report = run_fetch(
+        cli,
+        "--checksums",
+        "--hedge",
+        "0.5",
+        "--hedge-min-ms",
+        "1",
+        "--inflight",
+        "32",
+        *[nginx.url("slow", f.name) for f in files],
+    )
     assert rc == 0 and report["ok"] == 200
     assert report["hedges"] > 0
     assert report["requests"] == 200 + report["hedges"]
@@ -226,10 +251,22 @@ def test_from_manifest_reads_what_the_loader_reads(cli, tmp_path):
 
     datagen.generate(tmp_path, samples=4, seed=9, max_megapixels=0.3, workers=1)
     lines = (tmp_path / "manifest.jsonl").read_text().splitlines()
-    image = next(c["image"] for m in json.loads(lines[0])["messages"] if isinstance(m["content"], list)
-                 for c in m["content"] if c["type"] == "image")
-    lines.append(json.dumps({"id": "llava", "image": image,
-                             "conversations": [{"from": "human", "value": "<image>\nWhat?"}, {"from": "gpt", "value": "!"}]}))
+    image = next(
+        c["image"]
+        for m in json.loads(lines[0])["messages"]
+        if isinstance(m["content"], list)
+        for c in m["content"]
+        if c["type"] == "image"
+    )
+    lines.append(
+        json.dumps(
+            {
+                "id": "llava",
+                "image": image,
+                "conversations": [{"from": "human", "value": "<image>\nWhat?"}, {"from": "gpt", "value": "!"}],
+            }
+        )
+    )
     (tmp_path / "m.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     rc, plain = run_fetch(cli, "--from-manifest", tmp_path / "manifest.jsonl")
     rc_gz, packed = run_fetch(cli, "--from-manifest", tmp_path / "m.jsonl.gz")
@@ -258,14 +295,18 @@ def test_issue15_sizes_over_the_limit_are_refused_before_memory_is_taken(cli, ng
     sparse = tmp_path / "sparse.bin"
     with open(sparse, "wb") as f:
         f.truncate(100 << 30)
-    cases = [(nginx.url("huge", "declared"), "object of 107374182400 bytes (Content-Length)"),
-             (nginx.url("huge", "ranged"), "object of 107374182400 bytes (Content-Range total)"),
-             (f"file://{sparse}", "file of 107374182400 bytes")]
+    cases = [
+        (nginx.url("huge", "declared"), "object of 107374182400 bytes (Content-Length)"),
+        (nginx.url("huge", "ranged"), "object of 107374182400 bytes (Content-Range total)"),
+        (f"file://{sparse}", "file of 107374182400 bytes"),
+    ]
     for uri, declared in cases:
         rc, report, rss = run_fetch_measured(cli, "--max-attempts", "5", uri)
         assert rc == 1 and report["errors"] == {"resource_exhausted": 1} and report["retries"] == 0, report
-        assert report["failures"][0]["error"] == (f"{uri}: {declared} exceeds the object size limit of 536870912 "
-                                                  "bytes (raise max_object_bytes, --max-object-bytes)")
+        assert report["failures"][0]["error"] == (
+            f"{uri}: {declared} exceeds the object size limit of 536870912 "
+            "bytes (raise max_object_bytes, --max-object-bytes)"
+        )
         assert rss < control + 64 * MIB, (uri, rss, control)
 
 
@@ -279,10 +320,11 @@ def test_issue15_a_body_without_a_length_is_refused_once_past_the_limit(cli, ngi
         args = [] if limit == 512 * MIB else ["--max-object-bytes", limit]
         rc, report, rss = run_fetch_measured(cli, *args, url)
         assert rc == 1 and report["errors"] == {"resource_exhausted": 1} and report["retries"] == 0, report
-        assert re.fullmatch(re.escape(url) + r": object of \d+ bytes \(received so far, no length declared\) exceeds "
-                            f"the object size limit of {limit} bytes " + re.escape("(raise max_object_bytes, "
-                                                                                   "--max-object-bytes)"),
-                            report["failures"][0]["error"]), report["failures"]
+        assert re.fullmatch(
+            re.escape(url) + r": object of \d+ bytes \(received so far, no length declared\) exceeds "
+            f"the object size limit of {limit} bytes " + re.escape("(raise max_object_bytes, --max-object-bytes)"),
+            report["failures"][0]["error"],
+        ), report["failures"]
         assert rss < control + 2 * limit, (limit, rss, control)
 
 
@@ -292,8 +334,12 @@ def test_issue15_a_fifo_is_refused_at_once(cli, tmp_path):
     fifo = tmp_path / "image.jpg"
     os.mkfifo(fifo)
     manifest = tmp_path / "manifest.jsonl"
-    sample = {"id": "a", "messages": [{"role": "user", "content": [{"type": "image", "image": "image.jpg"},
-                                                                   {"type": "text", "text": "?"}]}]}
+    sample = {
+        "id": "a",
+        "messages": [
+            {"role": "user", "content": [{"type": "image", "image": "image.jpg"}, {"type": "text", "text": "?"}]}
+        ],
+    }
     manifest.write_text(json.dumps(sample) + "\n")
     for args in (["--attempt-timeout", "2000", fifo], ["--from-manifest", manifest]):
         rc, report = run_fetch(cli, *args, timeout=60)  # generous: only a hang reaches it
@@ -323,10 +369,15 @@ def test_issue15_an_allocation_that_fails_is_that_objects_error(cli, nginx, tmp_
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     for uri in (nginx.url("huge", "declared"), f"file://{sparse}"):
-        run = subprocess.run([str(cli), "fetch", "--json", "--max-object-bytes", str(200 << 30), uri,
-                              nginx.url("ok", "obj-000.bin")], capture_output=True, text=True, timeout=120,
-                             preexec_fn=limit_address_space)
+        run = subprocess.run(
+            [str(cli), "fetch", "--json", "--max-object-bytes", str(200 << 30), uri, nginx.url("ok", "obj-000.bin")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=limit_address_space,
+        )
         report = json.loads(run.stdout) if run.stdout.strip() else run.stderr
         assert run.returncode == 1 and report["ok"] == 1 and report["errors"] == {"resource_exhausted": 1}, report
-        assert re.fullmatch(re.escape(uri) + r": out of memory for a (body|file) of 107374182400 bytes",
-                            report["failures"][0]["error"]), report["failures"]
+        assert re.fullmatch(
+            re.escape(uri) + r": out of memory for a (body|file) of 107374182400 bytes", report["failures"][0]["error"]
+        ), report["failures"]

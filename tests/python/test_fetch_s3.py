@@ -1,16 +1,24 @@
 """The fetch engine against moto's S3 server with signature checking enforced: a request is
 served only if mmfeed signed it exactly as S3 expects."""
+
 import hashlib
 import json
 import random
 
 import pytest
-
 from conftest import run_fetch
 
 BUCKET = "mmfeed-test"
-SPECIAL_KEYS = ["plain.bin", "dir/with space.bin", "ünïcødé/中文/😀.bin", "a+b=c&d~e.bin", "quote'(paren)!*.bin",
-                "deep/a/b/c/d/e.bin", "percent%20literal.bin", "dots/../not-a-path.bin"]
+SPECIAL_KEYS = [
+    "plain.bin",
+    "dir/with space.bin",
+    "ünïcødé/中文/😀.bin",
+    "a+b=c&d~e.bin",
+    "quote'(paren)!*.bin",
+    "deep/a/b/c/d/e.bin",
+    "percent%20literal.bin",
+    "dots/../not-a-path.bin",
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +58,9 @@ def test_prefix_listing_follows_continuation_tokens(cli, moto_s3, bucket):
 
 
 def test_large_object_by_ranged_parts(cli, moto_s3, bucket):
-    rc, report = run_fetch(cli, "--checksums", "--part-size", "1048576", f"s3://{BUCKET}/large/six-megabytes.bin",
-                           env=moto_s3.env())
+    rc, report = run_fetch(
+        cli, "--checksums", "--part-size", "1048576", f"s3://{BUCKET}/large/six-megabytes.bin", env=moto_s3.env()
+    )
     assert rc == 0, report["failures"]
     assert report["results"][0]["sha256"] == digest(bucket["large/six-megabytes.bin"])
     assert report["requests"] == 6
@@ -66,8 +75,9 @@ def test_empty_object(cli, moto_s3, bucket):
 def test_no_such_key_is_not_retried_and_names_the_uri(cli, moto_s3, bucket):
     rc, report = run_fetch(cli, f"s3://{BUCKET}/missing/key.jpg", env=moto_s3.env())
     assert rc == 1 and report["errors"] == {"not_found": 1} and report["retries"] == 0
-    assert report["failures"][0]["error"] == (f"s3://{BUCKET}/missing/key.jpg: HTTP 404 NoSuchKey: "
-                                              "The specified key does not exist.")
+    assert report["failures"][0]["error"] == (
+        f"s3://{BUCKET}/missing/key.jpg: HTTP 404 NoSuchKey: The specified key does not exist."
+    )
 
 
 def test_wrong_secret_is_rejected_by_the_server_with_a_useful_message(cli, moto_s3, bucket):
@@ -89,9 +99,13 @@ def test_listing_with_wrong_secret_fails_cleanly(cli, moto_s3, bucket):
     assert "ListObjectsV2: HTTP 403" in run.stdout and "nope-nope" not in run.stdout + run.stderr
     assert f"access key {env['AWS_ACCESS_KEY_ID']}, from environment" in run.stdout  # as a GET's 403 says
     # A prefix that cannot be listed is one failure of the report; the other URIs are fetched.
-    run = subprocess.run([cli, "fetch", "--json", f"s3://{BUCKET}/listing/", "s3://no-such-bucket/some/"]
-                         + [f"s3://{BUCKET}/listing/item-{i:02d}.bin" for i in range(3)], env=moto_s3.env(),
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [cli, "fetch", "--json", f"s3://{BUCKET}/listing/", "s3://no-such-bucket/some/"]
+        + [f"s3://{BUCKET}/listing/item-{i:02d}.bin" for i in range(3)],
+        env=moto_s3.env(),
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(run.stdout)
     assert run.returncode == 1 and report["failed"] == 1 and report["ok"] > 3, report
     assert report["failures"][0]["uri"] == "s3://no-such-bucket/some/"
@@ -105,12 +119,15 @@ def test_issue15_a_repeated_continuation_token_ends_the_listing(cli, nginx):
     from servers import s3_env
 
     env = s3_env(f"http://127.0.0.1:{nginx.port}", "unused", "unused")
-    rc, report = run_fetch(cli, "--no-sign-request", "--path-style", "s3://listing-loop/train/", env=env,
-                           timeout=60)  # generous: only a loop reaches it
+    rc, report = run_fetch(
+        cli, "--no-sign-request", "--path-style", "s3://listing-loop/train/", env=env, timeout=60
+    )  # generous: only a loop reaches it
     assert rc == 1 and report["errors"] == {"corrupt_data": 1} and report["ok"] == 0, report
-    assert report["failures"][0]["error"] == ("s3://listing-loop/train/: ListObjectsV2: the server repeated the "
-                                              "continuation token 'same-token' (page 2); listing stopped, it would "
-                                              "never end")
+    assert report["failures"][0]["error"] == (
+        "s3://listing-loop/train/: ListObjectsV2: the server repeated the "
+        "continuation token 'same-token' (page 2); listing stopped, it would "
+        "never end"
+    )
 
 
 def test_issue15_an_object_uri_without_a_key_is_refused(cli, moto_s3, bucket, tmp_path):

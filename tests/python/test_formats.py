@@ -2,13 +2,14 @@
 conversations with a system key, JSON array files and a media root each load into batches
 byte-identical to the same conversations as a messages JSONL beside its images; bad elements are
 named and every other sample delivered."""
+
 import json
 
-import pytest
-
 import datagen
-import mmfeed
+import pytest
 from conftest import ROOT, assert_same_batches, run_loader
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 100_000, "batch_size": 4, "seed": 3}
@@ -80,7 +81,9 @@ def test_listed_images_without_tags_are_an_error_not_a_loss(dataset, tmp_path):
     assert "images listed but 0 <image> placeholders" in errors[0]["reason"]
     delivered = [sid for b in batches for sid in b["sample_ids"]]
     assert sorted(delivered) == sorted(s["id"] for i, s in enumerate(tagged) if i != 2)
-    assert sum(len(b["image_grid_thw"]) for b in batches) == sum(len(s["images"]) for i, s in enumerate(tagged) if i != 2)
+    assert sum(len(b["image_grid_thw"]) for b in batches) == sum(
+        len(s["images"]) for i, s in enumerate(tagged) if i != 2
+    )
 
 
 def test_a_bad_element_of_an_array_is_named_and_the_rest_delivered(dataset, tmp_path):
@@ -91,15 +94,20 @@ def test_a_bad_element_of_an_array_is_named_and_the_rest_delivered(dataset, tmp_
     batches, errors, _ = load(path, media_root=dataset.parent, on_error="skip", max_error_fraction=1.0)
     assert [e["sample_id"] for e in errors] == [f"{path}[3]"]
     assert "malformed JSON" in errors[0]["reason"]
-    assert sorted(sid for b in batches for sid in b["sample_ids"]) == sorted(s["id"] for i, s in enumerate(tagged) if i != 3)
+    assert sorted(sid for b in batches for sid in b["sample_ids"]) == sorted(
+        s["id"] for i, s in enumerate(tagged) if i != 3
+    )
 
 
-@pytest.mark.parametrize("text, reason", [
-    ('[{"messages": []}, {"messages": [', "the array is not closed (is the file truncated?)"),
-    ('[{"messages": []}] {"x": 1}', "more after the array's end at byte 19"),
-    ('[{"messages": []},, {}]', "an empty element at byte 18"),
-    ('[{"messages": [}, {}]', "'}' where ']' closes element 0 at byte 15"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ('[{"messages": []}, {"messages": [', "the array is not closed (is the file truncated?)"),
+        ('[{"messages": []}] {"x": 1}', "more after the array's end at byte 19"),
+        ('[{"messages": []},, {}]', "an empty element at byte 18"),
+        ('[{"messages": [}, {}]', "'}' where ']' closes element 0 at byte 15"),
+    ],
+)
 def test_an_array_that_is_not_one_is_refused_by_name(tmp_path, text, reason):
     path = tmp_path / "bad.json"
     path.write_text(text)

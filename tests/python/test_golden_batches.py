@@ -4,6 +4,7 @@ configuration here must still produce those batches: the same samples in the sam
 labels, masks, grids and positions byte for byte, pixel sums within 1e-6 per element. To re-record after a deliberate
 change of output: `python tests/python/test_golden_batches.py --record` (and say why in the
 commit)."""
+
 import hashlib
 import json
 import sys
@@ -44,8 +45,12 @@ def digests(manifest: Path) -> dict:
                 record = {"epoch": b["epoch"], "sample_ids": b["sample_ids"]}
                 for k, v in sorted(arrays.items()):
                     if v.dtype == np.float32:  # pixels: the sums, compared within a tolerance (below)
-                        record[k] = [str(v.dtype), list(v.shape), float(v.astype(np.float64).sum()),
-                                     float(np.abs(v.astype(np.float64)).sum())]
+                        record[k] = [
+                            str(v.dtype),
+                            list(v.shape),
+                            float(v.astype(np.float64).sum()),
+                            float(np.abs(v.astype(np.float64)).sum()),
+                        ]
                     else:  # integers: exact
                         record[k] = f"{v.dtype} {list(v.shape)} {hashlib.sha256(v.tobytes()).hexdigest()[:16]}"
                 batches.append(record)

@@ -2,15 +2,15 @@
 mmfeed's batches as they are, save the loader's state in every checkpoint, and a run resumed from
 a checkpoint logs the losses of the uninterrupted run bit for bit, on the batches it would have
 seen; gradient accumulation counts loader batches."""
+
 import json
 
+import datagen
 import pytest
-import torch
+import tiny_vl
 import transformers
 
-import datagen
 import mmfeed.hf
-import tiny_vl
 
 MAX_PIXELS = 50_176
 
@@ -23,8 +23,16 @@ def manifest(tmp_path_factory):
 
 
 def loader_options(manifest, **extra):
-    return dict(manifest=str(manifest), tokenizer=str(tiny_vl.TOKENIZER), model="qwen2-vl", max_pixels=MAX_PIXELS,
-                batch_size=2, seed=3, epochs=4, **extra)
+    return dict(
+        manifest=str(manifest),
+        tokenizer=str(tiny_vl.TOKENIZER),
+        model="qwen2-vl",
+        max_pixels=MAX_PIXELS,
+        batch_size=2,
+        seed=3,
+        epochs=4,
+        **extra,
+    )
 
 
 class Recording:
@@ -50,15 +58,25 @@ class StopAt(transformers.TrainerCallback):
 
 
 def arguments(out, **extra):
-    settings = dict(output_dir=str(out), max_steps=6, save_steps=3, logging_steps=1, learning_rate=1e-3,
-                    report_to=[], use_cpu=True, seed=0, disable_tqdm=True)
+    settings = dict(
+        output_dir=str(out),
+        max_steps=6,
+        save_steps=3,
+        logging_steps=1,
+        learning_rate=1e-3,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
     return transformers.TrainingArguments(**{**settings, **extra})
 
 
 def run(cls, out, options, resume=None, stop=None, **extra):
     model = tiny_vl.tiny_model("qwen2-vl").train()
-    trainer = cls(model=model, args=arguments(out, **extra), train_loader=options,
-                  callbacks=[StopAt(stop)] if stop else None)
+    trainer = cls(
+        model=model, args=arguments(out, **extra), train_loader=options, callbacks=[StopAt(stop)] if stop else None
+    )
     trainer.seen = []
     trainer.train(resume_from_checkpoint=resume)
     losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
@@ -77,8 +95,9 @@ def test_a_resumed_run_logs_the_losses_of_the_uninterrupted_run(manifest, tmp_pa
     first, _ = run(RecordingTrainer, tmp_path / "cut", options, stop=3, gradient_accumulation_steps=accumulation)
     state = json.loads((tmp_path / "cut" / "checkpoint-3" / "mmfeed_loader_rank0.json").read_text())
     assert state["position"] == 3 * accumulation * 2  # samples of the batches trained on, no more
-    resumed, resumed_losses = run(RecordingTrainer, tmp_path / "cut", options, resume=True,
-                                  gradient_accumulation_steps=accumulation)
+    resumed, resumed_losses = run(
+        RecordingTrainer, tmp_path / "cut", options, resume=True, gradient_accumulation_steps=accumulation
+    )
     assert first.seen + resumed.seen == full.seen  # none replayed, none skipped
     assert {s: resumed_losses[s] for s in (4, 5, 6)} == {s: full_losses[s] for s in (4, 5, 6)}
 
@@ -87,8 +106,12 @@ def test_the_trainer_takes_a_loader_and_an_eval_loader(manifest, tmp_path):
     loader = mmfeed.Loader(**loader_options(manifest))
     model = tiny_vl.tiny_model("qwen2-vl").train()
     eval_options = {k: v for k, v in loader_options(manifest).items() if k not in ("epochs", "seed")}
-    trainer = mmfeed.hf.Trainer(model=model, args=arguments(tmp_path, eval_strategy="steps", eval_steps=3,
-                                                            max_steps=3), train_loader=loader, eval_loader=eval_options)
+    trainer = mmfeed.hf.Trainer(
+        model=model,
+        args=arguments(tmp_path, eval_strategy="steps", eval_steps=3, max_steps=3),
+        train_loader=loader,
+        eval_loader=eval_options,
+    )
     trainer.train()
     evals = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
     assert len(evals) == 1 and evals[0] > 0
@@ -98,9 +121,11 @@ def test_the_trainer_takes_a_loader_and_an_eval_loader(manifest, tmp_path):
 
 def test_max_steps_is_required(manifest, tmp_path):
     with pytest.raises(ValueError, match="max_steps"):
-        mmfeed.hf.Trainer(model=tiny_vl.tiny_model("qwen2-vl"),
-                          args=transformers.TrainingArguments(str(tmp_path), report_to=[], use_cpu=True),
-                          train_loader=loader_options(manifest))
+        mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=transformers.TrainingArguments(str(tmp_path), report_to=[], use_cpu=True),
+            train_loader=loader_options(manifest),
+        )
 
 
 def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
@@ -109,12 +134,23 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
 
     options = loader_options(manifest)
     _, want = run(RecordingTrainer, tmp_path / "hf", options)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tiny_vl.TOKENIZER), pad_token="<|endoftext|>",
-                                        eos_token="<|im_end|>")
-    config = trl.SFTConfig(output_dir=str(tmp_path / "trl"), max_steps=6, save_steps=3, logging_steps=1,
-                           learning_rate=1e-3, report_to=[], use_cpu=True, seed=0, disable_tqdm=True)
-    trainer = mmfeed.hf.SFTTrainer(model=tiny_vl.tiny_model("qwen2-vl").train(), args=config,
-                                   processing_class=tokenizer, train_loader=options)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_file=str(tiny_vl.TOKENIZER), pad_token="<|endoftext|>", eos_token="<|im_end|>"
+    )
+    config = trl.SFTConfig(
+        output_dir=str(tmp_path / "trl"),
+        max_steps=6,
+        save_steps=3,
+        logging_steps=1,
+        learning_rate=1e-3,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    trainer = mmfeed.hf.SFTTrainer(
+        model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, processing_class=tokenizer, train_loader=options
+    )
     trainer.train()
     got = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     assert got.keys() == want.keys()

@@ -1,5 +1,6 @@
 """Issue 15, the loader's part: what a hostile or careless user hands the Loader is refused by
 name, before memory is committed, and never aborts, hangs or loses a sample in silence."""
+
 import gzip
 import json
 import math
@@ -8,11 +9,11 @@ import subprocess
 import sys
 import zlib
 
-import pytest
-
 import datagen
-import mmfeed
+import pytest
 from conftest import ROOT
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 MAX_PIXELS = 100_000
@@ -44,16 +45,19 @@ def first_batch(manifest, **options):
         return next(loader)
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("fetch_inflight", 0, "LoaderConfig.fetch_inflight: must be 1 to 4096, not 0"),
-    ("workers", 100_000, "LoaderConfig.workers: must be 1 to 1024, or 0 (auto), not 100000"),
-    ("workers", -1, "LoaderConfig.workers: must be 1 to 1024, or 0 (auto), not -1"),
-    ("prefetch_batches", 1025, "LoaderConfig.prefetch_batches: must be 1 to 1024, or 0 (auto), not 1025"),
-    ("max_error_fraction", math.nan, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
-    ("max_error_fraction", -1.0, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
-    ("max_images_per_sample", 0, "LoaderConfig.max_images_per_sample: must be positive"),
-    ("end_position", 6, "LoaderConfig.end_position: must be a multiple of batch_size (8), not 6"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("fetch_inflight", 0, "LoaderConfig.fetch_inflight: must be 1 to 4096, not 0"),
+        ("workers", 100_000, "LoaderConfig.workers: must be 1 to 1024, or 0 (auto), not 100000"),
+        ("workers", -1, "LoaderConfig.workers: must be 1 to 1024, or 0 (auto), not -1"),
+        ("prefetch_batches", 1025, "LoaderConfig.prefetch_batches: must be 1 to 1024, or 0 (auto), not 1025"),
+        ("max_error_fraction", math.nan, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
+        ("max_error_fraction", -1.0, "LoaderConfig.max_error_fraction: must be a fraction from 0 to 1"),
+        ("max_images_per_sample", 0, "LoaderConfig.max_images_per_sample: must be positive"),
+        ("end_position", 6, "LoaderConfig.end_position: must be a multiple of batch_size (8), not 6"),
+    ],
+)
 def test_out_of_range_options_are_refused_by_name(dataset, option, value, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         first_batch(dataset, **{option: value})
@@ -85,17 +89,30 @@ def test_threads_the_system_refuses_are_an_error_not_an_abort(dataset):
     # 1,024 workers are allowed, but the address space given (1 GiB more than the interpreter
     # uses) holds fewer thread stacks (8 MiB each by default, 2 MiB at the least): the
     # loader must say so (and stop the threads it started) instead of terminating the process.
-    run = subprocess.run([sys.executable, "-c", THREADS_SCRIPT, dataset, TOKENIZER], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", THREADS_SCRIPT, dataset, TOKENIZER], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "refused: LoaderConfig.workers: cannot start 1024 worker threads" in run.stdout, run.stdout
 
 
 def test_every_sample_failing_is_an_error_at_any_size(dataset, tmp_path):
     broken = tmp_path / "broken.jsonl"
-    broken.write_text("".join(json.dumps({"id": f"s{i}", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": f"missing-{i}.jpg"}]},
-        {"role": "assistant", "content": "x"}]}) + "\n" for i in range(5)))
+    broken.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"s{i}",
+                    "messages": [
+                        {"role": "user", "content": [{"type": "image", "image": f"missing-{i}.jpg"}]},
+                        {"role": "assistant", "content": "x"},
+                    ],
+                }
+            )
+            + "\n"
+            for i in range(5)
+        )
+    )
     with pytest.raises(ValueError, match=r"every sample failed \(5 of 5\); last: s\d: fetch: "):
         load(broken)
     with pytest.raises(ValueError, match=r"every sample failed \(5 of 5\)"):
@@ -122,17 +139,44 @@ def test_cli_run_fails_when_every_sample_fails(cli, tmp_path):
 
 def test_a_sample_naming_too_many_images_is_refused_before_fetching(dataset, tmp_path):
     lines = dataset.read_text().splitlines()
-    image = next(c["image"] for m in json.loads(lines[0])["messages"] if isinstance(m["content"], list)
-                 for c in m["content"] if c["type"] == "image")
+    image = next(
+        c["image"]
+        for m in json.loads(lines[0])["messages"]
+        if isinstance(m["content"], list)
+        for c in m["content"]
+        if c["type"] == "image"
+    )
     manifest = dataset.parent / "many-images.jsonl"
-    manifest.write_text("\n".join(lines + [json.dumps({"id": "greedy", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": image}] * 1500 + [{"type": "text", "text": "?"}]},
-        {"role": "assistant", "content": "x"}]})]) + "\n")
+    manifest.write_text(
+        "\n".join(
+            lines
+            + [
+                json.dumps(
+                    {
+                        "id": "greedy",
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": [{"type": "image", "image": image}] * 1500 + [{"type": "text", "text": "?"}],
+                            },
+                            {"role": "assistant", "content": "x"},
+                        ],
+                    }
+                )
+            ]
+        )
+        + "\n"
+    )
     ids, errors, _ = load(manifest)
     assert len(ids) == len(lines)
-    assert errors == [{"sample_id": "greedy", "stage": "manifest",
-                       "reason": "sample names 1500 images, more than max_images_per_sample (256)",
-                       "code": "resource_exhausted"}]
+    assert errors == [
+        {
+            "sample_id": "greedy",
+            "stage": "manifest",
+            "reason": "sample names 1500 images, more than max_images_per_sample (256)",
+            "code": "resource_exhausted",
+        }
+    ]
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
         list(loader)
         assert loader.metrics()["counters"].get("fetch.requests", 0) <= len(lines) * 4  # its images never fetched
@@ -141,17 +185,22 @@ def test_a_sample_naming_too_many_images_is_refused_before_fetching(dataset, tmp
 def test_a_sample_larger_than_the_byte_budget_is_refused_by_name(dataset):
     # Under a budget of 100 kB no sample's pixel rows fit (each image here is tens of thousands of
     # pixels, 24 bytes each as float rows): every one is refused, planned from its headers.
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, max_buffered_bytes=100_000,
-                       tensors="np") as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, max_buffered_bytes=100_000, tensors="np"
+    ) as loader:
         with pytest.raises(ValueError, match="every sample failed"):
             next(loader)
         errors = loader.errors()
     assert len(errors) == 12
     # An image file itself larger than the budget is refused as it is fetched; the others by their
     # pixel rows, from their headers.
-    assert all(e["stage"] == "image" and "bytes of pixel rows, more than max_buffered_bytes (100000)" in e["reason"]
-               or e["stage"] == "fetch" and "here max_buffered_bytes (100000) is the limit" in e["reason"]
-               for e in errors), errors
+    assert all(
+        e["stage"] == "image"
+        and "bytes of pixel rows, more than max_buffered_bytes (100000)" in e["reason"]
+        or e["stage"] == "fetch"
+        and "here max_buffered_bytes (100000) is the limit" in e["reason"]
+        for e in errors
+    ), errors
     assert any(e["stage"] == "image" for e in errors)
 
 
@@ -179,7 +228,7 @@ def gzip_member_with_comment(size: int, path) -> None:
         chunk = b"c" * (64 << 20)
         left = size
         while left > 0:
-            f.write(chunk[:min(left, len(chunk))])
+            f.write(chunk[: min(left, len(chunk))])
             left -= len(chunk)
         f.write(b"\x00" + body + b"\x00" * 8)  # CRC-32 and size of no data
 
@@ -203,8 +252,9 @@ def test_a_gzip_manifest_over_4_gib_is_read_whole(dataset, tmp_path):
 @pytest.fixture(scope="module")
 def taken(dataset):
     """A state taken after one batch of a two-epoch run."""
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, epochs=2, seed=3,
-                       tensors="np") as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, epochs=2, seed=3, tensors="np"
+    ) as loader:
         next(loader)
         return loader.state_dict()
 
@@ -221,10 +271,18 @@ def test_a_resume_state_of_another_run_is_refused_saying_what_differs(dataset, t
     grown = tmp_path / "manifest.jsonl"
     lines = dataset.read_text().splitlines()
     grown.write_text("\n".join(lines + lines[:2]) + "\n")
-    state = dict(taken, fingerprint={**taken["fingerprint"],
-                                     "manifest 0": taken["fingerprint"]["manifest 0"].replace(str(dataset), str(grown))})
-    with pytest.raises(ValueError, match=r"resume state: the resume state was taken over another run: manifest 0 was "
-                                         r".* 12 samples, .*now .* 14 samples.*; samples was 12, now 14"):
+    state = dict(
+        taken,
+        fingerprint={
+            **taken["fingerprint"],
+            "manifest 0": taken["fingerprint"]["manifest 0"].replace(str(dataset), str(grown)),
+        },
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"resume state: the resume state was taken over another run: manifest 0 was "
+        r".* 12 samples, .*now .* 14 samples.*; samples was 12, now 14",
+    ):
         load(grown, state, epochs=2, seed=3, max_pixels=MAX_PIXELS)
     with pytest.raises(ValueError, match="shuffle was true, now false"):
         load(dataset, taken, epochs=2, seed=3, shuffle=False)
@@ -232,15 +290,18 @@ def test_a_resume_state_of_another_run_is_refused_saying_what_differs(dataset, t
         load(dataset, taken, epochs=2, seed=3, batch_size=3)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("epoch", -1, "loader state: epoch -1 is outside 0..2147483647"),
-    ("epoch", 2, "the resume state is in epoch 2, past this run's 2 epochs"),
-    ("position", 10**18, "the resume state is at position 1000000000000000000 of epoch 0, which has 12 samples"),
-    ("position", -5, "loader state: position -5 is outside 0..18446744073709551615"),
-    ("position", 2**64, "loader state is not valid JSON: .*a number outside 0..2\\^64-1"),
-    ("position", 1.5, "loader state: position must be an integer"),
-    ("seed", "3", "loader state: seed must be an integer"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("epoch", -1, "loader state: epoch -1 is outside 0..2147483647"),
+        ("epoch", 2, "the resume state is in epoch 2, past this run's 2 epochs"),
+        ("position", 10**18, "the resume state is at position 1000000000000000000 of epoch 0, which has 12 samples"),
+        ("position", -5, "loader state: position -5 is outside 0..18446744073709551615"),
+        ("position", 2**64, "loader state is not valid JSON: .*a number outside 0..2\\^64-1"),
+        ("position", 1.5, "loader state: position must be an integer"),
+        ("seed", "3", "loader state: seed must be an integer"),
+    ],
+)
 def test_out_of_range_resume_fields_are_refused(dataset, taken, field, value, message):
     with pytest.raises(ValueError, match=message):
         load(dataset, dict(taken, **{field: value}), epochs=2, seed=3)
@@ -258,8 +319,9 @@ def test_close_from_another_thread_is_not_the_end_of_the_data(dataset):
 
     # A consumer draining a run of 1,000 epochs on one thread, close() from another: the consumer
     # must learn that the loader was closed, not meet an end of data that was never reached.
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=1, epochs=1000,
-                       tensors="np") as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=1, epochs=1000, tensors="np"
+    ) as loader:
         next(loader)
         errors = []
 
@@ -287,8 +349,7 @@ def test_close_from_another_thread_is_not_the_end_of_the_data(dataset):
 
 def test_an_unparsable_sample_with_an_id_is_reported_by_its_id(dataset):
     manifest = dataset.parent / "bad-content.jsonl"
-    manifest.write_text(json.dumps({"id": "object-messages", "messages": {}}) + "\n" +
-                        dataset.read_text())
+    manifest.write_text(json.dumps({"id": "object-messages", "messages": {}}) + "\n" + dataset.read_text())
     ids, errors, _ = load(manifest)
     assert len(ids) == 12
     assert [e["sample_id"] for e in errors] == ["object-messages"]
@@ -300,8 +361,9 @@ def test_duplicate_sample_ids_are_counted(dataset, mode):
     lines = dataset.read_text().splitlines()
     manifest = dataset.parent / "duplicates.jsonl"
     manifest.write_text("\n".join(lines + lines[:3]) + "\n")  # three ids twice
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, epochs=2, mode=mode,
-                       tensors="np") as loader:
+    with mmfeed.Loader(
+        manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, epochs=2, mode=mode, tensors="np"
+    ) as loader:
         assert len([sid for b in loader for sid in b["sample_ids"]]) == 2 * 15
         assert loader.metrics()["counters"]["loader.duplicate_sample_ids"] == 3  # the first epoch's
     with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, tensors="np") as loader:
@@ -341,9 +403,19 @@ def test_a_body_being_fetched_counts_against_the_byte_budget(dataset, nginx):
     control = dataset.parent / "control.jsonl"
     control.write_text(dataset.read_text())
     endless = dataset.parent / "endless.jsonl"
-    endless.write_text(dataset.read_text() + json.dumps({"id": "endless", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": nginx.url("huge", "chunked")}]},
-        {"role": "assistant", "content": "x"}]}) + "\n")
+    endless.write_text(
+        dataset.read_text()
+        + json.dumps(
+            {
+                "id": "endless",
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "image": nginx.url("huge", "chunked")}]},
+                    {"role": "assistant", "content": "x"},
+                ],
+            }
+        )
+        + "\n"
+    )
     (count, *reasons), peak = run_measured(endless, TOKENIZER, budget)
     (control_count,), control_peak = run_measured(control, TOKENIZER, budget)
     assert int(count) == int(control_count) == 12
@@ -365,9 +437,20 @@ def test_a_failing_sample_keeps_its_error_code_under_on_error_fail(dataset, tmp_
     # Issue 17: on_error="fail" re-raised every failure as corrupt data (a 403 became corrupt_data).
     lines = dataset.read_text().splitlines()
     manifest = dataset.parent / "missing.jsonl"
-    manifest.write_text(json.dumps({"id": "gone", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
-        {"role": "assistant", "content": "x"}]}) + "\n" + "\n".join(lines) + "\n")
+    manifest.write_text(
+        json.dumps(
+            {
+                "id": "gone",
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
+                    {"role": "assistant", "content": "x"},
+                ],
+            }
+        )
+        + "\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     ids, errors, _ = load(manifest, shuffle=False)
     assert [(e["sample_id"], e["stage"], e["code"]) for e in errors] == [("gone", "fetch", "not_found")]
     with pytest.raises(ValueError, match=r"^sample gone: fetch: .*cannot open: No such file"):
@@ -382,27 +465,46 @@ def test_a_run_over_its_error_budget_stays_failed(dataset, mode):
     # The serial mode raised once and then went on consuming the epoch behind the error (issue 31).
     lines = dataset.read_text().splitlines()
     manifest = dataset.parent / f"failing-{mode}.jsonl"
-    manifest.write_text(json.dumps({"id": "gone", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
-        {"role": "assistant", "content": "x"}]}) + "\n" + "\n".join(lines) + "\n")
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, shuffle=False,
-                       on_error="fail", mode=mode, tensors="np") as loader:
+    manifest.write_text(
+        json.dumps(
+            {
+                "id": "gone",
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "image": "images/nope.png"}]},
+                    {"role": "assistant", "content": "x"},
+                ],
+            }
+        )
+        + "\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=TOKENIZER,
+        max_pixels=MAX_PIXELS,
+        batch_size=4,
+        shuffle=False,
+        on_error="fail",
+        mode=mode,
+        tensors="np",
+    ) as loader:
         for _ in range(3):
             with pytest.raises(ValueError, match=r"^sample gone: fetch: "):
                 next(loader)
         assert loader.state_dict()["position"] == 0  # nothing delivered, nothing consumed behind it
 
 
-@pytest.mark.parametrize("path, reason", [("missing-folder/trace.json", "No such file or directory"),
-                                          (".", "Is a directory")])
+@pytest.mark.parametrize(
+    "path, reason", [("missing-folder/trace.json", "No such file or directory"), (".", "Is a directory")]
+)
 def test_a_trace_that_cannot_be_written_is_refused_at_open(dataset, tmp_path, path, reason):
     with pytest.raises(ValueError, match=rf"^LoaderConfig.trace_path: .*{path}: cannot write the trace: {reason}"):
         first_batch(dataset, max_pixels=MAX_PIXELS, trace_path=tmp_path / path)
 
 
 def test_a_trace_lost_at_close_is_an_error(dataset):
-    loader = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, trace_path="/dev/full",
-                           tensors="np")
+    loader = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, trace_path="/dev/full", tensors="np")
     next(loader)
     for _ in range(2):  # and again: the status of the one close that wrote it
         with pytest.raises(OSError, match="/dev/full: the trace file was not written whole: No space left on device"):
@@ -411,8 +513,9 @@ def test_a_trace_lost_at_close_is_an_error(dataset):
 
 def test_cli_run_fails_when_its_trace_or_report_is_lost(cli, dataset, tmp_path):
     base = [cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)]
-    run = subprocess.run(base + ["--trace", tmp_path / "no-such-folder" / "t.json"], capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run(
+        base + ["--trace", tmp_path / "no-such-folder" / "t.json"], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode != 0 and "cannot write the trace: No such file or directory" in run.stderr
     assert "trace written" not in run.stdout
     run = subprocess.run(base + ["--trace", "/dev/full"], capture_output=True, text=True, timeout=120)
@@ -443,8 +546,12 @@ print("exiting")
 def test_engine_objects_left_at_exit_beside_a_daemon_thread_are_not_leaked(dataset, tmp_path):
     # nanobind found them alive at teardown and printed "leaked 1 instances! ... leaked 6 functions!".
     trace = tmp_path / "trace.json"
-    run = subprocess.run([sys.executable, "-c", LEFT_AT_EXIT_SCRIPT, dataset, TOKENIZER, trace], capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", LEFT_AT_EXIT_SCRIPT, dataset, TOKENIZER, trace],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0 and run.stdout == "exiting\n", run.stderr[-2000:]
     assert "leaked" not in run.stderr, run.stderr[-2000:]
     assert json.loads(trace.read_text())["traceEvents"]  # closed at exit: its trace written

@@ -21,9 +21,17 @@ def test_cli_run_refuses_a_step_ms_that_is_not_a_number_in_range(cli, value):
 
 
 # Issue 31, finding 9: inspect read its numbers with atol: "abc" meant 0, "1e3" meant 1.
-@pytest.mark.parametrize("flag, value", [("--batch", "abc"), ("--batch", "-1"), ("--batch-size", "1e3"),
-                                         ("--token-budget", "x"), ("--max-pixels", "99999999999999999999"),
-                                         ("--seed", "-3")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--batch", "abc"),
+        ("--batch", "-1"),
+        ("--batch-size", "1e3"),
+        ("--token-budget", "x"),
+        ("--max-pixels", "99999999999999999999"),
+        ("--seed", "-3"),
+    ],
+)
 def test_cli_inspect_refuses_numbers_it_cannot_read(cli, flag, value):
     proc = run_cli(cli, "inspect", "missing.jsonl", "--tokenizer", "missing.json", flag, value)
     assert proc.returncode == 2, proc.stderr
@@ -33,8 +41,10 @@ def test_cli_inspect_refuses_numbers_it_cannot_read(cli, flag, value):
 
 # Issue 31, finding 9: fetch's integers were range-checked below only, then narrowed (an
 # --inflight past 2^63 wrapped, a --max-attempts past 2^31 became negative).
-@pytest.mark.parametrize("flag, value", [("--inflight", "99999999999999999999"), ("--max-attempts", "4294967297"),
-                                         ("--list-page-size", "2147483648")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--inflight", "99999999999999999999"), ("--max-attempts", "4294967297"), ("--list-page-size", "2147483648")],
+)
 def test_cli_fetch_refuses_integers_past_their_field(cli, flag, value):
     proc = run_cli(cli, "fetch", flag, value, "missing-file")
     assert proc.returncode == 2, proc.stderr
@@ -46,8 +56,18 @@ def test_reshard_states_refuses_a_position_past_the_old_ranks_epoch():
     from mmfeed import Loader
 
     fingerprint = {"samples": "10", "shard_remainder": "pad"}
-    states = [{"seed": 0, "rank": r, "world_size": 2, "epoch": 0, "position": 5, "packed_delivered": 0,
-               "fingerprint": fingerprint} for r in range(2)]
+    states = [
+        {
+            "seed": 0,
+            "rank": r,
+            "world_size": 2,
+            "epoch": 0,
+            "position": 5,
+            "packed_delivered": 0,
+            "fingerprint": fingerprint,
+        }
+        for r in range(2)
+    ]
     Loader.reshard_states(states, 0, 3)
     states[1]["position"] = 10**12
     with pytest.raises(ValueError, match="1000000000000"):

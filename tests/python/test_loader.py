@@ -1,19 +1,19 @@
 """The Loader end to end on a generated data set: batches equal to the components applied
 sample by sample, deterministic across thread counts and modes, ranks disjoint and complete,
 exact resume, bad samples reported and never lost, memory shared with the engine."""
+
 import json
-import os
 import re
 import resource
 import subprocess
 import time
 
+import datagen
 import numpy as np
 import pytest
-
-import datagen
-import mmfeed
 from conftest import ROOT, copy_with_damaged_image
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 MAX_PIXELS = 100_000
@@ -53,8 +53,13 @@ def test_batches_equal_the_components_applied_per_sample(dataset):
         rows, grid_at = 0, 0
         for i, sid in enumerate(b["sample_ids"]):
             sample = samples[sid]
-            paths = [str(dataset.parent / c["image"]) for m in sample["messages"] if isinstance(m["content"], list)
-                     for c in m["content"] if c["type"] == "image"]
+            paths = [
+                str(dataset.parent / c["image"])
+                for m in sample["messages"]
+                if isinstance(m["content"], list)
+                for c in m["content"]
+                if c["type"] == "image"
+            ]
             vision = proc(paths)
             enc = mmfeed.encode_conversation(sample, vision["image_grid_thw"].tolist(), tok)
             n = len(enc["input_ids"])
@@ -63,21 +68,27 @@ def test_batches_equal_the_components_applied_per_sample(dataset):
             assert b["attention_mask"][i, :n].all() and not b["attention_mask"][i, n:].any()
             assert (b["input_ids"][i, n:] == 151643).all() and (b["labels"][i, n:] == -100).all()
             k = len(vision["pixel_values"])
-            np.testing.assert_array_equal(b["pixel_values"][rows:rows + k], vision["pixel_values"])
-            np.testing.assert_array_equal(b["image_grid_thw"][grid_at:grid_at + len(paths)], vision["image_grid_thw"])
+            np.testing.assert_array_equal(b["pixel_values"][rows : rows + k], vision["pixel_values"])
+            np.testing.assert_array_equal(b["image_grid_thw"][grid_at : grid_at + len(paths)], vision["image_grid_thw"])
             rows += k
             grid_at += len(paths)
         assert rows == len(b["pixel_values"])
 
 
-@pytest.mark.parametrize("packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}],
-                         ids=["padded", "packed"])
+@pytest.mark.parametrize(
+    "packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}], ids=["padded", "packed"]
+)
 def test_same_configuration_same_batches_whatever_the_threads_and_mode(dataset, packing):
     # Issue 18: every image's pixel rows are written on the pool, by whichever worker is idle;
     # the bytes may not depend on which, nor on how many.
     reference, _, _ = load(dataset, seed=3, workers=1, **packing)
-    for options in ({"workers": 2}, {"workers": 3, "prefetch_batches": 1}, {"workers": 8}, {"mode": "serial"},
-                    {"workers": 2, "fetch_inflight": 2}):
+    for options in (
+        {"workers": 2},
+        {"workers": 3, "prefetch_batches": 1},
+        {"workers": 8},
+        {"mode": "serial"},
+        {"workers": 2, "fetch_inflight": 2},
+    ):
         other, _, _ = load(dataset, seed=3, **options, **packing)
         assert len(other) == len(reference)
         for a, b in zip(reference, other):
@@ -93,8 +104,9 @@ def test_loaders_sharing_inputs_deliver_the_same_bytes(dataset, tmp_path):
     reference, _, _ = load(dataset, seed=3, epochs=2)
     inputs = mmfeed.LoaderInputs(dataset, tokenizer=TOKENIZER)
     shared, _, _ = load(dataset, seed=3, epochs=2, inputs=inputs)
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, epochs=2,
-                       tensors="np", inputs=inputs) as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, epochs=2, tensors="np", inputs=inputs
+    ) as loader:
         loader.load_state_dict({"seed": 3, "rank": 0, "world_size": 1, "epoch": 1, "position": 8})
         resumed = list(loader)
     epoch0 = sum(1 for b in reference if b["epoch"] == 0)
@@ -103,7 +115,7 @@ def test_loaders_sharing_inputs_deliver_the_same_bytes(dataset, tmp_path):
         for key in a.keys() - {"sample_ids", "epoch", "index", "buffer_address"}:
             np.testing.assert_array_equal(a[key], b[key])
     assert len(shared) == len(reference)
-    assert flat(resumed) == flat(reference[epoch0 + 2:])
+    assert flat(resumed) == flat(reference[epoch0 + 2 :])
     with pytest.raises(ValueError, match="LoaderConfig.tokenizer: differs from the LoaderInputs'"):
         load(dataset, tokenizer=tmp_path / "other.json", inputs=inputs)
     with pytest.raises(TypeError, match="inputs must be a mmfeed.LoaderInputs"):
@@ -112,21 +124,31 @@ def test_loaders_sharing_inputs_deliver_the_same_bytes(dataset, tmp_path):
         mmfeed.LoaderInputs(tmp_path / "missing.jsonl", tokenizer=TOKENIZER)
 
 
-@pytest.mark.parametrize("packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}],
-                         ids=["padded", "packed"])
+@pytest.mark.parametrize(
+    "packing", [{}, {"token_budget": 4000, "pack_window": 8, "mrope": True}], ids=["padded", "packed"]
+)
 def test_resume_under_other_thread_counts_gives_the_same_bytes(dataset, packing):
     # Issue 18: a state taken with 2 workers resumes with 3 or 1 (the serial mode does not resume)
     # into the very batches a one-worker run delivers after the same point.
     reference, _, _ = load(dataset, seed=3, workers=1, **packing)
     taken = 2
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, workers=2,
-                       tensors="np", **packing) as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3, workers=2, tensors="np", **packing
+    ) as loader:
         for _ in range(taken):
             next(loader)
         state = loader.state_dict()
     for options in ({"workers": 3}, {"workers": 1}):
-        resumed = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, seed=3,
-                                tensors="np", **options, **packing)
+        resumed = mmfeed.Loader(
+            dataset,
+            tokenizer=TOKENIZER,
+            max_pixels=MAX_PIXELS,
+            batch_size=4,
+            seed=3,
+            tensors="np",
+            **options,
+            **packing,
+        )
         resumed.load_state_dict(state)
         with resumed:
             rest = list(resumed)
@@ -204,9 +226,18 @@ def test_ranks_get_equal_shards_by_default(dataset):
     ids = [json.loads(line)["id"] for line in dataset.read_text().splitlines()]
     whole = flat(load(dataset, seed=9, shard_remainder="keep")[0])
     for remainder, per_rank, expected in [("pad", 8, ids + whole[:1]), ("drop", 7, whole[:21])]:
-        shards = [flat(load(dataset, seed=9, rank=r, world_size=3, **({"shard_remainder": remainder}
-                                                                         if remainder != "pad" else {}))[0])
-                  for r in range(3)]
+        shards = [
+            flat(
+                load(
+                    dataset,
+                    seed=9,
+                    rank=r,
+                    world_size=3,
+                    **({"shard_remainder": remainder} if remainder != "pad" else {}),
+                )[0]
+            )
+            for r in range(3)
+        ]
         assert [len(s) for s in shards] == [per_rank] * 3, remainder
         assert sorted(sum(shards, [])) == sorted(expected), remainder
 
@@ -214,8 +245,9 @@ def test_ranks_get_equal_shards_by_default(dataset):
 @pytest.mark.parametrize("stop_after", [1, 3, 6])
 def test_resume_yields_exactly_the_rest(dataset, stop_after):
     full, _, _ = load(dataset, seed=4, epochs=2, batch_size=3)
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, seed=4, epochs=2, batch_size=3,
-                       prefetch_batches=2) as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, seed=4, epochs=2, batch_size=3, prefetch_batches=2
+    ) as loader:
         first = [next(loader) for _ in range(stop_after)]  # others are prefetched, not consumed
         state = loader.state_dict()
     resumed = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, seed=4, epochs=2, batch_size=3)
@@ -242,9 +274,20 @@ def test_bad_samples_are_reported_and_nothing_is_lost(dataset, tmp_path):
     manifest, first = copy_with_damaged_image(dataset, tmp_path / "data", 0, lambda raw: raw[:200])  # truncated
     lines = manifest.read_text().splitlines()
     lines.append('{"id": "broken-json", "messages": [')
-    lines.append(json.dumps({"id": "missing-file", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": "images/nope.jpg"}, {"type": "text", "text": "?"}]},
-        {"role": "assistant", "content": "!"}]}))
+    lines.append(
+        json.dumps(
+            {
+                "id": "missing-file",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "image": "images/nope.jpg"}, {"type": "text", "text": "?"}],
+                    },
+                    {"role": "assistant", "content": "!"},
+                ],
+            }
+        )
+    )
     manifest.write_text("\n".join(lines) + "\n")
     batches, errors, _ = load(manifest, seed=2)
     by_stage = {e["stage"] for e in errors}
@@ -312,10 +355,12 @@ def test_configuration_errors_name_the_field(dataset):
         next(mmfeed.Loader(dataset, tokenizer=TOKENIZER, rank=2, world_size=2))
     with pytest.raises(ValueError, match="unknown loader option 'batchsize'"):
         mmfeed.Loader(dataset, tokenizer=TOKENIZER, batchsize=3)  # when made, not at the first batch
-    for option, value, expected in [("max_pixels", 1e5, "an integer, not 100000.0"),
-                                    ("batch_size", -1, "an integer >= 0, not -1"),
-                                    ("shuffle", "no", "True or False, not 'no'"),
-                                    ("max_error_fraction", "half", "a number, not 'half'")]:
+    for option, value, expected in [
+        ("max_pixels", 1e5, "an integer, not 100000.0"),
+        ("batch_size", -1, "an integer >= 0, not -1"),
+        ("shuffle", "no", "True or False, not 'no'"),
+        ("max_error_fraction", "half", "a number, not 'half'"),
+    ]:
         with pytest.raises(TypeError, match=f"loader option '{option}' must be {re.escape(expected)}"):
             mmfeed.Loader(dataset, tokenizer=TOKENIZER, **{option: value})
     with pytest.raises(ValueError, match="manifest: file:///nonexistent.jsonl: cannot open"):
@@ -325,8 +370,25 @@ def test_configuration_errors_name_the_field(dataset):
 def test_cli_run_reports_and_writes_a_trace(cli, dataset, tmp_path):
 
     trace = tmp_path / "trace.json"
-    run = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS),
-                          "--batch-size", "5", "--trace", trace, "--json"], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            cli,
+            "run",
+            dataset,
+            "--tokenizer",
+            TOKENIZER,
+            "--max-pixels",
+            str(MAX_PIXELS),
+            "--batch-size",
+            "5",
+            "--trace",
+            trace,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     report = json.loads(run.stdout)
     assert report["samples"] == 23 and report["batches"] == 5 and report["skipped"] == 0
     assert report["metrics"]["counters"]["loader.samples"] == 23
@@ -339,20 +401,50 @@ def test_cli_run_reports_and_writes_a_trace(cli, dataset, tmp_path):
 def test_cli_run_config_file_and_bad_options(cli, dataset, tmp_path):
 
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"manifests": [str(dataset)], "tokenizer": str(TOKENIZER), "batch_size": 6,
-                                  "max_pixels": MAX_PIXELS, "shuffle": False}))
+    config.write_text(
+        json.dumps(
+            {
+                "manifests": [str(dataset)],
+                "tokenizer": str(TOKENIZER),
+                "batch_size": 6,
+                "max_pixels": MAX_PIXELS,
+                "shuffle": False,
+            }
+        )
+    )
     run = subprocess.run([cli, "run", "--config", config, "--json"], capture_output=True, text=True, check=True)
     assert json.loads(run.stdout)["batches"] == 4
-    bad = subprocess.run([cli, "run", dataset, "--tokenizer", TOKENIZER, "--frobnicate", "1"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [cli, "run", dataset, "--tokenizer", TOKENIZER, "--frobnicate", "1"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
 
 
 def test_cli_toml_config_equals_the_flags(cli, dataset, tmp_path):
     # Every option is a flag and a config key; a TOML table and the flags give the same run.
-    flags = [cli, "run", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS), "--no-shuffle",
-             "--token-budget", "2000", "--pack-window", "8", "--mrope", "--labels", "content_and_eos",
-             "--max-error-fraction", "0.25", "--max-buffered-bytes", "50000000", "--no-pin-memory", "--json"]
+    flags = [
+        cli,
+        "run",
+        dataset,
+        "--tokenizer",
+        TOKENIZER,
+        "--max-pixels",
+        str(MAX_PIXELS),
+        "--no-shuffle",
+        "--token-budget",
+        "2000",
+        "--pack-window",
+        "8",
+        "--mrope",
+        "--labels",
+        "content_and_eos",
+        "--max-error-fraction",
+        "0.25",
+        "--max-buffered-bytes",
+        "50000000",
+        "--no-pin-memory",
+        "--json",
+    ]
     by_flags = json.loads(subprocess.run(flags, capture_output=True, text=True, check=True).stdout)
     config = tmp_path / "config.toml"
     config.write_text(f"""# mmfeed run options
@@ -368,8 +460,9 @@ max_error_fraction = 0.25
 max_buffered_bytes = 50_000_000
 pin_memory = false
 """)
-    by_toml = json.loads(subprocess.run([cli, "run", "--config", config, "--json"], capture_output=True, text=True,
-                                        check=True).stdout)
+    by_toml = json.loads(
+        subprocess.run([cli, "run", "--config", config, "--json"], capture_output=True, text=True, check=True).stdout
+    )
     for key in ("batches", "samples", "tokens", "images"):
         assert by_toml[key] == by_flags[key], key
     assert by_flags["samples"] == by_flags["metrics"]["counters"]["loader.samples"] > 0
@@ -407,8 +500,8 @@ def test_pad_to_multiple_of_only_adds_padding(dataset, packed):
             assert "attention_mask" not in b
             assert (b["position_ids"][..., n:] == np.arange(m - n)).all()
             k = len(a["sample_ids"])
-            np.testing.assert_array_equal(b["cu_seq_lens_q"][:k + 1], a["cu_seq_lens_q"][:k + 1])
-            assert list(b["cu_seq_lens_q"][k + 1:]) == ([m] if m > n else [])
+            np.testing.assert_array_equal(b["cu_seq_lens_q"][: k + 1], a["cu_seq_lens_q"][: k + 1])
+            assert list(b["cu_seq_lens_q"][k + 1 :]) == ([m] if m > n else [])
             assert b["max_length_q"] == max(a["max_length_q"], m - n)
         else:
             assert (b["attention_mask"][:, n:] == 0).all() and (b["position_ids"][..., n:] == 0).all()
@@ -463,14 +556,16 @@ def test_packing_plans_from_headers_and_decodes_row_by_row(dataset, tmp_path):
     # An image whose header is intact but whose data is cut: packing plans its sample into a row
     # from the header, the decode fails afterwards, and the sample is dropped from that row and
     # reported; the serial and concurrent modes deliver the same rows.
-    manifest, victim = copy_with_damaged_image(dataset, tmp_path / "data", 3, lambda raw: raw[:len(raw) // 2])
+    manifest, victim = copy_with_damaged_image(dataset, tmp_path / "data", 3, lambda raw: raw[: len(raw) // 2])
     lines = manifest.read_text().splitlines()
     padded = load(dataset, seed=4, batch_size=100)[0][0]
     budget = int(padded["attention_mask"].sum(axis=1).max()) + 50  # every sample fits, two or three a row
     options = dict(seed=4, token_budget=budget, pack_window=12, trace_path=str(tmp_path / "trace.json"))
     rows, errors, _ = load(manifest, workers=2, **options)
     assert [(e["sample_id"], e["stage"]) for e in errors] == [(victim["id"], "image")]
-    assert sorted(flat(rows)) == sorted(json.loads(line)["id"] for line in lines if json.loads(line)["id"] != victim["id"])
+    assert sorted(flat(rows)) == sorted(
+        json.loads(line)["id"] for line in lines if json.loads(line)["id"] != victim["id"]
+    )
     serial, serial_errors, _ = load(manifest, mode="serial", **dict(options, trace_path=""))
     assert [r["sample_ids"] for r in serial] == [r["sample_ids"] for r in rows] and serial_errors == errors
     for a, b in zip(rows, serial):
@@ -480,8 +575,11 @@ def test_packing_plans_from_headers_and_decodes_row_by_row(dataset, tmp_path):
     window = set(padded["sample_ids"][:12])
     window_rows = [r["sample_ids"] for r in rows if set(r["sample_ids"]) <= window]
     assert len(window_rows) >= 3, window_rows
-    starts = {e["args"]["detail"]: e["ts"] for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-              if e.get("name") == "decode media"}
+    starts = {
+        e["args"]["detail"]: e["ts"]
+        for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+        if e.get("name") == "decode media"
+    }
     assert max(starts[sid] for sid in window_rows[0]) < min(starts[sid] for sid in window_rows[-1])
     with pytest.raises(ValueError, match=victim["id"]):
         load(manifest, on_error="fail", **dict(options, trace_path=""))
@@ -505,8 +603,13 @@ def test_mrope_positions_in_batches_match_the_conversation_encoder(dataset):
     b = batches[0]
     assert b["position_ids"].shape == (3,) + b["input_ids"].shape
     for i, sid in enumerate(b["sample_ids"]):
-        paths = [str(dataset.parent / c["image"]) for m in samples[sid]["messages"] if isinstance(m["content"], list)
-                 for c in m["content"] if c["type"] == "image"]
+        paths = [
+            str(dataset.parent / c["image"])
+            for m in samples[sid]["messages"]
+            if isinstance(m["content"], list)
+            for c in m["content"]
+            if c["type"] == "image"
+        ]
         enc = mmfeed.encode_conversation(samples[sid], proc(paths)["image_grid_thw"].tolist(), tok, mrope=True)
         n = len(enc["input_ids"])
         np.testing.assert_array_equal(b["position_ids"][:, i, :n], enc["position_ids"])
@@ -542,8 +645,9 @@ def test_zstd_manifest_in_two_frames_gives_the_same_batches(dataset, tmp_path):
     frames = b""
     for i, part in enumerate((text[:half] + b"\n" * 400_000, text[half:])):
         (tmp_path / f"part{i}").write_bytes(part)
-        frames += subprocess.run(["zstd", "-q", "-c", str(tmp_path / f"part{i}")],
-                                 check=True, capture_output=True).stdout
+        frames += subprocess.run(
+            ["zstd", "-q", "-c", str(tmp_path / f"part{i}")], check=True, capture_output=True
+        ).stdout
     assert frames[:4] == b"\x28\xb5\x2f\xfd" and frames.count(b"\x28\xb5\x2f\xfd") >= 2
     packed = dataset.parent / "manifest.jsonl.zst"
     packed.write_bytes(frames)
@@ -594,9 +698,11 @@ def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
     # attempts always reach the fifth, so the test cannot fail by chance.
     server = Nginx(dataset.parent, tmp_path / "nginx").start()
     try:
-        manifest = rewrite_images(dataset,
-                                  lambda ref: server.url("faulty", ref) + "?faults=slowdown,500,truncate,reset",
-                                  tmp_path / "faulty.jsonl")
+        manifest = rewrite_images(
+            dataset,
+            lambda ref: server.url("faulty", ref) + "?faults=slowdown,500,truncate,reset",
+            tmp_path / "faulty.jsonl",
+        )
         faulty, errors, _ = load(manifest, seed=1)
     finally:
         server.stop()
@@ -609,8 +715,12 @@ def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
 
 def test_cli_inspect_marks_the_trained_spans(cli, dataset):
 
-    run = subprocess.run([cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out = run.stdout
     assert "input_ids       int64   [2, " in out and "pixel_values    float32 [" in out
     assert "<|im_start|>assistant\n[[" in out and "<|im_end|>\n]]" in out
@@ -653,8 +763,20 @@ def test_byte_budget_bounds_peak_memory(tmp_path):
     datagen.generate(data, samples=48, seed=1, max_megapixels=3, workers=2)
 
     def growth_with(budget, hold_all=False):
-        run = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(budget), data / "manifest.jsonl", TOKENIZER,
-                              "hold-all" if hold_all else "stream"], capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RSS_SCRIPT,
+                str(budget),
+                data / "manifest.jsonl",
+                TOKENIZER,
+                "hold-all" if hold_all else "stream",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return tuple(map(int, run.stdout.split()))
 
     budget = 100_000_000  # more than any one sample's pixel rows here (a larger one would be refused)
@@ -723,8 +845,15 @@ def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, take
 
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 1), (3, 2, 2)])
 def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken):
-    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, token_budget=700, pack_window=8, seed=7, epochs=2,
-                   shard_remainder="keep")
+    options = dict(
+        tokenizer=TOKENIZER,
+        max_pixels=MAX_PIXELS,
+        token_budget=700,
+        pack_window=8,
+        seed=7,
+        epochs=2,
+        shard_remainder="keep",
+    )
     taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     inside = [s for s in states if s["packed_delivered"] > 0]
     assert inside, states  # at least one rank stopped inside a window
@@ -748,18 +877,26 @@ def test_parts_of_epochs_deliver_the_full_runs_batches_and_states(dataset, packi
     """A run started at a resume state and ended at end_position delivers exactly the full run's
     batches of those positions, with the full run's states (how mmfeed.ray's actors split a run)."""
     options = dict(seed=6, epochs=2, workers=2, **packing)
-    with mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np",
-                       **options) as loader:
+    with mmfeed.Loader(
+        dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np", **options
+    ) as loader:
         full = [(dict(b), loader.state_dict()) for b in loader]
     group = packing.get("pack_window", 4)
     parts, size = [], 23
     for epoch in range(2):
         for start in range(0, size, 2 * group):
             end = start + 2 * group if start + 2 * group < size else 0  # 0: the epoch's end
-            part = mmfeed.Loader(dataset, tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=4, tensors="np",
-                                 **{**options, "epochs": epoch + 1, "end_position": end})
-            part.load_state_dict({**full[0][1], "epoch": epoch, "position": start, "packed_delivered": 0,
-                                  "window_delivered": []})
+            part = mmfeed.Loader(
+                dataset,
+                tokenizer=TOKENIZER,
+                max_pixels=MAX_PIXELS,
+                batch_size=4,
+                tensors="np",
+                **{**options, "epochs": epoch + 1, "end_position": end},
+            )
+            part.load_state_dict(
+                {**full[0][1], "epoch": epoch, "position": start, "packed_delivered": 0, "window_delivered": []}
+            )
             with part:
                 parts += [(dict(b), part.state_dict()) for b in part]
     assert [b["sample_ids"] for b, _ in parts] == [b["sample_ids"] for b, _ in full]

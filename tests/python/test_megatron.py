@@ -3,17 +3,18 @@
 data-parallel ranks): tensor- and context-parallel peers read identical batches, data-parallel
 ranks disjoint shards that together hold every sample; and a THD batch's forward arguments carry
 megatron-core's PackedSeqParams."""
+
 import json
 import os
 
+import datagen
 import pytest
 import torch
 import torch.multiprocessing as mp
+from conftest import ROOT
 
-import datagen
 import mmfeed
 import mmfeed.megatron
-from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=str(TOKENIZER), max_pixels=50_176, batch_size=2, seed=4)
@@ -37,9 +38,12 @@ def one_rank(rank, world, parallel, manifest, out):
         train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(manifest, epochs=1, **OPTIONS)
         seen = [b["sample_ids"] for b in train]
         train.close()
-        record = {"dp": parallel_state.get_data_parallel_rank(with_context_parallel=False),
-                  "tp": parallel_state.get_tensor_model_parallel_rank(),
-                  "cp": parallel_state.get_context_parallel_rank(), "seen": seen}
+        record = {
+            "dp": parallel_state.get_data_parallel_rank(with_context_parallel=False),
+            "tp": parallel_state.get_tensor_model_parallel_rank(),
+            "cp": parallel_state.get_context_parallel_rank(),
+            "seen": seen,
+        }
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
             json.dump(record, f)
         parallel_state.destroy_model_parallel()
@@ -47,10 +51,12 @@ def one_rank(rank, world, parallel, manifest, out):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("parallel", [{"tensor_model_parallel_size": 2}, {"context_parallel_size": 2}],
-                         ids=["tp2", "cp2"])
+@pytest.mark.parametrize(
+    "parallel", [{"tensor_model_parallel_size": 2}, {"context_parallel_size": 2}], ids=["tp2", "cp2"]
+)
 def test_model_parallel_peers_read_the_same_batches_and_data_parallel_ranks_disjoint_shards(
-        manifest, tmp_path, parallel):
+    manifest, tmp_path, parallel
+):
     mp.spawn(one_rank, args=(4, parallel, str(manifest), str(tmp_path)), nprocs=4, join=True)
     records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
     by_dp = {}
@@ -66,8 +72,9 @@ def test_model_parallel_peers_read_the_same_batches_and_data_parallel_ranks_disj
 
 def test_an_explicit_group_or_rank_decides_the_shard(manifest):
     # Without parallel_state, rank and world size given outright shard as given.
-    train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(manifest, epochs=1, rank=1, world_size=3,
-                                                                        **OPTIONS)
+    train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
+        manifest, epochs=1, rank=1, world_size=3, **OPTIONS
+    )
     ids = [sid for b in train for sid in b["sample_ids"]]
     assert len(ids) == 6
     train.close()
@@ -77,8 +84,16 @@ def test_thd_forward_args_carry_packed_seq_params(manifest):
     from megatron.core.packed_seq_params import PackedSeqParams
 
     train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
-        manifest, epochs=1, rank=0, world_size=1, token_budget=2048, pack_window=6, packed_format="thd",
-        pad_to_multiple_of=4, **OPTIONS)
+        manifest,
+        epochs=1,
+        rank=0,
+        world_size=1,
+        token_budget=2048,
+        pack_window=6,
+        packed_format="thd",
+        pad_to_multiple_of=4,
+        **OPTIONS,
+    )
     for batch in train:
         args = mmfeed.megatron.forward_args(batch)
         params = args["packed_seq_params"]

@@ -4,15 +4,16 @@ give on transformers' own processor batch of the same samples; a packed row give
 padded batch of its samples (sdpa and eager attention), with the flash-attention arguments
 transformers derives itself; Megatron's THD rows are the padded samples laid out as
 Megatron-Bridge lays them out."""
+
 import json
 
+import datagen
 import pytest
+import tiny_vl
 import torch
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
-import datagen
 import mmfeed
-import tiny_vl
 
 MAX_PIXELS = 100_352  # 128 merged 28x28 patches (Qwen2-VL), 98 of 32x32 (Qwen3-VL)
 SAME = 1e-6  # default batch against the processor's: the same tokens, positions and pixels
@@ -38,8 +39,9 @@ def samples_of(manifest) -> dict:
 
 
 def batches(manifest, family, **options):
-    with mmfeed.Loader(manifest, tokenizer=tiny_vl.TOKENIZER, model=family, max_pixels=MAX_PIXELS, shuffle=False,
-                       **options) as loader:
+    with mmfeed.Loader(
+        manifest, tokenizer=tiny_vl.TOKENIZER, model=family, max_pixels=MAX_PIXELS, shuffle=False, **options
+    ) as loader:
         out = list(loader)
         assert not loader.errors()
     return out
@@ -68,9 +70,12 @@ def test_default_batches_carry_the_models_positions_and_token_types(data):
     # mm_token_type_ids marks image pads 1, everything else 0 (video pads 2: test_video_loader).
     model = tiny_vl.tiny_model("qwen2-vl")
     for batch in batches(data / "manifest.jsonl", "qwen2-vl", batch_size=3):
-        want, _ = model.model.get_rope_index(batch["input_ids"], batch["mm_token_type_ids"],
-                                             image_grid_thw=batch["image_grid_thw"],
-                                             attention_mask=batch["attention_mask"])
+        want, _ = model.model.get_rope_index(
+            batch["input_ids"],
+            batch["mm_token_type_ids"],
+            image_grid_thw=batch["image_grid_thw"],
+            attention_mask=batch["attention_mask"],
+        )
         assert torch.equal(batch["position_ids"], want)
         image_pad = 151655
         assert torch.equal(batch["mm_token_type_ids"], (batch["input_ids"] == image_pad).long())
@@ -135,19 +140,27 @@ def megatron_bridge_thd(padded, multiple: int) -> dict:
     positions = torch.zeros((3, 1, total), dtype=torch.int64)
     for i, n in enumerate(lengths.tolist()):
         at = int(cu_padded[i])
-        tokens[0, at:at + n] = padded["input_ids"][i, :n]
-        labels[0, at:at + n - 1] = padded["labels"][i, 1:n]
-        positions[:, 0, at:at + n] = padded["position_ids"][:, i, :n]
-    return {"input_ids": tokens, "labels": labels, "loss_mask": (labels != -100).float(), "position_ids": positions,
-            "cu_seqlens": cu, "cu_seqlens_padded": cu_padded, "max_seqlen": int(lengths.max()),
-            "max_seqlen_padded": int(rounded.max())}
+        tokens[0, at : at + n] = padded["input_ids"][i, :n]
+        labels[0, at : at + n - 1] = padded["labels"][i, 1:n]
+        positions[:, 0, at : at + n] = padded["position_ids"][:, i, :n]
+    return {
+        "input_ids": tokens,
+        "labels": labels,
+        "loss_mask": (labels != -100).float(),
+        "position_ids": positions,
+        "cu_seqlens": cu,
+        "cu_seqlens_padded": cu_padded,
+        "max_seqlen": int(lengths.max()),
+        "max_seqlen_padded": int(rounded.max()),
+    }
 
 
 @pytest.mark.parametrize("multiple", [1, 4])  # context parallelism 1 and 2 (2 x CP)
 def test_a_thd_row_is_megatron_bridges_layout_of_its_samples(data, multiple, tmp_path):
     manifest = data / "manifest.jsonl"
-    rows = batches(manifest, "qwen2-vl", token_budget=3000, pack_window=6, packed_format="thd",
-                   pad_to_multiple_of=multiple)
+    rows = batches(
+        manifest, "qwen2-vl", token_budget=3000, pack_window=6, packed_format="thd", pad_to_multiple_of=multiple
+    )
     assert any(len(r["sample_ids"]) > 1 for r in rows)
     for row in rows:
         want = megatron_bridge_thd(padded_of(manifest, "qwen2-vl", row["sample_ids"], tmp_path), multiple)

@@ -1,8 +1,7 @@
 import tomllib
+from conftest import ROOT
 
 import mmfeed
-
-from conftest import ROOT
 
 
 def test_version_matches_the_package_metadata():
@@ -13,8 +12,22 @@ def test_version_matches_the_package_metadata():
 def test_engine_reports_every_native_library():
     libs = {lib["name"]: lib for lib in mmfeed.linked_libraries()}
     video = {"FFmpeg"} if mmfeed._mmfeed.video_libraries().startswith("libavformat") else set()
-    assert set(libs) == {"libcurl", "OpenSSL", "libjpeg-turbo", "libspng", "libwebp", "simdjson",
-                         "PCRE2", "utf8proc", "Highway", "expat"} | video
+    assert (
+        set(libs)
+        == {
+            "libcurl",
+            "OpenSSL",
+            "libjpeg-turbo",
+            "libspng",
+            "libwebp",
+            "simdjson",
+            "PCRE2",
+            "utf8proc",
+            "Highway",
+            "expat",
+        }
+        | video
+    )
     assert all(lib["version"][0].isdigit() for lib in libs.values())
     assert "JIT" in libs["PCRE2"]["detail"]
 

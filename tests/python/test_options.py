@@ -13,9 +13,15 @@ from mmfeed import _mmfeed
 OPTIONS = _mmfeed.loader_options()
 
 # A value of each type other than the default, as Python passes it and as the CLI reads it.
-SAMPLE = {"str": ("x", "x"), "list[str]": (["a.jsonl"], "a.jsonl"), "list[float]": ([0.5], "0.5"),
-          "list[int]": ([3], "3"), "int": (3, "3"),
-          "float": (0.25, "0.25"), "bool": (False, "false")}
+SAMPLE = {
+    "str": ("x", "x"),
+    "list[str]": (["a.jsonl"], "a.jsonl"),
+    "list[float]": ([0.5], "0.5"),
+    "list[int]": ([3], "3"),
+    "int": (3, "3"),
+    "float": (0.25, "0.25"),
+    "bool": (False, "false"),
+}
 
 
 def sample_value(option):
@@ -28,8 +34,18 @@ def sample_value(option):
 def test_the_table_names_every_option_once_with_a_doc():
     names = [o["name"] for o in OPTIONS]
     assert len(names) == len(set(names))
-    assert {"manifests", "tokenizer", "mode", "on_error", "shard_remainder", "ordered", "max_buffered_bytes",
-            "trace_path", "train_reasoning", "pin_device"} <= set(names)
+    assert {
+        "manifests",
+        "tokenizer",
+        "mode",
+        "on_error",
+        "shard_remainder",
+        "ordered",
+        "max_buffered_bytes",
+        "trace_path",
+        "train_reasoning",
+        "pin_device",
+    } <= set(names)
     for o in OPTIONS:
         assert o["doc"] and o["type"], o
 
@@ -64,8 +80,9 @@ def test_cli_help_lists_every_option(cli):
         assert "--" + o["name"].replace("_", "-") in usage, o["name"]
 
 
-@pytest.mark.parametrize("option", [o for o in OPTIONS if o["name"] not in ("manifests", "tokenizer")],
-                         ids=lambda o: o["name"])
+@pytest.mark.parametrize(
+    "option", [o for o in OPTIONS if o["name"] not in ("manifests", "tokenizer")], ids=lambda o: o["name"]
+)
 def test_cli_and_config_files_take_every_option(cli, tmp_path, option):
     """Each flag and config key is parsed (the run then stops at the missing tokenizer, not at the option)."""
     flag = "--" + option["name"].replace("_", "-")

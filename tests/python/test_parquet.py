@@ -4,13 +4,14 @@ snappy, no page index) load into batches byte-identical to the same samples as a
 beside their images: padded and packed, over 3 ranks, resumed mid-epoch and with another world
 size, from local files, S3 (moto) and HTTP (nginx); a damaged cell or file is named, and every
 other sample delivered."""
+
 import json
 
-import pytest
-
 import datagen
-import mmfeed
+import pytest
 from conftest import ROOT, assert_same_batches, run_loader
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 60_000, "batch_size": 4, "seed": 3}
@@ -26,8 +27,15 @@ def dataset(tmp_path_factory):
     datagen.write_parquet(manifest, out / "hf", per_file=10)
     # pyarrow's defaults, rows in groups of 4; and with a page index over dictionary pages.
     datagen.write_parquet(manifest, out / "pa", per_file=10, writer="pyarrow", row_group_size=4)
-    datagen.write_parquet(manifest, out / "pa-index", per_file=24, writer="pyarrow", write_page_index=True,
-                          data_page_size=64 << 10, dictionary_pagesize_limit=256 << 10)
+    datagen.write_parquet(
+        manifest,
+        out / "pa-index",
+        per_file=24,
+        writer="pyarrow",
+        write_page_index=True,
+        data_page_size=64 << 10,
+        dictionary_pagesize_limit=256 << 10,
+    )
     return manifest, out
 
 
@@ -50,16 +58,24 @@ def test_the_writers_write_what_the_tests_mean(dataset):
 
     _, out = dataset
     hf = pq.ParquetFile(out / "hf" / "train-00000.parquet").metadata.row_group(0)
-    image = next(hf.column(i) for i in range(hf.num_columns) if hf.column(i).path_in_schema == "images.list.element.bytes")
+    image = next(
+        hf.column(i) for i in range(hf.num_columns) if hf.column(i).path_in_schema == "images.list.element.bytes"
+    )
     assert image.compression == "UNCOMPRESSED" and not image.has_dictionary_page and image.has_offset_index
     pa = pq.ParquetFile(out / "pa" / "train-00000.parquet").metadata
     assert pa.num_row_groups == 3
-    image = next(pa.row_group(0).column(i) for i in range(pa.num_columns)
-                 if pa.row_group(0).column(i).path_in_schema == "images.list.element.bytes")
+    image = next(
+        pa.row_group(0).column(i)
+        for i in range(pa.num_columns)
+        if pa.row_group(0).column(i).path_in_schema == "images.list.element.bytes"
+    )
     assert image.compression == "SNAPPY" and image.has_dictionary_page and not image.has_offset_index
     indexed = pq.ParquetFile(out / "pa-index" / "train-00000.parquet").metadata.row_group(0)
-    image = next(indexed.column(i) for i in range(indexed.num_columns)
-                 if indexed.column(i).path_in_schema == "images.list.element.bytes")
+    image = next(
+        indexed.column(i)
+        for i in range(indexed.num_columns)
+        if indexed.column(i).path_in_schema == "images.list.element.bytes"
+    )
     assert image.has_dictionary_page and image.has_offset_index and "PLAIN" in image.encodings
 
 
@@ -81,7 +97,9 @@ def test_parquet_shards_resumes_and_reshards_as_a_manifest_does(dataset):
     manifest, out = dataset
     source, root = files(out / "hf"), with_root(manifest)
     for rank in range(3):
-        assert_same_batches(load(source, rank=rank, world_size=3, **root)[0], load(manifest, rank=rank, world_size=3)[0])
+        assert_same_batches(
+            load(source, rank=rank, world_size=3, **root)[0], load(manifest, rank=rank, world_size=3)[0]
+        )
     whole, _, _ = load(source, epochs=2, **root)
     with mmfeed.Loader(source, epochs=2, **{**OPTIONS, **root}) as loader:
         head = [next(loader) for _ in range(4)]
@@ -126,12 +144,27 @@ def test_parquet_in_s3_and_over_http(dataset, moto_s3, nginx, monkeypatch, tmp_p
     # One ranged GET per sample with images (its data page), however many images it has; the
     # videos are files of their own.
     samples = [json.loads(l) for l in manifest.read_text().splitlines()]
-    with_images = sum(1 for s in samples if any(i.get("type") == "image" for m in s["messages"]
-                                                if isinstance(m["content"], list) for i in m["content"]))
-    videos = sum(1 for s in samples for m in s["messages"] if isinstance(m["content"], list)
-                 for i in m["content"] if i.get("type") == "video")
-    images = sum(1 for s in samples for m in s["messages"] if isinstance(m["content"], list)
-                 for i in m["content"] if i.get("type") == "image")
+    with_images = sum(
+        1
+        for s in samples
+        if any(i.get("type") == "image" for m in s["messages"] if isinstance(m["content"], list) for i in m["content"])
+    )
+    videos = sum(
+        1
+        for s in samples
+        for m in s["messages"]
+        if isinstance(m["content"], list)
+        for i in m["content"]
+        if i.get("type") == "video"
+    )
+    images = sum(
+        1
+        for s in samples
+        for m in s["messages"]
+        if isinstance(m["content"], list)
+        for i in m["content"]
+        if i.get("type") == "image"
+    )
     assert fetched == with_images + videos < images + videos, (fetched, with_images, videos, images)
     server = Nginx(out / "pa", tmp_path / "nginx").start()
     try:
@@ -153,8 +186,13 @@ def llava_table(manifest, count):
         if len(tagged.get("images", [])) != 1 or "videos" in tagged or "system" in tagged:
             continue
         path = tagged.pop("images")[0]
-        rows.append({"id": tagged["id"], "image": {"bytes": (manifest.parent / path).read_bytes(), "path": path},
-                     "conversations": json.dumps(tagged["conversations"])})
+        rows.append(
+            {
+                "id": tagged["id"],
+                "image": {"bytes": (manifest.parent / path).read_bytes(), "path": path},
+                "conversations": json.dumps(tagged["conversations"]),
+            }
+        )
         jsonl.append(json.dumps({**tagged, "image": path}))
         if len(rows) == count:
             break
@@ -203,10 +241,11 @@ def test_a_damaged_cell_or_file_is_named(dataset, tmp_path):
     assert [e["sample_id"] for e in errors] == [table.column("id")[3].as_py()]
     assert "cut.parquet[row 3, image]" in errors[0]["reason"], errors
     assert sorted(i for b in batches for i in b["sample_ids"]) == sorted(
-        x for k, x in enumerate(table.column("id").to_pylist()) if k != 3)
+        x for k, x in enumerate(table.column("id").to_pylist()) if k != 3
+    )
     # A file cut short is refused at open, by name.
     whole = (out / "hf" / "train-00000.parquet").read_bytes()
-    (tmp_path / "short.parquet").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "short.parquet").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(ValueError, match=r"short\.parquet"):
         load(tmp_path / "short.parquet")
     # A cell's page larger than max_object_bytes is refused before it is fetched.
@@ -214,7 +253,9 @@ def test_a_damaged_cell_or_file_is_named(dataset, tmp_path):
         load(files(out / "hf"), max_object_bytes=1000, **with_root(manifest))
     # What is read at open (the footer, then the columns) is bounded by max_manifest_bytes before
     # it is read (the columns' bound: tests/dataset/parquet_test.cc).
-    with pytest.raises(ValueError, match=r"train-00000.parquet: its footer says it is \d+ bytes, more than max_manifest_bytes"):
+    with pytest.raises(
+        ValueError, match=r"train-00000.parquet: its footer says it is \d+ bytes, more than max_manifest_bytes"
+    ):
         load(files(out / "hf"), max_manifest_bytes=1000, **with_root(manifest))
 
 
@@ -242,19 +283,43 @@ def test_trl_s_format_places_the_listed_images(dataset, tmp_path):
                 else:
                     turn.append({"type": "text", "text": item["text"]})
             messages.append({"role": m["role"], "content": turn})
-        rows.append({"id": sample["id"], "messages": messages,
-                     "images": [{"bytes": (manifest.parent / p).read_bytes(), "path": None} for p in images]})
+        rows.append(
+            {
+                "id": sample["id"],
+                "messages": messages,
+                "images": [{"bytes": (manifest.parent / p).read_bytes(), "path": None} for p in images],
+            }
+        )
         named = iter(images)
-        jsonl.append(json.dumps({"id": sample["id"], "messages": [
-            {"role": m["role"], "content": [{"type": "image", "image": next(named)} if i["type"] == "image" else i
-                                            for i in m["content"]]} for m in messages]}))
-    features = datasets.Features({
-        "id": datasets.Value("string"),
-        "messages": datasets.List({"role": datasets.Value("string"),
-                                   "content": datasets.List({"type": datasets.Value("string"),
-                                                             "text": datasets.Value("string")})}),
-        "images": datasets.List(datasets.Image()),
-    })
+        jsonl.append(
+            json.dumps(
+                {
+                    "id": sample["id"],
+                    "messages": [
+                        {
+                            "role": m["role"],
+                            "content": [
+                                {"type": "image", "image": next(named)} if i["type"] == "image" else i
+                                for i in m["content"]
+                            ],
+                        }
+                        for m in messages
+                    ],
+                }
+            )
+        )
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "messages": datasets.List(
+                {
+                    "role": datasets.Value("string"),
+                    "content": datasets.List({"type": datasets.Value("string"), "text": datasets.Value("string")}),
+                }
+            ),
+            "images": datasets.List(datasets.Image()),
+        }
+    )
     datasets.Dataset.from_list(rows, features=features).to_parquet(str(tmp_path / "trl.parquet"))
     (manifest.parent / "trl.jsonl").write_text("\n".join(jsonl) + "\n")
     want, errors, _ = load(manifest.parent / "trl.jsonl")
@@ -270,8 +335,10 @@ def test_openssl_s_users_work_beside_the_parquet_libraries():
     import subprocess
     import sys
 
-    code = ("import mmfeed, hashlib, ssl; assert hashlib.sha256(b'x').hexdigest().startswith('2d711642'); "
-            "ssl.create_default_context(); print('ok')")
+    code = (
+        "import mmfeed, hashlib, ssl; assert hashlib.sha256(b'x').hexdigest().startswith('2d711642'); "
+        "ssl.create_default_context(); print('ok')"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-2000:])
 
@@ -284,8 +351,13 @@ def foreign_bindings(args, env=None):
     import re
     import subprocess
 
-    run = subprocess.run(args, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, **(env or {}), "LD_BIND_NOW": "1", "LD_DEBUG": "bindings"})
+    run = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {}), "LD_BIND_NOW": "1", "LD_DEBUG": "bindings"},
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     found = set()
     for line in run.stderr.splitlines():

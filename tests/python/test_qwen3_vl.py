@@ -2,19 +2,20 @@
 processor (Qwen3VLProcessor with the Qwen3-VL Instruct chat template, the PIL image processor at
 patch 16, merge 2, mean/std 0.5), on the demo set and on generated conversations: input_ids with
 the image tokens expanded, pixel_values, image_grid_thw, labels and mrope position ids."""
+
 import json
 import re
 from types import SimpleNamespace
 
+import datagen
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT
+from tiny_vl import hf_messages, hf_processor
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
-import datagen
 import mmfeed
-from tiny_vl import hf_messages, hf_processor
-from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 MAX_PIXELS = 200_704  # a multiple of 32^2 under the hub's 16,777,216, to keep the test small
@@ -47,18 +48,33 @@ def reference(processor, sample: dict, base) -> dict:
             labels.append(token if trained and any(a <= start < b for a, b in spans) else -100)
     fake = SimpleNamespace(config=SimpleNamespace(vision_config=SimpleNamespace(spatial_merge_size=2)))
     fake.get_vision_position_ids = lambda *a, **k: Qwen3VLModel.get_vision_position_ids(fake, *a, **k)
-    positions, _ = Qwen3VLModel.get_rope_index(fake, torch.from_numpy(out["input_ids"]),
-                                               torch.from_numpy(out["mm_token_type_ids"]),
-                                               image_grid_thw=torch.from_numpy(out["image_grid_thw"])
-                                               if len(out["image_grid_thw"]) else None)
-    return {"input_ids": out["input_ids"][0], "pixel_values": out["pixel_values"],
-            "image_grid_thw": out["image_grid_thw"], "labels": np.array(labels), "position_ids": positions[:, 0].numpy()}
+    positions, _ = Qwen3VLModel.get_rope_index(
+        fake,
+        torch.from_numpy(out["input_ids"]),
+        torch.from_numpy(out["mm_token_type_ids"]),
+        image_grid_thw=torch.from_numpy(out["image_grid_thw"]) if len(out["image_grid_thw"]) else None,
+    )
+    return {
+        "input_ids": out["input_ids"][0],
+        "pixel_values": out["pixel_values"],
+        "image_grid_thw": out["image_grid_thw"],
+        "labels": np.array(labels),
+        "position_ids": positions[:, 0].numpy(),
+    }
 
 
 def assert_samples_equal(manifest, processor):
     samples = {json.loads(line)["id"]: json.loads(line) for line in manifest.read_text().splitlines()}
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", max_pixels=MAX_PIXELS, batch_size=1,
-                       shuffle=False, mrope=True, tensors="np") as loader:
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=TOKENIZER,
+        model="qwen3-vl",
+        max_pixels=MAX_PIXELS,
+        batch_size=1,
+        shuffle=False,
+        mrope=True,
+        tensors="np",
+    ) as loader:
         batches = list(loader)
         assert not loader.errors()
     assert len(batches) == len(samples)
@@ -86,17 +102,31 @@ def test_generated_conversations_equal_the_transformers_processor(tmp_path, proc
     rng = random.Random(16)
     lines = []
     for i in range(24):
-        messages = [{"role": "system", "content": rng.choice(["You are terse.", "Describe precisely."])}] \
-            if rng.random() < 0.5 else []
-        for turn in range(rng.randint(1, 3)):
+        messages = (
+            [{"role": "system", "content": rng.choice(["You are terse.", "Describe precisely."])}]
+            if rng.random() < 0.5
+            else []
+        )
+        for _turn in range(rng.randint(1, 3)):
             content = [{"type": "image", "image": rng.choice(images)} for _ in range(rng.randint(0, 2))]
-            content.insert(rng.randint(0, len(content)), {"type": "text", "text": rng.choice(
-                ["What is shown?", "Compare them.", "Zähle die Dinge. 数一数。", "  spaces  \n and lines"])})
+            content.insert(
+                rng.randint(0, len(content)),
+                {
+                    "type": "text",
+                    "text": rng.choice(
+                        ["What is shown?", "Compare them.", "Zähle die Dinge. 数一数。", "  spaces  \n and lines"]
+                    ),
+                },
+            )
             if len(content) == 1 and rng.random() < 0.5:
                 content = content[0]["text"]  # string content
             messages.append({"role": "user", "content": content})
-            messages.append({"role": "assistant", "content": rng.choice(["A cat.", "Two, left and right.",
-                                                                         "第一张更亮。", "Yes.\n\nNo."])})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": rng.choice(["A cat.", "Two, left and right.", "第一张更亮。", "Yes.\n\nNo."]),
+                }
+            )
         lines.append(json.dumps({"id": f"gen-{i}", "messages": messages}, ensure_ascii=False))
     manifest = tmp_path / "generated.jsonl"
     manifest.write_text("\n".join(lines) + "\n")
@@ -107,8 +137,22 @@ def test_cli_inspect_shows_a_qwen3_vl_sample(cli, tmp_path):
     import subprocess
 
     datagen.generate(tmp_path, samples=2, seed=18, max_megapixels=0.3, workers=2)
-    run = subprocess.run([cli, "inspect", tmp_path / "manifest.jsonl", "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
-                          "--max-pixels", str(MAX_PIXELS)], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            cli,
+            "inspect",
+            tmp_path / "manifest.jsonl",
+            "--tokenizer",
+            TOKENIZER,
+            "--model",
+            "qwen3-vl",
+            "--max-pixels",
+            str(MAX_PIXELS),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert re.search(r"pixel_values    float32 \[\d+, 1536\]", run.stdout), run.stdout  # 3 * 2 * 16 * 16
     assert "You are a helpful assistant." not in run.stdout  # Qwen3-VL adds no default system prompt
     assert "<|im_start|>assistant\n[[" in run.stdout and "<|image_pad|>x" in run.stdout
@@ -124,12 +168,19 @@ def test_the_thinking_template_trains_reasoning_unless_told_not_to(tmp_path):
     think = tok.encode("<think>\nLook at the hue.\n</think>\n\n")
 
     def labels(**options):
-        with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", chat_template="qwen3-vl-thinking",
-                           max_pixels=MAX_PIXELS, tensors="np", **options) as loader:
+        with mmfeed.Loader(
+            manifest,
+            tokenizer=TOKENIZER,
+            model="qwen3-vl",
+            chat_template="qwen3-vl-thinking",
+            max_pixels=MAX_PIXELS,
+            tensors="np",
+            **options,
+        ) as loader:
             b = next(loader)
         ids, lab = b["input_ids"][0].tolist(), b["labels"][0].tolist()
-        at = next(i for i in range(len(ids)) if ids[i:i + len(think)] == think)
-        return lab[at:at + len(think)], lab[at + len(think):]
+        at = next(i for i in range(len(ids)) if ids[i : i + len(think)] == think)
+        return lab[at : at + len(think)], lab[at + len(think) :]
 
     trained, reply = labels()
     assert trained == think and reply[0] != -100

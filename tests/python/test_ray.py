@@ -4,15 +4,16 @@ same bytes, order, sample_ids and states for 1, 2 and 3 actors, padded and packe
 mid-epoch and the epoch still complete, each sample once, errors accounted once; resume under
 another number of actors (and into mmfeed.Loader); actors placed by a custom resource; the parts
 queued bounded."""
+
 import json
 import time
 
+import datagen
 import numpy as np
 import pytest
-
-import datagen
-import mmfeed
 from conftest import ROOT, copy_with_damaged_image
+
+import mmfeed
 
 ray = pytest.importorskip("ray")
 import mmfeed.ray  # noqa: E402
@@ -34,8 +35,9 @@ def dataset(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray-data")
     datagen.generate(out / "clean", samples=17, seed=9, max_megapixels=0.4, workers=2)
     # One sample whose image is damaged: reported by whichever actor runs its part.
-    manifest, victim = copy_with_damaged_image(out / "clean" / "manifest.jsonl", out / "damaged", line=5,
-                                               damage=lambda b: b[: len(b) // 3])
+    manifest, victim = copy_with_damaged_image(
+        out / "clean" / "manifest.jsonl", out / "damaged", line=5, damage=lambda b: b[: len(b) // 3]
+    )
     return manifest, victim
 
 
@@ -92,8 +94,9 @@ def test_an_actor_killed_mid_epoch_loses_nothing_and_delivers_nothing_twice(loca
     with ray_loader(manifest, OPTIONS, num_actors=2, part_groups=2, store_bytes=store_bytes) as loader:
         # After batch 1: the first actor, holding parts 0, 2 and 4 (of 6), part 2 read next from it.
         # After batch 6: the newest live actor, which may or may not hold a part still to be read.
-        got = collect(loader, {1: lambda l: ray.kill(l.actor_handles()[0]),
-                               6: lambda l: ray.kill(l.actor_handles()[-1])})
+        got = collect(
+            loader, {1: lambda l: ray.kill(l.actor_handles()[0]), 6: lambda l: ray.kill(l.actor_handles()[-1])}
+        )
         metrics = loader.metrics()
         errors = loader.errors()
     assert_same(got, want)
@@ -170,8 +173,9 @@ def test_store_bytes_bound_the_bytes_an_actor_holds_ahead(local_ray, dataset):
     sizes = [sum(v.nbytes for v in b.values() if isinstance(v, np.ndarray)) for b, _ in want]
     share = 3 * max(sizes) // 2
     assert share < 6 * min(sizes)  # the byte bound is the tighter one
-    with ray_loader(manifest, OPTIONS, num_actors=1, part_groups=6, batches_ahead=6, parts_in_flight=2,
-                    store_bytes=2 * share) as loader:
+    with ray_loader(
+        manifest, OPTIONS, num_actors=1, part_groups=6, batches_ahead=6, parts_in_flight=2, store_bytes=2 * share
+    ) as loader:
         loader.wait_ready()
         got = []
         for b in loader:
@@ -247,8 +251,13 @@ def test_actors_are_placed_by_a_custom_resource_on_a_cluster(dataset, local_ray)
         ray.init(address=cluster.address, log_to_driver=False)
         manifest, _ = dataset
         want, _ = reference(manifest, OPTIONS)
-        with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np",
-                               actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1}}, **OPTIONS) as loader:
+        with mmfeed.ray.Loader(
+            manifest,
+            num_actors=2,
+            tensors="np",
+            actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1}},
+            **OPTIONS,
+        ) as loader:
             nodes = set(loader.wait_ready(timeout=120))
             got = [(b, loader.state_dict()) for b in loader]
         assert nodes == {worker.node_id}
@@ -272,9 +281,14 @@ def test_a_node_lost_mid_epoch_loses_nothing(dataset, local_ray):
         ray.init(address=cluster.address, log_to_driver=False)
         manifest, _ = dataset
         want, want_errors = reference(manifest, OPTIONS)
-        with mmfeed.ray.Loader(manifest, num_actors=2, tensors="np", part_groups=2,
-                               actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1},
-                                              "scheduling_strategy": "SPREAD"}, **OPTIONS) as loader:
+        with mmfeed.ray.Loader(
+            manifest,
+            num_actors=2,
+            tensors="np",
+            part_groups=2,
+            actor_options={"num_cpus": 0.5, "resources": {"preprocess": 1}, "scheduling_strategy": "SPREAD"},
+            **OPTIONS,
+        ) as loader:
             # SPREAD puts one actor on each node as a rule; if both share one, both go with it.
             placed = loader.wait_ready(timeout=120)
             lost = next(n for n in nodes if n.node_id == placed[0])  # part 0's actor's node

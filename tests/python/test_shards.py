@@ -3,14 +3,15 @@ samples in LLaMA-Factory's tagged shape) load into batches byte-identical to the
 JSONL manifest beside their images: padded and packed, over 3 ranks, resumed mid-epoch and with
 another world size, from local files, S3 (moto) and HTTP (nginx); damaged shards cost only the
 samples they touch, each named."""
+
 import json
 import shutil
 
-import pytest
-
 import datagen
-import mmfeed
+import pytest
 from conftest import ROOT, assert_same_batches, run_loader
+
+import mmfeed
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = {"tensors": "np", "tokenizer": TOKENIZER, "max_pixels": 60_000, "batch_size": 4, "seed": 3}
@@ -73,8 +74,9 @@ def test_shards_give_the_batches_of_their_manifest(dataset, packing):
 def test_shards_shard_resume_and_reshard_as_a_manifest_does(dataset):
     manifest, shards = dataset
     for rank in range(3):
-        assert_same_batches(load(pattern(shards), rank=rank, world_size=3)[0],
-                            load(manifest, rank=rank, world_size=3)[0])
+        assert_same_batches(
+            load(pattern(shards), rank=rank, world_size=3)[0], load(manifest, rank=rank, world_size=3)[0]
+        )
     whole, _, _ = load(pattern(shards), epochs=2)
     with mmfeed.Loader(pattern(shards), epochs=2, **OPTIONS) as loader:
         head = [next(loader) for _ in range(4)]
@@ -105,8 +107,18 @@ def test_shards_in_s3_and_over_http(dataset, moto_s3, nginx, monkeypatch, tmp_pa
     assert not errors
     assert_same_batches(got, want)
     # A sample's media, adjacent in its shard, come in one GET: one per sample, not one per medium.
-    media = sum(len([i for m in s["messages"] if isinstance(m["content"], list) for i in m["content"]
-                     if i.get("type") in ("image", "video")]) for s in map(json.loads, manifest.read_text().splitlines()))
+    media = sum(
+        len(
+            [
+                i
+                for m in s["messages"]
+                if isinstance(m["content"], list)
+                for i in m["content"]
+                if i.get("type") in ("image", "video")
+            ]
+        )
+        for s in map(json.loads, manifest.read_text().splitlines())
+    )
     with mmfeed.Loader("s3://wds/train/shard-{000..004}.tar", **OPTIONS) as loader:
         again = list(loader)
         fetched = loader.metrics()["counters"]["fetch.objects_ok"]  # (requests would count hedges and retries)
@@ -135,7 +147,7 @@ def test_a_shard_without_end_blocks_is_read_whole_locally_and_remotely(dataset, 
     copy = tmp_path / "bare"
     shutil.copytree(shards, copy)
     for path in copy.glob("*.tar"):
-        path.write_bytes(path.read_bytes()[:end_of_members(path)])
+        path.write_bytes(path.read_bytes()[: end_of_members(path)])
     want, _, _ = load(pattern(shards))
     got, errors, _ = load(pattern(copy))
     assert not errors
@@ -158,7 +170,7 @@ def test_damaged_shards_cost_only_the_samples_they_touch(dataset, tmp_path):
         image = [m for m in tar.getmembers() if not m.name.endswith(".json")][-1]
     cut_key = image.name.split(".")[0]
     cut = copy / "shard-001.tar"
-    cut.write_bytes(cut.read_bytes()[:image.offset_data + image.size // 2])
+    cut.write_bytes(cut.read_bytes()[: image.offset_data + image.size // 2])
     # shard-003 (samples 15-19): the header of its third sample's first member corrupted.
     with tarfile.open(shards / "shard-003.tar") as tar:
         members = tar.getmembers()
@@ -199,7 +211,9 @@ def test_a_reference_to_a_missing_member_names_what_the_sample_has(dataset, tmp_
     assert f"names 7.jpg, but sample {key} of" in errors[0]["reason"]
     assert "its members: 0." in errors[0]["reason"]
     # A member larger than max_object_bytes is refused before it is fetched.
-    with pytest.raises(ValueError, match=r"one.tar\[demo-000001\.0\.\w+\]: member of \d+ bytes exceeds max_object_bytes"):
+    with pytest.raises(
+        ValueError, match=r"one.tar\[demo-000001\.0\.\w+\]: member of \d+ bytes exceeds max_object_bytes"
+    ):
         load(tmp_path / "one.tar", on_error="skip", max_error_fraction=1.0, max_object_bytes=100)
 
 
@@ -218,8 +232,17 @@ def energon_prepare(root, *split_parts):
     import sys
 
     env = dict(os.environ, PYTHONPATH=str(ROOT / ".oracles" / "energon"))
-    args = [sys.executable, "-m", "megatron.energon.cli.main", "prepare", str(root), "--non-interactive",
-            "--skip-dataset-yaml", "--num-workers", "1"]
+    args = [
+        sys.executable,
+        "-m",
+        "megatron.energon.cli.main",
+        "prepare",
+        str(root),
+        "--non-interactive",
+        "--skip-dataset-yaml",
+        "--num-workers",
+        "1",
+    ]
     for part in split_parts:
         args += ["--split-parts", part]
     run = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)

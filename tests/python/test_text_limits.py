@@ -1,6 +1,7 @@
 """Issue 31 in the text module, against Hugging Face `tokenizers`: a Split pattern that can
 match the empty string pre-tokenizes as `tokenizers` does (an empty match only splits there).
 Needs the extension (mmfeed.Tokenizer)."""
+
 import json
 
 import pytest
@@ -20,14 +21,34 @@ def tokenizer_json(pattern: str) -> str:
     """Every byte a token (id = the byte), "an" and "ban" merged, Split(pattern, Isolated) then ByteLevel."""
     vocab = {key: b for b, key in byte_level_alphabet().items()} | {"an": 256, "ban": 257}
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-    return json.dumps({
-        "version": "1.0", "added_tokens": [], "normalizer": None, "post_processor": None, "decoder": byte_level,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}, byte_level]},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": [["a", "n"], ["b", "an"]]},
-    })
+    return json.dumps(
+        {
+            "version": "1.0",
+            "added_tokens": [],
+            "normalizer": None,
+            "post_processor": None,
+            "decoder": byte_level,
+            "pre_tokenizer": {
+                "type": "Sequence",
+                "pretokenizers": [
+                    {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                    byte_level,
+                ],
+            },
+            "model": {
+                "type": "BPE",
+                "dropout": None,
+                "unk_token": None,
+                "continuing_subword_prefix": "",
+                "end_of_word_suffix": "",
+                "fuse_unk": False,
+                "byte_fallback": False,
+                "ignore_merges": False,
+                "vocab": vocab,
+                "merges": [["a", "n"], ["b", "an"]],
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("pattern", ["(?=a)", "", "a*", "x*", "(?=n)|n", r"\b", "(?=\\s)", "a?"])

@@ -1,13 +1,14 @@
 """The tokenizer against Hugging Face `tokenizers` (pinned in requirements.txt) on the Qwen3
 tokenizer.json: identical ids on a corpus of more than 10 MB, identical decoding, and clear
 refusals of what is not supported."""
+
 import json
 
 import pytest
+from conftest import ROOT
 from tokenizers import Tokenizer as HFTokenizer
 
 import mmfeed
-from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 
@@ -54,7 +55,7 @@ def test_decode_identical_to_hf(tokenizers, corpus):
 
 def test_special_tokens_are_split_out_of_text(tokenizers):
     ours, _ = tokenizers
-    assert ours.encode("x<|im_start|>y") [1] == 151644
+    assert ours.encode("x<|im_start|>y")[1] == 151644
     assert ours.token_to_id("<|image_pad|>") == 151655
     assert ours.token_to_id("Ġhello") == ours.encode(" hello")[0]
 
@@ -78,15 +79,22 @@ def _variant(edit):
     return json.dumps(data)
 
 
-@pytest.mark.parametrize("edit,feature", [
-    (lambda d: d["model"].update(type="WordPiece"), "model type 'WordPiece'"),
-    (lambda d: d["model"].update(byte_fallback=True), "BPE byte_fallback"),
-    (lambda d: d["model"].update(dropout=0.1), "BPE dropout"),
-    (lambda d: d.update(normalizer={"type": "NFKC"}), "normalizer 'NFKC'"),
-    (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed"), "Split behavior 'Removed'"),
-    (lambda d: d.update(post_processor={"type": "TemplateProcessing", "single": [], "pair": [],
-                                        "special_tokens": {}}), "post_processor 'TemplateProcessing'"),
-])
+@pytest.mark.parametrize(
+    "edit,feature",
+    [
+        (lambda d: d["model"].update(type="WordPiece"), "model type 'WordPiece'"),
+        (lambda d: d["model"].update(byte_fallback=True), "BPE byte_fallback"),
+        (lambda d: d["model"].update(dropout=0.1), "BPE dropout"),
+        (lambda d: d.update(normalizer={"type": "NFKC"}), "normalizer 'NFKC'"),
+        (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed"), "Split behavior 'Removed'"),
+        (
+            lambda d: d.update(
+                post_processor={"type": "TemplateProcessing", "single": [], "pair": [], "special_tokens": {}}
+            ),
+            "post_processor 'TemplateProcessing'",
+        ),
+    ],
+)
 def test_unsupported_features_are_refused_by_name(edit, feature):
     with pytest.raises(ValueError, match=f"tokenizer.json: {feature}"):
         mmfeed.Tokenizer.from_str(_variant(edit))
@@ -94,8 +102,11 @@ def test_unsupported_features_are_refused_by_name(edit, feature):
 
 def test_gpt2_style_byte_level_regex_matches_hf(tokenizers):
     # The same vocabulary with GPT-2's pre-tokenizer (ByteLevel with its own regex).
-    text = _variant(lambda d: d.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False,
-                                                      "trim_offsets": True, "use_regex": True}))
+    text = _variant(
+        lambda d: d.update(
+            pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+        )
+    )
     ours, hf = mmfeed.Tokenizer.from_str(text), HFTokenizer.from_str(text)
     for s in ["Hello world  it's 2024!\n\n  code(x) = 1", "中文 and العربية", "  many   spaces\t\ttabs"]:
         assert ours.encode(s) == hf.encode(s, add_special_tokens=False).ids

@@ -3,6 +3,7 @@ DataLoader, state_dict through torch.save, disjoint shards for two gloo processe
 refusal, the Megatron-shaped adapter, the example training loop, and what device= refuses (the
 copy stage itself runs against the test CUDA runtime in test_cuda_path.py, and on a GPU in
 bench/gpu/run.sh)."""
+
 import ctypes.util
 import gc
 import json
@@ -12,16 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+import datagen
 import pytest
 import torch
+from conftest import ROOT
 from torch.utils.data import DataLoader
 
-import datagen
 import mmfeed
 import mmfeed.megatron
 import mmfeed.torch
-from conftest import ROOT
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=TOKENIZER, max_pixels=100_000, batch_size=4)
@@ -137,8 +137,12 @@ def test_dataset_refuses_worker_processes(manifest):
 
 def test_engine_errors_surface_with_the_sample(manifest, tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": "lonely", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": "missing.png"}]}]}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {"id": "lonely", "messages": [{"role": "user", "content": [{"type": "image", "image": "missing.png"}]}]}
+        )
+        + "\n"
+    )
     with pytest.raises(ValueError, match="sample lonely: fetch: .*missing.png: cannot open"):
         next(iter(mmfeed.torch.Dataset(bad, on_error="fail", **OPTIONS)))
 
@@ -204,8 +208,14 @@ dist.destroy_process_group()
 
 def test_two_gloo_processes_see_equal_shards_that_cover_the_data(manifest, tmp_path):
     init = f"file://{tmp_path / 'rendezvous'}"
-    procs = [subprocess.Popen([sys.executable, "-c", DIST_SCRIPT, init, str(rank), str(manifest), str(TOKENIZER)],
-                              stdout=subprocess.PIPE, text=True) for rank in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", DIST_SCRIPT, init, str(rank), str(manifest), str(TOKENIZER)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     shards = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     ids = [json.loads(line)["id"] for line in manifest.read_text().splitlines()]
@@ -217,7 +227,8 @@ def test_two_gloo_processes_see_equal_shards_that_cover_the_data(manifest, tmp_p
 
 def test_megatron_iterators(manifest):
     train, valid, test = mmfeed.megatron.build_train_valid_test_data_iterators(
-        manifest, manifest, None, train_epochs=3, **OPTIONS)
+        manifest, manifest, None, train_epochs=3, **OPTIONS
+    )
     assert test is None
     seen = [next(train)["sample_ids"] for _ in range(12)]  # more batches than one epoch holds
     assert len(seen) == 12
@@ -231,7 +242,8 @@ def test_megatron_iterators(manifest):
     valid.close()
     # The train split's epochs and shuffle do not reach validation, which stays one fixed pass.
     train, valid, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
-        manifest, manifest, None, epochs=2, shuffle=False, **OPTIONS)
+        manifest, manifest, None, epochs=2, shuffle=False, **OPTIONS
+    )
     assert [next(train)["epoch"] for _ in range(10)][-1] == 1  # 17 samples: 5 batches an epoch
     with pytest.raises(StopIteration):
         next(train)
@@ -262,19 +274,44 @@ def test_ctrl_c_interrupts_a_waiting_next(tmp_path):
     silent.listen(1)  # accepts connections, never answers
     port = silent.getsockname()[1]
     manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"id": "x", "messages": [
-        {"role": "user", "content": [{"type": "image", "image": f"http://127.0.0.1:{port}/never.jpg"}]}]}) + "\n")
-    run = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, str(manifest), str(TOKENIZER)],
-                         capture_output=True, text=True, timeout=60)
+    manifest.write_text(
+        json.dumps(
+            {
+                "id": "x",
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "image": f"http://127.0.0.1:{port}/never.jpg"}]}
+                ],
+            }
+        )
+        + "\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_SCRIPT, str(manifest), str(TOKENIZER)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     silent.close()
     assert "interrupted after" in run.stdout, run.stdout + run.stderr
 
 
 def test_a_thousand_batches_with_flat_memory(tmp_path):
     manifest = tmp_path / "text.jsonl"
-    manifest.write_text("".join(json.dumps({"id": f"t{i}", "messages": [
-        {"role": "user", "content": f"question {i} " * (i % 7 + 1)},
-        {"role": "assistant", "content": "answer " * (i % 5 + 1)}]}) + "\n" for i in range(4000)))
+    manifest.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"t{i}",
+                    "messages": [
+                        {"role": "user", "content": f"question {i} " * (i % 7 + 1)},
+                        {"role": "assistant", "content": "answer " * (i % 5 + 1)},
+                    ],
+                }
+            )
+            + "\n"
+            for i in range(4000)
+        )
+    )
     script = """
 import sys, mmfeed
 def rss():
@@ -286,8 +323,13 @@ with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], batch_size=4, tensors="to
             marks.append(rss())
 print(i + 1, marks[1] - marks[0])
 """
-    run = subprocess.run([sys.executable, "-c", script, str(manifest), str(TOKENIZER)], capture_output=True,
-                         text=True, check=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(manifest), str(TOKENIZER)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     batches, growth = map(int, run.stdout.split())
     assert batches == 1000
     assert growth < 16_000_000, growth  # warm pool: no growth beyond allocator noise
@@ -307,24 +349,40 @@ def test_batch_memory_falls_back_to_pageable_without_a_gpu(manifest):
 
 def _runtime_described(env=None, preload=None):
     """mmfeed.cuda_runtime() in a fresh process (the runtime is looked up once per process)."""
-    code = ("import ctypes, sys; sys.argv[1] and ctypes.CDLL(sys.argv[1]); "
-            "import mmfeed; print(mmfeed.cuda_runtime())")
-    return subprocess.run([sys.executable, "-c", code, str(preload or "")], env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, check=True).stdout.strip()
+    code = "import ctypes, sys; sys.argv[1] and ctypes.CDLL(sys.argv[1]); import mmfeed; print(mmfeed.cuda_runtime())"
+    return subprocess.run(
+        [sys.executable, "-c", code, str(preload or "")],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def test_cuda_runtime_lookup_says_what_it_found(tmp_path):
-    assert _runtime_described({"MMFEED_CUDART": str(tmp_path / "absent.so")}) == \
-        "no CUDA runtime (libcudart not found): pageable memory"
+    assert (
+        _runtime_described({"MMFEED_CUDART": str(tmp_path / "absent.so")})
+        == "no CUDA runtime (libcudart not found): pageable memory"
+    )
     assert "lacks cudaGetDeviceCount" in _runtime_described({"MMFEED_CUDART": "libz.so.1"})
     toolkit = ctypes.util.find_library("cudart")
     if toolkit is None:
         pytest.skip("no libcudart on this machine to check the lookup of a real runtime")
     # A runtime already in the process (torch's, when torch is imported first) is the one used:
     # a copy of the toolkit's loaded before mmfeed looks.
-    real = Path(subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({toolkit!r}); "
-                                "print(next(l.split()[-1] for l in open('/proc/self/maps') if 'cudart' in l))"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    real = Path(
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import ctypes; ctypes.CDLL({toolkit!r}); "
+                "print(next(l.split()[-1] for l in open('/proc/self/maps') if 'cudart' in l))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     copy = tmp_path / real.name
     copy.write_bytes(real.read_bytes())
     described = _runtime_described(preload=copy)
@@ -377,4 +435,3 @@ def test_device_stage_refuses_what_it_cannot_do(manifest):
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no usable CUDA device"):
             mmfeed.Loader(manifest, tensors="torch", device="cuda:0", **OPTIONS)
-

@@ -3,6 +3,7 @@ Qwen2/2.5-VL frame sampling against qwen-vl-utils and torch. The test videos are
 the ffmpeg command (H.264, VP9, MPEG-4 in MP4, WebM, MKV and AVI; odd sizes, full range, BT.709,
 4:4:4, rotation metadata, a variable frame rate, a very short and a longer clip) and damaged here
 (truncated, garbage, no video stream, an unknown codec)."""
+
 import sys
 import types
 
@@ -10,12 +11,13 @@ import av
 import numpy as np
 import pytest
 import torch
-
 from conftest import ffmpeg, make_test_video
+
 from mmfeed import _mmfeed
 
-pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
-                                reason="built without video (MMFEED_VIDEO=OFF)")
+pytestmark = pytest.mark.skipif(
+    not _mmfeed.video_libraries().startswith("libavformat"), reason="built without video (MMFEED_VIDEO=OFF)"
+)
 
 # name: ffmpeg arguments after the lavfi source (testsrc2 of the given size, rate, seconds)
 VIDEOS = {
@@ -24,8 +26,23 @@ VIDEOS = {
     "h264.mkv": ("200x120", 24, 2, ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
     "mpeg4.avi": ("128x72", 10, 1, ["-c:v", "mpeg4"]),
     "full-range.mp4": ("128x72", 30, 1, ["-c:v", "libx264", "-pix_fmt", "yuvj420p", "-color_range", "pc"]),
-    "bt709.mp4": ("128x72", 30, 1, ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-colorspace", "bt709",
-                                    "-color_primaries", "bt709", "-color_trc", "bt709"]),
+    "bt709.mp4": (
+        "128x72",
+        30,
+        1,
+        [
+            "-c:v",
+            "libx264",
+            "-pix_fmt",
+            "yuv420p",
+            "-colorspace",
+            "bt709",
+            "-color_primaries",
+            "bt709",
+            "-color_trc",
+            "bt709",
+        ],
+    ),
     "yuv444.mp4": ("128x72", 30, 1, ["-c:v", "libx264", "-pix_fmt", "yuv444p"]),
     "vfr.mp4": ("160x96", 30, 3, ["-vf", "setpts='if(lt(N,30),PTS,PTS*2)'", "-fps_mode", "vfr", "-c:v", "libx264"]),
     "two-frames.mp4": ("64x36", 30, 2 / 30, ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
@@ -114,13 +131,16 @@ def test_damaged_and_unsupported_videos_are_errors_naming_the_reason(videos, tmp
     cut = fast.read_bytes()[: len(fast.read_bytes()) // 2]
     # Its index declares every frame, so the lost tail is known: refused, not read as a shorter clip.
     for call in (lambda: _mmfeed.probe_video(cut), lambda: _mmfeed.decode_video(cut, [0, 5])):
-        with pytest.raises(ValueError, match=rf"video: truncated: the container declares {frames} frames, "
-                                             r"the file holds \d+"):
+        with pytest.raises(
+            ValueError,
+            match=rf"video: truncated: the container declares {frames} frames, "
+            r"the file holds \d+",
+        ):
             call()
     with pytest.raises(ValueError, match="video: not a container FFmpeg reads"):
         _mmfeed.probe_video(b"\x00garbage" * 100)
     with pytest.raises(ValueError, match="video: not a container FFmpeg reads"):
-        _mmfeed.probe_video(whole[: 40])  # cut inside the header
+        _mmfeed.probe_video(whole[:40])  # cut inside the header
     audio = tmp_path / "tone.m4a"
     ffmpeg("-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "aac", audio)
     with pytest.raises(ValueError, match="video: the file holds no video stream"):
@@ -130,7 +150,9 @@ def test_damaged_and_unsupported_videos_are_errors_naming_the_reason(videos, tmp
     assert b"V_MPEG4/ISO/AVC" in mkv
     with pytest.raises(ValueError, match="video: no decoder for codec"):
         _mmfeed.probe_video(mkv.replace(b"V_MPEG4/ISO/AVC", b"V_MMFEED/NOPE/X"))
-    with pytest.raises(ValueError, match=f"video: frame {frames + 10} asked for, but the stream ends after {frames} frames"):
+    with pytest.raises(
+        ValueError, match=f"video: frame {frames + 10} asked for, but the stream ends after {frames} frames"
+    ):
         _mmfeed.decode_video(whole, [0, frames + 10])
     with pytest.raises(ValueError, match="ascending"):
         _mmfeed.decode_video(whole, [5, 2])
@@ -148,18 +170,34 @@ def qwen_vl_utils(monkeypatch):
     tv.transforms = types.ModuleType("torchvision.transforms")
     tv.transforms.InterpolationMode = types.SimpleNamespace(BICUBIC=3)
     tv.transforms.functional = types.ModuleType("torchvision.transforms.functional")
-    for name, module in {"torchvision": tv, "torchvision.io": tv.io, "torchvision.transforms": tv.transforms,
-                         "torchvision.transforms.functional": tv.transforms.functional}.items():
+    for name, module in {
+        "torchvision": tv,
+        "torchvision.io": tv.io,
+        "torchvision.transforms": tv.transforms,
+        "torchvision.transforms.functional": tv.transforms.functional,
+    }.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.delitem(sys.modules, "qwen_vl_utils.vision_process", raising=False)
     monkeypatch.delitem(sys.modules, "qwen_vl_utils", raising=False)
     import qwen_vl_utils.vision_process as vision_process
+
     return vision_process
 
 
-REQUESTS = [{}, {"fps": 1.0}, {"fps": 4.0}, {"fps": 0.5, "min_frames": 6}, {"fps": 2.0, "max_frames": 64},
-            {"nframes": 8}, {"nframes": 17}, {"nframes": 2}, {"video_start": 0.7, "video_end": 3.3},
-            {"video_start": 2.0}, {"video_end": 1.0, "fps": 8.0}, {"video_start": -1.0, "video_end": 1e9}]
+REQUESTS = [
+    {},
+    {"fps": 1.0},
+    {"fps": 4.0},
+    {"fps": 0.5, "min_frames": 6},
+    {"fps": 2.0, "max_frames": 64},
+    {"nframes": 8},
+    {"nframes": 17},
+    {"nframes": 2},
+    {"video_start": 0.7, "video_end": 3.3},
+    {"video_start": 2.0},
+    {"video_end": 1.0, "fps": 8.0},
+    {"video_start": -1.0, "video_end": 1e9},
+]
 
 
 def test_frame_sampling_is_qwen_vl_utils(monkeypatch):

@@ -6,6 +6,7 @@ for bit, video_grid_thw, second_per_grid_ts, the images' pixel_values within 1e-
 mrope ids equal to the models' get_rope_index; padded and packed, concurrent and serial; and bad
 videos reported by name while the rest of the epoch is delivered. The videos are made here with
 the ffmpeg command."""
+
 import json
 import re
 import subprocess
@@ -15,21 +16,22 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import ffmpeg, make_test_video
 from PIL import Image
 
 import mmfeed
-from conftest import ffmpeg, make_test_video
 from mmfeed import _mmfeed
 
-pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
-                                reason="built without video (MMFEED_VIDEO=OFF)")
+pytestmark = pytest.mark.skipif(
+    not _mmfeed.video_libraries().startswith("libavformat"), reason="built without video (MMFEED_VIDEO=OFF)"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE_PYTHON = ROOT / ".venv-tv" / "bin" / "python"
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 TEMPLATES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
 MAX_PIXELS = 200_704  # the images' budget, a multiple of 28^2 and 32^2, to keep the test small
-TOLERANCE = 1e-6      # images, as the image parity tests (test_vision.py); videos are bit for bit
+TOLERANCE = 1e-6  # images, as the image parity tests (test_vision.py); videos are bit for bit
 IM_START, IM_END, ASSISTANT, NEWLINE = 151644, 151645, 77091, 198
 
 # name: (size, rate, seconds, codec arguments)
@@ -56,17 +58,33 @@ def turn(role, content):
 QWEN2_SAMPLES = [
     [turn("user", [video("odd.mp4"), text("What happens?")]), turn("assistant", "Colours move.")],
     [turn("user", [text("Describe"), video("vp9.webm", nframes=8)]), turn("assistant", "A test pattern.")],
-    [turn("system", "Be brief."), turn("user", [video("wide.mkv", fps=1.0), {"type": "image", "image": "photo.jpg"},
-                                                 video("odd.mp4", max_pixels=150_000), text("Compare.")]),
-     turn("assistant", "The first is wider."), turn("user", "And the colours?"), turn("assistant", "Bright.")],
-    [turn("user", [video("wide.mkv", min_pixels=4096, max_pixels=20_000), text("Zähle. 数一数。")]),
-     turn("assistant", "Three.")],
+    [
+        turn("system", "Be brief."),
+        turn(
+            "user",
+            [
+                video("wide.mkv", fps=1.0),
+                {"type": "image", "image": "photo.jpg"},
+                video("odd.mp4", max_pixels=150_000),
+                text("Compare."),
+            ],
+        ),
+        turn("assistant", "The first is wider."),
+        turn("user", "And the colours?"),
+        turn("assistant", "Bright."),
+    ],
+    [
+        turn("user", [video("wide.mkv", min_pixels=4096, max_pixels=20_000), text("Zähle. 数一数。")]),
+        turn("assistant", "Three."),
+    ],
 ]
 QWEN3_SAMPLES = [
     [turn("user", [video("odd.mp4"), text("What happens?")]), turn("assistant", "Colours move.")],
     [turn("user", [text("Describe"), video("vp9.webm", nframes=6)]), turn("assistant", "A test pattern.")],
-    [turn("user", [video("wide.mkv"), {"type": "image", "image": "photo.jpg"}, video("odd.mp4"), text("Compare.")]),
-     turn("assistant", "The first is wider.")],
+    [
+        turn("user", [video("wide.mkv"), {"type": "image", "image": "photo.jpg"}, video("odd.mp4"), text("Compare.")]),
+        turn("assistant", "The first is wider."),
+    ],
     [turn("user", [video("wide.mkv", fps=4), text("Zähle. 数一数。")]), turn("assistant", "Three.")],
 ]
 SAMPLES = {"qwen2-vl": QWEN2_SAMPLES, "qwen2.5-vl": QWEN2_SAMPLES, "qwen3-vl": QWEN3_SAMPLES}
@@ -119,16 +137,32 @@ def reference(data):
     jobs, keys = [], []
     for model, samples in SAMPLES.items():
         for i, messages in enumerate(samples):
-            jobs.append({"model": model, "template": str(ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[model]),
-                         "tokenizer": str(TOKENIZER), "messages": oracle_messages(messages, data.root),
-                         "fps": data.fps, "max_pixels": MAX_PIXELS})
+            jobs.append(
+                {
+                    "model": model,
+                    "template": str(ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[model]),
+                    "tokenizer": str(TOKENIZER),
+                    "messages": oracle_messages(messages, data.root),
+                    "fps": data.fps,
+                    "max_pixels": MAX_PIXELS,
+                }
+            )
             keys.append(f"{model}-{i}")
     (data.root / "jobs.json").write_text(json.dumps(jobs))
     out = data.root / "oracle"
     out.mkdir()
-    run = subprocess.run([str(ORACLE_PYTHON), str(Path(__file__).with_name("video_sample_oracle.py")),
-                          str(data.root / "jobs.json"), str(out)], capture_output=True, text=True, timeout=1200,
-                         cwd=Path(__file__).parent)
+    run = subprocess.run(
+        [
+            str(ORACLE_PYTHON),
+            str(Path(__file__).with_name("video_sample_oracle.py")),
+            str(data.root / "jobs.json"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=Path(__file__).parent,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     refs = {}
     for i, key in enumerate(keys):
@@ -147,7 +181,7 @@ def labels_of(ids: np.ndarray) -> np.ndarray:
             while ids[j] != IM_END:
                 j += 1
             end = j + 2 if j + 1 < len(ids) and ids[j + 1] == NEWLINE else j + 1
-            labels[i + 3:end] = ids[i + 3:end]
+            labels[i + 3 : end] = ids[i + 3 : end]
             i = end
         else:
             i += 1
@@ -158,12 +192,15 @@ def rope_index(model: str, ref: dict) -> np.ndarray:
     """The model's own get_rope_index for the reference sample (positions [3, L])."""
     if model == "qwen3-vl":
         from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel as cls
+
         vision = {}
     elif model == "qwen2.5-vl":
         from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel as cls
+
         vision = {"tokens_per_second": 2}
     else:
         from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel as cls
+
         vision = {}
     fake = SimpleNamespace(config=SimpleNamespace(vision_config=SimpleNamespace(spatial_merge_size=2, **vision)))
     fake.get_vision_position_ids = lambda *a, **k: cls.get_vision_position_ids(fake, *a, **k)
@@ -174,15 +211,23 @@ def rope_index(model: str, ref: dict) -> np.ndarray:
         kwargs["video_grid_thw"] = torch.from_numpy(ref["video_grid_thw"])
     if "second_per_grid_ts" in ref:
         kwargs["second_per_grid_ts"] = torch.from_numpy(ref["second_per_grid_ts"])
-    positions, _ = cls.get_rope_index(fake, torch.from_numpy(ref["input_ids"])[None],
-                                      torch.from_numpy(ref["mm_token_type_ids"])[None].int(), **kwargs)
+    positions, _ = cls.get_rope_index(
+        fake, torch.from_numpy(ref["input_ids"])[None], torch.from_numpy(ref["mm_token_type_ids"])[None].int(), **kwargs
+    )
     return positions[:, 0].numpy()
 
 
 def load(data, model, **options):
     options = {"shuffle": False, **options}
-    with mmfeed.Loader(data.root / f"{model}.jsonl", tokenizer=TOKENIZER, model=model, max_pixels=MAX_PIXELS,
-                       mrope=True, tensors="np", **options) as loader:
+    with mmfeed.Loader(
+        data.root / f"{model}.jsonl",
+        tokenizer=TOKENIZER,
+        model=model,
+        max_pixels=MAX_PIXELS,
+        mrope=True,
+        tensors="np",
+        **options,
+    ) as loader:
         return [dict(b) for b in loader], loader.errors()
 
 
@@ -198,7 +243,10 @@ def test_samples_equal_the_transformers_processor(data, reference, model):
         assert b["pixel_values_videos"].shape == ref["pixel_values_videos"].shape
         np.testing.assert_array_equal(b["pixel_values_videos"], ref["pixel_values_videos"])
         np.testing.assert_array_equal(b["image_grid_thw"], ref["image_grid_thw"])
-        assert np.abs(b["pixel_values"] - ref["pixel_values"].reshape(b["pixel_values"].shape)).max(initial=0.0) <= TOLERANCE
+        assert (
+            np.abs(b["pixel_values"] - ref["pixel_values"].reshape(b["pixel_values"].shape)).max(initial=0.0)
+            <= TOLERANCE
+        )
         np.testing.assert_array_equal(b["labels"][0], labels_of(ref["input_ids"]))
         np.testing.assert_array_equal(b["position_ids"][:, 0], rope_index(model, ref))
         if model == "qwen2.5-vl":
@@ -209,8 +257,18 @@ def test_samples_equal_the_transformers_processor(data, reference, model):
 
 def test_a_batch_without_videos_has_no_video_tensors(data):
     manifest = data.root / "images-only.jsonl"
-    manifest.write_text(json.dumps({"id": "p", "messages": [turn("user", [{"type": "image", "image": "photo.jpg"}]),
-                                                            turn("assistant", "An astronaut.")]}) + "\n")
+    manifest.write_text(
+        json.dumps(
+            {
+                "id": "p",
+                "messages": [
+                    turn("user", [{"type": "image", "image": "photo.jpg"}]),
+                    turn("assistant", "An astronaut."),
+                ],
+            }
+        )
+        + "\n"
+    )
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen2.5-vl", tensors="np") as loader:
         (b,) = list(loader)
     assert "pixel_values_videos" not in b and "video_grid_thw" not in b and "second_per_grid_ts" not in b
@@ -236,15 +294,18 @@ def test_padded_packed_serial_and_worker_counts_agree(data, model):
     assert errors == []
     for b in packed:
         ids = b["sample_ids"]
-        np.testing.assert_array_equal(b["pixel_values_videos"],
-                                      np.concatenate([by_id[s]["pixel_values_videos"] for s in ids]))
+        np.testing.assert_array_equal(
+            b["pixel_values_videos"], np.concatenate([by_id[s]["pixel_values_videos"] for s in ids])
+        )
         np.testing.assert_array_equal(b["video_grid_thw"], np.concatenate([by_id[s]["video_grid_thw"] for s in ids]))
-        np.testing.assert_array_equal(b["input_ids"][0, :b["cu_seq_lens_q"][len(ids)]],
-                                      np.concatenate([by_id[s]["input_ids"][0] for s in ids]))
+        np.testing.assert_array_equal(
+            b["input_ids"][0, : b["cu_seq_lens_q"][len(ids)]], np.concatenate([by_id[s]["input_ids"][0] for s in ids])
+        )
     # mm_token_type_ids, as the processors return it: 2 at video pads, 1 at image pads
     for b in padded + packed:
-        np.testing.assert_array_equal(b["mm_token_type_ids"], np.where(b["input_ids"] == 151656, 2,
-                                                                       np.where(b["input_ids"] == 151655, 1, 0)))
+        np.testing.assert_array_equal(
+            b["mm_token_type_ids"], np.where(b["input_ids"] == 151656, 2, np.where(b["input_ids"] == 151655, 1, 0))
+        )
     assert any((b["mm_token_type_ids"] == 2).any() for b in padded)
 
 
@@ -254,13 +315,29 @@ def test_a_run_resumed_mid_epoch_delivers_the_same_video_batches(data, packing):
     whole, _ = load(data, "qwen2.5-vl", **options)
     taken = len(whole) // 2  # inside the first epoch's last window, or the second epoch
     assert taken >= 1
-    with mmfeed.Loader(data.root / "qwen2.5-vl.jsonl", tokenizer=TOKENIZER, model="qwen2.5-vl", max_pixels=MAX_PIXELS,
-                       mrope=True, tensors="np", workers=2, **options) as loader:
+    with mmfeed.Loader(
+        data.root / "qwen2.5-vl.jsonl",
+        tokenizer=TOKENIZER,
+        model="qwen2.5-vl",
+        max_pixels=MAX_PIXELS,
+        mrope=True,
+        tensors="np",
+        workers=2,
+        **options,
+    ) as loader:
         for _ in range(taken):
             next(loader)
         state = loader.state_dict()
-    resumed = mmfeed.Loader(data.root / "qwen2.5-vl.jsonl", tokenizer=TOKENIZER, model="qwen2.5-vl",
-                            max_pixels=MAX_PIXELS, mrope=True, tensors="np", workers=3, **options)
+    resumed = mmfeed.Loader(
+        data.root / "qwen2.5-vl.jsonl",
+        tokenizer=TOKENIZER,
+        model="qwen2.5-vl",
+        max_pixels=MAX_PIXELS,
+        mrope=True,
+        tensors="np",
+        workers=3,
+        **options,
+    )
     resumed.load_state_dict(state)
     with resumed:
         rest = [dict(b) for b in resumed]
@@ -317,14 +394,17 @@ def test_bad_videos_are_reported_by_name_and_the_rest_delivered(data, model):
         "fixed-size": ({"type": "video", "video": "videos/odd.mp4", "resized_height": 56}, "manifest"),
     }
     good = [f"good-{i}" for i in range(3)]
-    lines = [json.dumps({"id": g, "messages": [turn("user", [video("odd.mp4"), text("?")]), turn("assistant", "!")]})
-             for g in good]
+    lines = [
+        json.dumps({"id": g, "messages": [turn("user", [video("odd.mp4"), text("?")]), turn("assistant", "!")]})
+        for g in good
+    ]
     for sid, (item, _) in cases.items():
         lines.append(json.dumps({"id": sid, "messages": [turn("user", [item, text("?")]), turn("assistant", "!")]}))
     manifest = data.root / f"bad-{model}.jsonl"
     manifest.write_text("\n".join(lines) + "\n")
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model=model, batch_size=2, shuffle=False, tensors="np",
-                       max_error_fraction=1.0) as loader:
+    with mmfeed.Loader(
+        manifest, tokenizer=TOKENIZER, model=model, batch_size=2, shuffle=False, tensors="np", max_error_fraction=1.0
+    ) as loader:
         delivered = [s for b in loader for s in b["sample_ids"]]
         errors = {e["sample_id"]: e for e in loader.errors()}
     assert delivered == good
@@ -336,17 +416,26 @@ def test_bad_videos_are_reported_by_name_and_the_rest_delivered(data, model):
     assert "truncated: the container declares 75 frames, the file holds" in errors["cut"]["reason"]
     assert "aspect ratio" in errors["thin"]["reason"]
     assert "no video stream" in errors["no-video-stream"]["reason"]
-    assert "no decoder for codec" in errors["unknown-codec"]["reason"] and errors["unknown-codec"]["code"] == "unsupported"
+    assert (
+        "no decoder for codec" in errors["unknown-codec"]["reason"] and errors["unknown-codec"]["code"] == "unsupported"
+    )
     assert "fps must be a number" in errors["not-a-number"]["reason"]
     assert "resized_height" in errors["fixed-size"]["reason"]
 
 
 def test_a_video_over_the_byte_budget_is_refused_by_name(data):
     manifest = data.root / "budget.jsonl"
-    manifest.write_text(json.dumps({"id": "big", "messages": [turn("user", [video("wide.mkv")]),
-                                                              turn("assistant", "!")]}) + "\n")
-    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", tensors="np", max_buffered_bytes=1 << 20,
-                       max_error_fraction=1.0) as loader:
+    manifest.write_text(
+        json.dumps({"id": "big", "messages": [turn("user", [video("wide.mkv")]), turn("assistant", "!")]}) + "\n"
+    )
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=TOKENIZER,
+        model="qwen3-vl",
+        tensors="np",
+        max_buffered_bytes=1 << 20,
+        max_error_fraction=1.0,
+    ) as loader:
         with pytest.raises(ValueError, match="every sample"):
             list(loader)
         (error,) = loader.errors()
@@ -360,8 +449,9 @@ def test_the_demo_sets_videos_load_with_every_model(tmp_path, model):
 
     datagen.generate(tmp_path, samples=2, seed=20, max_megapixels=0.3, workers=2, videos=5)
     lines = (tmp_path / "videos.jsonl").read_text().splitlines()
-    with mmfeed.Loader(tmp_path / "videos.jsonl", tokenizer=TOKENIZER, model=model, batch_size=2, tensors="np",
-                       shuffle=False) as loader:
+    with mmfeed.Loader(
+        tmp_path / "videos.jsonl", tokenizer=TOKENIZER, model=model, batch_size=2, tensors="np", shuffle=False
+    ) as loader:
         batches = list(loader)
         assert loader.errors() == []
     assert sum(len(b["sample_ids"]) for b in batches) == len(lines) == 5
@@ -373,12 +463,20 @@ def test_the_demo_sets_videos_load_with_every_model(tmp_path, model):
 
 def test_the_cli_shows_and_counts_videos(cli, data):
     manifest = data.root / "qwen3-vl.jsonl"
-    shown = subprocess.run([cli, "inspect", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
-                            "--batch-size", "2"], capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(
+        [cli, "inspect", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl", "--batch-size", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "pixel_values_videos float32" in shown and "video_grid_thw" in shown
     assert re.search(r"<\|vision_start\|><0\.3 seconds><\|vision_start\|><\|video_pad\|>x\d+<\|vision_end\|>", shown)
-    run = subprocess.run([cli, "run", "--manifest", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl",
-                          "--json"], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [cli, "run", "--manifest", manifest, "--tokenizer", TOKENIZER, "--model", "qwen3-vl", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     summary = json.loads(run.stdout)
     with mmfeed.Loader(manifest, tokenizer=TOKENIZER, model="qwen3-vl", tensors="np") as loader:
         grids = np.concatenate([b["video_grid_thw"] for b in loader])
@@ -425,7 +523,13 @@ def test_uint8_pixels_normalize_to_the_float32_and_bfloat16_batches(data, model)
 
 
 def test_bfloat16_pixels_are_torch_bfloat16_tensors(data):
-    with mmfeed.Loader(data.root / "qwen3-vl.jsonl", tokenizer=TOKENIZER, model="qwen3-vl", max_pixels=MAX_PIXELS,
-                       pixels="bfloat16", batch_size=4) as loader:
+    with mmfeed.Loader(
+        data.root / "qwen3-vl.jsonl",
+        tokenizer=TOKENIZER,
+        model="qwen3-vl",
+        max_pixels=MAX_PIXELS,
+        pixels="bfloat16",
+        batch_size=4,
+    ) as loader:
         b = next(iter(loader))
     assert b["pixel_values"].dtype == torch.bfloat16 and b["pixel_values_videos"].dtype == torch.bfloat16

@@ -3,6 +3,7 @@ same decoded frames (video_oracle.py, run in .venv-tv: qwen-vl-utils + transform
 Qwen2VLVideoProcessor for Qwen2/2.5-VL, transformers' Qwen3VLVideoProcessor for Qwen3-VL):
 frames kept, grids, pixel_values_videos bit for bit, Qwen2.5-VL's second_per_grid_t and
 Qwen3-VL's timestamps, and the same refusals. The test videos are made here with ffmpeg."""
+
 import json
 import subprocess
 from pathlib import Path
@@ -10,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import make_test_video
 
 import mmfeed
-from conftest import make_test_video
 from mmfeed import _mmfeed
 
-pytestmark = pytest.mark.skipif(not _mmfeed.video_libraries().startswith("libavformat"),
-                                reason="built without video (MMFEED_VIDEO=OFF)")
+pytestmark = pytest.mark.skipif(
+    not _mmfeed.video_libraries().startswith("libavformat"), reason="built without video (MMFEED_VIDEO=OFF)"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE_PYTHON = ROOT / ".venv-tv" / "bin" / "python"
@@ -31,14 +33,25 @@ VIDEOS = {
     "one-frame.mp4": ("64x36", 30, 1 / 30, ["-c:v", "libx264", "-pix_fmt", "yuv420p"]),
 }
 
-QWEN2_ITEMS = [{}, {"fps": 1.0}, {"nframes": 8}, {"nframes": 6, "max_pixels": 50000},
-               {"min_pixels": 4096, "max_pixels": 20000}, {"video_start": 0.5, "video_end": 1.9},
-               {"total_pixels": 2_000_000}, {"fps": 3.0, "min_frames": 6, "max_frames": 10}]
+QWEN2_ITEMS = [
+    {},
+    {"fps": 1.0},
+    {"nframes": 8},
+    {"nframes": 6, "max_pixels": 50000},
+    {"min_pixels": 4096, "max_pixels": 20000},
+    {"video_start": 0.5, "video_end": 1.9},
+    {"total_pixels": 2_000_000},
+    {"fps": 3.0, "min_frames": 6, "max_frames": 10},
+]
 QWEN3_ITEMS = [{}, {"fps": 4}, {"nframes": 5}, {"max_pixels": 2_000_000}, {"min_pixels": 300_000}]
 
-CASES = ([(model, name, item) for model in ("qwen2-vl", "qwen2.5-vl") for name in VIDEOS for item in QWEN2_ITEMS
-          if model == "qwen2-vl" or not item]
-         + [("qwen3-vl", name, item) for name in VIDEOS for item in QWEN3_ITEMS])
+CASES = [
+    (model, name, item)
+    for model in ("qwen2-vl", "qwen2.5-vl")
+    for name in VIDEOS
+    for item in QWEN2_ITEMS
+    if model == "qwen2-vl" or not item
+] + [("qwen3-vl", name, item) for name in VIDEOS for item in QWEN3_ITEMS]
 
 
 def case_id(case) -> str:
@@ -66,8 +79,12 @@ def reference(tmp_path_factory):
     (work / "jobs.json").write_text(json.dumps(jobs))
     out = work / "out"
     out.mkdir()
-    run = subprocess.run([str(ORACLE_PYTHON), str(Path(__file__).with_name("video_oracle.py")),
-                          str(work / "jobs.json"), str(out)], capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        [str(ORACLE_PYTHON), str(Path(__file__).with_name("video_oracle.py")), str(work / "jobs.json"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return files, out
 
@@ -98,10 +115,14 @@ def test_equals_the_reference_pipeline(reference, index):
     # where a clip is enlarged 5-15x; about a tenth of those by more than a level (up to 25, at
     # overshoots clamped between the passes on one side only).
     std = np.array([0.26862954, 0.26130258, 0.27577711], np.float32) * np.float32(255)
-    diff = np.abs(got["pixel_values_videos"] - ref["pixel_values_utils"]).reshape(len(got["pixel_values_videos"]), 3, -1)
+    diff = np.abs(got["pixel_values_videos"] - ref["pixel_values_utils"]).reshape(
+        len(got["pixel_values_videos"]), 3, -1
+    )
     levels = np.rint(diff * std[None, :, None])
-    print(f"{case_id(CASES[index])}: off {np.mean(levels > 0):.4f}, over one level {np.mean(levels > 1):.5f}, "
-          f"max {levels.max():.0f}")
+    print(
+        f"{case_id(CASES[index])}: off {np.mean(levels > 0):.4f}, over one level {np.mean(levels > 1):.5f}, "
+        f"max {levels.max():.0f}"
+    )
     assert np.mean(levels > 0) < 0.2 and np.mean(levels > 1) < 0.03
 
 

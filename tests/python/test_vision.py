@@ -3,17 +3,18 @@ backend, transformers and Pillow as pinned in requirements.txt).
 
 Tolerance: pixel_values max abs difference <= 1e-6 and identical image_grid_thw; in practice the
 values are bit-identical, which the tests assert where they can (exact equality)."""
+
 import io
 import json
 import random
 import re
 
+import datagen
 import numpy as np
 import pytest
 from PIL import Image, ImageOps
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-import datagen
 import mmfeed
 
 PROFILES = {
@@ -77,12 +78,14 @@ def test_demo_photos_at_the_sft_budget_and_the_hub_default(tmp_path):
     for max_pixels in (1003520, None):
         ours = mmfeed.ImageProcessor("qwen2-vl", max_pixels=max_pixels)([str(p) for p in paths])
         ref = hf_processor("qwen2-vl", max_pixels=max_pixels)(
-            images=[hf_from_path_bytes(p.read_bytes()) for p in paths], return_tensors="np")
+            images=[hf_from_path_bytes(p.read_bytes()) for p in paths], return_tensors="np"
+        )
         assert_parity(ours, ref)
 
 
-@pytest.mark.parametrize("size", [(1, 1), (3, 2), (27, 29), (28, 28), (57, 113), (2, 398), (398, 2), (1, 200),
-                                  (4000, 3000), (1023, 767)])
+@pytest.mark.parametrize(
+    "size", [(1, 1), (3, 2), (27, 29), (28, 28), (57, 113), (2, 398), (398, 2), (1, 200), (4000, 3000), (1023, 767)]
+)
 def test_edge_sizes(size, photo):
     img = photo.resize(size, Image.Resampling.BILINEAR)
     data = encode(img, "PNG")
@@ -149,8 +152,12 @@ def _png16_rgba(arr: np.ndarray) -> bytes:
     def chunk(tag, body):
         return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 6, 0, 0, 0)) +
-            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 6, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_pil_images_and_arrays_follow_hf_routes(photo):
@@ -160,8 +167,9 @@ def test_pil_images_and_arrays_follow_hf_routes(photo):
     palette = small.quantize(64)
     palette.info["transparency"] = 3
     inputs = [small, rgba, palette, np.asarray(small), np.asarray(small.convert("L"))]
-    ref = hf_processor("qwen2-vl")(images=inputs[:3] + [np.asarray(small), np.asarray(small.convert("L"))[..., None]],
-                                   return_tensors="np")
+    ref = hf_processor("qwen2-vl")(
+        images=inputs[:3] + [np.asarray(small), np.asarray(small.convert("L"))[..., None]], return_tensors="np"
+    )
     assert_parity(mmfeed.ImageProcessor("qwen2-vl")(inputs), ref)
 
 
@@ -202,7 +210,7 @@ def test_uint8_and_bfloat16_outputs_agree_with_float32(photo):
     bf16 = mmfeed.ImageProcessor("qwen2-vl", output="bfloat16")([data])["pixel_values"]
     assert bf16.dtype == np.uint16 and bf16.shape == f32.shape
     as_f32 = (bf16.astype(np.uint32) << 16).view(np.float32)
-    assert np.abs(as_f32 - f32).max() <= np.abs(f32).max() * 2 ** -8
+    assert np.abs(as_f32 - f32).max() <= np.abs(f32).max() * 2**-8
     u8 = mmfeed.ImageProcessor("qwen2-vl", output="uint8")([data])
     assert u8["pixel_values"].shape == (f32.shape[0], 3 * 14 * 14)
     mean = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
@@ -238,9 +246,18 @@ def test_torch_bicubic_is_torchs_uint8_interpolate_byte_for_byte():
     1, 3 and 4 channels. It differs from Pillow's bicubic, so the test also shows that it does."""
     import torch
     import torch.nn.functional as F
+
     rng = random.Random(20)
-    shapes = [(360, 640, 336, 588), (1080, 1920, 448, 812), (57, 91, 28, 56), (240, 320, 448, 588),
-              (33, 1000, 64, 980), (1000, 20, 28, 28), (90, 160, 90, 56), (90, 160, 280, 160)]
+    shapes = [
+        (360, 640, 336, 588),
+        (1080, 1920, 448, 812),
+        (57, 91, 28, 56),
+        (240, 320, 448, 588),
+        (33, 1000, 64, 980),
+        (1000, 20, 28, 28),
+        (90, 160, 90, 56),
+        (90, 160, 280, 160),
+    ]
     shapes += [(rng.randint(1, 400), rng.randint(1, 400), rng.randint(1, 400), rng.randint(1, 400)) for _ in range(16)]
     differs_from_pillow = 0
     for i, (h, w, oh, ow) in enumerate(shapes):
@@ -298,15 +315,20 @@ def test_broken_files_give_clear_errors(photo):
     import zlib
 
     ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
-    huge = (b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr +
-            struct.pack(">I", zlib.crc32(b"IHDR" + ihdr) & 0xFFFFFFFF))
+    huge = (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + ihdr
+        + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr) & 0xFFFFFFFF)
+    )
     cases = dict(BROKEN)
     cases["truncated jpeg"] = (jpeg[: len(jpeg) // 2], f"JPEG data of {len(jpeg) // 2} bytes is corrupt or truncated")
     cases["truncated png"] = (png[: len(png) // 2], f"PNG data of {len(png) // 2} bytes is corrupt or truncated")
     cases["corrupt webp"] = (webp[:40] + b"\xff" * 200, "WebP")
     cases["huge declared png"] = (huge, "image of 100000x100000 = 10000000000 pixels exceeds the limit")
     proc = mmfeed.ImageProcessor("qwen2-vl")
-    for name, (data, message) in cases.items():
+    for data, message in cases.values():
         with pytest.raises(ValueError, match=re.escape("image 1: " + message)):
             proc([jpeg, data])
 
@@ -327,7 +349,9 @@ def test_formats_it_does_not_decode_are_named(photo):
     jpeg = encode(small, "JPEG")
     proc = mmfeed.ImageProcessor("qwen2-vl")
     for name, data in files.items():
-        message = f"image 1: {name}: format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of those"
+        message = (
+            f"image 1: {name}: format not supported (mmfeed decodes JPEG, PNG and WebP); convert it to one of those"
+        )
         with pytest.raises(ValueError, match=re.escape(message)):
             proc([jpeg, data])
 
@@ -340,10 +364,12 @@ def test_fast_mode_keeps_the_grid_and_bounds_its_error(photo):
     np.testing.assert_array_equal(exact["image_grid_thw"], fast["image_grid_thw"])
     diff = exact["pixel_values"].astype(np.float64) - fast["pixel_values"]
     assert np.any(diff != 0), "a 3000x2250 JPEG shrunk to 0.2 MP must take the reduced decode"
-    psnr = 10 * np.log10(255 ** 2 / (diff ** 2).mean())
+    psnr = 10 * np.log10(255**2 / (diff**2).mean())
     assert psnr > 30, psnr
     # Nothing to gain (PNG, or too little shrinking): the fast mode is the exact mode.
     small = encode(photo.resize((640, 480)), "JPEG", quality=90)
     for item in (small, encode(big, "PNG")):
-        np.testing.assert_array_equal(mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000, fast=True)([item])["pixel_values"],
-                                      mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000)([item])["pixel_values"])
+        np.testing.assert_array_equal(
+            mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000, fast=True)([item])["pixel_values"],
+            mmfeed.ImageProcessor("qwen2-vl", max_pixels=200_000)([item])["pixel_values"],
+        )

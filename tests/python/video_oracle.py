@@ -16,6 +16,7 @@ decoder, so that what is compared is what follows decoding:
 Writes OUT_DIR/<i>.npz per job: pixel_values_videos, video_grid_thw, indices, and
 second_per_grid_t (qwen-vl-utils) or timestamps (qwen3-vl); or OUT_DIR/<i>.err with the error.
 """
+
 import json
 import os
 import sys
@@ -68,9 +69,18 @@ from transformers.video_utils import VideoMetadata  # noqa: E402
 # The hub configs: Qwen2-VL's and Qwen2.5-VL's preprocessor_config.json (the video processor is
 # made from it), Qwen3-VL's video_preprocessor_config.json.
 QWEN2 = dict(min_pixels=3136, max_pixels=12845056, patch_size=14, temporal_patch_size=2, merge_size=2)
-QWEN3 = dict(size={"shortest_edge": 4096, "longest_edge": 25165824}, patch_size=16, temporal_patch_size=2,
-             merge_size=2, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], fps=2, min_frames=4,
-             max_frames=768, do_sample_frames=True)
+QWEN3 = dict(
+    size={"shortest_edge": 4096, "longest_edge": 25165824},
+    patch_size=16,
+    temporal_patch_size=2,
+    merge_size=2,
+    image_mean=[0.5, 0.5, 0.5],
+    image_std=[0.5, 0.5, 0.5],
+    fps=2,
+    min_frames=4,
+    max_frames=768,
+    do_sample_frames=True,
+)
 
 
 def run(job: dict) -> dict:
@@ -78,8 +88,9 @@ def run(job: dict) -> dict:
     if job["model"] in ("qwen2-vl", "qwen2.5-vl"):
         _VideoReader.fps[job["frames"]] = job["fps"]
         ele = {"type": "video", "video": job["frames"], **item}
-        (video, metadata), sample_fps = vision_process.fetch_video(ele, return_video_sample_fps=True,
-                                                                  return_video_metadata=True)
+        (video, metadata), sample_fps = vision_process.fetch_video(
+            ele, return_video_sample_fps=True, return_video_metadata=True
+        )
         processor = Qwen2VLVideoProcessor(**QWEN2)
         # What qwen-vl-utils hands the processor: frames it resized with torchvision's v1 resize
         # (a float32 interpolation rounded to uint8), which the processor keeps at their size.
@@ -88,15 +99,28 @@ def run(job: dict) -> dict:
         # bicubic), then its normalize and patchify.
         indices = metadata["frames_indices"]
         frames = torch.from_numpy(np.load(job["frames"])[indices]).permute(0, 3, 1, 2)
-        resized = TorchvisionBackend.resize(processor, frames, SizeDict(height=video.shape[2], width=video.shape[3]),
-                                            resample=PILImageResampling.BICUBIC)
+        resized = TorchvisionBackend.resize(
+            processor,
+            frames,
+            SizeDict(height=video.shape[2], width=video.shape[3]),
+            resample=PILImageResampling.BICUBIC,
+        )
         out = processor(videos=[resized], do_resize=False, do_sample_frames=False, return_tensors="np")
-        return {"pixel_values_videos": out["pixel_values_videos"], "video_grid_thw": out["video_grid_thw"][0],
-                "pixel_values_utils": utils["pixel_values_videos"], "indices": np.asarray(indices),
-                "second_per_grid_t": np.asarray(2 / sample_fps)}
+        return {
+            "pixel_values_videos": out["pixel_values_videos"],
+            "video_grid_thw": out["video_grid_thw"][0],
+            "pixel_values_utils": utils["pixel_values_videos"],
+            "indices": np.asarray(indices),
+            "second_per_grid_t": np.asarray(2 / sample_fps),
+        }
     frames = torch.from_numpy(np.load(job["frames"])).permute(0, 3, 1, 2)
-    metadata = VideoMetadata(total_num_frames=len(frames), fps=job["fps"], width=frames.shape[3],
-                             height=frames.shape[2], duration=len(frames) / job["fps"])
+    metadata = VideoMetadata(
+        total_num_frames=len(frames),
+        fps=job["fps"],
+        width=frames.shape[3],
+        height=frames.shape[2],
+        duration=len(frames) / job["fps"],
+    )
     kwargs = {"num_frames": item.pop("nframes"), "fps": None} if "nframes" in item else {}
     size = dict(QWEN3["size"])
     if "min_pixels" in item:
@@ -104,12 +128,23 @@ def run(job: dict) -> dict:
     if "max_pixels" in item:
         size["longest_edge"] = item.pop("max_pixels")
     processor = Qwen3VLVideoProcessor(**{**QWEN3, "size": size})
-    out = processor(videos=[frames], video_metadata=[metadata], return_metadata=True, cap_pixels_per_frame=False,
-                    return_tensors="np", **kwargs, **item)
+    out = processor(
+        videos=[frames],
+        video_metadata=[metadata],
+        return_metadata=True,
+        cap_pixels_per_frame=False,
+        return_tensors="np",
+        **kwargs,
+        **item,
+    )
     indices = list(out["video_metadata"][0].frames_indices)
     timestamps = Qwen3VLProcessor._calculate_timestamps(None, list(indices), job["fps"], 2)
-    return {"pixel_values_videos": out["pixel_values_videos"], "video_grid_thw": out["video_grid_thw"][0],
-            "indices": np.asarray(indices), "timestamps": np.asarray(timestamps)}
+    return {
+        "pixel_values_videos": out["pixel_values_videos"],
+        "video_grid_thw": out["video_grid_thw"][0],
+        "indices": np.asarray(indices),
+        "timestamps": np.asarray(timestamps),
+    }
 
 
 def main(run_job=run) -> None:

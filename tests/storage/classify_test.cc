@@ -136,8 +136,8 @@ TEST(ClassifyCurlFailureTest, Issue31ARedirectFromHttpsToHttpSaysHttpsStaysHttps
 }
 
 TEST(ClassifyCurlFailureTest, Issue31OutOfMemoryInTheHeadersIsAHeaderOverLibcurlsLimitAndFinal) {
-  const Error e = classify_curl_failure({.code = CURLE_OUT_OF_MEMORY, .detail = "Out of memory", .in_headers = true},
-                                        kUri);
+  const Error e =
+      classify_curl_failure({.code = CURLE_OUT_OF_MEMORY, .detail = "Out of memory", .in_headers = true}, kUri);
   EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
   EXPECT_FALSE(is_retryable(e.code()));
   EXPECT_EQ(e.message(),
@@ -146,8 +146,8 @@ TEST(ClassifyCurlFailureTest, Issue31OutOfMemoryInTheHeadersIsAHeaderOverLibcurl
 }
 
 TEST(ClassifyCurlFailureTest, Issue31LibcurlsErrorTextIsRedacted) {
-  const Error e = classify_curl_failure({.code = CURLE_COULDNT_CONNECT, .detail = "cannot reach https://h/?token=t"},
-                                        kUri);
+  const Error e =
+      classify_curl_failure({.code = CURLE_COULDNT_CONNECT, .detail = "cannot reach https://h/?token=t"}, kUri);
   EXPECT_EQ(e.message(), "cannot reach https://h/?token=REDACTED");
 }
 
@@ -180,8 +180,8 @@ TEST(ClassifyCurlFailureTest, ATruncatedBodyOfUnknownLength) {
 }
 
 TEST(ClassifyRefusalTest, ARefusalKeepsItsCodeAndMessage) {
-  const Error e = classify_refusal(Refusal{ErrorCode::kResourceExhausted, "object too large", false}, CURLE_WRITE_ERROR,
-                                   kUri);
+  const Error e =
+      classify_refusal(Refusal{ErrorCode::kResourceExhausted, "object too large", false}, CURLE_WRITE_ERROR, kUri);
   EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
   EXPECT_FALSE(is_retryable(e.code()));
   EXPECT_EQ(e.to_string(), kUri + ": object too large");

@@ -61,8 +61,9 @@ TEST_F(CredentialsTest, NamedProfileFromBothFiles) {
   write(".aws/credentials",
         "# comment\n[default]\naws_access_key_id=D\naws_secret_access_key=DS\n\n"
         "[dev]\n aws_access_key_id = DEV \naws_secret_access_key = DEVSECRET\naws_session_token = T\n");
-  write(".aws/config", "[default]\nregion = us-west-2\n[profile dev]\nregion = ap-south-1\n"
-                       "endpoint_url = http://minio:9000\ns3 =\n  addressing_style = path\n");
+  write(".aws/config",
+        "[default]\nregion = us-west-2\n[profile dev]\nregion = ap-south-1\n"
+        "endpoint_url = http://minio:9000\ns3 =\n  addressing_style = path\n");
   env_["AWS_PROFILE"] = "dev";
   auto o = resolve();
   ASSERT_TRUE(o.ok()) << o.error().to_string();

@@ -135,7 +135,8 @@ TEST_F(FetcherHttpTest, AThrottledRequestKeepsItsCodeWhenItsAttemptsRunOut) {
   const FetchResult r = fetch(options, uri);
   ASSERT_FALSE(r.data.ok());
   EXPECT_EQ(r.data.error().code(), ErrorCode::kUnavailable);
-  EXPECT_EQ(r.data.error().to_string(), uri + ": HTTP 503 SlowDown: Please reduce your request rate. (after 3 attempts)");
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": HTTP 503 SlowDown: Please reduce your request rate. (after 3 attempts)");
   EXPECT_EQ(r.attempts, 3);
 }
 
@@ -169,8 +170,9 @@ TEST_F(FetcherHttpTest, AContentLengthOverTheObjectLimitIsRefusedBeforeItsBody) 
   ASSERT_FALSE(r.data.ok());
   EXPECT_EQ(r.data.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(r.data.error().to_string(),
-            uri + ": object of 107374182400 bytes (Content-Length) exceeds the object size limit of 1048576 bytes "
-                  "(raise max_object_bytes, --max-object-bytes)");
+            uri +
+                ": object of 107374182400 bytes (Content-Length) exceeds the object size limit of 1048576 bytes "
+                "(raise max_object_bytes, --max-object-bytes)");
   EXPECT_EQ(r.attempts, 1);
 }
 
@@ -182,7 +184,8 @@ TEST_F(FetcherHttpTest, AFirstByteThatNeverComesTimesOutUnderItsDeadline) {
   const FetchResult r = fetch(options, uri);
   ASSERT_FALSE(r.data.ok());
   EXPECT_EQ(r.data.error().code(), ErrorCode::kTimeout);
-  EXPECT_EQ(r.data.error().to_string(), uri + ": no response within the first-byte deadline of 200 ms (after 2 attempts)");
+  EXPECT_EQ(r.data.error().to_string(),
+            uri + ": no response within the first-byte deadline of 200 ms (after 2 attempts)");
   EXPECT_EQ(r.attempts, 2);
 }
 
@@ -304,8 +307,9 @@ TEST_F(FetcherHttpTest, Issue31AHeaderLineOverLibcurlsLimitIsNamedAndNotRetried)
   ASSERT_FALSE(r.data.ok());
   EXPECT_EQ(r.data.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(r.data.error().to_string(),
-            uri + ": response header line over libcurl's limit of 102400 bytes (CURL_MAX_HTTP_HEADER); the answer "
-                  "cannot be read");
+            uri +
+                ": response header line over libcurl's limit of 102400 bytes (CURL_MAX_HTTP_HEADER); the answer "
+                "cannot be read");
   EXPECT_EQ(r.attempts, 1);
 }
 

@@ -20,7 +20,8 @@ class FetcherTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("mmfeed-fetch-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     for (int i = 0; i < 50; ++i) {
-      std::ofstream(dir_ / (std::to_string(i) + ".bin"), std::ios::binary) << std::string(1000 + i * 37, char('a' + i % 26));
+      std::ofstream(dir_ / (std::to_string(i) + ".bin"), std::ios::binary)
+          << std::string(1000 + i * 37, char('a' + i % 26));
     }
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -134,9 +135,9 @@ TEST_F(FetcherTest, Issue15AFileOverTheSizeLimitIsRefusedBeforeReading) {
   options.max_object_bytes = 2000;
   Fetcher fetcher(options, {});
   ASSERT_TRUE(fetcher.submit({parse_uri(sparse.string()).value(), 0, std::nullopt}));
-  ASSERT_TRUE(fetcher.submit({file(40), 1, std::nullopt}));           // 2480 bytes: over
-  ASSERT_TRUE(fetcher.submit({file(40), 2, ByteRange{0, 2000}}));    // the range asked fits
-  ASSERT_TRUE(fetcher.submit({file(1), 3, std::nullopt}));            // 1037 bytes: fits
+  ASSERT_TRUE(fetcher.submit({file(40), 1, std::nullopt}));        // 2480 bytes: over
+  ASSERT_TRUE(fetcher.submit({file(40), 2, ByteRange{0, 2000}}));  // the range asked fits
+  ASSERT_TRUE(fetcher.submit({file(1), 3, std::nullopt}));         // 1037 bytes: fits
   fetcher.close();
   std::map<std::uint64_t, FetchResult> results;
   while (auto r = fetcher.next()) results.emplace(r->tag, std::move(*r));
@@ -144,8 +145,9 @@ TEST_F(FetcherTest, Issue15AFileOverTheSizeLimitIsRefusedBeforeReading) {
   ASSERT_FALSE(results.at(0).data.ok());
   EXPECT_EQ(results.at(0).data.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(results.at(0).data.error().to_string(),
-            "file://" + sparse.string() + ": file of 107374182400 bytes exceeds the object size limit of 2000 bytes "
-            "(raise max_object_bytes, --max-object-bytes)");
+            "file://" + sparse.string() +
+                ": file of 107374182400 bytes exceeds the object size limit of 2000 bytes "
+                "(raise max_object_bytes, --max-object-bytes)");
   ASSERT_FALSE(results.at(1).data.ok());
   EXPECT_EQ(results.at(1).data.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(results.at(2).data.value().size(), 2000u);

@@ -97,7 +97,8 @@ TEST(FileReaderTest, FinishedReadsAreReturnedOnceAndWakeTheOwner) {
 // kTimeout, and so is one queued behind it that no reader took in time.
 TEST(FileReaderTest, Issue15AStuckReadIsAbandonedAtItsDeadline) {
   StuckRead stuck;
-  FileReader reader(1, core::BufferPool(), [] {}, stuck.function());
+  FileReader reader(
+      1, core::BufferPool(), [] {}, stuck.function());
   reader.submit({.id = 1, .path = "stuck", .uri = "file:///mnt/stalled/a.jpg"}, 200);
   reader.submit({.id = 2, .path = "queued", .uri = "file:///mnt/stalled/b.jpg"}, 200);
   Results results;
@@ -126,7 +127,8 @@ TEST(FileReaderTest, Issue15AStuckReadIsAbandonedAtItsDeadline) {
 TEST(FileReaderTest, Issue15DestructionDoesNotWaitForAStuckRead) {
   StuckRead stuck;
   auto wakes = std::make_shared<std::atomic<int>>(0);
-  auto reader = std::make_unique<FileReader>(2, core::BufferPool(), [wakes] { ++*wakes; }, stuck.function());
+  auto reader = std::make_unique<FileReader>(
+      2, core::BufferPool(), [wakes] { ++*wakes; }, stuck.function());
   reader->submit({.id = 1, .path = "stuck", .uri = "stuck"}, 600'000);
   for (int i = 0; i < 6000 && !stuck.started(); ++i) std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(stuck.started());
@@ -146,7 +148,8 @@ TEST(FileReaderTest, Issue15DestructionDoesNotWaitForAStuckRead) {
 
 TEST(FileReaderTest, Issue15AbandonedReadsAreNeverReturned) {
   StuckRead stuck;
-  FileReader reader(1, core::BufferPool(), [] {}, stuck.function());
+  FileReader reader(
+      1, core::BufferPool(), [] {}, stuck.function());
   reader.submit({.id = 1, .path = "stuck", .uri = "stuck"}, 600'000);
   for (int i = 0; i < 6000 && !stuck.started(); ++i) std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(stuck.started());

@@ -39,7 +39,6 @@ class ListingTest : public testing::NginxSuite<ListingTest> {
     o.max_attempts = 1;
     return o;
   }
-
 };
 
 TEST_F(ListingTest, ARepeatedContinuationTokenEndsTheListing) {

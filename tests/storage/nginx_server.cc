@@ -117,9 +117,10 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
   }
   const std::string openssl = find_program("openssl");
   if (openssl.empty()) {
-    return Error(ErrorCode::kNotFound,
-                 "openssl is not installed: the HTTP fetch tests make nginx's TLS certificate with it; scripts/setup.sh "
-                 "installs it");
+    return Error(
+        ErrorCode::kNotFound,
+        "openssl is not installed: the HTTP fetch tests make nginx's TLS certificate with it; scripts/setup.sh "
+        "installs it");
   }
   fs::create_directories(workdir);
 
@@ -131,7 +132,8 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
                    workdir / "openssl.log");
   if (!req.ok()) return req.error();
   if (wait_exit(*req) != 0) {
-    return Error(ErrorCode::kIoError, "openssl could not make the test certificate: " + read_text(workdir / "openssl.log"));
+    return Error(ErrorCode::kIoError,
+                 "openssl could not make the test certificate: " + read_text(workdir / "openssl.log"));
   }
 
   const fs::path servers = MMFEED_TEST_SERVERS_DIR;
@@ -159,12 +161,13 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(*pid, SIGKILL);
       wait_exit(*pid);
-      return Error(ErrorCode::kIoError, "nginx did not listen on port " + std::to_string(port) + " within 30 s: " +
-                                            read_text(workdir / "error.log"));
+      return Error(ErrorCode::kIoError, "nginx did not listen on port " + std::to_string(port) +
+                                            " within 30 s: " + read_text(workdir / "error.log"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return std::unique_ptr<NginxServer>(new NginxServer(*pid, port, tls_port, (fs::absolute(workdir) / "cert.pem").string()));
+  return std::unique_ptr<NginxServer>(
+      new NginxServer(*pid, port, tls_port, (fs::absolute(workdir) / "cert.pem").string()));
 }
 
 NginxServer::~NginxServer() {

@@ -35,13 +35,13 @@ TEST(RedactTest, Issue31NamesAreMatchedWithoutRegardToCaseOrPercentEncoding) {
 }
 
 TEST(RedactTest, Issue31TheCredentialNamesOfOtherStoresAndOAuthAreRedacted) {
-  for (const char* name : {"Signature", "AWSAccessKeyId", "X-Goog-Signature", "X-Goog-Credential", "sig", "token",
-                           "access_token", "password", "secret", "api_key", "apikey", "key", "client_secret",
-                           "refresh_token", "auth"}) {
+  for (const char* name :
+       {"Signature", "AWSAccessKeyId", "X-Goog-Signature", "X-Goog-Credential", "sig", "token", "access_token",
+        "password", "secret", "api_key", "apikey", "key", "client_secret", "refresh_token", "auth"}) {
     EXPECT_TRUE(is_credential_parameter(name)) << name;
   }
-  for (const char* name : {"X-Amz-Expires", "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Algorithm", "versionId",
-                           "se", "sp", "partNumber", "response-content-type", "keys"}) {
+  for (const char* name : {"X-Amz-Expires", "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Algorithm", "versionId", "se",
+                           "sp", "partNumber", "response-content-type", "keys"}) {
     EXPECT_FALSE(is_credential_parameter(name)) << name;
   }
 }
@@ -58,8 +58,8 @@ TEST(RedactTest, Issue31AFragmentsCredentialsAreRedactedToo) {
 }
 
 TEST(RedactTest, Issue31UrisWithoutCredentialsAreUnchanged) {
-  for (const char* uri : {"https://h/a.jpg", "http://h/a.jpg?x=1&flag", "s3://bucket/train/a b.jpg", "file:///data/a.jpg",
-                          "/data/a.jpg", "images/cat.jpg", "http://h/a?", "http://h/a?=v&&"}) {
+  for (const char* uri : {"https://h/a.jpg", "http://h/a.jpg?x=1&flag", "s3://bucket/train/a b.jpg",
+                          "file:///data/a.jpg", "/data/a.jpg", "images/cat.jpg", "http://h/a?", "http://h/a?=v&&"}) {
     EXPECT_EQ(redact_uri(uri), uri);
   }
 }
@@ -82,7 +82,8 @@ TEST(RedactTest, Issue31EveryUrlInFreeTextIsRedacted) {
   EXPECT_EQ(redact_uris_in("https://h/a?sig=s1: HTTP 403; see http://u:p@g/b?token=t2, then ftp://h/x?password=p3."),
             "https://h/a?sig=REDACTED: HTTP 403; see http://REDACTED@g/b?token=REDACTED, then "
             "ftp://h/x?password=REDACTED.");
-  EXPECT_EQ(redact_uris_in("bad URL \"https://h/a?sig=s\" in line 3"), "bad URL \"https://h/a?sig=REDACTED\" in line 3");
+  EXPECT_EQ(redact_uris_in("bad URL \"https://h/a?sig=s\" in line 3"),
+            "bad URL \"https://h/a?sig=REDACTED\" in line 3");
   EXPECT_EQ(redact_uris_in("(HTTPS://h/a?Signature=s)"), "(HTTPS://h/a?Signature=REDACTED)");
 }
 

@@ -83,8 +83,9 @@ TEST(CheckAnswerTest, A206WhoseContentRangeDisagreesWithTheRequestIsRefused) {
   ASSERT_TRUE(refusal);
   EXPECT_EQ(refusal->code, ErrorCode::kIoError);
   EXPECT_FALSE(refusal->object_changed);
-  EXPECT_EQ(refusal->message,
-            "206 answer for other bytes than asked (asked bytes=100-199, got status 206, Content-Range bytes 0-99/1000)");
+  EXPECT_EQ(
+      refusal->message,
+      "206 answer for other bytes than asked (asked bytes=100-199, got status 206, Content-Range bytes 0-99/1000)");
 }
 
 TEST(CheckAnswerTest, A206ShorterThanAskedIsRefused) {

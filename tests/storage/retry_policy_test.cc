@@ -63,7 +63,8 @@ TEST(RetryPolicyTest, TheBackoffIsBoundedByItsCap) {
 TEST(RetryPolicyTest, TheBackoffIsTheSameForTheSameSeed) {
   const RetryPolicy policy(options());
   std::mt19937_64 a(42), b(42);
-  for (int failures = 1; failures <= 5; ++failures) EXPECT_EQ(policy.backoff_ns(failures, a), policy.backoff_ns(failures, b));
+  for (int failures = 1; failures <= 5; ++failures)
+    EXPECT_EQ(policy.backoff_ns(failures, a), policy.backoff_ns(failures, b));
 }
 
 TEST(RetryPolicyTest, ANegativeBaseWaitsNotAtAll) {
@@ -165,7 +166,8 @@ TEST(FinalErrorTest, AFailedPartCountsItsOwnAttemptsThenAll) {
 }
 
 TEST(FinalErrorTest, AnObjectOfOnePartCountsAttemptsOnly) {
-  const Error e = final_error(Error(ErrorCode::kIoError, "x", "u"), {.part = 0, .parts = 1, .part_failures = 2, .attempts = 2});
+  const Error e =
+      final_error(Error(ErrorCode::kIoError, "x", "u"), {.part = 0, .parts = 1, .part_failures = 2, .attempts = 2});
   EXPECT_EQ(e.message(), "x (after 2 attempts)");
 }
 

@@ -74,10 +74,9 @@ TEST(UriTest, MalformedUrisAreRejectedWithTheReason) {
 // libcurl read it ("ok.png\0.jpg" loaded ok.png; a URL lost the rest of its path).
 TEST(UriTest, Issue31ANulByteIsRefusedWhereverItIs) {
   using namespace std::string_view_literals;
-  for (const auto& [text, shown] : {std::pair{"ok.png\0.jpg"sv, "ok.png\\x00.jpg"},
-                                    std::pair{"http://h/a\0/b.jpg"sv, "http://h/a\\x00/b.jpg"},
-                                    std::pair{"s3://b/k\0x"sv, "s3://b/k\\x00x"},
-                                    std::pair{"file:///x\0y"sv, "file:///x\\x00y"}}) {
+  for (const auto& [text, shown] :
+       {std::pair{"ok.png\0.jpg"sv, "ok.png\\x00.jpg"}, std::pair{"http://h/a\0/b.jpg"sv, "http://h/a\\x00/b.jpg"},
+        std::pair{"s3://b/k\0x"sv, "s3://b/k\\x00x"}, std::pair{"file:///x\0y"sv, "file:///x\\x00y"}}) {
     auto uri = parse_uri(text);
     ASSERT_FALSE(uri.ok()) << shown;
     EXPECT_EQ(uri.error().code(), ErrorCode::kInvalidArgument);
@@ -88,7 +87,9 @@ TEST(UriTest, Issue31ANulByteIsRefusedWhereverItIs) {
 }
 
 TEST(UriTest, Issue31AControlCharacterInAUrlIsRefused) {
-  auto uri = parse_uri("https://h/a\x01" "b.jpg");
+  auto uri = parse_uri(
+      "https://h/a\x01"
+      "b.jpg");
   ASSERT_FALSE(uri.ok());
   EXPECT_EQ(uri.error().to_string(),
             "https://h/a\\x01b.jpg: URL contains a control character (0x01 at byte 11); percent-encode it");

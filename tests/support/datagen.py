@@ -65,8 +65,16 @@ def source_photos() -> list[Path]:
 
     skimage_dir = Path(skimage.data.__file__).parent
     sklearn_dir = Path(sklearn.datasets.__file__).parent / "images"
-    names = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "hubble_deep_field.jpg",
-             "motorcycle_left.png", "camera.png", "retina.jpg"]
+    names = [
+        "astronaut.png",
+        "chelsea.png",
+        "coffee.png",
+        "rocket.jpg",
+        "hubble_deep_field.jpg",
+        "motorcycle_left.png",
+        "camera.png",
+        "retina.jpg",
+    ]
     photos = [skimage_dir / n for n in names]
     photos += [sklearn_dir / "china.jpg", sklearn_dir / "flower.jpg"]
     if GNOME_BACKGROUNDS.is_dir():
@@ -96,7 +104,7 @@ class ImageSpec:
     source: str
     crop: tuple[int, int, int, int]
     size: tuple[int, int]  # width, height after the rescale
-    kind: str              # e.g. "jpeg-progressive-444", "png-palette-alpha"
+    kind: str  # e.g. "jpeg-progressive-444", "png-palette-alpha"
     ext: str
     options: dict
 
@@ -113,18 +121,27 @@ class ImageRecord:
 
 # name, weight, extension
 _KINDS = [
-    ("jpeg-baseline-420", 20, "jpg"), ("jpeg-baseline-444", 8, "jpg"),
-    ("jpeg-progressive-420", 10, "jpg"), ("jpeg-progressive-444", 4, "jpg"),
-    ("jpeg-gray", 5, "jpg"), ("jpeg-cmyk", 2, "jpg"), ("jpeg-exif-rotated", 4, "jpg"),
-    ("png-rgb", 8, "png"), ("png-rgba", 6, "png"), ("png-gray", 3, "png"),
-    ("png-gray16", 2, "png"), ("png-palette", 3, "png"), ("png-palette-alpha", 3, "png"),
-    ("webp-lossy", 10, "webp"), ("webp-lossless", 4, "webp"), ("webp-alpha", 4, "webp"),
+    ("jpeg-baseline-420", 20, "jpg"),
+    ("jpeg-baseline-444", 8, "jpg"),
+    ("jpeg-progressive-420", 10, "jpg"),
+    ("jpeg-progressive-444", 4, "jpg"),
+    ("jpeg-gray", 5, "jpg"),
+    ("jpeg-cmyk", 2, "jpg"),
+    ("jpeg-exif-rotated", 4, "jpg"),
+    ("png-rgb", 8, "png"),
+    ("png-rgba", 6, "png"),
+    ("png-gray", 3, "png"),
+    ("png-gray16", 2, "png"),
+    ("png-palette", 3, "png"),
+    ("png-palette-alpha", 3, "png"),
+    ("webp-lossy", 10, "webp"),
+    ("webp-lossless", 4, "webp"),
+    ("webp-alpha", 4, "webp"),
 ]
 KINDS = {name: ext for name, _, ext in _KINDS}
 
 
-def plan_image(index: int, seed: int, sources: list[Path], max_megapixels: float,
-               kind: str | None = None) -> ImageSpec:
+def plan_image(index: int, seed: int, sources: list[Path], max_megapixels: float, kind: str | None = None) -> ImageSpec:
     """The variation image `index` gets; `kind` forces an encoding (one of KINDS)."""
     rng = random.Random(f"image:{seed}:{index}")
     source = sources[rng.randrange(len(sources))]
@@ -188,8 +205,9 @@ def encode_image(spec: ImageSpec, seed: int) -> bytes:
             target = rgb.convert("CMYK")
         elif kind == "jpeg-exif-rotated":
             # Store the pixels turned so that applying the EXIF orientation restores them.
-            undo = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90,
-                    8: Image.Transpose.ROTATE_270}[opts["orientation"]]
+            undo = {3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90, 8: Image.Transpose.ROTATE_270}[
+                opts["orientation"]
+            ]
             target = rgb.transpose(undo)
             exif = Image.Exif()
             exif[0x0112] = opts["orientation"]
@@ -235,73 +253,103 @@ def _write_image(args: tuple[ImageSpec, int, str]) -> ImageRecord:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
-    return ImageRecord(rel, spec.kind, spec.size[0], spec.size[1], len(data),
-                       hashlib.sha256(data).hexdigest())
+    return ImageRecord(rel, spec.kind, spec.size[0], spec.size[1], len(data), hashlib.sha256(data).hexdigest())
 
 
 # --- conversations ----------------------------------------------------------------------------
 # Our own short texts in several scripts; an answer strings 1-12 of its language's sentences.
 _LANGS = {
     "en": {
-        "ask": ["What is in this picture?", "Describe the image in detail.",
-                "How many distinct objects can you count here?",
-                "Compare these images. What do they have in common?",
-                "Write a short caption for a museum label.",
-                "Is there anything unusual about the lighting?"],
-        "follow": ["Can you say more about the background?", "What colours dominate?",
-                   "Would this work as a book cover? Why?", "Summarise that in one line."],
-        "say": ["The scene is lit from the upper left, which leaves long soft shadows.",
-                "In the foreground there is a subject in sharp focus.",
-                "The background falls off into a gentle blur.",
-                "Warm tones dominate, with a few cool accents near the edges.",
-                "Several small details reward a closer look.",
-                "The composition follows the rule of thirds quite closely.",
-                "Nothing in the frame looks staged; it reads as a candid moment.",
-                "Texture is the real subject here: grain, fibre and stone.",
-                "I count at least five separate objects, two of them partly hidden.",
-                "It would suit a cover, because the centre leaves room for a title."],
+        "ask": [
+            "What is in this picture?",
+            "Describe the image in detail.",
+            "How many distinct objects can you count here?",
+            "Compare these images. What do they have in common?",
+            "Write a short caption for a museum label.",
+            "Is there anything unusual about the lighting?",
+        ],
+        "follow": [
+            "Can you say more about the background?",
+            "What colours dominate?",
+            "Would this work as a book cover? Why?",
+            "Summarise that in one line.",
+        ],
+        "say": [
+            "The scene is lit from the upper left, which leaves long soft shadows.",
+            "In the foreground there is a subject in sharp focus.",
+            "The background falls off into a gentle blur.",
+            "Warm tones dominate, with a few cool accents near the edges.",
+            "Several small details reward a closer look.",
+            "The composition follows the rule of thirds quite closely.",
+            "Nothing in the frame looks staged; it reads as a candid moment.",
+            "Texture is the real subject here: grain, fibre and stone.",
+            "I count at least five separate objects, two of them partly hidden.",
+            "It would suit a cover, because the centre leaves room for a title.",
+        ],
         "system": "You are a careful visual assistant. Answer precisely and say when you are unsure.",
     },
     "zh": {
         "ask": ["这张图片里有什么？", "请详细描述这幅图像。", "图中一共有几个物体？", "这几张图有什么共同点？"],
         "follow": ["背景里还有什么？", "主要是什么颜色？", "用一句话总结一下。"],
-        "say": ["画面左上方的光线投下了柔和的长影。", "前景中的主体对焦清晰。", "背景逐渐虚化，层次分明。",
-                "整体色调偏暖，边缘有少量冷色点缀。", "仔细看会发现许多小细节。", "构图大致符合三分法。",
-                "这看起来像是一个自然抓拍的瞬间。"],
+        "say": [
+            "画面左上方的光线投下了柔和的长影。",
+            "前景中的主体对焦清晰。",
+            "背景逐渐虚化，层次分明。",
+            "整体色调偏暖，边缘有少量冷色点缀。",
+            "仔细看会发现许多小细节。",
+            "构图大致符合三分法。",
+            "这看起来像是一个自然抓拍的瞬间。",
+        ],
         "system": "你是一个细心的视觉助手，请准确回答。",
     },
     "ar": {
         "ask": ["ماذا يوجد في هذه الصورة؟", "صف الصورة بالتفصيل.", "كم عدد الأشياء التي تراها؟"],
         "follow": ["ماذا عن الخلفية؟", "ما الألوان الغالبة؟"],
-        "say": ["الإضاءة تأتي من الأعلى وتترك ظلالاً ناعمة.", "الموضوع في المقدمة واضح وحاد.",
-                "الخلفية ضبابية بشكل لطيف.", "الألوان الدافئة هي الغالبة في المشهد.",
-                "هناك تفاصيل صغيرة كثيرة تستحق النظر."],
+        "say": [
+            "الإضاءة تأتي من الأعلى وتترك ظلالاً ناعمة.",
+            "الموضوع في المقدمة واضح وحاد.",
+            "الخلفية ضبابية بشكل لطيف.",
+            "الألوان الدافئة هي الغالبة في المشهد.",
+            "هناك تفاصيل صغيرة كثيرة تستحق النظر.",
+        ],
         "system": "أنت مساعد بصري دقيق.",
     },
     "ja": {
         "ask": ["この画像には何が写っていますか？", "写真を詳しく説明してください。"],
         "follow": ["背景について教えてください。", "一言でまとめると？"],
-        "say": ["左上からの光が柔らかい影を落としています。", "手前の被写体にピントが合っています。",
-                "背景はなめらかにぼけています。", "暖色系の色が全体を占めています。"],
+        "say": [
+            "左上からの光が柔らかい影を落としています。",
+            "手前の被写体にピントが合っています。",
+            "背景はなめらかにぼけています。",
+            "暖色系の色が全体を占めています。",
+        ],
         "system": "あなたは丁寧な画像アシスタントです。",
     },
     "emoji": {
         "ask": ["What vibe does this give? 🤔📸", "Rate this photo 1-10 ⭐ and explain 👇"],
         "follow": ["Any emoji that sums it up? 😄", "Would you post it? 📱"],
-        "say": ["Cozy vibes all around ☕️🍂", "Solid 8/10 ⭐⭐⭐⭐⭐⭐⭐⭐ great light 🌅",
-                "The family emoji 👨‍👩‍👧‍👦 fits the warmth here.", "Flags for the trip log: 🇯🇵🇫🇷🇧🇷",
-                "Skin tones matter in captions too: 👋🏽👍🏿"],
+        "say": [
+            "Cozy vibes all around ☕️🍂",
+            "Solid 8/10 ⭐⭐⭐⭐⭐⭐⭐⭐ great light 🌅",
+            "The family emoji 👨‍👩‍👧‍👦 fits the warmth here.",
+            "Flags for the trip log: 🇯🇵🇫🇷🇧🇷",
+            "Skin tones matter in captions too: 👋🏽👍🏿",
+        ],
         "system": "Keep it short and friendly 😊",
     },
     "code": {
-        "ask": ["Write Python that loads this image and prints its size.",
-                "Give me a C++ snippet that crops the centre of this picture."],
+        "ask": [
+            "Write Python that loads this image and prints its size.",
+            "Give me a C++ snippet that crops the centre of this picture.",
+        ],
         "follow": ["Now add error handling.", "Make it work for a whole folder."],
-        "say": ["```python\nfrom PIL import Image\n\nwith Image.open(path) as im:\n    print(im.size)\n```",
-                "```cpp\nauto crop = image.sub(w / 4, h / 4, w / 2, h / 2);\n```",
-                "Wrap the call in `try: ... except OSError as err:` and report `err`.",
-                "```python\nfor p in sorted(Path(folder).glob('*.jpg')):\n    print(p, Image.open(p).size)\n```",
-                "\tIndentation and tabs\tmatter\r\nin some files, and CRLF line ends too."],
+        "say": [
+            "```python\nfrom PIL import Image\n\nwith Image.open(path) as im:\n    print(im.size)\n```",
+            "```cpp\nauto crop = image.sub(w / 4, h / 4, w / 2, h / 2);\n```",
+            "Wrap the call in `try: ... except OSError as err:` and report `err`.",
+            "```python\nfor p in sorted(Path(folder).glob('*.jpg')):\n    print(p, Image.open(p).size)\n```",
+            "\tIndentation and tabs\tmatter\r\nin some files, and CRLF line ends too.",
+        ],
         "system": "You are a programming assistant. Reply with code first.",
     },
 }
@@ -344,16 +392,30 @@ def make_conversation(sample: int, seed: int, image_paths: list[str]) -> tuple[d
 _VIDEO_KINDS = [
     ("h264-mp4", 6, "mp4", ["-c:v", "libx264", "-preset", "fast", "-pix_fmt", "yuv420p", "-threads", "1"]),
     ("h264-mkv", 2, "mkv", ["-c:v", "libx264", "-preset", "fast", "-pix_fmt", "yuv420p", "-threads", "1"]),
-    ("vp9-webm", 2, "webm", ["-c:v", "libvpx-vp9", "-b:v", "600k", "-deadline", "realtime", "-cpu-used", "8",
-                             "-threads", "1"]),
+    (
+        "vp9-webm",
+        2,
+        "webm",
+        ["-c:v", "libvpx-vp9", "-b:v", "600k", "-deadline", "realtime", "-cpu-used", "8", "-threads", "1"],
+    ),
 ]
 _VIDEO_SIZES = [((320, 240), 2), ((640, 360), 4), ((854, 480), 2), ((1280, 720), 1)]
-_VIDEO_ASKS = ["What happens in this clip?", "Describe the camera movement.", "这段视频里发生了什么？",
-               "Summarise the video in one sentence.", "ما الذي يحدث في هذا المقطع؟", "この動画を説明してください。"]
-_VIDEO_SAYS = ["The camera drifts slowly across the scene and closes in on the subject.",
-               "A slow zoom: the frame narrows towards the centre while the light stays even.",
-               "镜头缓缓推进，画面逐渐聚焦在主体上。", "The view pans from one side to the other without a cut.",
-               "الكاميرا تقترب ببطء من الموضوع.", "カメラがゆっくりと被写体に近づいていきます。"]
+_VIDEO_ASKS = [
+    "What happens in this clip?",
+    "Describe the camera movement.",
+    "这段视频里发生了什么？",
+    "Summarise the video in one sentence.",
+    "ما الذي يحدث في هذا المقطع؟",
+    "この動画を説明してください。",
+]
+_VIDEO_SAYS = [
+    "The camera drifts slowly across the scene and closes in on the subject.",
+    "A slow zoom: the frame narrows towards the centre while the light stays even.",
+    "镜头缓缓推进，画面逐渐聚焦在主体上。",
+    "The view pans from one side to the other without a cut.",
+    "الكاميرا تقترب ببطء من الموضوع.",
+    "カメラがゆっくりと被写体に近づいていきます。",
+]
 
 
 @dataclass
@@ -394,8 +456,16 @@ def plan_video(index: int, seed: int, sources: list[Path]) -> VideoSpec:
     ch = max(24, round(cw / aspect))
     x0, y0 = rng.randrange(sw - cw + 1), rng.randrange(max(1, sh - ch + 1))
     kind, _, ext, _ = rng.choices(_VIDEO_KINDS, weights=[w for _, w, _, _ in _VIDEO_KINDS])[0]
-    return VideoSpec(index, str(source), (x0, y0, x0 + cw, y0 + min(ch, sh)), size, rng.choice([24, 25, 30]),
-                     rng.choice([2.0, 3.0, 4.0, 6.0, 8.0]), kind, ext)
+    return VideoSpec(
+        index,
+        str(source),
+        (x0, y0, x0 + cw, y0 + min(ch, sh)),
+        size,
+        rng.choice([24, 25, 30]),
+        rng.choice([2.0, 3.0, 4.0, 6.0, 8.0]),
+        kind,
+        ext,
+    )
 
 
 def _write_video(args: tuple[VideoSpec, int, str]) -> VideoRecord:
@@ -406,7 +476,9 @@ def _write_video(args: tuple[VideoSpec, int, str]) -> VideoRecord:
     w, h = spec.size
     frames = round(spec.fps * spec.seconds)
     # The crop at twice the frame size, so the zoom has pixels to spend.
-    still = _load_source(Path(spec.source)).convert("RGB").crop(spec.crop).resize((2 * w, 2 * h), Image.Resampling.LANCZOS)
+    still = (
+        _load_source(Path(spec.source)).convert("RGB").crop(spec.crop).resize((2 * w, 2 * h), Image.Resampling.LANCZOS)
+    )
     zoom = rng.uniform(0.0005, 0.002)
     pan = rng.choice(["iw/2-(iw/zoom/2)", f"(iw-iw/zoom)*on/{frames}"])
     rel = f"videos/{spec.index:06d}.{spec.ext}"
@@ -416,11 +488,31 @@ def _write_video(args: tuple[VideoSpec, int, str]) -> VideoRecord:
         png = Path(tmp) / "still.png"
         still.save(png)
         tmp_out = Path(tmp) / f"clip.{spec.ext}"
-        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(png), "-vf",
-                        f"zoompan=z='min(zoom+{zoom:.5f},1.6)':x='{pan}':y='ih/2-(ih/zoom/2)':d={frames}:"
-                        f"s={w}x{h}:fps={spec.fps}", "-frames:v", str(frames), *encoder,
-                        "-fflags", "+bitexact", "-flags:v", "+bitexact", str(tmp_out)],
-                       check=True, timeout=600, capture_output=True)
+        subprocess.run(
+            [
+                "ffmpeg",
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-y",
+                "-i",
+                str(png),
+                "-vf",
+                f"zoompan=z='min(zoom+{zoom:.5f},1.6)':x='{pan}':y='ih/2-(ih/zoom/2)':d={frames}:"
+                f"s={w}x{h}:fps={spec.fps}",
+                "-frames:v",
+                str(frames),
+                *encoder,
+                "-fflags",
+                "+bitexact",
+                "-flags:v",
+                "+bitexact",
+                str(tmp_out),
+            ],
+            check=True,
+            timeout=600,
+            capture_output=True,
+        )
         data = tmp_out.read_bytes()
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(data)
@@ -435,8 +527,10 @@ def make_video_conversation(index: int, seed: int, video: str, image: str | None
     item.update(keys)
     content = [item] + ([{"type": "image", "image": image}] if image else [])
     content.append({"type": "text", "text": rng.choice(_VIDEO_ASKS)})
-    messages = [{"role": "user", "content": content},
-                {"role": "assistant", "content": [{"type": "text", "text": rng.choice(_VIDEO_SAYS)}]}]
+    messages = [
+        {"role": "user", "content": content},
+        {"role": "assistant", "content": [{"type": "text", "text": rng.choice(_VIDEO_SAYS)}]},
+    ]
     return {"id": f"video-{index:06d}", "messages": messages}
 
 
@@ -514,7 +608,7 @@ def write_shards(manifest: Path, out: Path, per_shard: int, tagged_every: int = 
     for first in range(0, len(samples), per_shard):
         path = out / f"shard-{first // per_shard:03d}.tar"
         with webdataset.TarWriter(str(path)) as writer:
-            for i, sample in enumerate(samples[first:first + per_shard], start=first):
+            for i, sample in enumerate(samples[first : first + per_shard], start=first):
                 key, members = shard_form(sample, manifest.parent, tagged=tagged_every > 0 and i % tagged_every == 0)
                 writer.write({"__key__": key, **members})
         paths.append(path)
@@ -527,9 +621,13 @@ def parquet_form(sample: dict, root: Path) -> dict:
     `root`, the manifest's folder), its videos' paths as written, every column present (null or
     empty where the sample has none)."""
     row = tagged_form(sample)
-    return {"id": row["id"], "messages": row["messages"], "system": row.get("system"),
-            "images": [{"bytes": (root / p).read_bytes(), "path": None} for p in row.get("images", [])],
-            "videos": row.get("videos", [])}
+    return {
+        "id": row["id"],
+        "messages": row["messages"],
+        "system": row.get("system"),
+        "images": [{"bytes": (root / p).read_bytes(), "path": None} for p in row.get("images", [])],
+        "videos": row.get("videos", []),
+    }
 
 
 def write_parquet(manifest: Path, out: Path, per_file: int, writer: str = "datasets", **pyarrow_options) -> list[Path]:
@@ -542,18 +640,20 @@ def write_parquet(manifest: Path, out: Path, per_file: int, writer: str = "datas
     import pyarrow.parquet as pq
 
     datasets.disable_progress_bars()
-    features = datasets.Features({
-        "id": datasets.Value("string"),
-        "messages": datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")}),
-        "system": datasets.Value("string"),
-        "images": datasets.List(datasets.Image()),
-        "videos": datasets.List(datasets.Value("string")),
-    })
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "messages": datasets.List({"role": datasets.Value("string"), "content": datasets.Value("string")}),
+            "system": datasets.Value("string"),
+            "images": datasets.List(datasets.Image()),
+            "videos": datasets.List(datasets.Value("string")),
+        }
+    )
     out.mkdir(parents=True, exist_ok=True)
     samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
     paths = []
     for first in range(0, len(samples), per_file):
-        rows = [parquet_form(s, manifest.parent) for s in samples[first:first + per_file]]
+        rows = [parquet_form(s, manifest.parent) for s in samples[first : first + per_file]]
         table = datasets.Dataset.from_list(rows, features=features)
         path = out / f"train-{first // per_file:05d}.parquet"
         if writer == "datasets":
@@ -570,8 +670,9 @@ def _ffmpeg_version() -> str:
     return subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True).stdout.split("\n")[0]
 
 
-def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
-             workers: int | None = None, videos: int = 0) -> dict:
+def generate(
+    out: Path, samples: int, seed: int, max_megapixels: float = 12.0, workers: int | None = None, videos: int = 0
+) -> dict:
     """Writes the data set under `out` and returns its summary (also saved as dataset.json).
 
     A directory already holding the same data set (same arguments, all files present with
@@ -582,8 +683,13 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
         raise ValueError("--samples must be positive")
     if videos < 0:
         raise ValueError("--videos must not be negative")
-    params = {"generator": GENERATOR_VERSION, "samples": samples, "seed": seed,
-              "max_megapixels": max_megapixels, "pillow": Image.__version__}
+    params = {
+        "generator": GENERATOR_VERSION,
+        "samples": samples,
+        "seed": seed,
+        "max_megapixels": max_megapixels,
+        "pillow": Image.__version__,
+    }
     if videos:
         params.update(videos=videos, ffmpeg=_ffmpeg_version())
     out = Path(out)
@@ -593,8 +699,9 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
         stored = info.get("params", {})
         images_only = {k: v for k, v in stored.items() if k not in ("videos", "ffmpeg")}
         if (stored == params or (not videos and images_only == params)) and all(
-                (out / rec["path"]).is_file() and (out / rec["path"]).stat().st_size == rec["bytes"]
-                for rec in info["images"] + info.get("videos", [])):
+            (out / rec["path"]).is_file() and (out / rec["path"]).stat().st_size == rec["bytes"]
+            for rec in info["images"] + info.get("videos", [])
+        ):
             info["summary"]["reused"] = True
             return info["summary"]
 
@@ -627,9 +734,13 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
 
     if video_records:
         pick = random.Random(f"video-images:{seed}")
-        video_lines = [json.dumps(make_video_conversation(
-            i, seed, r.path, pick.choice(records).path if pick.random() < 0.25 else None), ensure_ascii=False)
-            for i, r in enumerate(video_records)]
+        video_lines = [
+            json.dumps(
+                make_video_conversation(i, seed, r.path, pick.choice(records).path if pick.random() < 0.25 else None),
+                ensure_ascii=False,
+            )
+            for i, r in enumerate(video_records)
+        ]
         tmp = (out / "videos.jsonl").with_suffix(".jsonl.tmp")
         tmp.write_text("\n".join(video_lines) + "\n", encoding="utf-8")
         os.replace(tmp, out / "videos.jsonl")
@@ -639,21 +750,36 @@ def generate(out: Path, samples: int, seed: int, max_megapixels: float = 12.0,
         kinds[r.kind] = kinds.get(r.kind, 0) + 1
     mps = [r.width * r.height / 1e6 for r in records]
     summary = {
-        "out": str(out), "manifest": str(manifest), "samples": samples, "images": len(records),
+        "out": str(out),
+        "manifest": str(manifest),
+        "samples": samples,
+        "images": len(records),
         "bytes": sum(r.bytes for r in records),
-        "megapixels": {"min": round(min(mps), 3), "median": round(statistics.median(mps), 3),
-                       "max": round(max(mps), 3)},
-        "kinds": dict(sorted(kinds.items())), "languages": dict(sorted(langs.items())),
+        "megapixels": {
+            "min": round(min(mps), 3),
+            "median": round(statistics.median(mps), 3),
+            "max": round(max(mps), 3),
+        },
+        "kinds": dict(sorted(kinds.items())),
+        "languages": dict(sorted(langs.items())),
         "turns": {str(k): v for k, v in sorted(turns.items())},
-        "sources": len(sources), "reused": False,
+        "sources": len(sources),
+        "reused": False,
     }
     if video_records:
-        summary["videos"] = {"manifest": str(out / "videos.jsonl"), "count": len(video_records),
-                             "bytes": sum(r.bytes for r in video_records),
-                             "seconds": sum(r.seconds for r in video_records),
-                             "kinds": {k: sum(1 for r in video_records if r.kind == k) for k, *_ in _VIDEO_KINDS}}
-    info = {"params": params, "summary": summary, "images": [asdict(r) for r in records],
-            "videos": [asdict(r) for r in video_records]}
+        summary["videos"] = {
+            "manifest": str(out / "videos.jsonl"),
+            "count": len(video_records),
+            "bytes": sum(r.bytes for r in video_records),
+            "seconds": sum(r.seconds for r in video_records),
+            "kinds": {k: sum(1 for r in video_records if r.kind == k) for k, *_ in _VIDEO_KINDS},
+        }
+    info = {
+        "params": params,
+        "summary": summary,
+        "images": [asdict(r) for r in records],
+        "videos": [asdict(r) for r in video_records],
+    }
     info_path.write_text(json.dumps(info, indent=1, ensure_ascii=False) + "\n")
     return summary
 
@@ -671,8 +797,11 @@ def format_summary(s: dict) -> str:
     ]
     if "videos" in s:
         v = s["videos"]
-        lines.append(f"  videos     {v['count']} clips, {v['seconds']:.0f} s, {v['bytes'] / 1e6:.1f} MB ("
-                     + ", ".join(f"{k} {n}" for k, n in v["kinds"].items()) + f"): {v['manifest']}")
+        lines.append(
+            f"  videos     {v['count']} clips, {v['seconds']:.0f} s, {v['bytes'] / 1e6:.1f} MB ("
+            + ", ".join(f"{k} {n}" for k, n in v["kinds"].items())
+            + f"): {v['manifest']}"
+        )
     if "wds" in s:
         lines.append(f"  shards     {s['wds']} (WebDataset)")
     if "parquet" in s:
@@ -685,18 +814,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="directory to write")
     parser.add_argument("--samples", type=int, default=64, help="number of samples (default 64)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    parser.add_argument("--max-megapixels", type=float, default=12.0,
-                        help="largest image, in megapixels (default 12)")
+    parser.add_argument("--max-megapixels", type=float, default=12.0, help="largest image, in megapixels (default 12)")
     parser.add_argument("--workers", type=int, default=None, help="encoder processes (default: cores)")
-    parser.add_argument("--videos", type=int, default=0,
-                        help="also write this many clips and videos.jsonl (default 0; needs the ffmpeg command)")
-    parser.add_argument("--format", default="jsonl",
-                        help="jsonl (the manifest beside the images); add wds for the samples also as WebDataset "
-                             "shards in DIR/wds/ (--per-shard each; needs webdataset), parquet for Parquet files "
-                             "in DIR/parquet/ as Hugging Face datasets writes them (--per-shard rows each, the "
-                             "images' bytes inline): jsonl,wds,parquet")
-    parser.add_argument("--per-shard", type=int, default=32,
-                        help="samples per WebDataset shard or Parquet file (default 32)")
+    parser.add_argument(
+        "--videos",
+        type=int,
+        default=0,
+        help="also write this many clips and videos.jsonl (default 0; needs the ffmpeg command)",
+    )
+    parser.add_argument(
+        "--format",
+        default="jsonl",
+        help="jsonl (the manifest beside the images); add wds for the samples also as WebDataset "
+        "shards in DIR/wds/ (--per-shard each; needs webdataset), parquet for Parquet files "
+        "in DIR/parquet/ as Hugging Face datasets writes them (--per-shard rows each, the "
+        "images' bytes inline): jsonl,wds,parquet",
+    )
+    parser.add_argument(
+        "--per-shard", type=int, default=32, help="samples per WebDataset shard or Parquet file (default 32)"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     formats = set(args.format.split(","))

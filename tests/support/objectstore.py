@@ -30,8 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = None,
-                  timeout: float = 30.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = None, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -61,9 +60,16 @@ def s3_env(endpoint: str, access_key: str, secret_key: str, region: str = "us-ea
     """This process's environment with every AWS_ setting replaced by one S3 endpoint and key
     pair (no profiles, no instance metadata), for boto3 and mmfeed alike."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret_key,
-               AWS_REGION=region, AWS_DEFAULT_REGION=region, AWS_CONFIG_FILE="/nonexistent",
-               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_EC2_METADATA_DISABLED="true")
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID=access_key,
+        AWS_SECRET_ACCESS_KEY=secret_key,
+        AWS_REGION=region,
+        AWS_DEFAULT_REGION=region,
+        AWS_CONFIG_FILE="/nonexistent",
+        AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     return env
 
 
@@ -96,23 +102,47 @@ class Nginx:
     def certificate(self) -> Path:
         return self.workdir / "cert.pem"
 
-    def start(self) -> "Nginx":
+    def start(self) -> Nginx:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
-                        str(self.workdir / "key.pem"), "-out", str(self.certificate)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(self.workdir / "key.pem"),
+                "-out",
+                str(self.certificate),
+            ],
+            check=True,
+            capture_output=True,
+        )
         text = (SERVERS_DIR / "nginx.conf.in").read_text()
         user = "user root root;" if os.geteuid() == 0 else ""
-        for key, value in {"@PREFIX@": str(self.workdir), "@PORT@": str(self.port), "@TLSPORT@": str(self.tls_port),
-                           "@ROOT@": str(self.root), "@USER@": user,
-                           "@SERVERS@": str(SERVERS_DIR)}.items():
+        for key, value in {
+            "@PREFIX@": str(self.workdir),
+            "@PORT@": str(self.port),
+            "@TLSPORT@": str(self.tls_port),
+            "@ROOT@": str(self.root),
+            "@USER@": user,
+            "@SERVERS@": str(SERVERS_DIR),
+        }.items():
             text = text.replace(key, value)
         conf = self.workdir / "nginx.conf"
         conf.write_text(text)
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.proc = subprocess.Popen([nginx, "-c", str(conf), "-p", str(self.workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [nginx, "-c", str(conf), "-p", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         wait_for_port(self.port, self.proc, "nginx", self.workdir / "error.log")
         return self
 
@@ -122,7 +152,7 @@ class Nginx:
     def stop(self) -> None:
         stop_process(self.proc)
 
-    def __enter__(self) -> "Nginx":
+    def __enter__(self) -> Nginx:
         return self.start()
 
     def __exit__(self, *exc) -> None:

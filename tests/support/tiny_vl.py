@@ -8,6 +8,7 @@ make the reference batches.
     batch = processor_batch(processor, [sample, ...], manifest_dir)   # transformers' padded batch
     loss = model(**batch, labels=...).loss
 """
+
 from __future__ import annotations
 
 import io
@@ -27,17 +28,22 @@ def hf_processor(family: str, max_pixels: int):
     """transformers' processor for `family`: the PIL image processor at the family's patch size,
     mean and std, the project's tokenizer, and the family's chat template."""
     from transformers import Qwen2TokenizerFast
+    from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
     from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
-    from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from transformers.processing_utils import ProcessorMixin
 
     tok = Qwen2TokenizerFast(tokenizer_file=str(TOKENIZER), pad_token="<|endoftext|>", padding_side="right")
     if family == "qwen3-vl":
-        images = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
-                                          image_std=[0.5] * 3,
-                                          size={"shortest_edge": 65536, "longest_edge": max_pixels})
+        images = Qwen2VLImageProcessorPil(
+            patch_size=16,
+            merge_size=2,
+            temporal_patch_size=2,
+            image_mean=[0.5] * 3,
+            image_std=[0.5] * 3,
+            size={"shortest_edge": 65536, "longest_edge": max_pixels},
+        )
         cls, template = Qwen3VLProcessor, "qwen3_vl.jinja"
     else:
         images = Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
@@ -47,8 +53,12 @@ def hf_processor(family: str, max_pixels: int):
     # torchvision-backed ones, which this environment lacks; the PIL image processor is the
     # reference mmfeed matches (test_vision.py), and these batches hold no video.
     with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
-        return cls(image_processor=images, tokenizer=tok, video_processor=None,
-                   chat_template=(TEMPLATES / template).read_text())
+        return cls(
+            image_processor=images,
+            tokenizer=tok,
+            video_processor=None,
+            chat_template=(TEMPLATES / template).read_text(),
+        )
 
 
 def hf_messages(sample: dict, base: Path) -> list:
@@ -71,8 +81,9 @@ def processor_batch(processor, samples: list[dict], base: Path) -> dict:
     """transformers' padded batch of `samples` (right padding): input_ids, attention_mask,
     mm_token_type_ids, pixel_values, image_grid_thw, as torch tensors."""
     conversations = [hf_messages(s, base) for s in samples]
-    out = processor.apply_chat_template(conversations, tokenize=True, return_dict=True, return_tensors="pt",
-                                        processor_kwargs={"padding": True})
+    out = processor.apply_chat_template(
+        conversations, tokenize=True, return_dict=True, return_tensors="pt", processor_kwargs={"padding": True}
+    )
     return dict(out)
 
 
@@ -97,17 +108,26 @@ def conversations_manifest(directory: Path, count: int, seed: int) -> Path:
     rng = random.Random(seed)
     lines = []
     for i in range(count):
-        messages = [{"role": "system", "content": rng.choice(["You are terse.", "Describe precisely."])}] \
-            if rng.random() < 0.5 else []
+        messages = (
+            [{"role": "system", "content": rng.choice(["You are terse.", "Describe precisely."])}]
+            if rng.random() < 0.5
+            else []
+        )
         for _ in range(rng.randint(1, 3)):
             content = [{"type": "image", "image": rng.choice(images)} for _ in range(rng.randint(0, 2))]
-            content.insert(rng.randint(0, len(content)), {"type": "text", "text": rng.choice(
-                ["What is shown?", "Compare them.", "Zähle die Dinge. 数一数。"])})
+            content.insert(
+                rng.randint(0, len(content)),
+                {"type": "text", "text": rng.choice(["What is shown?", "Compare them.", "Zähle die Dinge. 数一数。"])},
+            )
             if len(content) == 1 and rng.random() < 0.5:
                 content = content[0]["text"]
             messages.append({"role": "user", "content": content})
-            messages.append({"role": "assistant", "content": rng.choice(["A cat.", "Two, left and right.",
-                                                                         "第一张更亮。", "Yes.\n\nNo."])})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": rng.choice(["A cat.", "Two, left and right.", "第一张更亮。", "Yes.\n\nNo."]),
+                }
+            )
         lines.append(json.dumps({"id": f"conv-{i}", "messages": messages}, ensure_ascii=False))
     manifest = directory / f"conversations-{seed}.jsonl"
     manifest.write_text("\n".join(lines) + "\n")

@@ -97,7 +97,8 @@ TEST(ChatEncodeLimitsTest, Issue31ASampleOverMaxLengthHoldsMemoryForItsFirstToke
     o.max_length = 4096;
     o.truncation = truncation;
     Result<SftSample> s = Error(ErrorCode::kInternal, "not run");
-    const std::size_t peak = peak_heap_of([&] { s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}, o); });
+    const std::size_t peak =
+        peak_heap_of([&] { s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}, o); });
     EXPECT_LT(peak, 2 * kTextBytes) << "truncation " << static_cast<int>(truncation);
     if (truncation == Truncation::kError) {
       ASSERT_FALSE(s.ok());

@@ -33,23 +33,23 @@ TEST(TokenizerTest, EncodesAndDecodesKnownIds) {
 TEST(TokenizerTest, MultilingualTextWithSpecialTokensMatchesHuggingFace) {
   const std::string text =
       "<|im_start|>user\n"
-      "Hello, world! Caf\xc3\xa9 vs Cafe\xcc\x81 \xe2\x80\x94 "                                // "Café vs Cafe\u0301 —"
-      "\xe4\xb8\xad\xe6\x96\x87\xe5\x88\x86\xe8\xaf\x8d\xef\xbc\x8c"                        // 中文分词，
+      "Hello, world! Caf\xc3\xa9 vs Cafe\xcc\x81 \xe2\x80\x94 "       // "Café vs Cafe\u0301 —"
+      "\xe4\xb8\xad\xe6\x96\x87\xe5\x88\x86\xe8\xaf\x8d\xef\xbc\x8c"  // 中文分词，
       "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88, "  // 日本語のテキスト
-      "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xea\xb0\x80\xe1\x86\xa7, "                      // 한국어 가\u11a7
-      "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9, "                            // العربية
-      "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "             // हिन्दी
-      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "             // man ZWJ woman ZWJ girl
+      "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xea\xb0\x80\xe1\x86\xa7, "            // 한국어 가\u11a7
+      "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9, "                 // العربية
+      "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 "  // हिन्दी
+      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "  // man ZWJ woman ZWJ girl
       "123456789 def f(x):\r\n"
       "\treturn x**2  <|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
       "<|im_start|>assistant\n<think>\n\n</think>\n\nOK.<|im_end|>\n";
   const std::vector<std::int32_t> expected = {
-      151644, 872,    198,    9707,   11,     1879,   0,      65671,  6165,   65671,  1959,   72858,  16744,  17177,
-      99689,  3837,   101059, 102819, 15767,  56833,  61803,  70534,  11,     130092, 31079,  35509,  124137, 100,
-      11,     129071, 11,     84310,  42311,  101,    30484,  99,     43647,  61804,  101,    378,    235,    145233,
-      378,    235,    145665, 220,    16,     17,     18,     19,     20,     21,     22,     23,     24,     707,
-      282,    2075,   5783,   853,    856,    334,    17,     256,    151652, 151655, 151653, 151645, 198,    151644,
-      77091,  198,    151667, 271,    151668, 271,    3925,   13,     151645, 198};
+      151644, 872,    198,    9707,   11,     1879,  0,     65671, 6165,   65671,  1959,   72858,  16744,  17177,
+      99689,  3837,   101059, 102819, 15767,  56833, 61803, 70534, 11,     130092, 31079,  35509,  124137, 100,
+      11,     129071, 11,     84310,  42311,  101,   30484, 99,    43647,  61804,  101,    378,    235,    145233,
+      378,    235,    145665, 220,    16,     17,    18,    19,    20,     21,     22,     23,     24,     707,
+      282,    2075,   5783,   853,    856,    334,   17,    256,   151652, 151655, 151653, 151645, 198,    151644,
+      77091,  198,    151667, 271,    151668, 271,   3925,  13,    151645, 198};
   EXPECT_EQ(qwen().encode(text).value(), expected);
 }
 
@@ -110,9 +110,11 @@ std::string tiny_tokenizer_json(std::string_view pattern) {
     std::snprintf(entry, sizeof entry, "\"\\u%04x\": %u, ", printable ? b : shifted++, b);
     vocab += entry;
   }
-  return R"({"model": {"type": "BPE", "vocab": {)" + vocab + R"("an": 256, "ban": 257}, "merges": [["a", "n"], ["b", "an"]]},
+  return R"({"model": {"type": "BPE", "vocab": {)" + vocab +
+         R"("an": 256, "ban": 257}, "merges": [["a", "n"], ["b", "an"]]},
              "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-               {"type": "Split", "pattern": {"Regex": ")" + std::string(pattern) + R"("}, "behavior": "Isolated", "invert": false},
+               {"type": "Split", "pattern": {"Regex": ")" +
+         std::string(pattern) + R"("}, "behavior": "Isolated", "invert": false},
                {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}})";
 }
 
@@ -328,7 +330,8 @@ TEST(ChatTest, MessagesThatAreNotAListNameWhatTheyAre) {
 }
 
 TEST(ChatTest, AMessageThatIsNotAnObjectIsNamed) {
-  EXPECT_EQ(error_of(R"({"messages": [5]})"), R"(messages[0] must be an object with "role" and "content", got a number)");
+  EXPECT_EQ(error_of(R"({"messages": [5]})"),
+            R"(messages[0] must be an object with "role" and "content", got a number)");
   EXPECT_EQ(error_of(R"({"conversations": ["hi"]})"),
             R"(conversations[0] must be an object with "from" and "value", got a string)");
 }
@@ -362,7 +365,8 @@ TEST(ChatTest, ContentOfTheWrongTypeIsNamed) {
 TEST(ChatTest, AMissingOrNonStringRoleIsNamed) {
   EXPECT_EQ(error_of(R"({"messages": [{"content": "x"}]})"),
             R"(messages[0] has no "role" (expected "system", "user", "assistant" or "tool"))");
-  EXPECT_EQ(error_of(R"({"messages": [{"role": 5, "content": "x"}]})"), "messages[0].role must be a string, got a number");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": 5, "content": "x"}]})"),
+            "messages[0].role must be a string, got a number");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "wizard", "content": "x"}]})"),
             R"(messages[0] has unknown role 'wizard' (expected "system", "user", "assistant" or "tool"))");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user"}]})"),
@@ -434,7 +438,6 @@ TEST(ChatTest, LabelsTrainOnlyTheReply) {
   EXPECT_EQ(qwen().decode(trained), "yo<|im_end|>\n");
 }
 
-
 // Expected strings are Python's json.dumps(json.loads(input), ensure_ascii=False).
 TEST(PythonJsonTest, WritesWhatJsonDumpsWrites) {
   EXPECT_EQ(python_json(R"({"b":[1,2.50,true],"a":null})").value(), R"({"b": [1, 2.5, true], "a": null})");
@@ -445,8 +448,12 @@ TEST(PythonJsonTest, WritesWhatJsonDumpsWrites) {
             "1e+22, 100.0, 2.5e-07]");
   EXPECT_EQ(python_json("[9223372036854775807, -9223372036854775808, 18446744073709551615, 0, -1]").value(),
             "[9223372036854775807, -9223372036854775808, 18446744073709551615, 0, -1]");
-  EXPECT_EQ(python_json(R"({"s":"q\"\\\n\r\t\b\f\u0000\u001f\u007f )" "\xc3\xa9\xf0\x9f\x98\x80" R"(\u2028/"})").value(),
-            R"({"s": "q\"\\\n\r\t\b\f\u0000\u001f)" "\x7f \xc3\xa9\xf0\x9f\x98\x80\xe2\x80\xa8/\"}");
+  EXPECT_EQ(python_json(R"({"s":"q\"\\\n\r\t\b\f\u0000\u001f\u007f )"
+                        "\xc3\xa9\xf0\x9f\x98\x80"
+                        R"(\u2028/"})")
+                .value(),
+            R"({"s": "q\"\\\n\r\t\b\f\u0000\u001f)"
+            "\x7f \xc3\xa9\xf0\x9f\x98\x80\xe2\x80\xa8/\"}");
   EXPECT_EQ(python_json(R"({"x":{"y":[{},[],{"z":""}]}})").value(), R"({"x": {"y": [{}, [], {"z": ""}]}})");
   EXPECT_EQ(python_json(R"("\ud83d\ude00")").value(), "\"\xf0\x9f\x98\x80\"");
   EXPECT_FALSE(python_json("{").ok());
@@ -484,7 +491,8 @@ TEST(ChatTemplateTest, AFileIsAcceptedOnlyByteIdentical) {
   const auto refused = chat_template(mine);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(refused.error().message().find("chat template file '" + mine + "' is not byte-identical"), std::string::npos)
+  EXPECT_NE(refused.error().message().find("chat template file '" + mine + "' is not byte-identical"),
+            std::string::npos)
       << refused.error().message();
   std::filesystem::remove(mine);
 }
@@ -510,9 +518,11 @@ TEST(ChatTest, ParsesToolsToolCallsAndReasoning) {
 }
 
 TEST(ChatTest, ToolCallErrorsNameTheJsonPath) {
-  const auto r = parse_conversation(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": null}}]}]})");
+  const auto r =
+      parse_conversation(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": null}}]}]})");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "messages[0].tool_calls[0].function.name must be a string (the function's name), got null");
+  EXPECT_EQ(r.error().message(),
+            "messages[0].tool_calls[0].function.name must be a string (the function's name), got null");
 }
 
 TEST(ChatTest, Qwen3ThinkingKeepsReasoningOnlyAfterTheLastQuery) {
@@ -537,10 +547,9 @@ TEST(ChatTest, Qwen3ThinkingKeepsReasoningOnlyAfterTheLastQuery) {
 }
 
 TEST(ChatTest, ReasoningIsTrainedByDefaultAndCanBeLeftOut) {
-  const Conversation c =
-      parse_conversation(R"({"messages": [{"role": "user", "content": "q"},
+  const Conversation c = parse_conversation(R"({"messages": [{"role": "user", "content": "q"},
                                           {"role": "assistant", "content": "yes", "reasoning_content": "why"}]})")
-          .value();
+                             .value();
   auto trained_text = [&](bool train_reasoning) {
     SftOptions o;
     o.train_reasoning = train_reasoning;
@@ -560,17 +569,21 @@ TEST(ChatTest, ReasoningIsTrainedByDefaultAndCanBeLeftOut) {
 TEST(ChatTest, Issue31PerImageSizeKeysAreRefusedByName) {
   for (const char* key : {"min_pixels", "max_pixels", "resized_height", "resized_width"}) {
     for (const std::string& item : {R"({"type": "image", "image": "a.jpg", ")" + std::string(key) + R"(": 50176})",
-                                   R"({"image_url": {"url": "a.jpg"}, ")" + std::string(key) + R"(": 50176})"}) {
+                                    R"({"image_url": {"url": "a.jpg"}, ")" + std::string(key) + R"(": 50176})"}) {
       const auto r = parse_conversation(R"({"id": "s7", "messages": [{"role": "user", "content": [{"text": "q"}, )" +
                                         item + "]}]}");
       ASSERT_FALSE(r.ok()) << item;
       EXPECT_EQ(r.error().code(), ErrorCode::kUnsupported);
       EXPECT_EQ(r.error().context(), "sample s7");
-      EXPECT_EQ(r.error().message().rfind("messages[0].content[1]." + std::string(key) + ": per-image sizes are not supported", 0), 0u)
+      EXPECT_EQ(r.error().message().rfind(
+                    "messages[0].content[1]." + std::string(key) + ": per-image sizes are not supported", 0),
+                0u)
           << r.error().message();
     }
   }
-  EXPECT_TRUE(parse_conversation(R"({"messages": [{"role": "user", "content": [{"image": "a.jpg", "max_pixels": null}]}]})").ok());
+  EXPECT_TRUE(
+      parse_conversation(R"({"messages": [{"role": "user", "content": [{"image": "a.jpg", "max_pixels": null}]}]})")
+          .ok());
 }
 
 TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {
@@ -584,7 +597,6 @@ TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {
       << r.error().message();
   EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, grids, {}).ok());
 }
-
 
 // The rendering of `json` with Qwen2-VL's and Qwen3-VL's templates, and its images in order:
 // two samples normalised to the same conversation render alike.
@@ -632,8 +644,9 @@ TEST(ChatTest, Issue33TypedItemsWithoutAUriTakeTheListedMedia) {
                                                                    {"type": "video", "video": "v.mp4"},
                                                                    {"type": "image", "image": "b.jpg"}]},
                                       {"role": "assistant", "content": [{"type": "text", "text": "Them."}]}]})"));
-  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image"}]}], "images": ["a.jpg", "b.jpg"]})"),
-            "2 images listed but 1 <image> placeholders");
+  EXPECT_EQ(
+      error_of(R"({"messages": [{"role": "user", "content": [{"type": "image"}]}], "images": ["a.jpg", "b.jpg"]})"),
+      "2 images listed but 1 <image> placeholders");
 }
 
 TEST(ChatTest, Issue33ListedMediaMustEachBePlacedOnce) {
@@ -644,7 +657,8 @@ TEST(ChatTest, Issue33ListedMediaMustEachBePlacedOnce) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "<video>"}]}],
                          "images": ["a.jpg"]})"),
             "messages[0].content[0].text: more <video> placeholders than videos listed");
-  const auto audio = parse_conversation(R"({"messages": [{"role": "user", "content": "<audio>hi"}], "audios": ["a.wav"]})");
+  const auto audio =
+      parse_conversation(R"({"messages": [{"role": "user", "content": "<audio>hi"}], "audios": ["a.wav"]})");
   ASSERT_FALSE(audio.ok());
   EXPECT_EQ(audio.error().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(audio.error().message(), "audios: audio is not supported (the sample lists audio)");
@@ -659,8 +673,10 @@ TEST(ChatTest, Issue33TheSystemKeyIsTheFirstMessage) {
                                       {"role": "assistant", "content": "yo"}]})"));
   EXPECT_EQ(rendered(R"({"system": "", "messages": [{"role": "user", "content": "hi"}]})"),
             rendered(R"({"messages": [{"role": "user", "content": "hi"}]})"));
-  EXPECT_EQ(error_of(R"({"system": "a", "messages": [{"role": "system", "content": "b"}, {"role": "user", "content": "c"}]})"),
-            "the sample has both a \"system\" key and a system message; keep one");
+  EXPECT_EQ(
+      error_of(
+          R"({"system": "a", "messages": [{"role": "system", "content": "b"}, {"role": "user", "content": "c"}]})"),
+      "the sample has both a \"system\" key and a system message; keep one");
 }
 
 TEST(ChatTest, Issue33ToolsAndCallsWrittenAsJsonTextReadAsTheirValues) {

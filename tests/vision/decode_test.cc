@@ -22,7 +22,7 @@ std::vector<std::uint8_t> tiff_with_orientation(bool little, std::uint16_t value
       t.push_back(static_cast<std::uint8_t>(v >> 8)), t.push_back(static_cast<std::uint8_t>(v & 0xFF));
     }
   };
-  put16(2);                                          // two entries
+  put16(2);                                                         // two entries
   put16(0x010F), put16(2), put16(0), put16(4), put16(0), put16(0);  // Make (ignored)
   put16(0x0112), put16(3), put16(0), put16(1), put16(value), put16(0);
   return t;
@@ -78,10 +78,22 @@ TEST(DecodeTest, RecognisedFormatsItDoesNotDecodeAreNamed) {
       {"MM\x00*\x00\x00\x00\x08\x00\x0e\x01\x00"sv, "TIFF image (big-endian)"},
       // File header (size 58, pixels at 54), then a 40-byte BITMAPINFOHEADER.
       {"BM\x3a\x00\x00\x00\x00\x00\x00\x00\x36\x00\x00\x00\x28\x00\x00\x00\x01\x00\x00\x00"sv, "BMP image"},
-      {"\x00\x00\x00\x18" "ftypheic\x00\x00\x00\x00" "mif1heic"sv, "HEIC image"},
-      {"\x00\x00\x00\x1c" "ftypavif\x00\x00\x00\x00" "avifmif1miaf"sv, "AVIF image"},
-      {"\x00\x00\x00\x18" "ftypmif1\x00\x00\x00\x00" "mif1miaf"sv, "HEIF image"},
-      {"\x00\x00\x00\x18" "ftypmif1\x00\x00\x00\x00" "mif1avif"sv, "AVIF image"},  // AVIF by a compatible brand
+      {"\x00\x00\x00\x18"
+       "ftypheic\x00\x00\x00\x00"
+       "mif1heic"sv,
+       "HEIC image"},
+      {"\x00\x00\x00\x1c"
+       "ftypavif\x00\x00\x00\x00"
+       "avifmif1miaf"sv,
+       "AVIF image"},
+      {"\x00\x00\x00\x18"
+       "ftypmif1\x00\x00\x00\x00"
+       "mif1miaf"sv,
+       "HEIF image"},
+      {"\x00\x00\x00\x18"
+       "ftypmif1\x00\x00\x00\x00"
+       "mif1avif"sv,
+       "AVIF image"},  // AVIF by a compatible brand
       {"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"/>"sv, "SVG image"},
       {"\xef\xbb\xbf<?xml version=\"1.0\"?>\n<!-- drawn by hand -->\n"
        "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" \"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
@@ -90,7 +102,9 @@ TEST(DecodeTest, RecognisedFormatsItDoesNotDecodeAreNamed) {
       // One 16x16 32-bit entry of 1128 bytes at offset 22.
       {"\x00\x00\x01\x00\x01\x00\x10\x10\x00\x00\x01\x00\x20\x00\x68\x04\x00\x00\x16\x00\x00\x00"sv, "ICO image"},
       {"\xff\x0a\xfa\x1f\x42\x08\x44\x01"sv, "JPEG XL image"},  // bare codestream
-      {"\x00\x00\x00\x0cJXL \x0d\x0a\x87\x0a\x00\x00\x00\x14" "ftypjxl "sv, "JPEG XL image"},  // container
+      {"\x00\x00\x00\x0cJXL \x0d\x0a\x87\x0a\x00\x00\x00\x14"
+       "ftypjxl "sv,
+       "JPEG XL image"},  // container
       {"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n"sv, "PDF document"},
   };
   for (const auto& [data, name] : cases) {
@@ -116,8 +130,10 @@ TEST(DecodeTest, UnknownDataIsCorruptAndNeverShowsItsBytes) {
       // An S3 error document is XML, but not SVG.
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code></Error>"sv,
       // ISO-BMFF of a video brand is not an image format.
-      "\x00\x00\x00\x18" "ftypisom\x00\x00\x02\x00" "isomiso2"sv,
-      "BMW"sv,  // "BM" without a BMP header after it
+      "\x00\x00\x00\x18"
+      "ftypisom\x00\x00\x02\x00"
+      "isomiso2"sv,
+      "BMW"sv,               // "BM" without a BMP header after it
       "\x00\x00\x01\x00"sv,  // ICO's first bytes, no directory
       "SECRET_TOKEN=abc123"sv,
   };

@@ -36,8 +36,8 @@ TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
   for (int round = 0; round < 300; ++round) {
     const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
     const int channels = std::vector<int>{1, 3, 4}[round % 3];
-    const Filter filter =
-        std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos, Filter::kBicubicTorch}[round % 7 % 4];
+    const Filter filter = std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos,
+                                              Filter::kBicubicTorch}[round % 7 % 4];
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
     for (auto& v : in) v = static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels);
@@ -82,7 +82,8 @@ TEST(ResampleTest, LargeRgbShrinksMatchScalar) {
         std::array<int, 4>{1148, 300, 1148, 168}, std::array<int, 4>{100, 3000, 100, 840}}) {
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * 3);
     for (auto& v : in) v = rng() % 3 == 0 ? 255 : rng() % 2 ? 0 : static_cast<std::uint8_t>(rng());
-    std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * 3), simd(scalar.size()), portable(scalar.size());
+    std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * 3), simd(scalar.size()),
+        portable(scalar.size());
     resample_u8(in.data(), in_w, in_h, 3, scalar.data(), out_w, out_h, Filter::kBicubic, Kernel::kScalar);
     resample_u8(in.data(), in_w, in_h, 3, simd.data(), out_w, out_h, Filter::kBicubic, Kernel::kSimd);
     resample_u8(in.data(), in_w, in_h, 3, portable.data(), out_w, out_h, Filter::kBicubic, Kernel::kPortable);

@@ -29,7 +29,8 @@ TEST(VideoLimitsTest, Qwen3NframesAboveTheFrameLimitIsRefusedNamingIt) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(r.error().message().find("nframes 2000000"), std::string::npos) << r.error().message();
-  EXPECT_NE(r.error().message().find(std::to_string(VideoLimits{}.max_frames)), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find(std::to_string(VideoLimits{}.max_frames)), std::string::npos)
+      << r.error().message();
 }
 
 TEST(VideoLimitsTest, Qwen3NframesAboveTheVideosFramesRepeatFramesAsUpstream) {

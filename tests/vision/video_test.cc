@@ -30,13 +30,16 @@ class VideoTest : public ::testing::Test {
   }
   static std::vector<std::byte> make_clip(const std::string& options) {
     const auto path = std::filesystem::temp_directory_path() / ("mmfeed-video-" + std::to_string(getpid()) + ".mp4");
-    const std::string command = "ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=96x64:rate=30:duration=1 "
-                                "-c:v libx264 -pix_fmt yuv420p " + options + path.string();
+    const std::string command =
+        "ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=96x64:rate=30:duration=1 "
+        "-c:v libx264 -pix_fmt yuv420p " +
+        options + path.string();
     EXPECT_EQ(std::system(command.c_str()), 0) << "the ffmpeg command (scripts/setup.sh installs it)";
     std::ifstream in(path, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::filesystem::remove(path);
-    return {reinterpret_cast<const std::byte*>(text.data()), reinterpret_cast<const std::byte*>(text.data()) + text.size()};
+    return {reinterpret_cast<const std::byte*>(text.data()),
+            reinterpret_cast<const std::byte*>(text.data()) + text.size()};
   }
   static void TearDownTestSuite() {
     delete clip_;
@@ -67,14 +70,16 @@ TEST_F(VideoTest, EverySizeFromTheFileIsCheckedBeforeMemoryIsCommitted) {
   EXPECT_EQ(probed.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(probed.error().message().find("frames of 96x64 exceed the limit of 6143 pixels"), std::string::npos)
       << probed.error().message();
-  EXPECT_EQ(decode_video_frames(*clip_, std::vector<std::int64_t>{0}, small).error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(decode_video_frames(*clip_, std::vector<std::int64_t>{0}, small).error().code(),
+            ErrorCode::kResourceExhausted);
 
   VideoLimits bytes;
   bytes.max_decoded_bytes = 96 * 64 * 3 * 2;  // two frames' RGB
   EXPECT_TRUE(decode_video_frames(*clip_, std::vector<std::int64_t>{0, 9}, bytes).ok());
   auto three = decode_video_frames(*clip_, std::vector<std::int64_t>{0, 9, 19}, bytes);
   ASSERT_FALSE(three.ok());
-  EXPECT_NE(three.error().message().find("3 frames of 96x64 need 55296 bytes, over the limit of 36864"), std::string::npos)
+  EXPECT_NE(three.error().message().find("3 frames of 96x64 need 55296 bytes, over the limit of 36864"),
+            std::string::npos)
       << three.error().message();
 
   VideoLimits frames;
@@ -100,7 +105,8 @@ TEST_F(VideoTest, AClipCutShortOfTheFramesItsIndexDeclaresIsRefused) {
   ASSERT_FALSE(probed.ok());
   EXPECT_EQ(probed.error().code(), ErrorCode::kCorruptData);
   EXPECT_NE(probed.error().message().find("truncated: the container declares 30 frames, the file holds "),
-            std::string::npos) << probed.error().message();
+            std::string::npos)
+      << probed.error().message();
   EXPECT_EQ(decode_video_frames(cut, std::vector<std::int64_t>{0}, {}).error().code(), ErrorCode::kCorruptData);
 }
 
@@ -171,7 +177,8 @@ TEST(VideoProcessorTest, PlansFollowEachRecipe) {
   tiny.max_pixels = 2 * 28 * 28;
   const auto refused = plan_video(q25, hd, tiny);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message().find("resize them a second time"), std::string::npos) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("resize them a second time"), std::string::npos)
+      << refused.error().message();
 }
 
 TEST_F(VideoTest, ProcessesTheClipIntoItsPlannedRows) {
@@ -181,7 +188,8 @@ TEST_F(VideoTest, ProcessesTheClipIntoItsPlannedRows) {
     std::vector<float> rows(static_cast<std::size_t>(plan.grid.rows()) * proc.row_elements() + 1, 7.0f);
     ASSERT_TRUE(proc.process(*clip_, plan, rows.data()).ok()) << model;
     EXPECT_EQ(rows.back(), 7.0f) << "nothing written past the last row";
-    for (std::size_t i = 0; i + 1 < rows.size(); ++i) ASSERT_TRUE(rows[i] >= -3.0f && rows[i] <= 3.0f) << model << " " << i;
+    for (std::size_t i = 0; i + 1 < rows.size(); ++i)
+      ASSERT_TRUE(rows[i] >= -3.0f && rows[i] <= 3.0f) << model << " " << i;
   }
 }
 
