@@ -9,7 +9,7 @@ DEMO_SAMPLES ?= 128
 DEMO_VIDEOS ?= 8
 DEMO_MODEL ?= qwen2-vl
 
-.PHONY: setup build docs format lint test test-oracles test-sanitizers test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
+.PHONY: setup build docs stubs format lint test test-oracles test-sanitizers test-cpp test-python test-tsan test-asan test-ubsan fuzz demo bench bench-torchvision clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,12 @@ lint: setup
 	clang-format-14 --dry-run -Werror --style=file $(CXX_SOURCES)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The native module's type stub, committed (python/mmfeed/_mmfeed.pyi) from the one the build
+# generates; tests/python/test_docs.py fails when they differ.
+stubs: build
+	cp build/python/_mmfeed.pyi python/mmfeed/_mmfeed.pyi
 
 test: build test-oracles test-cpp test-python
 

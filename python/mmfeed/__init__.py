@@ -3,7 +3,8 @@
 The native engine lives in ``mmfeed._mmfeed``; this package is its thin Python face.
 """
 
-from mmfeed._mmfeed import (
+# __version__ is set on the module at import; the generated stub does not list it.
+from mmfeed._mmfeed import (  # type: ignore[attr-defined]
     __version__,
     cuda_runtime,
     decode,

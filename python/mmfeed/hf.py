@@ -37,6 +37,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from typing import Any
 
 import transformers
 import transformers.trainer
@@ -86,6 +87,8 @@ def _open(loader, rank: int, world_size: int, **defaults) -> Loader:
 
 class _MmfeedTrainer:
     """What mmfeed.hf.Trainer and mmfeed.hf.SFTTrainer add to their Trainer: see the module docstring."""
+
+    args: Any  # the Trainer's TrainingArguments (the Trainer this is mixed into sets it)
 
     def __init__(self, *args, train_loader=None, eval_loader=None, **kwargs):
         if train_loader is None:

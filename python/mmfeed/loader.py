@@ -173,7 +173,7 @@ class Loader:
                 self._device = torch.device("cuda", torch.cuda.current_device())
         self._options = options
         self._tensors = tensors
-        self._state = None
+        self._state: str | None = None  # a resume state to open with, as JSON
         self._core = None
         self._pid = os.getpid()
         self._closed = False
@@ -319,4 +319,4 @@ def _option_lines() -> str:
     return "\n".join(lines) + "\n"
 
 
-Loader.__doc__ = Loader.__doc__.rstrip() + "\n" + _option_lines()
+Loader.__doc__ = (Loader.__doc__ or "").rstrip() + "\n" + _option_lines()

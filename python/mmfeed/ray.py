@@ -54,6 +54,7 @@ import collections
 import json
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import ray
@@ -109,7 +110,7 @@ class _Parts:
     def __init__(self, options: dict):
         # The error budget is the whole run's: the trainer-side Loader applies it over every part.
         self._options = {**options, "max_error_fraction": 1.0}
-        self._inputs = None  # the manifests and tokenizer, read at the first part for all of them
+        self._inputs: LoaderInputs | None = None  # the manifests and tokenizer, read at the first part for all of them
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -261,10 +262,10 @@ class Loader:
         self._dead = 0
         self.add_actors(num_actors)
         self._state: dict = {}
-        self._plan = None  # the parts, made at the first batch (the start state is known then)
+        self._plan: dict[str, Any] | None = None  # the parts, made at the first batch (the start state is known then)
         self._errors: list[dict] = []
         self._seen = 0  # positions of completed parts: what the error budget is over
-        self._opened = None
+        self._opened: float | None = None
         self._waited_s = 0.0
         self._batches = 0
         self._epoch_batches = 0
@@ -318,9 +319,15 @@ class Loader:
             "skip": collections.defaultdict(int),
         }
 
+    def _planned(self) -> dict[str, Any]:
+        """The plan, once made (at the first batch)."""
+        if self._plan is None:
+            raise RuntimeError("the plan is made at the first batch")
+        return self._plan
+
     def _submit(self) -> None:
         """Queues parts on the actors with room, in order, up to parts_in_flight each."""
-        plan = self._plan
+        plan = self._planned()
         while plan["next_submit"] < len(plan["parts"]):
             open_actors = [a for a in self._actors if not a.draining and len(a.parts) < self._parts_in_flight]
             if not open_actors:
@@ -331,7 +338,7 @@ class Loader:
     def _queue(self, index: int, actor: _Actor) -> None:
         """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
         past its share of store_bytes)."""
-        part = self._plan["parts"][index]
+        part = self._planned()["parts"][index]
         spec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
         # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
         limit = self._batches_ahead
@@ -360,7 +367,7 @@ class Loader:
         ray.kill(dead.handle)  # a lost object may leave its actor alive, with engines of its own
         if self._replace_dead and not dead.draining:
             self.add_actors(1)
-        plan = self._plan
+        plan = self._planned()
         for index in dead.parts:
             # An actor runs its parts in turn, and a part waits for the trainer to take its batches:
             # one queued behind a later part would wait for that part, which waits for it. So only
@@ -386,7 +393,7 @@ class Loader:
         if self._plan is None:
             self._opened = time.perf_counter()
             self._make_plan()
-        plan = self._plan
+        plan = self._planned()
         waited = time.perf_counter()
         try:
             while plan["current"] < len(plan["parts"]):
@@ -442,7 +449,7 @@ class Loader:
         asked_at.append(asked)
 
     def _finish_part(self, index: int, summary: dict) -> None:
-        plan = self._plan
+        plan = self._planned()
         part = plan["parts"][index]
         actor = part["actor"]
         actor.parts.remove(index)

@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     if "hint" in metrics:
         print(f"hint: {metrics['hint']}")
     print(f"skipped {len(errors)} samples")
-    for e in errors[:10]:
-        print(f"  {e['sample_id']} [{e['stage']}] {e['reason']}")
+    for err in errors[:10]:
+        print(f"  {err['sample_id']} [{err['stage']}] {err['reason']}")
     return 0
 
 

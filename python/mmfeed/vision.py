@@ -76,7 +76,7 @@ class ImageProcessor:
         _native.hold(self)
 
     def _release_native(self) -> None:
-        self._core = None
+        self._core = None  # type: ignore[assignment]  # at interpreter exit (mmfeed._native), not used after
 
     def __call__(self, images) -> dict:
         if not isinstance(images, (list, tuple)):
@@ -84,6 +84,7 @@ class ImageProcessor:
         items, alphas = [], []
         for img in images:
             alpha = self.alpha
+            item: bytes | np.ndarray
             if isinstance(img, (bytes, bytearray, memoryview)):
                 item = bytes(img)
             elif isinstance(img, (str, os.PathLike)):
@@ -149,18 +150,18 @@ def _expand(rows, model: str, video: bool, dtype: str):
     key = (model, video, dtype, rows.device)
     flat = _device_tables.get(key)
     if flat is None:
-        flat = table.reshape(-1)  # bfloat16: the engine's words, as torch's bfloat16
+        words = table.reshape(-1)  # bfloat16: the engine's words, as torch's bfloat16
         if dtype == "bfloat16":
-            flat = torch.from_numpy(flat.view(np.int16)).view(torch.bfloat16)
+            flat = torch.from_numpy(words.view(np.int16)).view(torch.bfloat16)
         else:
-            flat = torch.from_numpy(flat)
+            flat = torch.from_numpy(words)
         flat = _device_tables[key] = flat.to(rows.device)
     index = rows.reshape(n, 3, per_channel).int()  # (int32: half the memory of int64 indices)
     index += torch.arange(0, 3 * 256, 256, dtype=torch.int32, device=rows.device).view(1, 3, 1)
-    out = flat[index]
+    values = flat[index]
     if not video:
-        out = out.unsqueeze(2).expand(n, 3, temporal, per_channel)
-    return out.reshape(n, 3 * (1 if video else temporal) * per_channel)
+        values = values.unsqueeze(2).expand(n, 3, temporal, per_channel)
+    return values.reshape(n, 3 * (1 if video else temporal) * per_channel)
 
 
 def _dtype_name(dtype) -> str:

@@ -38,3 +38,11 @@ def test_every_relative_link_resolves():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_the_committed_stub_is_the_generated_one():
+    """The package ships python/mmfeed/_mmfeed.pyi (mypy checks the package against it); the build
+    generates the binding's stub beside the module: `make stubs` copies it."""
+    generated = ROOT / "build" / "python" / "_mmfeed.pyi"
+    assert generated.exists(), "build the project first (make build)"
+    assert (ROOT / "python" / "mmfeed" / "_mmfeed.pyi").read_text() == generated.read_text(), "run `make stubs`"

@@ -1,0 +1,149 @@
+"""mmfeed native engine"""
+
+from collections.abc import Sequence
+from typing import Annotated
+
+import numpy
+from numpy.typing import NDArray
+
+
+def linked_libraries() -> list:
+    """
+    The native libraries the engine is linked with, as a list of dicts with keys name, version and detail.
+    """
+
+def usable_cpus() -> int:
+    """
+    The CPUs this process may use, as workers="auto" counts them: its CPU affinity, capped by the smallest cgroup v2 cpu.max quota from its cgroup up to the root (rounded up).
+    """
+
+def cgroup_cpu_limit() -> float | None:
+    """
+    The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up to the root, or None where none is set.
+    """
+
+def sign_v4(method: str, host: str, path: str, *, query: Sequence[tuple[str, str]] = [], headers: Sequence[tuple[str, str]] = [], payload_hash: str = 'UNSIGNED-PAYLOAD', access_key: str, secret_key: str, session_token: str = '', region: str = 'us-east-1', service: str = 's3', amz_date: str, content_sha256_header: bool = True) -> dict:
+    """
+    AWS Signature Version 4 of one request, as mmfeed's S3 client signs it. `path` and the query pairs are raw (unencoded). Returns canonical_request, string_to_sign, signature, authorization and the headers to send.
+    """
+
+class _ImageProcessor:
+    def __init__(self, model: str, min_pixels: int | None, max_pixels: int | None, patch_size: int | None, merge_size: int | None, image_mean: Sequence[float] | None, image_std: Sequence[float] | None, exif: bool, alpha: str, output: str, kernel: str, threads: int, fast: bool) -> None: ...
+
+    def process(self, images: list, alphas: Sequence[str] | None = None) -> tuple: ...
+
+    def plan(self, height: int, width: int) -> tuple: ...
+
+def resize(image: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu', writable=False)], width: int, height: int, filter: str = 'bicubic', kernel: str = 'auto') -> NDArray[numpy.uint8]:
+    """
+    Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); 'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.
+    """
+
+def decode(data: bytes, exif: bool = True, alpha: str = 'drop') -> NDArray[numpy.uint8]:
+    """
+    Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's open + exif_transpose + convert('RGB') (alpha per policy).
+    """
+
+def video_libraries() -> str:
+    """
+    The FFmpeg libraries videos are decoded with, or why this build has none.
+    """
+
+def probe_video(data: bytes) -> dict:
+    """
+    What a video file's best video stream holds: width, height, frames, fps, duration_s, codec, rotation.
+    """
+
+def decode_video(data: bytes, indices: Sequence[int]) -> NDArray[numpy.uint8]:
+    """
+    The frames at `indices` (presentation order, ascending) of a video file as a (n, height, width, 3) uint8 RGB array.
+    """
+
+def plan_video_frames(total_frames: int, video_fps: float, nframes: float | None = None, fps: float | None = None, min_frames: float | None = None, max_frames: float | None = None, video_start: float | None = None, video_end: float | None = None) -> dict:
+    """
+    The frames qwen-vl-utils keeps for Qwen2/2.5-VL (first, last, indices, sample_fps).
+    """
+
+def process_video(data: bytes, model: str = 'qwen2-vl', output: str = 'float32', nframes: float | None = None, fps: float | None = None, min_frames: float | None = None, max_frames: float | None = None, video_start: float | None = None, video_end: float | None = None, min_pixels: float | None = None, max_pixels: float | None = None, total_pixels: float | None = None) -> dict:
+    """
+    A video file's pixel_values_videos rows and video_grid_thw as the model's recipe makes them (Qwen2/2.5-VL: qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.
+    """
+
+def normalize_table(model: str, video: bool = False) -> tuple:
+    """
+    (float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.
+    """
+
+def simd_target() -> str:
+    """
+    The SIMD instruction set the resampling kernels dispatched to on this CPU.
+    """
+
+def render_chat(sample_json: str, template: str, add_generation_prompt: bool, add_vision_id: bool) -> str: ...
+
+def encode_conversation(tokenizer: _Tokenizer, sample_json: str, image_grids: Sequence[Sequence[int]], video_grids: Sequence[Sequence[int]], second_per_grid_ts: Sequence[float], video_timestamps: Sequence[Sequence[float]], tokens_per_second: int, template: str, max_length: int, truncation: str, labels: str, mrope: bool, add_vision_id: bool, merge_size: int, train_reasoning: bool) -> dict: ...
+
+class _Tokenizer:
+    @staticmethod
+    def from_file(path: str) -> _Tokenizer: ...
+
+    @staticmethod
+    def from_str(json: str) -> _Tokenizer: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def encode_bytes(self, data: bytes) -> list[int]: ...
+
+    def encode_batch(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]: ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str: ...
+
+    def token_to_id(self, arg: str, /) -> int | None: ...
+
+    def vocab_size(self) -> int: ...
+
+def _check_loader_options(arg: dict, /) -> None:
+    """
+    Raises what opening a loader with these options would raise for an unknown name or a wrong type.
+    """
+
+def loader_options() -> list:
+    """
+    The engine's loader options, from its one option table: [{name, type, default, doc}, ...].
+    """
+
+def reshard_states(states: Sequence[str], rank: int, world_size: int) -> str: ...
+
+def epoch_sizes(options: dict, state: str | None = None, inputs: _LoaderInputs | None = None) -> list[int]:
+    """
+    The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.
+    """
+
+def group_positions(options: dict) -> int:
+    """
+    The positions of one batch's group for these options: batch_size, or pack_window when packing.
+    """
+
+def cuda_runtime() -> str:
+    """
+    Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.
+    """
+
+class _LoaderInputs:
+    def __init__(self, options: dict) -> None:
+        """
+        Reads the manifests and loads the tokenizer of these loader options (LoaderInputs::read).
+        """
+
+class _Loader:
+    def __init__(self, config: dict, state: str | None, device: int | None = None, inputs: _LoaderInputs | None = None) -> None: ...
+
+    def next(self, torch: bool = False, stream: int = 0) -> object: ...
+
+    def state(self) -> str: ...
+
+    def errors(self) -> list: ...
+
+    def metrics(self) -> str: ...
+
+    def close(self) -> None: ...
