@@ -37,9 +37,15 @@ import json
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING, Literal
 
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from mmfeed.options import LoaderOptions
 
 _SOURCE_KEYS = ("manifest", "weight", "media_root", "max_pixels", "chat_template")
 
@@ -114,12 +120,12 @@ class LoaderInputs:
     The manifests are a snapshot: loaders opened from them see the lines read here.
     """
 
-    def __init__(self, manifest=None, **options):
-        self._core = _mmfeed._LoaderInputs(engine_options(manifest, options))
+    def __init__(self, manifest=None, **options: Unpack[LoaderOptions]):
+        self._core = _mmfeed._LoaderInputs(engine_options(manifest, dict(options)))
         _native.hold(self)
 
     def _release_native(self) -> None:
-        self._core = None
+        self._core = None  # type: ignore[assignment]  # at interpreter exit (mmfeed._native), not used after
 
 
 class Loader:
@@ -141,12 +147,19 @@ class Loader:
     """
 
     def __init__(
-        self, manifest=None, *, tensors: str = "torch", device=None, inputs: LoaderInputs | None = None, **options
+        self,
+        manifest=None,
+        *,
+        tensors: Literal["torch", "np"] = "torch",
+        device=None,
+        inputs: LoaderInputs | None = None,
+        **options: Unpack[LoaderOptions],
     ):
         for name in ("min_pixels", "max_pixels"):
-            if isinstance(options.get(name), (int, float)) and options[name] <= 0:
-                raise ValueError(f"{name} must be positive, not {options[name]} (leave it unset for the model's)")
-        options = engine_options(manifest, options)
+            value = options.get(name)
+            if isinstance(value, (int, float)) and value <= 0:
+                raise ValueError(f"{name} must be positive, not {value} (leave it unset for the model's)")
+        engine = engine_options(manifest, dict(options))
         if inputs is not None and not isinstance(inputs, LoaderInputs):
             raise TypeError(f"inputs must be a mmfeed.LoaderInputs, not {type(inputs).__name__}")
         self._inputs = inputs
@@ -171,7 +184,7 @@ class Loader:
                 )
             if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
                 self._device = torch.device("cuda", torch.cuda.current_device())
-        self._options = options
+        self._options = engine
         self._tensors = tensors
         self._state: str | None = None  # a resume state to open with, as JSON
         self._core = None

@@ -54,13 +54,18 @@ import collections
 import json
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import ray
 
 from . import _mmfeed
 from .loader import Loader as _LocalLoader
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from .options import LoaderOptions
 from .loader import LoaderInputs, engine_options
 
 __all__ = ["Loader", "read"]
@@ -220,8 +225,8 @@ class Loader:
         store_bytes: int | None = None,
         replace_dead: bool = True,
         max_deaths: int = 16,
-        tensors: str = "torch",
-        **options,
+        tensors: Literal["torch", "np"] = "torch",
+        **options: Unpack[LoaderOptions],
     ):
         if not ray.is_initialized():
             raise RuntimeError(
@@ -246,7 +251,7 @@ class Loader:
                 "trace_path: each part of the run has an engine of its own on some actor, and one "
                 "timeline would be overwritten part after part; trace a run with mmfeed.Loader"
             )
-        self._options = engine_options(manifest, options)
+        self._options = engine_options(manifest, dict(options))
         self._tensors = tensors
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}
         self._part_groups = part_groups

@@ -46,3 +46,29 @@ def test_the_committed_stub_is_the_generated_one():
     generated = ROOT / "build" / "python" / "_mmfeed.pyi"
     assert generated.exists(), "build the project first (make build)"
     assert (ROOT / "python" / "mmfeed" / "_mmfeed.pyi").read_text() == generated.read_text(), "run `make stubs`"
+
+
+def test_the_typed_options_are_the_option_table():
+    """mmfeed.options.LoaderOptions (the Loader's keyword types) has one key per row of the option
+    table, in its order, each of the row's type; a choice is the Literal of its choices."""
+    import mmfeed
+    from mmfeed.options import LoaderOptions
+
+    scalar = {
+        "int": "int",
+        "float": "float",
+        "bool": "bool",
+        "str": "_Path",
+        "list[str]": "_Path | Sequence[_Path]",
+        "list[float]": "Sequence[float]",
+        "list[int]": "Sequence[int]",
+    }
+    want = {}
+    for o in mmfeed._mmfeed.loader_options():
+        kind = o["type"]
+        choices = ", ".join(f'"{c}"' for c in kind.split("|"))
+        want[o["name"]] = (f"Literal[{choices}]" if "|" in kind else scalar[kind]) + " | None"
+    got = {k: getattr(v, "__forward_arg__", v).replace("'", '"') for k, v in LoaderOptions.__annotations__.items()}
+    assert got.pop("sources") == "Sequence[_Path | Source] | None"
+    assert list(got) == list(want)
+    assert got == want
