@@ -54,7 +54,8 @@ import collections
 import json
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 import numpy as np
 import ray
@@ -75,7 +76,53 @@ __all__ = ["Loader", "read"]
 _CREDITS_PER_BATCH = 4
 
 
-def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
+class PartSpec(TypedDict, total=False):
+    """What an actor is asked to run (_Parts.run): a part of an epoch, from a resume state to an
+    end_position (0: the epoch's end); with store_bytes, the byte accounting of its credits."""
+
+    epoch: int
+    state: dict[str, Any]
+    end: int
+    credit_bytes: int  # the bytes one credit stands for
+    min_credits: int  # the fewest credits a batch costs
+    limit: int  # the most a batch costs: the stream's window
+
+
+class BatchMessage(TypedDict):
+    """A batch as an actor yields it: numpy arrays, the state after it, when and where it was made
+    and its bytes."""
+
+    batch: dict[str, Any]
+    state: dict[str, Any]
+    made_at: float  # time.time()
+    node: str  # the Ray node id
+    bytes: int
+
+
+class PartSummary(TypedDict):
+    """What an actor yields after a part's last batch."""
+
+    errors: list[dict[str, Any]]
+    seconds: float
+    samples: int
+    cpu_s: float
+
+
+class Part(TypedDict, total=False):
+    """The trainer's record of a part: planned (epoch, state, end, positions), then, once queued,
+    its actor, the stream of its messages, and when the trainer asked for each batch and its bytes."""
+
+    epoch: int
+    state: dict[str, Any]
+    end: int
+    positions: int
+    stream: Any  # the ObjectRefGenerator of _Parts.run
+    actor: _Actor
+    asked_at: list[float]
+    bytes: list[int]
+
+
+def _plan_parts(options: dict, start: dict, part_groups: int) -> list[Part]:
     """The parts of the run of `options` from `start` (a state, or {}): each part_groups groups
     (batch_size positions, or pack_window when packing) of an epoch, its start state and its
     end_position (0: the epoch's end)."""
@@ -84,7 +131,7 @@ def _plan_parts(options: dict, start: dict, part_groups: int) -> list[dict]:
     base = {"seed": options.get("seed", 0), "rank": options.get("rank", 0), "world_size": options.get("world_size", 1)}
     if "fingerprint" in start:
         base["fingerprint"] = start["fingerprint"]
-    parts = []
+    parts: list[Part] = []
     first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
     for epoch in range(first_epoch, len(sizes)):
         position = first_position if epoch == first_epoch else 0
@@ -120,7 +167,7 @@ class _Parts:
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
-    def _open(self, spec: dict) -> _LocalLoader:
+    def _open(self, spec: PartSpec) -> _LocalLoader:
         if self._inputs is None:
             self._inputs = LoaderInputs(**self._options)
         loader = _LocalLoader(
@@ -131,7 +178,7 @@ class _Parts:
         loader.load_state_dict(spec["state"])
         return loader
 
-    def run(self, part: dict):
+    def run(self, part: PartSpec) -> Iterator[int | None | BatchMessage | PartSummary]:
         """Yields each batch of the part as {"batch", "state", "made_at", "node", "bytes"}, then
         {"errors", "seconds", "samples", "cpu_s"}.
 
@@ -344,7 +391,7 @@ class Loader:
         """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
         past its share of store_bytes)."""
         part = self._planned()["parts"][index]
-        spec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
+        spec: PartSpec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
         # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
         limit = self._batches_ahead
         if self._store_bytes is not None:
@@ -353,7 +400,9 @@ class Loader:
             limit = self._batches_ahead * _CREDITS_PER_BATCH
             live = max(1, sum(not a.draining for a in self._actors))
             share = self._store_bytes // (live * self._parts_in_flight)
-            spec.update(credit_bytes=max(1, share // limit), min_credits=_CREDITS_PER_BATCH, limit=limit)
+            spec["credit_bytes"] = max(1, share // limit)
+            spec["min_credits"] = _CREDITS_PER_BATCH
+            spec["limit"] = limit
         part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=limit).remote(spec)
         part["actor"] = actor
         part["asked_at"] = []  # when the trainer asked for each batch of this run of it (time.time())
@@ -453,7 +502,7 @@ class Loader:
             actor.most_bytes_ahead = max(actor.most_bytes_ahead or 0, sum(sizes[-ahead:]))
         asked_at.append(asked)
 
-    def _finish_part(self, index: int, summary: dict) -> None:
+    def _finish_part(self, index: int, summary: PartSummary) -> None:
         plan = self._planned()
         part = plan["parts"][index]
         actor = part["actor"]
@@ -586,12 +635,15 @@ class _PartBatches:
 
     def __call__(self, row: dict):
         for message in self._parts.run(json.loads(row["part"])):
+            if not isinstance(message, dict):  # credits: none without store_bytes
+                continue
             if "batch" in message:
-                batch = message["batch"]
+                made = cast(BatchMessage, message)
+                batch = made["batch"]
                 yield {
                     **{k: v for k, v in batch.items() if k != "sample_ids"},
                     "sample_ids": json.dumps(batch["sample_ids"]),
-                    "state": json.dumps(message["state"]),
+                    "state": json.dumps(made["state"]),
                 }
             elif message["errors"]:
                 yield {"errors": json.dumps(message["errors"])}
