@@ -7,41 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "pipeline/packer.h"
 #include "vision/patchify.h"
 #include "vision/profile.h"
 
 namespace mmfeed {
 namespace {
-
-TEST(PackerTest, FirstFitDecreasingKeepsRowsUnderTheBudget) {
-  const std::vector<std::size_t> lengths = {5, 3, 4, 2};
-  EXPECT_EQ(pipeline::pack_rows(lengths, 7), (std::vector<std::vector<std::size_t>>{{0, 3}, {2, 1}}));
-  // Ties keep the window's order; a sample over the budget gets a row of its own.
-  const std::vector<std::size_t> ties = {3, 3, 3, 9};
-  EXPECT_EQ(pipeline::pack_rows(ties, 6), (std::vector<std::vector<std::size_t>>{{3}, {0, 1}, {2}}));
-  EXPECT_TRUE(pipeline::pack_rows({}, 6).empty());
-}
-
-TEST(LoaderStateTest, JsonRoundTripWithReshardFields) {
-  LoaderState s;
-  s.seed = 9;
-  s.rank = 1;
-  s.world_size = 4;
-  s.epoch = 2;
-  s.position = 17;
-  s.old_world_size = 2;
-  s.old_positions = {5, 6};
-  s.old_windows = {{7, 9}, {}};
-  s.packed_delivered = 2;
-  s.window_delivered = {17, 19, 20};
-  const LoaderState t = LoaderState::from_json(s.to_json()).value();
-  EXPECT_EQ(t.to_json(), s.to_json());
-  EXPECT_EQ(t.old_positions, s.old_positions);
-  EXPECT_EQ(t.old_windows, s.old_windows);
-  EXPECT_EQ(t.window_delivered, s.window_delivered);
-  EXPECT_FALSE(LoaderState::from_json("{\"seed\": 1}").ok());
-}
 
 class LoaderTest : public ::testing::Test {
  protected:
