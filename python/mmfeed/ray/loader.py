@@ -1,237 +1,25 @@
-"""mmfeed on a Ray cluster: one trainer rank's per-sample work spread over Ray actors.
-
-    import ray
-    import mmfeed.ray
-    ray.init(address="auto")                       # or ray.init() for actors on this machine
-    with mmfeed.ray.Loader("s3://bucket/train.jsonl", tokenizer="tokenizer.json", batch_size=8,
-                           num_actors=4, actor_options={"num_cpus": 8, "resources": {"preprocess": 1}},
-                           workers=8, tensors="np") as loader:
-        for batch in loader:
-            ...                                    # the batches mmfeed.Loader would deliver
-
-How it works. The rank's run (its epochs, in its deterministic order) is cut into parts of
-`part_groups` groups, a group being batch_size positions (pack_window when packing). An actor
-runs mmfeed's own engine (mmfeed.Loader, with `workers` threads of its own) on one part at a
-time: started at the part's first position (a resume state) and ended at its last
-(`end_position`), so the part's batches are exactly those the whole run delivers there, and so
-is the state after each. Each batch comes back through Ray's object store as numpy arrays, which
-the trainer reads in place on its node (read-only: clone a tensor before writing to it). The
-trainer-side Loader keeps `parts_in_flight` parts queued on each actor and yields the batches in
-the run's order: the same bytes, order and sample_ids as mmfeed.Loader with the same options,
-whatever the number of actors.
-
-Faults and elasticity: when an actor dies (killed, its node lost, out of memory), each part it
-held is run again by another actor (a replacement is started with the same options unless
-replace_dead=False), from the part's start, and the batches of it the trainer already has are
-dropped: none is delivered twice, none is lost, and each part's errors are reported once, when
-it completes. add_actors() and remove_actors() change the pool between batches. state_dict() is
-mmfeed.Loader's state after the last batch returned, whatever the number of actors; either
-loader resumes from the other's.
-
-Flow control: an actor runs one part at a time, with at most parts_in_flight parts queued on it,
-and a part stops when `batches_ahead` of its batches wait in the object store, untaken (Ray's
-generator backpressure): the store holds at most num_actors x parts_in_flight x batches_ahead
-batches, however slow the trainer. `store_bytes` bounds their bytes as well: each part queued gets
-an equal share, and its stream carries, before each batch, credits in proportion to the batch's
-bytes, so that Ray's count of untaken objects counts bytes too. Each actor's engine bounds its own
-memory by max_buffered_bytes. metrics() gives the trainer's wait share, each actor's throughput
-and the most batches (and bytes) it was ahead (for actors on the trainer's node), and a hint when
-more actors would help. pixels="uint8" (normalized by the trainer with mmfeed.normalize_pixels,
-on its GPU) sends an eighth of the images' bytes through the store.
-
-What a part costs: each part opens an engine (the manifests and tokenizer are read once per
-actor, but the pipeline fills and drains at each part's ends), so parts should be long enough for
-that to be small: in one process without Ray, parts of 16 groups (the default) cost about 5% of
-their time on the benchmark machine, parts of 4 about 25%; through Ray the object store's copy
-dominates (bench/ray_loader.py). Shorter parts rebalance sooner and lose less work to a dead
-actor.
-"""
+"""mmfeed.ray.Loader: the trainer's side, batches in the run's order from the actors' parts."""
 
 from __future__ import annotations
 
 import bisect
 import collections
-import json
 import time
 import warnings
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import ray
 
-from . import _mmfeed
-from .loader import Loader as _LocalLoader
+from ..loader import engine_options
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
-    from .options import LoaderOptions
-from .loader import LoaderInputs, engine_options
+    from ..options import LoaderOptions
 
-__all__ = ["Loader", "read"]
-
-# Under store_bytes, the fewest credits (objects of the part's stream) a batch costs: the grain of
-# its byte accounting (a batch's bytes in the store are counted in credit_bytes units).
-_CREDITS_PER_BATCH = 4
-
-
-class PartSpec(TypedDict, total=False):
-    """What an actor is asked to run (_Parts.run): a part of an epoch, from a resume state to an
-    end_position (0: the epoch's end); with store_bytes, the byte accounting of its credits."""
-
-    epoch: int
-    state: dict[str, Any]
-    end: int
-    credit_bytes: int  # the bytes one credit stands for
-    min_credits: int  # the fewest credits a batch costs
-    limit: int  # the most a batch costs: the stream's window
-
-
-class BatchMessage(TypedDict):
-    """A batch as an actor yields it: numpy arrays, the state after it, when and where it was made
-    and its bytes."""
-
-    batch: dict[str, Any]
-    state: dict[str, Any]
-    made_at: float  # time.time()
-    node: str  # the Ray node id
-    bytes: int
-
-
-class PartSummary(TypedDict):
-    """What an actor yields after a part's last batch."""
-
-    errors: list[dict[str, Any]]
-    seconds: float
-    samples: int
-    cpu_s: float
-
-
-class Part(TypedDict, total=False):
-    """The trainer's record of a part: planned (epoch, state, end, positions), then, once queued,
-    its actor, the stream of its messages, and when the trainer asked for each batch and its bytes."""
-
-    epoch: int
-    state: dict[str, Any]
-    end: int
-    positions: int
-    stream: Any  # the ObjectRefGenerator of _Parts.run
-    actor: _Actor
-    asked_at: list[float]
-    bytes: list[int]
-
-
-def _plan_parts(options: dict, start: dict, part_groups: int) -> list[Part]:
-    """The parts of the run of `options` from `start` (a state, or {}): each part_groups groups
-    (batch_size positions, or pack_window when packing) of an epoch, its start state and its
-    end_position (0: the epoch's end)."""
-    sizes = _mmfeed.epoch_sizes(options, json.dumps(start) if start else None)
-    span = _mmfeed.group_positions(options) * part_groups
-    base = {"seed": options.get("seed", 0), "rank": options.get("rank", 0), "world_size": options.get("world_size", 1)}
-    if "fingerprint" in start:
-        base["fingerprint"] = start["fingerprint"]
-    parts: list[Part] = []
-    first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
-    for epoch in range(first_epoch, len(sizes)):
-        position = first_position if epoch == first_epoch else 0
-        while position < sizes[epoch]:
-            end = (position // span + 1) * span
-            state = {**base, "epoch": epoch, "position": position, "packed_delivered": 0, "window_delivered": []}
-            if epoch == first_epoch:
-                # The start's own fields: the order of a resharded epoch, and inside a packing window.
-                state.update({k: start[k] for k in ("old_world_size", "old_positions", "old_windows") if k in start})
-                if position == first_position:
-                    state.update({k: start[k] for k in ("packed_delivered", "window_delivered") if k in start})
-            parts.append(
-                {
-                    "epoch": epoch,
-                    "state": state,
-                    "end": end if end < sizes[epoch] else 0,
-                    "positions": min(end, sizes[epoch]) - position,
-                }
-            )
-            position = end
-    return parts
-
-
-class _Parts:
-    """Runs parts of a rank's run with mmfeed's engine: the body of the Loader's actors and of
-    read()'s Ray Data workers."""
-
-    def __init__(self, options: dict):
-        # The error budget is the whole run's: the trainer-side Loader applies it over every part.
-        self._options = {**options, "max_error_fraction": 1.0}
-        self._inputs: LoaderInputs | None = None  # the manifests and tokenizer, read at the first part for all of them
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    def _open(self, spec: PartSpec) -> _LocalLoader:
-        if self._inputs is None:
-            self._inputs = LoaderInputs(**self._options)
-        loader = _LocalLoader(
-            tensors="np",
-            inputs=self._inputs,
-            **{**self._options, "epochs": spec["epoch"] + 1, "end_position": spec["end"]},
-        )
-        loader.load_state_dict(spec["state"])
-        return loader
-
-    def run(self, part: PartSpec) -> Iterator[int | None | BatchMessage | PartSummary]:
-        """Yields each batch of the part as {"batch", "state", "made_at", "node", "bytes"}, then
-        {"errors", "seconds", "samples", "cpu_s"}.
-
-        With part["credit_bytes"], each batch of b bytes is preceded by its credits:
-        n = min(limit, max(min_credits, ceil(b / credit_bytes))) - 1 objects, the first of them the
-        number n and the rest None. They make Ray's count of the stream's untaken objects (its
-        backpressure) a count of bytes: a batch enters the store only once its credits have, so the
-        untaken batches' bytes stay within the untaken objects x credit_bytes (a batch larger than
-        the whole window enters alone)."""
-        started, cpu = time.perf_counter(), time.process_time()
-        loader = self._open(part)
-        samples = 0
-        node = ray.get_runtime_context().get_node_id()
-        with loader:
-            for batch in loader:
-                batch.pop("buffer_address")
-                samples += len(batch["sample_ids"])
-                state = loader.state_dict()
-                nbytes = sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes"))
-                if part.get("credit_bytes"):
-                    # At most the whole window: a batch larger than the part's share enters alone.
-                    objects = max(part["min_credits"], -(-nbytes // part["credit_bytes"]))
-                    credits = min(objects, part["limit"]) - 1
-                    yield credits
-                    for _ in range(credits - 1):
-                        yield None
-                yield {"batch": batch, "state": state, "made_at": time.time(), "node": node, "bytes": nbytes}
-            yield {
-                "errors": loader.errors(),
-                "seconds": time.perf_counter() - started,
-                "samples": samples,
-                "cpu_s": time.process_time() - cpu,
-            }
-
-
-_PartRunner = ray.remote(_Parts)
-
-
-class _Actor:
-    """The trainer's record of one actor: its handle, the parts queued on it, what it delivered."""
-
-    def __init__(self, handle, number: int):
-        self.handle = handle
-        self.number = number
-        self.parts: collections.deque = collections.deque()  # part indices, in submission order
-        self.draining = False
-        self.done_parts = 0
-        self.batches = 0
-        self.samples = 0
-        self.busy_s = 0.0
-        self.cpu_s = 0.0  # the actor process's CPU time over its parts (its engine's threads included)
-        self.most_ahead = None  # the most batches it had in the object store untaken (on the trainer's node)
-        self.most_bytes_ahead = None  # and their bytes
+from .actor import Actor, PartRunner
+from .plan import CREDITS_PER_BATCH, PartSpec, PartSummary, plan_parts
 
 
 class Loader:
@@ -309,7 +97,7 @@ class Loader:
         self._node = ray.get_runtime_context().get_node_id()  # the trainer's
         self._replace_dead = replace_dead
         self._max_deaths = max_deaths
-        self._actors: list[_Actor] = []
+        self._actors: list[Actor] = []
         self._started = 0
         self._dead = 0
         self.add_actors(num_actors)
@@ -330,8 +118,8 @@ class Loader:
         options = {**self._actor_options, **actor_options}
         for _ in range(n):
             self._started += 1
-            handle = _PartRunner.options(**options).remote(self._options)
-            self._actors.append(_Actor(handle, self._started))
+            handle = PartRunner.options(**options).remote(self._options)
+            self._actors.append(Actor(handle, self._started))
 
     def remove_actors(self, n: int) -> None:
         """Takes `n` actors out of the pool: they get no new part, finish the parts they hold, and go."""
@@ -343,7 +131,7 @@ class Loader:
             if not actor.parts:
                 self._retire(actor)
 
-    def _retire(self, actor: _Actor) -> None:
+    def _retire(self, actor: Actor) -> None:
         self._actors.remove(actor)
         ray.kill(actor.handle)
 
@@ -364,7 +152,7 @@ class Loader:
         # next_submit: the first part not queued yet; current: the part being read; delivered: its
         # batches read in this run of it; skip: per part, its batches the trainer already has.
         self._plan = {
-            "parts": _plan_parts(self._options, self._state, self._part_groups),
+            "parts": plan_parts(self._options, self._state, self._part_groups),
             "next_submit": 0,
             "current": 0,
             "delivered": 0,
@@ -387,7 +175,7 @@ class Loader:
             self._queue(plan["next_submit"], min(open_actors, key=lambda a: (len(a.parts), a.number)))
             plan["next_submit"] += 1
 
-    def _queue(self, index: int, actor: _Actor) -> None:
+    def _queue(self, index: int, actor: Actor) -> None:
         """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
         past its share of store_bytes)."""
         part = self._planned()["parts"][index]
@@ -395,13 +183,13 @@ class Loader:
         # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
         limit = self._batches_ahead
         if self._store_bytes is not None:
-            # Untaken objects <= limit: at most batches_ahead batches (each costs _CREDITS_PER_BATCH
+            # Untaken objects <= limit: at most batches_ahead batches (each costs CREDITS_PER_BATCH
             # or more), of at most limit x credit_bytes = the part's share of bytes.
-            limit = self._batches_ahead * _CREDITS_PER_BATCH
+            limit = self._batches_ahead * CREDITS_PER_BATCH
             live = max(1, sum(not a.draining for a in self._actors))
             share = self._store_bytes // (live * self._parts_in_flight)
             spec["credit_bytes"] = max(1, share // limit)
-            spec["min_credits"] = _CREDITS_PER_BATCH
+            spec["min_credits"] = CREDITS_PER_BATCH
             spec["limit"] = limit
         part["stream"] = actor.handle.run.options(_generator_backpressure_num_objects=limit).remote(spec)
         part["actor"] = actor
@@ -409,7 +197,7 @@ class Loader:
         part["bytes"] = []  # and each one's bytes
         actor.parts.append(index)
 
-    def _resubmit(self, dead: _Actor) -> None:
+    def _resubmit(self, dead: Actor) -> None:
         """Gives the parts a dead actor held to the others (a replacement first, when asked)."""
         self._dead += 1
         if self._dead > self._max_deaths:
@@ -625,53 +413,3 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-class _PartBatches:
-    """Ray Data's callable class: one part in, the part's batches out, one row each."""
-
-    def __init__(self, options: dict):
-        self._parts = _Parts(options)
-
-    def __call__(self, row: dict):
-        for message in self._parts.run(json.loads(row["part"])):
-            if not isinstance(message, dict):  # credits: none without store_bytes
-                continue
-            if "batch" in message:
-                made = cast(BatchMessage, message)
-                batch = made["batch"]
-                yield {
-                    **{k: v for k, v in batch.items() if k != "sample_ids"},
-                    "sample_ids": json.dumps(batch["sample_ids"]),
-                    "state": json.dumps(made["state"]),
-                }
-            elif message["errors"]:
-                yield {"errors": json.dumps(message["errors"])}
-
-
-def read(
-    manifest=None,
-    *,
-    part_groups: int = 16,
-    concurrency: int = 2,
-    num_cpus: float = 1,
-    state: dict | None = None,
-    **options,
-):
-    """A ray.data.Dataset of the batches mmfeed.Loader would deliver for these options, one row
-    each: the batch's tensors as columns, sample_ids and the state after it as JSON strings; a
-    part whose samples were skipped also yields a row {"errors": JSON list}. Parts of the run
-    (part_groups groups each) are processed by `concurrency` actors of `num_cpus` CPUs, each
-    running mmfeed's engine; with DataContext.execution_options.preserve_order (set it, or
-    read in any order) the rows come in the run's order. Use it where a pipeline is Ray Data
-    already (streaming_split for Ray Train); mmfeed.ray.Loader gives the trainer ordered
-    batches, faults handled and resume, without Ray Data's executor.
-    """
-    import ray.data
-
-    options = engine_options(manifest, options)
-    parts = _plan_parts(options, dict(state or {}), part_groups)
-    specs = [{"part": json.dumps({"epoch": p["epoch"], "state": p["state"], "end": p["end"]})} for p in parts]
-    return ray.data.from_items(specs, override_num_blocks=len(specs)).flat_map(
-        _PartBatches, fn_constructor_kwargs={"options": options}, concurrency=concurrency, num_cpus=num_cpus
-    )
