@@ -86,18 +86,18 @@ void ConcurrentDriver::run_reader() {
         submit_processing(std::move(w));
         continue;
       }
+      // The requests are made before the first is submitted: once the last is, the sample may
+      // complete, be processed and freed on other threads before this one reads it again.
       Work* raw = w.get();
-      std::vector<std::uint64_t> tags;
+      std::vector<storage::FetchRequest> requests;
+      for (std::size_t i = 0; i < raw->fetches(); ++i) requests.push_back(raw->fetch(i, tag + i));
       {
         std::lock_guard lock(pending_mu_);
-        for (std::size_t i = 0; i < raw->fetches(); ++i) {
-          tags.push_back(tag);
-          pending_[tag++] = {raw, i};
-        }
+        for (std::size_t i = 0; i < requests.size(); ++i) pending_[tag++] = {raw, i};
         owned_[raw] = std::move(w);
       }
-      for (std::size_t i = 0; i < raw->fetches(); ++i) {
-        if (!s_.fetcher.submit(raw->fetch(i, tags[i]))) return;
+      for (storage::FetchRequest& request : requests) {
+        if (!s_.fetcher.submit(std::move(request))) return;
       }
     }
   }
