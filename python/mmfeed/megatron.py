@@ -27,6 +27,9 @@ shifted to the next token, a float32 loss_mask, and PackedSeqParams' fields.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 from mmfeed.batch import Batch
 from mmfeed.loader import Loader
 from mmfeed.torch import _distributed_rank_and_world
@@ -58,14 +61,14 @@ def data_parallel_rank_and_world(group=None) -> tuple[int, int]:
 class _Cyclic:
     """Restarts a loader from the beginning each time it runs out."""
 
-    def __init__(self, make):
+    def __init__(self, make: Callable[[], Loader]):
         self._make = make
         self._loader = make()
 
-    def __iter__(self):
+    def __iter__(self) -> _Cyclic:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Batch:
         try:
             return next(self._loader)
         except StopIteration:
@@ -88,8 +91,14 @@ def build_train_valid_test_data_iterators(
     train_epochs: int = 1_000_000,
     train_state: dict | None = None,
     group=None,
-    **options,
-):
+    **options: Any,
+) -> tuple[Loader, Iterator[Batch] | None, Iterator[Batch] | None]:
+    """Megatron's train, validation and test iterators over mmfeed Loaders: the train split runs
+    `train_epochs` epochs (or `epochs=`) in the options' order, resumed from `train_state` when
+    given; validation and test (None without a manifest) run one epoch in manifest order, again and
+    again (Megatron evaluates with fresh iterations of them). The data-parallel rank and world size
+    come from megatron.core's parallel state (`group`: another process group) unless given.
+    `options`: mmfeed.Loader's (tensors defaults to "torch")."""
     if "rank" not in options or "world_size" not in options:
         rank, world = data_parallel_rank_and_world(group)
         options.setdefault("rank", rank)
@@ -109,16 +118,18 @@ def build_train_valid_test_data_iterators(
         return lambda: Loader(manifest, **evaluation)
 
     train_it = train()
-    valid_it = _Cyclic(fixed(valid_manifest)) if valid_manifest else None
-    test_it = _Cyclic(fixed(test_manifest)) if test_manifest else None
+    valid_it: Iterator[Batch] | None = _Cyclic(fixed(valid_manifest)) if valid_manifest else None
+    test_it: Iterator[Batch] | None = _Cyclic(fixed(test_manifest)) if test_manifest else None
     return train_it, valid_it, test_it
 
 
-def state_dict(iterator) -> dict:
+def state_dict(iterator: Loader | _Cyclic) -> dict:
+    """The resume state of an iterator build_train_valid_test_data_iterators returned: give the train
+    one's to train_state= to resume there."""
     return iterator.state_dict()
 
 
-def packed_seq_params(batch: Batch):
+def packed_seq_params(batch: Batch) -> Any:
     """megatron.core's PackedSeqParams of a THD batch (qkv_format "thd"): cu_seqlens_q/kv, their
     padded forms, and max_seqlen_q/kv the longest padded sample (with context parallelism each
     rank holds 1/CP of a padded sample, and Transformer Engine divides max_seqlen by CP)."""
@@ -136,7 +147,7 @@ def packed_seq_params(batch: Batch):
     )
 
 
-def forward_args(batch: Batch) -> dict:
+def forward_args(batch: Batch) -> dict[str, Any]:
     """The keyword arguments of a Megatron Qwen-VL forward for a THD batch: input_ids, position_ids,
     labels, loss_mask, packed_seq_params (attention_mask None: the sequences bound attention), and
     the vision tensors the batch holds."""
@@ -155,6 +166,6 @@ def forward_args(batch: Batch) -> dict:
     return args
 
 
-def _require_thd(batch) -> None:
+def _require_thd(batch: Batch) -> None:
     if "cu_seqlens_padded" not in batch:
         raise ValueError("not a THD batch: open the loader with token_budget > 0 and packed_format='thd'")
