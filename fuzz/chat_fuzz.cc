@@ -9,7 +9,7 @@
 #include <memory>
 #include <string_view>
 
-#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "text/tokenizer.h"
 
 #ifndef MMFEED_TOKENIZER_JSON

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <thread>
 
-#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "text/tokenizer.h"
 
 namespace nb = nanobind;

@@ -13,7 +13,7 @@
 #include "dataset/shards.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
-#include "text/chat.h"
+#include "text/conversation.h"
 
 namespace mmfeed::dataset {
 

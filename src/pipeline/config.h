@@ -17,7 +17,7 @@
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
 #include "pipeline/order.h"
-#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "vision/processor.h"
 #include "vision/video_processor.h"
 

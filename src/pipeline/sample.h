@@ -13,7 +13,7 @@
 #include "dataset/manifest.h"
 #include "mmfeed/loader.h"
 #include "storage/uri.h"
-#include "text/chat.h"
+#include "text/conversation.h"
 #include "vision/processor.h"
 #include "vision/video_processor.h"
 

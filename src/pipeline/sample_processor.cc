@@ -8,7 +8,7 @@
 
 #include "core/clock.h"
 #include "dataset/parquet.h"
-#include "text/chat.h"
+#include "text/chat_encode.h"
 
 namespace mmfeed::pipeline {
 

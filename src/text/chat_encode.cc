@@ -2,7 +2,7 @@
 // pad expanded to its grid's tokens, labels by policy from the rendered spans (the loss mask),
 // truncation that never cuts a vision block, and optional mrope position ids. Rendering is in
 // chat.cc, parsing in conversation.cc.
-#include "text/chat.h"
+#include "text/chat_encode.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
 // "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
 // errors name the JSON path at fault. Rendering and encoding are in chat.cc.
-#include "text/chat.h"
+#include "text/conversation.h"
 
 #include <simdjson.h>
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "qwen_tokenizer.h"
-#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "text/tokenizer.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "qwen_tokenizer.h"
-#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "text/python_json.h"
 #include "text/tokenizer.h"
 

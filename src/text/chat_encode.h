@@ -1,0 +1,92 @@
+// Encoding for supervised fine-tuning (chat_encode.cc): a Conversation rendered with its chat
+// template (chat.h), tokenized, vision pads expanded to their grids, labels by policy, truncation,
+// and optional mrope position ids.
+//
+// Threads: a function of its arguments; it shares only the Tokenizer, which is safe to share.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(SftSample s, encode_conversation(tokenizer, c, t, grids, {}));
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mmfeed/error.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+
+namespace mmfeed::text {
+
+// What is trained, for every template: the assistant turns only, as rendered after
+// "<|im_start|>assistant\n": content, tool calls and (default, see train_reasoning) the
+// <think> block the Thinking template renders, then the end marker by policy. Never system,
+// user or tool turns: tool responses are inputs (Qwen3-VL renders them in a user turn).
+enum class LabelPolicy {
+  kQwen,           // assistant turn + "<|im_end|>" + "\n" (Qwen's recipe, LLaMA-Factory's)
+  kContentAndEos,  // assistant turn + "<|im_end|>"
+};
+
+enum class Truncation {
+  kError,     // a sample longer than max_length is an error (the caller may skip it)
+  kTruncate,  // cut at max_length, never inside an image's vision block (cut before it)
+};
+
+struct Grid3 {
+  std::int64_t t = 1, h = 0, w = 0;
+};
+
+// A video as the text sees it: its grid and what the video processor's plan says of time.
+struct VideoGrid {
+  Grid3 grid;
+  // Qwen2.5-VL's mrope: the temporal position of group t is int(t * second_per_grid_t *
+  // tokens_per_second), in float32 as transformers computes it (SftOptions::tokens_per_second).
+  double second_per_grid_t = 0;
+  // Qwen3-VL: the seconds of each temporal group (grid.t of them). Its templates' videos are
+  // written as transformers 5.24's Qwen3VLProcessor writes them: the <|video_pad|> of
+  // "<|vision_start|><|video_pad|><|vision_end|>" becomes, per group, "<t.t seconds>" +
+  // "<|vision_start|>" + the group's h*w/merge^2 pads + "<|vision_end|>".
+  std::vector<double> timestamps;
+};
+
+struct SftOptions {
+  LabelPolicy labels = LabelPolicy::kQwen;
+  std::size_t max_length = 0;  // 0: no limit
+  Truncation truncation = Truncation::kError;
+  bool mrope_position_ids = false;
+  int merge_size = 2;
+  // mrope's temporal step for videos: 0 steps by one per group (Qwen2-VL); Qwen2.5-VL's
+  // vision_config.tokens_per_second (2) scales VideoGrid::second_per_grid_t.
+  int tokens_per_second = 0;
+  // Train the <think> block the Thinking template renders (true by default: with that template
+  // the model is asked to produce its reasoning, so the reasoning is part of the reply it learns;
+  // the template itself drops reasoning before the last user query, so only the turns it keeps
+  // are trained). false leaves "<think>...</think>\n\n" at -100, training only the answer.
+  bool train_reasoning = true;
+  RenderOptions render;
+};
+
+struct SftSample {
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::int32_t> labels;  // -100 where not trained
+  std::vector<std::int32_t> attention_mask;
+  std::vector<std::int32_t> position_ids;  // 3 x L when asked (rows t, h, w)
+  std::size_t images_kept = 0;             // after truncation, the first images_kept images remain
+  std::size_t videos_kept = 0;
+};
+
+inline constexpr std::int32_t kIgnoreIndex = -100;
+
+// Renders, tokenizes the whole text (so ids equal the tokenizer applied to the rendered
+// conversation, Qwen3-VL's video timestamps written in first), expands each image pad to
+// t*h*w/merge^2 tokens and each video pad likewise (per group with timestamps), and labels by
+// policy (vision tokens and timestamps never trained). Under max_length the text is tokenized
+// only as far as the outcome needs, so a sample of megabytes holds memory for its first tokens
+// only: refused, it is counted to twice max_length ("conversation has more than N tokens, more
+// than max_length M (counted no further)" beyond that); truncated, to just past the cut.
+Result<SftSample> encode_conversation(const Tokenizer& tokenizer, const Conversation& conversation, ChatTemplate tmpl,
+                                      std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
+                                      const SftOptions& options = {});
+
+}  // namespace mmfeed::text
