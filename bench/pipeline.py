@@ -79,6 +79,8 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
 
 import budget  # noqa: E402  (bench/, beside this file)
 import memory  # noqa: E402
+from peers.hf_sample import HFSample  # noqa: E402
+from peers.pipelines import dataloader_batches, naive_batches, spdl_batches  # noqa: E402
 
 SYSTEMS = ("naive", "torch-dataloader", "spdl", "mmfeed-serial", "mmfeed", "mmfeed-ray")
 RAY_SYSTEM = "mmfeed-ray"  # run only when asked (--ray, or named in --systems)
@@ -90,9 +92,7 @@ SCALING_SYSTEMS = ("torch-dataloader", "mmfeed")  # mmfeed and the best Python p
 BUSY_ENOUGH = 0.95  # --cores-needed: the trainer's steady utilisation a system must reach
 NAIVE_SHARE = 0.15  # the talk: a 15-20 s step against 100+ s of serial preparation
 BUCKET = "s3"  # the object server's S3 location doubles as the bucket name
-IMAGE_PAD = 151655
 TEMPLATE_FILES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
-PAD = 151643
 FIELDS = (
     "gpu_utilization",
     "steady_gpu_utilization",
@@ -108,134 +108,6 @@ FIELDS = (
 def _cpu_seconds() -> float:
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-
-
-# ---- the Python peers' per-sample code: what users run today ---------------------------------
-
-
-class HFSample:
-    """One sample at a time: GET or read each image, HF's Qwen2-VL processor (PIL backend), HF
-    tokenizer + chat template, image tokens expanded to the grid. `fetch` and `process` are
-    separate so a pipeline can overlap them; `__getitem__` does both."""
-
-    def __init__(self, manifest: Path, tokenizer: Path, template: Path, max_pixels: int, model: str = "qwen2-vl"):
-        self.base = manifest.parent
-        self.samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-        self.tokenizer, self.template, self.max_pixels, self.model = tokenizer, template, max_pixels, model
-        self._s3 = None
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def _client(self):
-        if self._s3 is None:
-            import boto3
-            from botocore.config import Config
-
-            self._s3 = boto3.client("s3", config=Config(s3={"addressing_style": "path"}, max_pool_connections=64))
-        return self._s3
-
-    def fetch(self, i: int) -> tuple[int, list[bytes]]:
-        blobs = []
-        for m in self.samples[i]["messages"]:
-            for c in m["content"] if isinstance(m["content"], list) else []:
-                if c["type"] == "image":
-                    uri = c["image"]
-                    if uri.startswith("s3://"):
-                        bucket, key = uri[5:].split("/", 1)
-                        blobs.append(self._client().get_object(Bucket=bucket, Key=key)["Body"].read())
-                    else:
-                        blobs.append((self.base / uri).read_bytes())
-        return i, blobs
-
-    def process(self, fetched: tuple[int, list[bytes]]) -> dict:
-        import io
-
-        import numpy as np
-        from PIL import Image, ImageOps
-        from transformers import PreTrainedTokenizerFast
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-
-        if not hasattr(self, "proc"):
-            # The hub's preprocessor configs: Qwen2/2.5-VL patch 14 with CLIP's mean and std,
-            # Qwen3-VL patch 16 with mean and std 0.5 and a larger minimum; merge 2 for both.
-            if self.model == "qwen3-vl":
-                self.proc = Qwen2VLImageProcessorPil(
-                    patch_size=16,
-                    image_mean=[0.5] * 3,
-                    image_std=[0.5] * 3,
-                    size={"shortest_edge": 65536, "longest_edge": self.max_pixels},
-                )
-            else:
-                self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
-            self.tok = PreTrainedTokenizerFast(
-                tokenizer_file=str(self.tokenizer), chat_template=self.template.read_text()
-            )
-        i, blobs = fetched
-        images = [ImageOps.exif_transpose(Image.open(io.BytesIO(b))).convert("RGB") for b in blobs]
-        vision = self.proc(images=images, return_tensors="np")
-        ids = self.tok.apply_chat_template(self.samples[i]["messages"], tokenize=True)
-        if not isinstance(ids, list):
-            ids = ids["input_ids"]
-        expanded, grids = [], iter(vision["image_grid_thw"])
-        for t in ids:
-            expanded += [t] * int(next(grids).prod() // 4) if t == IMAGE_PAD else [t]
-        return {
-            "input_ids": np.asarray(expanded),
-            "pixel_values": vision["pixel_values"],
-            "image_grid_thw": vision["image_grid_thw"],
-        }
-
-    def __getitem__(self, i: int) -> dict:
-        return self.process(self.fetch(i))
-
-
-def collate(items: list[dict]) -> dict:
-    import numpy as np
-    import torch
-
-    length = max(len(x["input_ids"]) for x in items)
-    ids = np.full((len(items), length), PAD, dtype=np.int64)
-    mask = np.zeros((len(items), length), dtype=np.int64)
-    for i, x in enumerate(items):
-        ids[i, : len(x["input_ids"])] = x["input_ids"]
-        mask[i, : len(x["input_ids"])] = 1
-    return {
-        "input_ids": torch.from_numpy(ids),
-        "attention_mask": torch.from_numpy(mask),
-        "labels": torch.from_numpy(np.where(mask == 1, ids, -100)),
-        "pixel_values": torch.from_numpy(np.concatenate([x["pixel_values"] for x in items])),
-        "image_grid_thw": torch.from_numpy(np.concatenate([x["image_grid_thw"] for x in items])),
-    }
-
-
-def naive_batches(ds: HFSample, batch: int):
-    for start in range(0, len(ds), batch):
-        yield collate([ds[i] for i in range(start, min(start + batch, len(ds)))])
-
-
-def dataloader_batches(ds: HFSample, batch: int, workers: int):
-    from torch.utils.data import DataLoader
-
-    yield from DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=collate)
-
-
-def spdl_batches(ds: HFSample, batch: int, workers: int):
-    from spdl.pipeline import PipelineBuilder
-
-    fetches = 32  # I/O: GETs in flight, as many as the object store's latency calls for
-    pipeline = (
-        PipelineBuilder()
-        .add_source(range(len(ds)))
-        .pipe(ds.fetch, concurrency=fetches, output_order="input")
-        .pipe(ds.process, concurrency=workers, output_order="input")
-        .aggregate(batch)
-        .pipe(collate)
-        .add_sink(4)
-        .build(num_threads=fetches + workers)
-    )
-    with pipeline.auto_stop():
-        yield from pipeline
 
 
 def mmfeed_batches(
