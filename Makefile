@@ -27,7 +27,7 @@ build: setup
 	  2> >(grep -v '^WARNING: Location' >&2)
 	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
 
-# docs/options.md from the option table (tests/python/test_docs.py fails when it is stale).
+# docs/options.md from the option table (tests/python/tools/test_docs.py fails when it is stale).
 docs: build
 	$(PY) scripts/options_doc.py
 
@@ -46,7 +46,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # The native module's type stub, committed (python/mmfeed/_mmfeed.pyi) from the one the build
-# generates; tests/python/test_docs.py fails when they differ.
+# generates; tests/python/tools/test_docs.py fails when they differ.
 stubs: build
 	cp build/python/_mmfeed.pyi python/mmfeed/_mmfeed.pyi
 

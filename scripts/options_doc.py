@@ -1,6 +1,6 @@
 """Writes docs/options.md, the Loader's options with their types, defaults and meanings, from the
 one option table (include/mmfeed/loader_options.h, as the built module lists it). `make docs`
-runs it; tests/python/test_docs.py fails when the page and the table differ.
+runs it; tests/python/tools/test_docs.py fails when the page and the table differ.
 
 Usage: python scripts/options_doc.py [--check]   (--check: exit 1 when docs/options.md is stale)
 """

@@ -2,7 +2,7 @@
 `mmfeed.LoaderInputs`, `mmfeed.torch.Dataset` and `mmfeed.ray.Loader` (each also takes the
 manifest first, and Python's own keywords: see mmfeed.Loader), one per row of the engine's option
 table (include/mmfeed/loader_options.h), in its order; None leaves an option's default. Choices
-are Literal types, so an editor completes them and mypy checks them. tests/python/test_docs.py
+are Literal types, so an editor completes them and mypy checks them. tests/python/tools/test_docs.py
 holds this module to the table (names, order, types and choices); docs/options.md lists the
 defaults and meanings.
 

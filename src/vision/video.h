@@ -12,7 +12,7 @@
 // Colour: frames are converted from the decoder's YUV with libswscale (bilinear, accurate
 // rounding) to RGB24 in the stream's colour matrix (BT.601 unless it says BT.709); the decoded
 // YUV planes equal PyAV's exactly, the RGB differs from PyAV's conversion by the rounding of the
-// two libswscale builds (bounded in tests/python/test_video.py). Rotation metadata is reported,
+// two libswscale builds (bounded in tests/python/video/test_video.py). Rotation metadata is reported,
 // not applied, as those readers do.
 //
 // A build without FFmpeg (MMFEED_VIDEO=OFF) answers kUnsupported, saying so.

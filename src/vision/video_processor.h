@@ -12,7 +12,7 @@
 // Frames are resized with torch's antialiased bicubic (Filter::kBicubicTorch, what torchvision
 // runs), normalized as the video processors do (Normalization::kVideo) and cut into patches of
 // temporal_patch_size frames (an odd count repeats the last frame). Output is bit-exact with
-// transformers given the same decoded frames (tests/python/test_video_processor.py).
+// transformers given the same decoded frames (tests/python/video/test_video_processor.py).
 //
 // Planning needs only the container's metadata (probe_video), so a batcher can size its
 // buffer before decoding; resize() decodes just the planned frames, one full-size frame held at

@@ -1,5 +1,5 @@
 // The video decoder's limits, the sampling's edges and the video processor's plans and output
-// shape (tests/python/test_video.py compares the decoded frames with PyAV's and the sampling with
+// shape (tests/python/video/test_video.py compares the decoded frames with PyAV's and the sampling with
 // qwen-vl-utils'; test_video_processor.py the processors' output with transformers'). The clip is made with the
 // ffmpeg command, which scripts/setup.sh installs.
 #include "vision/video.h"

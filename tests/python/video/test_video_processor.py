@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
     not _mmfeed.video_libraries().startswith("libavformat"), reason="built without video (MMFEED_VIDEO=OFF)"
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ORACLE_PYTHON = ROOT / ".venv-tv" / "bin" / "python"
 
 # name: (size, rate, seconds, codec arguments)

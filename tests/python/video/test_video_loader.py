@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     not _mmfeed.video_libraries().startswith("libavformat"), reason="built without video (MMFEED_VIDEO=OFF)"
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ORACLE_PYTHON = ROOT / ".venv-tv" / "bin" / "python"
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 TEMPLATES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}

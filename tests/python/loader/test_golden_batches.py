@@ -2,7 +2,7 @@
 tests/data/golden_batches.json were taken from the Loader before its stages were split; every
 configuration here must still produce those batches: the same samples in the same order, ids,
 labels, masks, grids and positions byte for byte, pixel sums within 1e-6 per element. To re-record after a deliberate
-change of output: `python tests/python/test_golden_batches.py --record` (and say why in the
+change of output: `python tests/python/loader/test_golden_batches.py --record` (and say why in the
 commit)."""
 
 import hashlib
@@ -14,7 +14,7 @@ import numpy as np
 
 import mmfeed
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 GOLDEN = ROOT / "tests" / "data" / "golden_batches.json"
 CONFIGS = {
