@@ -538,8 +538,8 @@ struct FilePart {
   Status status = ok_status();
 };
 
-void read_part(const std::string& path, std::size_t limit, const storage::S3Options& s3, std::uint32_t manifest,
-               FilePart& part) {
+void read_part_or_throw(const std::string& path, std::size_t limit, const storage::S3Options& s3,
+                        std::uint32_t manifest, FilePart& part) {
   auto uri = storage::parse_uri(path);
   if (!uri.ok()) {
     part.status = uri.error();
@@ -557,6 +557,18 @@ void read_part(const std::string& path, std::size_t limit, const storage::S3Opti
   }
   part.status = ParquetReader(part.rows, limit, manifest, part.lines).read_file(0, std::move(file).value(), name);
   part.rows.shards.push_back(Shard{std::move(uri).value(), name});
+}
+
+// One file read on a thread of its own: what it cannot get (a thread of the fetcher, memory) is
+// its error, not the process's end.
+void read_part(const std::string& path, std::size_t limit, const storage::S3Options& s3, std::uint32_t manifest,
+               FilePart& part) {
+  try {
+    read_part_or_throw(path, limit, s3, manifest, part);
+  } catch (const std::exception& e) {
+    part.status =
+        Error(ErrorCode::kResourceExhausted, std::string("cannot read it: ") + e.what(), storage::redact_uri(path));
+  }
 }
 
 // `part` (file number `file`) appended to `m`: text, lines, samples, members, cells and chunks
