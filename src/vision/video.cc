@@ -244,6 +244,272 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
   return info;
 }
 
+namespace {
+
+using PacketPtr = std::unique_ptr<AVPacket, PacketCloser>;
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+// The stream's packets, in decoding order (the file is in memory already; so are they now).
+// `damage`: why the container could not be read to its end (empty when it was).
+Result<std::vector<PacketPtr> > read_packets(Container& c, const VideoLimits& limits, std::string& damage) {
+  std::vector<PacketPtr> packets;
+  PacketPtr packet(av_packet_alloc());
+  if (!packet) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
+  int status = 0;
+  while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
+    if (packet->stream_index == c.stream_index() && packet->size > 0) {
+      if (static_cast<std::int64_t>(packets.size()) >= limits.max_frames) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
+      }
+      packets.emplace_back(av_packet_alloc());
+      if (!packets.back()) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
+      av_packet_move_ref(packets.back().get(), packet.get());
+    } else {
+      av_packet_unref(packet.get());
+    }
+  }
+  if (status != AVERROR_EOF) damage = av_message(status);
+  return packets;
+}
+
+// Each packet's place in presentation order, from the order of the timestamps, when every
+// packet has its own: the decoder may then drop the frames nobody asked for that no other frame
+// refers to (AVDISCARD_NONREF), and a frame is known by its timestamp. Otherwise (`place` empty)
+// every frame is decoded and counted as it comes.
+struct Places {
+  std::unordered_map<std::int64_t, std::int64_t> place;  // timestamp -> rank in presentation order
+  std::int64_t shown = 0;                                // the frames the packets decode to, when placed
+};
+
+Places place_by_timestamps(const std::vector<PacketPtr>& packets) {
+  Places out;
+  std::vector<std::int64_t> order;  // of the packets that decode to a frame (not flagged discard)
+  order.reserve(packets.size());
+  bool timed = true;
+  for (const auto& p : packets) {
+    if (p->pts == AV_NOPTS_VALUE) timed = false;
+    if (!(p->flags & AV_PKT_FLAG_DISCARD)) order.push_back(p->pts);
+  }
+  std::sort(order.begin(), order.end());
+  if (timed && std::adjacent_find(order.begin(), order.end()) == order.end()) {
+    for (std::size_t i = 0; i < order.size(); ++i) out.place[order[i]] = static_cast<std::int64_t>(i);
+    out.shown = static_cast<std::int64_t>(order.size());
+  }
+  return out;
+}
+
+// For skipping ahead: each frame's packet, the last keyframe at or before each packet, and how
+// many packets of frames asked for come before each packet.
+struct SkipIndex {
+  std::vector<std::size_t> packet_of_rank, last_key, wanted_before;
+};
+
+SkipIndex skip_index(const std::vector<PacketPtr>& packets, const Places& places,
+                     std::span<const std::int64_t> indices) {
+  SkipIndex out{std::vector<std::size_t>(static_cast<std::size_t>(places.shown), kNone),
+                std::vector<std::size_t>(packets.size(), kNone), std::vector<std::size_t>(packets.size() + 1, 0)};
+  if (places.place.empty()) return out;
+  std::vector<bool> asked(static_cast<std::size_t>(places.shown), false);
+  for (std::int64_t i : indices) {
+    if (i < places.shown) asked[static_cast<std::size_t>(i)] = true;
+  }
+  std::size_t key = kNone;
+  for (std::size_t i = 0; i < packets.size(); ++i) {
+    const AVPacket* p = packets[i].get();
+    if (p->flags & AV_PKT_FLAG_KEY) key = i;
+    out.last_key[i] = key;
+    bool asked_here = false;
+    if (!(p->flags & AV_PKT_FLAG_DISCARD)) {
+      const auto rank = static_cast<std::size_t>(places.place.at(p->pts));
+      out.packet_of_rank[rank] = i;
+      asked_here = asked[rank];
+    }
+    out.wanted_before[i + 1] = out.wanted_before[i] + (asked_here ? 1 : 0);
+  }
+  return out;
+}
+
+// Decoded frames to RGB rows of the stream's size, handed to the sink.
+class RgbConverter {
+ public:
+  RgbConverter(int width, int height)
+      : width_(width),
+        height_(height),
+        row_(static_cast<std::size_t>(width) * 3),
+        scratch_stride_((row_ + 63) / 64 * 64),
+        scratch_(scratch_stride_ * (static_cast<std::size_t>(height) + 1)),
+        rgb_(row_ * static_cast<std::size_t>(height)) {}
+
+  // Converts `frame` and hands it to the sink as indices[k].
+  Status keep(const AVFrame* frame, std::size_t k, const VideoFrameSink& sink) {
+    const auto format = static_cast<AVPixelFormat>(frame->format);
+    scale_.reset(sws_getCachedContext(scale_.release(), width_, height_, format, width_, height_, AV_PIX_FMT_RGB24,
+                                      SWS_BILINEAR, nullptr, nullptr, nullptr));
+    if (!scale_)
+      return Error(ErrorCode::kUnsupported,
+                   std::string("video: cannot convert pixel format ") + av_get_pix_fmt_name(format) + " to RGB");
+    const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
+    const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
+                           format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
+    const int* coefficients = sws_getCoefficients(matrix);
+    sws_setColorspaceDetails(scale_.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16, 1 << 16);
+    // libswscale's SIMD writes past the end of a row (8 bytes at a time): convert into rows of
+    // aligned stride with a spare row, then copy the rows out.
+    std::uint8_t* target[4] = {scratch_.data(), nullptr, nullptr, nullptr};
+    const int stride[4] = {static_cast<int>(scratch_stride_), 0, 0, 0};
+    sws_scale(scale_.get(), frame->data, frame->linesize, 0, height_, target, stride);
+    for (int y = 0; y < height_; ++y) {
+      std::memcpy(rgb_.data() + static_cast<std::size_t>(y) * row_,
+                  scratch_.data() + static_cast<std::size_t>(y) * scratch_stride_, row_);
+    }
+    return sink(k, rgb_.data(), width_, height_);
+  }
+
+ private:
+  const int width_, height_;
+  const std::size_t row_, scratch_stride_;
+  std::vector<std::uint8_t> scratch_, rgb_;
+  std::unique_ptr<SwsContext, ScaleCloser> scale_;
+};
+
+// One pass over the packets. `by_time`: frames known by timestamp, the unwanted unreferenced
+// ones dropped, and a jump to the keyframe before the next frame asked for when nothing asked for
+// lies between. After run(): frames_seen (the frames that came out), kept (indices filled, in
+// order), consistent (false when a frame's timestamp was not a packet's, or a frame asked for did
+// not come out where its timestamp says: a by_time pass then stops, for a counting pass).
+class DecodePass {
+ public:
+  DecodePass(Container& c, const std::vector<PacketPtr>& packets, const Places& places, const SkipIndex& skip,
+             std::span<const std::int64_t> indices, RgbConverter& rgb, const VideoFrameSink& sink, std::string& damage)
+      : c_(c),
+        packets_(packets),
+        places_(places),
+        skip_(skip),
+        indices_(indices),
+        rgb_(rgb),
+        sink_(sink),
+        damage_(damage) {}
+
+  std::int64_t frames_seen = 0;
+  std::size_t kept = 0;
+  bool consistent = true;
+
+  Status run(bool by_time, AVFrame* frame) {
+    by_time_ = by_time;
+    frame_ = frame;
+    frames_seen = 0;
+    kept = 0;
+    consistent = true;
+    AVStream* stream = c_.stream();
+    decoder_.reset(avcodec_alloc_context3(c_.codec()));
+    if (!decoder_) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
+    if (avcodec_parameters_to_context(decoder_.get(), stream->codecpar) < 0) {
+      return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
+    }
+    decoder_->thread_count = 1;  // one video per worker thread
+    decoder_->pkt_timebase = stream->time_base;
+    if (int status = avcodec_open2(decoder_.get(), c_.codec(), nullptr); status < 0) {
+      return Error(ErrorCode::kUnsupported,
+                   std::string("video: cannot open the ") + c_.codec()->name + " decoder (" + av_message(status) + ")");
+    }
+    wanted_.assign(static_cast<std::size_t>(places_.shown), false);
+    for (std::int64_t i : indices_) {
+      if (i < places_.shown) wanted_[static_cast<std::size_t>(i)] = true;
+    }
+    bool more = true;
+    for (std::size_t i = 0; more && i < packets_.size(); ++i) {
+      if (by_time_ && kept < indices_.size() && indices_[kept] < places_.shown) {
+        // The next frame asked for decodes from the last keyframe before it: when that keyframe
+        // lies ahead and nothing asked for is in between, the packets in between are not needed.
+        // What the decoder holds comes out first.
+        const std::size_t key = skip_.last_key[skip_.packet_of_rank[static_cast<std::size_t>(indices_[kept])]];
+        if (key != kNone && key > i && skip_.wanted_before[key] == skip_.wanted_before[i]) {
+          avcodec_send_packet(decoder_.get(), nullptr);
+          auto drained = drain();
+          if (!drained.ok()) return std::move(drained).error();
+          if (!*drained || !consistent) break;
+          avcodec_flush_buffers(decoder_.get());
+          i = key;
+        }
+      }
+      AVPacket* p = packets_[i].get();
+      if (by_time_) {
+        const auto it = places_.place.find(p->pts);
+        const bool needed = !(p->flags & AV_PKT_FLAG_DISCARD) && it != places_.place.end() &&
+                            wanted_[static_cast<std::size_t>(it->second)];
+        decoder_->skip_frame = needed ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+      }
+      const int sent = avcodec_send_packet(decoder_.get(), p);
+      if (sent < 0 && sent != AVERROR(EAGAIN)) {
+        if (damage_.empty()) damage_ = av_message(sent);
+        break;  // keep what was decoded; a frame asked for beyond the damage is reported below
+      }
+      auto drained = drain();
+      if (!drained.ok()) return std::move(drained).error();
+      more = *drained && consistent;
+    }
+    if (more) {
+      avcodec_send_packet(decoder_.get(), nullptr);  // the frames the decoder still holds
+      auto drained = drain();
+      if (!drained.ok()) return std::move(drained).error();
+    }
+    return ok_status();
+  }
+
+ private:
+  // Takes what the decoder has ready; false once every frame asked for is kept.
+  Result<bool> drain() {
+    while (true) {
+      const int status = avcodec_receive_frame(decoder_.get(), frame_);
+      if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
+      if (status < 0)
+        return Error(ErrorCode::kCorruptData,
+                     "video: frame " + std::to_string(frames_seen) + " does not decode (" + av_message(status) + ")");
+      if (frame_->width != c_.width() || frame_->height != c_.height()) {
+        return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" +
+                                                  std::to_string(frame_->width) + "x" + std::to_string(frame_->height) +
+                                                  " at frame " + std::to_string(frames_seen) + ")");
+      }
+      std::int64_t at = frames_seen;
+      if (by_time_) {
+        const auto it = places_.place.find(frame_->pts);
+        if (it == places_.place.end() || it->second < at) {
+          consistent = false;
+          return false;
+        }
+        at = it->second;
+      }
+      if (by_time_ && kept < indices_.size() && indices_[kept] < at) {
+        consistent = false;  // a frame asked for did not come out where its timestamp says
+        return false;
+      }
+      while (kept < indices_.size() && indices_[kept] == at) {
+        if (Status st = rgb_.keep(frame_, kept, sink_); !st.ok()) return std::move(st).error();
+        ++kept;
+      }
+      frames_seen = at + 1;
+      av_frame_unref(frame_);
+      if (kept == indices_.size()) return false;
+    }
+  }
+
+  Container& c_;
+  const std::vector<PacketPtr>& packets_;
+  const Places& places_;
+  const SkipIndex& skip_;
+  const std::span<const std::int64_t> indices_;
+  RgbConverter& rgb_;
+  const VideoFrameSink& sink_;
+  std::string& damage_;
+  bool by_time_ = false;
+  AVFrame* frame_ = nullptr;
+  std::vector<bool> wanted_;
+  std::unique_ptr<AVCodecContext, CodecCloser> decoder_;
+};
+
+}  // namespace
+
 Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const std::int64_t> indices,
                             const VideoLimits& limits, const VideoFrameSink& sink) {
   if (indices.empty()) return Error(ErrorCode::kInvalidArgument, "video: no frames asked for");
@@ -255,223 +521,27 @@ Status for_each_video_frame(std::span<const std::byte> bytes, std::span<const st
   auto opened = Container::open(bytes, limits);
   if (!opened.ok()) return std::move(opened).error();
   Container& c = **opened;
-  AVStream* stream = c.stream();
-  struct {
-    int width;
-    int height;
-  } out{c.width(), c.height()};
-  // The stream's packets, in decoding order (the file is in memory already; so are they now).
-  std::vector<std::unique_ptr<AVPacket, PacketCloser> > packets;
   std::string damage;
-  {
-    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
-    if (!packet) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
-    int status = 0;
-    while ((status = av_read_frame(c.format(), packet.get())) >= 0) {
-      if (packet->stream_index == c.stream_index() && packet->size > 0) {
-        if (static_cast<std::int64_t>(packets.size()) >= limits.max_frames) {
-          return Error(ErrorCode::kResourceExhausted,
-                       "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
-        }
-        packets.emplace_back(av_packet_alloc());
-        if (!packets.back()) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a packet");
-        av_packet_move_ref(packets.back().get(), packet.get());
-      } else {
-        av_packet_unref(packet.get());
-      }
-    }
-    if (status != AVERROR_EOF) damage = av_message(status);
-  }
-  if (Status st = check_not_cut(stream, static_cast<std::int64_t>(packets.size())); !st.ok()) return st;
-  // Each packet's place in presentation order, from the order of the timestamps, when every
-  // packet has its own: the decoder may then drop the frames nobody asked for that no other frame
-  // refers to (AVDISCARD_NONREF), and a frame is known by its timestamp. Otherwise every frame is
-  // decoded and counted as it comes.
-  std::unordered_map<std::int64_t, std::int64_t> place;
-  std::int64_t shown = 0;  // the frames the packets decode to, when placed
-  {
-    std::vector<std::int64_t> order;  // of the packets that decode to a frame (not flagged discard)
-    order.reserve(packets.size());
-    bool timed = true;
-    for (const auto& p : packets) {
-      if (p->pts == AV_NOPTS_VALUE) timed = false;
-      if (!(p->flags & AV_PKT_FLAG_DISCARD)) order.push_back(p->pts);
-    }
-    std::sort(order.begin(), order.end());
-    if (timed && std::adjacent_find(order.begin(), order.end()) == order.end()) {
-      for (std::size_t i = 0; i < order.size(); ++i) place[order[i]] = static_cast<std::int64_t>(i);
-      shown = static_cast<std::int64_t>(order.size());
-    }
-  }
-
-  // For skipping ahead: each frame's packet, the last keyframe at or before each packet, and how
-  // many packets of frames asked for come before each packet.
-  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> packet_of_rank(static_cast<std::size_t>(shown), kNone);
-  std::vector<std::size_t> last_key(packets.size(), kNone);
-  std::vector<std::size_t> wanted_before(packets.size() + 1, 0);
-  if (!place.empty()) {
-    std::vector<bool> asked(static_cast<std::size_t>(shown), false);
-    for (std::int64_t i : indices) {
-      if (i < shown) asked[static_cast<std::size_t>(i)] = true;
-    }
-    std::size_t key = kNone;
-    for (std::size_t i = 0; i < packets.size(); ++i) {
-      const AVPacket* p = packets[i].get();
-      if (p->flags & AV_PKT_FLAG_KEY) key = i;
-      last_key[i] = key;
-      bool asked_here = false;
-      if (!(p->flags & AV_PKT_FLAG_DISCARD)) {
-        const auto rank = static_cast<std::size_t>(place.at(p->pts));
-        packet_of_rank[rank] = i;
-        asked_here = asked[rank];
-      }
-      wanted_before[i + 1] = wanted_before[i] + (asked_here ? 1 : 0);
-    }
-  }
+  auto packets = read_packets(c, limits, damage);
+  if (!packets.ok()) return std::move(packets).error();
+  if (Status st = check_not_cut(c.stream(), static_cast<std::int64_t>(packets->size())); !st.ok()) return st;
+  const Places places = place_by_timestamps(*packets);
+  const SkipIndex skip = skip_index(*packets, places, indices);
 
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
   if (!frame) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate a frame");
-  std::unique_ptr<SwsContext, ScaleCloser> scale;
-  const std::size_t scratch_stride = (static_cast<std::size_t>(out.width) * 3 + 63) / 64 * 64;
-  std::vector<std::uint8_t> scratch(scratch_stride * (static_cast<std::size_t>(out.height) + 1));
-  const std::size_t row = static_cast<std::size_t>(out.width) * 3;
-  std::vector<std::uint8_t> rgb(row * static_cast<std::size_t>(out.height));
-
-  // Converts `frame` and hands it to the sink as indices[k].
-  auto keep = [&](std::size_t k) -> Status {
-    const auto format = static_cast<AVPixelFormat>(frame->format);
-    scale.reset(sws_getCachedContext(scale.release(), out.width, out.height, format, out.width, out.height,
-                                     AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
-    if (!scale)
-      return Error(ErrorCode::kUnsupported,
-                   std::string("video: cannot convert pixel format ") + av_get_pix_fmt_name(format) + " to RGB");
-    const int matrix = frame->colorspace == AVCOL_SPC_BT709 ? SWS_CS_ITU709 : SWS_CS_ITU601;
-    const int full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
-                           format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P;
-    const int* coefficients = sws_getCoefficients(matrix);
-    sws_setColorspaceDetails(scale.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16, 1 << 16);
-    // libswscale's SIMD writes past the end of a row (8 bytes at a time): convert into rows of
-    // aligned stride with a spare row, then copy the rows out.
-    std::uint8_t* target[4] = {scratch.data(), nullptr, nullptr, nullptr};
-    const int stride[4] = {static_cast<int>(scratch_stride), 0, 0, 0};
-    sws_scale(scale.get(), frame->data, frame->linesize, 0, out.height, target, stride);
-    for (int y = 0; y < out.height; ++y) {
-      std::memcpy(rgb.data() + static_cast<std::size_t>(y) * row,
-                  scratch.data() + static_cast<std::size_t>(y) * scratch_stride, row);
-    }
-    return sink(k, rgb.data(), out.width, out.height);
-  };
-
-  // One pass over the packets; `by_time`: frames known by timestamp, the unwanted unreferenced
-  // ones dropped. Sets *frames_seen (the frames that came out) and *kept (indices filled, in
-  // order). A frame whose timestamp is not a packet's ends a by_time pass with *consistent false.
-  auto decode = [&](bool by_time, std::int64_t* frames_seen, std::size_t* kept, bool* consistent) -> Status {
-    *frames_seen = 0;
-    *kept = 0;
-    *consistent = true;
-    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(c.codec()));
-    if (!decoder) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
-    if (avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0) {
-      return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
-    }
-    decoder->thread_count = 1;  // one video per worker thread
-    decoder->pkt_timebase = stream->time_base;
-    if (int status = avcodec_open2(decoder.get(), c.codec(), nullptr); status < 0) {
-      return Error(ErrorCode::kUnsupported,
-                   std::string("video: cannot open the ") + c.codec()->name + " decoder (" + av_message(status) + ")");
-    }
-    std::vector<bool> wanted(static_cast<std::size_t>(shown), false);
-    for (std::int64_t i : indices) {
-      if (i < shown) wanted[static_cast<std::size_t>(i)] = true;
-    }
-    // Takes what the decoder has ready; false once every frame asked for is kept.
-    auto drain = [&]() -> Result<bool> {
-      while (true) {
-        const int status = avcodec_receive_frame(decoder.get(), frame.get());
-        if (status == AVERROR(EAGAIN) || status == AVERROR_EOF) return true;
-        if (status < 0)
-          return Error(ErrorCode::kCorruptData, "video: frame " + std::to_string(*frames_seen) + " does not decode (" +
-                                                    av_message(status) + ")");
-        if (frame->width != out.width || frame->height != out.height) {
-          return Error(ErrorCode::kUnsupported, "video: the frame size changes mid-stream (" +
-                                                    std::to_string(frame->width) + "x" + std::to_string(frame->height) +
-                                                    " at frame " + std::to_string(*frames_seen) + ")");
-        }
-        std::int64_t at = *frames_seen;
-        if (by_time) {
-          const auto it = place.find(frame->pts);
-          if (it == place.end() || it->second < at) {
-            *consistent = false;
-            return false;
-          }
-          at = it->second;
-        }
-        if (by_time && *kept < indices.size() && indices[*kept] < at) {
-          *consistent = false;  // a frame asked for did not come out where its timestamp says
-          return false;
-        }
-        while (*kept < indices.size() && indices[*kept] == at) {
-          if (Status st = keep(*kept); !st.ok()) return std::move(st).error();
-          ++*kept;
-        }
-        *frames_seen = at + 1;
-        av_frame_unref(frame.get());
-        if (*kept == indices.size()) return false;
-      }
-    };
-    bool more = true;
-    for (std::size_t i = 0; more && i < packets.size(); ++i) {
-      if (by_time && *kept < indices.size() && indices[*kept] < shown) {
-        // The next frame asked for decodes from the last keyframe before it: when that keyframe
-        // lies ahead and nothing asked for is in between, the packets in between are not needed.
-        // What the decoder holds comes out first.
-        const std::size_t key = last_key[packet_of_rank[static_cast<std::size_t>(indices[*kept])]];
-        if (key != kNone && key > i && wanted_before[key] == wanted_before[i]) {
-          avcodec_send_packet(decoder.get(), nullptr);
-          auto drained = drain();
-          if (!drained.ok()) return std::move(drained).error();
-          if (!*drained || !*consistent) break;
-          avcodec_flush_buffers(decoder.get());
-          i = key;
-        }
-      }
-      AVPacket* p = packets[i].get();
-      if (by_time) {
-        const auto it = place.find(p->pts);
-        const bool needed =
-            !(p->flags & AV_PKT_FLAG_DISCARD) && it != place.end() && wanted[static_cast<std::size_t>(it->second)];
-        decoder->skip_frame = needed ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
-      }
-      const int sent = avcodec_send_packet(decoder.get(), p);
-      if (sent < 0 && sent != AVERROR(EAGAIN)) {
-        if (damage.empty()) damage = av_message(sent);
-        break;  // keep what was decoded; a frame asked for beyond the damage is reported below
-      }
-      auto drained = drain();
-      if (!drained.ok()) return std::move(drained).error();
-      more = *drained && *consistent;
-    }
-    if (more) {
-      avcodec_send_packet(decoder.get(), nullptr);  // the frames the decoder still holds
-      auto drained = drain();
-      if (!drained.ok()) return std::move(drained).error();
-    }
-    return ok_status();
-  };
-
-  std::int64_t frames_seen = 0;
-  std::size_t kept = 0;
-  bool consistent = true;
-  if (!place.empty()) {
-    if (Status st = decode(true, &frames_seen, &kept, &consistent); !st.ok()) return std::move(st).error();
+  RgbConverter rgb(c.width(), c.height());
+  DecodePass pass(c, *packets, places, skip, indices, rgb, sink, damage);
+  if (!places.place.empty()) {
+    if (Status st = pass.run(true, frame.get()); !st.ok()) return std::move(st).error();
   }
-  if (place.empty() || !consistent) {  // no usable timestamps: every frame, counted
-    if (Status st = decode(false, &frames_seen, &kept, &consistent); !st.ok()) return std::move(st).error();
+  if (places.place.empty() || !pass.consistent) {  // no usable timestamps: every frame, counted
+    if (Status st = pass.run(false, frame.get()); !st.ok()) return std::move(st).error();
   }
+  const std::size_t kept = pass.kept;
   if (kept < indices.size()) {
     // The stream's frames: its packets when they were placed by timestamp, else those that came out.
-    const std::int64_t frames = consistent && !place.empty() ? shown : frames_seen;
+    const std::int64_t frames = pass.consistent && !places.place.empty() ? places.shown : pass.frames_seen;
     const std::string suffix = damage.empty() ? "" : " (damaged: " + damage + ")";
     if (indices[kept] < frames) {
       return Error(ErrorCode::kCorruptData,
