@@ -253,6 +253,9 @@ def test_megatron_iterators(manifest):
 
 INTERRUPT_SCRIPT = """
 import signal, sys, threading, time, os
+# Python's own Ctrl-C handler, whatever this process inherited: a parent that ignores SIGINT
+# (earlier tests' Ray drivers leave pytest so) starts its children with it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import mmfeed
 # A manifest whose only image sits behind a server that never answers: next() waits.
 with mmfeed.Loader(sys.argv[1], tokenizer=sys.argv[2], batch_size=1) as loader:
