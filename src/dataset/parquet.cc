@@ -12,13 +12,13 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <mutex>
 #include <system_error>
 #include <thread>
 
 #include "core/json.h"
+#include "dataset/arrow_file.h"
+#include "dataset/arrow_json.h"
 #include "dataset/shards.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
@@ -35,100 +35,8 @@ struct ParquetChunk {
 
 namespace {
 
-// The bytes of a fetched range, held by an Arrow buffer without a copy.
-class FetchedBuffer : public arrow::Buffer {
- public:
-  explicit FetchedBuffer(core::Buffer held)
-      : arrow::Buffer(reinterpret_cast<const std::uint8_t*>(held.data()), static_cast<std::int64_t>(held.size())),
-        held_(std::move(held)) {}
-
- private:
-  core::Buffer held_;
-};
-
-// A remote Parquet file as Arrow reads it: each read a ranged GET through the fetcher (its
-// retries and deadlines), one at a time.
-class RemoteFile : public arrow::io::RandomAccessFile {
- public:
-  RemoteFile(storage::Fetcher& fetcher, storage::ObjectUri uri, std::string name, std::int64_t size)
-      : fetcher_(fetcher), uri_(std::move(uri)), name_(std::move(name)), size_(size) {}
-
-  arrow::Status Close() override {
-    closed_ = true;
-    return arrow::Status::OK();
-  }
-  bool closed() const override { return closed_; }
-  arrow::Result<std::int64_t> Tell() const override { return position_; }
-  arrow::Status Seek(std::int64_t position) override {
-    if (position < 0) return arrow::Status::Invalid("negative position");
-    position_ = position;
-    return arrow::Status::OK();
-  }
-  arrow::Result<std::int64_t> GetSize() override { return size_; }
-
-  arrow::Result<std::shared_ptr<arrow::Buffer>> ReadAt(std::int64_t position, std::int64_t nbytes) override {
-    std::lock_guard lock(mu_);
-    if (position < 0 || nbytes < 0) return arrow::Status::Invalid("negative read");
-    const std::int64_t n = std::min(nbytes, std::max<std::int64_t>(0, size_ - position));
-    if (n == 0) return std::make_shared<arrow::Buffer>(nullptr, 0);
-    const storage::ByteRange range{static_cast<std::uint64_t>(position), static_cast<std::uint64_t>(n)};
-    if (!fetcher_.submit({uri_, 0, range})) return arrow::Status::IOError(name_, ": the fetcher closed");
-    auto r = fetcher_.next();
-    if (!r) return arrow::Status::IOError(name_, ": the fetcher closed");
-    if (!r->data.ok()) return arrow::Status::IOError(r->data.error().to_string());
-    if (static_cast<std::int64_t>(r->data->size()) != n) {
-      return arrow::Status::IOError(name_, ": asked bytes ", position, "+", n, ", got ", r->data->size());
-    }
-    return std::make_shared<FetchedBuffer>(std::move(r->data).value());
-  }
-  arrow::Result<std::int64_t> ReadAt(std::int64_t position, std::int64_t nbytes, void* out) override {
-    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position, nbytes));
-    std::copy_n(buffer->data(), buffer->size(), static_cast<std::uint8_t*>(out));
-    return buffer->size();
-  }
-  arrow::Result<std::int64_t> Read(std::int64_t nbytes, void* out) override {
-    ARROW_ASSIGN_OR_RAISE(std::int64_t n, ReadAt(position_, nbytes, out));
-    position_ += n;
-    return n;
-  }
-  arrow::Result<std::shared_ptr<arrow::Buffer>> Read(std::int64_t nbytes) override {
-    ARROW_ASSIGN_OR_RAISE(auto buffer, ReadAt(position_, nbytes));
-    position_ += buffer->size();
-    return buffer;
-  }
-
- private:
-  storage::Fetcher& fetcher_;
-  const storage::ObjectUri uri_;
-  const std::string name_;
-  const std::int64_t size_;
-  std::int64_t position_ = 0;
-  bool closed_ = false;
-  std::mutex mu_;
-};
-
 Error arrow_error(const arrow::Status& s, const std::string& where) {
   return Error(s.IsIOError() ? ErrorCode::kUnavailable : ErrorCode::kCorruptData, s.message(), where);
-}
-
-// The file `uri`, opened for Arrow: a local file, or a remote one whose size a 4-byte read learns.
-Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_file(const storage::ObjectUri& uri, const std::string& name,
-                                                               storage::Fetcher& fetcher) {
-  if (uri.scheme == storage::Scheme::kFile) {
-    auto file = arrow::io::ReadableFile::Open(uri.path);
-    if (!file.ok()) return Error(ErrorCode::kNotFound, file.status().message(), name);
-    return std::shared_ptr<arrow::io::RandomAccessFile>(*file);
-  }
-  if (!fetcher.submit({uri, 0, storage::ByteRange{0, 4}}))
-    return Error(ErrorCode::kCancelled, "the fetcher closed", name);
-  auto r = fetcher.next();
-  if (!r) return Error(ErrorCode::kCancelled, "the fetcher closed", name);
-  if (!r->data.ok()) return std::move(r->data).error();
-  if (r->object_size == 0) {
-    return Error(ErrorCode::kUnsupported, "the server did not declare the object's size (no Content-Range)", name);
-  }
-  return std::shared_ptr<arrow::io::RandomAccessFile>(
-      std::make_shared<RemoteFile>(fetcher, uri, name, static_cast<std::int64_t>(r->object_size)));
 }
 
 // An image column: an Image() struct<bytes, path>, or a list of them.
@@ -150,108 +58,6 @@ ImageColumn image_column(const arrow::DataType& t) {
     return ImageColumn::kList;
   }
   return ImageColumn::kNone;
-}
-
-template <typename A>
-void append_number(std::string& out, const arrow::Array& a, std::int64_t i) {
-  const auto v = static_cast<const A&>(a).Value(i);
-  if constexpr (std::is_floating_point_v<decltype(v)>) {
-    if (!std::isfinite(v)) {
-      out += "null";
-      return;
-    }
-  }
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, ec == std::errc{} ? end : buf);
-}
-
-// Value `i` of `a` as JSON: numbers, booleans, strings, lists, structs (objects), dictionary
-// values; a type JSON has no form for (binary, temporal, ...) as null.
-void append_value(std::string& out, const arrow::Array& a, std::int64_t i) {
-  if (a.IsNull(i)) {
-    out += "null";
-    return;
-  }
-  switch (a.type_id()) {
-    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray&>(a).Value(i) ? "true" : "false"; return;
-    case arrow::Type::INT8: return append_number<arrow::Int8Array>(out, a, i);
-    case arrow::Type::INT16: return append_number<arrow::Int16Array>(out, a, i);
-    case arrow::Type::INT32: return append_number<arrow::Int32Array>(out, a, i);
-    case arrow::Type::INT64: return append_number<arrow::Int64Array>(out, a, i);
-    case arrow::Type::UINT8: return append_number<arrow::UInt8Array>(out, a, i);
-    case arrow::Type::UINT16: return append_number<arrow::UInt16Array>(out, a, i);
-    case arrow::Type::UINT32: return append_number<arrow::UInt32Array>(out, a, i);
-    case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
-    case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
-    case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
-    case arrow::Type::STRING:
-      return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
-    case arrow::Type::LARGE_STRING:
-      return core::append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
-    case arrow::Type::STRING_VIEW:
-      return core::append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
-    case arrow::Type::LIST:
-    case arrow::Type::LARGE_LIST:
-    case arrow::Type::FIXED_SIZE_LIST: {
-      std::int64_t begin = 0, end = 0;
-      std::shared_ptr<arrow::Array> values;
-      if (a.type_id() == arrow::Type::LIST) {
-        const auto& l = static_cast<const arrow::ListArray&>(a);
-        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
-      } else if (a.type_id() == arrow::Type::LARGE_LIST) {
-        const auto& l = static_cast<const arrow::LargeListArray&>(a);
-        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
-      } else {
-        const auto& l = static_cast<const arrow::FixedSizeListArray&>(a);
-        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
-      }
-      out += '[';
-      for (std::int64_t k = begin; k < end; ++k) {
-        if (k > begin) out += ',';
-        append_value(out, *values, k);
-      }
-      out += ']';
-      return;
-    }
-    case arrow::Type::STRUCT: {
-      const auto& s = static_cast<const arrow::StructArray&>(a);
-      out += '{';
-      for (int f = 0; f < s.num_fields(); ++f) {
-        if (f > 0) out += ',';
-        core::append_json_string(out, s.struct_type()->field(f)->name());
-        out += ':';
-        append_value(out, *s.field(f), i);
-      }
-      out += '}';
-      return;
-    }
-    case arrow::Type::DICTIONARY: {
-      const auto& d = static_cast<const arrow::DictionaryArray&>(a);
-      return append_value(out, *d.dictionary(), d.GetValueIndex(i));
-    }
-    default: out += "null"; return;
-  }
-}
-
-// Text of a string column that is JSON (a conversation stored as a JSON string), else nullopt.
-std::optional<std::string_view> json_text(const arrow::Array& a, std::int64_t i) {
-  if (a.IsNull(i)) return std::nullopt;
-  std::string_view v;
-  if (a.type_id() == arrow::Type::STRING) {
-    v = static_cast<const arrow::StringArray&>(a).GetView(i);
-  } else if (a.type_id() == arrow::Type::LARGE_STRING) {
-    v = static_cast<const arrow::LargeStringArray&>(a).GetView(i);
-  } else {
-    return std::nullopt;
-  }
-  const std::size_t first = v.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos || (v[first] != '[' && v[first] != '{')) return std::nullopt;
-  return v;
-}
-
-bool conversation_column(std::string_view name) {
-  return name == "messages" || name == "conversations" || name == "conversation";
 }
 
 // Where the pages of an image column chunk lie, and the ranges a row's cell is read from.
@@ -462,10 +268,10 @@ class ParquetReader {
       core::append_json_string(out, col.name);
       out += ':';
       if (col.image == ImageColumn::kNone) {
-        if (auto text = conversation_column(col.name) ? json_text(a, r) : std::nullopt) {
+        if (auto text = is_conversation_column(col.name) ? json_text_of(a, r) : std::nullopt) {
           out += *text;
         } else {
-          append_value(out, a, r);
+          append_json_value(out, a, r);
         }
         continue;
       }
@@ -491,7 +297,7 @@ class ParquetReader {
         if (e > 0) out += ',';
         if (!embedded[k]) {  // the file holds paths only
           if (path && !structs->IsNull(begin + e)) {
-            append_value(out, *path, begin + e);
+            append_json_value(out, *path, begin + e);
           } else {
             out += "null";
           }
@@ -550,7 +356,7 @@ void read_part_or_throw(const std::string& path, std::size_t limit, const storag
   options.part_size = 0;
   options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
-  auto file = open_file(*uri, name, fetcher);
+  auto file = open_arrow_file(*uri, name, fetcher);
   if (!file.ok()) {
     part.status = file.error();
     return;

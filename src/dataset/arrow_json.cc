@@ -1,0 +1,117 @@
+#include "dataset/arrow_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <type_traits>
+
+#include "core/json.h"
+
+namespace mmfeed::dataset {
+
+namespace {
+
+template <typename A>
+void append_number(std::string& out, const arrow::Array& a, std::int64_t i) {
+  const auto v = static_cast<const A&>(a).Value(i);
+  if constexpr (std::is_floating_point_v<decltype(v)>) {
+    if (!std::isfinite(v)) {
+      out += "null";
+      return;
+    }
+  }
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc{} ? end : buf);
+}
+
+}  // namespace
+
+// Value `i` of `a` as JSON: numbers, booleans, strings, lists, structs (objects), dictionary
+// values; a type JSON has no form for (binary, temporal, ...) as null.
+void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) {
+  if (a.IsNull(i)) {
+    out += "null";
+    return;
+  }
+  switch (a.type_id()) {
+    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray&>(a).Value(i) ? "true" : "false"; return;
+    case arrow::Type::INT8: return append_number<arrow::Int8Array>(out, a, i);
+    case arrow::Type::INT16: return append_number<arrow::Int16Array>(out, a, i);
+    case arrow::Type::INT32: return append_number<arrow::Int32Array>(out, a, i);
+    case arrow::Type::INT64: return append_number<arrow::Int64Array>(out, a, i);
+    case arrow::Type::UINT8: return append_number<arrow::UInt8Array>(out, a, i);
+    case arrow::Type::UINT16: return append_number<arrow::UInt16Array>(out, a, i);
+    case arrow::Type::UINT32: return append_number<arrow::UInt32Array>(out, a, i);
+    case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
+    case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
+    case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
+    case arrow::Type::STRING:
+      return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::LARGE_STRING:
+      return core::append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
+    case arrow::Type::STRING_VIEW:
+      return core::append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST:
+    case arrow::Type::FIXED_SIZE_LIST: {
+      std::int64_t begin = 0, end = 0;
+      std::shared_ptr<arrow::Array> values;
+      if (a.type_id() == arrow::Type::LIST) {
+        const auto& l = static_cast<const arrow::ListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      } else if (a.type_id() == arrow::Type::LARGE_LIST) {
+        const auto& l = static_cast<const arrow::LargeListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      } else {
+        const auto& l = static_cast<const arrow::FixedSizeListArray&>(a);
+        begin = l.value_offset(i), end = begin + l.value_length(i), values = l.values();
+      }
+      out += '[';
+      for (std::int64_t k = begin; k < end; ++k) {
+        if (k > begin) out += ',';
+        append_json_value(out, *values, k);
+      }
+      out += ']';
+      return;
+    }
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(a);
+      out += '{';
+      for (int f = 0; f < s.num_fields(); ++f) {
+        if (f > 0) out += ',';
+        core::append_json_string(out, s.struct_type()->field(f)->name());
+        out += ':';
+        append_json_value(out, *s.field(f), i);
+      }
+      out += '}';
+      return;
+    }
+    case arrow::Type::DICTIONARY: {
+      const auto& d = static_cast<const arrow::DictionaryArray&>(a);
+      return append_json_value(out, *d.dictionary(), d.GetValueIndex(i));
+    }
+    default: out += "null"; return;
+  }
+}
+
+// Text of a string column that is JSON (a conversation stored as a JSON string), else nullopt.
+std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i) {
+  if (a.IsNull(i)) return std::nullopt;
+  std::string_view v;
+  if (a.type_id() == arrow::Type::STRING) {
+    v = static_cast<const arrow::StringArray&>(a).GetView(i);
+  } else if (a.type_id() == arrow::Type::LARGE_STRING) {
+    v = static_cast<const arrow::LargeStringArray&>(a).GetView(i);
+  } else {
+    return std::nullopt;
+  }
+  const std::size_t first = v.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (v[first] != '[' && v[first] != '{')) return std::nullopt;
+  return v;
+}
+
+bool is_conversation_column(std::string_view name) {
+  return name == "messages" || name == "conversations" || name == "conversation";
+}
+
+}  // namespace mmfeed::dataset

@@ -1,0 +1,29 @@
+// Arrow values as JSON text: how a Parquet row (parquet.cc) becomes a manifest line. Numbers,
+// booleans, strings, lists, structs (objects) and dictionary values; a type JSON has no form for
+// (binary, temporal, ...) is null. A string column that holds a conversation as JSON text is
+// written as that JSON.
+//
+// Example:
+//   std::string line;
+//   append_json_value(line, *table->column(0)->chunk(0), row);  // "\"s7\"", 42, [1,2], {"a":1}, null
+#pragma once
+
+#include <arrow/array.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mmfeed::dataset {
+
+// Value `i` of `a` as JSON, appended to `out`.
+void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i);
+
+// Value `i` of a string column as raw JSON text when it is an object or a list, else nullopt.
+std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i);
+
+// Whether a column of this name holds the conversation ("messages", "conversations", "conversation").
+bool is_conversation_column(std::string_view name);
+
+}  // namespace mmfeed::dataset
