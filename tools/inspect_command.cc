@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/numbers.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
-#include "text/tokenizer.h"
+#include "mmfeed/numbers.h"
+#include "mmfeed/text.h"
 #include "tools/commands.h"
 
 namespace mmfeed::tools {
@@ -42,7 +42,7 @@ int run_inspect(int argc, char** argv) {
     } else if (arg == "--tokenizer") {
       config.tokenizer = value();
     } else if (arg == "--batch") {
-      auto n = core::parse_number<long>("--batch", value(), 0, INT32_MAX);
+      auto n = parse_number<long>("--batch", value(), 0, INT32_MAX);
       if (!n.ok()) return usage_error(n.error());
       which = *n;
     } else if (arg == "--batch-size" || arg == "--max-pixels" || arg == "--token-budget" || arg == "--seed") {
@@ -61,7 +61,7 @@ int run_inspect(int argc, char** argv) {
       config.manifests.push_back(arg);
     }
   }
-  auto tok = text::Tokenizer::from_file(config.tokenizer);
+  auto tok = Tokenizer::from_file(config.tokenizer);
   if (!tok.ok()) {
     std::fprintf(stderr, "mmfeed inspect: %s\n", tok.error().to_string().c_str());
     return 2;
@@ -101,8 +101,8 @@ int run_inspect(int argc, char** argv) {
   const auto* ids = static_cast<const std::int64_t*>(batch->data(*ids_t));
   const auto* labels = static_cast<const std::int64_t*>(batch->data(*labels_t));
   const std::int64_t width = ids_t->shape[1];
-  const auto image_pad = (*tok)->token_to_id("<|image_pad|>").value_or(-1);
-  const auto video_pad = (*tok)->token_to_id("<|video_pad|>").value_or(-1);
+  const auto image_pad = tok->token_to_id("<|image_pad|>").value_or(-1);
+  const auto video_pad = tok->token_to_id("<|video_pad|>").value_or(-1);
   std::printf("\ntrained tokens are shown %sLIKE THIS%s\n", on, off);
   for (std::size_t s = 0; s < batch->sample_ids.size(); ++s) {
     std::int64_t begin = static_cast<std::int64_t>(s) * width, end = begin + width;
@@ -129,7 +129,7 @@ int run_inspect(int argc, char** argv) {
       std::int64_t pad = -1, pads = 0;  // a run of one pad token, collapsed to "<|..._pad|>xN"
       auto flush_pads = [&] {
         if (pads == 0) return;
-        piece += (*tok)->decode(run) + (pad == image_pad ? "<|image_pad|>x" : "<|video_pad|>x") + std::to_string(pads);
+        piece += tok->decode(run) + (pad == image_pad ? "<|image_pad|>x" : "<|video_pad|>x") + std::to_string(pads);
         run.clear();
         pads = 0;
       };
@@ -145,7 +145,7 @@ int run_inspect(int argc, char** argv) {
         ++j;
       }
       flush_pads();
-      piece += (*tok)->decode(run);
+      piece += tok->decode(run);
       std::printf(trained ? "%s%s%s" : "%.0s%s%.0s", on, piece.c_str(), off);
     }
     std::printf("\n");

@@ -1,10 +1,7 @@
 // mmfeed run: run the Loader over a manifest and report what it delivered and what it cost:
 // samples/s, tokens, images and videos, the consumer's wait share (with an optional simulated trainer
 // step), skipped samples with their reasons, per-stage metrics; a Perfetto trace on request.
-#include <simdjson.h>
 #include <unistd.h>
-
-#include <toml++/toml.h>
 
 #include <cerrno>
 #include <chrono>
@@ -17,11 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/clock.h"
-#include "core/json.h"
-#include "core/numbers.h"
+#include "mmfeed/config_file.h"
+#include "mmfeed/json.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
+#include "mmfeed/numbers.h"
 #include "tools/commands.h"
 
 namespace mmfeed::tools {
@@ -45,13 +42,6 @@ std::uint64_t sample_tokens(const Batch& b) {
 // The longest simulated trainer step --step-ms takes: a day, far past any real step, and well
 // inside what the sleep's microseconds hold.
 constexpr double kMaxStepMs = 86'400'000;
-
-// Flags that are not `--<option name with dashes>`: the short names the CLI has always taken.
-constexpr std::pair<std::string_view, std::string_view> kFlagAliases[] = {{"manifest", "manifests"},
-                                                                          {"prefetch", "prefetch_batches"},
-                                                                          {"inflight", "fetch_inflight"},
-                                                                          {"trace", "trace_path"},
-                                                                          {"unordered", "no-ordered"}};
 
 // The usage, with one line per loader option from the option table (mmfeed/loader_options.h).
 std::string run_usage() {
@@ -88,259 +78,14 @@ std::string run_usage() {
   return out;
 }
 
-// The option a flag or config key names ("batch-size", "batch_size", "prefetch": "prefetch_batches").
-std::string option_name(std::string_view key) {
-  for (const auto& [alias, name] : kFlagAliases) {
-    if (key == alias) return std::string(name);
-  }
-  std::string name(key);
-  for (char& ch : name) ch = ch == '-' ? '_' : ch;
-  return name;
-}
-
-const LoaderOptionInfo* find_option(const std::string& name) {
-  static const std::vector<LoaderOptionInfo> options = loader_options();
-  for (const LoaderOptionInfo& o : options) {
-    if (o.name == name) return &o;
-  }
-  return nullptr;
-}
-
-bool is_bool_option(const std::string& name) {
-  const LoaderOptionInfo* o = find_option(name);
+bool is_bool_option(std::string_view name) {
+  const LoaderOptionInfo* o = find_loader_option(name);
   return o != nullptr && o->type == "bool";
 }
 
-bool is_list_option(const std::string& name) {
-  const LoaderOptionInfo* o = find_option(name);
-  return o != nullptr && o->type.starts_with("list[");
-}
-
-// `key` as a flag or config key names it.
-Status apply(LoaderConfig& c, const std::string& key, const std::string& value) {
-  const std::string name = option_name(key);
-  if (find_option(name) == nullptr) return Error(ErrorCode::kInvalidArgument, "unknown option --" + key);
-  return set_loader_option(c, name, value);
-}
-
-// A config file's entries as (option name, value) pairs: keys with '-' read as '_', numbers and
-// booleans as their text, a list (of a list option) as one entry per item.
-using ConfigEntries = std::vector<std::pair<std::string, std::string>>;
-
-// A config's `sources`: one table per manifest with its weight and media root (all optional but
-// the manifest; weights for every source or none), as manifests, weights and media_root entries.
-struct SourceRow {
-  std::optional<std::string> manifest, weight, media_root, max_pixels, chat_template;
-};
-
-Status add_sources(ConfigEntries& entries, const std::vector<SourceRow>& rows, const std::string& where) {
-  bool weighted = false, rooted = false, sized = false, templated = false;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!rows[i].manifest)
-      return Error(ErrorCode::kInvalidArgument, "names no manifest", where + "[" + std::to_string(i) + "]");
-    weighted = weighted || rows[i].weight.has_value();
-    rooted = rooted || rows[i].media_root.has_value();
-    sized = sized || rows[i].max_pixels.has_value();
-    templated = templated || rows[i].chat_template.has_value();
-  }
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (weighted && !rows[i].weight) {
-      return Error(ErrorCode::kInvalidArgument, "has no weight while others have one: weigh every source, or none",
-                   where + "[" + std::to_string(i) + "]");
-    }
-    entries.emplace_back("manifests", *rows[i].manifest);
-    if (weighted) entries.emplace_back("weights", *rows[i].weight);
-    if (rooted) entries.emplace_back("media_root", rows[i].media_root.value_or(""));
-    if (sized) entries.emplace_back("source_max_pixels", rows[i].max_pixels.value_or("0"));
-    if (templated) entries.emplace_back("source_chat_template", rows[i].chat_template.value_or(""));
-  }
-  return ok_status();
-}
-
-// One source's key, or an error naming it.
-Status set_source_key(SourceRow& row, std::string_view key, std::string value, const std::string& where) {
-  if (key == "manifest") {
-    row.manifest = std::move(value);
-  } else if (key == "weight") {
-    row.weight = std::move(value);
-  } else if (key == "media_root" || key == "media-root") {
-    row.media_root = std::move(value);
-  } else if (key == "max_pixels" || key == "max-pixels") {
-    row.max_pixels = std::move(value);
-  } else if (key == "chat_template" || key == "chat-template") {
-    row.chat_template = std::move(value);
-  } else {
-    return Error(ErrorCode::kInvalidArgument,
-                 "unknown key '" + std::string(key) +
-                     "' (a source takes manifest, weight, media_root, max_pixels and chat_template)",
-                 where);
-  }
-  return ok_status();
-}
-
-Result<ConfigEntries> read_json_config(const std::string& path) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  simdjson::dom::object obj;
-  if (auto err = parser.load(path).get(doc); err) {
-    return Error(ErrorCode::kInvalidArgument, std::string("config is not JSON: ") + simdjson::error_message(err), path);
-  }
-  if (doc.get_object().get(obj)) return Error(ErrorCode::kInvalidArgument, "config is not a JSON object", path);
-  ConfigEntries entries;
-  for (auto [k, v] : obj) {
-    const std::string key = option_name(k);
-    std::string_view sv;
-    simdjson::dom::array list;
-    if (key == "sources") {
-      const std::string where = path + ": sources";
-      if (v.get_array().get(list)) return Error(ErrorCode::kInvalidArgument, "takes a list of sources", where);
-      std::vector<SourceRow> rows;
-      for (simdjson::dom::element e : list) {
-        const std::string at = where + "[" + std::to_string(rows.size()) + "]";
-        simdjson::dom::object source;
-        if (e.get_object().get(source)) return Error(ErrorCode::kInvalidArgument, "is not an object", at);
-        SourceRow& row = rows.emplace_back();
-        for (auto [source_key, source_value] : source) {
-          std::string_view text;
-          std::string value = !source_value.get_string().get(text) ? std::string(text) : simdjson::minify(source_value);
-          MMFEED_RETURN_IF_ERROR(set_source_key(row, source_key, std::move(value), at));
-        }
-      }
-      MMFEED_RETURN_IF_ERROR(add_sources(entries, rows, where));
-    } else if (!v.get_string().get(sv)) {
-      entries.emplace_back(key, std::string(sv));
-    } else if (!v.get_array().get(list)) {
-      if (!is_list_option(key))
-        return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
-      for (simdjson::dom::element e : list) {
-        if (!e.get_string().get(sv)) {
-          entries.emplace_back(key, std::string(sv));
-        } else if (e.is_number()) {
-          entries.emplace_back(key, simdjson::minify(e));
-        } else {
-          return Error(ErrorCode::kInvalidArgument, "a list of strings or numbers, not " + simdjson::minify(e),
-                       path + ": " + key);
-        }
-      }
-    } else {
-      entries.emplace_back(key, simdjson::minify(v));
-    }
-  }
-  return entries;
-}
-
-Result<ConfigEntries> read_toml_config(const std::string& path) {
-  toml::table table;
-  try {
-    table = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    return Error(ErrorCode::kInvalidArgument,
-                 "config is not TOML: " + std::string(e.description()) + " (line " + std::to_string(at.line) +
-                     ", column " + std::to_string(at.column) + ")",
-                 path);
-  }
-  ConfigEntries entries;
-  // A value's text: numbers and booleans as written in JSON, strings as they are.
-  auto text_of = [](const toml::node& node) -> std::optional<std::string> {
-    if (node.is_string()) return *node.value<std::string>();
-    if (node.is_integer()) return std::to_string(*node.value<std::int64_t>());
-    if (node.is_floating_point()) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.17g", *node.value<double>());
-      return std::string(text);
-    }
-    if (node.is_boolean()) return std::string(*node.value<bool>() ? "true" : "false");
-    return std::nullopt;
-  };
-  auto unsupported = [&](const std::string& where) {
-    return Error(ErrorCode::kInvalidArgument, "unsupported value (tables and dates are not options)", where);
-  };
-  for (auto&& [k, node] : table) {
-    const std::string key = option_name(k.str());
-    if (key == "sources") {
-      const std::string where = path + ": sources";
-      const toml::array* list = node.as_array();
-      if (list == nullptr) return Error(ErrorCode::kInvalidArgument, "takes a list of sources ([[sources]])", where);
-      std::vector<SourceRow> rows;
-      for (const toml::node& item : *list) {
-        const std::string at = where + "[" + std::to_string(rows.size()) + "]";
-        const toml::table* source = item.as_table();
-        if (source == nullptr) return Error(ErrorCode::kInvalidArgument, "is not a table", at);
-        SourceRow& row = rows.emplace_back();
-        for (auto&& [source_key, value] : *source) {
-          std::optional<std::string> text = text_of(value);
-          if (!text) return unsupported(at + "." + std::string(source_key.str()));
-          MMFEED_RETURN_IF_ERROR(set_source_key(row, source_key.str(), std::move(*text), at));
-        }
-      }
-      MMFEED_RETURN_IF_ERROR(add_sources(entries, rows, where));
-    } else if (const toml::array* list = node.as_array()) {
-      if (!is_list_option(key))
-        return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
-      for (const toml::node& item : *list) {
-        std::optional<std::string> text = text_of(item);
-        if (!text) return unsupported(path + ": " + key);
-        entries.emplace_back(key, std::move(*text));
-      }
-    } else {
-      std::optional<std::string> text = text_of(node);
-      if (!text) return unsupported(path + ": " + key);
-      entries.emplace_back(key, std::move(*text));
-    }
-  }
-  return entries;
-}
-
-Status read_config(LoaderConfig& c, const std::string& path) {
-  const bool toml = path.size() >= 5 && path.compare(path.size() - 5, 5, ".toml") == 0;
-  MMFEED_ASSIGN_OR_RETURN(ConfigEntries entries, toml ? read_toml_config(path) : read_json_config(path));
-  for (const auto& [key, value] : entries) {
-    Status st = apply(c, key, value);
-    if (!st.ok()) return std::move(st).error().with_context(path);
-  }
-  return ok_status();
-}
-
-// A value as JSON: text, a name, a boolean or a number, or a list of them.
-template <class T>
-void append_json_value(std::string& out, const T& value) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    core::append_json_string(out, value);
-  } else if constexpr (std::is_enum_v<T>) {
-    core::append_json_string(out, choice_name(value));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    out += value ? "true" : "false";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", value);
-    out += text;
-  } else if constexpr (std::is_integral_v<T>) {
-    out += std::to_string(value);
-  } else {  // a list
-    out += "[";
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      if (i) out += ",";
-      append_json_value(out, value[i]);
-    }
-    out += "]";
-  }
-}
-
-// The options of `c` that differ from the defaults, as a JSON object of option names (what
-// mmfeed.ray.Loader takes as keywords).
-std::string options_json(const LoaderConfig& c) {
-  static const LoaderConfig defaults;
-  std::string out = "{";
-  for_each_loader_option([&](const char* name, auto member, const char*) {
-    const auto& value = c.*member;
-    if (value == defaults.*member) return;
-    if (out.size() > 1) out += ",";
-    core::append_json_string(out, name);
-    out += ":";
-    append_json_value(out, value);
-  });
-  return out + "}";
+// Seconds since `start`.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // The --ray flags, as given (mmfeed.ray_run checks them).
@@ -353,10 +98,20 @@ struct RayFlags {
 
 // mmfeed run --ray: the run on Ray actors, by mmfeed.ray_run with the options parsed here.
 int run_on_ray(const LoaderConfig& config, const RayFlags& ray, double step_ms, bool json) {
-  std::vector<std::string> args{
-      "-m",        "mmfeed.ray_run",        "--address",    ray.address,         "--actors",
-      ray.actors,  "--actor-cpus",          ray.actor_cpus, "--store-bytes",     ray.store_bytes,
-      "--step-ms", std::to_string(step_ms), "--options",    options_json(config)};
+  std::vector<std::string> args{"-m",
+                                "mmfeed.ray_run",
+                                "--address",
+                                ray.address,
+                                "--actors",
+                                ray.actors,
+                                "--actor-cpus",
+                                ray.actor_cpus,
+                                "--store-bytes",
+                                ray.store_bytes,
+                                "--step-ms",
+                                std::to_string(step_ms),
+                                "--options",
+                                changed_options_json(config)};
   if (json) args.emplace_back("--json");
   return exec_python(args);
 }
@@ -375,22 +130,22 @@ int run_loader(int argc, char** argv) {
       return 0;
     }
     Status st = ok_status();
-    const std::string name = arg.rfind("--", 0) == 0 ? option_name(arg.substr(2)) : "";
+    const std::string name = arg.rfind("--", 0) == 0 ? loader_option_name(arg.substr(2)) : "";
     if (arg == "--json") {
       json = true;
     } else if (!name.empty() && is_bool_option(name)) {  // --mrope, or --mrope true|false
       const bool valued =
           i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false");
-      st = apply(config, arg.substr(2), valued ? argv[++i] : "true");
+      st = apply_loader_option(config, arg.substr(2), valued ? argv[++i] : "true");
     } else if (name.rfind("no_", 0) == 0 && is_bool_option(name.substr(3))) {
-      st = apply(config, arg.substr(5), "false");
+      st = apply_loader_option(config, arg.substr(5), "false");
     } else if (arg.rfind("--", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
       } else if (arg == "--config") {
-        st = read_config(config, argv[++i]);
+        st = read_loader_config(config, argv[++i]);
       } else if (arg == "--step-ms") {
-        auto ms = core::parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
+        auto ms = parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
         if (ms.ok())
           step_ms = *ms;
         else
@@ -404,7 +159,7 @@ int run_loader(int argc, char** argv) {
       } else if (arg == "--ray-store-bytes") {
         ray.store_bytes = argv[++i];
       } else {
-        st = apply(config, arg.substr(2), argv[++i]);
+        st = apply_loader_option(config, arg.substr(2), argv[++i]);
       }
     } else {
       config.manifests.push_back(arg);
@@ -427,14 +182,14 @@ int run_loader(int argc, char** argv) {
   }
   std::unique_ptr<Loader> loader = std::move(opened).value();
   const bool live = !json && isatty(STDERR_FILENO);
-  const core::Stopwatch clock;
+  const auto started = std::chrono::steady_clock::now();
   double waited = 0;
   std::uint64_t batches = 0, samples = 0, tokens = 0, images = 0, videos = 0, video_frames = 0;
   int status = 0;
   while (true) {
-    const core::Stopwatch wait;
+    const auto asked = std::chrono::steady_clock::now();
     auto r = loader->next();
-    waited += wait.elapsed_s();
+    waited += seconds_since(asked);
     if (!r.ok()) {
       std::fprintf(stderr, "\nmmfeed run: %s\n", r.error().to_string().c_str());
       status = 1;
@@ -454,12 +209,12 @@ int run_loader(int argc, char** argv) {
     if (live) {
       std::fprintf(stderr, "\r  epoch %d  batches %llu  samples %llu  %.1f samples/s  waiting %.0f%%   ", b.epoch,
                    static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-                   static_cast<double>(samples) / clock.elapsed_s(), 100 * waited / clock.elapsed_s());
+                   static_cast<double>(samples) / seconds_since(started), 100 * waited / seconds_since(started));
     }
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(step_ms * 1000)));
   }
   if (live) std::fputc('\n', stderr);
-  const double seconds = clock.elapsed_s();
+  const double seconds = seconds_since(started);
   const auto errors = loader->errors();
   const std::string metrics = loader->metrics_json();
   if (Status closed = loader->close(); !closed.ok()) {  // the trace could not be written
@@ -480,11 +235,11 @@ int run_loader(int argc, char** argv) {
     for (std::size_t i = 0; i < errors.size(); ++i) {
       if (i) out += ",";
       out += "{\"sample_id\":";
-      core::append_json_string(out, errors[i].sample_id);
+      append_json_string(out, errors[i].sample_id);
       out += ",\"stage\":";
-      core::append_json_string(out, errors[i].stage);
+      append_json_string(out, errors[i].stage);
       out += ",\"reason\":";
-      core::append_json_string(out, errors[i].reason);
+      append_json_string(out, errors[i].reason);
       out += "}";
     }
     out += "],\"metrics\":" + metrics + "}\n";

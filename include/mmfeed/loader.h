@@ -21,6 +21,7 @@
 //   LoaderState resume_from = loader->state();  // reopen with it to continue exactly here
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -152,9 +153,21 @@ struct LoaderConfig {
   double max_error_fraction = 0.5;
   std::string trace_path;  // write a Chrome-trace / Perfetto timeline here on close
   bool pin_memory = true;  // page-locked batch buffers when a CUDA runtime is present
-  // The GPU whose context page-locks them; -1: LOCAL_RANK when it names a device, else 0.
+  // The GPU whose context page-locks them; -1: cuda_device when set, else LOCAL_RANK when it names
+  // a device, else 0.
   int pin_device = -1;
+  // >= 0: batches are delivered on this CUDA device, copied by the engine's copy stage on its own
+  // thread and stream, two batches ahead of the trainer (next_for's consumer_stream is the stream
+  // that reads them); -1: host batches.
+  int cuda_device = -1;
 };
+
+// The positions of one group of a run's order: a padded batch's (batch_size), or a packing
+// window's (pack_window). A batch holds the good samples of its group; end_position and a run's
+// parts (mmfeed.ray) are whole groups.
+inline std::size_t group_positions(const LoaderConfig& config) {
+  return config.token_budget > 0 ? config.pack_window : config.batch_size;
+}
 
 // Where a run stands: enough to resume exactly (none lost, none twice). It carries a fingerprint
 // of what it resumes (each manifest's size, line count and CRC-32, the seed, shuffle and batching
@@ -190,6 +203,9 @@ struct LoaderState {
   // reason) for incomplete or inconsistent sets.
   static Result<LoaderState> reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size);
 };
+
+// One medium's grid: its image_grid_thw or video_grid_thw row (temporal, height, width patches).
+using GridThw = std::array<std::int64_t, 3>;
 
 struct SampleError {
   std::string sample_id;
@@ -297,8 +313,11 @@ class Loader {
   // meets a bad sample, or when the error budget is exceeded.
   virtual Result<std::optional<Batch>> next() = 0;
   // Like next(), but gives up after `timeout` with *timed_out set (the Python binding polls
-  // for Ctrl-C between tries). The serial mode does its work and never times out.
-  virtual Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out) = 0;
+  // for Ctrl-C between tries). The serial mode does its work and never times out. With
+  // cuda_device, `consumer_stream` is the cudaStream_t that will read the batch (null: the legacy
+  // default stream): its memory is reused only after the work queued there by the batch's release.
+  virtual Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out,
+                                                void* consumer_stream) = 0;
   // The position after the last delivered batch.
   virtual LoaderState state() const = 0;
   // Every sample skipped so far, with its stage and reason.

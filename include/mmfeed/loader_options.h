@@ -95,7 +95,10 @@ void for_each_loader_option(F&& f) {
     "skipped / seen beyond this fails the run (from the 20th sample, and at the end), 0 to 1");
   f("trace_path", &LoaderConfig::trace_path, "write a Chrome-trace / Perfetto timeline here on close");
   f("pin_memory", &LoaderConfig::pin_memory, "page-locked batch buffers when a CUDA runtime is present");
-  f("pin_device", &LoaderConfig::pin_device, "the GPU that page-locks them (-1: LOCAL_RANK, else 0)");
+  f("pin_device", &LoaderConfig::pin_device, "the GPU that page-locks them (-1: cuda_device, else LOCAL_RANK, else 0)");
+  f("cuda_device", &LoaderConfig::cuda_device,
+    ">= 0: batches delivered on this CUDA device, copied two ahead by the engine's own thread and stream "
+    "(-1: host batches)");
 }
 
 // The names of a fixed choice, in the order of its enum's values.

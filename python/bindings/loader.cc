@@ -1,8 +1,8 @@
 // Binding of the Loader: batches come out as numpy arrays, or torch tensors through DLPack, that
 // share the C++ batch buffer (the capsule holds the buffer; dropping the last array returns it
-// to the pool). The GIL is released while the engine works and while next() waits. With a
-// device, the copy stage (pipeline/device_copy.h) puts each batch on that CUDA device first and
-// the arrays are device arrays (DLPack kDLCUDA), read on the stream next() is given.
+// to the pool). The GIL is released while the engine works and while next() waits. With
+// cuda_device, the engine puts each batch on that CUDA device first and the arrays are device
+// arrays (DLPack kDLCUDA), read on the stream next() is given.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -15,18 +15,16 @@
 #include <string>
 #include <type_traits>
 
-#include "device/cuda_runtime.h"
+#include "mmfeed/config_file.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
-#include "pipeline/config.h"
-#include "pipeline/device_copy.h"
+#include "mmfeed/system.h"
+#include "python/bindings/errors.h"
 
 namespace nb = nanobind;
 using namespace mmfeed;
 
 namespace {
-
-[[noreturn]] void raise_loader(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
 
 // What an option of type T takes, for the message when a value does not convert.
 template <class T>
@@ -103,7 +101,7 @@ struct BatchRef {
 std::optional<LoaderState> resume_from(const std::optional<std::string>& json) {
   if (!json) return std::nullopt;
   auto s = LoaderState::from_json(*json);
-  if (!s.ok()) raise_loader(s.error());
+  if (!s.ok()) python::raise_error(s.error());
   return *s;
 }
 
@@ -116,7 +114,7 @@ struct PyInputs {
       nb::gil_scoped_release release;
       r = LoaderInputs::read(c);
     }
-    if (!r.ok()) raise_loader(r.error());
+    if (!r.ok()) python::raise_error(r.error());
     inputs = std::move(r).value();
   }
   std::shared_ptr<const LoaderInputs> inputs;
@@ -128,7 +126,7 @@ std::shared_ptr<const LoaderInputs> inputs_of(const PyInputs* inputs) {
 
 class PyLoader {
  public:
-  PyLoader(nb::dict config, std::optional<std::string> state, std::optional<int> device, const PyInputs* inputs) {
+  PyLoader(nb::dict config, std::optional<std::string> state, const PyInputs* inputs) {
     const std::optional<LoaderState> resume = resume_from(state);
     const LoaderConfig c = config_from(config);
     Result<std::unique_ptr<Loader>> l = Error(ErrorCode::kInternal, "unset");
@@ -136,16 +134,8 @@ class PyLoader {
       nb::gil_scoped_release release;
       l = Loader::open(c, resume, inputs_of(inputs));
     }
-    if (!l.ok()) raise_loader(l.error());
+    if (!l.ok()) python::raise_error(l.error());
     loader_ = std::move(l).value();
-    if (device) {
-      auto copy = pipeline::DeviceCopy::start(*loader_, *device, kStagedOnDevice, c.max_buffered_bytes / 2);
-      if (!copy.ok()) {
-        static_cast<void>(loader_->close());  // the copy stage's failure is the error to report
-        raise_loader(copy.error());
-      }
-      copy_ = std::move(copy).value();
-    }
   }
 
   // In a forked child (whose garbage collector may free a Loader inherited from the parent) the
@@ -154,15 +144,11 @@ class PyLoader {
   // exit to reclaim. (The Python Loader refuses to be used in a child.)
   ~PyLoader() {
     if (getpid() != pid_) {
-      static_cast<void>(copy_.release());
       static_cast<void>(loader_.release());
       return;
     }
-    if (copy_) {  // its thread asks the loader for batches: it stops first
-      nb::gil_scoped_release release;
-      static_cast<void>(loader_->close());  // a destructor has no one to tell; close() does
-      copy_.reset();
-    }
+    nb::gil_scoped_release release;  // closing joins the engine's threads
+    loader_.reset();
   }
   PyLoader(const PyLoader&) = delete;
   PyLoader& operator=(const PyLoader&) = delete;
@@ -191,20 +177,19 @@ class PyLoader {
     return nb::cast(nb::ndarray<Framework...>(data, shape.size(), shape.data(), owner, nullptr, dtype, type, id));
   }
 
-  // `stream`: with a device, the cudaStream_t (as an integer) that will read the batch.
+  // `stream`: with cuda_device, the cudaStream_t (as an integer) that will read the batch.
   nb::object next(bool torch, std::uintptr_t stream) {
     Result<std::optional<Batch>> r = Error(ErrorCode::kInternal, "unset");
     while (true) {
       bool timed_out = false;
       {
         nb::gil_scoped_release release;
-        r = copy_ ? copy_->next_for(std::chrono::milliseconds(100), &timed_out, reinterpret_cast<void*>(stream))
-                  : loader_->next_for(std::chrono::milliseconds(100), &timed_out);
+        r = loader_->next_for(std::chrono::milliseconds(100), &timed_out, reinterpret_cast<void*>(stream));
       }
       if (!timed_out) break;
       if (PyErr_CheckSignals() != 0) throw nb::python_error();  // Ctrl-C while waiting
     }
-    if (!r.ok()) raise_loader(r.error());
+    if (!r.ok()) python::raise_error(r.error());
     if (!r->has_value()) return nb::none();
     auto batch = std::make_shared<Batch>(std::move(**r));
     nb::dict out;
@@ -237,8 +222,8 @@ class PyLoader {
     return out;
   }
 
-  // With a device, batches staged ahead are not delivered yet.
-  std::string state() const { return (copy_ ? copy_->state() : loader_->state()).to_json(); }
+  // With cuda_device, batches staged ahead are not delivered yet.
+  std::string state() const { return loader_->state().to_json(); }
   nb::list errors() const {
     nb::list out;
     for (const SampleError& e : loader_->errors()) {
@@ -251,18 +236,13 @@ class PyLoader {
     }
     return out;
   }
-  std::string metrics() const {
-    std::string json = loader_->metrics_json();
-    if (copy_ && json.size() > 2 && json.back() == '}') json.insert(json.size() - 1, "," + copy_->to_json());
-    return json;
-  }
+  std::string metrics() const { return loader_->metrics_json(); }
   // Raises OSError when the trace (trace_path) could not be written.
   void close() {
     Status closed;
     {
       nb::gil_scoped_release release;
       closed = loader_->close();
-      if (copy_) copy_->close();
     }
     if (!closed.ok()) {
       PyErr_SetString(PyExc_OSError, closed.error().to_string().c_str());
@@ -271,9 +251,7 @@ class PyLoader {
   }
 
  private:
-  static constexpr std::size_t kStagedOnDevice = 2;  // device batches copied ahead of the trainer
   std::unique_ptr<Loader> loader_;
-  std::unique_ptr<pipeline::DeviceCopy> copy_;  // with a device; declared after loader_, so destroyed before it
   const pid_t pid_ = getpid();
 };
 
@@ -299,16 +277,26 @@ void bind_loader(nb::module_& m) {
       },
       "The engine's loader options, from its one option table: [{name, type, default, doc}, ...].");
   m.def(
+      "read_config",
+      [](const std::string& path) {
+        LoaderConfig c;
+        python::raise_if_error(read_loader_config(c, path));
+        return changed_options_json(c);
+      },
+      nb::arg("path"),
+      "The loader options a config file sets (a JSON object, or a TOML table in *.toml), as the CLI's --config "
+      "reads it: a JSON object of option names and values.");
+  m.def(
       "reshard_states",
       [](const std::vector<std::string>& states, int rank, int world_size) {
         std::vector<LoaderState> old;
         for (const std::string& json : states) {
           auto s = LoaderState::from_json(json);
-          if (!s.ok()) raise_loader(s.error());
+          if (!s.ok()) python::raise_error(s.error());
           old.push_back(*s);
         }
         auto r = LoaderState::reshard(old, rank, world_size);
-        if (!r.ok()) raise_loader(r.error());
+        if (!r.ok()) python::raise_error(r.error());
         return r->to_json();
       },
       nb::arg("states"), nb::arg("rank"), nb::arg("world_size"));
@@ -322,24 +310,23 @@ void bind_loader(nb::module_& m) {
           nb::gil_scoped_release release;
           sizes = Loader::epoch_sizes(c, resume, inputs_of(inputs));
         }
-        if (!sizes.ok()) raise_loader(sizes.error());
+        if (!sizes.ok()) python::raise_error(sizes.error());
         return *sizes;
       },
       nb::arg("options"), nb::arg("state").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
   m.def(
-      "group_positions", [](nb::dict options) { return pipeline::group_positions(config_from(options)); },
-      nb::arg("options"),
+      "group_positions", [](nb::dict options) { return group_positions(config_from(options)); }, nb::arg("options"),
       "The positions of one batch's group for these options: batch_size, or pack_window when packing.");
   m.def(
-      "cuda_runtime", [] { return device::CudaRuntime::get().describe(); },
+      "cuda_runtime", [] { return cuda_runtime_description(); },
       "Whether batch memory can be pinned: the CUDA runtime found at run time, or why none was.");
   nb::class_<PyInputs>(m, "_LoaderInputs")
       .def(nb::init<nb::dict>(), nb::arg("options"),
            "Reads the manifests and loads the tokenizer of these loader options (LoaderInputs::read).");
   nb::class_<PyLoader>(m, "_Loader")
-      .def(nb::init<nb::dict, std::optional<std::string>, std::optional<int>, const PyInputs*>(), nb::arg("config"),
-           nb::arg("state").none(), nb::arg("device").none() = nb::none(), nb::arg("inputs").none() = nb::none())
+      .def(nb::init<nb::dict, std::optional<std::string>, const PyInputs*>(), nb::arg("config"),
+           nb::arg("state").none(), nb::arg("inputs").none() = nb::none())
       .def("next", &PyLoader::next, nb::arg("torch") = false, nb::arg("stream") = 0)
       .def("state", &PyLoader::state)
       .def("errors", &PyLoader::errors)

@@ -6,9 +6,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "core/cpus.h"
 #include "mmfeed/build_info.h"
-#include "storage/sigv4.h"
+#include "mmfeed/storage.h"
+#include "mmfeed/system.h"
 
 namespace nb = nanobind;
 
@@ -36,13 +36,12 @@ NB_MODULE(_mmfeed, m) {
       "The native libraries the engine is linked with, as a list of dicts with keys name, "
       "version and detail.");
 
-  m.def("usable_cpus", &mmfeed::core::usable_cpus,
+  m.def("usable_cpus", &mmfeed::usable_cpus,
         "The CPUs this process may use, as workers=\"auto\" counts them: its CPU affinity, capped by "
         "the smallest cgroup v2 cpu.max quota from its cgroup up to the root (rounded up).");
-  m.def(
-      "cgroup_cpu_limit", [] { return mmfeed::core::cgroup_cpu_limit("/sys/fs/cgroup", "/proc/self/cgroup"); },
-      "The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up "
-      "to the root, or None where none is set.");
+  m.def("cgroup_cpu_limit", &mmfeed::cgroup_cpu_limit,
+        "The smallest cgroup v2 cpu.max quota (quota / period, in cores) from this process's cgroup up "
+        "to the root, or None where none is set.");
 
   using Pairs = std::vector<std::pair<std::string, std::string>>;
   m.def(
@@ -50,17 +49,19 @@ NB_MODULE(_mmfeed, m) {
       [](std::string method, std::string host, std::string path, Pairs query, Pairs headers, std::string payload_hash,
          std::string access_key, std::string secret_key, std::string session_token, std::string region,
          std::string service, std::string amz_date, bool content_sha256_header) {
-        mmfeed::storage::SigningRequest req;
-        req.method = std::move(method);
-        req.host = std::move(host);
-        req.path = std::move(path);
-        req.query = std::move(query);
-        req.headers = std::move(headers);
-        req.payload_hash = std::move(payload_hash);
-        req.add_content_sha256_header = content_sha256_header;
-        const mmfeed::storage::Credentials creds{std::move(access_key), std::move(secret_key), std::move(session_token),
-                                                 "python"};
-        const auto s = mmfeed::storage::sign_v4(req, creds, region, service, amz_date);
+        const mmfeed::SigV4Signature s = mmfeed::sign_request_v4({.method = std::move(method),
+                                                                  .host = std::move(host),
+                                                                  .path = std::move(path),
+                                                                  .query = std::move(query),
+                                                                  .headers = std::move(headers),
+                                                                  .payload_hash = std::move(payload_hash),
+                                                                  .add_content_sha256_header = content_sha256_header,
+                                                                  .access_key = std::move(access_key),
+                                                                  .secret_key = std::move(secret_key),
+                                                                  .session_token = std::move(session_token),
+                                                                  .region = std::move(region),
+                                                                  .service = std::move(service),
+                                                                  .amz_date = std::move(amz_date)});
         nb::dict out;
         out["canonical_request"] = s.canonical_request;
         out["string_to_sign"] = s.string_to_sign;

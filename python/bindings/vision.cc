@@ -1,58 +1,62 @@
-// Binding of the vision processor: numpy in, numpy out (pixel rows owned by a capsule, no
-// copy). Work runs with the GIL released, images spread over a few threads.
+// Binding of the vision API (mmfeed/vision.h): numpy in, numpy out (pixel rows owned by a
+// capsule, no copy). Work runs with the GIL released.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstring>
-#include <thread>
 #include <vector>
 
-#include "core/buffer_pool.h"
-#include "vision/processor.h"
-#include "vision/video.h"
-#include "vision/video_processor.h"
-#include "vision/video_sampling.h"
+#include "mmfeed/vision.h"
+#include "python/bindings/errors.h"
 
 namespace nb = nanobind;
 using namespace mmfeed;
+using python::value_or_raise;
 
 namespace {
 
-// "auto"/"simd": the fastest kernels the CPU runs; "portable": the Highway kernels only;
-// "scalar": the reference.
-vision::Kernel kernel_from(const std::string& name) {
-  if (name == "auto") return vision::Kernel::kAuto;
-  if (name == "simd") return vision::Kernel::kSimd;
-  if (name == "portable") return vision::Kernel::kPortable;
-  if (name == "scalar") return vision::Kernel::kScalar;
-  throw nb::value_error("kernel must be 'auto', 'simd', 'portable' or 'scalar'");
+using U8Array = nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu>;
+
+template <class E>
+E choice_of(const std::string& name, const char* what) {
+  const std::optional<E> v = parse_choice<E>(name);
+  if (!v) throw nb::value_error((std::string(what) + " must be " + choice_list<E>() + ", not '" + name + "'").c_str());
+  return *v;
 }
 
-[[noreturn]] void raise(const Error& e) { throw nb::value_error(e.to_string().c_str()); }
-
-template <class T>
-T unwrap(Result<T> r) {
-  if (!r.ok()) raise(r.error());
-  return std::move(r).value();
+std::span<const std::byte> bytes_of(const nb::bytes& b) {
+  return {reinterpret_cast<const std::byte*>(b.c_str()), b.size()};
 }
 
-vision::AlphaPolicy alpha_policy(const std::string& s) {
-  if (s == "drop") return vision::AlphaPolicy::kDrop;
-  if (s == "paste") return vision::AlphaPolicy::kPaste;
-  if (s == "composite") return vision::AlphaPolicy::kComposite;
-  throw nb::value_error(("alpha must be 'drop', 'paste' or 'composite', not '" + s + "'").c_str());
+// `rows` as a numpy array (rows, row_elements) sharing their buffer; numpy has no bfloat16: its
+// 16-bit words.
+nb::object rows_array(PixelRows rows) {
+  auto* owner = new std::shared_ptr<void>(std::move(rows.owner));
+  nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
+  const std::size_t shape[2] = {rows.rows, rows.row_elements};
+  switch (rows.type) {
+    case Pixels::kFloat32: return nb::cast(nb::ndarray<nb::numpy, float>(rows.data, 2, shape, capsule));
+    case Pixels::kBFloat16: return nb::cast(nb::ndarray<nb::numpy, std::uint16_t>(rows.data, 2, shape, capsule));
+    case Pixels::kUInt8: break;
+  }
+  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t>(rows.data, 2, shape, capsule));
 }
 
-// One input: encoded bytes, or pixels (h, w, c) uint8.
-struct Input {
-  vision::AlphaPolicy alpha = vision::AlphaPolicy::kDrop;
-  std::string encoded;
-  nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu> pixels;
-  bool is_pixels = false;
-};
+// A (n, 3) int64 array of grids.
+nb::object grids_array(const std::vector<GridThw>& grids) {
+  auto* data = new std::int64_t[std::max<std::size_t>(1, grids.size() * 3)];
+  for (std::size_t i = 0; i < grids.size(); ++i) std::copy(grids[i].begin(), grids[i].end(), data + i * 3);
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, std::int64_t>(data, {grids.size(), 3}, owner));
+}
+
+std::optional<std::array<float, 3>> three(const std::optional<std::vector<float>>& v, const char* what) {
+  if (!v) return std::nullopt;
+  if (v->size() != 3) throw nb::value_error((std::string(what) + " needs 3 values").c_str());
+  return std::array<float, 3>{(*v)[0], (*v)[1], (*v)[2]};
+}
 
 class PyImageProcessor {
  public:
@@ -61,168 +65,63 @@ class PyImageProcessor {
                    std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std, bool exif,
                    const std::string& alpha, const std::string& output, const std::string& kernel, int threads,
                    bool fast)
-      : threads_(std::max(1, threads)) {
-    vision::ProcessorConfig config;
-    config.profile = unwrap(vision::model_profile(model));
-    if (min_pixels) config.profile.min_pixels = *min_pixels;
-    if (max_pixels) config.profile.max_pixels = *max_pixels;
-    if (patch_size) config.profile.patch_size = *patch_size;
-    if (merge_size) config.profile.merge_size = *merge_size;
-    auto set3 = [](const std::optional<std::vector<float>>& v, std::array<float, 3>& out, const char* what) {
-      if (!v) return;
-      if (v->size() != 3) throw nb::value_error((std::string(what) + " needs 3 values").c_str());
-      std::copy(v->begin(), v->end(), out.begin());
-    };
-    set3(image_mean, config.profile.mean, "image_mean");
-    set3(image_std, config.profile.std, "image_std");
-    config.decode.exif = exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
-    config.decode.alpha = alpha_policy(alpha);
-    if (output == "float32") {
-      config.output = vision::OutputType::kFloat32;
-    } else if (output == "bfloat16") {
-      config.output = vision::OutputType::kBFloat16;
-    } else if (output == "uint8") {
-      config.output = vision::OutputType::kUInt8;
-    } else {
-      throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
-    }
-    config.kernel = kernel_from(kernel);
-    config.fast_jpeg = fast;
-    proc_ = std::make_unique<vision::ImageProcessor>(std::move(config));
-  }
+      : proc_(value_or_raise(ImageProcessor::create({.model = model,
+                                                     .min_pixels = min_pixels.value_or(0),
+                                                     .max_pixels = max_pixels.value_or(0),
+                                                     .patch_size = patch_size.value_or(0),
+                                                     .merge_size = merge_size.value_or(0),
+                                                     .image_mean = three(image_mean, "image_mean"),
+                                                     .image_std = three(image_std, "image_std"),
+                                                     .exif = exif,
+                                                     .alpha = choice_of<AlphaPolicy>(alpha, "alpha"),
+                                                     .output = choice_of<Pixels>(output, "output"),
+                                                     .kernel = choice_of<ImageKernel>(kernel, "kernel"),
+                                                     .threads = threads,
+                                                     .fast_jpeg = fast}))) {}
 
-  // Returns (rows, grids) for a list of bytes / uint8 arrays.
-  // `alphas` (optional) gives each pixel array its own alpha policy: PIL images reach HF's
-  // alpha compositing while arrays and files keep the processor's policy.
+  // (rows, grids) for a list of bytes / uint8 arrays. `alphas` (optional) gives each pixel array
+  // its own alpha policy: PIL images reach HF's alpha compositing while arrays and files keep
+  // the processor's policy.
   nb::tuple process(nb::list items, std::optional<std::vector<std::string>> alphas) {
-    std::vector<Input> inputs(nb::len(items));
-    if (alphas && alphas->size() != inputs.size()) throw nb::value_error("alphas must match images");
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::size_t n = nb::len(items);
+    if (alphas && alphas->size() != n) throw nb::value_error("alphas must match images");
+    std::vector<ImageInput> inputs(n);
+    std::vector<nb::object> keep(n);  // the bytes and arrays the inputs point into
+    for (std::size_t i = 0; i < n; ++i) {
       nb::handle h = items[i];
-      inputs[i].alpha = alphas ? alpha_policy((*alphas)[i]) : proc_->config().decode.alpha;
+      keep[i] = nb::borrow(h);
+      if (alphas) inputs[i].alpha = choice_of<AlphaPolicy>((*alphas)[i], "alpha");
       if (nb::isinstance<nb::bytes>(h)) {
         nb::bytes b = nb::borrow<nb::bytes>(h);
-        inputs[i].encoded.assign(b.c_str(), b.size());
-      } else {
-        inputs[i].pixels = nb::cast<nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu>>(h);
-        const auto& a = inputs[i].pixels;
-        if (!(a.ndim() == 2 || (a.ndim() == 3 && (a.shape(2) == 1 || a.shape(2) == 3 || a.shape(2) == 4)))) {
-          throw nb::value_error("pixel arrays must be uint8 (height, width) or (height, width, 1|3|4)");
-        }
-        inputs[i].is_pixels = true;
+        inputs[i].encoded = {reinterpret_cast<const std::uint8_t*>(b.c_str()), b.size()};
+        continue;
       }
+      const U8Array a = nb::cast<U8Array>(h);
+      if (!(a.ndim() == 2 || (a.ndim() == 3 && (a.shape(2) == 1 || a.shape(2) == 3 || a.shape(2) == 4)))) {
+        throw nb::value_error("pixel arrays must be uint8 (height, width) or (height, width, 1|3|4)");
+      }
+      inputs[i].pixels = a.data();
+      inputs[i].height = static_cast<int>(a.shape(0));
+      inputs[i].width = static_cast<int>(a.shape(1));
+      inputs[i].channels = a.ndim() == 2 ? 1 : static_cast<int>(a.shape(2));
     }
-    const std::size_t n = inputs.size();
-    std::vector<vision::Grid> grids(n);
-    std::vector<std::optional<Error>> errors(n);
-    auto span_of = [&](std::size_t i) {
-      return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(inputs[i].encoded.data()),
-                                           inputs[i].encoded.size());
-    };
-    auto pixels_of = [&](std::size_t i) {
-      const auto& a = inputs[i].pixels;
-      const int channels = a.ndim() == 2 ? 1 : static_cast<int>(a.shape(2));
-      return vision::rgb_from_pixels(a.data(), static_cast<int>(a.shape(1)), static_cast<int>(a.shape(0)), channels,
-                                     inputs[i].alpha);
-    };
+    Result<PixelRows> r = Error(ErrorCode::kInternal, "unset");
     {
       nb::gil_scoped_release release;
-      // Phase 1: every grid from headers (or array shapes), so one output array holds all rows.
-      parallel(n, [&](std::size_t i) {
-        Result<vision::Grid> g = Error(ErrorCode::kInternal, "unset");
-        if (inputs[i].is_pixels) {
-          g = proc_->plan(static_cast<int>(inputs[i].pixels.shape(0)), static_cast<int>(inputs[i].pixels.shape(1)));
-        } else {
-          auto info = vision::probe(span_of(i));
-          g = info.ok() ? proc_->plan(*info) : Result<vision::Grid>(std::move(info).error());
-        }
-        if (g.ok()) {
-          grids[i] = *g;
-        } else {
-          errors[i] = std::move(g).error().with_context("image " + std::to_string(i));
-        }
-      });
+      r = proc_.process(inputs);
     }
-    for (auto& e : errors) {
-      if (e) raise(*e);
-    }
-    std::vector<std::int64_t> offsets(n + 1, 0);
-    for (std::size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + grids[i].rows();
-    const std::size_t row_bytes = proc_->row_bytes();
-    // Rows live in a pooled buffer: when numpy drops the array, the memory goes back to the
-    // pool (already faulted in) for the next call instead of to the kernel.
-    auto* buffer = new core::Buffer(pool_.acquire(offsets[n] * row_bytes));
-    std::uint8_t* data = reinterpret_cast<std::uint8_t*>(buffer->data());
-    nb::capsule owner(buffer, [](void* p) noexcept { delete static_cast<core::Buffer*>(p); });
-    {
-      nb::gil_scoped_release release;
-      // Phase 2: decode, resize and patchify each image into its rows.
-      parallel(n, [&](std::size_t i) {
-        std::uint8_t* dest = data + offsets[i] * row_bytes;
-        auto r = inputs[i].is_pixels ? proc_->process_rgb(pixels_of(i), dest, grids[i].rows())
-                                     : proc_->process(span_of(i), dest, grids[i].rows());
-        if (!r.ok()) {
-          errors[i] = std::move(r).error().with_context("image " + std::to_string(i));
-        } else if (r->rows() != grids[i].rows()) {
-          errors[i] = Error(ErrorCode::kCorruptData, "decoded size differs from the header's")
-                          .with_context("image " + std::to_string(i));
-        }
-      });
-    }
-    for (auto& e : errors) {
-      if (e) raise(*e);
-    }
-    auto* grid_data = new std::int64_t[std::max<std::size_t>(1, n * 3)];
-    for (std::size_t i = 0; i < n; ++i) {
-      grid_data[i * 3] = grids[i].t;
-      grid_data[i * 3 + 1] = grids[i].h;
-      grid_data[i * 3 + 2] = grids[i].w;
-    }
-    nb::capsule grid_owner(grid_data, [](void* p) noexcept { delete[] static_cast<std::int64_t*>(p); });
-    const std::size_t cols = static_cast<std::size_t>(proc_->row_elements());
-    const std::size_t rows = static_cast<std::size_t>(offsets[n]);
-    nb::object pixel_values;
-    switch (proc_->config().output) {
-      case vision::OutputType::kFloat32:
-        pixel_values = nb::cast(nb::ndarray<nb::numpy, float>(data, {rows, cols}, owner));
-        break;
-      case vision::OutputType::kBFloat16:  // numpy has no bfloat16: the raw 16-bit words
-        pixel_values = nb::cast(nb::ndarray<nb::numpy, std::uint16_t>(data, {rows, cols}, owner));
-        break;
-      case vision::OutputType::kUInt8:
-        pixel_values = nb::cast(nb::ndarray<nb::numpy, std::uint8_t>(data, {rows, cols}, owner));
-        break;
-    }
-    auto grid_array = nb::cast(nb::ndarray<nb::numpy, std::int64_t>(grid_data, {n, 3}, grid_owner));
-    return nb::make_tuple(pixel_values, grid_array);
+    PixelRows rows = value_or_raise(std::move(r));
+    nb::object grids = grids_array(rows.grids);
+    return nb::make_tuple(rows_array(std::move(rows)), grids);
   }
 
   nb::tuple plan(int height, int width) {
-    const vision::Grid g = unwrap(proc_->plan(height, width));
-    return nb::make_tuple(g.t, g.h, g.w);
+    const GridThw g = value_or_raise(proc_.plan(height, width));
+    return nb::make_tuple(g[0], g[1], g[2]);
   }
 
  private:
-  template <class F>
-  void parallel(std::size_t n, F&& fn) {
-    const std::size_t workers = std::min<std::size_t>(threads_, n);
-    if (workers <= 1) {
-      for (std::size_t i = 0; i < n; ++i) fn(i);
-      return;
-    }
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> pool;
-    for (std::size_t w = 0; w < workers; ++w) {
-      pool.emplace_back([&] {
-        for (std::size_t i = next++; i < n; i = next++) fn(i);
-      });
-    }
-    for (auto& t : pool) t.join();
-  }
-
-  std::unique_ptr<vision::ImageProcessor> proc_;
-  int threads_;
-  core::BufferPool pool_{core::BufferPoolOptions{.alignment = 64, .max_cached_bytes = std::size_t{1} << 30}};
+  ImageProcessor proc_;
 };
 
 }  // namespace
@@ -239,37 +138,24 @@ void bind_vision(nb::module_& m) {
       .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
   m.def(
       "resize",
-      [](nb::ndarray<const std::uint8_t, nb::c_contig, nb::device::cpu> image, int width, int height,
-         const std::string& filter, const std::string& kernel) {
+      [](U8Array image, int width, int height, const std::string& filter, const std::string& kernel) {
         if (image.ndim() != 3 || image.shape(2) < 1 || image.shape(2) > 4) {
           throw nb::value_error("resize takes a uint8 array (height, width, channels 1-4)");
         }
         if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
-        vision::Filter f;
-        if (filter == "bicubic")
-          f = vision::Filter::kBicubic;
-        else if (filter == "bicubic-torch")
-          f = vision::Filter::kBicubicTorch;
-        else if (filter == "bilinear")
-          f = vision::Filter::kBilinear;
-        else if (filter == "lanczos")
-          f = vision::Filter::kLanczos;
-        else if (filter == "box")
-          f = vision::Filter::kBox;
-        else if (filter == "hamming")
-          f = vision::Filter::kHamming;
-        else
-          throw nb::value_error("filter must be bicubic, bicubic-torch, bilinear, lanczos, box or hamming");
-        const vision::Kernel k = kernel_from(kernel);
+        const ResizeFilter f = choice_of<ResizeFilter>(filter, "filter");
+        const ImageKernel k = choice_of<ImageKernel>(kernel, "kernel");
         const int channels = static_cast<int>(image.shape(2));
-        const std::size_t bytes = static_cast<std::size_t>(width) * height * channels;
+        const std::size_t bytes = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * channels;
         auto* out = new std::uint8_t[bytes];
         nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+        Status st;
         {
           nb::gil_scoped_release release;
-          vision::resample_u8(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)),
-                              channels, out, width, height, f, k);
+          st = resize_image(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)), channels,
+                            out, width, height, f, k);
         }
+        python::raise_if_error(st);
         return nb::ndarray<nb::numpy, std::uint8_t>(
             out,
             {static_cast<std::size_t>(height), static_cast<std::size_t>(width), static_cast<std::size_t>(channels)},
@@ -281,17 +167,14 @@ void bind_vision(nb::module_& m) {
   m.def(
       "decode",
       [](nb::bytes data, bool exif, const std::string& alpha) {
-        vision::DecodeOptions options;
-        options.exif = exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
-        options.alpha = alpha_policy(alpha);
-        Result<vision::RgbImage> r = Error(ErrorCode::kInternal, "unset");
+        const AlphaPolicy a = choice_of<AlphaPolicy>(alpha, "alpha");
+        Result<RgbPixels> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          r = vision::decode_rgb({reinterpret_cast<const std::uint8_t*>(data.c_str()), data.size()}, options);
+          r = decode_image({reinterpret_cast<const std::uint8_t*>(data.c_str()), data.size()}, exif, a);
         }
-        if (!r.ok()) raise(r.error());
-        auto* img = new vision::RgbImage(std::move(r).value());
-        nb::capsule owner(img, [](void* p) noexcept { delete static_cast<vision::RgbImage*>(p); });
+        auto* img = new RgbPixels(value_or_raise(std::move(r)));
+        nb::capsule owner(img, [](void* p) noexcept { delete static_cast<RgbPixels*>(p); });
         return nb::ndarray<nb::numpy, std::uint8_t>(
             img->pixels.data(), {static_cast<std::size_t>(img->height), static_cast<std::size_t>(img->width), 3},
             owner);
@@ -299,25 +182,25 @@ void bind_vision(nb::module_& m) {
       nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
       "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
       "open + exif_transpose + convert('RGB') (alpha per policy).");
-  m.def("video_libraries", &vision::video_libraries,
+  m.def("video_libraries", &video_libraries,
         "The FFmpeg libraries videos are decoded with, or why this build has none.");
   m.def(
       "probe_video",
       [](nb::bytes data) {
-        Result<vision::VideoInfo> r = Error(ErrorCode::kInternal, "unset");
+        Result<VideoInfo> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          r = vision::probe_video({reinterpret_cast<const std::byte*>(data.c_str()), data.size()}, {});
+          r = probe_video(bytes_of(data));
         }
-        if (!r.ok()) raise(r.error());
+        const VideoInfo info = value_or_raise(std::move(r));
         nb::dict out;
-        out["width"] = r->width;
-        out["height"] = r->height;
-        out["frames"] = r->frames;
-        out["fps"] = r->fps;
-        out["duration_s"] = r->duration_s;
-        out["codec"] = r->codec;
-        out["rotation"] = r->rotation;
+        out["width"] = info.width;
+        out["height"] = info.height;
+        out["frames"] = info.frames;
+        out["fps"] = info.fps;
+        out["duration_s"] = info.duration_s;
+        out["codec"] = info.codec;
+        out["rotation"] = info.rotation;
         return out;
       },
       nb::arg("data"),
@@ -325,14 +208,13 @@ void bind_vision(nb::module_& m) {
   m.def(
       "decode_video",
       [](nb::bytes data, std::vector<std::int64_t> indices) {
-        Result<vision::VideoFrames> r = Error(ErrorCode::kInternal, "unset");
+        Result<VideoFrames> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          r = vision::decode_video_frames({reinterpret_cast<const std::byte*>(data.c_str()), data.size()}, indices, {});
+          r = decode_video(bytes_of(data), indices);
         }
-        if (!r.ok()) raise(r.error());
-        auto* frames = new vision::VideoFrames(std::move(r).value());
-        nb::capsule owner(frames, [](void* p) noexcept { delete static_cast<vision::VideoFrames*>(p); });
+        auto* frames = new VideoFrames(value_or_raise(std::move(r)));
+        nb::capsule owner(frames, [](void* p) noexcept { delete static_cast<VideoFrames*>(p); });
         return nb::ndarray<nb::numpy, std::uint8_t>(frames->rgb.data(),
                                                     {frames->indices.size(), static_cast<std::size_t>(frames->height),
                                                      static_cast<std::size_t>(frames->width), 3},
@@ -346,14 +228,13 @@ void bind_vision(nb::module_& m) {
       [](std::int64_t total_frames, double video_fps, std::optional<double> nframes, std::optional<double> fps,
          std::optional<double> min_frames, std::optional<double> max_frames, std::optional<double> video_start,
          std::optional<double> video_end) {
-        const vision::VideoSamplingRequest request{nframes, fps, min_frames, max_frames, video_start, video_end};
-        auto plan = vision::plan_qwen2_video_frames(request, total_frames, video_fps);
-        if (!plan.ok()) raise(plan.error());
+        const VideoFramePlan plan = value_or_raise(
+            plan_video_frames({nframes, fps, min_frames, max_frames, video_start, video_end}, total_frames, video_fps));
         nb::dict out;
-        out["first"] = plan->first;
-        out["last"] = plan->last;
-        out["indices"] = plan->indices;
-        out["sample_fps"] = plan->sample_fps;
+        out["first"] = plan.first;
+        out["last"] = plan.last;
+        out["indices"] = plan.indices;
+        out["sample_fps"] = plan.sample_fps;
         return out;
       },
       nb::arg("total_frames"), nb::arg("video_fps"), nb::arg("nframes") = nb::none(), nb::arg("fps") = nb::none(),
@@ -366,56 +247,29 @@ void bind_vision(nb::module_& m) {
          std::optional<double> fps, std::optional<double> min_frames, std::optional<double> max_frames,
          std::optional<double> video_start, std::optional<double> video_end, std::optional<double> min_pixels,
          std::optional<double> max_pixels, std::optional<double> total_pixels) {
-        vision::OutputType type;
-        if (output == "float32")
-          type = vision::OutputType::kFloat32;
-        else if (output == "bfloat16")
-          type = vision::OutputType::kBFloat16;
-        else if (output == "uint8")
-          type = vision::OutputType::kUInt8;
-        else
-          throw nb::value_error("output must be 'float32', 'bfloat16' or 'uint8'");
-        const vision::VideoProcessor proc(unwrap(vision::video_profile(model)), type);
-        vision::VideoRequest request;
-        request.sampling = {nframes, fps, min_frames, max_frames, video_start, video_end};
-        request.min_pixels = min_pixels;
-        request.max_pixels = max_pixels;
-        request.total_pixels = total_pixels;
-        const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(data.c_str()), data.size()};
-        Result<vision::VideoPlan> plan = Error(ErrorCode::kInternal, "unset");
-        std::size_t total = 0;
-        std::uint8_t* rows = nullptr;
+        VideoOptions options;
+        options.model = model;
+        options.output = choice_of<Pixels>(output, "output");
+        options.sampling = {nframes, fps, min_frames, max_frames, video_start, video_end};
+        options.min_pixels = min_pixels;
+        options.max_pixels = max_pixels;
+        options.total_pixels = total_pixels;
+        Result<ProcessedVideo> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          plan = proc.plan(bytes, request);
-          if (plan.ok()) {
-            total = static_cast<std::size_t>(plan->grid.rows()) * proc.row_bytes();
-            rows = new std::uint8_t[std::max<std::size_t>(total, 1)];
-            if (Status st = proc.process(bytes, *plan, rows); !st.ok()) {
-              delete[] rows;
-              plan = st.error();
-            }
-          }
+          r = process_video(bytes_of(data), options);
         }
-        if (!plan.ok()) raise(plan.error());
-        nb::capsule owner(rows, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
-        const std::size_t shape[2] = {static_cast<std::size_t>(plan->grid.rows()),
-                                      static_cast<std::size_t>(proc.row_elements())};
+        ProcessedVideo video = value_or_raise(std::move(r));
         nb::dict out;
-        if (type == vision::OutputType::kFloat32) {
-          out["pixel_values_videos"] = nb::ndarray<nb::numpy, float>(rows, 2, shape, owner);
-        } else if (type == vision::OutputType::kBFloat16) {
-          out["pixel_values_videos"] = nb::ndarray<nb::numpy, std::uint16_t>(rows, 2, shape, owner);
-        } else {
-          out["pixel_values_videos"] = nb::ndarray<nb::numpy, std::uint8_t>(rows, 2, shape, owner);
-        }
-        out["video_grid_thw"] = std::vector<int>{plan->grid.t, plan->grid.h, plan->grid.w};
-        out["indices"] = plan->indices;
-        out["size"] = std::vector<int>{plan->size.height, plan->size.width};
-        out["video_fps"] = plan->video_fps;
-        out["sample_fps"] = plan->sample_fps;
-        out["second_per_grid_t"] = vision::second_per_grid_t(proc.profile(), *plan);
-        out["timestamps"] = plan->timestamps;
+        const GridThw grid = video.rows.grids.at(0);
+        out["pixel_values_videos"] = rows_array(std::move(video.rows));
+        out["video_grid_thw"] = std::vector<std::int64_t>(grid.begin(), grid.end());
+        out["indices"] = video.indices;
+        out["size"] = std::vector<int>{video.height, video.width};
+        out["video_fps"] = video.video_fps;
+        out["sample_fps"] = video.sample_fps;
+        out["second_per_grid_t"] = video.second_per_grid_t;
+        out["timestamps"] = video.timestamps;
         return out;
       },
       nb::arg("data"), nb::arg("model") = "qwen2-vl", nb::arg("output") = "float32", nb::arg("nframes") = nb::none(),
@@ -429,27 +283,16 @@ void bind_vision(nb::module_& m) {
   m.def(
       "normalize_table",
       [](const std::string& model, bool video) {
-        const vision::ModelProfile profile = unwrap(vision::model_profile(model));
-        const vision::NormalizeTable table(profile,
-                                           video ? vision::Normalization::kVideo : vision::Normalization::kImage);
-        auto* values = new float[3 * 256];
-        auto* words = new std::uint16_t[3 * 256];
-        for (std::size_t c = 0; c < 3; ++c) {
-          for (std::size_t v = 0; v < 256; ++v) {
-            values[c * 256 + v] = table.value[c][v];
-            words[c * 256 + v] = vision::to_bfloat16(table.value[c][v]);
-          }
-        }
-        nb::capsule value_owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
-        nb::capsule word_owner(words, [](void* p) noexcept { delete[] static_cast<std::uint16_t*>(p); });
-        return nb::make_tuple(nb::ndarray<nb::numpy, float>(values, {3, 256}, value_owner),
-                              nb::ndarray<nb::numpy, std::uint16_t>(words, {3, 256}, word_owner),
-                              profile.temporal_patch_size, profile.patch_size);
+        auto* tables = new NormalizeTables(value_or_raise(normalize_tables(model, video)));
+        nb::capsule owner(tables, [](void* p) noexcept { delete static_cast<NormalizeTables*>(p); });
+        return nb::make_tuple(nb::ndarray<nb::numpy, float>(tables->values[0].data(), {3, 256}, owner),
+                              nb::ndarray<nb::numpy, std::uint16_t>(tables->bfloat16[0].data(), {3, 256}, owner),
+                              tables->temporal_patch_size, tables->patch_size);
       },
       nb::arg("model"), nb::arg("video") = false,
       "(float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte "
       "of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.");
   m.def(
-      "simd_target", [] { return std::string(vision::simd_target()); },
+      "simd_target", [] { return std::string(simd_target()); },
       "The SIMD instruction set the resampling kernels dispatched to on this CPU.");
 }

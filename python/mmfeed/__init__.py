@@ -17,7 +17,7 @@ from mmfeed._mmfeed import (  # type: ignore[attr-defined]
     simd_target,
 )
 from mmfeed.batch import Batch
-from mmfeed.loader import Loader, LoaderInputs
+from mmfeed.loader import Loader, LoaderInputs, read_config
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor, normalize_pixels
 
@@ -35,6 +35,7 @@ __all__ = [
     "normalize_pixels",
     "probe_video",
     "process_video",
+    "read_config",
     "resize",
     "encode_conversation",
     "render_chat",

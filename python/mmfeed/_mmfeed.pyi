@@ -112,6 +112,11 @@ def loader_options() -> list:
     The engine's loader options, from its one option table: [{name, type, default, doc}, ...].
     """
 
+def read_config(path: str) -> str:
+    """
+    The loader options a config file sets (a JSON object, or a TOML table in *.toml), as the CLI's --config reads it: a JSON object of option names and values.
+    """
+
 def reshard_states(states: Sequence[str], rank: int, world_size: int) -> str: ...
 
 def epoch_sizes(options: dict, state: str | None = None, inputs: _LoaderInputs | None = None) -> list[int]:
@@ -136,7 +141,7 @@ class _LoaderInputs:
         """
 
 class _Loader:
-    def __init__(self, config: dict, state: str | None, device: int | None = None, inputs: _LoaderInputs | None = None) -> None: ...
+    def __init__(self, config: dict, state: str | None, inputs: _LoaderInputs | None = None) -> None: ...
 
     def next(self, torch: bool = False, stream: int = 0) -> object: ...
 

@@ -37,7 +37,7 @@ import json
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
@@ -106,6 +106,15 @@ def engine_options(manifest, options: dict) -> dict:
     return options
 
 
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The loader options a config file sets, read by the engine as `mmfeed run --config` reads
+    it: a JSON object, or a TOML table (``*.toml``), of options named with ``_`` or ``-`` and a
+    blend's ``[[sources]]`` (manifest, weight, media_root, max_pixels, chat_template) expanded
+    into the manifests and per-source options. ``mmfeed.Loader(**mmfeed.read_config("run.toml"))``
+    opens the run the CLI would; keywords given beside it override the file's."""
+    return json.loads(_mmfeed.read_config(os.fspath(path)))
+
+
 class LoaderInputs:
     """The manifests as read and the tokenizer as loaded, for opening many Loaders over the same
     data without reading them again (a 150k-token tokenizer takes about 0.25 s to load, a large
@@ -159,13 +168,16 @@ class Loader:
             value = options.get(name)
             if isinstance(value, (int, float)) and value <= 0:
                 raise ValueError(f"{name} must be positive, not {value} (leave it unset for the model's)")
-        engine = engine_options(manifest, dict(options))
         if inputs is not None and not isinstance(inputs, LoaderInputs):
             raise TypeError(f"inputs must be a mmfeed.LoaderInputs, not {type(inputs).__name__}")
         self._inputs = inputs
         if tensors not in ("np", "torch"):
             raise ValueError("tensors must be 'np' or 'torch'")
         self._device = None
+        if (index := options.pop("cuda_device", None)) is not None and index >= 0:  # the engine's name for device=
+            if device is not None:
+                raise ValueError("give device= or cuda_device=, not both")
+            device = f"cuda:{index}"
         if device is not None:
             if tensors != "torch":
                 raise ValueError("device= needs tensors='torch'")
@@ -184,7 +196,7 @@ class Loader:
                 )
             if self._device.index is None:  # "cuda": the current device, fixed now for the copy thread
                 self._device = torch.device("cuda", torch.cuda.current_device())
-        self._options = engine
+        self._options = engine_options(manifest, dict(options))
         self._tensors = tensors
         self._state: str | None = None  # a resume state to open with, as JSON
         self._core = None
@@ -226,12 +238,9 @@ class Loader:
         options = self._options
         if "pin_device" not in options and (device := self._trainer_gpu()) is not None:
             options = {**options, "pin_device": device}
-        return _mmfeed._Loader(
-            options,
-            self._state,
-            None if self._device is None else self._device.index,
-            None if self._inputs is None else self._inputs._core,
-        )
+        if self._device is not None:
+            options = {**options, "cuda_device": self._device.index}
+        return _mmfeed._Loader(options, self._state, None if self._inputs is None else self._inputs._core)
 
     def _trainer_gpu(self):
         """The GPU the trainer uses, whose context should page-lock the batch buffers: device=, else

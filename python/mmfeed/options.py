@@ -77,4 +77,5 @@ class LoaderOptions(TypedDict, total=False):
     trace_path: _Path | None
     pin_memory: bool | None
     pin_device: int | None
+    cuda_device: int | None
     sources: Sequence[_Path | Source] | None  # Python's: the manifests with per-source options

@@ -1,9 +1,9 @@
-#include "core/json.h"
+#include "mmfeed/json.h"
 
 #include <cstdint>
 #include <cstdio>
 
-namespace mmfeed::core {
+namespace mmfeed {
 
 namespace {
 
@@ -65,4 +65,4 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-}  // namespace mmfeed::core
+}  // namespace mmfeed

@@ -1,6 +1,6 @@
 #include "core/metrics.h"
 
-#include "core/json.h"
+#include "mmfeed/json.h"
 
 #include <algorithm>
 #include <bit>

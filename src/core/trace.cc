@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/json.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::core {
 

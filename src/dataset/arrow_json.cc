@@ -4,7 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/json.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::dataset {
 
@@ -45,12 +45,11 @@ void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) 
     case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
     case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
     case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
-    case arrow::Type::STRING:
-      return core::append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::STRING: return append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
     case arrow::Type::LARGE_STRING:
-      return core::append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
+      return append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
     case arrow::Type::STRING_VIEW:
-      return core::append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
+      return append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST:
     case arrow::Type::FIXED_SIZE_LIST: {
@@ -79,7 +78,7 @@ void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) 
       out += '{';
       for (int f = 0; f < s.num_fields(); ++f) {
         if (f > 0) out += ',';
-        core::append_json_string(out, s.struct_type()->field(f)->name());
+        append_json_string(out, s.struct_type()->field(f)->name());
         out += ':';
         append_json_value(out, *s.field(f), i);
       }

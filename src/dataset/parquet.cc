@@ -16,10 +16,10 @@
 #include <system_error>
 #include <thread>
 
-#include "core/json.h"
 #include "dataset/arrow_file.h"
 #include "dataset/arrow_json.h"
 #include "dataset/shards.h"
+#include "mmfeed/json.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 
@@ -265,7 +265,7 @@ class ParquetReader {
       const arrow::Array& a = *data->chunk(0);
       if (!first) out += ',';
       first = false;
-      core::append_json_string(out, col.name);
+      append_json_string(out, col.name);
       out += ':';
       if (col.image == ImageColumn::kNone) {
         if (auto text = is_conversation_column(col.name) ? json_text_of(a, r) : std::nullopt) {
@@ -304,7 +304,7 @@ class ParquetReader {
           continue;
         }
         const std::string ref = col.image == ImageColumn::kList ? col.name + "[" + std::to_string(e) + "]" : col.name;
-        core::append_json_string(out, ref);
+        append_json_string(out, ref);
         const auto [range, first_row] = pages[k]->range_of(row);
         m_.members.push_back({ref, range.offset, range.length});
         m_.cells.push_back({chunk_ids[k], static_cast<std::uint32_t>(e), first_row, row});

@@ -2,9 +2,9 @@
 
 #include <cstdlib>
 
-#include "core/json.h"
 #include "core/thread_pool.h"
 #include "device/cuda_runtime.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::pipeline {
 
@@ -41,7 +41,7 @@ std::string BatchMemory::describe() const {
 
 std::string BatchMemory::to_json() const {
   std::string json = "\"batch_memory\":";
-  core::append_json_string(json, describe());
+  append_json_string(json, describe());
   const core::BufferPoolStats p = pool_.stats();
   json += ",\"batch_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" + std::to_string(p.reuses) +
           ",\"allocations\":" + std::to_string(p.allocations) +

@@ -125,8 +125,10 @@ Result<Settings> check_config(const LoaderConfig& config) {
       config.pin_memory && cuda.available() && config.pin_device >= cuda.device_count()) {
     return config_error("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
   }
+  if (config.cuda_device < -1) return config_error("cuda_device", "must be a device index, or -1 for host batches");
   Settings out;
   out.options = config;
+  if (config.cuda_device >= 0 && config.pin_device < 0) out.options.pin_device = config.cuda_device;
   if (config.workers == 0) out.options.workers = auto_workers(core::usable_cpus(), std::getenv("LOCAL_WORLD_SIZE"));
   MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
   if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;

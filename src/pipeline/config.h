@@ -38,12 +38,6 @@ struct Settings {
 // by the LOCAL_WORLD_SIZE ranks of the node when set), less one for the rank's trainer; at least 1.
 int auto_workers(int usable_cpus, const char* local_world_size);
 
-// The positions of one group of the order: a padded batch's (batch_size), or a packing window's
-// (pack_window). A batch holds the good samples of its group.
-inline std::size_t group_positions(const LoaderConfig& config) {
-  return config.token_budget > 0 ? config.pack_window : config.batch_size;
-}
-
 // A packed sample's length in its row: PackedFormat::kThd pads each sample to a multiple of
 // pad_to_multiple_of; transformers' layout packs the samples as they are.
 inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::size_t pad_to_multiple_of) {

@@ -6,9 +6,9 @@
 
 #include "core/buffer_pool.h"
 #include "core/clock.h"
-#include "core/json.h"
 #include "core/thread_pool.h"
 #include "device/cuda_runtime.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::pipeline {
 
@@ -196,7 +196,7 @@ void DeviceCopy::run() {
   }
   while (!stop_.load()) {
     bool timed_out = false;
-    Result<std::optional<Batch>> host = loader_.next_for(std::chrono::milliseconds(100), &timed_out);
+    Result<std::optional<Batch>> host = loader_.next_for(std::chrono::milliseconds(100), &timed_out, nullptr);
     if (timed_out) continue;
     Item item;
     item.after = loader_.state();
@@ -264,6 +264,58 @@ std::string DeviceCopy::to_json() const {
          ",\"device_buffers\":{\"acquires\":" + std::to_string(p.acquires) + ",\"reuses\":" + std::to_string(p.reuses) +
          ",\"allocations\":" + std::to_string(p.allocations) + ",\"frees\":" + std::to_string(p.frees) +
          ",\"bytes_cached\":" + std::to_string(p.bytes_cached) + "}}";
+}
+
+namespace {
+
+// The host loader and its copy stage as one Loader. The copy stage is declared after the loader
+// it reads, so it is destroyed first.
+class DeviceLoader final : public Loader {
+ public:
+  DeviceLoader(std::unique_ptr<Loader> host, std::unique_ptr<DeviceCopy> copy)
+      : host_(std::move(host)), copy_(std::move(copy)) {}
+  ~DeviceLoader() override { static_cast<void>(close()); }
+
+  Result<std::optional<Batch>> next() override {
+    bool timed_out = true;
+    Result<std::optional<Batch>> r = std::optional<Batch>();
+    while (timed_out) r = copy_->next_for(std::chrono::milliseconds(100), &timed_out, nullptr);
+    return r;
+  }
+  Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out,
+                                        void* consumer_stream) override {
+    return copy_->next_for(timeout, timed_out, consumer_stream);
+  }
+  LoaderState state() const override { return copy_->state(); }  // batches staged ahead not counted
+  std::vector<SampleError> errors() const override { return host_->errors(); }
+  std::string metrics_json() const override {
+    std::string json = host_->metrics_json();
+    if (json.size() > 2 && json.back() == '}') json.insert(json.size() - 1, "," + copy_->to_json());
+    return json;
+  }
+  // The copy thread asks the host loader for batches: the loader closes first, so that it does
+  // not wait on one.
+  Status close() override {
+    Status st = host_->close();
+    copy_->close();
+    return st;
+  }
+
+ private:
+  std::unique_ptr<Loader> host_;
+  std::unique_ptr<DeviceCopy> copy_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> on_device(std::unique_ptr<Loader> host, int device, std::size_t depth,
+                                          std::size_t max_cached_bytes) {
+  Result<std::unique_ptr<DeviceCopy>> copy = DeviceCopy::start(*host, device, depth, max_cached_bytes);
+  if (!copy.ok()) {
+    static_cast<void>(host->close());  // the copy stage's failure is the error to report
+    return std::move(copy).error().with_context("LoaderConfig.cuda_device");
+  }
+  return std::unique_ptr<Loader>(std::make_unique<DeviceLoader>(std::move(host), std::move(copy).value()));
 }
 
 }  // namespace mmfeed::pipeline

@@ -23,7 +23,7 @@
 // device batches may be dropped on any thread.
 //
 // Example:
-//   auto copy = DeviceCopy::start(*loader, /*device=*/0, /*depth=*/2, max_cached_bytes);
+//   auto copy = DeviceCopy::start(*loader, /*device=*/0, /*depth=*/2, max_cached_bytes);  // or on_device()
 //   while (auto b = (*copy)->next_for(100ms, &timed_out, torch_stream)) { ... b->device == 0 ... }
 #pragma once
 
@@ -45,6 +45,11 @@ namespace mmfeed::pipeline {
 // The trace `loader` writes at close (trace_path), or null (defined in loader.cc, beside the
 // loader's implementation).
 core::TraceWriter* trace_of(Loader& loader);
+
+// A loader whose batches are `host`'s on `device`: the copy stage below, `depth` batches ahead.
+// What Loader::open returns for cuda_device >= 0; on an error `host` is closed.
+Result<std::unique_ptr<Loader>> on_device(std::unique_ptr<Loader> host, int device, std::size_t depth,
+                                          std::size_t max_cached_bytes);
 
 class DeviceCopy {
  public:

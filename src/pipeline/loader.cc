@@ -140,7 +140,8 @@ class LoaderImpl final : public Loader {
     return next_impl(std::nullopt, &timed_out);
   }
 
-  Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out) override {
+  Result<std::optional<Batch>> next_for(std::chrono::milliseconds timeout, bool* timed_out,
+                                        void* /*consumer_stream: host batches*/) override {
     return next_impl(timeout, timed_out);
   }
 
@@ -307,6 +308,8 @@ Result<std::shared_ptr<const LoaderInputs>> start_reading(const LoaderConfig& co
 
 namespace {
 
+constexpr std::size_t kStagedOnDevice = 2;  // device batches copied ahead of the trainer (cuda_device)
+
 // `inputs` when given (checked against `config`), else the config's own, read now.
 Result<std::shared_ptr<const LoaderInputs>> inputs_for(const LoaderConfig& config, const storage::S3Options& s3,
                                                        std::shared_ptr<const LoaderInputs> inputs) {
@@ -342,6 +345,9 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   }
   MMFEED_RETURN_IF_ERROR(loader->start());
   if (const auto& loaded = tok.get(); !loaded.ok()) return loaded.error();
+  if (config.cuda_device >= 0) {
+    return pipeline::on_device(std::move(loader), config.cuda_device, kStagedOnDevice, config.max_buffered_bytes / 2);
+  }
   return std::unique_ptr<Loader>(std::move(loader));
 }
 

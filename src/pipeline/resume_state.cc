@@ -9,9 +9,9 @@
 #include <string>
 #include <type_traits>
 
-#include "core/json.h"
-#include "core/numbers.h"
+#include "mmfeed/json.h"
 #include "mmfeed/loader_options.h"
+#include "mmfeed/numbers.h"
 #include "pipeline/config.h"
 #include "pipeline/order.h"
 
@@ -63,9 +63,9 @@ std::string LoaderState::to_json() const {
     out += ",\"fingerprint\":{";
     for (std::size_t i = 0; i < fingerprint.size(); ++i) {
       if (i) out += ",";
-      core::append_json_string(out, fingerprint[i].first);
+      append_json_string(out, fingerprint[i].first);
       out += ":";
-      core::append_json_string(out, fingerprint[i].second);
+      append_json_string(out, fingerprint[i].second);
     }
     out += "}";
   }
@@ -105,7 +105,7 @@ std::optional<std::uint64_t> epoch_size_of(const std::vector<std::pair<std::stri
   std::optional<ShardRemainder> remainder;
   for (const auto& [key, value] : fingerprint) {
     if (key == "samples") {
-      if (auto n = core::parse_number<std::uint64_t>(key, value, 0, UINT64_MAX); n.ok()) samples = *n;
+      if (auto n = parse_number<std::uint64_t>(key, value, 0, UINT64_MAX); n.ok()) samples = *n;
     } else if (key == "shard_remainder") {
       remainder = parse_choice<ShardRemainder>(value);
     }

@@ -41,40 +41,13 @@
 #include "core/metrics.h"
 #include "core/trace.h"
 #include "mmfeed/error.h"
+#include "mmfeed/storage.h"
 #include "storage/credentials.h"
 #include "storage/uri.h"
 
 namespace mmfeed::storage {
 
-struct FetchOptions {
-  std::size_t max_inflight = 64;                // HTTP requests in flight (parts and hedges count)
-  std::size_t max_pending_results = 256;        // in flight + finished but not yet taken
-  std::size_t max_inflight_bytes = 1ull << 30;  // bytes held by requests in flight
-  std::size_t queue_capacity = 1024;            // submitted, not yet started
-  int connect_timeout_ms = 5000;
-  int first_byte_timeout_ms = 15000;  // from the start of an attempt to its first response byte
-  int attempt_timeout_ms = 120000;    // one whole attempt
-  int stall_timeout_ms = 10000;       // no body bytes for this long after the first: a stall
-  int low_speed_bytes_per_s = 1024;   // a transfer slower than this (curl's moving average) ...
-  int low_speed_time_s = 30;          // ... for this long is a stall too (a trickle)
-  int max_attempts = 5;
-  int backoff_base_ms = 100;  // attempt n waits uniform(0, min(max, base * 2^(n-1)))
-  int backoff_max_ms = 5000;
-  double hedge_quantile = 0.0;       // 0 disables; 0.95 hedges requests slower than the p95
-  int hedge_min_ms = 100;            // never hedge earlier than this
-  std::size_t part_size = 8u << 20;  // ranged-GET part size; 0 fetches every object whole
-  // The largest object accepted, checked against every size a server or the file system
-  // declares before memory is committed for it (and against a body of unknown length as it
-  // grows). 512 MiB is the image decoder's own input limit (vision::DecodeOptions::max_bytes):
-  // a larger object could not be decoded anyway.
-  std::uint64_t max_object_bytes = 512u << 20;
-  // Threads reading local files. A read still running at attempt_timeout_ms (a stalled network
-  // mount) is abandoned with its thread, which then serves no other read.
-  std::size_t local_threads = 2;
-  bool verify_tls = true;
-  std::string ca_file;                  // PEM bundle of trusted certificates; empty: $AWS_CA_BUNDLE, else the system's
-  std::uint64_t seed = 0x6d6d66656564;  // backoff jitter
-};
+using mmfeed::FetchOptions;  // the public API's (mmfeed/storage.h)
 
 struct ByteRange {
   std::uint64_t offset = 0;

@@ -15,21 +15,13 @@
 #include <vector>
 
 #include "mmfeed/error.h"
+#include "mmfeed/storage.h"
 #include "storage/credentials.h"
 #include "storage/s3.h"
 
 namespace mmfeed::storage {
 
-struct ListOptions {
-  int max_keys = 1000;  // per page
-  int max_attempts = 5;
-  int timeout_ms = 30000;
-  // One answer's body: S3's pages of at most 1000 keys of at most 1 KiB each, XML-escaped, stay
-  // below it.
-  std::size_t max_page_bytes = std::size_t{16} << 20;
-  std::size_t max_objects = 1'000'000;  // objects kept across pages (--max-list-objects)
-  std::size_t max_pages = 10'000;       // pages asked for (--max-list-pages)
-};
+using mmfeed::ListOptions;  // the public API's (mmfeed/storage.h)
 
 // Every object whose key starts with `prefix`, in S3's (UTF-8 binary) key order.
 // kResourceExhausted, not retried, when an answer passes max_page_bytes, or the listing passes

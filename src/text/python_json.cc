@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/json.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::text {
 
@@ -90,7 +90,7 @@ void append_python_json(std::string& out, simdjson::dom::element value) {
       for (simdjson::dom::key_value_pair field : object) {
         if (!first) out += ", ";
         first = false;
-        core::append_json_string(out, field.key);
+        append_json_string(out, field.key);
         out += ": ";
         append_python_json(out, field.value);
       }
@@ -100,7 +100,7 @@ void append_python_json(std::string& out, simdjson::dom::element value) {
     case simdjson::dom::element_type::INT64: out += std::to_string(value.get_int64().value_unsafe()); return;
     case simdjson::dom::element_type::UINT64: out += std::to_string(value.get_uint64().value_unsafe()); return;
     case simdjson::dom::element_type::DOUBLE: append_double(out, value.get_double().value_unsafe()); return;
-    case simdjson::dom::element_type::STRING: core::append_json_string(out, value.get_string().value_unsafe()); return;
+    case simdjson::dom::element_type::STRING: append_json_string(out, value.get_string().value_unsafe()); return;
     case simdjson::dom::element_type::BOOL: out += value.get_bool().value_unsafe() ? "true" : "false"; return;
     case simdjson::dom::element_type::NULL_VALUE: out += "null"; return;
   }

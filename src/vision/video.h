@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "mmfeed/error.h"
+#include "mmfeed/vision.h"
 
 namespace mmfeed::vision {
 
@@ -40,26 +41,9 @@ struct VideoLimits {
   std::uint64_t max_decoded_bytes = std::uint64_t{4} << 30;  // RGB bytes of the frames asked for
 };
 
-struct VideoInfo {
-  int width = 0;
-  int height = 0;
-  std::int64_t frames = 0;  // video packets in the stream that decode to a frame (edit lists' discarded ones not)
-  double fps = 0;           // the stream's average frame rate
-  double duration_s = 0;    // frames / fps
-  std::string codec;        // "h264", "vp9", ...
-  int rotation = 0;         // degrees, from the display matrix, as PyAV's VideoFrame.rotation; not applied
-};
-
-struct VideoFrames {
-  int width = 0;
-  int height = 0;
-  std::vector<std::int64_t> indices;  // the frames decoded, as asked
-  std::vector<std::uint8_t> rgb;      // indices.size() x height x width x 3
-
-  const std::uint8_t* frame(std::size_t i) const {
-    return rgb.data() + i * static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3;
-  }
-};
+// What the container holds and the frames decoded, as the public API (mmfeed/vision.h) has them.
+using mmfeed::VideoFrames;
+using mmfeed::VideoInfo;
 
 // Whether this build decodes videos, with which FFmpeg release ("5.1.9-0+deb12u1"; empty
 // without) and which of its libraries ("libavformat 59.27.100, ...").

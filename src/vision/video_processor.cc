@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/numbers.h"
+#include "mmfeed/numbers.h"
 #include "vision/resample.h"
 
 namespace mmfeed::vision {
@@ -29,7 +29,7 @@ std::int64_t python_round(double x) { return static_cast<std::int64_t>(std::near
 // Upstream divides by max_pixels (and takes a square root of the quotient): it must be positive.
 Status positive_max_pixels(double max_pixels) {
   if (max_pixels > 0) return ok_status();
-  return Error(ErrorCode::kInvalidArgument, "video: max_pixels must be positive, not " + core::number_text(max_pixels));
+  return Error(ErrorCode::kInvalidArgument, "video: max_pixels must be positive, not " + number_text(max_pixels));
 }
 
 // The sides min_pixels scales a frame up to, computed in doubles (a min_pixels from the manifest
@@ -37,10 +37,9 @@ Status positive_max_pixels(double max_pixels) {
 Result<Size> upscaled(double h_bar, double w_bar, int height, int width, double min_pixels, const VideoLimits& limits) {
   const auto most = static_cast<double>(limits.max_frame_pixels);
   if (!(h_bar <= most && w_bar <= most && h_bar * w_bar <= most)) {
-    return Error(ErrorCode::kResourceExhausted, "video: min_pixels " + core::number_text(min_pixels) +
-                                                    " would resize frames of " + dims(width, height) +
-                                                    " to more than the " + std::to_string(limits.max_frame_pixels) +
-                                                    " pixels a frame may have");
+    return Error(ErrorCode::kResourceExhausted,
+                 "video: min_pixels " + number_text(min_pixels) + " would resize frames of " + dims(width, height) +
+                     " to more than the " + std::to_string(limits.max_frame_pixels) + " pixels a frame may have");
   }
   return Size{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }

@@ -16,26 +16,14 @@
 #include <vector>
 
 #include "mmfeed/error.h"
+#include "mmfeed/vision.h"
 #include "vision/video.h"
 
 namespace mmfeed::vision {
 
-// A content item's sampling keys, as qwen-vl-utils reads them; unset keys take its defaults.
-struct VideoSamplingRequest {
-  std::optional<double> nframes;      // exclusive with fps
-  std::optional<double> fps;          // default 2.0
-  std::optional<double> min_frames;   // with fps; default 4
-  std::optional<double> max_frames;   // with fps; default min(768, frames in range)
-  std::optional<double> video_start;  // seconds
-  std::optional<double> video_end;    // seconds
-};
-
-struct VideoFramePlan {
-  std::int64_t first = 0;             // the range's first frame
-  std::int64_t last = 0;              // and last
-  std::vector<std::int64_t> indices;  // the frames kept, ascending (repeats possible, as upstream)
-  double sample_fps = 0;              // indices.size() / frames in range * video_fps
-};
+// A content item's sampling keys and the frames kept, as the public API (mmfeed/vision.h) has them.
+using mmfeed::VideoFramePlan;
+using mmfeed::VideoSamplingRequest;
 
 // kInvalidArgument, naming the value, where qwen-vl-utils raises: both nframes and fps, a time
 // range that ends before it starts, a frame count outside [2, frames in range].

@@ -1,5 +1,5 @@
 // Issue 31, finding 9: numbers from outside converted with their range checked, never wrapped.
-#include "core/numbers.h"
+#include "mmfeed/numbers.h"
 
 #include <gtest/gtest.h>
 

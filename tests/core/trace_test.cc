@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/json.h"
 #include "core/thread_pool.h"
+#include "mmfeed/json.h"
 
 namespace mmfeed::core {
 namespace {

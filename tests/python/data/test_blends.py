@@ -175,12 +175,23 @@ def test_config_files_take_sources(cli, sources, tmp_path):
         )
         for key in ("batches", "samples", "tokens", "images"):
             assert got[key] == want[key], (path.name, key)
+        # Python reads the same file with the same reader, and loads the same run.
+        options = mmfeed.read_config(path)
+        assert options == {
+            "manifests": [str(out / "a.jsonl"), str(out / "b.jsonl")],
+            "weights": [0.3, 0.7],
+            "blend_samples": 25,
+        }
+        batches, _, _ = run(options.pop("manifests"), **options)
+        assert (len(batches), len(ids_of(batches))) == (want["batches"], want["samples"]), path.name
     config.write_text(json.dumps({"sources": [{"manifest": "a.jsonl", "weight": 1}, {"manifest": "b.jsonl"}]}))
     bad = subprocess.run([cli, "run", "--config", config, *map(str, flags)], capture_output=True, text=True)
     assert bad.returncode != 0 and "sources[1]: has no weight while others have one" in bad.stderr, bad.stderr
     config.write_text(json.dumps({"sources": [{"manifest": "a.jsonl", "share": 1}]}))
     bad = subprocess.run([cli, "run", "--config", config, *map(str, flags)], capture_output=True, text=True)
     assert "unknown key 'share'" in bad.stderr, bad.stderr
+    with pytest.raises(ValueError, match="unknown key 'share'"):
+        mmfeed.read_config(config)
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def options(manifest, **extra) -> dict:
 def test_device_batches_equal_host_batches_and_only_handed_over_batches_count(manifest, tmp_path, pixels):
     done, counts = run(
         """
-        host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader(OPTS, None, 0)
+        host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         assert json.loads(device.state()) == json.loads(host.state())
         batches = 0
         while (h := pull(host)) is not None:
@@ -119,7 +119,7 @@ def test_refused_page_locking_falls_back_to_pageable_copies(manifest, tmp_path):
     # Every cudaHostAlloc refused: every batch buffer comes from the heap and is copied synchronously.
     done, counts = run(
         """
-        host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader(OPTS, None, 0)
+        host, device = _mmfeed._Loader(OPTS, None), _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         while (h := pull(host)) is not None:
             same_bytes(h, pull(device, True))
         metrics = json.loads(device.metrics())
@@ -150,7 +150,7 @@ def test_the_exit_crash_sequence_exits_cleanly(manifest, tmp_path):
             last = b
         with mmfeed.Loader(tensors="np", **OPTS) as L:
             arrays = list(L)
-        device = _mmfeed._Loader(OPTS, None, 0)
+        device = _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         on_device = pull(device, True)
         assert last["input_ids"].data_ptr() and arrays[0]["input_ids"].size and on_device is not None
         print("end of script")
@@ -166,7 +166,7 @@ def test_the_exit_crash_sequence_exits_cleanly(manifest, tmp_path):
 def test_a_forked_child_frees_an_inherited_device_loader_and_its_batches(manifest, tmp_path):
     done, _ = run(
         """
-        device = _mmfeed._Loader(OPTS, None, 0)
+        device = _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         batch = pull(device, True)
         pid = os.fork()
         if pid == 0:
@@ -189,7 +189,7 @@ def test_closing_mid_copy_stops_the_threads_and_says_so(manifest, tmp_path):
         """
         threads = lambda: len(os.listdir("/proc/self/task"))
         before = threads()
-        device = _mmfeed._Loader(OPTS, None, 0)
+        device = _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         kept = pull(device, True)
         device.close()  # copies staged ahead and in flight
         try:
@@ -218,7 +218,7 @@ def test_the_loaders_error_reaches_the_trainer_through_the_copy_stage(manifest, 
     damaged, victim = copy_with_damaged_image(manifest, tmp_path / "data", 0, lambda raw: b"not an image")
     done, _ = run(
         """
-        device = _mmfeed._Loader(OPTS, None, 0)
+        device = _mmfeed._Loader({**OPTS, "cuda_device": 0}, None)
         said = []
         for _ in range(2):  # and again: an error is not an end
             try:

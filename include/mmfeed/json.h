@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace mmfeed::core {
+namespace mmfeed {
 
 // Appends `s` to `out` as a JSON string literal (quotes and escapes included), escaped as
 // Python's json.dumps(ensure_ascii=False) escapes it (\" \\ \n \r \t \b \f, other control
@@ -13,4 +13,4 @@ namespace mmfeed::core {
 // parses.
 void append_json_string(std::string& out, std::string_view s);
 
-}  // namespace mmfeed::core
+}  // namespace mmfeed

@@ -23,7 +23,7 @@
 
 #include "mmfeed/error.h"
 
-namespace mmfeed::core {
+namespace mmfeed {
 
 // `x` truncated toward zero (Python's int()), or nullopt when x is NaN or the truncation lies
 // outside Int's range.
@@ -74,4 +74,4 @@ requires std::integral<T> || std::floating_point<T> Result<T> parse_number(std::
   return value;
 }
 
-}  // namespace mmfeed::core
+}  // namespace mmfeed
