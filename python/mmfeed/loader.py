@@ -253,7 +253,7 @@ class Loader:
             return torch.cuda.current_device()
         return None
 
-    def __iter__(self):
+    def __iter__(self) -> Loader:
         return self
 
     def __next__(self) -> Batch:
@@ -324,10 +324,10 @@ class Loader:
         with contextlib.suppress(Exception):
             self.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> Literal[False]:
         self.close()
         return False
 

@@ -62,6 +62,7 @@ def summarize(loader, step_ms: float, live: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`mmfeed run --ray`: the run on Ray actors with the CLI's options; its exit status."""
     parser = argparse.ArgumentParser(prog="mmfeed run --ray", description=__doc__.split("\n\n")[0])
     parser.add_argument("--address", required=True)
     parser.add_argument("--actors", type=int, default=1)

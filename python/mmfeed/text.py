@@ -28,26 +28,33 @@ class Tokenizer:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
+        """Reads a tokenizer.json; ValueError naming the file when it is missing or unsupported."""
         return cls(_mmfeed._Tokenizer.from_file(os.fspath(path)))
 
     @classmethod
     def from_str(cls, json: str) -> Tokenizer:
+        """A tokenizer from the text of a tokenizer.json."""
         return cls(_mmfeed._Tokenizer.from_str(json))
 
     def encode(self, text: str) -> list[int]:
+        """The ids of `text` (no special tokens added), equal to `tokenizers`' ids; the GIL is released."""
         return self._core.encode(text)
 
     def encode_batch(self, texts: list[str], threads: int = 1) -> list[list[int]]:
+        """Each text's ids, encoded on up to `threads` threads; an error names the text by index."""
         return self._core.encode_batch(list(texts), threads)
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """The tokens' text; invalid UTF-8 replaced by U+FFFD as `tokenizers` does."""
         return self._core.decode(list(ids), skip_special_tokens)
 
     def token_to_id(self, token: str) -> int | None:
+        """The id of a vocabulary or added token, or None."""
         return self._core.token_to_id(token)
 
     @property
     def vocab_size(self) -> int:
+        """Tokens in the vocabulary, added tokens included."""
         return self._core.vocab_size()
 
 

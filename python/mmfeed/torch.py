@@ -18,9 +18,11 @@ next epoch after a complete pass, the rest of the pass after one left early.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import torch.utils.data
 
+from mmfeed.batch import Batch
 from mmfeed.loader import Loader
 
 
@@ -75,7 +77,7 @@ class Dataset(torch.utils.data.IterableDataset):
             return self._state_at(self._end_epoch), self._end_epoch + self._epochs_per_pass
         return self._loader.state_dict(), self._end_epoch
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         info = torch.utils.data.get_worker_info()
         if info is not None:
             raise RuntimeError(
@@ -109,6 +111,8 @@ class Dataset(torch.utils.data.IterableDataset):
         return {**(start or self._state_at(0)), "pass_end_epoch": end}
 
     def load_state_dict(self, state: dict) -> None:
+        """Resumes at a state_dict(): the next pass starts where it says and ends at its
+        `pass_end_epoch`."""
         state = dict(state)
         end = state.pop("pass_end_epoch", None)
         self.close()
@@ -117,11 +121,14 @@ class Dataset(torch.utils.data.IterableDataset):
         self._end_epoch = end if end is not None else state.get("epoch", 0) + self._epochs_per_pass
 
     def errors(self) -> list[dict]:
+        """The current pass's skipped samples (Loader.errors); none before the first."""
         return self._loader.errors() if self._loader is not None else []
 
     def metrics(self) -> dict:
+        """The current pass's loader metrics (Loader.metrics); empty before the first."""
         return self._loader.metrics() if self._loader is not None else {}
 
     def close(self) -> None:
+        """Stops the current pass's loader, if any (the next iteration opens another)."""
         if self._loader is not None:
             self._loader.close()

@@ -24,6 +24,7 @@ class Parts:
         self._inputs: LoaderInputs | None = None  # the manifests and tokenizer, read at the first part for all of them
 
     def node_id(self) -> str:
+        """The Ray node this actor runs on."""
         return ray.get_runtime_context().get_node_id()
 
     def _open(self, spec: PartSpec) -> _LocalLoader:

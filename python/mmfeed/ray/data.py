@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..loader import engine_options
 from .actor import Parts
 from .plan import BatchMessage, plan_parts
+
+if TYPE_CHECKING:
+    import ray.data
 
 
 class PartBatches:
@@ -40,7 +43,7 @@ def read(
     num_cpus: float = 1,
     state: dict | None = None,
     **options,
-):
+) -> ray.data.Dataset:
     """A ray.data.Dataset of the batches mmfeed.Loader would deliver for these options, one row
     each: the batch's tensors as columns, sample_ids and the state after it as JSON strings; a
     part whose samples were skipped also yields a row {"errors": JSON list}. Parts of the run

@@ -226,7 +226,7 @@ class Loader:
 
     # --- iteration ------------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Loader:
         return self
 
     def __next__(self) -> dict:
@@ -345,6 +345,8 @@ class Loader:
         return dict(self._state)
 
     def load_state_dict(self, state: dict) -> None:
+        """Resumes at a state_dict() (of this or another world size: Loader.reshard_states), before
+        the first batch."""
         if self._plan is not None:
             raise RuntimeError("load_state_dict must be called before iterating")
         self._state = dict(state or {})
@@ -354,6 +356,7 @@ class Loader:
         return list(self._errors)
 
     def metrics(self) -> dict:
+        """The trainer's waits and each actor's engine metrics: what the run cost, and where."""
         elapsed = time.perf_counter() - self._opened if self._opened else 0.0
         wait_share = self._waited_s / elapsed if elapsed > 0 else 0.0
         actors = [
@@ -394,6 +397,7 @@ class Loader:
         return out
 
     def close(self) -> None:
+        """Stops the actors' parts and releases the batches not taken; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -407,9 +411,9 @@ class Loader:
         except Exception:  # noqa: BLE001 - interpreter shutdown, Ray already gone
             pass
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> Literal[False]:
         self.close()
         return False
