@@ -49,6 +49,11 @@ enum class Labels { kQwen, kContentAndEos };  // which tokens are trained
 // the bytes to hold, copy and send, for the trainer to normalize on its device
 // (mmfeed.normalize_pixels gives the float32 or bfloat16 values exactly).
 enum class Pixels { kFloat32, kBFloat16, kUInt8 };
+// Which of transformers' Qwen-VL image processors images match, bit for bit: kPil,
+// Qwen2VLImageProcessorPil (Pillow's bicubic); kTorchvision, Qwen2VLImageProcessor, what
+// transformers 5's AutoImageProcessor picks wherever torchvision is installed (torch's
+// antialiased bicubic on uint8, rescale fused into normalize: up to ~0.04 apart from kPil).
+enum class ImageBackend { kPil, kTorchvision };
 // How a packed row is laid out (token_budget > 0), for the trainer that reads it:
 // kHf, transformers': position_ids [4, 1, T] (a text row restarting at 0 for each sample, then
 // the three mrope rows), no attention mask, cu_seq_lens_q/k int32 and max_length_q/k for flash
@@ -88,6 +93,7 @@ struct LoaderConfig {
   std::int64_t min_pixels = 0;     // 0: the profile's
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
+  ImageBackend image_backend = ImageBackend::kPil;
   std::string chat_template;   // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   std::size_t batch_size = 8;  // samples per padded batch
   // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a

@@ -48,6 +48,9 @@ void for_each_loader_option(F&& f) {
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
   f("pixels", &LoaderConfig::pixels,
     "pixel_values as float32 (HF's), bfloat16, or uint8 (unnormalized, for mmfeed.normalize_pixels on the GPU)");
+  f("image_backend", &LoaderConfig::image_backend,
+    "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
+    "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
   f("chat_template", &LoaderConfig::chat_template, "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
@@ -128,6 +131,10 @@ struct Choices<Labels> {
 template <>
 struct Choices<PackedFormat> {
   static constexpr std::array<std::string_view, 2> names{"hf", "thd"};
+};
+template <>
+struct Choices<ImageBackend> {
+  static constexpr std::array<std::string_view, 2> names{"pil", "torchvision"};
 };
 template <>
 struct Choices<Pixels> {

@@ -1,6 +1,6 @@
 // Images and videos as the Loader prepares them, one call at a time: the Hugging Face Qwen-VL
-// image processor (PIL backend) reproduced bit for bit — decode as Pillow, resize with Pillow's
-// bicubic, normalize, cut into patches — and the models' video recipes (qwen-vl-utils' sampling
+// image processor reproduced bit for bit — decode as Pillow, resize (Pillow's bicubic for its PIL
+// backend, torch's for its torchvision backend), normalize, cut into patches — and the models' video recipes (qwen-vl-utils' sampling
 // and sizing for Qwen2/2.5-VL, transformers' Qwen3-VL video processor), with the pieces they are
 // made of (decode, resize, frame plans, normalization tables).
 //
@@ -55,6 +55,7 @@ struct Choices<ResizeFilter> {
 
 struct ImageProcessorOptions {
   std::string model = "qwen2-vl";  // qwen2-vl, qwen2.5-vl, qwen3-vl: the processor's settings
+  ImageBackend backend = ImageBackend::kPil;  // which of transformers' processors to match
   std::int64_t min_pixels = 0;     // 0: the model's
   std::int64_t max_pixels = 0;
   int patch_size = 0;  // 0: the model's
@@ -126,15 +127,17 @@ struct RgbPixels {
 Result<RgbPixels> decode_image(std::span<const std::uint8_t> bytes, bool exif = true,
                                AlphaPolicy alpha = AlphaPolicy::kDrop);
 
-// Per model, the value each byte of each channel normalizes to (the image or the video
-// processor's mean and std): what the engine writes, for a trainer that normalizes uint8 rows.
+// Per model, the value each byte of each channel normalizes to (the image processor's of
+// `backend`, or the video processor's: mean, std and the order of the arithmetic): what the engine
+// writes, for a trainer that normalizes uint8 rows.
 struct NormalizeTables {
   std::array<std::array<float, 256>, 3> values;
   std::array<std::array<std::uint16_t, 256>, 3> bfloat16;  // the values rounded to bfloat16's words
   int temporal_patch_size = 2;
   int patch_size = 14;
 };
-Result<NormalizeTables> normalize_tables(std::string_view model, bool video = false);
+Result<NormalizeTables> normalize_tables(std::string_view model, bool video = false,
+                                         ImageBackend backend = ImageBackend::kPil);
 
 // The instruction set the resampling kernels dispatched to on this CPU ("AVX2", ...).
 std::string_view simd_target();

@@ -60,12 +60,13 @@ std::optional<std::array<float, 3>> three(const std::optional<std::vector<float>
 
 class PyImageProcessor {
  public:
-  PyImageProcessor(const std::string& model, std::optional<std::int64_t> min_pixels,
+  PyImageProcessor(const std::string& model, const std::string& backend, std::optional<std::int64_t> min_pixels,
                    std::optional<std::int64_t> max_pixels, std::optional<int> patch_size, std::optional<int> merge_size,
                    std::optional<std::vector<float>> image_mean, std::optional<std::vector<float>> image_std, bool exif,
                    const std::string& alpha, const std::string& output, const std::string& kernel, int threads,
                    bool fast)
       : proc_(value_or_raise(ImageProcessor::create({.model = model,
+                                                     .backend = choice_of<ImageBackend>(backend, "backend"),
                                                      .min_pixels = min_pixels.value_or(0),
                                                      .max_pixels = max_pixels.value_or(0),
                                                      .patch_size = patch_size.value_or(0),
@@ -128,10 +129,11 @@ class PyImageProcessor {
 
 void bind_vision(nb::module_& m) {
   nb::class_<PyImageProcessor>(m, "_ImageProcessor")
-      .def(nb::init<const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>, std::optional<int>,
+      .def(nb::init<const std::string&, const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>,
+                    std::optional<int>,
                     std::optional<int>, std::optional<std::vector<float>>, std::optional<std::vector<float>>, bool,
                     const std::string&, const std::string&, const std::string&, int, bool>(),
-           nb::arg("model"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(), nb::arg("patch_size").none(),
+           nb::arg("model"), nb::arg("backend"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(), nb::arg("patch_size").none(),
            nb::arg("merge_size").none(), nb::arg("image_mean").none(), nb::arg("image_std").none(), nb::arg("exif"),
            nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"), nb::arg("threads"), nb::arg("fast"))
       .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
@@ -282,16 +284,18 @@ void bind_vision(nb::module_& m) {
       "second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.");
   m.def(
       "normalize_table",
-      [](const std::string& model, bool video) {
-        auto* tables = new NormalizeTables(value_or_raise(normalize_tables(model, video)));
+      [](const std::string& model, bool video, const std::string& backend) {
+        auto* tables = new NormalizeTables(
+            value_or_raise(normalize_tables(model, video, choice_of<ImageBackend>(backend, "image_backend"))));
         nb::capsule owner(tables, [](void* p) noexcept { delete static_cast<NormalizeTables*>(p); });
         return nb::make_tuple(nb::ndarray<nb::numpy, float>(tables->values[0].data(), {3, 256}, owner),
                               nb::ndarray<nb::numpy, std::uint16_t>(tables->bfloat16[0].data(), {3, 256}, owner),
                               tables->temporal_patch_size, tables->patch_size);
       },
-      nb::arg("model"), nb::arg("video") = false,
+      nb::arg("model"), nb::arg("video") = false, nb::arg("backend") = "pil",
       "(float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte "
-      "of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.");
+      "of each channel as the model's image processor of that backend (or, video=True, its video processor) "
+      "normalizes it, exactly the engine's.");
   m.def(
       "simd_target", [] { return std::string(simd_target()); },
       "The SIMD instruction set the resampling kernels dispatched to on this CPU.");

@@ -28,7 +28,7 @@ def sign_v4(method: str, host: str, path: str, *, query: Sequence[tuple[str, str
     """
 
 class _ImageProcessor:
-    def __init__(self, model: str, min_pixels: int | None, max_pixels: int | None, patch_size: int | None, merge_size: int | None, image_mean: Sequence[float] | None, image_std: Sequence[float] | None, exif: bool, alpha: str, output: str, kernel: str, threads: int, fast: bool) -> None: ...
+    def __init__(self, model: str, backend: str, min_pixels: int | None, max_pixels: int | None, patch_size: int | None, merge_size: int | None, image_mean: Sequence[float] | None, image_std: Sequence[float] | None, exif: bool, alpha: str, output: str, kernel: str, threads: int, fast: bool) -> None: ...
 
     def process(self, images: list, alphas: Sequence[str] | None = None) -> tuple: ...
 
@@ -69,9 +69,9 @@ def process_video(data: bytes, model: str = 'qwen2-vl', output: str = 'float32',
     A video file's pixel_values_videos rows and video_grid_thw as the model's recipe makes them (Qwen2/2.5-VL: qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.
     """
 
-def normalize_table(model: str, video: bool = False) -> tuple:
+def normalize_table(model: str, video: bool = False, backend: str = 'pil') -> tuple:
     """
-    (float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte of each channel as the model's image (or, video=True, video) processor normalizes it, exactly the engine's.
+    (float32 table, bfloat16 table as uint16 words, temporal_patch_size, patch_size): the value of each byte of each channel as the model's image processor of that backend (or, video=True, its video processor) normalizes it, exactly the engine's.
     """
 
 def simd_target() -> str:

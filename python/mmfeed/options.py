@@ -44,6 +44,7 @@ class LoaderOptions(TypedDict, total=False):
     min_pixels: int | None
     max_pixels: int | None
     pixels: Literal["float32", "bfloat16", "uint8"] | None
+    image_backend: Literal["pil", "torchvision"] | None
     chat_template: _Path | None
     batch_size: int | None
     pad_to_multiple_of: int | None

@@ -1,4 +1,5 @@
-"""Qwen-VL image preprocessing, bit-exact with Hugging Face's Qwen2VLImageProcessorPil.
+"""Qwen-VL image preprocessing, bit-exact with Hugging Face's Qwen2VLImageProcessorPil
+(backend="pil") or its torchvision Qwen2VLImageProcessor (backend="torchvision").
 
     proc = mmfeed.ImageProcessor("qwen2-vl", max_pixels=1003520)
     out = proc(["cat.jpg", open("dog.png", "rb").read(), numpy_rgb_array, pil_image])
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -23,10 +25,14 @@ from mmfeed import _mmfeed, _native
 
 
 class ImageProcessor:
-    """Decode, smart_resize, Pillow-exact bicubic resize, rescale, normalize and patchify.
+    """Decode, smart_resize, bicubic resize, rescale, normalize and patchify.
 
     model: "qwen2-vl", "qwen2.5-vl" or "qwen3-vl" (patch 14/16, merge 2, temporal patch 2,
     mean/std and min/max pixels of the hub configs); every value can be overridden.
+    backend: which of transformers' processors the output equals, bit for bit: "pil"
+    (Qwen2VLImageProcessorPil: Pillow's bicubic, rescale then normalize) or "torchvision"
+    (Qwen2VLImageProcessor, what AutoImageProcessor picks wherever torchvision is installed:
+    torch's antialiased bicubic on uint8, rescale fused into normalize).
     exif: apply EXIF orientation to paths and bytes (HF's load_image does).
     alpha: what paths, bytes and RGBA arrays do with alpha: "drop" (HF's load_image),
     "paste" (qwen-vl-utils: RGBA pasted on white) or "composite" (HF given a PIL image).
@@ -46,6 +52,7 @@ class ImageProcessor:
         min_pixels: int | None = None,
         max_pixels: int | None = None,
         *,
+        backend: Literal["pil", "torchvision"] = "pil",
         patch_size: int | None = None,
         merge_size: int | None = None,
         image_mean: list[float] | None = None,
@@ -60,6 +67,7 @@ class ImageProcessor:
         self.alpha = alpha
         self._core = _mmfeed._ImageProcessor(
             model,
+            backend,
             min_pixels,
             max_pixels,
             patch_size,
@@ -118,18 +126,18 @@ def _is_pil(obj) -> bool:
 
 
 @functools.cache
-def _table(model: str, video: bool) -> tuple[np.ndarray, np.ndarray, int, int]:
-    return _mmfeed.normalize_table(model, video)
+def _table(model: str, video: bool, backend: str) -> tuple[np.ndarray, np.ndarray, int, int]:
+    return _mmfeed.normalize_table(model, video, backend)
 
 
-_device_tables: dict = {}  # (model, video, dtype, device) -> the flat table there
+_device_tables: dict = {}  # (model, video, backend, dtype, device) -> the flat table there
 
 
-def _expand(rows, model: str, video: bool, dtype: str):
+def _expand(rows, model: str, video: bool, dtype: str, backend: str = "pil"):
     """Rows of uint8 (images: 3*P*P, videos: 3*T*P*P) -> the normalized rows of 3*T*P*P."""
     if str(rows.dtype) not in ("uint8", "torch.uint8"):
         raise TypeError(f"normalize_pixels takes uint8 rows (a batch of pixels='uint8'), not {rows.dtype}")
-    floats, words, temporal, patch = _table(model, video)
+    floats, words, temporal, patch = _table(model, video, "torchvision" if video else backend)
     table = words if dtype == "bfloat16" else floats
     n, width = rows.shape
     per_channel = width // 3
@@ -147,7 +155,7 @@ def _expand(rows, model: str, video: bool, dtype: str):
         return np.ascontiguousarray(out).reshape(n, 3 * (1 if video else temporal) * per_channel)
     import torch
 
-    key = (model, video, dtype, rows.device)
+    key = (model, video, backend, dtype, rows.device)
     flat = _device_tables.get(key)
     if flat is None:
         words = table.reshape(-1)  # bfloat16: the engine's words, as torch's bfloat16
@@ -171,7 +179,9 @@ def _dtype_name(dtype) -> str:
     return name
 
 
-def normalize_pixels(batch: dict, model: str = "qwen2-vl", dtype="float32") -> dict:
+def normalize_pixels(
+    batch: dict, model: str = "qwen2-vl", dtype="float32", image_backend: Literal["pil", "torchvision"] = "pil"
+) -> dict:
     """A batch of `pixels="uint8"` with its pixel rows normalized where they are.
 
         loader = mmfeed.Loader("train.jsonl", tokenizer="tokenizer.json", pixels="uint8", device="cuda")
@@ -181,13 +191,14 @@ def normalize_pixels(batch: dict, model: str = "qwen2-vl", dtype="float32") -> d
     pixel_values (rows of 3*P*P bytes) become HF's rows of 3*T*P*P (each image repeated over the
     temporal patch), and pixel_values_videos' bytes their values: bit for bit the rows of
     pixels="float32" (dtype "float32") or pixels="bfloat16" (dtype "bfloat16" or torch.bfloat16;
-    numpy arrays get the bfloat16 words as uint16). `model` must be the loader's. Takes torch tensors
+    numpy arrays get the bfloat16 words as uint16). `model` and `image_backend` must be the
+    loader's. Takes torch tensors
     (on any device) or numpy arrays; returns a new dict, the other entries shared.
     """
     dtype = _dtype_name(dtype)
     out = dict(batch)
     if "pixel_values" in batch:
-        out["pixel_values"] = _expand(batch["pixel_values"], model, False, dtype)
+        out["pixel_values"] = _expand(batch["pixel_values"], model, False, dtype, image_backend)
     if "pixel_values_videos" in batch:
         out["pixel_values_videos"] = _expand(batch["pixel_values_videos"], model, True, dtype)
     return out

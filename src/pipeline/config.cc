@@ -137,6 +137,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("min_pixels", "min_pixels " + std::to_string(out.vision.profile.min_pixels) +
                                           " exceeds max_pixels " + std::to_string(out.vision.profile.max_pixels));
   }
+  out.vision.backend = config.image_backend;
   out.vision.output = config.pixels == Pixels::kBFloat16 ? vision::OutputType::kBFloat16
                       : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
                                                          : vision::OutputType::kFloat32;

@@ -111,6 +111,7 @@ Result<ImageProcessor> ImageProcessor::create(const ImageProcessorOptions& optio
   if (options.merge_size > 0) config.profile.merge_size = options.merge_size;
   if (options.image_mean) config.profile.mean = *options.image_mean;
   if (options.image_std) config.profile.std = *options.image_std;
+  config.backend = options.backend;
   config.decode.exif = options.exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
   config.decode.alpha = alpha_of(options.alpha);
   config.output = output_of(options.output);
@@ -218,9 +219,10 @@ Result<RgbPixels> decode_image(std::span<const std::uint8_t> bytes, bool exif, A
   return out;
 }
 
-Result<NormalizeTables> normalize_tables(std::string_view model, bool video) {
+Result<NormalizeTables> normalize_tables(std::string_view model, bool video, ImageBackend backend) {
   MMFEED_ASSIGN_OR_RETURN(vision::ModelProfile profile, vision::model_profile(model));
-  const vision::NormalizeTable table(profile, video ? vision::Normalization::kVideo : vision::Normalization::kImage);
+  const vision::NormalizeTable table(profile, video ? vision::Normalization::kTorchvision
+                                                    : vision::normalization_of(backend));
   NormalizeTables out;
   for (std::size_t c = 0; c < 3; ++c) {
     for (std::size_t v = 0; v < 256; ++v) {

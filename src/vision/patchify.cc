@@ -214,7 +214,7 @@ HWY_EXPORT(PatchifyF32);
 HWY_EXPORT(PatchifyBF16);
 HWY_EXPORT(PatchifyU8);
 
-NormalizeTable::NormalizeTable(const ModelProfile& p, Normalization how) : rescale(how == Normalization::kImage) {
+NormalizeTable::NormalizeTable(const ModelProfile& p, Normalization how) : rescale(how == Normalization::kPil) {
   for (int c = 0; c < 3; ++c) {
     if (rescale) {
       mean[c] = p.mean[c];

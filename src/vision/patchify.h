@@ -30,16 +30,17 @@ namespace mmfeed::vision {
 
 enum class OutputType { kFloat32, kBFloat16, kUInt8 };
 
-// kImage: HF's image processors, ((x * (1/255) in float64, then float32) - mean) / std.
-// kVideo: its video processors (torch, fused): (x - mean * 255) / (std * 255), all float32.
-enum class Normalization { kImage, kVideo };
+// kPil: HF's PIL image processors, ((x * (1/255) in float64, then float32) - mean) / std.
+// kTorchvision: its torchvision processors (the video processors, and the image processors'
+// torchvision backend), rescale fused into normalize: (x - mean * 255) / (std * 255), all float32.
+enum class Normalization { kPil, kTorchvision };
 
 struct NormalizeTable {
-  explicit NormalizeTable(const ModelProfile& profile, Normalization how = Normalization::kImage);
+  explicit NormalizeTable(const ModelProfile& profile, Normalization how = Normalization::kPil);
   std::array<std::array<float, 256>, 3> value{};
-  std::array<float, 3> mean{};  // as subtracted: times 255 for kVideo
+  std::array<float, 3> mean{};  // as subtracted: times 255 for kTorchvision
   std::array<float, 3> std{};
-  bool rescale = true;      // kImage: divide by 255 first
+  bool rescale = true;      // kPil: divide by 255 first
   bool simd_exact = false;  // the SIMD kernel gives `value` for every byte value and channel
 };
 

@@ -18,7 +18,8 @@ Status check_capacity(const Grid& grid, std::int64_t capacity_rows) {
 
 }  // namespace
 
-ImageProcessor::ImageProcessor(ProcessorConfig config) : config_(std::move(config)), table_(config_.profile) {}
+ImageProcessor::ImageProcessor(ProcessorConfig config)
+    : config_(std::move(config)), table_(config_.profile, normalization_of(config_.backend)) {}
 
 Result<Grid> ImageProcessor::plan(int height, int width) const {
   MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(height, width, config_.profile));
@@ -58,7 +59,7 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
                                                                 Size size) const {
   const bool rotated = decode.exif == ExifPolicy::kApply && info.orientation != 1;
   if (info.format != ImageFormat::kJpeg || rotated || decode.jpeg_scale_denom != 1 || size.width == info.width ||
-      !horizontal_first(info.width, info.height, size.width, size.height, config_.filter)) {
+      !horizontal_first(info.width, info.height, size.width, size.height, filter_of(config_.backend))) {
     return std::optional<Resized>();
   }
   Resized out;
@@ -66,7 +67,7 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
   out.image.width = size.width;
   out.image.height = size.height;
   out.image.pixels.resize(static_cast<std::size_t>(size.width) * size.height * 3);
-  RowResampler rows(info.width, info.height, size.width, size.height, 3, config_.filter, config_.kernel,
+  RowResampler rows(info.width, info.height, size.width, size.height, 3, filter_of(config_.backend), config_.kernel,
                     out.image.pixels.data());
   MMFEED_ASSIGN_OR_RETURN(bool decoded,
                           decode_jpeg_rows(encoded, decode, info.width, info.height, rows.first_row(), kStreamRows,
@@ -95,7 +96,7 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, co
   out.image.height = size.height;
   out.image.pixels.resize(static_cast<std::size_t>(size.width) * size.height * 3);
   resample_u8(image.pixels.data(), image.width, image.height, 3, out.image.pixels.data(), size.width, size.height,
-              config_.filter, config_.kernel);
+              filter_of(config_.backend), config_.kernel);
   return out;
 }
 
@@ -122,7 +123,7 @@ Result<Grid> ImageProcessor::process_rgb(const RgbImage& image, void* dest, std:
   }
   core::ScratchVector<std::uint8_t> resized(static_cast<std::size_t>(size.width) * size.height * 3);
   resample_u8(image.pixels.data(), image.width, image.height, 3, resized.data(), size.width, size.height,
-              config_.filter, config_.kernel);
+              filter_of(config_.backend), config_.kernel);
   patchify(resized.data(), grid, p, table_, config_.output, dest, config_.kernel);
   return grid;
 }

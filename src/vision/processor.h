@@ -1,7 +1,8 @@
 // The Qwen-VL image processor: encoded bytes (or RGB pixels) in, pixel_values rows and the
 // image's grid out, bit-exact with Hugging Face's Qwen2VLImageProcessorPil - decode as Pillow,
 // smart_resize, Pillow-exact bicubic, rescale + normalize + patchify fused into the caller's
-// buffer.
+// buffer - or (ProcessorConfig::backend) with its torchvision Qwen2VLImageProcessor: torch's
+// bicubic and fused normalization instead.
 //
 // Planning is separate from processing so a batcher can size its buffer from headers alone:
 // plan() needs only probe()'s ImageInfo.
@@ -19,6 +20,7 @@
 #include <span>
 
 #include "mmfeed/error.h"
+#include "mmfeed/loader.h"
 #include "vision/decode.h"
 #include "vision/patchify.h"
 #include "vision/profile.h"
@@ -29,7 +31,11 @@ namespace mmfeed::vision {
 struct ProcessorConfig {
   ModelProfile profile;
   DecodeOptions decode;
-  Filter filter = Filter::kBicubic;
+  // Which of transformers' Qwen-VL image processors to reproduce: kPil, Qwen2VLImageProcessorPil
+  // (Pillow's bicubic; rescale, then normalize); kTorchvision, Qwen2VLImageProcessor, the default
+  // of transformers 5 wherever torchvision is installed (torch's antialiased bicubic on uint8,
+  // rescale fused into normalize). Both decode as Pillow (transformers' load_image).
+  ImageBackend backend = ImageBackend::kPil;
   OutputType output = OutputType::kFloat32;
   Kernel kernel = Kernel::kAuto;
   // Approximate, opt-in: a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain (the
@@ -45,6 +51,14 @@ struct Resized {
   RgbImage image;
   Grid grid;
 };
+
+// The resampling filter and the normalization of `backend`.
+inline Filter filter_of(ImageBackend backend) {
+  return backend == ImageBackend::kTorchvision ? Filter::kBicubicTorch : Filter::kBicubic;
+}
+inline Normalization normalization_of(ImageBackend backend) {
+  return backend == ImageBackend::kTorchvision ? Normalization::kTorchvision : Normalization::kPil;
+}
 
 class ImageProcessor {
  public:

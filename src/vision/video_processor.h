@@ -10,7 +10,7 @@
 //     clip's pixels (4096 .. 25165824 by the hub config), and the timestamps its processor
 //     writes before each temporal group.
 // Frames are resized with torch's antialiased bicubic (Filter::kBicubicTorch, what torchvision
-// runs), normalized as the video processors do (Normalization::kVideo) and cut into patches of
+// runs), normalized as the video processors do (Normalization::kTorchvision) and cut into patches of
 // temporal_patch_size frames (an odd count repeats the last frame). Output is bit-exact with
 // transformers given the same decoded frames (tests/python/video/test_video_processor.py).
 //
