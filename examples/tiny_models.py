@@ -1,5 +1,5 @@
-"""Tiny randomly initialised Qwen-VL models for the examples and the tests: Qwen2-VL, Qwen2.5-VL and
-Qwen3-VL, each built from its transformers config at width 64 with two text and two vision layers
+"""Tiny randomly initialised Qwen-VL models for the examples and the tests: Qwen2-VL, Qwen2.5-VL,
+Qwen3-VL and Qwen3.5 (its Gated DeltaNet and full-attention layers, one of each), each built from its transformers config at width 64 with two text and two vision layers
 (seconds a step on a CPU), with the real vocabulary, rotary layout and vision tower of the family.
 
     model = tiny_model("qwen2-vl")                  # the same weights for the same seed
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl")
+FAMILIES = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "qwen3.5")
 VOCAB = 151_936  # the Qwen2/3 embedding size (the tokenizer's 151,669 ids, rounded up)
+VOCAB_3_5 = 248_320  # Qwen3.5's (its tokenizer's 248,077 ids, rounded up)
 
 
 def _text(**extra) -> dict:
@@ -72,6 +73,36 @@ def tiny_config(family: str, attn: str = "sdpa"):
                 deepstack_visual_indexes=[0],
             ),
         )
+    elif family == "qwen3.5":
+        # partial rotary (a quarter of head_dim 32: 4 frequencies, interleaved 2/1/1 as t/h/w)
+        rope = {
+            "rope_type": "default",
+            "rope_theta": 1e7,
+            "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True,
+            "partial_rotary_factor": 0.25,
+        }
+        text = {**_text(), "vocab_size": VOCAB_3_5, "head_dim": 32, "rope_parameters": rope}
+        text.update(
+            layer_types=["linear_attention", "full_attention"],
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_conv_kernel_dim=4,
+        )
+        config = tf.Qwen3_5Config(
+            text_config=text,
+            vision_config=dict(
+                depth=2,
+                hidden_size=32,
+                out_hidden_size=64,
+                intermediate_size=64,
+                num_heads=2,
+                patch_size=16,
+                num_position_embeddings=256,
+            ),
+        )
     else:
         raise ValueError(f"unknown family {family!r}")
     config._attn_implementation = attn
@@ -88,6 +119,7 @@ def tiny_model(family: str, attn: str = "sdpa", seed: int = 0):
         "qwen2-vl": tf.Qwen2VLForConditionalGeneration,
         "qwen2.5-vl": tf.Qwen2_5_VLForConditionalGeneration,
         "qwen3-vl": tf.Qwen3VLForConditionalGeneration,
+        "qwen3.5": tf.Qwen3_5ForConditionalGeneration,
     }
     torch.manual_seed(seed)
     model = classes[family](tiny_config(family, attn))
@@ -99,7 +131,7 @@ def add_model_arguments(parser, root) -> None:
     and the model: --tiny FAMILY (random, width 64) or --model-path DIR (a local checkpoint)."""
     parser.add_argument("manifest")
     parser.add_argument("--tokenizer", default=str(root / "tests/data/qwen3-tokenizer/tokenizer.json"))
-    parser.add_argument("--family", default=None, help="qwen2-vl, qwen2.5-vl or qwen3-vl (default: --tiny's)")
+    parser.add_argument("--family", default=None, help="qwen2-vl, qwen2.5-vl, qwen3-vl or qwen3.5 (default: --tiny's)")
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--tiny", choices=FAMILIES)
     group.add_argument("--model-path")

@@ -43,7 +43,7 @@ void for_each_loader_option(F&& f) {
   f("source_chat_template", &LoaderConfig::source_chat_template,
     "one per manifest: its chat template (empty string: chat_template); empty: chat_template for all");
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
-  f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl");
+  f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
   f("pixels", &LoaderConfig::pixels,
@@ -51,7 +51,7 @@ void for_each_loader_option(F&& f) {
   f("image_backend", &LoaderConfig::image_backend,
     "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
     "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
-  f("chat_template", &LoaderConfig::chat_template, "qwen2-vl, qwen3-vl or qwen3-vl-thinking (empty: the model's)");
+  f("chat_template", &LoaderConfig::chat_template, "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5 or qwen3.5-nothink (empty: the model's)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");

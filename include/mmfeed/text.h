@@ -61,7 +61,8 @@ class Tokenizer {
   std::shared_ptr<const text::Tokenizer> impl_;
 };
 
-// A chat template: "qwen2-vl" (also "qwen2.5-vl"), "qwen3-vl", "qwen3-vl-thinking", or a file
+// A chat template: "qwen2-vl" (also "qwen2.5-vl"), "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"
+// (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), or a file
 // holding one of those templates' exact text (.jinja, or a chat_template.json /
 // tokenizer_config.json); anything else is refused (kUnsupported): mmfeed renders only templates
 // it reproduces exactly.
@@ -69,6 +70,8 @@ struct RenderOptions {
   std::string chat_template = "qwen2-vl";
   bool add_generation_prompt = false;
   bool add_vision_id = false;  // "Picture N: " / "Video N: " before each medium
+  // Qwen3.5's generation prompt with or without thinking; nullopt: the template's default.
+  std::optional<bool> enable_thinking{};
 };
 
 // The sample's conversation (its manifest line) as apply_chat_template renders it, byte for byte.

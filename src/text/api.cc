@@ -59,7 +59,9 @@ Result<std::string> render_chat(std::string_view sample_json, const RenderOption
   MMFEED_ASSIGN_OR_RETURN(text::Conversation c, text::parse_conversation(sample_json));
   MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(options.chat_template));
   MMFEED_ASSIGN_OR_RETURN(text::Rendered r,
-                          text::render_chat(c, tmpl, {options.add_generation_prompt, options.add_vision_id}));
+                          text::render_chat(c, tmpl,
+                                            {options.add_generation_prompt, options.add_vision_id,
+                                             options.enable_thinking}));
   return std::move(r.text);
 }
 

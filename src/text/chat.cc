@@ -1,5 +1,5 @@
 // Chat templates chosen by name or file and rendered in C++ (Qwen2-VL, Qwen3-VL Instruct and
-// Thinking, each tested byte-identical to transformers' apply_chat_template), with the spans the
+// Thinking, Qwen3.5, each tested byte-identical to transformers' apply_chat_template), with the spans the
 // labels need. Parsing is in conversation.cc, encoding for SFT in chat_encode.cc.
 #include "text/chat.h"
 
@@ -26,7 +26,7 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   if (ec || !std::filesystem::exists(status)) {
     return Error(ErrorCode::kUnsupported, "chat template '" + path +
                                               "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
-                                              "qwen3-vl-thinking) nor an existing file");
+                                              "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink) nor an existing file");
   }
   if (!std::filesystem::is_regular_file(status)) {
     return Error(ErrorCode::kUnsupported, "chat template file is not a regular file", path);
@@ -46,14 +46,16 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   simdjson::dom::element doc;
   std::string_view inner;
   if (!parser.parse(text).get(doc) && !doc["chat_template"].get_string().get(inner)) text = std::string(inner);
-  for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking}) {
+  for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking,
+                                  ChatTemplate::kQwen3_5, ChatTemplate::kQwen3_5NoThink}) {
     if (text == chat_template_text(tmpl)) return tmpl;
   }
   return Error(ErrorCode::kUnsupported,
                "chat template file '" + path +
                    "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
-                   "Qwen3-VL Instruct, Qwen3-VL Thinking as published); mmfeed renders only templates it reproduces "
-                   "exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking) or render with transformers");
+                   "Qwen3-VL Instruct, Qwen3-VL Thinking, Qwen3.5 as published); mmfeed renders only templates it "
+                   "reproduces exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink) or "
+                   "render with transformers");
 }
 
 constexpr std::string_view kImEnd = "<|im_end|>\n";
@@ -310,15 +312,194 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
   return r;
 }
 
+// The length of the whitespace character `s` starts with (Python's str.isspace(), which Jinja's
+// trim strips), or 0.
+std::size_t space_at_front(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = static_cast<unsigned char>(s[0]);
+  if (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) return 1;
+  static constexpr std::string_view kWide[] = {
+      "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004", "\u2005", "\u2006",
+      "\u2007", "\u2008", "\u2009", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
+  for (std::string_view w : kWide) {
+    if (s.starts_with(w)) return w.size();
+  }
+  return 0;
+}
+std::size_t space_at_back(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = static_cast<unsigned char>(s.back());
+  if (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) return 1;
+  for (std::size_t n = 2; n <= 3 && n <= s.size(); ++n) {
+    if (space_at_front(s.substr(s.size() - n)) == n) return n;
+  }
+  return 0;
+}
+
+// Jinja's |trim: Python's str.strip().
+std::string_view trim(std::string_view s) {
+  while (const std::size_t n = space_at_front(s)) s.remove_prefix(n);
+  while (const std::size_t n = space_at_back(s)) s.remove_suffix(n);
+  return s;
+}
+
+constexpr std::string_view kQwen3_5Tools =
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified "
+    "format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in "
+    "natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer "
+    "the question like normal with your current knowledge and do not tell the user about function calls\n"
+    "</IMPORTANT>";
+
+Error template_error(std::string_view what) {
+  return Error(ErrorCode::kInvalidArgument, "the Qwen3.5 template refuses this conversation: " + std::string(what));
+}
+
+// A message's content as Qwen3.5's render_content writes it, trimmed; media in a system message
+// are refused as the template refuses them.
+Result<std::string> qwen3_5_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options,
+                                    bool system) {
+  if (system) {
+    for (const ContentItem& item : m.content) {
+      if (item.type == ContentItem::Type::kImage) return template_error("System message cannot contain images.");
+      if (item.type == ContentItem::Type::kVideo) return template_error("System message cannot contain videos.");
+    }
+  }
+  std::string out = rendered_content(m, n, count, options);
+  const std::string_view kept = trim(out);
+  if (kept.size() != out.size()) out = std::string(kept);
+  return out;
+}
+
+void render_qwen3_5_calls(std::string& out, const Message& m, bool has_content) {
+  for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+    const ToolCall& call = m.tool_calls[k];
+    out += k > 0 ? "\n<tool_call>\n<function=" : has_content ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=";
+    out += call.name;
+    out += ">\n";
+    for (const auto& [name, value] : *call.parameters) {
+      out += "<parameter=";
+      out += name;
+      out += ">\n";
+      out += value;
+      out += "\n</parameter>\n";
+    }
+    out += "</function>\n</tool_call>";
+  }
+}
+
+// tests/data/chat-templates/qwen3_5.jinja and qwen3_5_nothink.jinja (`thinking`: the default of
+// enable_thinking).
+Result<Rendered> render_qwen3_5(const Conversation& c, const RenderOptions& options, bool thinking) {
+  Rendered r = start_rendering(c);
+  VisionCount n;
+  const Message& first = c.messages.front();
+  std::string system;
+  if (first.role == "system") {
+    VisionCount none;
+    MMFEED_ASSIGN_OR_RETURN(system, qwen3_5_content(first, none, false, options, true));
+  }
+  if (!c.tools.empty()) {
+    r.text += "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>";
+    for (const std::string& tool : c.tools) {
+      r.text += '\n';
+      r.text += tool;
+    }
+    r.text += kQwen3_5Tools;
+    if (!system.empty()) {
+      r.text += "\n\n";
+      r.text += system;
+    }
+    r.text += kImEnd;
+  } else if (first.role == "system") {
+    r.text += "<|im_start|>system\n";
+    r.text += system;
+    r.text += kImEnd;
+  }
+  // The last user query: the last user message that is not itself a <tool_response>.
+  std::optional<std::size_t> last_query;
+  for (std::size_t i = c.messages.size(); i-- > 0;) {
+    if (c.messages[i].role != "user") continue;
+    VisionCount uncounted;
+    MMFEED_ASSIGN_OR_RETURN(std::string content, qwen3_5_content(c.messages[i], uncounted, false, options, false));
+    if (!(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
+  if (!last_query) return template_error("No user query found in messages.");
+  for (std::size_t i = 0; i < c.messages.size(); ++i) {
+    const Message& m = c.messages[i];
+    MMFEED_ASSIGN_OR_RETURN(std::string content, qwen3_5_content(m, n, true, options, false));
+    if (m.role == "system") {
+      if (i > 0) return template_error("System message must be at the beginning.");
+    } else if (m.role == "user") {
+      r.text += "<|im_start|>user\n";
+      r.text += content;
+      r.text += kImEnd;
+    } else if (m.role == "assistant") {
+      std::string reasoning;
+      if (m.reasoning_content) {
+        reasoning = *m.reasoning_content;
+      } else if (const std::size_t close = content.find("</think>"); close != std::string::npos) {
+        std::string_view before = strip_newlines_right(std::string_view(content).substr(0, close));
+        if (const std::size_t open = before.rfind("<think>"); open != std::string_view::npos) {
+          before.remove_prefix(open + 7);
+        }
+        reasoning = std::string(strip_newlines_left(before));
+        content = std::string(strip_newlines_left(std::string_view(content).substr(content.rfind("</think>") + 8)));
+      }
+      r.text += "<|im_start|>assistant\n";
+      const std::size_t begin = r.text.size();
+      ByteSpan think{begin, begin};
+      if (i > *last_query) {
+        r.text += "<think>\n";
+        r.text += trim(reasoning);
+        r.text += "\n</think>\n\n";
+        think.end = r.text.size();
+      }
+      r.text += content;
+      for (const ToolCall& call : m.tool_calls) {
+        if (!call.parameters) {
+          return template_error("tool call '" + call.name +
+                                "' has arguments that are not an object (the template writes each argument as a "
+                                "<parameter=...>: give the arguments as a JSON object)");
+        }
+      }
+      render_qwen3_5_calls(r.text, m, !trim(content).empty());
+      end_assistant_turn(r, begin, think);
+    } else if (m.role == "tool") {
+      if (i > 0 && c.messages[i - 1].role != "tool") r.text += "<|im_start|>user";
+      r.text += "\n<tool_response>\n";
+      r.text += content;
+      r.text += "\n</tool_response>";
+      if (i + 1 == c.messages.size() || c.messages[i + 1].role != "tool") r.text += kImEnd;
+    } else {
+      return template_error("Unexpected message role.");
+    }
+  }
+  if (options.add_generation_prompt) {
+    const bool think = options.enable_thinking.value_or(thinking);
+    r.text += think ? "<|im_start|>assistant\n<think>\n" : "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  }
+  return r;
+}
+
 }  // namespace
 
 Result<ChatTemplate> chat_template(std::string_view name) {
   if (name == "qwen2-vl" || name == "qwen2.5-vl") return ChatTemplate::kQwen2VL;
   if (name == "qwen3-vl") return ChatTemplate::kQwen3VL;
   if (name == "qwen3-vl-thinking") return ChatTemplate::kQwen3VLThinking;
+  if (name == "qwen3.5") return ChatTemplate::kQwen3_5;
+  if (name == "qwen3.5-nothink") return ChatTemplate::kQwen3_5NoThink;
   if (name.empty()) {
     return Error(ErrorCode::kInvalidArgument,
-                 "chat template name is empty (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3-vl-thinking)");
+                 "chat template name is empty (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, "
+                 "qwen3.5-nothink)");
   }
   return chat_template_file(std::string(name));
 }
@@ -329,6 +510,8 @@ Result<Rendered> render_chat(const Conversation& c, ChatTemplate tmpl, const Ren
     case ChatTemplate::kQwen2VL: return render_qwen2_vl(c, options);
     case ChatTemplate::kQwen3VL: return render_qwen3_vl(c, options);
     case ChatTemplate::kQwen3VLThinking: return render_qwen3_vl_thinking(c, options);
+    case ChatTemplate::kQwen3_5: return render_qwen3_5(c, options, true);
+    case ChatTemplate::kQwen3_5NoThink: return render_qwen3_5(c, options, false);
   }
   return Error(ErrorCode::kInvalidArgument, "unknown chat template");
 }

@@ -2,7 +2,7 @@
 // without a Jinja engine: only templates we reproduce exactly (chat.cc: the text and the
 // assistant spans labels need; chat_template_text.cc: the published texts).
 //
-// Templates: Qwen2-VL / Qwen2.5-VL, and Qwen3-VL Instruct and Thinking, each identical to
+// Templates: Qwen2-VL / Qwen2.5-VL, Qwen3-VL Instruct and Thinking, Qwen3.5 (its two variants), each identical to
 // transformers' apply_chat_template with the published text (chat_template_text) for every
 // conversation parse_conversation accepts.
 //
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,10 +29,13 @@ enum class ChatTemplate {
   kQwen2VL,          // Qwen2-VL and Qwen2.5-VL
   kQwen3VL,          // Qwen3-VL Instruct
   kQwen3VLThinking,  // Qwen3-VL Thinking
+  kQwen3_5,          // Qwen3.5, 4B and larger: thinking on unless enable_thinking is false
+  kQwen3_5NoThink,   // Qwen3.5, 2B and smaller: thinking off unless enable_thinking is true
 };
 
 // The template by name: "qwen2-vl" and "qwen2.5-vl" (the same template), "qwen3-vl" (Instruct:
-// the model's default) and "qwen3-vl-thinking". Anything else is taken as a file: a template
+// the model's default), "qwen3-vl-thinking", "qwen3.5" (4B and larger: the model's default) and
+// "qwen3.5-nothink" (2B and smaller). Anything else is taken as a file: a template
 // text (.jinja), or a JSON object whose "chat_template" is a string (a processor's
 // chat_template.json, a tokenizer_config.json). It is accepted only when that text is
 // byte-identical to one of chat_template_text's; otherwise refused naming the file (kUnsupported):
@@ -53,6 +57,9 @@ std::string_view chat_template_name(ChatTemplate tmpl);
 struct RenderOptions {
   bool add_generation_prompt = false;
   bool add_vision_id = false;
+  // Qwen3.5's generation prompt: with thinking ("<think>\n") or without it; nullopt: the
+  // template's default. Other templates ignore it.
+  std::optional<bool> enable_thinking{};
 };
 
 struct ByteSpan {

@@ -207,6 +207,15 @@ Result<ToolCall> parse_call(simdjson::dom::element call, std::string at) {
   } else {
     append_python_json(tc.arguments, field);
   }
+  if (simdjson::dom::object arguments; !field.get_object().get(arguments)) {
+    auto& parameters = tc.parameters.emplace();
+    for (simdjson::dom::key_value_pair p : arguments) {
+      std::string value;
+      const bool structured = p.value.is_object() || p.value.is_array();
+      structured ? append_python_json(value, p.value) : append_python_str(value, p.value);
+      parameters.emplace_back(std::string(p.key), std::move(value));
+    }
+  }
   return tc;
 }
 

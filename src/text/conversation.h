@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mmfeed/error.h"
@@ -60,6 +61,10 @@ struct ContentItem {
 struct ToolCall {
   std::string name;
   std::string arguments;
+  // When "arguments" is a JSON object: each key, in order, with its value as Qwen3.5's template
+  // writes it (a list or an object as tojson, anything else as Jinja's |string:
+  // append_python_str). nullopt for other arguments, which that template cannot render.
+  std::optional<std::vector<std::pair<std::string, std::string>>> parameters;
 };
 
 struct Message {

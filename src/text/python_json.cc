@@ -106,6 +106,15 @@ void append_python_json(std::string& out, simdjson::dom::element value) {
   }
 }
 
+void append_python_str(std::string& out, simdjson::dom::element value) {
+  switch (value.type()) {
+    case simdjson::dom::element_type::STRING: out += value.get_string().value_unsafe(); return;
+    case simdjson::dom::element_type::BOOL: out += value.get_bool().value_unsafe() ? "True" : "False"; return;
+    case simdjson::dom::element_type::NULL_VALUE: out += "None"; return;
+    default: append_python_json(out, value); return;
+  }
+}
+
 Result<std::string> python_json(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

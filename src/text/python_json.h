@@ -20,6 +20,11 @@ namespace mmfeed::text {
 // Appends `value` to `out`. Written once here for every JSON value a template serialises.
 void append_python_json(std::string& out, simdjson::dom::element value);
 
+// Appends what Jinja's `|string` writes for `value` as Python's json.loads holds it (str()): a
+// string as it is, an integer in decimal, a float as its repr, True, False, None; a list or an
+// object as append_python_json (the templates write those with tojson).
+void append_python_str(std::string& out, simdjson::dom::element value);
+
 // What a JSON value is, in Python's words ("a list", "an object", "a number", "a string",
 // "a boolean", "null"), for error messages that say what was found instead of what was expected.
 std::string_view json_kind(simdjson::dom::element value);

@@ -16,7 +16,7 @@ Result<ModelProfile> model_profile(std::string_view name) {
     p.std = kClipStd;
     p.min_pixels = 3136;
     p.max_pixels = 12845056;
-  } else if (name == "qwen3-vl") {
+  } else if (name == "qwen3-vl" || name == "qwen3.5") {  // Qwen3.5: Qwen3VLProcessor, Qwen3-VL's settings
     p.patch_size = 16;
     p.mean = {0.5f, 0.5f, 0.5f};
     p.std = {0.5f, 0.5f, 0.5f};
@@ -24,7 +24,7 @@ Result<ModelProfile> model_profile(std::string_view name) {
     p.max_pixels = 16777216;
   } else {
     return Error(ErrorCode::kInvalidArgument,
-                 "unknown model profile '" + std::string(name) + "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl)");
+                 "unknown model profile '" + std::string(name) + "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5)");
   }
   return p;
 }

@@ -192,7 +192,7 @@ Result<VideoProfile> video_profile(std::string_view model) {
   VideoProfile p;
   p.model = std::move(base).value();
   const auto f = static_cast<std::int64_t>(p.model.patch_size * kSpatialMerge);
-  if (model == "qwen3-vl") {  // the hub's video_preprocessor_config.json
+  if (model == "qwen3-vl" || model == "qwen3.5") {  // Qwen3-VL's video_preprocessor_config.json
     p.recipe = VideoRecipe::kQwen3;
     p.min_pixels = 4096;
     p.max_pixels = 25165824;

@@ -22,6 +22,28 @@ from tiny_models import FAMILIES, tiny_config, tiny_model  # noqa: F401  (exampl
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 TEMPLATES = ROOT / "tests" / "data" / "chat-templates"
+_converted: dict[str, Path] = {}
+
+
+def tokenizer_of(family: str) -> Path:
+    """The family's tokenizer.json: the project's Qwen3 one, or (qwen3.5) the Qwen3.5 vocabulary
+    converted by scripts/qwen3_5_tokenizer.py, once per process into a directory removed at exit."""
+    if family != "qwen3.5":
+        return TOKENIZER
+    if family not in _converted:
+        import atexit
+        import shutil
+        import sys
+        import tempfile
+
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import qwen3_5_tokenizer
+
+        folder = Path(tempfile.mkdtemp(prefix="mmfeed-qwen3.5-"))
+        atexit.register(shutil.rmtree, folder, True)
+        qwen3_5_tokenizer.main(str(folder / "tokenizer.json"))
+        _converted[family] = folder / "tokenizer.json"
+    return _converted[family]
 
 
 def hf_processor(family: str, max_pixels: int):
@@ -34,8 +56,8 @@ def hf_processor(family: str, max_pixels: int):
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from transformers.processing_utils import ProcessorMixin
 
-    tok = Qwen2TokenizerFast(tokenizer_file=str(TOKENIZER), pad_token="<|endoftext|>", padding_side="right")
-    if family == "qwen3-vl":
+    tok = Qwen2TokenizerFast(tokenizer_file=str(tokenizer_of(family)), pad_token="<|endoftext|>", padding_side="right")
+    if family in ("qwen3-vl", "qwen3.5"):
         images = Qwen2VLImageProcessorPil(
             patch_size=16,
             merge_size=2,
@@ -44,7 +66,7 @@ def hf_processor(family: str, max_pixels: int):
             image_std=[0.5] * 3,
             size={"shortest_edge": 65536, "longest_edge": max_pixels},
         )
-        cls, template = Qwen3VLProcessor, "qwen3_vl.jinja"
+        cls, template = Qwen3VLProcessor, "qwen3_vl.jinja" if family == "qwen3-vl" else "qwen3_5.jinja"
     else:
         images = Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
         cls = Qwen2VLProcessor if family == "qwen2-vl" else Qwen2_5_VLProcessor

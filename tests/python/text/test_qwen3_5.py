@@ -14,6 +14,7 @@ scripts/qwen3_5_tokenizer.py (conftest's qwen3_5_tokenizer fixture). Three oracl
 """
 
 import json
+import re
 import sys
 import unicodedata
 from pathlib import Path
@@ -90,3 +91,93 @@ def test_mmfeed_reads_it_as_tokenizers_does(qwen3_5_tokenizer, corpus):
     # \p{M} joins marks to letters in Qwen3.5's regex (Qwen3's splits them off).
     assert ours.encode("नमस्ते") == hf.encode("नमस्ते", add_special_tokens=False).ids
     assert ours.vocab_size == 248_077 and ours.token_to_id("<|video_pad|>") == 248057
+
+
+TEMPLATES = {"qwen3.5": "qwen3_5.jinja", "qwen3.5-nothink": "qwen3_5_nothink.jinja"}
+
+
+@pytest.fixture(scope="module")
+def hf_qwen3_5(qwen3_5_tokenizer):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_file=str(qwen3_5_tokenizer))
+
+
+def _reference(hf, msgs, tools, template, **kwargs):
+    """apply_chat_template's text, or the exception it raises."""
+    try:
+        return hf.apply_chat_template(msgs, tools=tools, chat_template=template, tokenize=False, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the template's own raise_exception, or Jinja's TypeError
+        return e
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_rendering_identical_to_apply_chat_template(hf_qwen3_5, name):
+    """300 generated conversations (tools, tool responses with media, inline and separate
+    reasoning, system prompts) x generation prompt x add_vision_id x enable_thinking unset, on and
+    off: the same text, or both refuse."""
+    from chat_samples import SEED_CONVERSATIONS, generated
+
+    text = (ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[name]).read_text()
+    rendered = refused = 0
+    # Arguments as JSON text are mostly left out: the template refuses them (Jinja's |items).
+    for i, (msgs, tools) in enumerate(generated(SEED_CONVERSATIONS, seed=35, string_arguments=0.05)):
+        for gen in (False, True):
+            for vid in (False, True):
+                for thinking in (None, True, False):
+                    extra = {} if thinking is None else {"enable_thinking": thinking}
+                    want = _reference(
+                        hf_qwen3_5, msgs, tools, text, add_generation_prompt=gen, add_vision_id=vid, **extra
+                    )
+                    try:
+                        got = mmfeed.render_chat(
+                            msgs,
+                            template=name,
+                            add_generation_prompt=gen,
+                            add_vision_id=vid,
+                            tools=tools,
+                            enable_thinking=thinking,
+                        )
+                    except ValueError as e:
+                        got = e
+                    if isinstance(want, Exception):
+                        assert isinstance(got, Exception), (i, gen, vid, thinking, want, msgs, tools)
+                        refused += 1
+                    else:
+                        assert got == want, (i, gen, vid, thinking, msgs, tools)
+                        rendered += 1
+    assert rendered > 2000 and refused > 100, (rendered, refused)
+
+
+def test_refusals_say_what_the_template_says():
+    user = {"role": "user", "content": "q"}
+    cases = [
+        ([{"role": "assistant", "content": "a"}], "No user query found in messages."),
+        ([user, {"role": "system", "content": "late"}], "System message must be at the beginning."),
+        ([{"role": "system", "content": [{"type": "image", "image": "a.jpg"}]}, user], "cannot contain images"),
+        (
+            [user, {"role": "assistant", "tool_calls": [{"name": "f", "arguments": "{}"}]}],
+            "tool call 'f' has arguments that are not an object",
+        ),
+    ]
+    for msgs, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            mmfeed.render_chat(msgs, template="qwen3.5")
+
+
+def test_tool_call_parameters_are_written_as_python_writes_them():
+    """Each argument a <parameter=...>: strings as they are, lists and objects as JSON, other
+    values as Python's str() (True, None, 1e-05)."""
+    args = {"city": "Paris", "days": 3, "ratio": 1e-5, "big": 1e16, "ok": True, "none": None, "tags": ["a", 1]}
+    msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [{"name": "f", "arguments": args}]}]
+    text = mmfeed.render_chat(msgs, template="qwen3.5")
+    for name, value in [
+        ("city", "Paris"),
+        ("days", "3"),
+        ("ratio", "1e-05"),
+        ("big", "1e+16"),
+        ("ok", "True"),
+        ("none", "None"),
+        ("tags", '["a", 1]'),
+    ]:
+        assert f"<parameter={name}>\n{value}\n</parameter>" in text, (name, text)

@@ -1,5 +1,6 @@
-"""Issue 32: batches as the models train on them. Tiny randomly initialised Qwen2-VL, Qwen2.5-VL and
-Qwen3-VL (tiny_vl.py: width 64, CPU) take a default Loader batch as it is, and give the loss they
+"""Issue 32: batches as the models train on them. Tiny randomly initialised Qwen2-VL, Qwen2.5-VL,
+Qwen3-VL and Qwen3.5 (tiny_vl.py: width 64, CPU; Qwen3.5's Gated DeltaNet layer reads the packed
+row's cu_seq_lens_q) take a default Loader batch as it is, and give the loss they
 give on transformers' own processor batch of the same samples; a packed row gives the loss of the
 padded batch of its samples (sdpa and eager attention), with the flash-attention arguments
 transformers derives itself; Megatron's THD rows are the padded samples laid out as
@@ -40,7 +41,12 @@ def samples_of(manifest) -> dict:
 
 def batches(manifest, family, **options):
     with mmfeed.Loader(
-        manifest, tokenizer=tiny_vl.TOKENIZER, model=family, max_pixels=MAX_PIXELS, shuffle=False, **options
+        manifest,
+        tokenizer=tiny_vl.tokenizer_of(family),
+        model=family,
+        max_pixels=MAX_PIXELS,
+        shuffle=False,
+        **options,
     ) as loader:
         out = list(loader)
         assert not loader.errors()
@@ -94,7 +100,8 @@ def padded_of(manifest, family, sample_ids, tmp_path) -> mmfeed.Batch:
     return padded
 
 
-@pytest.mark.parametrize("family", tiny_vl.FAMILIES)
+# Qwen3.5's packed rows: test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads.
+@pytest.mark.parametrize("family", [f for f in tiny_vl.FAMILIES if f != "qwen3.5"])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family, attn, tmp_path):
     model = tiny_vl.tiny_model(family, attn=attn)
@@ -111,6 +118,30 @@ def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family
         packed_loss = tiny_vl.model_loss(model, row).item()
         padded_loss = tiny_vl.model_loss(model, padded).item()
         assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
+
+
+def test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads(manifest, tmp_path):
+    """A packed Qwen3.5 row is its samples' padded rows end to end (tokens, labels, mrope positions
+    restarting per sample) with cu_seq_lens_q, which Qwen3.5's Gated DeltaNet layers read to keep
+    the samples apart. transformers runs those layers packed only with flash-linear-attention's
+    Triton kernels (GPU): on a CPU it refuses the row by that name, which shows the row's
+    cu_seq_lens_q reach the layer. The loss of a packed row against its padded batch is the GPU
+    check's (bench/gpu/run.sh)."""
+    model = tiny_vl.tiny_model("qwen3.5")
+    rows = batches(manifest, "qwen3.5", token_budget=2048, pack_window=5)
+    assert any(len(r["sample_ids"]) > 1 for r in rows)
+    for row in rows:
+        padded = padded_of(manifest, "qwen3.5", row["sample_ids"], tmp_path)
+        keep = padded["attention_mask"].bool()
+        assert torch.equal(row["input_ids"][0, : int(keep.sum())], padded["input_ids"][keep])
+        assert torch.equal(row["labels"][0, : int(keep.sum())], padded["labels"][keep])
+        lengths = keep.sum(dim=1)
+        assert torch.equal(
+            row["cu_seq_lens_q"][: len(lengths) + 1].long(), torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+        )
+        assert torch.equal(row["position_ids"][1:, 0, : int(keep.sum())], padded["position_ids"][:, keep])
+    with pytest.raises(ValueError, match="can't keep packed sequences apart without `flash-linear-attention`"):
+        tiny_vl.model_loss(model, rows[0])
 
 
 def test_packed_labels_never_cross_a_sample_boundary(data):

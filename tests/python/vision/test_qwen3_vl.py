@@ -1,7 +1,9 @@
 """Issue 16: the whole Qwen3-VL sample from the Loader against transformers' own Qwen3-VL
 processor (Qwen3VLProcessor with the Qwen3-VL Instruct chat template, the PIL image processor at
 patch 16, merge 2, mean/std 0.5), on the demo set and on generated conversations: input_ids with
-the image tokens expanded, pixel_values, image_grid_thw, labels and mrope position ids."""
+the image tokens expanded, pixel_values, image_grid_thw, labels and mrope position ids. Issue 35:
+the same for Qwen3.5 (Qwen3VLProcessor with the Qwen3.5 tokenizer and chat template; its
+get_rope_index is Qwen3-VL's for images)."""
 
 import json
 import re
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import ROOT
-from tiny_vl import hf_messages, hf_processor
+from tiny_vl import hf_messages, hf_processor, tokenizer_of
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
 
 import mmfeed
@@ -22,9 +24,11 @@ MAX_PIXELS = 200_704  # a multiple of 32^2 under the hub's 16,777,216, to keep t
 TOLERANCE = 1e-6  # as the image parity tests (test_vision.py)
 
 
-@pytest.fixture(scope="module")
-def processor():
-    return hf_processor("qwen3-vl", MAX_PIXELS)
+@pytest.fixture(scope="module", params=["qwen3-vl", "qwen3.5"])
+def processor(request):
+    processor = hf_processor(request.param, MAX_PIXELS)
+    processor.family = request.param
+    return processor
 
 
 def reference(processor, sample: dict, base) -> dict:
@@ -67,8 +71,8 @@ def assert_samples_equal(manifest, processor):
     samples = {json.loads(line)["id"]: json.loads(line) for line in manifest.read_text().splitlines()}
     with mmfeed.Loader(
         manifest,
-        tokenizer=TOKENIZER,
-        model="qwen3-vl",
+        tokenizer=tokenizer_of(processor.family),
+        model=processor.family,
         max_pixels=MAX_PIXELS,
         batch_size=1,
         shuffle=False,
