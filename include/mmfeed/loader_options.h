@@ -51,7 +51,8 @@ void for_each_loader_option(F&& f) {
   f("image_backend", &LoaderConfig::image_backend,
     "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
     "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
-  f("chat_template", &LoaderConfig::chat_template, "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5 or qwen3.5-nothink (empty: the model's)");
+  f("chat_template", &LoaderConfig::chat_template,
+    "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5 or qwen3.5-nothink (empty: the model's)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");

@@ -1,8 +1,8 @@
 // Images and videos as the Loader prepares them, one call at a time: the Hugging Face Qwen-VL
 // image processor reproduced bit for bit — decode as Pillow, resize (Pillow's bicubic for its PIL
-// backend, torch's for its torchvision backend), normalize, cut into patches — and the models' video recipes (qwen-vl-utils' sampling
-// and sizing for Qwen2/2.5-VL, transformers' Qwen3-VL video processor), with the pieces they are
-// made of (decode, resize, frame plans, normalization tables).
+// backend, torch's for its torchvision backend), normalize, cut into patches — and the models' video recipes
+// (qwen-vl-utils' sampling and sizing for Qwen2/2.5-VL, transformers' Qwen3-VL video processor), with the pieces they
+// are made of (decode, resize, frame plans, normalization tables).
 //
 // Example:
 //   ImageProcessorOptions o;
@@ -54,9 +54,9 @@ struct Choices<ResizeFilter> {
 };
 
 struct ImageProcessorOptions {
-  std::string model = "qwen2-vl";  // qwen2-vl, qwen2.5-vl, qwen3-vl: the processor's settings
+  std::string model = "qwen2-vl";             // qwen2-vl, qwen2.5-vl, qwen3-vl: the processor's settings
   ImageBackend backend = ImageBackend::kPil;  // which of transformers' processors to match
-  std::int64_t min_pixels = 0;     // 0: the model's
+  std::int64_t min_pixels = 0;                // 0: the model's
   std::int64_t max_pixels = 0;
   int patch_size = 0;  // 0: the model's
   int merge_size = 0;

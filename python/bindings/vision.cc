@@ -130,12 +130,13 @@ class PyImageProcessor {
 void bind_vision(nb::module_& m) {
   nb::class_<PyImageProcessor>(m, "_ImageProcessor")
       .def(nb::init<const std::string&, const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>,
-                    std::optional<int>,
-                    std::optional<int>, std::optional<std::vector<float>>, std::optional<std::vector<float>>, bool,
-                    const std::string&, const std::string&, const std::string&, int, bool>(),
-           nb::arg("model"), nb::arg("backend"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(), nb::arg("patch_size").none(),
-           nb::arg("merge_size").none(), nb::arg("image_mean").none(), nb::arg("image_std").none(), nb::arg("exif"),
-           nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"), nb::arg("threads"), nb::arg("fast"))
+                    std::optional<int>, std::optional<int>, std::optional<std::vector<float>>,
+                    std::optional<std::vector<float>>, bool, const std::string&, const std::string&, const std::string&,
+                    int, bool>(),
+           nb::arg("model"), nb::arg("backend"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(),
+           nb::arg("patch_size").none(), nb::arg("merge_size").none(), nb::arg("image_mean").none(),
+           nb::arg("image_std").none(), nb::arg("exif"), nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"),
+           nb::arg("threads"), nb::arg("fast"))
       .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
       .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
   m.def(

@@ -318,9 +318,9 @@ std::size_t space_at_front(std::string_view s) {
   if (s.empty()) return 0;
   const auto b = static_cast<unsigned char>(s[0]);
   if (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) return 1;
-  static constexpr std::string_view kWide[] = {
-      "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004", "\u2005", "\u2006",
-      "\u2007", "\u2008", "\u2009", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
+  static constexpr std::string_view kWide[] = {"\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003",
+                                               "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a",
+                                               "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"};
   for (std::string_view w : kWide) {
     if (s.starts_with(w)) return w.size();
   }
@@ -377,7 +377,9 @@ Result<std::string> qwen3_5_content(const Message& m, VisionCount& n, bool count
 void render_qwen3_5_calls(std::string& out, const Message& m, bool has_content) {
   for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
     const ToolCall& call = m.tool_calls[k];
-    out += k > 0 ? "\n<tool_call>\n<function=" : has_content ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=";
+    out += k > 0         ? "\n<tool_call>\n<function="
+           : has_content ? "\n\n<tool_call>\n<function="
+                         : "<tool_call>\n<function=";
     out += call.name;
     out += ">\n";
     for (const auto& [name, value] : *call.parameters) {

@@ -221,8 +221,8 @@ Result<RgbPixels> decode_image(std::span<const std::uint8_t> bytes, bool exif, A
 
 Result<NormalizeTables> normalize_tables(std::string_view model, bool video, ImageBackend backend) {
   MMFEED_ASSIGN_OR_RETURN(vision::ModelProfile profile, vision::model_profile(model));
-  const vision::NormalizeTable table(profile, video ? vision::Normalization::kTorchvision
-                                                    : vision::normalization_of(backend));
+  const vision::NormalizeTable table(profile,
+                                     video ? vision::Normalization::kTorchvision : vision::normalization_of(backend));
   NormalizeTables out;
   for (std::size_t c = 0; c < 3; ++c) {
     for (std::size_t v = 0; v < 256; ++v) {

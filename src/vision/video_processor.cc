@@ -251,7 +251,10 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames) {
 }
 
 VideoProcessor::VideoProcessor(VideoProfile profile, OutputType output, Kernel kernel)
-    : profile_(std::move(profile)), output_(output), kernel_(kernel), table_(profile_.model, Normalization::kTorchvision) {}
+    : profile_(std::move(profile)),
+      output_(output),
+      kernel_(kernel),
+      table_(profile_.model, Normalization::kTorchvision) {}
 
 Result<VideoPlan> VideoProcessor::plan(std::span<const std::byte> bytes, const VideoRequest& request,
                                        const VideoLimits& limits) const {
