@@ -27,7 +27,7 @@ from mmfeed import _mmfeed, _native
 class ImageProcessor:
     """Decode, smart_resize, bicubic resize, rescale, normalize and patchify.
 
-    model: "qwen2-vl", "qwen2.5-vl" or "qwen3-vl" (patch 14/16, merge 2, temporal patch 2,
+    model: "qwen2-vl", "qwen2.5-vl", "qwen3-vl" or "qwen3.5" (patch 14/16, merge 2, temporal patch 2,
     mean/std and min/max pixels of the hub configs); every value can be overridden.
     backend: which of transformers' processors the output equals, bit for bit: "pil"
     (Qwen2VLImageProcessorPil: Pillow's bicubic, rescale then normalize) or "torchvision"
