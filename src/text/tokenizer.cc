@@ -41,11 +41,11 @@ bool word_char(char c) {
   return u >= 0x80 || std::isalnum(u) || c == '_';
 }
 
-// NFC of `run` by utf8proc, which (2.8) wrongly joins U+11A7 to a preceding Hangul syllable
-// without a final consonant, deleting it; U+11A7 is a starter nothing composes with (it is
-// the T jamo one before the composing range), so composing the text before each one apart
-// from the rest is exact.
-std::string compose(std::string_view run) {
+// NFC (NFKC with `compat`) of `run` by utf8proc, which (2.8) wrongly joins U+11A7 to a
+// preceding Hangul syllable without a final consonant, deleting it; U+11A7 is a starter nothing
+// composes with (it is the T jamo one before the composing range), so composing the text before
+// each one apart from the rest is exact.
+std::string compose(std::string_view run, bool compat) {
   std::string out;
   constexpr std::string_view kJamo11A7 = "\xE1\x86\xA7";
   while (!run.empty()) {
@@ -55,7 +55,8 @@ std::string compose(std::string_view run) {
     utf8proc_uint8_t* composed = nullptr;
     const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(piece.data()),
                                               static_cast<utf8proc_ssize_t>(piece.size()), &composed,
-                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
+                                                                             (compat ? UTF8PROC_COMPAT : 0)));
     if (len >= 0) {
       out.append(reinterpret_cast<const char*>(composed), static_cast<std::size_t>(len));
     } else {
@@ -215,9 +216,9 @@ bool Tokenizer::Impl::pre_tokenize(std::string_view text,
 
 bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, const Sink& sink) const {
   if (segment.empty()) return true;
-  // NFC, distributed over runs that start at ASCII characters (a canonical composition never
-  // takes an ASCII character as its second part, nor reorders across one), so that each
-  // token's offset maps back into the original text.
+  // NFC or NFKC, distributed over runs that start at ASCII characters (both leave ASCII as it
+  // is, and a composition never takes an ASCII character as its second part, nor reorders across
+  // one), so that each token's offset maps back into the original text.
   std::string normalized;
   struct Run {  // offsets in 32 bits, as Token's
     std::uint32_t norm_begin, orig_begin;
@@ -228,14 +229,17 @@ bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, c
   std::string_view text = segment;
   bool any_non_ascii = false;
   for (char c : segment) any_non_ascii |= static_cast<unsigned char>(c) >= 0x80;
-  if (nfc && any_non_ascii) {
+  const bool compat = normalizer == Normalizer::kNfkc;
+  if (normalizer != Normalizer::kNone && any_non_ascii) {
     std::size_t i = 0;
     while (i < segment.size()) {
       std::size_t j = i + 1;
       while (j < segment.size() && static_cast<unsigned char>(segment[j]) >= 0x80) ++j;
       const std::string_view run = segment.substr(i, j - i);
-      bool simple = true;  // only code points below U+0300 are NFC-stable without a lookup
-      for (std::size_t k = 0; k < run.size(); ++k) {
+      // Only code points below U+0300 are NFC-stable without a lookup; NFKC changes some of
+      // those too (U+00A0, U+00B2, ...).
+      bool simple = !compat;
+      for (std::size_t k = 0; simple && k < run.size(); ++k) {
         const auto u = static_cast<unsigned char>(run[k]);
         if (u >= 0xCC) simple = false;  // lead bytes of U+0300 and above
       }
@@ -243,7 +247,7 @@ bool Tokenizer::Impl::encode_plain(std::string_view segment, std::size_t base, c
       if (simple) {
         normalized.append(run);
       } else {
-        const std::string composed = compose(run);
+        const std::string composed = compose(run, compat);
         r.changed = composed != run;
         // A composition with an ASCII base yields a non-ASCII character: an ASCII first byte
         // out means the lead character was left alone, and the change lies after it.

@@ -4,7 +4,7 @@
 // support - never silently different.
 //
 // Pipeline: added tokens split out of the raw text first (those marked normalized=false;
-// lstrip/rstrip/single_word honoured) -> NFC normalization (ASCII and other short-cut text
+// lstrip/rstrip/single_word honoured) -> NFC (or NFKC) normalization (ASCII and other short-cut text
 // skips utf8proc) -> the Split pre-tokenizer's regex (PCRE2, UTF + UCP, JIT) -> ByteLevel ->
 // BPE merges by rank, with a cache of merged pieces. Loading is tokenizer_json.cc, encoding and
 // decoding tokenizer.cc; the tables they share are in tokenizer_impl.h (internal).
@@ -53,7 +53,7 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // Parses a tokenizer.json. kUnsupported names any feature outside what is implemented
-  // (another model type, byte fallback, dropout, a normalizer other than NFC, ...).
+  // (another model type, byte fallback, dropout, a normalizer other than NFC or NFKC, ...).
   static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view json);
   static Result<std::unique_ptr<Tokenizer>> from_file(const std::string& path);
 

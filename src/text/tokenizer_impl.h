@@ -91,7 +91,9 @@ struct Tokenizer::Impl {
   // (left id, right id) -> (rank, merged id)
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges;
   bool ignore_merges = false;
-  bool nfc = false;
+  // The normalizer: none, NFC or NFKC (the only ones the Qwen-family files use).
+  enum class Normalizer { kNone, kNfc, kNfkc };
+  Normalizer normalizer = Normalizer::kNone;
   // Added tokens; the matchers and added_by_id point into `added`.
   std::vector<detail::AddedToken> added;
   std::unordered_map<std::int32_t, const detail::AddedToken*> added_by_id;

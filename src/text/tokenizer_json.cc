@@ -1,5 +1,5 @@
 // Loading a Hugging Face tokenizer.json into the tables the encoder reads (tokenizer_impl.h):
-// the byte-level BPE model (vocabulary, merges), the NFC normalizer, the pre-tokenizer's split
+// the byte-level BPE model (vocabulary, merges), the NFC or NFKC normalizer, the pre-tokenizer's split
 // regex (compiled here), the added tokens; and refusing, by name, every feature outside them.
 #include "text/tokenizer.h"
 
@@ -252,14 +252,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     impl->merges.emplace(Impl::pair_key(li->second, ri->second), std::make_pair(rank++, mi->second));
   }
 
-  // Normalizer: none (absent or null, as `tokenizers` reads it) or NFC.
+  // Normalizer: none (absent or null, as `tokenizers` reads it), NFC or NFKC.
   if (simdjson::dom::element normalizer; !root["normalizer"].get(normalizer) && !normalizer.is_null()) {
     if (!normalizer.is_object()) return corrupt(R"("normalizer" must be an object or null, got )" + kind(normalizer));
     std::string_view ntype;
-    if (normalizer["type"].get_string().get(ntype) || ntype != "NFC") {
-      return unsupported("normalizer '" + std::string(ntype) + "' (only NFC)");
+    if (normalizer["type"].get_string().get(ntype) || (ntype != "NFC" && ntype != "NFKC")) {
+      return unsupported("normalizer '" + std::string(ntype) + "' (only NFC and NFKC)");
     }
-    impl->nfc = true;
+    impl->normalizer = ntype == "NFC" ? Tokenizer::Impl::Normalizer::kNfc : Tokenizer::Impl::Normalizer::kNfkc;
   }
 
   // Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] or
@@ -377,6 +377,11 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       max_id = std::max(max_id, impl->added.back().id);
     }
     for (const detail::AddedToken& t : impl->added) {
+      // `tokenizers` finds these in the normalized text; NFKC can make one out of other
+      // characters (fullwidth forms), which matching in the raw text would miss.
+      if (t.normalized && impl->normalizer == Tokenizer::Impl::Normalizer::kNfkc) {
+        return unsupported("added token '" + t.content + "' matched in NFKC-normalized text (normalized=true)");
+      }
       impl->added_by_id[t.id] = &t;
       (t.normalized ? impl->normalized_matcher : impl->raw_matcher).add(&t);
     }

@@ -85,7 +85,11 @@ def _variant(edit):
         (lambda d: d["model"].update(type="WordPiece"), "model type 'WordPiece'"),
         (lambda d: d["model"].update(byte_fallback=True), "BPE byte_fallback"),
         (lambda d: d["model"].update(dropout=0.1), "BPE dropout"),
-        (lambda d: d.update(normalizer={"type": "NFKC"}), "normalizer 'NFKC'"),
+        (lambda d: d.update(normalizer={"type": "NFD"}), "normalizer 'NFD'"),
+        (
+            lambda d: (d.update(normalizer={"type": "NFKC"}), d["added_tokens"][0].update(normalized=True)),
+            "added token '<|endoftext|>' matched in NFKC-normalized text",
+        ),
         (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed"), "Split behavior 'Removed'"),
         (
             lambda d: d.update(
@@ -110,6 +114,22 @@ def test_gpt2_style_byte_level_regex_matches_hf(tokenizers):
     ours, hf = mmfeed.Tokenizer.from_str(text), HFTokenizer.from_str(text)
     for s in ["Hello world  it's 2024!\n\n  code(x) = 1", "中文 and العربية", "  many   spaces\t\ttabs"]:
         assert ours.encode(s) == hf.encode(s, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("normalizer", [{"type": "NFKC"}, None])
+def test_nfkc_and_no_normalizer_are_read_from_the_file(corpus, normalizer):
+    """The normalizer is the file's: NFKC (compatibility forms folded: fullwidth letters,
+    ligatures, superscripts, NBSP) or none, each giving `tokenizers`' ids on the corpus."""
+    text = _variant(lambda d: d.update(normalizer=normalizer))
+    ours, hf = mmfeed.Tokenizer.from_str(text), HFTokenizer.from_str(text)
+    probes = ["Ｆｕｌｌ ｗｉｄｔｈ １２３", "ﬁne ﬂow", "x² + y³ = z⁴", "a\u00a0b", "Ⅻ ① ㎞", "e\u0301 ḱ ﬀ\u0301", "ｶﾀｶﾅ ﾞ"]
+    docs = corpus[::8] + probes
+    got = ours.encode_batch(docs, threads=2)
+    want = [e.ids for e in hf.encode_batch(docs, add_special_tokens=False)]
+    mismatches = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not mismatches, f"{len(mismatches)} differ, first: {docs[mismatches[0]][:200]!r}"
+    if normalizer:  # the folding happened: the fullwidth probe is the ASCII text's ids
+        assert ours.encode(probes[0]) == ours.encode("Full width 123")
 
 
 def test_missing_file_names_the_path():
