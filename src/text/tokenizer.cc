@@ -53,10 +53,9 @@ std::string compose(std::string_view run, bool compat) {
     if (cut == std::string_view::npos) cut = run.size();
     const std::string_view piece = run.substr(0, cut);
     utf8proc_uint8_t* composed = nullptr;
-    const utf8proc_ssize_t len = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(piece.data()),
-                                              static_cast<utf8proc_ssize_t>(piece.size()), &composed,
-                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE |
-                                                                             (compat ? UTF8PROC_COMPAT : 0)));
+    const utf8proc_ssize_t len = utf8proc_map(
+        reinterpret_cast<const utf8proc_uint8_t*>(piece.data()), static_cast<utf8proc_ssize_t>(piece.size()), &composed,
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | (compat ? UTF8PROC_COMPAT : 0)));
     if (len >= 0) {
       out.append(reinterpret_cast<const char*>(composed), static_cast<std::size_t>(len));
     } else {

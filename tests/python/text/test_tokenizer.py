@@ -122,7 +122,15 @@ def test_nfkc_and_no_normalizer_are_read_from_the_file(corpus, normalizer):
     ligatures, superscripts, NBSP) or none, each giving `tokenizers`' ids on the corpus."""
     text = _variant(lambda d: d.update(normalizer=normalizer))
     ours, hf = mmfeed.Tokenizer.from_str(text), HFTokenizer.from_str(text)
-    probes = ["Ｆｕｌｌ ｗｉｄｔｈ １２３", "ﬁne ﬂow", "x² + y³ = z⁴", "a\u00a0b", "Ⅻ ① ㎞", "e\u0301 ḱ ﬀ\u0301", "ｶﾀｶﾅ ﾞ"]
+    probes = [
+        "Ｆｕｌｌ ｗｉｄｔｈ １２３",
+        "ﬁne ﬂow",
+        "x² + y³ = z⁴",
+        "a\u00a0b",
+        "Ⅻ ① ㎞",
+        "e\u0301 ḱ ﬀ\u0301",
+        "ｶﾀｶﾅ ﾞ",
+    ]
     docs = corpus[::8] + probes
     got = ours.encode_batch(docs, threads=2)
     want = [e.ids for e in hf.encode_batch(docs, add_special_tokens=False)]
