@@ -1,6 +1,7 @@
 """Videos in the Loader (issue 20): whole samples with videos (and images beside them) from
 mmfeed.Loader against transformers' own processors (video_sample_oracle.py, run in .venv-tv:
-Qwen2VLProcessor, Qwen2_5_VLProcessor, Qwen3VLProcessor, given mmfeed's decoded frames) -
+Qwen2VLProcessor, Qwen2_5_VLProcessor, Qwen3VLProcessor — also with the Qwen3.5 tokenizer and
+template, issue 35 — given mmfeed's decoded frames) -
 input_ids with the video tokens expanded (Qwen3-VL's timestamps included), pixel_values_videos bit
 for bit, video_grid_thw, second_per_grid_ts, the images' pixel_values within 1e-6, labels, and
 mrope ids equal to the models' get_rope_index; padded and packed, concurrent and serial; and bad
@@ -18,6 +19,7 @@ import pytest
 import torch
 from conftest import ffmpeg, make_test_video
 from PIL import Image
+from tiny_vl import tokenizer_of
 
 import mmfeed
 from mmfeed import _mmfeed
@@ -29,10 +31,14 @@ pytestmark = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[3]
 ORACLE_PYTHON = ROOT / ".venv-tv" / "bin" / "python"
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
-TEMPLATES = {"qwen2-vl": "qwen2_vl.jinja", "qwen2.5-vl": "qwen2_vl.jinja", "qwen3-vl": "qwen3_vl.jinja"}
+TEMPLATES = {
+    "qwen2-vl": "qwen2_vl.jinja",
+    "qwen2.5-vl": "qwen2_vl.jinja",
+    "qwen3-vl": "qwen3_vl.jinja",
+    "qwen3.5": "qwen3_5.jinja",
+}
 MAX_PIXELS = 200_704  # the images' budget, a multiple of 28^2 and 32^2, to keep the test small
 TOLERANCE = 1e-6  # images, as the image parity tests (test_vision.py); videos are bit for bit
-IM_START, IM_END, ASSISTANT, NEWLINE = 151644, 151645, 77091, 198
 
 # name: (size, rate, seconds, codec arguments)
 VIDEOS = {
@@ -87,7 +93,7 @@ QWEN3_SAMPLES = [
     ],
     [turn("user", [video("wide.mkv", fps=4), text("Zähle. 数一数。")]), turn("assistant", "Three.")],
 ]
-SAMPLES = {"qwen2-vl": QWEN2_SAMPLES, "qwen2.5-vl": QWEN2_SAMPLES, "qwen3-vl": QWEN3_SAMPLES}
+SAMPLES = {"qwen2-vl": QWEN2_SAMPLES, "qwen2.5-vl": QWEN2_SAMPLES, "qwen3-vl": QWEN3_SAMPLES, "qwen3.5": QWEN3_SAMPLES}
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +147,7 @@ def reference(data):
                 {
                     "model": model,
                     "template": str(ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[model]),
-                    "tokenizer": str(TOKENIZER),
+                    "tokenizer": str(tokenizer_of(model)),
                     "messages": oracle_messages(messages, data.root),
                     "fps": data.fps,
                     "max_pixels": MAX_PIXELS,
@@ -171,8 +177,11 @@ def reference(data):
     return refs
 
 
-def labels_of(ids: np.ndarray) -> np.ndarray:
+def labels_of(ids: np.ndarray, model: str) -> np.ndarray:
     """The Qwen recipe's labels: each assistant reply, its <|im_end|> and the newline after it."""
+    tok = mmfeed.Tokenizer.from_file(tokenizer_of(model))
+    IM_START, IM_END = tok.token_to_id("<|im_start|>"), tok.token_to_id("<|im_end|>")  # noqa: N806
+    ASSISTANT, NEWLINE = tok.encode("assistant\n")  # noqa: N806
     labels = np.full(len(ids), -100)
     i = 0
     while i + 2 < len(ids):
@@ -192,6 +201,10 @@ def rope_index(model: str, ref: dict) -> np.ndarray:
     """The model's own get_rope_index for the reference sample (positions [3, L])."""
     if model == "qwen3-vl":
         from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel as cls
+
+        vision = {}
+    elif model == "qwen3.5":
+        from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5Model as cls
 
         vision = {}
     elif model == "qwen2.5-vl":
@@ -221,7 +234,7 @@ def load(data, model, **options):
     options = {"shuffle": False, **options}
     with mmfeed.Loader(
         data.root / f"{model}.jsonl",
-        tokenizer=TOKENIZER,
+        tokenizer=tokenizer_of(model),
         model=model,
         max_pixels=MAX_PIXELS,
         mrope=True,
@@ -247,7 +260,7 @@ def test_samples_equal_the_transformers_processor(data, reference, model):
             np.abs(b["pixel_values"] - ref["pixel_values"].reshape(b["pixel_values"].shape)).max(initial=0.0)
             <= TOLERANCE
         )
-        np.testing.assert_array_equal(b["labels"][0], labels_of(ref["input_ids"]))
+        np.testing.assert_array_equal(b["labels"][0], labels_of(ref["input_ids"], model))
         np.testing.assert_array_equal(b["position_ids"][:, 0], rope_index(model, ref))
         if model == "qwen2.5-vl":
             np.testing.assert_array_equal(b["second_per_grid_ts"], ref["second_per_grid_ts"].astype(np.float32))

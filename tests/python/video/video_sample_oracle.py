@@ -105,7 +105,7 @@ def run(job: dict) -> dict:
     tok = Qwen2TokenizerFast(tokenizer_file=job["tokenizer"])
     template = Path(job["template"]).read_text()
     model = job["model"]
-    if model == "qwen3-vl":
+    if model in ("qwen3-vl", "qwen3.5"):  # Qwen3.5 is served by Qwen3VLProcessor
         # Every video of a sample gets the same keys (one processor call): the first item's.
         keys = {k: v for k, v in (items(job["messages"], "video") or [{}])[0].items() if k not in ("type", "video")}
         size = dict(QWEN3["size"])
