@@ -528,7 +528,7 @@ def test_uint8_pixels_normalize_to_the_float32_and_bfloat16_batches(data, model)
                 np.testing.assert_array_equal(b[key], a[key], err_msg=key)
     with pytest.raises(TypeError, match="uint8 rows"):
         mmfeed.normalize_pixels(f32[0], model=model)
-    other = "qwen3-vl" if model != "qwen3-vl" else "qwen2-vl"  # patch 16 against 14: another row width
+    other = "qwen2-vl" if model in ("qwen3-vl", "qwen3.5") else "qwen3-vl"  # patch 14 against 16: another row width
     with pytest.raises(ValueError, match=f"with model='{other}'"):
         mmfeed.normalize_pixels(u8[0], model=other)
     with pytest.raises(ValueError, match="dtype must be float32 or bfloat16"):
