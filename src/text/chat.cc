@@ -161,6 +161,20 @@ std::string_view strip_newlines_right(std::string_view s) {
   return s;
 }
 
+// An assistant message's reasoning as the Thinking templates take it: reasoning_content when
+// given; else, when `content` holds "</think>", the text before the first one (after the last
+// "<think>" there, newlines stripped around it), `content` becoming what follows the last one.
+std::string take_reasoning(const Message& m, std::string& content) {
+  if (m.reasoning_content) return *m.reasoning_content;
+  const std::size_t close = content.find("</think>");
+  if (close == std::string::npos) return {};
+  std::string_view before = strip_newlines_right(std::string_view(content).substr(0, close));
+  if (const std::size_t open = before.rfind("<think>"); open != std::string_view::npos) before.remove_prefix(open + 7);
+  std::string reasoning(strip_newlines_left(before));
+  content = std::string(strip_newlines_left(std::string_view(content).substr(content.rfind("</think>") + 8)));
+  return reasoning;
+}
+
 // Closes assistant turn `begin` (after its header): records its spans and ends it.
 void end_assistant_turn(Rendered& r, std::size_t begin, ByteSpan think) {
   r.assistant_content.push_back({begin, r.text.size()});
@@ -277,17 +291,7 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
       r.text += content;
       r.text += kImEnd;
     } else if (m.role == "assistant") {
-      std::string reasoning;
-      if (m.reasoning_content) {
-        reasoning = *m.reasoning_content;
-      } else if (const std::size_t close = content.find("</think>"); close != std::string::npos) {
-        std::string_view before = strip_newlines_right(std::string_view(content).substr(0, close));
-        if (const std::size_t open = before.rfind("<think>"); open != std::string_view::npos) {
-          before.remove_prefix(open + 7);
-        }
-        reasoning = std::string(strip_newlines_left(before));
-        content = std::string(strip_newlines_left(std::string_view(content).substr(content.rfind("</think>") + 8)));
-      }
+      const std::string reasoning = take_reasoning(m, content);
       r.text += "<|im_start|>assistant\n";
       const std::size_t begin = r.text.size();
       ByteSpan think{begin, begin};
@@ -443,17 +447,7 @@ Result<Rendered> render_qwen3_5(const Conversation& c, const RenderOptions& opti
       r.text += content;
       r.text += kImEnd;
     } else if (m.role == "assistant") {
-      std::string reasoning;
-      if (m.reasoning_content) {
-        reasoning = *m.reasoning_content;
-      } else if (const std::size_t close = content.find("</think>"); close != std::string::npos) {
-        std::string_view before = strip_newlines_right(std::string_view(content).substr(0, close));
-        if (const std::size_t open = before.rfind("<think>"); open != std::string_view::npos) {
-          before.remove_prefix(open + 7);
-        }
-        reasoning = std::string(strip_newlines_left(before));
-        content = std::string(strip_newlines_left(std::string_view(content).substr(content.rfind("</think>") + 8)));
-      }
+      const std::string reasoning = take_reasoning(m, content);
       r.text += "<|im_start|>assistant\n";
       const std::size_t begin = r.text.size();
       ByteSpan think{begin, begin};
