@@ -4,7 +4,9 @@ The demo data set is loaded into batches by each system, side by side in one inv
 same data and the same CPU budget, while a trainer stand-in consumes the batches:
 
   - naive: a Python loop, one sample at a time: boto3 GET (or a file read), the Hugging Face
-    Qwen2-VL processor (PIL backend), apply_chat_template + tokenizer (the talk's baseline);
+    Qwen2-VL processor (PIL backend; --image-backend torchvision: its torchvision backend,
+    transformers' default where torchvision is installed, run in .venv-tv, while mmfeed then runs
+    with image_backend="torchvision"), apply_chat_template + tokenizer (the talk's baseline);
   - torch-dataloader: a PyTorch DataLoader with --workers worker processes running the same code;
   - spdl: SPDL's pipeline (PyPI `spdl`): GETs 32 at a time on its thread pool, the same
     preprocessing on --workers threads, batches aggregated and prefetched;
@@ -54,6 +56,7 @@ Two sizing experiments replace those tables when asked (either or both):
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
                     [--workers N] [--cpus K] [--scaling] [--cores-needed] [--ray [--ray-actors N]]
+                    [--image-backend pil|torchvision]
        python bench/pipeline.py ...   (the same; mmfeed bench runs this file from the source tree)
 
 A development tool, not part of the package: it needs this source tree (the data set generator
@@ -121,6 +124,7 @@ def mmfeed_batches(
     stages: dict,
     device: str | None = None,
     model: str = "qwen2-vl",
+    image_backend: str = "pil",
 ):
     """mmfeed's batches; with a CUDA `device`, copied there ahead of the trainer on a side stream.
     Once the last batch is taken, `stages` gets the loader's metrics()["stages"]."""
@@ -137,6 +141,7 @@ def mmfeed_batches(
         workers=workers,
         shuffle=False,
         trace_path=trace,
+        image_backend=image_backend,
         **on_gpu,
     ) as loader:
         yield from loader
@@ -146,7 +151,15 @@ def mmfeed_batches(
 
 
 def mmfeed_ray_batches(
-    manifest: Path, tokenizer: Path, max_pixels: int, batch: int, workers: int, actors: int, model: str, stages: dict
+    manifest: Path,
+    tokenizer: Path,
+    max_pixels: int,
+    batch: int,
+    workers: int,
+    actors: int,
+    model: str,
+    stages: dict,
+    image_backend: str = "pil",
 ):
     """mmfeed.ray.Loader's batches from `actors` actors of workers / actors engine threads each, on
     the Ray instance run_one started. Once the last batch is taken, stages["actors_cpu_s"] is the
@@ -164,6 +177,7 @@ def mmfeed_ray_batches(
         batch_size=batch,
         workers=max(1, workers // actors),
         shuffle=False,
+        image_backend=image_backend,
     ) as loader:
         yield from loader
         if loader.errors():
@@ -227,7 +241,7 @@ def run_one(args) -> dict:
     tokenizer = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
     template = ROOT / "tests" / "data" / "chat-templates" / TEMPLATE_FILES[args.model]
     manifest = Path(args.manifest)
-    ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model)
+    ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model, args.image_backend)
     workers = args.workers if args.one in PARALLEL else 1
     stages: dict = {}
     if args.one == RAY_SYSTEM:
@@ -237,7 +251,16 @@ def run_one(args) -> dict:
         "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size, workers),
         "spdl": lambda: spdl_batches(ds, args.batch_size, workers),
         "mmfeed-serial": lambda: mmfeed_batches(
-            manifest, tokenizer, args.max_pixels, args.batch_size, "serial", "", workers, stages, model=args.model
+            manifest,
+            tokenizer,
+            args.max_pixels,
+            args.batch_size,
+            "serial",
+            "",
+            workers,
+            stages,
+            model=args.model,
+            image_backend=args.image_backend,
         ),
         "mmfeed": lambda: mmfeed_batches(
             manifest,
@@ -250,9 +273,18 @@ def run_one(args) -> dict:
             stages,
             args.device if args.trainer == "model" else None,
             model=args.model,
+            image_backend=args.image_backend,
         ),
         RAY_SYSTEM: lambda: mmfeed_ray_batches(
-            manifest, tokenizer, args.max_pixels, args.batch_size, workers, args.ray_actors, args.model, stages
+            manifest,
+            tokenizer,
+            args.max_pixels,
+            args.batch_size,
+            workers,
+            args.ray_actors,
+            args.model,
+            stages,
+            args.image_backend,
         ),
     }[args.one]()
     sampler = None
@@ -348,8 +380,11 @@ def spawn(
 ) -> dict:
     """Runs `system` in a child process (pinned to the CPUs `affinity` when given) and returns
     its figures."""
+    # The torchvision backend's Python peers run in its own environment (.venv-tv): PyPI's
+    # torchvision needs a torch build that cannot share the project's venv.
+    python = args.torchvision_python if args.image_backend == "torchvision" and system in PEERS else sys.executable
     command = [
-        sys.executable,
+        python,
         __file__,
         "--one",
         system,
@@ -373,6 +408,8 @@ def spawn(
         args.model_preset,
         "--ray-actors",
         str(args.ray_actors),
+        "--image-backend",
+        args.image_backend,
     ]
     if trace:
         command += ["--trace", str(trace)]
@@ -561,6 +598,17 @@ def main(argv: list[str] | None = None) -> int:
         help="the model whose preprocessing every system runs (its image processor and chat template)",
     )
     parser.add_argument("--max-pixels", type=int, default=1003520)
+    parser.add_argument(
+        "--image-backend",
+        choices=("pil", "torchvision"),
+        default="pil",
+        help="the images every system makes: HF's PIL or torchvision processor, mmfeed's image_backend (default pil)",
+    )
+    parser.add_argument(
+        "--torchvision-python",
+        default=str(ROOT / ".venv-tv" / "bin" / "python"),
+        help="the interpreter the Python peers run in with --image-backend torchvision (make bench-torchvision)",
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument(
         "--trainer",
@@ -591,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args)), flush=True)
         return 0
 
+    if args.image_backend == "torchvision" and not Path(args.torchvision_python).exists():
+        parser.error(f"--image-backend torchvision: {args.torchvision_python} not found (make bench-torchvision)")
     if args.ray_actors < 1:
         parser.error("--ray-actors takes a count of 1 or more")
     if args.workers is not None and args.workers < 1:
@@ -655,6 +705,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": args.batch_size,
         "max_pixels": args.max_pixels,
         "model": args.model,
+        "image_backend": args.image_backend,
         "cores": os.cpu_count(),
         "budget": {
             "workers": workers,

@@ -23,8 +23,12 @@ mmfeed_pkg_dep(zlib zlib)
 mmfeed_pkg_dep(zstd libzstd)
 mmfeed_pkg_dep(tomlplusplus tomlplusplus)
 mmfeed_pkg_dep(yamlcpp yaml-cpp)
-# Videos (src/vision/video.*): FFmpeg's libraries. MMFEED_VIDEO=OFF builds without them (the GPU
-# bundle does, to stay small); videos are then refused by name.
+# Audio (src/audio): libsoxr resamples as librosa (python-soxr) does, FFTW transforms.
+mmfeed_pkg_dep(soxr soxr)
+mmfeed_pkg_dep(fftw fftw3)
+# Videos and audio files (src/media, src/vision/video.*, src/audio/decode.*): FFmpeg's libraries.
+# MMFEED_VIDEO=OFF builds without them (the GPU bundle does, to stay small); videos and audio
+# files are then refused by name (audio given as samples still works).
 if(MMFEED_VIDEO)
   mmfeed_pkg_dep(av "libavformat;libavcodec;libswscale;libavutil")
 endif()

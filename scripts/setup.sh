@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libwebp-dev
   libsimdjson-dev libtomlplusplus-dev libyaml-cpp-dev libpcre2-dev libutf8proc-dev libhwy-dev libexpat1-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
+  libsoxr-dev libfftw3-dev espeak-ng
   libgtest-dev libgmock-dev libbenchmark-dev clang-format-14
   nginx libnginx-mod-http-lua
   gnome-backgrounds

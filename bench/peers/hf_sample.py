@@ -11,14 +11,24 @@ PAD = 151643
 
 
 class HFSample:
-    """One sample at a time: GET or read each image, HF's Qwen2-VL processor (PIL backend), HF
+    """One sample at a time: GET or read each image, HF's Qwen2-VL processor (`backend` "pil":
+    Qwen2VLImageProcessorPil; "torchvision": Qwen2VLImageProcessor, which needs torchvision), HF
     tokenizer + chat template, image tokens expanded to the grid. `fetch` and `process` are
     separate so a pipeline can overlap them; `__getitem__` does both."""
 
-    def __init__(self, manifest: Path, tokenizer: Path, template: Path, max_pixels: int, model: str = "qwen2-vl"):
+    def __init__(
+        self,
+        manifest: Path,
+        tokenizer: Path,
+        template: Path,
+        max_pixels: int,
+        model: str = "qwen2-vl",
+        backend: str = "pil",
+    ):
         self.base = manifest.parent
         self.samples = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
         self.tokenizer, self.template, self.max_pixels, self.model = tokenizer, template, max_pixels, model
+        self.backend = backend
         self._s3 = None
 
     def __len__(self) -> int:
@@ -51,20 +61,25 @@ class HFSample:
         import numpy as np
         from PIL import Image, ImageOps
         from transformers import PreTrainedTokenizerFast
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
         if not hasattr(self, "proc"):
+            if self.backend == "torchvision":
+                from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor as Processor
+            else:
+                from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+                    Qwen2VLImageProcessorPil as Processor,
+                )
             # The hub's preprocessor configs: Qwen2/2.5-VL patch 14 with CLIP's mean and std,
             # Qwen3-VL patch 16 with mean and std 0.5 and a larger minimum; merge 2 for both.
             if self.model == "qwen3-vl":
-                self.proc = Qwen2VLImageProcessorPil(
+                self.proc = Processor(
                     patch_size=16,
                     image_mean=[0.5] * 3,
                     image_std=[0.5] * 3,
                     size={"shortest_edge": 65536, "longest_edge": self.max_pixels},
                 )
             else:
-                self.proc = Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
+                self.proc = Processor(size={"shortest_edge": 3136, "longest_edge": self.max_pixels})
             self.tok = PreTrainedTokenizerFast(
                 tokenizer_file=str(self.tokenizer), chat_template=self.template.read_text()
             )

@@ -13,6 +13,7 @@
 namespace nb = nanobind;
 
 void bind_vision(nb::module_& m);
+void bind_audio(nb::module_& m);
 void bind_text(nb::module_& m);
 void bind_loader(nb::module_& m);
 
@@ -79,6 +80,7 @@ NB_MODULE(_mmfeed, m) {
       "authorization and the headers to send.");
 
   bind_vision(m);
+  bind_audio(m);
   bind_text(m);
   bind_loader(m);
 }

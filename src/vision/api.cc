@@ -2,12 +2,10 @@
 #include "mmfeed/vision.h"
 
 #include <algorithm>
-#include <atomic>
 #include <new>
-#include <system_error>
-#include <thread>
 
 #include "core/buffer_pool.h"
+#include "core/parallel.h"
 #include "vision/decode.h"
 #include "vision/patchify.h"
 #include "vision/processor.h"
@@ -61,26 +59,6 @@ vision::OutputType output_of(Pixels p) {
 }
 
 GridThw grid_thw(const vision::Grid& g) { return {g.t, g.h, g.w}; }
-
-// fn(i) for i in [0, n) on up to `threads` threads (the caller's among them); fewer when the
-// system refuses one.
-template <class F>
-void parallel(std::size_t n, int threads, F&& fn) {
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i = next++; i < n; i = next++) fn(i);
-  };
-  std::vector<std::thread> pool;
-  try {
-    for (std::size_t w = 1; w < std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n); ++w) {
-      pool.emplace_back(work);
-    }
-  } catch (const std::system_error&) {
-    // the threads started and the caller's do the work
-  }
-  work();
-  for (std::thread& t : pool) t.join();
-}
 
 }  // namespace
 
@@ -147,7 +125,7 @@ Result<PixelRows> ImageProcessor::process(std::span<const ImageInput> images) co
     return std::nullopt;
   };
   // Every grid from headers (or pixel shapes) first, so that one buffer holds all rows.
-  parallel(n, impl_->threads, [&](std::size_t i) {
+  core::parallel(n, impl_->threads, [&](std::size_t i) {
     Result<vision::Grid> g = Error(ErrorCode::kInternal, "unset");
     if (images[i].pixels != nullptr) {
       g = proc.plan(images[i].height, images[i].width);
@@ -168,7 +146,7 @@ Result<PixelRows> ImageProcessor::process(std::span<const ImageInput> images) co
   auto buffer = std::make_shared<core::Buffer>(impl_->pool.acquire(static_cast<std::size_t>(offsets[n]) * row_bytes));
   auto* data = reinterpret_cast<std::uint8_t*>(buffer->data());
   // Decode, resize and patchify each image into its rows.
-  parallel(n, impl_->threads, [&](std::size_t i) {
+  core::parallel(n, impl_->threads, [&](std::size_t i) {
     const ImageInput& in = images[i];
     std::uint8_t* dest = data + static_cast<std::size_t>(offsets[i]) * row_bytes;
     Result<vision::Grid> r = Error(ErrorCode::kInternal, "unset");

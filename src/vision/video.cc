@@ -9,9 +9,8 @@
 #include <vector>
 
 #if MMFEED_VIDEO
+#include "media/ffmpeg.h"
 extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
 #include <libavutil/display.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
@@ -54,61 +53,11 @@ std::string video_libraries() {
 
 namespace {
 
-std::string av_message(int status) {
-  char text[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(status, text, sizeof text);
-  return text;
-}
+using media::av_message;
+using media::FrameCloser;
+using media::PacketCloser;
+using media::PacketPtr;
 
-// The bytes FFmpeg reads, through an AVIOContext.
-struct MemoryReader {
-  std::span<const std::byte> bytes;
-  std::int64_t position = 0;
-
-  static int read(void* opaque, std::uint8_t* out, int size) {
-    auto* self = static_cast<MemoryReader*>(opaque);
-    const std::int64_t left = static_cast<std::int64_t>(self->bytes.size()) - self->position;
-    if (left <= 0) return AVERROR_EOF;
-    const int n = static_cast<int>(std::min<std::int64_t>(left, size));
-    std::memcpy(out, self->bytes.data() + self->position, static_cast<std::size_t>(n));
-    self->position += n;
-    return n;
-  }
-  static std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
-    auto* self = static_cast<MemoryReader*>(opaque);
-    const auto size = static_cast<std::int64_t>(self->bytes.size());
-    if (whence == AVSEEK_SIZE) return size;
-    std::int64_t to = offset;
-    switch (whence & ~AVSEEK_FORCE) {
-      case SEEK_SET: break;
-      case SEEK_CUR: to += self->position; break;
-      case SEEK_END: to += size; break;
-      default: return AVERROR(EINVAL);
-    }
-    if (to < 0 || to > size) return AVERROR(EINVAL);
-    self->position = to;
-    return to;
-  }
-};
-
-struct FormatCloser {
-  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
-};
-struct IoCloser {
-  void operator()(AVIOContext* io) const {
-    av_freep(&io->buffer);
-    avio_context_free(&io);
-  }
-};
-struct CodecCloser {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
-};
-struct PacketCloser {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct FrameCloser {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
 struct ScaleCloser {
   void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
@@ -127,31 +76,11 @@ Status check_frame_size(int width, int height, const VideoLimits& limits) {
 class Container {
  public:
   static Result<std::unique_ptr<Container> > open(std::span<const std::byte> bytes, const VideoLimits& limits) {
-    // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
-    static std::once_flag quiet;
-    std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
     auto c = std::unique_ptr<Container>(new Container);
-    c->reader_.bytes = bytes;
-    constexpr int kBuffer = 1 << 16;
-    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
-    if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the read buffer");
-    c->io_.reset(
-        avio_alloc_context(buffer, kBuffer, 0, &c->reader_, &MemoryReader::read, nullptr, &MemoryReader::seek));
-    if (!c->io_) {
-      av_free(buffer);
-      return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the reader");
-    }
-    AVFormatContext* format = avformat_alloc_context();
-    if (format == nullptr) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the demuxer");
-    format->pb = c->io_.get();
-    format->flags |= AVFMT_FLAG_CUSTOM_IO;
-    if (int status = avformat_open_input(&format, nullptr, nullptr, nullptr); status < 0) {
-      return Error(ErrorCode::kCorruptData, "video: not a container FFmpeg reads (" + av_message(status) + ")");
-    }
-    c->format_.reset(format);
-    if (int status = avformat_find_stream_info(format, nullptr); status < 0) {
-      return Error(ErrorCode::kCorruptData, "video: cannot read the streams (" + av_message(status) + ")");
-    }
+    auto file = media::MediaFile::open(bytes, "video");
+    if (!file.ok()) return std::move(file).error();
+    c->file_ = std::move(*file);
+    AVFormatContext* format = c->file_->format();
     const int any = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (any < 0) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
     const AVCodec* codec = nullptr;
@@ -166,8 +95,8 @@ class Container {
     return c;
   }
 
-  AVFormatContext* format() { return format_.get(); }
-  AVStream* stream() { return format_->streams[stream_]; }
+  AVFormatContext* format() { return file_->format(); }
+  AVStream* stream() { return format()->streams[stream_]; }
   int width() { return stream()->codecpar->width; }
   int height() { return stream()->codecpar->height; }
   int stream_index() const { return stream_; }
@@ -175,9 +104,7 @@ class Container {
 
  private:
   Container() = default;
-  MemoryReader reader_;
-  std::unique_ptr<AVIOContext, IoCloser> io_;
-  std::unique_ptr<AVFormatContext, FormatCloser> format_;  // closed before io_ (declared after it)
+  std::unique_ptr<media::MediaFile> file_;
   int stream_ = -1;
   const AVCodec* codec_ = nullptr;
 };
@@ -246,7 +173,6 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
 
 namespace {
 
-using PacketPtr = std::unique_ptr<AVPacket, PacketCloser>;
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
 // The stream's packets, in decoding order (the file is in memory already; so are they now).
@@ -401,18 +327,9 @@ class DecodePass {
     frames_seen = 0;
     kept = 0;
     consistent = true;
-    AVStream* stream = c_.stream();
-    decoder_.reset(avcodec_alloc_context3(c_.codec()));
-    if (!decoder_) return Error(ErrorCode::kResourceExhausted, "video: cannot allocate the decoder");
-    if (avcodec_parameters_to_context(decoder_.get(), stream->codecpar) < 0) {
-      return Error(ErrorCode::kCorruptData, "video: the stream's codec parameters are unusable");
-    }
-    decoder_->thread_count = 1;  // one video per worker thread
-    decoder_->pkt_timebase = stream->time_base;
-    if (int status = avcodec_open2(decoder_.get(), c_.codec(), nullptr); status < 0) {
-      return Error(ErrorCode::kUnsupported,
-                   std::string("video: cannot open the ") + c_.codec()->name + " decoder (" + av_message(status) + ")");
-    }
+    auto decoder = media::open_decoder(c_.stream(), c_.codec(), "video");
+    if (!decoder.ok()) return std::move(decoder).error();
+    decoder_ = std::move(*decoder);
     wanted_.assign(static_cast<std::size_t>(places_.shown), false);
     for (std::int64_t i : indices_) {
       if (i < places_.shown) wanted_[static_cast<std::size_t>(i)] = true;
@@ -505,7 +422,7 @@ class DecodePass {
   bool by_time_ = false;
   AVFrame* frame_ = nullptr;
   std::vector<bool> wanted_;
-  std::unique_ptr<AVCodecContext, CodecCloser> decoder_;
+  std::unique_ptr<AVCodecContext, media::CodecCloser> decoder_;
 };
 
 }  // namespace

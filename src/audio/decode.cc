@@ -1,0 +1,351 @@
+#include "audio/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#if MMFEED_VIDEO
+#include "media/ffmpeg.h"
+extern "C" {
+#include <libavutil/channel_layout.h>
+#include <libavutil/common.h>
+#include <libavutil/samplefmt.h>
+}
+#endif
+
+namespace mmfeed::audio {
+
+namespace {
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", s);
+  return text;
+}
+
+// numpy's pairwise sum of n float32 values with stride `step` (numpy/_core/src/umath/loops_utils.h):
+// a plain loop below 8 values, eight partial sums combined as a tree up to 128.
+float pairwise_sum(const float* a, int n, int step) {
+  if (n < 8) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += a[i * step];
+    return sum;
+  }
+  float r[8];
+  for (int j = 0; j < 8; ++j) r[j] = a[j * step];
+  int i = 8;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) r[j] += a[(i + j) * step];
+  }
+  float sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+  for (; i < n; ++i) sum += a[i * step];
+  return sum;
+}
+
+}  // namespace
+
+void mix_to_mono(const float* interleaved, std::size_t frames, int channels, float* out) {
+  if (channels == 1) {
+    std::copy(interleaved, interleaved + frames, out);
+    return;
+  }
+  const auto count = static_cast<float>(channels);
+  for (std::size_t i = 0; i < frames; ++i) {
+    out[i] = pairwise_sum(interleaved + i * static_cast<std::size_t>(channels), channels, 1) / count;
+  }
+}
+
+Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
+  const double start = crop.start.value_or(0.0);
+  if (!std::isfinite(start) || start < 0) {
+    return Error(ErrorCode::kInvalidArgument, "audio_start must be a number of seconds >= 0, not " + seconds_text(start));
+  }
+  FrameRange range;
+  // As librosa: int(offset * sr) frames skipped, int(duration * sr) read.
+  range.first = static_cast<std::int64_t>(start * sample_rate);
+  if (crop.end) {
+    const double end = *crop.end;
+    if (!std::isfinite(end) || end <= start) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "audio_end (" + seconds_text(end) + " s) must come after audio_start (" + seconds_text(start) + " s)");
+    }
+    range.count = static_cast<std::int64_t>((end - start) * sample_rate);
+  }
+  return range;
+}
+
+#if !MMFEED_VIDEO
+
+Result<AudioInfo> probe(std::span<const std::byte>) {
+  return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
+}
+Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, double) {
+  return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
+}
+
+#else
+
+namespace {
+
+using media::av_message;
+
+// The containers librosa reads with libsndfile (soundfile); others it hands to FFmpeg's command
+// line (audioread), which writes 16-bit samples.
+bool read_by_libsndfile(std::string_view demuxer) {
+  for (std::string_view name : {"wav", "w64", "aiff", "au", "caf", "flac", "ogg", "mp3", "voc"}) {
+    if (demuxer == name) return true;
+  }
+  return false;
+}
+
+// Containers whose stated length is exact (a header's sample count): a file holding fewer
+// samples was cut short.
+bool states_exact_length(std::string_view demuxer) {
+  for (std::string_view name : {"wav", "w64", "aiff", "caf", "flac"}) {
+    if (demuxer == name) return true;
+  }
+  return false;
+}
+
+struct Stream {
+  std::unique_ptr<media::MediaFile> file;
+  int index = -1;
+  const AVCodec* codec = nullptr;
+  AVStream* stream = nullptr;
+  int sample_rate = 0;
+  int channels = 0;
+  double stated_seconds = 0;
+  std::string demuxer;
+};
+
+Result<Stream> open_stream(std::span<const std::byte> bytes) {
+  auto file = media::MediaFile::open(bytes, "audio");
+  if (!file.ok()) return std::move(file).error();
+  Stream s;
+  s.file = std::move(*file);
+  AVFormatContext* format = s.file->format();
+  s.demuxer = format->iformat->name;
+  const int any = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+  if (any < 0) return Error(ErrorCode::kCorruptData, "audio: the file holds no audio stream");
+  s.index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &s.codec, 0);
+  if (s.index < 0 || s.codec == nullptr) {
+    return Error(ErrorCode::kUnsupported, std::string("audio: no decoder for codec '") +
+                                              avcodec_get_name(format->streams[any]->codecpar->codec_id) +
+                                              "' in this FFmpeg");
+  }
+  s.stream = format->streams[s.index];
+  // libsndfile decodes Opus with libopus: so does FFmpeg's wrapper of it, where its own decoder
+  // rounds differently.
+  if (s.stream->codecpar->codec_id == AV_CODEC_ID_OPUS) {
+    if (const AVCodec* libopus = avcodec_find_decoder_by_name("libopus")) s.codec = libopus;
+  }
+  s.sample_rate = s.stream->codecpar->sample_rate;
+  s.channels = s.stream->codecpar->ch_layout.nb_channels;
+  if (s.sample_rate <= 0 || s.sample_rate > kMaxSampleRate) {
+    return Error(ErrorCode::kUnsupported, "audio: a sample rate of " + std::to_string(s.sample_rate) +
+                                              " Hz (1 to " + std::to_string(kMaxSampleRate) + " taken)");
+  }
+  if (s.channels <= 0 || s.channels > kMaxChannels) {
+    return Error(ErrorCode::kUnsupported, "audio: " + std::to_string(s.channels) + " channels (1 to " +
+                                              std::to_string(kMaxChannels) + " taken)");
+  }
+  if (s.stream->duration > 0) {
+    s.stated_seconds = static_cast<double>(s.stream->duration) * av_q2d(s.stream->time_base);
+  } else if (format->duration > 0) {
+    s.stated_seconds = static_cast<double>(format->duration) / AV_TIME_BASE;
+  }
+  return s;
+}
+
+// One decoded frame's samples, interleaved, as librosa gets them: libsndfile's scaling of each
+// format, or (`via_int16`) FFmpeg's conversion to 16 bits (libswresample's rounding and
+// truncation) and numpy's 1/32768.
+void to_float(const AVFrame* frame, int channels, bool via_int16, std::vector<float>& out) {
+  const auto format = static_cast<AVSampleFormat>(frame->format);
+  const bool planar = av_sample_fmt_is_planar(format) != 0;
+  const int n = frame->nb_samples;
+  out.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(channels));
+  const AVSampleFormat packed = av_get_packed_sample_fmt(format);
+  for (int c = 0; c < channels; ++c) {
+    const std::uint8_t* base = planar ? frame->extended_data[c] : frame->extended_data[0];
+    const int step = planar ? 1 : channels;
+    const int offset = planar ? 0 : c;
+    float* o = out.data() + c;
+    for (int i = 0; i < n; ++i) {
+      const int at = i * step + offset;
+      float v = 0;
+      if (via_int16) {
+        int s16 = 0;
+        switch (packed) {
+          case AV_SAMPLE_FMT_U8: s16 = (base[at] - 0x80) * 256; break;
+          case AV_SAMPLE_FMT_S16: s16 = reinterpret_cast<const std::int16_t*>(base)[at]; break;
+          case AV_SAMPLE_FMT_S32: s16 = reinterpret_cast<const std::int32_t*>(base)[at] >> 16; break;
+          case AV_SAMPLE_FMT_S64: s16 = static_cast<int>(reinterpret_cast<const std::int64_t*>(base)[at] >> 48); break;
+          case AV_SAMPLE_FMT_FLT:
+            s16 = av_clip_int16(static_cast<int>(std::lrintf(reinterpret_cast<const float*>(base)[at] * (1 << 15))));
+            break;
+          case AV_SAMPLE_FMT_DBL:
+            s16 = av_clip_int16(static_cast<int>(std::lrint(reinterpret_cast<const double*>(base)[at] * (1 << 15))));
+            break;
+          default: break;
+        }
+        v = static_cast<float>(s16) * (1.0f / 32768.0f);
+      } else {
+        switch (packed) {
+          case AV_SAMPLE_FMT_U8: v = static_cast<float>(base[at] - 0x80) * (1.0f / 128.0f); break;
+          case AV_SAMPLE_FMT_S16:
+            v = static_cast<float>(reinterpret_cast<const std::int16_t*>(base)[at]) * (1.0f / 32768.0f);
+            break;
+          case AV_SAMPLE_FMT_S32:
+            v = static_cast<float>(reinterpret_cast<const std::int32_t*>(base)[at]) * (1.0f / 2147483648.0f);
+            break;
+          case AV_SAMPLE_FMT_S64:
+            v = static_cast<float>(reinterpret_cast<const std::int64_t*>(base)[at]) * (1.0f / 9223372036854775808.0f);
+            break;
+          case AV_SAMPLE_FMT_FLT: v = reinterpret_cast<const float*>(base)[at]; break;
+          case AV_SAMPLE_FMT_DBL: v = static_cast<float>(reinterpret_cast<const double*>(base)[at]); break;
+          default: break;
+        }
+      }
+      o[static_cast<std::size_t>(i) * static_cast<std::size_t>(channels)] = v;
+    }
+  }
+}
+
+bool known_format(int format) {
+  switch (av_get_packed_sample_fmt(static_cast<AVSampleFormat>(format))) {
+    case AV_SAMPLE_FMT_U8:
+    case AV_SAMPLE_FMT_S16:
+    case AV_SAMPLE_FMT_S32:
+    case AV_SAMPLE_FMT_S64:
+    case AV_SAMPLE_FMT_FLT:
+    case AV_SAMPLE_FMT_DBL: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+Result<AudioInfo> probe(std::span<const std::byte> bytes) {
+  auto opened = open_stream(bytes);
+  if (!opened.ok()) return std::move(opened).error();
+  AudioInfo info;
+  info.sample_rate = opened->sample_rate;
+  info.channels = opened->channels;
+  info.duration_s = opened->stated_seconds;
+  info.codec = avcodec_get_name(opened->stream->codecpar->codec_id);
+  info.container = opened->demuxer;
+  return info;
+}
+
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds) {
+  auto opened = open_stream(bytes);
+  if (!opened.ok()) return std::move(opened).error();
+  Stream& s = *opened;
+  auto range = frame_range(crop, s.sample_rate);
+  if (!range.ok()) return std::move(range).error();
+  const std::int64_t limit = static_cast<std::int64_t>(max_seconds * s.sample_rate);
+  const std::int64_t stated = static_cast<std::int64_t>(s.stated_seconds * s.sample_rate);
+  // The frames the crop will hold, as far as the container says (0: it does not say).
+  std::int64_t planned = std::max<std::int64_t>(stated - range->first, 0);
+  if (range->count >= 0) planned = stated > 0 ? std::min(range->count, planned) : range->count;
+  const auto too_long = [&](std::int64_t frames) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "audio: " + seconds_text(static_cast<double>(frames) / s.sample_rate) +
+                     " s to load, over the limit of " + seconds_text(max_seconds) + " s (max_audio_seconds)");
+  };
+  if (planned > limit) return too_long(planned);
+
+  auto decoder = media::open_decoder(s.stream, s.codec, "audio");
+  if (!decoder.ok()) return std::move(decoder).error();
+  media::PacketPtr packet(av_packet_alloc());
+  media::FramePtr frame(av_frame_alloc());
+  if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "audio: cannot allocate a packet");
+
+  const bool via_int16 = !read_by_libsndfile(s.demuxer);
+  Waveform out;
+  out.sample_rate = s.sample_rate;
+  out.samples.reserve(static_cast<std::size_t>(std::clamp<std::int64_t>(planned, 0, limit)));
+  const std::int64_t end = range->count >= 0 ? range->first + range->count : INT64_MAX;
+  std::int64_t position = 0;  // frames decoded so far
+  std::vector<float> interleaved;
+  bool finite = true;
+
+  const auto take = [&](AVFrame* f) -> Status {
+    if (f->sample_rate != s.sample_rate || f->ch_layout.nb_channels != s.channels) {
+      return Error(ErrorCode::kUnsupported, "audio: the stream changes its sample rate or channels midway");
+    }
+    if (!known_format(f->format)) {
+      return Error(ErrorCode::kUnsupported, std::string("audio: sample format ") +
+                                                av_get_sample_fmt_name(static_cast<AVSampleFormat>(f->format)));
+    }
+    const std::int64_t from = std::max(range->first, position);
+    const std::int64_t to = std::min(end, position + f->nb_samples);
+    if (to > from) {
+      if (static_cast<std::int64_t>(out.samples.size()) + (to - from) > limit) {
+        return too_long(static_cast<std::int64_t>(out.samples.size()) + (to - from));
+      }
+      to_float(f, s.channels, via_int16, interleaved);
+      const std::size_t first = out.samples.size();
+      out.samples.resize(first + static_cast<std::size_t>(to - from));
+      mix_to_mono(interleaved.data() + static_cast<std::size_t>(from - position) * static_cast<std::size_t>(s.channels),
+                  static_cast<std::size_t>(to - from), s.channels, out.samples.data() + first);
+      for (std::size_t i = first; i < out.samples.size(); ++i) finite = finite && std::isfinite(out.samples[i]);
+    }
+    position += f->nb_samples;
+    return ok_status();
+  };
+  const auto drain = [&]() -> Status {
+    int status = 0;
+    while ((status = avcodec_receive_frame(decoder->get(), frame.get())) >= 0) {
+      Status st = take(frame.get());
+      av_frame_unref(frame.get());
+      if (!st.ok()) return st;
+    }
+    if (status != AVERROR(EAGAIN) && status != AVERROR_EOF) {
+      return Error(ErrorCode::kCorruptData, "audio: the " + std::string(s.codec->name) + " stream does not decode (" +
+                                                av_message(status) + ")");
+    }
+    return ok_status();
+  };
+
+  int status = 0;
+  while (position < end && (status = av_read_frame(s.file->format(), packet.get())) >= 0) {
+    if (packet->stream_index == s.index) {
+      const int sent = avcodec_send_packet(decoder->get(), packet.get());
+      av_packet_unref(packet.get());
+      if (sent < 0 && sent != AVERROR(EAGAIN)) {
+        return Error(ErrorCode::kCorruptData,
+                     "audio: the " + std::string(s.codec->name) + " stream does not decode (" + av_message(sent) + ")");
+      }
+      if (Status st = drain(); !st.ok()) return st.error();
+    } else {
+      av_packet_unref(packet.get());
+    }
+  }
+  if (position < end) {
+    if (status < 0 && status != AVERROR_EOF) {
+      return Error(ErrorCode::kCorruptData, "audio: the container is damaged (" + av_message(status) + ")");
+    }
+    avcodec_send_packet(decoder->get(), nullptr);
+    if (Status st = drain(); !st.ok()) return st.error();
+    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) {
+      return Error(ErrorCode::kCorruptData, "audio: truncated: the container states " + std::to_string(stated) +
+                                                " frames, the file holds " + std::to_string(position));
+    }
+  }
+  if (!finite) return Error(ErrorCode::kCorruptData, "audio: the samples are not finite everywhere (NaN or Inf)");
+  if (out.samples.empty()) {
+    return Error(ErrorCode::kCorruptData, range->first > 0 && position > 0
+                                              ? "audio: audio_start is past the clip's end (" +
+                                                    seconds_text(static_cast<double>(position) / s.sample_rate) + " s)"
+                                              : "audio: the stream holds no samples");
+  }
+  return out;
+}
+
+#endif
+
+}  // namespace mmfeed::audio

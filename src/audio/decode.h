@@ -1,0 +1,48 @@
+// Audio files to mono samples at their own rate, as librosa.load(path, sr=None, mono=True,
+// offset, duration) reads them: decoded with FFmpeg's libraries, scaled as libsndfile scales each
+// sample format (or, for the containers libsndfile does not read, through 16-bit samples as
+// librosa's FFmpeg fallback gets them), cropped, and averaged over the channels in numpy's order.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mmfeed/audio.h"
+#include "mmfeed/error.h"
+
+namespace mmfeed::audio {
+
+inline constexpr int kMaxSampleRate = 768000;
+inline constexpr int kMaxChannels = 64;
+
+struct Crop {
+  std::optional<double> start;  // seconds
+  std::optional<double> end;
+};
+
+struct Waveform {
+  int sample_rate = 0;
+  std::vector<float> samples;  // mono
+};
+
+Result<AudioInfo> probe(std::span<const std::byte> bytes);
+
+// `max_seconds` bounds the cropped clip: refused from the container's stated duration before
+// decoding, and again while decoding (a container may understate it).
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds);
+
+// Averages `channels` interleaved channels of `frames` frames into `out` as numpy's mean over the
+// channel axis does (float32 pairwise summation, then one division).
+void mix_to_mono(const float* interleaved, std::size_t frames, int channels, float* out);
+
+// The crop as frames of a `sample_rate` stream: [first, first + count), count -1 for to the end;
+// kInvalidArgument for a negative start or an end before the start.
+struct FrameRange {
+  std::int64_t first = 0;
+  std::int64_t count = -1;
+};
+Result<FrameRange> frame_range(const Crop& crop, int sample_rate);
+
+}  // namespace mmfeed::audio

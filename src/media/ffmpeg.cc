@@ -1,0 +1,95 @@
+#include "media/ffmpeg.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+namespace mmfeed::media {
+
+std::string av_message(int status) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(status, text, sizeof text);
+  return text;
+}
+
+int MediaFile::Reader::read(void* opaque, std::uint8_t* out, int size) {
+  auto* self = static_cast<Reader*>(opaque);
+  const std::int64_t left = static_cast<std::int64_t>(self->bytes.size()) - self->position;
+  if (left <= 0) return AVERROR_EOF;
+  const int n = static_cast<int>(std::min<std::int64_t>(left, size));
+  std::memcpy(out, self->bytes.data() + self->position, static_cast<std::size_t>(n));
+  self->position += n;
+  return n;
+}
+
+std::int64_t MediaFile::Reader::seek(void* opaque, std::int64_t offset, int whence) {
+  auto* self = static_cast<Reader*>(opaque);
+  const auto size = static_cast<std::int64_t>(self->bytes.size());
+  if (whence == AVSEEK_SIZE) return size;
+  std::int64_t to = offset;
+  switch (whence & ~AVSEEK_FORCE) {
+    case SEEK_SET: break;
+    case SEEK_CUR: to += self->position; break;
+    case SEEK_END: to += size; break;
+    default: return AVERROR(EINVAL);
+  }
+  if (to < 0 || to > size) return AVERROR(EINVAL);
+  self->position = to;
+  return to;
+}
+
+void MediaFile::IoCloser::operator()(AVIOContext* io) const {
+  av_freep(&io->buffer);
+  avio_context_free(&io);
+}
+
+MediaFile::~MediaFile() = default;
+
+Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> bytes, std::string_view what) {
+  // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
+  static std::once_flag quiet;
+  std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
+  const std::string prefix = std::string(what) + ": ";
+  auto file = std::unique_ptr<MediaFile>(new MediaFile);
+  file->reader_.bytes = bytes;
+  constexpr int kBuffer = 1 << 16;
+  auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
+  if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the read buffer");
+  file->io_.reset(
+      avio_alloc_context(buffer, kBuffer, 0, &file->reader_, &Reader::read, nullptr, &Reader::seek));
+  if (!file->io_) {
+    av_free(buffer);
+    return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the reader");
+  }
+  AVFormatContext* format = avformat_alloc_context();
+  if (format == nullptr) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the demuxer");
+  format->pb = file->io_.get();
+  format->flags |= AVFMT_FLAG_CUSTOM_IO;
+  if (int status = avformat_open_input(&format, nullptr, nullptr, nullptr); status < 0) {
+    return Error(ErrorCode::kCorruptData, prefix + "not a container FFmpeg reads (" + av_message(status) + ")");
+  }
+  file->format_.reset(format);
+  if (int status = avformat_find_stream_info(format, nullptr); status < 0) {
+    return Error(ErrorCode::kCorruptData, prefix + "cannot read the streams (" + av_message(status) + ")");
+  }
+  return file;
+}
+
+Result<std::unique_ptr<AVCodecContext, CodecCloser> > open_decoder(AVStream* stream, const AVCodec* codec,
+                                                                   std::string_view what) {
+  const std::string prefix = std::string(what) + ": ";
+  std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
+  if (!decoder) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the decoder");
+  if (avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0) {
+    return Error(ErrorCode::kCorruptData, prefix + "the stream's codec parameters are unusable");
+  }
+  decoder->thread_count = 1;  // one file per worker thread
+  decoder->pkt_timebase = stream->time_base;
+  if (int status = avcodec_open2(decoder.get(), codec, nullptr); status < 0) {
+    return Error(ErrorCode::kUnsupported,
+                 prefix + "cannot open the " + codec->name + " decoder (" + av_message(status) + ")");
+  }
+  return decoder;
+}
+
+}  // namespace mmfeed::media

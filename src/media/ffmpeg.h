@@ -1,0 +1,71 @@
+// FFmpeg's plumbing shared by the video decoder (vision/video.cc) and the audio decoder
+// (audio/decode.cc): a container opened from bytes in memory, and the owners of FFmpeg's objects.
+// Built only with FFmpeg (MMFEED_VIDEO=ON).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+}
+
+#include "mmfeed/error.h"
+
+namespace mmfeed::media {
+
+// FFmpeg's words for a negative status.
+std::string av_message(int status);
+
+struct FormatCloser {
+  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
+};
+struct CodecCloser {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+struct PacketCloser {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+struct FrameCloser {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+using PacketPtr = std::unique_ptr<AVPacket, PacketCloser>;
+using FramePtr = std::unique_ptr<AVFrame, FrameCloser>;
+
+// A container read from `bytes` (which must outlive it), its streams' parameters found. FFmpeg's
+// own log stays quiet: the errors returned carry the reason, prefixed with `what` ("video").
+class MediaFile {
+ public:
+  static Result<std::unique_ptr<MediaFile> > open(std::span<const std::byte> bytes, std::string_view what);
+  MediaFile(const MediaFile&) = delete;
+  MediaFile& operator=(const MediaFile&) = delete;
+  ~MediaFile();
+
+  AVFormatContext* format() { return format_.get(); }
+
+ private:
+  struct Reader {
+    std::span<const std::byte> bytes;
+    std::int64_t position = 0;
+    static int read(void* opaque, std::uint8_t* out, int size);
+    static std::int64_t seek(void* opaque, std::int64_t offset, int whence);
+  };
+  struct IoCloser {
+    void operator()(AVIOContext* io) const;
+  };
+  MediaFile() = default;
+  Reader reader_;
+  std::unique_ptr<AVIOContext, IoCloser> io_;
+  std::unique_ptr<AVFormatContext, FormatCloser> format_;  // closed before io_ (declared after it)
+};
+
+// A decoder opened for `stream` of `file`, on one thread (the engine's pool runs many files at once).
+Result<std::unique_ptr<AVCodecContext, CodecCloser> > open_decoder(AVStream* stream, const AVCodec* codec,
+                                                                   std::string_view what);
+
+}  // namespace mmfeed::media
