@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -109,6 +110,27 @@ bool states_exact_length(std::string_view demuxer) {
   return false;
 }
 
+// A RIFF/WAVE file whose data chunk states more bytes than the file holds was cut short (FFmpeg
+// reads the rest as the whole clip). Sizes of 0 and from 0x7ffff000 up are what streaming writers
+// leave when they cannot come back to fill them in: unknown, not a cut.
+bool wav_cut_short(std::span<const std::byte> bytes) {
+  const auto u32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint32_t>(bytes[at + static_cast<std::size_t>(i)]);
+    return v;
+  };
+  const auto tag = [&](std::size_t at, const char* name) {
+    return std::memcmp(bytes.data() + at, name, 4) == 0;
+  };
+  if (bytes.size() < 12 || !tag(0, "RIFF") || !tag(8, "WAVE")) return false;
+  for (std::size_t at = 12; at + 8 <= bytes.size();) {
+    const std::uint64_t size = u32(at + 4);
+    if (tag(at, "data")) return size != 0 && size < 0x7ffff000 && at + 8 + size > bytes.size();
+    at += 8 + size + (size & 1);
+  }
+  return false;
+}
+
 struct Stream {
   std::unique_ptr<media::MediaFile> file;
   int index = -1;
@@ -136,9 +158,9 @@ Result<Stream> open_stream(std::span<const std::byte> bytes) {
                                               "' in this FFmpeg");
   }
   s.stream = format->streams[s.index];
-  // libsndfile decodes Opus with libopus: so does FFmpeg's wrapper of it, where its own decoder
-  // rounds differently.
-  if (s.stream->codecpar->codec_id == AV_CODEC_ID_OPUS) {
+  // libsndfile decodes Opus with libopus: so does FFmpeg's wrapper of it, where FFmpeg's own
+  // decoder (the one its command line, librosa's fallback, uses) rounds differently.
+  if (s.stream->codecpar->codec_id == AV_CODEC_ID_OPUS && read_by_libsndfile(s.demuxer)) {
     if (const AVCodec* libopus = avcodec_find_decoder_by_name("libopus")) s.codec = libopus;
   }
   s.sample_rate = s.stream->codecpar->sample_rate;
@@ -264,6 +286,9 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
   media::FramePtr frame(av_frame_alloc());
   if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "audio: cannot allocate a packet");
 
+  if (s.demuxer == "wav" && wav_cut_short(bytes)) {
+    return Error(ErrorCode::kCorruptData, "audio: truncated: the WAV data chunk states more bytes than the file holds");
+  }
   const bool via_int16 = !read_by_libsndfile(s.demuxer);
   Waveform out;
   out.sample_rate = s.sample_rate;
@@ -297,6 +322,15 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
     position += f->nb_samples;
     return ok_status();
   };
+  // A decoding error in a container stating its exact length, before that length: cut short.
+  const auto broken = [&](int status) {
+    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) {
+      return Error(ErrorCode::kCorruptData, "audio: truncated: the container states " + std::to_string(stated) +
+                                                " frames, the file holds " + std::to_string(position));
+    }
+    return Error(ErrorCode::kCorruptData,
+                 "audio: the " + std::string(s.codec->name) + " stream does not decode (" + av_message(status) + ")");
+  };
   const auto drain = [&]() -> Status {
     int status = 0;
     while ((status = avcodec_receive_frame(decoder->get(), frame.get())) >= 0) {
@@ -304,10 +338,7 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
       av_frame_unref(frame.get());
       if (!st.ok()) return st;
     }
-    if (status != AVERROR(EAGAIN) && status != AVERROR_EOF) {
-      return Error(ErrorCode::kCorruptData, "audio: the " + std::string(s.codec->name) + " stream does not decode (" +
-                                                av_message(status) + ")");
-    }
+    if (status != AVERROR(EAGAIN) && status != AVERROR_EOF) return broken(status);
     return ok_status();
   };
 
@@ -316,10 +347,7 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
     if (packet->stream_index == s.index) {
       const int sent = avcodec_send_packet(decoder->get(), packet.get());
       av_packet_unref(packet.get());
-      if (sent < 0 && sent != AVERROR(EAGAIN)) {
-        return Error(ErrorCode::kCorruptData,
-                     "audio: the " + std::string(s.codec->name) + " stream does not decode (" + av_message(sent) + ")");
-      }
+      if (sent < 0 && sent != AVERROR(EAGAIN)) return broken(sent);
       if (Status st = drain(); !st.ok()) return st.error();
     } else {
       av_packet_unref(packet.get());
@@ -331,10 +359,7 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
     }
     avcodec_send_packet(decoder->get(), nullptr);
     if (Status st = drain(); !st.ok()) return st.error();
-    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) {
-      return Error(ErrorCode::kCorruptData, "audio: truncated: the container states " + std::to_string(stated) +
-                                                " frames, the file holds " + std::to_string(position));
-    }
+    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) return broken(AVERROR_EOF);
   }
   if (!finite) return Error(ErrorCode::kCorruptData, "audio: the samples are not finite everywhere (NaN or Inf)");
   if (out.samples.empty()) {
