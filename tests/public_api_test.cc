@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
+#include "mmfeed/audio.h"
 #include "mmfeed/config_file.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
@@ -157,6 +159,29 @@ TEST(PublicApiTest, NormalizeTablesHoldTheModelsMeanAndStd) {
   EXPECT_NEAR(t->values[0][255], (1.0f - 0.48145466f) / 0.26862954f, 1e-5f);
   EXPECT_EQ(t->patch_size, 14);
   EXPECT_FALSE(normalize_tables("nope").ok());
+}
+
+TEST(PublicApiTest, TheAudioProcessorPadsClipsAsTheModelAndNamesABadOne) {
+  std::vector<float> tone(16000);
+  for (std::size_t i = 0; i < tone.size(); ++i) tone[i] = 0.5f * static_cast<float>(std::sin(0.1 * static_cast<double>(i)));
+  auto proc = AudioProcessor::create({.model = "qwen3-omni"});
+  ASSERT_TRUE(proc.ok()) << proc.error().message();
+  AudioInput clips[2];
+  clips[0].samples = tone;
+  clips[1].samples = std::span(tone).first(8000);
+  auto f = proc->process(clips);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_EQ(f->frames, 100u);  // padded to the longest clip: 1 s
+  EXPECT_EQ(f->features.size(), 2u * 128u * 100u);
+  EXPECT_EQ(f->valid_frames, (std::vector<std::int64_t>{100, 50}));
+  EXPECT_EQ(f->tokens, (std::vector<std::int64_t>{13, 7}));
+  EXPECT_EQ(std::count(f->mask.begin(), f->mask.begin() + 100, 1), 100);
+  const std::byte garbage[16] = {};
+  clips[1].encoded = garbage;
+  auto bad = proc->process(clips);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message().rfind("audio 1: ", 0), 0u) << bad.error().message();
+  EXPECT_FALSE(AudioProcessor::create({.model = "qwen2-vl"}).ok());
 }
 
 TEST(PublicApiTest, AConfigFileSetsOptionsAndSourcesAsTheCliReadsIt) {
