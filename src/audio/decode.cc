@@ -143,12 +143,19 @@ struct Stream {
 };
 
 Result<Stream> open_stream(std::span<const std::byte> bytes) {
-  auto file = media::MediaFile::open(bytes, "audio");
+  auto file = media::MediaFile::open(bytes, "audio", /*probe_packets=*/false);
   if (!file.ok()) return std::move(file).error();
   Stream s;
   s.file = std::move(*file);
   AVFormatContext* format = s.file->format();
   s.demuxer = format->iformat->name;
+  // Headers that state the codec, rate and channels need no packets read ahead.
+  const bool header_complete = format->nb_streams == 1 && states_exact_length(s.demuxer) &&
+                      format->streams[0]->codecpar->sample_rate > 0 &&
+                      format->streams[0]->codecpar->ch_layout.nb_channels > 0;
+  if (!header_complete) {
+    if (Status st = s.file->find_stream_info(); !st.ok()) return std::move(st).error();
+  }
   const int any = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
   if (any < 0) return Error(ErrorCode::kCorruptData, "audio: the file holds no audio stream");
   s.index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &s.codec, 0);

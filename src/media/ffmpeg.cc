@@ -45,7 +45,8 @@ void MediaFile::IoCloser::operator()(AVIOContext* io) const {
 
 MediaFile::~MediaFile() = default;
 
-Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> bytes, std::string_view what) {
+Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> bytes, std::string_view what,
+                                                     bool probe_packets) {
   // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
   static std::once_flag quiet;
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
@@ -65,14 +66,20 @@ Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> b
   if (format == nullptr) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the demuxer");
   format->pb = file->io_.get();
   format->flags |= AVFMT_FLAG_CUSTOM_IO;
+  if (!probe_packets) format->max_probe_packets = 0;  // read before the streams are made, at open
   if (int status = avformat_open_input(&format, nullptr, nullptr, nullptr); status < 0) {
     return Error(ErrorCode::kCorruptData, prefix + "not a container FFmpeg reads (" + av_message(status) + ")");
   }
   file->format_.reset(format);
-  if (int status = avformat_find_stream_info(format, nullptr); status < 0) {
-    return Error(ErrorCode::kCorruptData, prefix + "cannot read the streams (" + av_message(status) + ")");
-  }
+  file->what_ = what;
   return file;
+}
+
+Status MediaFile::find_stream_info() {
+  if (int status = avformat_find_stream_info(format_.get(), nullptr); status < 0) {
+    return Error(ErrorCode::kCorruptData, what_ + ": cannot read the streams (" + av_message(status) + ")");
+  }
+  return ok_status();
 }
 
 Result<std::unique_ptr<AVCodecContext, CodecCloser> > open_decoder(AVStream* stream, const AVCodec* codec,

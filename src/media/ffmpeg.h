@@ -37,11 +37,17 @@ struct FrameCloser {
 using PacketPtr = std::unique_ptr<AVPacket, PacketCloser>;
 using FramePtr = std::unique_ptr<AVFrame, FrameCloser>;
 
-// A container read from `bytes` (which must outlive it), its streams' parameters found. FFmpeg's
-// own log stays quiet: the errors returned carry the reason, prefixed with `what` ("video").
+// A container read from `bytes` (which must outlive it). FFmpeg's own log stays quiet: the
+// errors returned carry the reason, prefixed with `what` ("video").
 class MediaFile {
  public:
-  static Result<std::unique_ptr<MediaFile> > open(std::span<const std::byte> bytes, std::string_view what);
+  // `probe_packets`: whether a stream whose demuxer doubts its codec (PCM in a WAV may hold AC-3
+  // or DTS) has its packets probed for another; libsndfile never does, and it costs more than decoding.
+  static Result<std::unique_ptr<MediaFile> > open(std::span<const std::byte> bytes, std::string_view what,
+                                                  bool probe_packets = true);
+  // Reads packets (and decodes some) to fill in the streams' parameters the header does not
+  // state; costly where a demuxer asks for its packets to be probed (PCM in WAV: ~1 ms a second).
+  Status find_stream_info();
   MediaFile(const MediaFile&) = delete;
   MediaFile& operator=(const MediaFile&) = delete;
   ~MediaFile();
@@ -59,6 +65,7 @@ class MediaFile {
     void operator()(AVIOContext* io) const;
   };
   MediaFile() = default;
+  std::string what_;
   Reader reader_;
   std::unique_ptr<AVIOContext, IoCloser> io_;
   std::unique_ptr<AVFormatContext, FormatCloser> format_;  // closed before io_ (declared after it)

@@ -80,6 +80,7 @@ class Container {
     auto file = media::MediaFile::open(bytes, "video");
     if (!file.ok()) return std::move(file).error();
     c->file_ = std::move(*file);
+    if (Status st = c->file_->find_stream_info(); !st.ok()) return std::move(st).error();
     AVFormatContext* format = c->file_->format();
     const int any = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (any < 0) return Error(ErrorCode::kCorruptData, "video: the file holds no video stream");
