@@ -1,9 +1,10 @@
 // transformers' WhisperFeatureExtractor as the Qwen Omni processors call it: 128 slaney mel bins
 // over 0-8000 Hz of a 400-point periodic-Hann STFT every 160 samples (reflect-padded centre,
 // power, the last frame dropped), log10 floored at 1e-10 and at the clip's max - 8, (x + 4) / 4.
-// Computed in float64 (FFTW) where the reference's torch path runs in float32: equal to it within
-// float32's rounding where the spectrum is above the floor's neighbourhood (see
-// tests/python/audio/test_features.py for the measured tolerances and why).
+// The transform and the mel energies in float64 (FFTW) where the reference's torch path runs in
+// float32; the energies rounded to float32 and their log10 in float32, as the reference takes it.
+// Equal to it within float32's rounding where the spectrum is above the floor's neighbourhood
+// (tests/python/audio/test_audio_features.py: the tolerances and why).
 #pragma once
 
 #include <cstddef>

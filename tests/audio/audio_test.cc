@@ -9,6 +9,7 @@
 
 #include "audio/decode.h"
 #include "audio/features.h"
+#include "audio/log10.h"
 #include "audio/profile.h"
 #include "audio/resample.h"
 
@@ -110,6 +111,21 @@ TEST(LogMel, FramesPastTheSignalAreTheFloorAndAPrefixIsTheWhole) {
     for (std::size_t t = 0; t < 30; ++t) EXPECT_EQ(part[m * 30 + t], whole[m * frames + t]);
     for (std::size_t t = 24; t < frames; ++t) EXPECT_EQ(whole[m * frames + t], lowest) << m << " " << t;
   }
+}
+
+TEST(Log10, TheSimdKernelIsWithinTwoUlpOfTheScalarReferenceAndFloorsAt1e10) {
+  std::vector<float> x;
+  for (float v = 1e-12f; v < 1e9f; v *= 1.0137f) x.push_back(v);
+  x.push_back(0.0f);
+  std::vector<float> simd = x, scalar = x;
+  log10_floored(simd.data(), simd.size(), true);
+  log10_floored(scalar.data(), scalar.size(), false);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float ulp = std::nextafter(std::fabs(scalar[i]), INFINITY) - std::fabs(scalar[i]);
+    EXPECT_LE(std::fabs(simd[i] - scalar[i]), 2 * ulp) << x[i];
+  }
+  EXPECT_EQ(scalar.back(), -10.0f);
+  EXPECT_EQ(simd.back(), -10.0f);
 }
 
 TEST(Resample, LengthIsLibrosasCeilingAndEqualRatesCopy) {
