@@ -25,7 +25,7 @@ build: setup
 	  -C cmake.define.MMFEED_BUILD_TESTS=ON -C cmake.define.MMFEED_BUILD_BENCH=ON \
 	  -C cmake.define.MMFEED_WERROR=$(WERROR) . \
 	  2> >(grep -v '^WARNING: Location' >&2)
-	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench; mmfeed installed in $(VENV)"
+	@echo "built: build/mmfeed, build/core_test, build/core_bench, build/vision_bench, build/audio_bench; mmfeed installed in $(VENV)"
 
 # docs/options.md from the option table (tests/python/tools/test_docs.py fails when it is stale).
 docs: build
@@ -127,9 +127,11 @@ demo: build
 bench: build test-oracles
 	build/core_bench
 	build/vision_bench
+	build/audio_bench
 	$(PY) bench/fetch.py
 	$(PY) bench/vision.py
 	$(PY) bench/video.py
+	$(PY) bench/audio.py
 	$(PY) bench/text.py
 	build/mmfeed bench --out bench-results
 

@@ -34,7 +34,10 @@ SPEECH = "Training a vision language model needs data, and the data is rarely wh
 CLIPS = {  # name: (ffmpeg input, output arguments); "speech" is espeak-ng's 22,050 Hz clip
     "speech-22k.wav": (None, []),
     "speech-48k.flac": ("speech", ["-ar", "48000"]),
-    "noise-30s-44k-stereo.flac": (["-f", "lavfi", "-i", "anoisesrc=d=30:c=pink:r=44100:a=0.3,aformat=channel_layouts=stereo"], []),
+    "noise-30s-44k-stereo.flac": (
+        ["-f", "lavfi", "-i", "anoisesrc=d=30:c=pink:r=44100:a=0.3,aformat=channel_layouts=stereo"],
+        [],
+    ),
     "noise-2min-44k.mp3": (["-f", "lavfi", "-i", "anoisesrc=d=120:c=brown:r=44100:a=0.3"], ["-b:a", "128k"]),
     "tones-10s-48k.m4a": (["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=10"], ["-c:a", "aac"]),
     "speech-44k.ogg": ("speech", ["-ar", "44100", "-c:a", "libvorbis"]),
@@ -99,7 +102,9 @@ def main() -> int:
         for model in args.models.split(","):
             one = mmfeed.AudioProcessor(model, threads=1)
             print(f"{model}, one thread (best of {args.repeat})")
-            print(f"  {'clip':<28} {'seconds':>7} {'mmfeed ms':>10} {'librosa ms':>11} {'extractor ms':>13} {'speedup':>8} {'max |d|':>9}")
+            print(
+                f"  {'clip':<28} {'seconds':>7} {'mmfeed ms':>10} {'librosa ms':>11} {'extractor ms':>13} {'speedup':>8} {'max |d|':>9}"
+            )
             speedups = []
             for path in clips:
                 ours_s, ours = best(lambda p=path: one([p]), args.repeat)

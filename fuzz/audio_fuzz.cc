@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto resampled = resample(wave->samples, wave->sample_rate, kFeatureRate);
   if (!resampled.ok()) return 0;
   const auto n = wave->samples.size();
-  if (resampled->size() != static_cast<std::size_t>(std::ceil(static_cast<double>(n) * kFeatureRate / wave->sample_rate))) {
+  if (resampled->size() !=
+      static_cast<std::size_t>(std::ceil(static_cast<double>(n) * kFeatureRate / wave->sample_rate))) {
     std::abort();
   }
   const std::size_t padded = std::max<std::size_t>(resampled->size(), kFftSize);

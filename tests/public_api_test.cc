@@ -163,7 +163,8 @@ TEST(PublicApiTest, NormalizeTablesHoldTheModelsMeanAndStd) {
 
 TEST(PublicApiTest, TheAudioProcessorPadsClipsAsTheModelAndNamesABadOne) {
   std::vector<float> tone(16000);
-  for (std::size_t i = 0; i < tone.size(); ++i) tone[i] = 0.5f * static_cast<float>(std::sin(0.1 * static_cast<double>(i)));
+  for (std::size_t i = 0; i < tone.size(); ++i)
+    tone[i] = 0.5f * static_cast<float>(std::sin(0.1 * static_cast<double>(i)));
   auto proc = AudioProcessor::create({.model = "qwen3-omni"});
   ASSERT_TRUE(proc.ok()) << proc.error().message();
   AudioInput clips[2];

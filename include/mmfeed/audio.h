@@ -43,7 +43,7 @@ struct AudioInfo {  // a container's best audio stream
 Result<AudioInfo> probe_audio(std::span<const std::byte> bytes);
 
 struct AudioLoadOptions {
-  int sampling_rate = 16000;  // 0: the file's own rate, not resampled
+  int sampling_rate = 16000;      // 0: the file's own rate, not resampled
   std::optional<double> start{};  // seconds: audio_start
   std::optional<double> end{};    // seconds: audio_end
   double max_seconds = 3600;      // longer clips (after the crop) are refused before they are decoded
@@ -87,9 +87,9 @@ struct AudioInput {
 
 struct AudioFeatures {
   std::size_t clips = 0;
-  std::size_t frames = 0;                 // T: the padded length / 160
-  std::vector<float> features;            // clips x 128 x frames: input_features
-  std::vector<std::int32_t> mask;         // clips x frames: feature_attention_mask
+  std::size_t frames = 0;                  // T: the padded length / 160
+  std::vector<float> features;             // clips x 128 x frames: input_features
+  std::vector<std::int32_t> mask;          // clips x frames: feature_attention_mask
   std::vector<std::int64_t> valid_frames;  // per clip: the mask's sum
   std::vector<std::int64_t> tokens;        // per clip: the audio tokens the model's encoder makes of them
 };

@@ -25,17 +25,18 @@ std::span<const std::byte> bytes_of(const nb::bytes& b) {
 
 // A numpy array owning `values` (moved to the heap), of `shape`.
 template <class T>
-nb::object owned_array(std::vector<T>&& values, std::initializer_list<std::size_t> shape) {
+nb::ndarray<nb::numpy, T> owned_array(std::vector<T>&& values, std::initializer_list<std::size_t> shape) {
   auto* owner = new std::vector<T>(std::move(values));
   nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::cast(nb::ndarray<nb::numpy, T>(owner->data(), shape, capsule));
+  return nb::ndarray<nb::numpy, T>(owner->data(), shape, capsule);
 }
 
 class PyAudioProcessor {
  public:
   PyAudioProcessor(const std::string& model, const std::string& padding, double max_seconds, int threads) {
     const std::optional<AudioPadding> p = parse_choice<AudioPadding>(padding);
-    if (!p) throw nb::value_error(("padding must be " + choice_list<AudioPadding>() + ", not '" + padding + "'").c_str());
+    if (!p)
+      throw nb::value_error(("padding must be " + choice_list<AudioPadding>() + ", not '" + padding + "'").c_str());
     proc_.emplace(value_or_raise(
         AudioProcessor::create({.model = model, .padding = *p, .max_seconds = max_seconds, .threads = threads})));
   }
@@ -65,8 +66,8 @@ class PyAudioProcessor {
       r = proc_->process(inputs);
     }
     AudioFeatures f = value_or_raise(std::move(r));
-    nb::object features = owned_array(std::move(f.features), {f.clips, 128, f.frames});
-    nb::object mask = owned_array(std::move(f.mask), {f.clips, f.frames});
+    auto features = owned_array(std::move(f.features), {f.clips, 128, f.frames});
+    auto mask = owned_array(std::move(f.mask), {f.clips, f.frames});
     return nb::make_tuple(features, mask);
   }
 
@@ -91,8 +92,8 @@ void bind_audio(nb::module_& m) {
         Result<std::vector<float>> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          r = load_audio(bytes_of(data), {.sampling_rate = sampling_rate, .start = start, .end = end,
-                                          .max_seconds = max_seconds});
+          r = load_audio(bytes_of(data),
+                         {.sampling_rate = sampling_rate, .start = start, .end = end, .max_seconds = max_seconds});
         }
         std::vector<float> samples = value_or_raise(std::move(r));
         const std::size_t size = samples.size();

@@ -79,6 +79,31 @@ def simd_target() -> str:
     The SIMD instruction set the resampling kernels dispatched to on this CPU.
     """
 
+class _AudioProcessor:
+    def __init__(self, model: str, padding: str, max_seconds: float, threads: int) -> None: ...
+
+    def process(self, clips: list, starts: Sequence[float | None], ends: Sequence[float | None]) -> tuple: ...
+
+    def tokens(self, frames: int) -> int: ...
+
+def load_audio(data: bytes, sampling_rate: int = 16000, start: float | None = None, end: float | None = None, max_seconds: float = 3600.0) -> NDArray[numpy.float32]:
+    """
+    Mono float32 samples at sampling_rate (0: the file's), as librosa.load(sr=..., offset, duration).
+    """
+
+def resample_audio(samples: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu', writable=False)], from_rate: int, to_rate: int) -> NDArray[numpy.float32]:
+    """
+    Mono float32 samples resampled as librosa.resample(res_type='soxr_hq').
+    """
+
+def probe_audio(data: bytes) -> dict:
+    """
+    The best audio stream's sample rate, channels, stated duration, codec and container.
+    """
+
+def audio_libraries() -> str:
+    """The libraries audio is decoded, resampled and transformed with."""
+
 def render_chat(sample_json: str, template: str, add_generation_prompt: bool, add_vision_id: bool, enable_thinking: bool | None = None) -> str: ...
 
 def encode_conversation(tokenizer: _Tokenizer, sample_json: str, image_grids: Sequence[Sequence[int]], video_grids: Sequence[Sequence[int]], second_per_grid_ts: Sequence[float], video_timestamps: Sequence[Sequence[float]], tokens_per_second: int, template: str, max_length: int, truncation: str, labels: str, mrope: bool, add_vision_id: bool, merge_size: int, train_reasoning: bool) -> dict: ...

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
 from mmfeed import _mmfeed
 
-AudioSource = Union[str, os.PathLike, bytes, np.ndarray]
+AudioSource = str | os.PathLike | bytes | np.ndarray
 
 
 def _encoded_or_samples(item: AudioSource) -> bytes | np.ndarray:

@@ -35,8 +35,8 @@ Result<AudioInfo> probe_audio(std::span<const std::byte> bytes) { return audio::
 
 Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const AudioLoadOptions& options) {
   if (options.sampling_rate < 0 || options.sampling_rate > audio::kMaxSampleRate) {
-    return Error(ErrorCode::kInvalidArgument, "load_audio: sampling_rate must be 0 to " +
-                                                  std::to_string(audio::kMaxSampleRate) + " Hz");
+    return Error(ErrorCode::kInvalidArgument,
+                 "load_audio: sampling_rate must be 0 to " + std::to_string(audio::kMaxSampleRate) + " Hz");
   }
   auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds);
   if (!wave.ok()) return std::move(wave).error();
@@ -128,9 +128,9 @@ Result<AudioFeatures> AudioProcessor::process(std::span<const AudioInput> clips)
     length = 0;
     for (const auto& w : waves) length = std::max(length, w.size());
     if (n > 0 && length <= audio::kFftSize / 2) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "audio: the longest clip has " + std::to_string(length) + " samples; the STFT's reflect padding needs " +
-                       std::to_string(audio::kFftSize / 2 + 1) + " or more");
+      return Error(ErrorCode::kInvalidArgument, "audio: the longest clip has " + std::to_string(length) +
+                                                    " samples; the STFT's reflect padding needs " +
+                                                    std::to_string(audio::kFftSize / 2 + 1) + " or more");
     }
   }
   AudioFeatures out;

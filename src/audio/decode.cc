@@ -61,7 +61,8 @@ void mix_to_mono(const float* interleaved, std::size_t frames, int channels, flo
 Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
   const double start = crop.start.value_or(0.0);
   if (!std::isfinite(start) || start < 0) {
-    return Error(ErrorCode::kInvalidArgument, "audio_start must be a number of seconds >= 0, not " + seconds_text(start));
+    return Error(ErrorCode::kInvalidArgument,
+                 "audio_start must be a number of seconds >= 0, not " + seconds_text(start));
   }
   FrameRange range;
   // As librosa: int(offset * sr) frames skipped, int(duration * sr) read.
@@ -69,8 +70,8 @@ Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
   if (crop.end) {
     const double end = *crop.end;
     if (!std::isfinite(end) || end <= start) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "audio_end (" + seconds_text(end) + " s) must come after audio_start (" + seconds_text(start) + " s)");
+      return Error(ErrorCode::kInvalidArgument, "audio_end (" + seconds_text(end) +
+                                                    " s) must come after audio_start (" + seconds_text(start) + " s)");
     }
     range.count = static_cast<std::int64_t>((end - start) * sample_rate);
   }
@@ -119,9 +120,7 @@ bool wav_cut_short(std::span<const std::byte> bytes) {
     for (int i = 3; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint32_t>(bytes[at + static_cast<std::size_t>(i)]);
     return v;
   };
-  const auto tag = [&](std::size_t at, const char* name) {
-    return std::memcmp(bytes.data() + at, name, 4) == 0;
-  };
+  const auto tag = [&](std::size_t at, const char* name) { return std::memcmp(bytes.data() + at, name, 4) == 0; };
   if (bytes.size() < 12 || !tag(0, "RIFF") || !tag(8, "WAVE")) return false;
   for (std::size_t at = 12; at + 8 <= bytes.size();) {
     const std::uint64_t size = u32(at + 4);
@@ -151,8 +150,8 @@ Result<Stream> open_stream(std::span<const std::byte> bytes) {
   s.demuxer = format->iformat->name;
   // Headers that state the codec, rate and channels need no packets read ahead.
   const bool header_complete = format->nb_streams == 1 && states_exact_length(s.demuxer) &&
-                      format->streams[0]->codecpar->sample_rate > 0 &&
-                      format->streams[0]->codecpar->ch_layout.nb_channels > 0;
+                               format->streams[0]->codecpar->sample_rate > 0 &&
+                               format->streams[0]->codecpar->ch_layout.nb_channels > 0;
   if (!header_complete) {
     if (Status st = s.file->find_stream_info(); !st.ok()) return std::move(st).error();
   }
@@ -173,8 +172,8 @@ Result<Stream> open_stream(std::span<const std::byte> bytes) {
   s.sample_rate = s.stream->codecpar->sample_rate;
   s.channels = s.stream->codecpar->ch_layout.nb_channels;
   if (s.sample_rate <= 0 || s.sample_rate > kMaxSampleRate) {
-    return Error(ErrorCode::kUnsupported, "audio: a sample rate of " + std::to_string(s.sample_rate) +
-                                              " Hz (1 to " + std::to_string(kMaxSampleRate) + " taken)");
+    return Error(ErrorCode::kUnsupported, "audio: a sample rate of " + std::to_string(s.sample_rate) + " Hz (1 to " +
+                                              std::to_string(kMaxSampleRate) + " taken)");
   }
   if (s.channels <= 0 || s.channels > kMaxChannels) {
     return Error(ErrorCode::kUnsupported, "audio: " + std::to_string(s.channels) + " channels (1 to " +
@@ -281,9 +280,9 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
   std::int64_t planned = std::max<std::int64_t>(stated - range->first, 0);
   if (range->count >= 0) planned = stated > 0 ? std::min(range->count, planned) : range->count;
   const auto too_long = [&](std::int64_t frames) {
-    return Error(ErrorCode::kResourceExhausted,
-                 "audio: " + seconds_text(static_cast<double>(frames) / s.sample_rate) +
-                     " s to load, over the limit of " + seconds_text(max_seconds) + " s (max_audio_seconds)");
+    return Error(ErrorCode::kResourceExhausted, "audio: " + seconds_text(static_cast<double>(frames) / s.sample_rate) +
+                                                    " s to load, over the limit of " + seconds_text(max_seconds) +
+                                                    " s (max_audio_seconds)");
   };
   if (planned > limit) return too_long(planned);
 

@@ -2,6 +2,8 @@
 #define HWY_TARGET_INCLUDE "audio/log10.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+// After highway.h, once per target (clang-format keeps the blank line's groups apart).
+
 #include <hwy/contrib/math/math-inl.h>
 
 #ifndef MMFEED_AUDIO_LOG10_COMMON_

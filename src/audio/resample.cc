@@ -31,7 +31,8 @@ Result<std::vector<float>> resample(std::span<const float> samples, int from_rat
   const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
   std::unique_ptr<soxr, SoxrCloser> soxr(soxr_create(from_rate, to_rate, 1, &error, &io, &quality, nullptr));
   if (error != nullptr || !soxr) {
-    return Error(ErrorCode::kResourceExhausted, std::string("resample: libsoxr refused (") + (error ? error : "") + ")");
+    return Error(ErrorCode::kResourceExhausted,
+                 std::string("resample: libsoxr refused (") + (error ? error : "") + ")");
   }
   // Room for what the input and the flush make: libsoxr yields at most ceil(n * ratio) + a few.
   std::vector<float> out(wanted + 64);

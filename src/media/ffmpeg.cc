@@ -46,7 +46,7 @@ void MediaFile::IoCloser::operator()(AVIOContext* io) const {
 MediaFile::~MediaFile() = default;
 
 Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> bytes, std::string_view what,
-                                                     bool probe_packets) {
+                                                    bool probe_packets) {
   // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
   static std::once_flag quiet;
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
@@ -56,8 +56,7 @@ Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> b
   constexpr int kBuffer = 1 << 16;
   auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
   if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the read buffer");
-  file->io_.reset(
-      avio_alloc_context(buffer, kBuffer, 0, &file->reader_, &Reader::read, nullptr, &Reader::seek));
+  file->io_.reset(avio_alloc_context(buffer, kBuffer, 0, &file->reader_, &Reader::read, nullptr, &Reader::seek));
   if (!file->io_) {
     av_free(buffer);
     return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the reader");
