@@ -47,6 +47,9 @@ struct AudioLoadOptions {
   std::optional<double> start{};  // seconds: audio_start
   std::optional<double> end{};    // seconds: audio_end
   double max_seconds = 3600;      // longer clips (after the crop) are refused before they are decoded
+  // Read as qwen-omni-utils reads a video's soundtrack (use_audio_in_video): always through
+  // FFmpeg's 16-bit samples, whatever the container.
+  bool soundtrack = false;
 };
 
 // The clip as mono float32 samples at `sampling_rate`, equal to librosa.load(path, sr, mono=True,
@@ -83,6 +86,7 @@ struct AudioInput {
   std::span<const float> samples{};
   std::optional<double> start{};
   std::optional<double> end{};
+  bool soundtrack = false;  // encoded bytes: a video's soundtrack (AudioLoadOptions::soundtrack)
 };
 
 struct AudioFeatures {

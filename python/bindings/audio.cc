@@ -42,10 +42,12 @@ class PyAudioProcessor {
   }
 
   // (input_features, feature_attention_mask) for a list of bytes / float32 arrays.
-  nb::tuple process(nb::list items, std::vector<std::optional<double>> starts,
-                    std::vector<std::optional<double>> ends) {
+  nb::tuple process(nb::list items, std::vector<std::optional<double>> starts, std::vector<std::optional<double>> ends,
+                    std::vector<bool> soundtracks) {
     const std::size_t n = nb::len(items);
-    if (starts.size() != n || ends.size() != n) throw nb::value_error("starts and ends must match the clips");
+    if (starts.size() != n || ends.size() != n || soundtracks.size() != n) {
+      throw nb::value_error("starts, ends and soundtracks must match the clips");
+    }
     std::vector<AudioInput> inputs(n);
     std::vector<nb::object> keep(n);  // the bytes and arrays the inputs point into
     for (std::size_t i = 0; i < n; ++i) {
@@ -53,6 +55,7 @@ class PyAudioProcessor {
       keep[i] = nb::borrow(h);
       inputs[i].start = starts[i];
       inputs[i].end = ends[i];
+      inputs[i].soundtrack = soundtracks[i];
       if (nb::isinstance<nb::bytes>(h)) {
         inputs[i].encoded = bytes_of(nb::borrow<nb::bytes>(h));
         continue;
@@ -83,24 +86,28 @@ void bind_audio(nb::module_& m) {
   nb::class_<PyAudioProcessor>(m, "_AudioProcessor")
       .def(nb::init<const std::string&, const std::string&, double, int>(), nb::arg("model"), nb::arg("padding"),
            nb::arg("max_seconds"), nb::arg("threads"))
-      .def("process", &PyAudioProcessor::process, nb::arg("clips"), nb::arg("starts"), nb::arg("ends"))
+      .def("process", &PyAudioProcessor::process, nb::arg("clips"), nb::arg("starts"), nb::arg("ends"),
+           nb::arg("soundtracks"))
       .def("tokens", &PyAudioProcessor::tokens, nb::arg("frames"));
   m.def(
       "load_audio",
-      [](nb::bytes data, int sampling_rate, std::optional<double> start, std::optional<double> end,
-         double max_seconds) {
+      [](nb::bytes data, int sampling_rate, std::optional<double> start, std::optional<double> end, double max_seconds,
+         bool soundtrack) {
         Result<std::vector<float>> r = Error(ErrorCode::kInternal, "unset");
         {
           nb::gil_scoped_release release;
-          r = load_audio(bytes_of(data),
-                         {.sampling_rate = sampling_rate, .start = start, .end = end, .max_seconds = max_seconds});
+          r = load_audio(bytes_of(data), {.sampling_rate = sampling_rate,
+                                          .start = start,
+                                          .end = end,
+                                          .max_seconds = max_seconds,
+                                          .soundtrack = soundtrack});
         }
         std::vector<float> samples = value_or_raise(std::move(r));
         const std::size_t size = samples.size();
         return owned_array(std::move(samples), {size});
       },
       nb::arg("data"), nb::arg("sampling_rate") = 16000, nb::arg("start").none() = nb::none(),
-      nb::arg("end").none() = nb::none(), nb::arg("max_seconds") = 3600.0,
+      nb::arg("end").none() = nb::none(), nb::arg("max_seconds") = 3600.0, nb::arg("soundtrack") = false,
       "Mono float32 samples at sampling_rate (0: the file's), as librosa.load(sr=..., offset, duration).");
   m.def(
       "resample_audio",

@@ -82,11 +82,11 @@ def simd_target() -> str:
 class _AudioProcessor:
     def __init__(self, model: str, padding: str, max_seconds: float, threads: int) -> None: ...
 
-    def process(self, clips: list, starts: Sequence[float | None], ends: Sequence[float | None]) -> tuple: ...
+    def process(self, clips: list, starts: Sequence[float | None], ends: Sequence[float | None], soundtracks: Sequence[bool]) -> tuple: ...
 
     def tokens(self, frames: int) -> int: ...
 
-def load_audio(data: bytes, sampling_rate: int = 16000, start: float | None = None, end: float | None = None, max_seconds: float = 3600.0) -> NDArray[numpy.float32]:
+def load_audio(data: bytes, sampling_rate: int = 16000, start: float | None = None, end: float | None = None, max_seconds: float = 3600.0, soundtrack: bool = False) -> NDArray[numpy.float32]:
     """
     Mono float32 samples at sampling_rate (0: the file's), as librosa.load(sr=..., offset, duration).
     """

@@ -46,13 +46,16 @@ def load_audio(
     start: float | None = None,
     end: float | None = None,
     max_seconds: float = 3600.0,
+    soundtrack: bool = False,
 ) -> np.ndarray:
     """The clip as mono float32 samples at `sampling_rate` (0: the file's own), equal to
-    librosa.load(path, sr=sampling_rate, offset=start, duration=end - start)."""
+    librosa.load(path, sr=sampling_rate, offset=start, duration=end - start). soundtrack: read
+    as qwen-omni-utils reads a video's audio (use_audio_in_video): through FFmpeg's 16-bit
+    samples, whatever the container."""
     data = _encoded_or_samples(source)
     if isinstance(data, np.ndarray):
         raise TypeError("load_audio takes a path or encoded bytes")
-    return _mmfeed.load_audio(data, sampling_rate, start, end, max_seconds)
+    return _mmfeed.load_audio(data, sampling_rate, start, end, max_seconds, soundtrack)
 
 
 def resample_audio(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
@@ -90,13 +93,17 @@ class AudioProcessor:
         audios: AudioSource | list[AudioSource],
         audio_start: float | list[float | None] | None = None,
         audio_end: float | list[float | None] | None = None,
+        soundtrack: bool | list[bool] = False,
     ) -> dict[str, np.ndarray]:
         """input_features and feature_attention_mask for one clip or a list; audio_start and
-        audio_end (seconds) crop every clip alike or each its own (a list)."""
+        audio_end (seconds) crop every clip alike or each its own (a list); soundtrack (one for
+        all or a list): the file is a video whose audio is read as qwen-omni-utils reads it for
+        use_audio_in_video (load_audio's soundtrack)."""
         items = audios if isinstance(audios, list) else [audios]
         starts = audio_start if isinstance(audio_start, list) else [audio_start] * len(items)
         ends = audio_end if isinstance(audio_end, list) else [audio_end] * len(items)
-        features, mask = self._core.process([_encoded_or_samples(a) for a in items], starts, ends)
+        tracks = soundtrack if isinstance(soundtrack, list) else [soundtrack] * len(items)
+        features, mask = self._core.process([_encoded_or_samples(a) for a in items], starts, ends, tracks)
         return {"input_features": features, "feature_attention_mask": mask}
 
     def tokens(self, frames: int | np.ndarray) -> int | np.ndarray:

@@ -38,7 +38,8 @@ Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const Au
     return Error(ErrorCode::kInvalidArgument,
                  "load_audio: sampling_rate must be 0 to " + std::to_string(audio::kMaxSampleRate) + " Hz");
   }
-  auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds);
+  auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds,
+                                 options.soundtrack ? audio::Route::kSoundtrack : audio::Route::kLibrosa);
   if (!wave.ok()) return std::move(wave).error();
   if (options.sampling_rate == 0 || options.sampling_rate == wave->sample_rate) return std::move(wave->samples);
   return audio::resample(wave->samples, wave->sample_rate, options.sampling_rate);
@@ -61,6 +62,7 @@ struct AudioProcessor::Impl {
       o.start = clip.start;
       o.end = clip.end;
       o.max_seconds = max_seconds;
+      o.soundtrack = clip.soundtrack;
       return load_audio(clip.encoded, o);
     }
     // As qwen-omni-utils crops an array: samples [int(16000 * start), int(16000 * end)).

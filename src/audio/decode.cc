@@ -83,7 +83,7 @@ Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
 Result<AudioInfo> probe(std::span<const std::byte>) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
-Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, double) {
+Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, double, Route) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
 
@@ -139,15 +139,17 @@ struct Stream {
   int channels = 0;
   double stated_seconds = 0;
   std::string demuxer;
+  bool via_int16 = false;  // the samples through FFmpeg's 16-bit conversion (see to_float)
 };
 
-Result<Stream> open_stream(std::span<const std::byte> bytes) {
+Result<Stream> open_stream(std::span<const std::byte> bytes, Route route) {
   auto file = media::MediaFile::open(bytes, "audio", /*probe_packets=*/false);
   if (!file.ok()) return std::move(file).error();
   Stream s;
   s.file = std::move(*file);
   AVFormatContext* format = s.file->format();
   s.demuxer = format->iformat->name;
+  s.via_int16 = route == Route::kSoundtrack || !read_by_libsndfile(s.demuxer);
   // Headers that state the codec, rate and channels need no packets read ahead.
   const bool header_complete = format->nb_streams == 1 && states_exact_length(s.demuxer) &&
                                format->streams[0]->codecpar->sample_rate > 0 &&
@@ -166,7 +168,7 @@ Result<Stream> open_stream(std::span<const std::byte> bytes) {
   s.stream = format->streams[s.index];
   // libsndfile decodes Opus with libopus: so does FFmpeg's wrapper of it, where FFmpeg's own
   // decoder (the one its command line, librosa's fallback, uses) rounds differently.
-  if (s.stream->codecpar->codec_id == AV_CODEC_ID_OPUS && read_by_libsndfile(s.demuxer)) {
+  if (s.stream->codecpar->codec_id == AV_CODEC_ID_OPUS && !s.via_int16) {
     if (const AVCodec* libopus = avcodec_find_decoder_by_name("libopus")) s.codec = libopus;
   }
   s.sample_rate = s.stream->codecpar->sample_rate;
@@ -257,7 +259,7 @@ bool known_format(int format) {
 }  // namespace
 
 Result<AudioInfo> probe(std::span<const std::byte> bytes) {
-  auto opened = open_stream(bytes);
+  auto opened = open_stream(bytes, Route::kLibrosa);
   if (!opened.ok()) return std::move(opened).error();
   AudioInfo info;
   info.sample_rate = opened->sample_rate;
@@ -268,8 +270,8 @@ Result<AudioInfo> probe(std::span<const std::byte> bytes) {
   return info;
 }
 
-Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds) {
-  auto opened = open_stream(bytes);
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds, Route route) {
+  auto opened = open_stream(bytes, route);
   if (!opened.ok()) return std::move(opened).error();
   Stream& s = *opened;
   auto range = frame_range(crop, s.sample_rate);
@@ -295,7 +297,6 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
   if (s.demuxer == "wav" && wav_cut_short(bytes)) {
     return Error(ErrorCode::kCorruptData, "audio: truncated: the WAV data chunk states more bytes than the file holds");
   }
-  const bool via_int16 = !read_by_libsndfile(s.demuxer);
   Waveform out;
   out.sample_rate = s.sample_rate;
   out.samples.reserve(static_cast<std::size_t>(std::clamp<std::int64_t>(planned, 0, limit)));
@@ -318,7 +319,7 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
       if (static_cast<std::int64_t>(out.samples.size()) + (to - from) > limit) {
         return too_long(static_cast<std::int64_t>(out.samples.size()) + (to - from));
       }
-      to_float(f, s.channels, via_int16, interleaved);
+      to_float(f, s.channels, s.via_int16, interleaved);
       const std::size_t first = out.samples.size();
       out.samples.resize(first + static_cast<std::size_t>(to - from));
       mix_to_mono(interleaved.data() + static_cast<std::size_t>(from - position) * static_cast<std::size_t>(s.channels),

@@ -22,6 +22,11 @@ struct Crop {
   std::optional<double> end;
 };
 
+// How samples become floats: as librosa.load reads the file (libsndfile's scaling, or FFmpeg's
+// 16-bit samples for the containers libsndfile does not read), or always through FFmpeg's 16-bit
+// samples, as qwen-omni-utils reads a video's soundtrack (audioread, whatever the container).
+enum class Route { kLibrosa, kSoundtrack };
+
 struct Waveform {
   int sample_rate = 0;
   std::vector<float> samples;  // mono
@@ -31,7 +36,8 @@ Result<AudioInfo> probe(std::span<const std::byte> bytes);
 
 // `max_seconds` bounds the cropped clip: refused from the container's stated duration before
 // decoding, and again while decoding (a container may understate it).
-Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds);
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds,
+                             Route route = Route::kLibrosa);
 
 // Averages `channels` interleaved channels of `frames` frames into `out` as numpy's mean over the
 // channel axis does (float32 pairwise summation, then one division).

@@ -128,3 +128,24 @@ def test_bad_crops_and_lengths_are_errors(clips):
     with pytest.raises(ValueError, match="over the limit of 2 s"):
         mmfeed.load_audio(data, max_seconds=2.0)
     assert len(mmfeed.load_audio(data, end=1.5, max_seconds=2.0)) == 24000  # the crop is what counts
+
+
+@pytest.mark.parametrize("name", ["tones-44k-stereo.wav", "speech.ogg", "speech-24bit.flac", VIDEO])
+def test_a_soundtrack_is_read_as_qwen_omni_utils_reads_a_videos_audio(clips, name):
+    # use_audio_in_video: qwen-omni-utils hands librosa audioread's FFmpegAudioFile (ffmpeg's
+    # 16-bit samples) whatever the container, cropped by video_start / video_end.
+    from audioread.ffdec import FFmpegAudioFile
+
+    path = clips / name
+    for start, end in [(None, None), (0.25, 1.5)]:
+        offset = start or 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = librosa.load(
+                FFmpegAudioFile(str(path)), sr=16000, offset=offset, duration=None if end is None else end - offset
+            )[0]
+        got = mmfeed.load_audio(path, start=start, end=end, soundtrack=True)
+        np.testing.assert_array_equal(got, want)
+    features = mmfeed.AudioProcessor("qwen3-omni")([path], soundtrack=True)["input_features"]
+    samples = mmfeed.load_audio(path, soundtrack=True)
+    np.testing.assert_array_equal(features, mmfeed.AudioProcessor("qwen3-omni")([samples])["input_features"])
