@@ -80,8 +80,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # datagen, objectstore
 
-import budget  # noqa: E402  (bench/, beside this file)
-import memory  # noqa: E402
+import memory  # noqa: E402  (bench/, beside this file)
 from peers.hf_sample import HFSample  # noqa: E402
 from peers.pipelines import dataloader_batches, naive_batches, spdl_batches  # noqa: E402
 
@@ -632,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", help=argparse.SUPPRESS)
     parser.add_argument("--affinity", help=argparse.SUPPRESS)  # internal: the CPUs the one system runs on
     args = parser.parse_args(argv)
+    import budget  # the driver's alone: a peer in .venv-tv (--image-backend torchvision) has no mmfeed
+
     if args.one:
         if args.affinity:
             os.sched_setaffinity(0, [int(cpu) for cpu in args.affinity.split(",")])
