@@ -38,11 +38,17 @@ Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const Au
     return Error(ErrorCode::kInvalidArgument,
                  "load_audio: sampling_rate must be 0 to " + std::to_string(audio::kMaxSampleRate) + " Hz");
   }
-  auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds,
-                                 options.soundtrack ? audio::Route::kSoundtrack : audio::Route::kLibrosa);
-  if (!wave.ok()) return std::move(wave).error();
-  if (options.sampling_rate == 0 || options.sampling_rate == wave->sample_rate) return std::move(wave->samples);
-  return audio::resample(wave->samples, wave->sample_rate, options.sampling_rate);
+  // A clip within max_seconds may still not fit in memory (768 kHz for an hour is 11 GB): an
+  // error, as every other limit.
+  try {
+    auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds,
+                                   options.soundtrack ? audio::Route::kSoundtrack : audio::Route::kLibrosa);
+    if (!wave.ok()) return std::move(wave).error();
+    if (options.sampling_rate == 0 || options.sampling_rate == wave->sample_rate) return std::move(wave->samples);
+    return audio::resample(wave->samples, wave->sample_rate, options.sampling_rate);
+  } catch (const std::bad_alloc&) {
+    return Error(ErrorCode::kResourceExhausted, "audio: the clip's samples do not fit in memory; lower max_seconds");
+  }
 }
 
 Result<std::vector<float>> resample_audio(std::span<const float> samples, int from_rate, int to_rate) {
@@ -73,7 +79,7 @@ struct AudioProcessor::Impl {
     const std::int64_t last = range->count >= 0 ? std::min(size, first + range->count) : size;
     if (static_cast<double>(last - first) > max_seconds * audio::kFeatureRate) {
       return Error(ErrorCode::kResourceExhausted, "audio: " + std::to_string((last - first) / audio::kFeatureRate) +
-                                                      " s of samples, over the limit of max_audio_seconds");
+                                                      " s of samples, over the limit (max_seconds)");
     }
     std::vector<float> samples(clip.samples.begin() + first, clip.samples.begin() + last);
     for (float v : samples) {

@@ -284,7 +284,7 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
   const auto too_long = [&](std::int64_t frames) {
     return Error(ErrorCode::kResourceExhausted, "audio: " + seconds_text(static_cast<double>(frames) / s.sample_rate) +
                                                     " s to load, over the limit of " + seconds_text(max_seconds) +
-                                                    " s (max_audio_seconds)");
+                                                    " s (max_seconds)");
   };
   if (planned > limit) return too_long(planned);
 
