@@ -631,14 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", help=argparse.SUPPRESS)
     parser.add_argument("--affinity", help=argparse.SUPPRESS)  # internal: the CPUs the one system runs on
     args = parser.parse_args(argv)
-    import budget  # the driver's alone: a peer in .venv-tv (--image-backend torchvision) has no mmfeed
-
     if args.one:
         if args.affinity:
             os.sched_setaffinity(0, [int(cpu) for cpu in args.affinity.split(",")])
         args.step_ms = float(args.step_ms)
         print(json.dumps(run_one(args)), flush=True)
         return 0
+    import budget  # the driver's alone: a peer in .venv-tv (--image-backend torchvision) has no mmfeed
 
     if args.image_backend == "torchvision" and not Path(args.torchvision_python).exists():
         parser.error(f"--image-backend torchvision: {args.torchvision_python} not found (make bench-torchvision)")
