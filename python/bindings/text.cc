@@ -37,11 +37,15 @@ void bind_text(nb::module_& m) {
   m.def(
       "render_chat",
       [](const std::string& sample_json, const std::string& tmpl, bool add_generation_prompt, bool add_vision_id,
-         std::optional<bool> enable_thinking) {
-        return value_or_raise(render_chat(sample_json, {tmpl, add_generation_prompt, add_vision_id, enable_thinking}));
+         std::optional<bool> enable_thinking, bool add_audio_id) {
+        return value_or_raise(render_chat(sample_json, {.chat_template = tmpl,
+                                                        .add_generation_prompt = add_generation_prompt,
+                                                        .add_vision_id = add_vision_id,
+                                                        .enable_thinking = enable_thinking,
+                                                        .add_audio_id = add_audio_id}));
       },
       nb::arg("sample_json"), nb::arg("template"), nb::arg("add_generation_prompt"), nb::arg("add_vision_id"),
-      nb::arg("enable_thinking").none() = nb::none());
+      nb::arg("enable_thinking").none() = nb::none(), nb::arg("add_audio_id") = false);
   m.def(
       "encode_conversation",
       [](const Tokenizer& tok, const std::string& sample_json, std::vector<std::vector<std::int64_t>> image_grids,

@@ -86,19 +86,26 @@ def render_chat(
     add_vision_id: bool = False,
     tools=None,
     enable_thinking: bool | None = None,
+    add_audio_id: bool = False,
 ) -> str:
     """The conversation as the model's chat template renders it (HF apply_chat_template,
     tokenize=False, byte for byte). `messages` is a list of {"role", "content"} dicts (with
     "tool_calls" and "reasoning_content" where the template reads them), or a whole manifest
     sample (LLaVA "conversations" and ShareGPT shapes included, "tools" beside "messages").
     template: "qwen2-vl" (= "qwen2.5-vl"), "qwen3-vl" (Instruct), "qwen3-vl-thinking", "qwen3.5"
-    (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), or the path of a template file
-    (.jinja, or chat_template.json) byte-identical to one of those.
+    (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" (images, videos
+    and audio items; add_audio_id numbers the audio), or the path of a template file (.jinja, or
+    chat_template.json) byte-identical to one of those.
     tools: JSON schemas (dicts) or functions, as apply_chat_template takes them.
     enable_thinking: Qwen3.5's generation prompt with or without thinking (None: the template's
     default)."""
     return _mmfeed.render_chat(
-        _sample_json(messages, tools), os.fspath(template), add_generation_prompt, add_vision_id, enable_thinking
+        _sample_json(messages, tools),
+        os.fspath(template),
+        add_generation_prompt,
+        add_vision_id,
+        enable_thinking,
+        add_audio_id,
     )
 
 

@@ -144,6 +144,11 @@ Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
+  if (out.chat_template == text::ChatTemplate::kQwen2_5Omni) {
+    return config_error("chat_template",
+                        "the Loader does not train Omni models yet (issue 36): mmfeed.AudioProcessor "
+                        "and render_chat take their audio and template");
+  }
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
     vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);
@@ -162,6 +167,9 @@ Result<Settings> check_config(const LoaderConfig& config) {
     }
     auto t = text::chat_template(name);
     if (!t.ok()) return config_error("source_chat_template", t.error().message());
+    if (*t == text::ChatTemplate::kQwen2_5Omni) {
+      return config_error("source_chat_template", "the Loader does not train Omni models yet (issue 36)");
+    }
     out.source_templates.push_back(*t);
   }
   out.sft.max_length = config.max_length;

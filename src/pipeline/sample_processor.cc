@@ -127,6 +127,14 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     return w;
   }
   if (!c->id.empty()) w->id = c->id;
+  if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0) {
+    w->error =
+        SampleError{w->id, "manifest",
+                    "sample holds " + std::to_string(audio) +
+                        " audio items: the Loader does not load audio yet (issue 36; mmfeed.AudioProcessor does)",
+                    ErrorCode::kUnsupported};
+    return w;
+  }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
   const std::size_t videos = c->count(text::ContentItem::Type::kVideo);
   if (images + videos > config_.max_images_per_sample) {

@@ -58,9 +58,11 @@ std::size_t Tokenizer::vocab_size() const { return impl_->vocab_size(); }
 Result<std::string> render_chat(std::string_view sample_json, const RenderOptions& options) {
   MMFEED_ASSIGN_OR_RETURN(text::Conversation c, text::parse_conversation(sample_json));
   MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(options.chat_template));
-  MMFEED_ASSIGN_OR_RETURN(
-      text::Rendered r,
-      text::render_chat(c, tmpl, {options.add_generation_prompt, options.add_vision_id, options.enable_thinking}));
+  MMFEED_ASSIGN_OR_RETURN(text::Rendered r, text::render_chat(c, tmpl,
+                                                              {.add_generation_prompt = options.add_generation_prompt,
+                                                               .add_vision_id = options.add_vision_id,
+                                                               .add_audio_id = options.add_audio_id,
+                                                               .enable_thinking = options.enable_thinking}));
   return std::move(r.text);
 }
 

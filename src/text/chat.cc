@@ -24,9 +24,10 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
-    return Error(ErrorCode::kUnsupported, "chat template '" + path +
-                                              "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
-                                              "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink) nor an existing file");
+    return Error(ErrorCode::kUnsupported,
+                 "chat template '" + path +
+                     "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
+                     "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni) nor an existing file");
   }
   if (!std::filesystem::is_regular_file(status)) {
     return Error(ErrorCode::kUnsupported, "chat template file is not a regular file", path);
@@ -47,14 +48,15 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   std::string_view inner;
   if (!parser.parse(text).get(doc) && !doc["chat_template"].get_string().get(inner)) text = std::string(inner);
   for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking,
-                                  ChatTemplate::kQwen3_5, ChatTemplate::kQwen3_5NoThink}) {
+                                  ChatTemplate::kQwen3_5, ChatTemplate::kQwen3_5NoThink, ChatTemplate::kQwen2_5Omni}) {
     if (text == chat_template_text(tmpl)) return tmpl;
   }
   return Error(ErrorCode::kUnsupported,
                "chat template file '" + path +
                    "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
-                   "Qwen3-VL Instruct, Qwen3-VL Thinking, Qwen3.5 as published); mmfeed renders only templates it "
-                   "reproduces exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink) or "
+                   "Qwen3-VL Instruct, Qwen3-VL Thinking, Qwen3.5, Qwen2.5-Omni as published); mmfeed renders only "
+                   "templates it reproduces exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, "
+                   "qwen3.5-nothink, qwen2.5-omni) or "
                    "render with transformers");
 }
 
@@ -67,29 +69,44 @@ constexpr std::string_view kToolsTail =
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 
-// The vision counters of the templates' namespaces (image_count, video_count).
+// The media counters of the templates' namespaces (image_count, video_count, audio_count).
 struct VisionCount {
   int images = 0;
   int videos = 0;
+  int audios = 0;
 };
+
+// What a template writes for each medium.
+struct Blocks {
+  std::string_view image, video, audio;
+};
+constexpr Blocks kVisionBlocks{kImageBlock, kVideoBlock, {}};
+constexpr Blocks kOmniBlocks{"<|vision_bos|><|IMAGE|><|vision_eos|>", "<|vision_bos|><|VIDEO|><|vision_eos|>",
+                             "<|audio_bos|><|AUDIO|><|audio_eos|>"};
 
 // Appends a message's content as the templates render it: text, and media as vision blocks
 // numbered with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
 // render_content(..., false) prints the current values without counting). Written straight into
 // the rendering, not returned: a message of megabytes is not copied again on its way in.
-void render_content(std::string& out, const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
+void render_content(std::string& out, const Message& m, VisionCount& n, bool count, const RenderOptions& options,
+                    const Blocks& blocks = kVisionBlocks) {
   for (const ContentItem& item : m.content) {
     switch (item.type) {
       case ContentItem::Type::kText: out += item.value; break;
       case ContentItem::Type::kImage:
         if (count) ++n.images;
         if (options.add_vision_id) out += "Picture " + std::to_string(n.images) + ": ";
-        out += kImageBlock;
+        out += blocks.image;
         break;
       case ContentItem::Type::kVideo:
         if (count) ++n.videos;
         if (options.add_vision_id) out += "Video " + std::to_string(n.videos) + ": ";
-        out += kVideoBlock;
+        out += blocks.video;
+        break;
+      case ContentItem::Type::kAudio:  // the Omni template only (render_chat refuses audio elsewhere)
+        if (count) ++n.audios;
+        if (options.add_audio_id) out += "Audio " + std::to_string(n.audios) + ": ";
+        out += blocks.audio;
         break;
     }
   }
@@ -200,8 +217,9 @@ Rendered start_rendering(const Conversation& c) {
   return r;
 }
 
-// tests/data/chat-templates/qwen2_vl.jinja
-Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options) {
+// tests/data/chat-templates/qwen2_vl.jinja and qwen2_5_omni.jinja: one structure, their own
+// blocks for each medium.
+Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options, const Blocks& blocks = kVisionBlocks) {
   Rendered r = start_rendering(c);
   VisionCount n;
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
@@ -211,7 +229,7 @@ Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options) {
     r.text += m.role;
     r.text += "\n";
     const std::size_t begin = r.text.size();
-    render_content(r.text, m, n, true, options);
+    render_content(r.text, m, n, true, options, blocks);
     if (m.role == "assistant") {
       end_assistant_turn(r, begin, {begin, begin});
     } else {
@@ -492,22 +510,29 @@ Result<ChatTemplate> chat_template(std::string_view name) {
   if (name == "qwen3-vl-thinking") return ChatTemplate::kQwen3VLThinking;
   if (name == "qwen3.5") return ChatTemplate::kQwen3_5;
   if (name == "qwen3.5-nothink") return ChatTemplate::kQwen3_5NoThink;
+  if (name == "qwen2.5-omni") return ChatTemplate::kQwen2_5Omni;
   if (name.empty()) {
     return Error(ErrorCode::kInvalidArgument,
                  "chat template name is empty (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, "
-                 "qwen3.5-nothink)");
+                 "qwen3.5-nothink, qwen2.5-omni)");
   }
   return chat_template_file(std::string(name));
 }
 
 Result<Rendered> render_chat(const Conversation& c, ChatTemplate tmpl, const RenderOptions& options) {
   if (c.messages.empty()) return Error(ErrorCode::kInvalidArgument, "conversation has no messages");
+  if (tmpl != ChatTemplate::kQwen2_5Omni && c.count(ContentItem::Type::kAudio) > 0) {
+    return Error(ErrorCode::kUnsupported, "the " + std::string(chat_template_name(tmpl)) +
+                                              " template renders no audio (its model takes none): an audio item "
+                                              "needs an Omni model's template (qwen2.5-omni)");
+  }
   switch (tmpl) {
     case ChatTemplate::kQwen2VL: return render_qwen2_vl(c, options);
     case ChatTemplate::kQwen3VL: return render_qwen3_vl(c, options);
     case ChatTemplate::kQwen3VLThinking: return render_qwen3_vl_thinking(c, options);
     case ChatTemplate::kQwen3_5: return render_qwen3_5(c, options, true);
     case ChatTemplate::kQwen3_5NoThink: return render_qwen3_5(c, options, false);
+    case ChatTemplate::kQwen2_5Omni: return render_qwen2_vl(c, options, kOmniBlocks);
   }
   return Error(ErrorCode::kInvalidArgument, "unknown chat template");
 }

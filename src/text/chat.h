@@ -31,16 +31,17 @@ enum class ChatTemplate {
   kQwen3VLThinking,  // Qwen3-VL Thinking
   kQwen3_5,          // Qwen3.5, 4B and larger: thinking on unless enable_thinking is false
   kQwen3_5NoThink,   // Qwen3.5, 2B and smaller: thinking off unless enable_thinking is true
+  kQwen2_5Omni,      // Qwen2.5-Omni's processor template: images, videos and audio
 };
 
 // The template by name: "qwen2-vl" and "qwen2.5-vl" (the same template), "qwen3-vl" (Instruct:
 // the model's default), "qwen3-vl-thinking", "qwen3.5" (4B and larger: the model's default) and
-// "qwen3.5-nothink" (2B and smaller). Anything else is taken as a file: a template
-// text (.jinja), or a JSON object whose "chat_template" is a string (a processor's
-// chat_template.json, a tokenizer_config.json). It is accepted only when that text is
-// byte-identical to one of chat_template_text's; otherwise refused naming the file (kUnsupported):
-// mmfeed renders only templates it reproduces exactly. So is a name that is neither known nor an
-// existing file; one that is not a regular file or over 1 MiB is refused before it is read.
+// "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" (its processor's template). Anything else is taken as a file: a
+// template text (.jinja), or a JSON object whose "chat_template" is a string (a processor's chat_template.json, a
+// tokenizer_config.json). It is accepted only when that text is byte-identical to one of chat_template_text's;
+// otherwise refused naming the file (kUnsupported): mmfeed renders only templates it reproduces exactly. So is a name
+// that is neither known nor an existing file; one that is not a regular file or over 1 MiB is refused before it is
+// read.
 //
 // Example:
 //   chat_template("qwen3-vl")                         // kQwen3VL
@@ -57,6 +58,7 @@ std::string_view chat_template_name(ChatTemplate tmpl);
 struct RenderOptions {
   bool add_generation_prompt = false;
   bool add_vision_id = false;
+  bool add_audio_id = false;  // "Audio N: " before each audio item (the Omni template)
   // Qwen3.5's generation prompt: with thinking ("<think>\n") or without it; nullopt: the
   // template's default. Other templates ignore it.
   std::optional<bool> enable_thinking{};
@@ -85,7 +87,9 @@ struct Rendered {
 };
 
 // Renders as apply_chat_template(messages, tools=conversation.tools, add_generation_prompt,
-// add_vision_id) with chat_template_text(tmpl), byte for byte. Qwen3-VL renders tool messages
+// add_vision_id, add_audio_id) with chat_template_text(tmpl), byte for byte. Audio items only
+// with the Omni template: the others have no audio branch (Qwen2-VL's would drop the item
+// silently), so a conversation with audio is refused there (kUnsupported). Qwen3-VL renders tool messages
 // as a user turn of <tool_response> blocks; the Instruct template drops system messages after
 // the first; the Thinking template keeps <think> blocks only for assistant turns after the
 // last user query (a user message that is not itself a <tool_response>) and splits content at

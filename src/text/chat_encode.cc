@@ -104,6 +104,14 @@ class LossMask {
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
                                       std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
                                       const SftOptions& options) {
+  if (tmpl == ChatTemplate::kQwen2_5Omni) {
+    return Error(ErrorCode::kUnsupported,
+                 "encoding for training with the Qwen2.5-Omni template (its <|IMAGE|>/<|AUDIO|> pads, audio tokens and "
+                 "positions) is not built yet (issue 36); render_chat renders it");
+  }
+  if (c.count(ContentItem::Type::kAudio) > 0) {
+    return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");
+  }
   const std::size_t n_images = c.count(ContentItem::Type::kImage);
   const std::size_t n_videos = c.count(ContentItem::Type::kVideo);
   if (n_images != image_grids.size()) {

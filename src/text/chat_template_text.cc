@@ -570,6 +570,16 @@ constexpr std::string_view kQwen3_5NoThinkText = R"jinja({%- set image_count = n
     {%- endif %}
 {%- endif %})jinja";
 
+// tests/data/chat-templates/qwen2_5_omni.jinja (no final newline)
+constexpr std::string_view kQwen2_5OmniText =
+    R"jinja({% set audio_count = namespace(value=0) %}{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system
+You are a helpful assistant.<|im_end|>
+{% endif %}<|im_start|>{{ message['role'] }}
+{% if message['content'] is string %}{{ message['content'] }}<|im_end|>
+{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}<|vision_bos|><|IMAGE|><|vision_eos|>{% elif content['type'] == 'audio' or 'audio' in content or 'audio_url' in content %}{% set audio_count.value = audio_count.value + 1 %}{% if add_audio_id %}Audio {{ audio_count.value }}: {% endif %}<|audio_bos|><|AUDIO|><|audio_eos|>{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_bos|><|VIDEO|><|vision_eos|>{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>
+{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %})jinja";
+
 }  // namespace
 
 std::string_view chat_template_text(ChatTemplate tmpl) {
@@ -579,6 +589,7 @@ std::string_view chat_template_text(ChatTemplate tmpl) {
     case ChatTemplate::kQwen3VLThinking: return kQwen3VLThinkingText;
     case ChatTemplate::kQwen3_5: return kQwen3_5Text;
     case ChatTemplate::kQwen3_5NoThink: return kQwen3_5NoThinkText;
+    case ChatTemplate::kQwen2_5Omni: return kQwen2_5OmniText;
   }
   return {};
 }
@@ -590,6 +601,7 @@ std::string_view chat_template_name(ChatTemplate tmpl) {
     case ChatTemplate::kQwen3VLThinking: return "Qwen3-VL Thinking";
     case ChatTemplate::kQwen3_5: return "Qwen3.5";
     case ChatTemplate::kQwen3_5NoThink: return "Qwen3.5 (thinking off)";
+    case ChatTemplate::kQwen2_5Omni: return "Qwen2.5-Omni";
   }
   return "unknown";
 }

@@ -102,6 +102,21 @@ Result<VideoKeys> video_keys(simdjson::dom::object o, const std::string& where) 
   return keys;
 }
 
+// An audio item's crop keys at `where` (null reads as absent).
+Result<AudioKeys> audio_keys(simdjson::dom::object o, const std::string& where) {
+  AudioKeys keys;
+  simdjson::dom::element e;
+  for (const auto& [key, slot] :
+       {std::pair{"audio_start", &keys.audio_start}, std::pair{"audio_end", &keys.audio_end}}) {
+    if (o[key].get(e) || e.is_null()) continue;
+    double value = 0;
+    if (e.get_double().get(value))
+      return bad(where + "." + key + " must be a number of seconds, got " + std::string(json_kind(e)));
+    *slot = value;
+  }
+  return keys;
+}
+
 // qwen-vl-utils' per-image size keys are refused, not ignored (issue 31): every image is sized
 // by the loader's own min_pixels/max_pixels, which the batch memory is planned from, and the
 // image path has no per-item bounds to honour them with. Null reads as absent, as for videos.
@@ -122,7 +137,7 @@ Status refuse_image_size_keys(simdjson::dom::object o, const std::string& where)
 Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& where) {
   simdjson::dom::object o;
   if (item.get_object().get(o)) {
-    return bad(where + " must be an object (a text, image or video item), got " + std::string(json_kind(item)));
+    return bad(where + " must be an object (a text, image, video or audio item), got " + std::string(json_kind(item)));
   }
   std::string_view type;  // stays empty when absent or not a string: the keys decide then
   if (o["type"].get_string().get(type) != simdjson::SUCCESS) type = {};
@@ -139,32 +154,51 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   }
   if (has("image")) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".image", "the image's URI"));
-    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
+    return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}, {}};
   }
   if (has("image_url")) {  // OpenAI's {"image_url": {"url": ...}}, or the URI itself
     std::string_view uri;
     if (!field.get_string().get(uri) || !field["url"].get_string().get(uri)) {
-      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}};
+      return ContentItem{ContentItem::Type::kImage, std::string(uri), media_text, {}, {}};
     }
     return bad(where + ".image_url must be a URI or an object with a string \"url\", got " +
                std::string(json_kind(field)));
   }
   if (has("video")) {
     MMFEED_ASSIGN_OR_RETURN(std::string_view uri, as_string(field, where + ".video", "the video's URI"));
-    ContentItem video{ContentItem::Type::kVideo, std::string(uri), media_text, {}};
+    ContentItem video{ContentItem::Type::kVideo, std::string(uri), media_text, {}, {}};
     MMFEED_ASSIGN_OR_RETURN(video.video, video_keys(o, where));
     return video;
   }
-  // {"type": "image"} alone (TRL's and transformers' processor format), or {"type": "video"}: the
-  // sample's next listed medium of that kind takes its place; the caller fills it in.
-  if (type == "image" || type == "video") {
-    return ContentItem{type == "image" ? ContentItem::Type::kImage : ContentItem::Type::kVideo, "", std::nullopt, {}};
+  if (has("audio") || has("audio_url")) {  // qwen-omni-utils: ele.get("audio") or ele.get("audio_url")
+    const char* key = has("audio") ? "audio" : "audio_url";
+    MMFEED_ASSIGN_OR_RETURN(std::string_view uri,
+                            as_string(o[key].value_unsafe(), where + "." + key, "the audio's URI"));
+    ContentItem audio{ContentItem::Type::kAudio, std::string(uri), std::nullopt, {}, {}};
+    MMFEED_ASSIGN_OR_RETURN(audio.audio, audio_keys(o, where));
+    return audio;
+  }
+  // {"type": "image"} alone (TRL's and transformers' processor format), {"type": "video"} or
+  // {"type": "audio"}: the sample's next listed medium of that kind takes its place; the caller
+  // fills it in.
+  if (type == "image" || type == "video" || type == "audio") {
+    ContentItem listed{type == "image"   ? ContentItem::Type::kImage
+                       : type == "video" ? ContentItem::Type::kVideo
+                                         : ContentItem::Type::kAudio,
+                       "",
+                       std::nullopt,
+                       {},
+                       {}};
+    if (type == "audio") {
+      MMFEED_ASSIGN_OR_RETURN(listed.audio, audio_keys(o, where));
+    }
+    return listed;
   }
   if (!o["text"].get(field)) {  // null here is named: a text item needs its text
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
-    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}};
+    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}};
   }
-  return bad(where + " has no \"text\", \"image\" or \"video\"" +
+  return bad(where + " has no \"text\", \"image\", \"video\" or \"audio\"" +
              (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
 }
 
@@ -314,69 +348,93 @@ class ListedMedia {
       }
     }
     for (const char* key : {"audio", "audios"}) {
-      if (simdjson::dom::element e; !sample[key].get(e) && truthy(e)) {
-        return Error(ErrorCode::kUnsupported, std::string(key) + ": audio is not supported (the sample lists audio)");
+      if (simdjson::dom::element e; !sample[key].get(e) && !e.is_null()) {
+        MMFEED_ASSIGN_OR_RETURN(m.audios_, uri_list(e, key));
       }
     }
     return m;
   }
 
-  bool any() const { return !images_.empty() || !videos_.empty(); }
+  bool any() const { return !images_.empty() || !videos_.empty() || !audios_.empty(); }
 
   // `text` as content items, each placeholder replaced by the next medium listed.
   Status split(std::string_view text, const std::string& where, std::vector<ContentItem>& out) {
     std::size_t at = 0;
     while (at <= text.size()) {
-      const std::size_t img = text.find("<image>", at);
-      const std::size_t vid = text.find("<video>", at);
-      const std::size_t next = std::min(img, vid);
+      std::size_t next = std::string_view::npos;
+      const Kind* kind = nullptr;
+      for (const Kind& k : kKinds) {
+        if (const std::size_t found = text.find(k.placeholder, at); found < next) {
+          next = found;
+          kind = &k;
+        }
+      }
       if (next > at) {
         out.push_back({ContentItem::Type::kText,
                        std::string(text.substr(at, std::min(next, text.size()) - at)),
                        std::nullopt,
+                       {},
                        {}});
       }
-      if (next == std::string_view::npos) break;
-      if (next == img) {
-        if (next_image_ >= images_.size()) return bad(where + ": more <image> placeholders than images listed");
-        out.push_back({ContentItem::Type::kImage, images_[next_image_++], std::nullopt, {}});
-      } else {
-        if (next_video_ >= videos_.size()) return bad(where + ": more <video> placeholders than videos listed");
-        out.push_back({ContentItem::Type::kVideo, videos_[next_video_++], std::nullopt, {}});
+      if (kind == nullptr) break;
+      auto [list, taken] = slot(kind->type);
+      if (taken >= list.size()) {
+        return bad(where + ": more " + std::string(kind->placeholder) + " placeholders than " + kind->plural +
+                   " listed");
       }
-      at = next + 7;
+      out.push_back({kind->type, list[taken++], std::nullopt, {}, {}});
+      at = next + kind->placeholder.size();
     }
     return ok_status();
   }
 
-  // The next listed image (video) for an item that names none ({"type": "image"}).
+  // The next listed medium of `type` for an item that names none ({"type": "image"}).
   Result<std::string> next(ContentItem::Type type, const std::string& where) {
-    const bool image = type == ContentItem::Type::kImage;
-    std::vector<std::string>& list = image ? images_ : videos_;
-    std::size_t& at = image ? next_image_ : next_video_;
-    if (at >= list.size()) {
-      return bad(where + " has type '" + (image ? "image" : "video") + "' but no \"" + (image ? "image" : "video") +
-                 "\", and the sample lists no " + (image ? "images" : "videos") + " left to take its place");
+    const Kind& kind = kind_of(type);
+    auto [list, taken] = slot(type);
+    if (taken >= list.size()) {
+      return bad(where + " has type '" + kind.name + "' but no \"" + kind.name + "\", and the sample lists no " +
+                 kind.plural + " left to take its place");
     }
-    return list[at++];
+    return list[taken++];
   }
 
   // Every medium listed was placed: one left over would be silently lost.
-  Status check_all_placed() const {
-    if (next_image_ != images_.size()) {
-      return bad(std::to_string(images_.size()) + " images listed but " + std::to_string(next_image_) +
-                 " <image> placeholders");
-    }
-    if (next_video_ != videos_.size()) {
-      return bad(std::to_string(videos_.size()) + " videos listed but " + std::to_string(next_video_) +
-                 " <video> placeholders");
+  Status check_all_placed() {
+    for (const Kind& k : kKinds) {
+      auto [list, taken] = slot(k.type);
+      if (taken != list.size()) {
+        return bad(std::to_string(list.size()) + " " + k.plural + " listed but " + std::to_string(taken) + " " +
+                   std::string(k.placeholder) + " placeholders");
+      }
     }
     return ok_status();
   }
 
  private:
-  std::vector<std::string> images_, videos_;
-  std::size_t next_image_ = 0, next_video_ = 0;
+  struct Kind {
+    ContentItem::Type type;
+    std::string_view placeholder;
+    const char* name;
+    const char* plural;
+  };
+  static constexpr Kind kKinds[] = {{ContentItem::Type::kImage, "<image>", "image", "images"},
+                                    {ContentItem::Type::kVideo, "<video>", "video", "videos"},
+                                    {ContentItem::Type::kAudio, "<audio>", "audio", "audios"}};
+  static const Kind& kind_of(ContentItem::Type type) {
+    for (const Kind& k : kKinds) {
+      if (k.type == type) return k;
+    }
+    return kKinds[0];
+  }
+  std::pair<std::vector<std::string>&, std::size_t&> slot(ContentItem::Type type) {
+    if (type == ContentItem::Type::kVideo) return {videos_, next_video_};
+    if (type == ContentItem::Type::kAudio) return {audios_, next_audio_};
+    return {images_, next_image_};
+  }
+
+  std::vector<std::string> images_, videos_, audios_;
+  std::size_t next_image_ = 0, next_video_ = 0, next_audio_ = 0;
 };
 
 // A turn that carries tool calls as JSON text (LLaMA-Factory's "function_call", ms-swift's
@@ -437,7 +495,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, ListedMedia
                                             [](const ContentItem& i) { return i.type != ContentItem::Type::kText; });
       if (!places_media) {
         msg.content_is_string = true;
-        msg.content.assign(1, ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}});
+        msg.content.assign(1, ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}});
       }
     } else if (!field.get_array().get(items)) {
       std::size_t item_index = 0;
@@ -511,7 +569,7 @@ Status add_system_key(simdjson::dom::object sample, Conversation& c) {
   Message msg;
   msg.role = "system";
   msg.content_is_string = true;
-  msg.content.push_back({ContentItem::Type::kText, std::string(system), std::nullopt, {}});
+  msg.content.push_back({ContentItem::Type::kText, std::string(system), std::nullopt, {}, {}});
   c.messages.insert(c.messages.begin(), std::move(msg));
   return ok_status();
 }

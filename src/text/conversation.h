@@ -16,10 +16,12 @@
 //                 "videos": [...], "system": "...", "tools": "[...]" | [...]}, or their "conversations"
 //                 with "from"/"value"; a tool call as a turn of JSON text ("function_call",
 //                 "tool_call"), "observation" / "tool_response" a tool's result.
-// Media listed beside the turns ("image(s)", "video(s)") are placed, in order, by the <image> and
-// <video> placeholders of the turns' text; each must be placed exactly once. Listed audio is
-// refused (kUnsupported). A top-level "system" becomes the first message. TRL's and transformers'
-// processor form, content items {"type": "image"} naming no image, take the listed images in order.
+// Media listed beside the turns ("image(s)", "video(s)", "audio(s)") are placed, in order, by the
+// <image>, <video> and <audio> placeholders of the turns' text; each must be placed exactly once.
+// A top-level "system" becomes the first message. TRL's and transformers' processor form, content
+// items {"type": "image"} naming no image, take the listed images in order (videos, audio alike).
+// Audio items: {"type": "audio", "audio": uri} (or "audio_url"), with qwen-omni-utils'
+// "audio_start" / "audio_end" seconds; only the Omni templates render them (chat.h).
 //
 // Threads: functions of their arguments alone, callable from any number of threads at once.
 //
@@ -46,14 +48,20 @@ struct VideoKeys {
   std::optional<double> min_pixels, max_pixels, total_pixels;
 };
 
+// An audio item's crop, in seconds, as qwen-omni-utils names it (absent or null: not given).
+struct AudioKeys {
+  std::optional<double> audio_start, audio_end;
+};
+
 struct ContentItem {
-  enum class Type { kText, kImage, kVideo };
+  enum class Type { kText, kImage, kVideo, kAudio };
   Type type = Type::kText;
-  std::string value;  // the text, or the image/video URI
+  std::string value;  // the text, or the medium's URI
   // An image or video item's own "text" key: Qwen3-VL Instruct renders it in the system prompt
   // (where it prints the "text" of every item and skips media), nowhere else.
   std::optional<std::string> media_text;
   VideoKeys video;  // kVideo only
+  AudioKeys audio;  // kAudio only
 };
 
 // One call of an assistant turn. `arguments` is what the templates print: a string argument as
@@ -86,7 +94,7 @@ struct Conversation {
   std::vector<std::string> tools;  // the sample's "tools", each as `tojson` writes it
 
   std::size_t count(ContentItem::Type type) const;
-  // Image (or video) URIs in order of appearance.
+  // Image (video, audio) URIs in order of appearance.
   std::vector<std::string> media(ContentItem::Type type) const;
   // The video items' keys, in order of appearance.
   std::vector<VideoKeys> video_keys() const;

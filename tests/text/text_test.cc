@@ -348,7 +348,7 @@ TEST(ChatTest, ContentOfTheWrongTypeIsNamed) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": 5}]})"),
             "messages[0].content must be a string or a list of content items, got a number");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [["hi"]]}]})"),
-            "messages[0].content[0] must be an object (a text, image or video item), got a list");
+            "messages[0].content[0] must be an object (a text, image, video or audio item), got a list");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image", "image": 5}]}]})"),
             "messages[0].content[0].image must be a string (the image's URI), got a number");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"image_url": {"uri": "a.jpg"}}]}]})"),
@@ -359,7 +359,13 @@ TEST(ChatTest, ContentOfTheWrongTypeIsNamed) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "video", "video": true}]}]})"),
             "messages[0].content[0].video must be a string (the video's URI), got a boolean");
   EXPECT_EQ(error_of(R"({"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]})"),
-            "sample s7: messages[0].content[0] has no \"text\", \"image\" or \"video\" (type 'audio')");
+            "sample s7: messages[0].content[0] has type 'audio' but no \"audio\", and the sample lists no audios left "
+            "to take its place");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav",
+                                                                    "audio_start": "1s"}]}]})"),
+            "messages[0].content[0].audio_start must be a number of seconds, got a string");
+  EXPECT_EQ(error_of(R"({"id": "s8", "messages": [{"role": "user", "content": [{"type": "sound"}]}]})"),
+            "sample s8: messages[0].content[0] has no \"text\", \"image\", \"video\" or \"audio\" (type 'sound')");
 }
 
 TEST(ChatTest, AMissingOrNonStringRoleIsNamed) {
@@ -657,11 +663,41 @@ TEST(ChatTest, Issue33ListedMediaMustEachBePlacedOnce) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "<video>"}]}],
                          "images": ["a.jpg"]})"),
             "messages[0].content[0].text: more <video> placeholders than videos listed");
-  const auto audio =
-      parse_conversation(R"({"messages": [{"role": "user", "content": "<audio>hi"}], "audios": ["a.wav"]})");
-  ASSERT_FALSE(audio.ok());
-  EXPECT_EQ(audio.error().code(), ErrorCode::kUnsupported);
-  EXPECT_EQ(audio.error().message(), "audios: audio is not supported (the sample lists audio)");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "hi"}], "audios": ["a.wav"]})"),
+            "1 audios listed but 0 <audio> placeholders");
+}
+
+TEST(ChatTest, AudioItemsAndListedAudioParseInOrderWithTheirCrops) {
+  const auto c = parse_conversation(R"({"messages": [
+      {"role": "user", "content": "<audio>What is said?<image>"},
+      {"role": "assistant", "content": "Hello."},
+      {"role": "user", "content": [{"type": "audio", "audio": "s3://b/c.flac", "audio_start": 1.5, "audio_end": null},
+                                   {"type": "audio", "audio_url": "d.mp3"}, {"type": "audio"}]}],
+      "audios": ["a.wav", "b.wav"], "images": ["i.jpg"]})");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->media(ContentItem::Type::kAudio),
+            (std::vector<std::string>{"a.wav", "s3://b/c.flac", "d.mp3", "b.wav"}));
+  EXPECT_EQ(c->media(ContentItem::Type::kImage), (std::vector<std::string>{"i.jpg"}));
+  const ContentItem& cropped = c->messages[2].content[0];
+  EXPECT_EQ(cropped.audio.audio_start, 1.5);
+  EXPECT_FALSE(cropped.audio.audio_end.has_value());
+}
+
+TEST(ChatTest, OnlyTheOmniTemplateRendersAudioAndTheLoaderRefusesIt) {
+  const auto c = parse_conversation(R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"},
+                                                                               {"type": "text", "text": "Hi"}]}]})");
+  ASSERT_TRUE(c.ok());
+  const auto vl = render_chat(*c, ChatTemplate::kQwen2VL, {});
+  ASSERT_FALSE(vl.ok());
+  EXPECT_EQ(vl.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(vl.error().message().find("renders no audio"), std::string::npos);
+  RenderOptions o;
+  o.add_audio_id = true;
+  const auto omni = render_chat(*c, ChatTemplate::kQwen2_5Omni, o);
+  ASSERT_TRUE(omni.ok()) << omni.error().message();
+  EXPECT_EQ(omni->text,
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nAudio 1: "
+            "<|audio_bos|><|AUDIO|><|audio_eos|>Hi<|im_end|>\n");
 }
 
 TEST(ChatTest, Issue33TheSystemKeyIsTheFirstMessage) {

@@ -102,7 +102,7 @@ def rand_tool(rng):
     }
 
 
-def rand_content(rng, media=True, tool_response_text=False):
+def rand_content(rng, media=True, tool_response_text=False, audio=False):
     if tool_response_text and rng.random() < 0.5:
         return "<tool_response>\n" + rand_text(rng) + "\n</tool_response>"
     if rng.random() < 0.4:
@@ -114,6 +114,8 @@ def rand_content(rng, media=True, tool_response_text=False):
             items.append(img("i.jpg") if rng.random() < 0.8 else {"type": "image_url", "image_url": {"url": "u"}})
         elif media and r < 0.4:
             items.append({"type": "video", "video": "v.mp4"})
+        elif audio and media and r < 0.55:  # only when asked: the other templates' sets stay as they were
+            items.append({"type": "audio", "audio": "a.wav"} if rng.random() < 0.8 else {"audio_url": "b.mp3"})
         else:
             items.append(txt(rand_text(rng)))
     return items
@@ -129,11 +131,11 @@ def rand_tool_call(rng, string_arguments=0.3):
     return {"type": "function", "function": call} if rng.random() < 0.7 else call
 
 
-def rand_assistant(rng, media, string_arguments=0.3):
+def rand_assistant(rng, media, string_arguments=0.3, audio=False):
     m = {"role": "assistant"}
     shape = rng.randrange(4)
     if shape == 0:
-        m["content"] = rand_content(rng, media=media)
+        m["content"] = rand_content(rng, media=media, audio=audio)
     elif shape == 1:  # reasoning inline, as models emit it
         m["content"] = (
             rng.choice(["", "\n", "<think>", "<think>\n"])
@@ -144,7 +146,7 @@ def rand_assistant(rng, media, string_arguments=0.3):
             + rand_text(rng)
         )
     elif shape == 2:
-        m["content"] = rand_content(rng, media=media)
+        m["content"] = rand_content(rng, media=media, audio=audio)
         m[rng.choice(["reasoning_content", "reasoning_content", "thinking", "reasoning"])] = rng.choice(
             ["", "\n" + rand_text(rng, tags=False) + "\n", rand_text(rng, tags=False)]
         )
@@ -157,29 +159,30 @@ def rand_assistant(rng, media, string_arguments=0.3):
     return m
 
 
-def rand_conversation(rng, media_in_assistant=True, string_arguments=0.3):
+def rand_conversation(rng, media_in_assistant=True, string_arguments=0.3, audio=False):
     """A conversation exercising each branch of the Qwen3-VL templates: system prompt present
     or absent (string, list, images in it), user turns with images and videos, assistant turns
     with inline <think>, reasoning_content, tool calls, runs of tool responses (with media), a
-    user turn that is itself a <tool_response>, a system message later on."""
+    user turn that is itself a <tool_response>, a system message later on; with `audio`, audio
+    items among the media (the Omni templates)."""
     msgs = []
     if rng.random() < 0.5:
-        sys_content = rand_content(rng, media=rng.random() < 0.3)
+        sys_content = rand_content(rng, media=rng.random() < 0.3, audio=audio)
         if isinstance(sys_content, list) and sys_content and rng.random() < 0.3:
             sys_content.append({"type": "image", "image": "s.jpg", "text": rand_text(rng)})
         msgs.append({"role": "system", "content": sys_content})
     for _ in range(rng.randrange(1, 4)):
-        msgs.append({"role": "user", "content": rand_content(rng, tool_response_text=rng.random() < 0.2)})
+        msgs.append({"role": "user", "content": rand_content(rng, tool_response_text=rng.random() < 0.2, audio=audio)})
         for _ in range(rng.randrange(3)):
-            a = rand_assistant(rng, media_in_assistant, string_arguments)
+            a = rand_assistant(rng, media_in_assistant, string_arguments, audio)
             msgs.append(a)
             if "tool_calls" in a or rng.random() < 0.3:
                 for _ in range(rng.randrange(1, 4)):
-                    msgs.append({"role": "tool", "content": rand_content(rng)})
+                    msgs.append({"role": "tool", "content": rand_content(rng, audio=audio)})
         if rng.random() < 0.1:
             msgs.append({"role": "system", "content": rand_text(rng)})
     if rng.random() < 0.5:
-        msgs.append(rand_assistant(rng, media_in_assistant, string_arguments))
+        msgs.append(rand_assistant(rng, media_in_assistant, string_arguments, audio))
     tools = rng.choice([None, None, [], [rand_tool(rng) for _ in range(rng.randrange(1, 3))]])
     return msgs, tools
 

@@ -315,8 +315,8 @@ def test_truncation_policies(tok):
         ),
         ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0] has unknown role 'wizard'"),
         (
-            {"id": "s7", "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
-            'sample s7: messages[0].content[0] has no "text", "image" or "video" (type \'audio\')',
+            {"id": "s7", "messages": [{"role": "user", "content": [{"type": "sound"}]}]},
+            'sample s7: messages[0].content[0] has no "text", "image", "video" or "audio" (type \'sound\')',
         ),
         ({"id": "s8", "messages": {}}, "sample s8: messages must be a list of messages, got an object"),
         (

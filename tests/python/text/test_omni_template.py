@@ -1,0 +1,98 @@
+"""The Qwen2.5-Omni processor's chat template (tests/data/chat-templates/qwen2_5_omni.jinja)
+rendered by mmfeed, byte-identical to transformers' apply_chat_template on generated
+conversations with images, videos and audio items (and the tools, tool calls and reasoning the
+template ignores), every option; the other templates refuse audio, the Loader refuses the template
+until it trains Omni models (issue 36)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from chat_samples import SEED_CONVERSATIONS, generated
+from transformers import PreTrainedTokenizerFast
+
+import mmfeed
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+TEMPLATE = DATA / "chat-templates" / "qwen2_5_omni.jinja"
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(DATA / "qwen3-tokenizer" / "tokenizer.json"), chat_template=TEMPLATE.read_text()
+    )
+
+
+def test_generated_conversations_render_as_apply_chat_template(hf):
+    rendered = audio_seen = 0
+    for msgs, tools in generated(SEED_CONVERSATIONS, seed=36, audio=True):
+        audio_seen += any(
+            isinstance(m.get("content"), list) and any("audio" in c or "audio_url" in c for c in m["content"])
+            for m in msgs
+        )
+        for gen in (False, True):
+            for vid in (False, True):
+                for aud in (False, True):
+                    want = hf.apply_chat_template(
+                        msgs,
+                        tools=tools,
+                        tokenize=False,
+                        add_generation_prompt=gen,
+                        add_vision_id=vid,
+                        add_audio_id=aud,
+                    )
+                    got = mmfeed.render_chat(
+                        msgs,
+                        template="qwen2.5-omni",
+                        tools=tools,
+                        add_generation_prompt=gen,
+                        add_vision_id=vid,
+                        add_audio_id=aud,
+                    )
+                    assert got == want, msgs
+                    rendered += 1
+    assert rendered == 8 * SEED_CONVERSATIONS
+    assert audio_seen > SEED_CONVERSATIONS // 3  # the set does reach the audio branch
+
+
+def test_listed_audio_is_placed_by_its_placeholders(hf):
+    sample = {
+        "messages": [
+            {"role": "user", "content": "<audio>What is said? <image>"},
+            {"role": "assistant", "content": "Hello."},
+        ],
+        "audios": ["a.wav"],
+        "images": ["i.jpg"],
+    }
+    messages = [
+        {"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "text", "text": "What is said? "},
+                                     {"type": "image", "image": "i.jpg"}]},
+        {"role": "assistant", "content": "Hello."},
+    ]  # fmt: skip
+    assert mmfeed.render_chat(sample, template="qwen2.5-omni") == hf.apply_chat_template(messages, tokenize=False)
+
+
+def test_the_template_file_is_recognised_and_audio_is_refused_elsewhere(tmp_path):
+    msgs = [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "text", "text": "Hi"}]}]
+    assert mmfeed.render_chat(msgs, template=TEMPLATE) == mmfeed.render_chat(msgs, template="qwen2.5-omni")
+    for name in ("qwen2-vl", "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"):
+        with pytest.raises(ValueError, match="renders no audio"):
+            mmfeed.render_chat(msgs, template=name)
+
+
+def test_the_loader_refuses_audio_samples_and_the_omni_template(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(
+        '{"id": "s1", "messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}]},'
+        ' {"role": "assistant", "content": "Hi"}]}\n'
+        '{"id": "s2", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}\n'
+    )
+    tokenizer = DATA / "qwen3-tokenizer" / "tokenizer.json"
+    with mmfeed.Loader(manifest, tokenizer=tokenizer, batch_size=1, shuffle=False) as loader:
+        assert len(list(loader)) == 1  # s2; s1 is accounted for
+        (error,) = loader.errors()
+    assert "s1" in str(error) and "does not load audio yet" in str(error)
+    with pytest.raises(ValueError, match="does not train Omni models yet"):
+        mmfeed.Loader(manifest, tokenizer=tokenizer, chat_template="qwen2.5-omni").start()
