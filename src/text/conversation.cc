@@ -1,7 +1,8 @@
 // Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
 // "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
 // errors name the JSON path at fault. Rendering and encoding are in chat.cc. One stage kept in one
-// file (a little over 600 lines): every format's reader shares the same path-naming helpers.
+// file (about 670 lines, with the audio items and the three kinds of listed media): every
+// format's reader shares the same path-naming helpers and the listed-media placement.
 #include "text/conversation.h"
 
 #include <simdjson.h>
