@@ -30,14 +30,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<VideoGrid> videos(conversation->count(ContentItem::Type::kVideo), VideoGrid{{2, 4, 4}, 1.0, {0.5, 1.5}});
   std::size_t assistants = 0;
   for (const Message& m : conversation->messages) assistants += m.role == "assistant";
-  for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking,
-                                  ChatTemplate::kQwen3_5, ChatTemplate::kQwen3_5NoThink}) {
+  const bool has_audio = conversation->count(ContentItem::Type::kAudio) > 0;
+  for (const ChatTemplate tmpl :
+       {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking, ChatTemplate::kQwen3_5,
+        ChatTemplate::kQwen3_5NoThink, ChatTemplate::kQwen2_5Omni, ChatTemplate::kQwen3OmniThinking}) {
     for (const bool vision_id : {false, true}) {
       const auto rendered =
           render_chat(*conversation, tmpl, {.add_generation_prompt = vision_id, .add_vision_id = vision_id});
       // Every parsed conversation renders, but with Qwen3.5's template, which refuses some (no
-      // user query, a late system message, media in the system prompt, arguments not an object).
-      const bool may_refuse = tmpl == ChatTemplate::kQwen3_5 || tmpl == ChatTemplate::kQwen3_5NoThink;
+      // user query, a late system message, media in the system prompt, arguments not an object),
+      // Qwen3-Omni Thinking's (a list-form system prompt beside tools), and audio where the
+      // template takes none.
+      const bool may_refuse = tmpl == ChatTemplate::kQwen3_5 || tmpl == ChatTemplate::kQwen3_5NoThink ||
+                              tmpl == ChatTemplate::kQwen3OmniThinking || (has_audio && !takes_audio(tmpl));
       if (!rendered.ok() && may_refuse) continue;
       if (!rendered.ok()) std::abort();
       const Rendered& r = *rendered;

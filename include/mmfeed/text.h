@@ -62,8 +62,8 @@ class Tokenizer {
 };
 
 // A chat template: "qwen2-vl" (also "qwen2.5-vl"), "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"
-// (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" (render only: the
-// Loader and encode_conversation do not take it yet), or a file
+// (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" and
+// "qwen3-omni-thinking" (render only: the Loader and encode_conversation do not take them yet), or a file
 // holding one of those templates' exact text (.jinja, or a chat_template.json /
 // tokenizer_config.json); anything else is refused (kUnsupported): mmfeed renders only templates
 // it reproduces exactly.
@@ -72,6 +72,7 @@ struct RenderOptions {
   bool add_generation_prompt = false;
   bool add_vision_id = false;  // "Picture N: " / "Video N: " before each medium
   // Qwen3.5's generation prompt with or without thinking; nullopt: the template's default.
+  // Qwen3-Omni Thinking writes an empty think block after it when false.
   std::optional<bool> enable_thinking{};
   bool add_audio_id = false;  // "Audio N: " before each audio item (qwen2.5-omni)
 };

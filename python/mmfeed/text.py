@@ -94,11 +94,12 @@ def render_chat(
     sample (LLaVA "conversations" and ShareGPT shapes included, "tools" beside "messages").
     template: "qwen2-vl" (= "qwen2.5-vl"), "qwen3-vl" (Instruct), "qwen3-vl-thinking", "qwen3.5"
     (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" (images, videos
-    and audio items; add_audio_id numbers the audio), or the path of a template file (.jinja, or
-    chat_template.json) byte-identical to one of those.
+    and audio items; add_audio_id numbers the audio), "qwen3-omni-thinking" (images, videos and
+    audio, never numbered), or the path of a template file (.jinja, or chat_template.json)
+    byte-identical to one of those.
     tools: JSON schemas (dicts) or functions, as apply_chat_template takes them.
     enable_thinking: Qwen3.5's generation prompt with or without thinking (None: the template's
-    default)."""
+    default); Qwen3-Omni Thinking adds an empty think block when it is False."""
     return _mmfeed.render_chat(
         _sample_json(messages, tools),
         os.fspath(template),

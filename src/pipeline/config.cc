@@ -144,7 +144,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
-  if (out.chat_template == text::ChatTemplate::kQwen2_5Omni) {
+  if (text::takes_audio(out.chat_template)) {
     return config_error("chat_template",
                         "the Loader does not train Omni models yet (issue 36): mmfeed.AudioProcessor "
                         "and render_chat take their audio and template");
@@ -167,7 +167,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
     }
     auto t = text::chat_template(name);
     if (!t.ok()) return config_error("source_chat_template", t.error().message());
-    if (*t == text::ChatTemplate::kQwen2_5Omni) {
+    if (text::takes_audio(*t)) {
       return config_error("source_chat_template", "the Loader does not train Omni models yet (issue 36)");
     }
     out.source_templates.push_back(*t);

@@ -27,7 +27,8 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
     return Error(ErrorCode::kUnsupported,
                  "chat template '" + path +
                      "' is neither a known name (qwen2-vl, qwen2.5-vl, qwen3-vl, "
-                     "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni) nor an existing file");
+                     "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni, qwen3-omni-thinking) nor an "
+                     "existing file");
   }
   if (!std::filesystem::is_regular_file(status)) {
     return Error(ErrorCode::kUnsupported, "chat template file is not a regular file", path);
@@ -47,16 +48,17 @@ Result<ChatTemplate> chat_template_file(const std::string& path) {
   simdjson::dom::element doc;
   std::string_view inner;
   if (!parser.parse(text).get(doc) && !doc["chat_template"].get_string().get(inner)) text = std::string(inner);
-  for (const ChatTemplate tmpl : {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking,
-                                  ChatTemplate::kQwen3_5, ChatTemplate::kQwen3_5NoThink, ChatTemplate::kQwen2_5Omni}) {
+  for (const ChatTemplate tmpl :
+       {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking, ChatTemplate::kQwen3_5,
+        ChatTemplate::kQwen3_5NoThink, ChatTemplate::kQwen2_5Omni, ChatTemplate::kQwen3OmniThinking}) {
     if (text == chat_template_text(tmpl)) return tmpl;
   }
   return Error(ErrorCode::kUnsupported,
                "chat template file '" + path +
                    "' is not byte-identical to a template mmfeed renders (Qwen2-VL, "
-                   "Qwen3-VL Instruct, Qwen3-VL Thinking, Qwen3.5, Qwen2.5-Omni as published); mmfeed renders only "
-                   "templates it reproduces exactly: name one (qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, "
-                   "qwen3.5-nothink, qwen2.5-omni) or "
+                   "Qwen3-VL Instruct, Qwen3-VL Thinking, Qwen3.5, Qwen2.5-Omni, Qwen3-Omni Thinking as published); "
+                   "mmfeed renders only templates it reproduces exactly: name one (qwen2-vl, qwen3-vl, "
+                   "qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni, qwen3-omni-thinking) or "
                    "render with transformers");
 }
 
@@ -76,13 +78,15 @@ struct VisionCount {
   int audios = 0;
 };
 
-// What a template writes for each medium.
+// What a template writes for each medium; `typed_text`: it renders only text items typed "text".
 struct Blocks {
   std::string_view image, video, audio;
+  bool typed_text = false;
 };
 constexpr Blocks kVisionBlocks{kImageBlock, kVideoBlock, {}};
 constexpr Blocks kOmniBlocks{"<|vision_bos|><|IMAGE|><|vision_eos|>", "<|vision_bos|><|VIDEO|><|vision_eos|>",
                              "<|audio_bos|><|AUDIO|><|audio_eos|>"};
+constexpr Blocks kQwen3OmniBlocks{kImageBlock, kVideoBlock, "<|audio_start|><|audio_pad|><|audio_end|>", true};
 
 // Appends a message's content as the templates render it: text, and media as vision blocks
 // numbered with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
@@ -92,7 +96,9 @@ void render_content(std::string& out, const Message& m, VisionCount& n, bool cou
                     const Blocks& blocks = kVisionBlocks) {
   for (const ContentItem& item : m.content) {
     switch (item.type) {
-      case ContentItem::Type::kText: out += item.value; break;
+      case ContentItem::Type::kText:
+        if (!(blocks.typed_text && item.untyped)) out += item.value;
+        break;
       case ContentItem::Type::kImage:
         if (count) ++n.images;
         if (options.add_vision_id) out += "Picture " + std::to_string(n.images) + ": ";
@@ -113,9 +119,10 @@ void render_content(std::string& out, const Message& m, VisionCount& n, bool cou
 }
 
 // render_content into a string of its own, for what the templates test or cut.
-std::string rendered_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options) {
+std::string rendered_content(const Message& m, VisionCount& n, bool count, const RenderOptions& options,
+                             const Blocks& blocks = kVisionBlocks) {
   std::string out;
-  render_content(out, m, n, count, options);
+  render_content(out, m, n, count, options, blocks);
   return out;
 }
 
@@ -276,24 +283,62 @@ Rendered render_qwen3_vl(const Conversation& c, const RenderOptions& options) {
   return r;
 }
 
-// tests/data/chat-templates/qwen3_vl_thinking.jinja
-Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& options) {
+// The Qwen3-Omni Thinking template's system prompt without tools: a string as one system turn, a
+// list as one system turn per item it renders.
+void render_omni_system(std::string& out, const Message& system) {
+  if (system.content_is_string) {
+    out += "<|im_start|>system\n";
+    out += system.content.front().value;
+    out += kImEnd;
+    return;
+  }
+  for (const ContentItem& item : system.content) {
+    if (item.type == ContentItem::Type::kText && item.untyped) continue;
+    out += "<|im_start|>system\n";
+    switch (item.type) {
+      case ContentItem::Type::kText: out += item.value; break;
+      case ContentItem::Type::kImage: out += kQwen3OmniBlocks.image; break;
+      case ContentItem::Type::kVideo: out += kQwen3OmniBlocks.video; break;
+      case ContentItem::Type::kAudio: out += kQwen3OmniBlocks.audio; break;
+    }
+    out += kImEnd;
+  }
+}
+
+// tests/data/chat-templates/qwen3_vl_thinking.jinja and, with `omni`, qwen3_omni_thinking.jinja:
+// one structure. The Omni template has its own blocks (audio among them, never numbered), its own
+// system prompt (render_omni_system), counts only string user messages as queries, and its own
+// generation prompt.
+Result<Rendered> render_thinking(const Conversation& c, const RenderOptions& options, bool omni) {
+  const Blocks& blocks = omni ? kQwen3OmniBlocks : kVisionBlocks;
+  RenderOptions numbering = options;
+  if (omni) numbering.add_vision_id = numbering.add_audio_id = false;
   Rendered r = start_rendering(c);
   VisionCount n;
   const Message& first = c.messages.front();
-  const std::string system = first.role == "system" ? rendered_content(first, n, false, options) : std::string();
+  if (omni && !c.tools.empty() && first.role == "system" && !first.content_is_string) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "the Qwen3-Omni Thinking template refuses this conversation: with tools, the system message's "
+                 "content must be a string (the template adds text to it; transformers raises a TypeError)");
+  }
+  const std::string system =
+      first.role == "system" ? rendered_content(first, n, false, numbering, blocks) : std::string();
   if (!c.tools.empty()) {
     render_tools_header(r.text, c, system);
+  } else if (first.role == "system" && omni) {
+    render_omni_system(r.text, first);
   } else if (first.role == "system") {
     r.text += "<|im_start|>system\n";
     r.text += system;
     r.text += kImEnd;
   }
-  // The last user query: the last user message that is not a tool response it carries itself.
+  // The last user query: the last user message that is not a tool response it carries itself
+  // (for the Omni template, a string one); none: the last message.
   std::size_t last_query = c.messages.size() - 1;
   for (std::size_t i = c.messages.size(); i-- > 0;) {
-    if (c.messages[i].role != "user") continue;
-    const std::string content = rendered_content(c.messages[i], n, false, options);
+    const Message& m = c.messages[i];
+    if (m.role != "user" || (omni && !m.content_is_string)) continue;
+    const std::string content = rendered_content(m, n, false, numbering, blocks);
     if (!(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
       last_query = i;
       break;
@@ -301,7 +346,7 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
   }
   for (std::size_t i = 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
-    std::string content = rendered_content(m, n, true, options);  // counted for every message
+    std::string content = rendered_content(m, n, true, numbering, blocks);  // counted for every message
     if (m.role == "user" || (m.role == "system" && i > 0)) {
       r.text += "<|im_start|>";
       r.text += m.role;
@@ -330,7 +375,11 @@ Rendered render_qwen3_vl_thinking(const Conversation& c, const RenderOptions& op
       close_tool_response(r.text, c, i);
     }
   }
-  if (options.add_generation_prompt) r.text += "<|im_start|>assistant\n<think>\n";
+  if (options.add_generation_prompt && !omni) r.text += "<|im_start|>assistant\n<think>\n";
+  if (options.add_generation_prompt && omni) {
+    r.text +=
+        options.enable_thinking == false ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n";
+  }
   return r;
 }
 
@@ -511,28 +560,30 @@ Result<ChatTemplate> chat_template(std::string_view name) {
   if (name == "qwen3.5") return ChatTemplate::kQwen3_5;
   if (name == "qwen3.5-nothink") return ChatTemplate::kQwen3_5NoThink;
   if (name == "qwen2.5-omni") return ChatTemplate::kQwen2_5Omni;
+  if (name == "qwen3-omni-thinking") return ChatTemplate::kQwen3OmniThinking;
   if (name.empty()) {
     return Error(ErrorCode::kInvalidArgument,
                  "chat template name is empty (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, "
-                 "qwen3.5-nothink, qwen2.5-omni)");
+                 "qwen3.5-nothink, qwen2.5-omni, qwen3-omni-thinking)");
   }
   return chat_template_file(std::string(name));
 }
 
 Result<Rendered> render_chat(const Conversation& c, ChatTemplate tmpl, const RenderOptions& options) {
   if (c.messages.empty()) return Error(ErrorCode::kInvalidArgument, "conversation has no messages");
-  if (tmpl != ChatTemplate::kQwen2_5Omni && c.count(ContentItem::Type::kAudio) > 0) {
+  if (!takes_audio(tmpl) && c.count(ContentItem::Type::kAudio) > 0) {
     return Error(ErrorCode::kUnsupported, "the " + std::string(chat_template_name(tmpl)) +
                                               " template renders no audio (its model takes none): an audio item "
-                                              "needs an Omni model's template (qwen2.5-omni)");
+                                              "needs an Omni model's template (qwen2.5-omni, qwen3-omni-thinking)");
   }
   switch (tmpl) {
     case ChatTemplate::kQwen2VL: return render_qwen2_vl(c, options);
     case ChatTemplate::kQwen3VL: return render_qwen3_vl(c, options);
-    case ChatTemplate::kQwen3VLThinking: return render_qwen3_vl_thinking(c, options);
+    case ChatTemplate::kQwen3VLThinking: return render_thinking(c, options, false);
     case ChatTemplate::kQwen3_5: return render_qwen3_5(c, options, true);
     case ChatTemplate::kQwen3_5NoThink: return render_qwen3_5(c, options, false);
     case ChatTemplate::kQwen2_5Omni: return render_qwen2_vl(c, options, kOmniBlocks);
+    case ChatTemplate::kQwen3OmniThinking: return render_thinking(c, options, true);
   }
   return Error(ErrorCode::kInvalidArgument, "unknown chat template");
 }

@@ -104,10 +104,10 @@ class LossMask {
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
                                       std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
                                       const SftOptions& options) {
-  if (tmpl == ChatTemplate::kQwen2_5Omni) {
-    return Error(ErrorCode::kUnsupported,
-                 "encoding for training with the Qwen2.5-Omni template (its <|IMAGE|>/<|AUDIO|> pads, audio tokens and "
-                 "positions) is not built yet (issue 36); render_chat renders it");
+  if (takes_audio(tmpl)) {
+    return Error(ErrorCode::kUnsupported, "encoding for training with the " + std::string(chat_template_name(tmpl)) +
+                                              " template (its audio tokens and positions) is not built yet (issue "
+                                              "36); render_chat renders it");
   }
   if (c.count(ContentItem::Type::kAudio) > 0) {
     return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");

@@ -1,7 +1,7 @@
 // The chat template texts mmfeed reproduces, byte for byte as published (provenance in
 // tests/data/chat-templates/README.md). render_chat renders them in C++; these copies are what a
 // template file is compared against (chat_template), and tests check them against the fixtures.
-// Over 600 lines because it is six published texts verbatim; there is no code here to split.
+// Over 600 lines because it is seven published texts verbatim; there is no code here to split.
 #include "text/chat.h"
 
 namespace mmfeed::text {
@@ -581,6 +581,115 @@ You are a helpful assistant.<|im_end|>
 {% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
 {% endif %})jinja";
 
+// tests/data/chat-templates/qwen3_omni_thinking.jinja: 5715 bytes, sha256
+// f61059186b44ffa656362bf6a56fc80160f6873b49546042afa25654c9a660ea.
+constexpr std::string_view kQwen3OmniThinkingText = R"jinja({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {%- if messages[0].content is string %}
+            {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+        {%- else %}
+            {%- for content in messages[0].content %}
+                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}
+                    {{- '<|im_start|>system\n' +"<|vision_start|><|image_pad|><|vision_end|>"+ '<|im_end|>\n' }}
+                {%- elif content.type == 'audio' or 'audio' in content or 'audio_url' in content %}
+                    {{- '<|im_start|>system\n' +"<|audio_start|><|audio_pad|><|audio_end|>"+ '<|im_end|>\n' }}
+                {%- elif content.type == 'video' or 'video' in content %}
+                    {{- '<|im_start|>system\n' +"<|vision_start|><|video_pad|><|vision_end|>"+ '<|im_end|>\n' }}
+                {%- elif content.type == 'text' %}
+                    {{- '<|im_start|>system\n' +content.text+ '<|im_end|>\n' }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = namespace(text="") %}
+        {%- for mcontent in message.content %}
+            {%- if mcontent.type == 'image' or 'image' in mcontent or 'image_url' in mcontent %}
+                {%- set content.text = content.text~"<|vision_start|><|image_pad|><|vision_end|>" %}
+            {%- elif mcontent.type == 'audio' or 'audio' in mcontent or 'audio_url' in mcontent %}
+                {%- set content.text = content.text~"<|audio_start|><|audio_pad|><|audio_end|>" %}
+            {%- elif mcontent.type == 'video' or 'video' in mcontent %}
+                {%- set content.text = content.text~"<|vision_start|><|video_pad|><|vision_end|>" %}
+            {%- elif mcontent.type == 'text' %}
+                {%- set content.text = content.text~mcontent.text %}
+            {%- endif %}
+        {%- endfor %}
+        {%- set content = content.text %}
+    {%- endif %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = "" %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+            {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+        {%- endif %}
+    {%- endif %}
+    {%- if loop.index0 > ns.last_query_index %}
+        {%- if loop.last or (not loop.last and reasoning_content) %}
+            {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip("\n") + '\n</think>\n\n' + content.lstrip('\n') }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\n' + content }}
+    {%- endif %}
+    {%- if message.tool_calls %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if (loop.first and content) or (not loop.first) %}{{- '\n' }}{%- endif %}
+            {%- if tool_call.function %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {%- if tool_call.arguments is string %}
+                {{- tool_call.arguments }}
+            {%- else %}
+                {{- tool_call.arguments | tojson }}
+            {%- endif %}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+    {%- endif %}
+    {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}{{- '<|im_start|>user' }}{%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}{{- '<|im_end|>\n' }}{%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}
+{%- endif %}
+)jinja";
+
 }  // namespace
 
 std::string_view chat_template_text(ChatTemplate tmpl) {
@@ -591,6 +700,7 @@ std::string_view chat_template_text(ChatTemplate tmpl) {
     case ChatTemplate::kQwen3_5: return kQwen3_5Text;
     case ChatTemplate::kQwen3_5NoThink: return kQwen3_5NoThinkText;
     case ChatTemplate::kQwen2_5Omni: return kQwen2_5OmniText;
+    case ChatTemplate::kQwen3OmniThinking: return kQwen3OmniThinkingText;
   }
   return {};
 }
@@ -603,6 +713,7 @@ std::string_view chat_template_name(ChatTemplate tmpl) {
     case ChatTemplate::kQwen3_5: return "Qwen3.5";
     case ChatTemplate::kQwen3_5NoThink: return "Qwen3.5 (thinking off)";
     case ChatTemplate::kQwen2_5Omni: return "Qwen2.5-Omni";
+    case ChatTemplate::kQwen3OmniThinking: return "Qwen3-Omni Thinking";
   }
   return "unknown";
 }

@@ -197,7 +197,9 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   }
   if (!o["text"].get(field)) {  // null here is named: a text item needs its text
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
-    return ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}};
+    ContentItem item{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}};
+    item.untyped = type != "text";
+    return item;
   }
   return bad(where + " has no \"text\", \"image\", \"video\" or \"audio\"" +
              (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));
@@ -438,6 +440,19 @@ class ListedMedia {
   std::size_t next_image_ = 0, next_video_ = 0, next_audio_ = 0;
 };
 
+// A message's text: a string unless it places listed media (LLaMA-Factory, ms-swift, ShareGPT), then
+// content items. (Where a template tells them apart, Qwen3-Omni's, a string is what the turn was.)
+Status set_text_content(Message& msg, std::string_view text, ListedMedia& listed, const std::string& where) {
+  MMFEED_RETURN_IF_ERROR(listed.split(text, where, msg.content));
+  const bool places_media = std::any_of(msg.content.begin(), msg.content.end(),
+                                        [](const ContentItem& i) { return i.type != ContentItem::Type::kText; });
+  if (!places_media) {
+    msg.content_is_string = true;
+    msg.content.assign(1, ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}});
+  }
+  return ok_status();
+}
+
 // A turn that carries tool calls as JSON text (LLaMA-Factory's "function_call", ms-swift's
 // "tool_call": one call or a list), appended to `c`: calls in a row are one assistant message.
 Status add_call_turn(Conversation& c, std::string_view text, const std::string& where) {
@@ -490,14 +505,7 @@ Result<Conversation> parse_messages(simdjson::dom::element messages, ListedMedia
         return bad(where + " has no \"content\" (expected a string or a list of content items)");
       }
     } else if (!field.get_string().get(text)) {
-      // A string stays a string unless it places listed media (LLaMA-Factory, ms-swift).
-      MMFEED_RETURN_IF_ERROR(listed.split(text, where + ".content", msg.content));
-      const bool places_media = std::any_of(msg.content.begin(), msg.content.end(),
-                                            [](const ContentItem& i) { return i.type != ContentItem::Type::kText; });
-      if (!places_media) {
-        msg.content_is_string = true;
-        msg.content.assign(1, ContentItem{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}});
-      }
+      MMFEED_RETURN_IF_ERROR(set_text_content(msg, text, listed, where + ".content"));
     } else if (!field.get_array().get(items)) {
       std::size_t item_index = 0;
       for (simdjson::dom::element item : items) {
@@ -550,7 +558,7 @@ Result<Conversation> parse_conversations(simdjson::dom::element turns, ListedMed
     }
     Message msg;
     msg.role = *role;
-    MMFEED_RETURN_IF_ERROR(listed.split(value, where, msg.content));
+    MMFEED_RETURN_IF_ERROR(set_text_content(msg, value, listed, where));
     c.messages.push_back(std::move(msg));
   }
   if (c.messages.empty()) return bad("conversation has no turns");

@@ -62,6 +62,9 @@ struct ContentItem {
   std::optional<std::string> media_text;
   VideoKeys video;  // kVideo only
   AudioKeys audio;  // kAudio only
+  // A text item of a content list whose "type" is not "text" (absent, or another type): the
+  // Qwen3-Omni template renders only items typed "text", the others any item with a "text".
+  bool untyped = false;
 };
 
 // One call of an assistant turn. `arguments` is what the templates print: a string argument as

@@ -476,8 +476,13 @@ TEST(ChatTemplateTest, CarriesThePublishedTextsByteForByte) {
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen2VL), read_fixture("qwen2_vl.jinja"));
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VL), read_fixture("qwen3_vl.jinja"));
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VLThinking), read_fixture("qwen3_vl_thinking.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3_5), read_fixture("qwen3_5.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3_5NoThink), read_fixture("qwen3_5_nothink.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen2_5Omni), read_fixture("qwen2_5_omni.jinja"));
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3OmniThinking), read_fixture("qwen3_omni_thinking.jinja"));
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VL).size(), 5292u);
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VLThinking).size(), 5199u);
+  EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3OmniThinking).size(), 5715u);
 }
 
 TEST(ChatTemplateTest, NamesSelectTemplates) {
@@ -485,6 +490,8 @@ TEST(ChatTemplateTest, NamesSelectTemplates) {
   EXPECT_EQ(chat_template("qwen2.5-vl").value(), ChatTemplate::kQwen2VL);
   EXPECT_EQ(chat_template("qwen3-vl").value(), ChatTemplate::kQwen3VL);
   EXPECT_EQ(chat_template("qwen3-vl-thinking").value(), ChatTemplate::kQwen3VLThinking);
+  EXPECT_EQ(chat_template("qwen2.5-omni").value(), ChatTemplate::kQwen2_5Omni);
+  EXPECT_EQ(chat_template("qwen3-omni-thinking").value(), ChatTemplate::kQwen3OmniThinking);
   EXPECT_EQ(chat_template("qwen4-vl").error().code(), ErrorCode::kUnsupported);
 }
 
@@ -698,6 +705,32 @@ TEST(ChatTest, OnlyTheOmniTemplateRendersAudioAndTheLoaderRefusesIt) {
   EXPECT_EQ(omni->text,
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nAudio 1: "
             "<|audio_bos|><|AUDIO|><|audio_eos|>Hi<|im_end|>\n");
+}
+
+TEST(ChatTest, Qwen3OmniThinkingWritesAListSystemPromptTurnByTurnAndSkipsUntypedText) {
+  const auto c = parse_conversation(R"({"messages": [
+      {"role": "system", "content": [{"type": "text", "text": "Listen."}, {"text": "skipped"},
+                                     {"type": "audio", "audio": "s.wav"}]},
+      {"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "note", "text": "skipped"},
+                                   {"type": "text", "text": "Hi"}]},
+      {"role": "assistant", "content": "Yo", "reasoning_content": "r"}]})");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  RenderOptions o;
+  o.add_audio_id = o.add_vision_id = true;  // the template numbers nothing
+  o.add_generation_prompt = true;
+  o.enable_thinking = false;
+  const auto r = render_chat(*c, ChatTemplate::kQwen3OmniThinking, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // The list-form user turn is no query, so the answer after it keeps no think block.
+  EXPECT_EQ(r->text,
+            "<|im_start|>system\nListen.<|im_end|>\n<|im_start|>system\n<|audio_start|><|audio_pad|><|audio_end|>"
+            "<|im_end|>\n<|im_start|>user\n<|audio_start|><|audio_pad|><|audio_end|>Hi<|im_end|>\n"
+            "<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  Conversation with_tools = *c;
+  with_tools.tools.push_back(R"({"name": "f"})");
+  const auto refused = render_chat(with_tools, ChatTemplate::kQwen3OmniThinking, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("content must be a string"), std::string::npos);
 }
 
 TEST(ChatTest, Issue33TheSystemKeyIsTheFirstMessage) {

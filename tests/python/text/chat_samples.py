@@ -116,6 +116,8 @@ def rand_content(rng, media=True, tool_response_text=False, audio=False):
             items.append({"type": "video", "video": "v.mp4"})
         elif audio and media and r < 0.55:  # only when asked: the other templates' sets stay as they were
             items.append({"type": "audio", "audio": "a.wav"} if rng.random() < 0.8 else {"audio_url": "b.mp3"})
+        elif audio and r < 0.65:  # a text item without "type": "text" (Qwen3-Omni's template skips it)
+            items.append({"text": rand_text(rng)} if rng.random() < 0.5 else {"type": "note", "text": rand_text(rng)})
         else:
             items.append(txt(rand_text(rng)))
     return items

@@ -96,3 +96,62 @@ def test_the_loader_refuses_audio_samples_and_the_omni_template(tmp_path):
     assert "s1" in str(error) and "does not load audio yet" in str(error)
     with pytest.raises(ValueError, match="does not train Omni models yet"):
         mmfeed.Loader(manifest, tokenizer=tokenizer, chat_template="qwen2.5-omni").start()
+
+
+THINKING = DATA / "chat-templates" / "qwen3_omni_thinking.jinja"
+
+
+@pytest.fixture(scope="module")
+def hf_thinking():
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(DATA / "qwen3-tokenizer" / "tokenizer.json"), chat_template=THINKING.read_text()
+    )
+
+
+def test_qwen3_omni_thinking_renders_as_apply_chat_template(hf_thinking):
+    """Every branch: tools (a list-form system prompt beside them is refused by both), a list-form
+    system prompt as one turn per item, untyped text items skipped, only string user messages as
+    queries, reasoning kept after the last one, the generation prompt with thinking on or off."""
+    rendered = refused = 0
+    for msgs, tools in generated(SEED_CONVERSATIONS, seed=361, audio=True):
+        for gen in (False, True):
+            for thinking in (None, True, False):
+                for vid in (False, True):
+                    options = dict(tools=tools, add_generation_prompt=gen, add_vision_id=vid, add_audio_id=vid)
+                    if thinking is not None:
+                        options["enable_thinking"] = thinking
+                    try:
+                        want = hf_thinking.apply_chat_template(msgs, tokenize=False, **options)
+                    except TypeError:  # the template adds a string to a list-form system prompt
+                        with pytest.raises(ValueError, match="content must be a string"):
+                            mmfeed.render_chat(msgs, template="qwen3-omni-thinking", **options)
+                        refused += 1
+                        continue
+                    got = mmfeed.render_chat(msgs, template="qwen3-omni-thinking", **options)
+                    assert got == want, (msgs, options)
+                    rendered += 1
+    assert rendered + refused == 12 * SEED_CONVERSATIONS
+    assert 0 < refused < rendered // 10  # the set reaches the refusal, and mostly renders
+
+
+def test_qwen3_omni_thinking_file_and_thinking_blocks(hf_thinking):
+    assert mmfeed.render_chat([{"role": "user", "content": "Hi"}], template=THINKING) == mmfeed.render_chat(
+        [{"role": "user", "content": "Hi"}], template="qwen3-omni-thinking"
+    )
+    # A user turn given as a list is not a query for this template: the reasoning of the answer
+    # after it is dropped unless a string query precedes; the same turn as a string keeps it.
+    listed = [
+        {"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "text", "text": "What?"}]},
+        {"role": "assistant", "content": "Rain.", "reasoning_content": "It sounds wet."},
+        {"role": "user", "content": "Sure?"},
+        {"role": "assistant", "content": "Yes.", "reasoning_content": "Still wet."},
+    ]
+    got = mmfeed.render_chat(listed, template="qwen3-omni-thinking")
+    assert got == hf_thinking.apply_chat_template(listed, tokenize=False)
+    assert "It sounds wet." not in got and "<think>\nStill wet.\n</think>\n\nYes." in got
+    # No string query at all: the template takes the last message as the query, so no reasoning
+    # is rendered anywhere.
+    only_listed = listed[:2]
+    got = mmfeed.render_chat(only_listed, template="qwen3-omni-thinking")
+    assert got == hf_thinking.apply_chat_template(only_listed, tokenize=False)
+    assert "<|audio_start|><|audio_pad|><|audio_end|>What?" in got and "<think>" not in got
