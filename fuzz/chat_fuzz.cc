@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!conversation.ok()) return 0;
   std::vector<Grid3> images(conversation->count(ContentItem::Type::kImage), Grid3{1, 4, 4});
   std::vector<VideoGrid> videos(conversation->count(ContentItem::Type::kVideo), VideoGrid{{2, 4, 4}, 1.0, {0.5, 1.5}});
+  const std::vector<std::int64_t> audio_tokens(conversation->count(ContentItem::Type::kAudio), 3);
   std::size_t assistants = 0;
   for (const Message& m : conversation->messages) assistants += m.role == "assistant";
   const bool has_audio = conversation->count(ContentItem::Type::kAudio) > 0;
@@ -62,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     SftOptions options;
     options.mrope_position_ids = true;
     options.train_reasoning = tmpl != ChatTemplate::kQwen3VLThinking;
-    auto sample = encode_conversation(*tok, *conversation, tmpl, images, videos, options);
+    auto sample = encode_conversation(*tok, *conversation, tmpl, images, videos, audio_tokens, options);
     if (sample.ok() && (sample->labels.size() != sample->input_ids.size() ||
                         sample->attention_mask.size() != sample->input_ids.size() ||
                         sample->position_ids.size() != 3 * sample->input_ids.size())) {

@@ -63,7 +63,7 @@ class Tokenizer {
 
 // A chat template: "qwen2-vl" (also "qwen2.5-vl"), "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"
 // (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" and
-// "qwen3-omni-thinking" (render only: the Loader and encode_conversation do not take them yet), or a file
+// "qwen3-omni-thinking" (rendered and encoded; the Loader does not take them yet), or a file
 // holding one of those templates' exact text (.jinja, or a chat_template.json /
 // tokenizer_config.json); anything else is refused (kUnsupported): mmfeed renders only templates
 // it reproduces exactly.
@@ -90,7 +90,11 @@ struct EncodeOptions {
   std::vector<double> second_per_grid_ts;
   // Qwen3-VL: per video, the seconds of each temporal group (written into the text); empty: none.
   std::vector<std::vector<double>> video_timestamps;
-  int tokens_per_second = 0;   // Qwen2.5-VL's vision_config.tokens_per_second (2); 0: Qwen2/3-VL
+  // The Omni templates: per audio item, the audio tokens its clip makes (AudioFeatures::tokens).
+  std::vector<std::int64_t> audio_tokens;
+  // Qwen2.5-VL's vision_config.tokens_per_second (2); 0: Qwen2/3-VL, and the Omni models' own
+  // position_id_per_seconds (Qwen2.5-Omni 25, Qwen3-Omni 13), which need second_per_grid_ts.
+  int tokens_per_second = 0;
   int merge_size = 2;          // the vision model's spatial merge
   std::size_t max_length = 0;  // tokens; 0: no limit
   Truncation truncation = Truncation::kError;
@@ -106,11 +110,13 @@ struct EncodedSample {
   std::vector<std::int32_t> position_ids;  // 3 x L (rows t, h, w) with mrope; else empty
   std::size_t images_kept = 0;             // after truncation, the first images_kept images remain
   std::size_t videos_kept = 0;
+  std::size_t audios_kept = 0;
 };
 
 // The sample rendered with its template, tokenized, each image and video pad expanded to its
-// grid's tokens, labelled (assistant replies; vision tokens never), truncated or refused at
-// max_length, with mrope positions: the Loader's text for the sample.
+// grid's tokens and each audio pad to its clip's, labelled (assistant replies; media tokens
+// never), truncated or refused at max_length, with mrope positions (the models'
+// get_rope_index): the Loader's text for the sample.
 Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::string_view sample_json,
                                           const EncodeOptions& options);
 

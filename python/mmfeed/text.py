@@ -118,6 +118,7 @@ def encode_conversation(
     video_grids=(),
     second_per_grid_ts=(),
     video_timestamps=(),
+    audio_tokens=(),
     tokens_per_second: int | None = None,
     template: str = "qwen2-vl",
     max_length: int | None = None,
@@ -143,7 +144,13 @@ def encode_conversation(
     written before each temporal group as transformers 5.24 writes them; Qwen2.5-VL's mrope
     steps a video's groups by second_per_grid_ts x tokens_per_second (2 by default with
     template="qwen2.5-vl", 0 = one per group, Qwen2-VL).
-    Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids).
+    Audio (the Omni templates, "qwen2.5-omni" and "qwen3-omni-thinking"): audio_tokens, one count
+    per audio item (AudioProcessor's "tokens"), each audio pad expanded to it; their videos need
+    second_per_grid_ts (temporal_patch_size / fps: the processors' video_second_per_grid) for the
+    positions, which step by the model's position_id_per_seconds (25, 13) unless
+    tokens_per_second says otherwise.
+    Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids), and how many
+    images, videos and audio clips truncation kept ("images_kept", "videos_kept", "audios_kept").
     """
     import numpy as np
 
@@ -154,6 +161,7 @@ def encode_conversation(
         [list(map(int, g)) for g in video_grids],
         [float(x) for x in second_per_grid_ts],
         [[float(t) for t in ts] for ts in video_timestamps],
+        [int(n) for n in audio_tokens],
         (2 if template == "qwen2.5-vl" else 0) if tokens_per_second is None else tokens_per_second,
         os.fspath(template),
         max_length or 0,
@@ -169,4 +177,5 @@ def encode_conversation(
         result["position_ids"] = np.asarray(out["position_ids"], dtype=np.int64).reshape(3, -1)
     result["images_kept"] = out["images_kept"]
     result["videos_kept"] = out["videos_kept"]
+    result["audios_kept"] = out["audios_kept"]
     return result

@@ -290,7 +290,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
     return;
   }
-  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, sft_);
+  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, {}, sft_);
   if (!s.ok()) {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;

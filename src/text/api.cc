@@ -96,8 +96,8 @@ Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::strin
   o.tokens_per_second = options.tokens_per_second;
   o.train_reasoning = options.train_reasoning;
   o.render.add_vision_id = options.add_vision_id;
-  MMFEED_ASSIGN_OR_RETURN(text::SftSample s,
-                          text::encode_conversation(*tokenizer.impl_, c, tmpl, images, video_grids, o));
+  MMFEED_ASSIGN_OR_RETURN(text::SftSample s, text::encode_conversation(*tokenizer.impl_, c, tmpl, images, video_grids,
+                                                                       options.audio_tokens, o));
   EncodedSample out;
   out.input_ids = std::move(s.input_ids);
   out.labels = std::move(s.labels);
@@ -105,6 +105,7 @@ Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::strin
   out.position_ids = std::move(s.position_ids);
   out.images_kept = s.images_kept;
   out.videos_kept = s.videos_kept;
+  out.audios_kept = s.audios_kept;
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Chat templates chosen by name or file and rendered in C++ (Qwen2-VL, Qwen3-VL Instruct and
-// Thinking, Qwen3.5, each tested byte-identical to transformers' apply_chat_template), with the spans the
-// labels need. Parsing is in conversation.cc, encoding for SFT in chat_encode.cc.
+// Thinking, Qwen3.5, Qwen2.5-Omni, Qwen3-Omni Thinking, each tested byte-identical to transformers'
+// apply_chat_template), with the spans the labels need. Parsing is in conversation.cc, encoding for
+// SFT in chat_encode.cc, the published texts in chat_template_text.cc. One file of about 610 lines:
+// the templates share their turn, content and tool-call writers, which would otherwise be exported.
 #include "text/chat.h"
 
 #include <simdjson.h>
@@ -87,6 +89,13 @@ constexpr Blocks kVisionBlocks{kImageBlock, kVideoBlock, {}};
 constexpr Blocks kOmniBlocks{"<|vision_bos|><|IMAGE|><|vision_eos|>", "<|vision_bos|><|VIDEO|><|vision_eos|>",
                              "<|audio_bos|><|AUDIO|><|audio_eos|>"};
 constexpr Blocks kQwen3OmniBlocks{kImageBlock, kVideoBlock, "<|audio_start|><|audio_pad|><|audio_end|>", true};
+
+// The tokens of each template's blocks above (tests/text check that they spell them).
+constexpr MediaTokens kVisionTokens{"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", {}, {}, {}};
+constexpr MediaTokens kOmniTokens{"<|vision_bos|>", "<|vision_eos|>", "<|IMAGE|>", "<|VIDEO|>",
+                                  "<|audio_bos|>",  "<|audio_eos|>",  "<|AUDIO|>"};
+constexpr MediaTokens kQwen3OmniTokens{"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>",
+                                       "<|audio_start|>",  "<|audio_end|>",  "<|audio_pad|>"};
 
 // Appends a message's content as the templates render it: text, and media as vision blocks
 // numbered with add_vision_id. `count`: increment the counters first (Qwen3-VL Thinking's
@@ -567,6 +576,14 @@ Result<ChatTemplate> chat_template(std::string_view name) {
                  "qwen3.5-nothink, qwen2.5-omni, qwen3-omni-thinking)");
   }
   return chat_template_file(std::string(name));
+}
+
+const MediaTokens& media_tokens(ChatTemplate tmpl) {
+  switch (tmpl) {
+    case ChatTemplate::kQwen2_5Omni: return kOmniTokens;
+    case ChatTemplate::kQwen3OmniThinking: return kQwen3OmniTokens;
+    default: return kVisionTokens;
+  }
 }
 
 Result<Rendered> render_chat(const Conversation& c, ChatTemplate tmpl, const RenderOptions& options) {

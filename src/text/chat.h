@@ -77,10 +77,20 @@ struct ByteSpan {
   std::size_t end = 0;
 };
 
-// What every template renders for an image and a video item (after "Picture N: " or "Video N: "
-// with add_vision_id); encode_conversation expands each pad to its grid's tokens.
+// What the Qwen-VL templates (and Qwen3-Omni's) render for an image and a video item (after
+// "Picture N: " or "Video N: " with add_vision_id); encode_conversation expands each pad to its
+// grid's tokens.
 inline constexpr std::string_view kImageBlock = "<|vision_start|><|image_pad|><|vision_end|>";
 inline constexpr std::string_view kVideoBlock = "<|vision_start|><|video_pad|><|vision_end|>";
+
+// The special tokens a template writes for each medium: a block is start + pad + end (vision
+// tokens bound images and videos). Qwen2.5-Omni names its own (<|vision_bos|><|IMAGE|>...); the
+// audio ones are empty where the template takes no audio.
+struct MediaTokens {
+  std::string_view vision_start, vision_end, image_pad, video_pad;
+  std::string_view audio_start, audio_end, audio_pad;
+};
+const MediaTokens& media_tokens(ChatTemplate tmpl);
 
 // The rendered text and, per assistant message in order, the spans labels need.
 struct Rendered {

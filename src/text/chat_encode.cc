@@ -5,7 +5,10 @@
 #include "text/chat_encode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -99,21 +102,40 @@ class LossMask {
   std::size_t turn_ = 0;
 };
 
+// A size from the caller bounded before it sizes memory: a grid's side, a clip's audio tokens.
+constexpr std::int64_t kMaxGridSide = 1 << 20;
+constexpr std::int64_t kMaxMediaTokens = 1 << 26;
+
+// The Omni models' position_id_per_seconds, for SftOptions::tokens_per_second 0.
+int model_tokens_per_second(ChatTemplate tmpl) {
+  switch (tmpl) {
+    case ChatTemplate::kQwen2_5Omni: return 25;
+    case ChatTemplate::kQwen3OmniThinking: return 13;
+    default: return 0;
+  }
+}
+
+// Whether the template writes each video group's time before it (Qwen3-VL's and Qwen3.5's).
+bool timestamps_videos(ChatTemplate tmpl) {
+  return tmpl == ChatTemplate::kQwen3VL || tmpl == ChatTemplate::kQwen3VLThinking || tmpl == ChatTemplate::kQwen3_5 ||
+         tmpl == ChatTemplate::kQwen3_5NoThink;
+}
+
+std::string grid_text(const Grid3& g) {
+  return "(" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) + ")";
+}
+
 }  // namespace
 
 Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
                                       std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
-                                      const SftOptions& options) {
-  if (takes_audio(tmpl)) {
-    return Error(ErrorCode::kUnsupported, "encoding for training with the " + std::string(chat_template_name(tmpl)) +
-                                              " template (its audio tokens and positions) is not built yet (issue "
-                                              "36); render_chat renders it");
-  }
-  if (c.count(ContentItem::Type::kAudio) > 0) {
-    return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");
-  }
+                                      std::span<const std::int64_t> audio_tokens, const SftOptions& options) {
   const std::size_t n_images = c.count(ContentItem::Type::kImage);
   const std::size_t n_videos = c.count(ContentItem::Type::kVideo);
+  const std::size_t n_audios = c.count(ContentItem::Type::kAudio);
+  if (n_audios > 0 && !takes_audio(tmpl)) {
+    return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");
+  }
   if (n_images != image_grids.size()) {
     return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_images) + " images but " +
                                                   std::to_string(image_grids.size()) + " image grids were given");
@@ -122,8 +144,20 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos) + " videos but " +
                                                   std::to_string(videos.size()) + " video grids were given");
   }
-  const bool timestamped = tmpl != ChatTemplate::kQwen2VL;  // Qwen3-VL writes each group's time
-  std::vector<Grid3> video_grids;                           // one per video pad in the text: per group when timestamped
+  if (n_audios != audio_tokens.size()) {
+    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_audios) + " audio clips but " +
+                                                  std::to_string(audio_tokens.size()) +
+                                                  " audio token counts were given");
+  }
+  for (std::size_t k = 0; k < audio_tokens.size(); ++k) {
+    if (audio_tokens[k] < 1 || audio_tokens[k] > kMaxMediaTokens) {
+      return Error(ErrorCode::kInvalidArgument, "audio clip " + std::to_string(k) + " has " +
+                                                    std::to_string(audio_tokens[k]) + " audio tokens, not in [1, " +
+                                                    std::to_string(kMaxMediaTokens) + "]");
+    }
+  }
+  const bool timestamped = timestamps_videos(tmpl);
+  std::vector<Grid3> video_grids;  // one per video pad in the text: per group when timestamped
   for (std::size_t k = 0; k < videos.size(); ++k) {
     const VideoGrid& v = videos[k];
     if (!timestamped || static_cast<std::int64_t>(v.timestamps.size()) != v.grid.t) {
@@ -135,24 +169,38 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   if (options.merge_size < 1) {
     return Error(ErrorCode::kInvalidArgument, "merge_size " + std::to_string(options.merge_size) + " is not positive");
   }
+  const std::int64_t merge2 = static_cast<std::int64_t>(options.merge_size) * options.merge_size;
   for (std::span<const Grid3> grids : {image_grids, std::span<const Grid3>(video_grids)}) {
     for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
       if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options.merge_size != 0 || g.w % options.merge_size != 0) {
-        return Error(ErrorCode::kInvalidArgument, "grid (" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " +
-                                                      std::to_string(g.w) +
-                                                      ") is not positive with h and w multiples of merge_size " +
+        return Error(ErrorCode::kInvalidArgument, "grid " + grid_text(g) +
+                                                      " is not positive with h and w multiples of merge_size " +
                                                       std::to_string(options.merge_size));
+      }
+      if (g.t > kMaxGridSide || g.h > kMaxGridSide || g.w > kMaxGridSide ||
+          g.t * g.h * g.w / merge2 > kMaxMediaTokens) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "grid " + grid_text(g) + " makes more than " + std::to_string(kMaxMediaTokens) + " tokens");
       }
     }
   }
   MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
-  std::vector<ByteSpan> vision_text;  // the rendered vision blocks, in order
-  for (const auto& [block, n, what] :
-       {std::tuple{kImageBlock, n_images, "images"}, std::tuple{kVideoBlock, n_videos, "videos"}}) {
+  const MediaTokens& media = media_tokens(tmpl);
+  const auto block_of = [](std::string_view start, std::string_view pad, std::string_view end) {
+    return std::string(start) + std::string(pad) + std::string(end);
+  };
+  const std::string image_text = block_of(media.vision_start, media.image_pad, media.vision_end);
+  const std::string video_text = block_of(media.vision_start, media.video_pad, media.vision_end);
+  const std::string audio_text = block_of(media.audio_start, media.audio_pad, media.audio_end);
+  std::vector<ByteSpan> media_text;  // the rendered media blocks, in order
+  for (const auto& [block, n, what] : {std::tuple{std::string_view(image_text), n_images, "images"},
+                                       std::tuple{std::string_view(video_text), n_videos, "videos"},
+                                       std::tuple{std::string_view(audio_text), n_audios, "audio clips"}}) {
     std::size_t rendered = 0;
-    for (std::size_t at = r.text.find(block); at != std::string::npos; at = r.text.find(block, at + block.size())) {
+    for (std::size_t at = n > 0 ? r.text.find(block) : std::string::npos; at != std::string::npos;
+         at = r.text.find(block, at + block.size())) {
       ++rendered;
-      vision_text.push_back({at, at + block.size()});
+      media_text.push_back({at, at + block.size()});
     }
     if (rendered != n) {  // Qwen3-VL Instruct prints no media in assistant turns or system messages
       return Error(ErrorCode::kInvalidArgument,
@@ -162,7 +210,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        "them to a user turn");
     }
   }
-  std::sort(vision_text.begin(), vision_text.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
+  std::sort(media_text.begin(), media_text.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
   for (std::size_t k = 0; timestamped && k < videos.size(); ++k) {
     if (static_cast<std::int64_t>(videos[k].timestamps.size()) != videos[k].grid.t) {
       return Error(ErrorCode::kInvalidArgument,
@@ -171,25 +219,43 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        std::string(chat_template_name(tmpl)) + " template writes one before each group)");
     }
   }
+  const bool omni = takes_audio(tmpl);
+  const int tokens_per_second =
+      omni && options.tokens_per_second == 0 ? model_tokens_per_second(tmpl) : options.tokens_per_second;
+  for (std::size_t k = 0; omni && options.mrope_position_ids && k < videos.size(); ++k) {
+    if (!(videos[k].second_per_grid_t > 0)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "video " + std::to_string(k) + " has no second_per_grid_t (temporal_patch_size / fps), which the " +
+                       std::string(chat_template_name(tmpl)) + " model's positions need");
+    }
+  }
   // Timestamps go in before tokenizing (they are tokenized with the text around them); an
   // offset in the new text maps back to the rendering's for the label spans.
   // Without videos there is nothing to write, nor a copy of the text to make.
   const std::vector<Insertion> insertions =
       timestamped && !videos.empty() ? write_timestamps(r.text, videos) : std::vector<Insertion>{};
-  const auto image_pad = tok.token_to_id("<|image_pad|>");
-  const auto video_pad = tok.token_to_id("<|video_pad|>");
-  const auto vision_start = tok.token_to_id("<|vision_start|>");
-  const auto vision_end = tok.token_to_id("<|vision_end|>");
-  if (!image_pad || !video_pad || !vision_start || !vision_end) {
-    return Error(ErrorCode::kUnsupported, "tokenizer lacks the Qwen-VL vision tokens");
+  const auto id_of = [&](std::string_view token) { return token.empty() ? std::nullopt : tok.token_to_id(token); };
+  const auto image_pad = id_of(media.image_pad), video_pad = id_of(media.video_pad);
+  const auto vision_start = id_of(media.vision_start), vision_end = id_of(media.vision_end);
+  const auto audio_pad = id_of(media.audio_pad);
+  const auto audio_start = id_of(media.audio_start), audio_end = id_of(media.audio_end);
+  if (!image_pad || !video_pad || !vision_start || !vision_end ||
+      (omni && (!audio_pad || !audio_start || !audio_end))) {
+    return Error(ErrorCode::kUnsupported, "tokenizer lacks the " + std::string(chat_template_name(tmpl)) +
+                                              " template's media tokens (" + std::string(media.vision_start) + ", " +
+                                              std::string(media.image_pad) +
+                                              (omni ? ", " + std::string(media.audio_pad) : std::string()) + ", ...)");
   }
+  // Ids no token has stand in for the audio tokens of a template without them.
+  const std::int32_t audio_pad_id = audio_pad.value_or(-1), audio_start_id = audio_start.value_or(-1),
+                     audio_end_id = audio_end.value_or(-1);
   RenderedOffsets rendered_offset(insertions);
   LossMask trained(r, options);
 
   // Under max_length the text is tokenized only as far as the outcome needs (issue 31: a line of
   // 32 MB was tokenized whole, ~1.2 GB, before being refused): refused, it is counted to twice
   // max_length, so that a sample near the limit is told its count; truncated, to the first token
-  // past max_length outside a vision block, where every block the cut can meet has been seen.
+  // past max_length outside a media block, where every block the cut can meet has been seen.
   std::size_t stop_after = SIZE_MAX;
   if (options.max_length > 0) {
     // std::max: twice a max_length past SIZE_MAX / 2 wraps, and max_length itself is kept then.
@@ -197,71 +263,82 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                                                              : std::max(options.max_length, 2 * options.max_length);
   }
   bool stopped = false;
-  std::size_t next_vision_text = 0;  // the first rendered vision block not wholly before the last token
-  auto in_vision_block = [&](std::size_t at) {
-    while (next_vision_text < vision_text.size() && vision_text[next_vision_text].end <= at) ++next_vision_text;
-    return next_vision_text < vision_text.size() && vision_text[next_vision_text].begin <= at;
+  std::size_t next_media_text = 0;  // the first rendered media block not wholly before the last token
+  auto in_media_block = [&](std::size_t at) {
+    while (next_media_text < media_text.size() && media_text[next_media_text].end <= at) ++next_media_text;
+    return next_media_text < media_text.size() && media_text[next_media_text].begin <= at;
   };
 
   SftSample s;
-  const std::int64_t merge2 = static_cast<std::int64_t>(options.merge_size) * options.merge_size;
-  std::size_t next_image = 0, next_video = 0;
+  enum class Kind { kImage, kVideo, kAudio };
+  std::size_t next_image = 0, next_video = 0, next_audio = 0;
   struct Block {
-    std::size_t start, end;  // [<|vision_start|> index, one past the pads); a timestamped video: all its groups
-    bool image;
+    std::size_t start, end;  // [start token index, one past the pads); a timestamped video: all its groups
+    Kind kind;
   };
   std::vector<Block> blocks;
-  std::size_t block_start = 0, previous_start = 0;  // the last <|vision_start|>, and the one before it
+  std::size_t block_start = 0, previous_start = 0;  // the last start token, and the one before it
   std::size_t group_video = 0, group = 0,
               video_start = 0;  // the video the next video pad belongs to, its group, its start
   bool too_many_pads = false;
   MMFEED_RETURN_IF_ERROR(tok.encode_each(r.text, [&](const Token& token) {
     const std::int32_t id = token.id;
     const std::size_t at = rendered_offset(token.begin);
-    if (s.input_ids.size() > stop_after && !in_vision_block(at)) {
+    if (s.input_ids.size() > stop_after && !in_media_block(at)) {
       stopped = true;
       return false;
     }
-    if (id == *image_pad || id == *video_pad) {
-      const bool image = id == *image_pad;
-      if (image ? next_image >= image_grids.size() : next_video >= video_grids.size()) {
-        too_many_pads = true;
-        return false;
+    if (id == *image_pad || id == *video_pad || id == audio_pad_id) {
+      const Kind kind = id == *image_pad ? Kind::kImage : id == *video_pad ? Kind::kVideo : Kind::kAudio;
+      std::int64_t n = 0;
+      if (kind == Kind::kAudio) {
+        if (next_audio >= audio_tokens.size())
+          too_many_pads = true;
+        else
+          n = audio_tokens[next_audio++];
+      } else {
+        const bool image = kind == Kind::kImage;
+        if (image ? next_image >= image_grids.size() : next_video >= video_grids.size()) {
+          too_many_pads = true;
+        } else {
+          const Grid3 g = image ? image_grids[next_image++] : video_grids[next_video++];
+          n = g.t * g.h * g.w / merge2;
+        }
       }
-      const Grid3 g = image ? image_grids[next_image++] : video_grids[next_video++];
-      const std::int64_t n = g.t * g.h * g.w / merge2;
+      if (too_many_pads) return false;
       s.input_ids.insert(s.input_ids.end(), static_cast<std::size_t>(n), id);
       s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
-      if (image || !timestamped) {
-        blocks.push_back({block_start, s.input_ids.size(), image});
+      if (kind != Kind::kVideo || !timestamped) {
+        blocks.push_back({block_start, s.input_ids.size(), kind});
         return true;
       }
       // A timestamped video is one block from the <|vision_start|> before its first group's to
       // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
       if (group == 0) video_start = previous_start;
       if (++group == static_cast<std::size_t>(videos[group_video].grid.t)) {
-        blocks.push_back({video_start, s.input_ids.size() + 1, false});
+        blocks.push_back({video_start, s.input_ids.size() + 1, Kind::kVideo});
         ++group_video;
         group = 0;
       }
       return true;
     }
-    if (id == *vision_start) {
+    if (id == *vision_start || id == audio_start_id) {
       previous_start = block_start;
       block_start = s.input_ids.size();
     }
     s.input_ids.push_back(id);
-    const bool vision = id == *vision_start || id == *vision_end;
-    s.labels.push_back(!vision && trained(at) ? id : kIgnoreIndex);
+    const bool bound = id == *vision_start || id == *vision_end || id == audio_start_id || id == audio_end_id;
+    s.labels.push_back(!bound && trained(at) ? id : kIgnoreIndex);
     return true;
   }));
-  if (too_many_pads) return Error(ErrorCode::kInvalidArgument, "text holds more vision pads than grids given");
+  if (too_many_pads) return Error(ErrorCode::kInvalidArgument, "text holds more media pads than grids or clips given");
   if (!stopped && next_image != image_grids.size()) {
     return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image) +
                                                   " image pads for " + std::to_string(image_grids.size()) + " grids");
   }
   s.images_kept = image_grids.size();
   s.videos_kept = videos.size();
+  s.audios_kept = audio_tokens.size();
 
   if (options.max_length > 0 && s.input_ids.size() > options.max_length) {
     if (options.truncation == Truncation::kError) {
@@ -271,10 +348,10 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        (stopped ? " (counted no further)" : ""));
     }
     std::size_t cut = options.max_length;
-    s.images_kept = s.videos_kept = 0;
-    for (const Block& b : blocks) {  // never cut inside a block (+1: its <|vision_end|>)
+    s.images_kept = s.videos_kept = s.audios_kept = 0;
+    for (const Block& b : blocks) {  // never cut inside a block (+1: its end token)
       if (b.end + 1 <= cut) {
-        (b.image ? s.images_kept : s.videos_kept) += 1;
+        (b.kind == Kind::kImage ? s.images_kept : b.kind == Kind::kVideo ? s.videos_kept : s.audios_kept) += 1;
       } else {
         cut = std::min(cut, b.start);
         break;
@@ -286,8 +363,9 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   s.attention_mask.assign(s.input_ids.size(), 1);
 
   if (options.mrope_position_ids) {
-    // Text runs count on all three axes; a vision block starts at the next position and walks
-    // (t, h/merge, w/merge); the text after it continues from the block's maximum + 1.
+    // Text runs (and audio: its tokens count like text) count on all three axes; a vision block
+    // starts at the next position and walks (t, h/merge, w/merge); the text after it continues
+    // from the block's maximum + 1.
     const std::size_t L = s.input_ids.size();
     s.position_ids.assign(3 * L, 0);
     std::int64_t next_pos = 0;
@@ -301,17 +379,39 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
         continue;
       }
       const bool image_block = id == *image_pad;
-      // Qwen2.5-VL: a video's groups step by its second_per_grid_t x tokens_per_second, the
-      // product and each step taken in float32 and truncated, as transformers does.
-      float step = 0;
-      if (!image_block && !timestamped && options.tokens_per_second > 0) {
-        step = static_cast<float>(options.tokens_per_second) * static_cast<float>(videos[video].second_per_grid_t);
-      }
+      const std::size_t k = image_block ? image : video;
       const Grid3 g = image_block ? image_grids[image++] : video_grids[video++];
+      // The temporal position of group t, as each model computes it in float32. Qwen2.5-VL:
+      // t x (second_per_grid_t x tokens_per_second), truncated; Qwen2-VL and images: t. Omni
+      // models: (t x second_per_grid_t) x position_id_per_seconds (images: t x it), truncated by
+      // Qwen2.5-Omni, kept as a float by Qwen3-Omni (refused here unless whole).
+      auto temporal = [&](std::int64_t t) -> Result<std::int64_t> {
+        const float tf = static_cast<float>(t), per_second = static_cast<float>(tokens_per_second);
+        if (omni) {
+          const float at =
+              image_block ? tf * per_second : tf * static_cast<float>(videos[k].second_per_grid_t) * per_second;
+          if (tmpl == ChatTemplate::kQwen3OmniThinking && at != std::trunc(at)) {
+            char where[160];
+            std::snprintf(where, sizeof where, "sits at %g past its start (%g s per group x 13 per second)", at,
+                          videos[k].second_per_grid_t);
+            return Error(ErrorCode::kInvalidArgument,
+                         "video " + std::to_string(k) + "'s temporal group " + std::to_string(t) + " " + where +
+                             " in Qwen3-Omni's positions, not a whole number: mmfeed's positions are integers; "
+                             "sample the video at an fps where 2 / fps x 13 is whole (1 or 2, the processor's 1 by "
+                             "default)");
+          }
+          return static_cast<std::int64_t>(at);
+        }
+        if (!image_block && !timestamped && tokens_per_second > 0) {
+          const float step = per_second * static_cast<float>(videos[k].second_per_grid_t);
+          return static_cast<std::int64_t>(tf * step);
+        }
+        return t;
+      };
       const std::int64_t gh = g.h / options.merge_size, gw = g.w / options.merge_size;
       std::int64_t max_pos = next_pos;
       for (std::int64_t t = 0; t < g.t; ++t) {
-        const std::int64_t tp = step > 0 ? static_cast<std::int64_t>(static_cast<float>(t) * step) : t;
+        MMFEED_ASSIGN_OR_RETURN(const std::int64_t tp, temporal(t));
         for (std::int64_t h = 0; h < gh; ++h) {
           for (std::int64_t w = 0; w < gw; ++w, ++i) {
             s.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + tp);

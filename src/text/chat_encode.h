@@ -5,7 +5,7 @@
 // Threads: a function of its arguments; it shares only the Tokenizer, which is safe to share.
 //
 // Example:
-//   MMFEED_ASSIGN_OR_RETURN(SftSample s, encode_conversation(tokenizer, c, t, grids, {}));
+//   MMFEED_ASSIGN_OR_RETURN(SftSample s, encode_conversation(tokenizer, c, t, grids, {}, {}));
 #pragma once
 
 #include <cstddef>
@@ -57,7 +57,9 @@ struct SftOptions {
   bool mrope_position_ids = false;
   int merge_size = 2;
   // mrope's temporal step for videos: 0 steps by one per group (Qwen2-VL); Qwen2.5-VL's
-  // vision_config.tokens_per_second (2) scales VideoGrid::second_per_grid_t.
+  // vision_config.tokens_per_second (2) scales VideoGrid::second_per_grid_t. The Omni templates'
+  // models always scale it, by their position_id_per_seconds: 0 takes the model's (Qwen2.5-Omni
+  // 25, Qwen3-Omni 13), and a video needs its second_per_grid_t there.
   int tokens_per_second = 0;
   // Train the <think> block the Thinking template renders (true by default: with that template
   // the model is asked to produce its reasoning, so the reasoning is part of the reply it learns;
@@ -74,19 +76,24 @@ struct SftSample {
   std::vector<std::int32_t> position_ids;  // 3 x L when asked (rows t, h, w)
   std::size_t images_kept = 0;             // after truncation, the first images_kept images remain
   std::size_t videos_kept = 0;
+  std::size_t audios_kept = 0;
 };
 
 inline constexpr std::int32_t kIgnoreIndex = -100;
 
 // Renders, tokenizes the whole text (so ids equal the tokenizer applied to the rendered
 // conversation, Qwen3-VL's video timestamps written in first), expands each image pad to
-// t*h*w/merge^2 tokens and each video pad likewise (per group with timestamps), and labels by
-// policy (vision tokens and timestamps never trained). Under max_length the text is tokenized
+// t*h*w/merge^2 tokens, each video pad likewise (per group with timestamps), each audio pad
+// (the Omni templates) to its clip's audio_tokens (what the model's encoder makes of the clip:
+// AudioFeatures::tokens), and labels by policy (media tokens and timestamps never trained).
+// Positions are the models' get_rope_index: an audio block is numbered like text; Qwen3-Omni's
+// are float32 in transformers, and a video whose temporal positions are not whole there (an fps
+// where 2 / fps x 13 is fractional) is refused rather than rounded. Under max_length the text is tokenized
 // only as far as the outcome needs, so a sample of megabytes holds memory for its first tokens
 // only: refused, it is counted to twice max_length ("conversation has more than N tokens, more
 // than max_length M (counted no further)" beyond that); truncated, to just past the cut.
 Result<SftSample> encode_conversation(const Tokenizer& tokenizer, const Conversation& conversation, ChatTemplate tmpl,
                                       std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
-                                      const SftOptions& options = {});
+                                      std::span<const std::int64_t> audio_tokens, const SftOptions& options = {});
 
 }  // namespace mmfeed::text

@@ -197,9 +197,9 @@ Result<ContentItem> parse_item(simdjson::dom::element item, const std::string& w
   }
   if (!o["text"].get(field)) {  // null here is named: a text item needs its text
     MMFEED_ASSIGN_OR_RETURN(std::string_view text, as_string(field, where + ".text"));
-    ContentItem item{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}};
-    item.untyped = type != "text";
-    return item;
+    ContentItem text_item{ContentItem::Type::kText, std::string(text), std::nullopt, {}, {}};
+    text_item.untyped = type != "text";
+    return text_item;
   }
   return bad(where + " has no \"text\", \"image\", \"video\" or \"audio\"" +
              (type.empty() ? std::string() : " (type '" + std::string(type) + "')"));

@@ -98,7 +98,7 @@ TEST(ChatEncodeLimitsTest, Issue31ASampleOverMaxLengthHoldsMemoryForItsFirstToke
     o.truncation = truncation;
     Result<SftSample> s = Error(ErrorCode::kInternal, "not run");
     const std::size_t peak =
-        peak_heap_of([&] { s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}, o); });
+        peak_heap_of([&] { s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, {}, {}, {}, o); });
     EXPECT_LT(peak, 2 * kTextBytes) << "truncation " << static_cast<int>(truncation);
     if (truncation == Truncation::kError) {
       ASSERT_FALSE(s.ok());
@@ -123,7 +123,7 @@ TEST(ChatEncodeLimitsTest, Issue31TruncatingFromTheFirstTokensCutsWhereTheWholeE
                              .value();
   const std::vector<Grid3> images = {{1, 4, 4}, {1, 2, 4}, {1, 4, 2}};
   const std::vector<VideoGrid> videos = {{{2, 4, 4}, 1.0, {0.5, 1.5}}};
-  const SftSample whole = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos).value();
+  const SftSample whole = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos, {}).value();
   const std::int32_t start = *qwen().token_to_id("<|vision_start|>"), end = *qwen().token_to_id("<|vision_end|>");
   std::vector<std::pair<std::size_t, std::size_t>> blocks;  // [outer start, outer end]
   int depth = 0;
@@ -139,7 +139,7 @@ TEST(ChatEncodeLimitsTest, Issue31TruncatingFromTheFirstTokensCutsWhereTheWholeE
     for (const auto& [first, last] : blocks) {
       if (first < o.max_length && o.max_length <= last) cut = first;
     }
-    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos, o).value();
+    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, images, videos, {}, o).value();
     ASSERT_EQ(s.input_ids, std::vector<std::int32_t>(whole.input_ids.begin(), whole.input_ids.begin() + cut))
         << "max_length " << o.max_length;
     ASSERT_EQ(s.labels, std::vector<std::int32_t>(whole.labels.begin(), whole.labels.begin() + cut));
@@ -163,7 +163,7 @@ Conversation many_turns(int turns) {
 // CMakeLists.txt), which fails it. No clock is read: the test cannot fail by a machine's speed.
 TEST(ChatEncodeLimitsTest, Issue31EncodingIsLinearInTheTurns) {
   constexpr int kTurns = 256'000;
-  const auto sample = encode_conversation(qwen(), many_turns(kTurns), ChatTemplate::kQwen3VL, {}, {});
+  const auto sample = encode_conversation(qwen(), many_turns(kTurns), ChatTemplate::kQwen3VL, {}, {}, {});
   ASSERT_TRUE(sample.ok()) << sample.error().to_string();
   const auto trained = std::count_if(sample->labels.begin(), sample->labels.end(),
                                      [](std::int32_t label) { return label != kIgnoreIndex; });

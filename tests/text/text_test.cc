@@ -436,7 +436,7 @@ TEST(ChatTest, LabelsTrainOnlyTheReply) {
   const Conversation c =
       parse_conversation(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})")
           .value();
-  const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen2VL, {}, {}).value();
+  const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen2VL, {}, {}, {}).value();
   std::vector<std::int32_t> trained;
   for (std::size_t i = 0; i < s.labels.size(); ++i) {
     if (s.labels[i] != kIgnoreIndex) trained.push_back(s.input_ids[i]);
@@ -566,7 +566,7 @@ TEST(ChatTest, ReasoningIsTrainedByDefaultAndCanBeLeftOut) {
   auto trained_text = [&](bool train_reasoning) {
     SftOptions o;
     o.train_reasoning = train_reasoning;
-    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, {}, {}, o).value();
+    const SftSample s = encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, {}, {}, {}, o).value();
     std::vector<std::int32_t> trained;
     for (const std::int32_t id : s.labels) {
       if (id != kIgnoreIndex) trained.push_back(id);
@@ -604,11 +604,11 @@ TEST(ChatTest, MediaTheTemplateDoesNotPrintAreRefusedWhenEncoding) {
       {"role": "assistant", "content": [{"type": "image", "image": "a.jpg"}, {"type": "text", "text": "x"}]}]})")
                              .value();
   const std::vector<Grid3> grids = {{1, 4, 4}};
-  const auto r = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, grids, {});
+  const auto r = encode_conversation(qwen(), c, ChatTemplate::kQwen3VL, grids, {}, {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message().rfind("the Qwen3-VL Instruct template renders 0 of the conversation's 1 images", 0), 0u)
       << r.error().message();
-  EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, grids, {}).ok());
+  EXPECT_TRUE(encode_conversation(qwen(), c, ChatTemplate::kQwen3VLThinking, grids, {}, {}).ok());
 }
 
 // The rendering of `json` with Qwen2-VL's and Qwen3-VL's templates, and its images in order:
@@ -731,6 +731,28 @@ TEST(ChatTest, Qwen3OmniThinkingWritesAListSystemPromptTurnByTurnAndSkipsUntyped
   const auto refused = render_chat(with_tools, ChatTemplate::kQwen3OmniThinking, {});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("content must be a string"), std::string::npos);
+}
+
+// encode_conversation finds each medium by media_tokens: what every template renders spells them.
+TEST(ChatTest, EachTemplateRendersItsMediaTokens) {
+  const auto c = parse_conversation(R"({"messages": [{"role": "user", "content": [
+      {"type": "image", "image": "i.jpg"}, {"type": "video", "video": "v.mp4"}, {"type": "audio", "audio": "a.wav"},
+      {"type": "text", "text": "Hi"}]}]})");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  Conversation without_audio = *c;
+  without_audio.messages[0].content.erase(without_audio.messages[0].content.begin() + 2);
+  for (const ChatTemplate tmpl :
+       {ChatTemplate::kQwen2VL, ChatTemplate::kQwen3VL, ChatTemplate::kQwen3VLThinking, ChatTemplate::kQwen3_5,
+        ChatTemplate::kQwen3_5NoThink, ChatTemplate::kQwen2_5Omni, ChatTemplate::kQwen3OmniThinking}) {
+    const MediaTokens& m = media_tokens(tmpl);
+    const auto r = render_chat(takes_audio(tmpl) ? *c : without_audio, tmpl, {});
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    std::string blocks = std::string(m.vision_start) + std::string(m.image_pad) + std::string(m.vision_end) +
+                         std::string(m.vision_start) + std::string(m.video_pad) + std::string(m.vision_end);
+    if (takes_audio(tmpl)) blocks += std::string(m.audio_start) + std::string(m.audio_pad) + std::string(m.audio_end);
+    EXPECT_NE(r->text.find(blocks + "Hi"), std::string::npos) << chat_template_name(tmpl) << ": " << r->text;
+    EXPECT_EQ(m.audio_pad.empty(), !takes_audio(tmpl));
+  }
 }
 
 TEST(ChatTest, Issue33TheSystemKeyIsTheFirstMessage) {
