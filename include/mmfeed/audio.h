@@ -62,15 +62,7 @@ Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const Au
 // that length: ceil(n * to_rate / from_rate).
 Result<std::vector<float>> resample_audio(std::span<const float> samples, int from_rate, int to_rate);
 
-// How the clips of one call are padded: the model's way, to the model's fixed length (300 s for
-// Qwen2.5-Omni, longer clips cut), or to the longest clip of the call. A clip's valid frames are
-// the same either way except in Qwen3-Omni (whose reference pads to the longest): padding to the
-// longest for Qwen2.5-Omni gives the fixed-length output cut after the longest clip's frames.
-enum class AudioPadding { kModel, kMaxLength, kLongest };
-template <>
-struct Choices<AudioPadding> {
-  static constexpr std::array<std::string_view, 3> names{"model", "max_length", "longest"};
-};
+// How the clips of one call are padded: AudioPadding (loader.h), as the Loader pads a batch's.
 
 struct AudioProcessorOptions {
   std::string model = "qwen2.5-omni";  // qwen2.5-omni, qwen3-omni

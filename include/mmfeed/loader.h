@@ -63,6 +63,15 @@ enum class ImageBackend { kPil, kTorchvision };
 // each sample's last token) with a float32 loss_mask, cu_seqlens / cu_seqlens_padded int32 and
 // max_seqlen / max_seqlen_padded: the fields of megatron.core's PackedSeqParams (qkv_format thd).
 enum class PackedFormat { kHf, kThd };
+// How audio clips (the Omni models) are padded together in input_features (a batch's, or an
+// AudioProcessor call's): kModel, as the model's processor pads them (Qwen2.5-Omni: every clip to
+// its fixed 300 s, 30,000 frames, ~15 MB of float32 per clip, longer clips cut; Qwen3-Omni: to
+// the longest clip); kMaxLength, to the model's fixed length; kLongest, to the longest clip. A
+// clip's valid frames are the same either way except in Qwen3-Omni (whose reference pads to the
+// longest); padding Qwen2.5-Omni's clips to the longest gives the fixed-length values with the
+// frames past the longest clip left out (the model reads each clip's valid frames through
+// feature_attention_mask).
+enum class AudioPadding { kModel, kMaxLength, kLongest };
 
 // Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
 // The model and the chat template are names (of the profiles and templates the engine has).
@@ -89,12 +98,13 @@ struct LoaderConfig {
   std::vector<std::int64_t> source_max_pixels;
   std::vector<std::string> source_chat_template;
   std::string tokenizer;           // tokenizer.json
-  std::string model = "qwen2-vl";  // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5
+  std::string model = "qwen2-vl";  // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni
   std::int64_t min_pixels = 0;     // 0: the profile's
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
   ImageBackend image_backend = ImageBackend::kPil;
-  std::string chat_template;   // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
+  std::string chat_template;  // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
+  AudioPadding audio_padding = AudioPadding::kModel;
   std::size_t batch_size = 8;  // samples per padded batch
   // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a
   // multiple of this, the extra positions padding (pad id, label -100, mask 0, position 0).

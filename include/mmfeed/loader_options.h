@@ -43,7 +43,9 @@ void for_each_loader_option(F&& f) {
   f("source_chat_template", &LoaderConfig::source_chat_template,
     "one per manifest: its chat template (empty string: chat_template); empty: chat_template for all");
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
-  f("model", &LoaderConfig::model, "image profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5");
+  f("model", &LoaderConfig::model,
+    "image, video and audio profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, "
+    "qwen2.5-omni");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
   f("pixels", &LoaderConfig::pixels,
@@ -52,7 +54,10 @@ void for_each_loader_option(F&& f) {
     "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
     "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
   f("chat_template", &LoaderConfig::chat_template,
-    "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5 or qwen3.5-nothink (empty: the model's)");
+    "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink or qwen2.5-omni (empty: the model's)");
+  f("audio_padding", &LoaderConfig::audio_padding,
+    "input_features padded as the model's processor pads them (model: Qwen2.5-Omni's 300 s per clip), to the "
+    "model's fixed length (max_length) or to the batch's longest clip (longest: the same values, fewer frames)");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");
@@ -136,6 +141,10 @@ struct Choices<PackedFormat> {
 template <>
 struct Choices<ImageBackend> {
   static constexpr std::array<std::string_view, 2> names{"pil", "torchvision"};
+};
+template <>
+struct Choices<AudioPadding> {
+  static constexpr std::array<std::string_view, 3> names{"model", "max_length", "longest"};
 };
 template <>
 struct Choices<Pixels> {

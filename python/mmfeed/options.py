@@ -46,6 +46,7 @@ class LoaderOptions(TypedDict, total=False):
     pixels: Literal["float32", "bfloat16", "uint8"] | None
     image_backend: Literal["pil", "torchvision"] | None
     chat_template: _Path | None
+    audio_padding: Literal["model", "max_length", "longest"] | None
     batch_size: int | None
     pad_to_multiple_of: int | None
     token_budget: int | None

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "audio/features.h"
 #include "pipeline/config.h"
 
 namespace mmfeed::pipeline {
@@ -36,7 +37,8 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   AssembledBatch out;
   Batch& b = out.batch;
   std::size_t L = 0, total = 0, rows = 0, image_count = 0, video_rows = 0, video_count = 0;
-  std::size_t longest = 0, longest_span = 0;
+  std::size_t longest = 0, longest_span = 0, clip_count = 0;
+  std::int64_t longest_clip = 0;
   for (const auto& w : samples) {
     const std::size_t len = w->input_ids.size(), span = packed_span(len, layout.format, layout.pad_to_multiple_of);
     L = std::max(L, len);
@@ -47,6 +49,10 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
     for (const vision::VideoPlan& p : w->video_plans) video_rows += static_cast<std::size_t>(p.grid.rows());
     image_count += w->grids.size();
     video_count += w->video_plans.size();
+    for (const AudioClip& a : w->audio) {
+      ++clip_count;
+      longest_clip = std::max(longest_clip, a.valid_frames);
+    }
     b.sample_ids.push_back(w->id);
   }
   const std::size_t multiple = thd ? 1 : std::max<std::size_t>(layout.pad_to_multiple_of, 1);
@@ -60,7 +66,11 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const auto video_width = static_cast<std::int64_t>(videos.row_elements());
   const Tensor::DType pixel_type = pixel_dtype(images.config().output);
   const Tensor::DType video_pixel_type = pixel_dtype(videos.output());
-  const bool seconds = video_count > 0 && videos.profile().tokens_per_second > 0;
+  const bool seconds = video_count > 0 && (videos.profile().tokens_per_second > 0 || layout.omni);
+  // Qwen2.5-Omni pads every clip to its fixed length, 30,000 frames, unless asked for the longest.
+  const std::int64_t frames = layout.audio_padding == AudioPadding::kLongest
+                                  ? longest_clip
+                                  : static_cast<std::int64_t>(audio::frames_of(audio::kFixedSamples));
   std::size_t offset = 0;
   // Each tensor's place in b.tensors, or -1 when the batch has none.
   auto add = [&](const char* name, Tensor::DType dtype, std::vector<std::int64_t> shape) {
@@ -94,7 +104,12 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const int video_pixels_at =
       v > 0 ? add("pixel_values_videos", video_pixel_type, {static_cast<std::int64_t>(video_rows), video_width}) : -1;
   const int video_grids_at = v > 0 ? add("video_grid_thw", Tensor::DType::kInt64, {v, 3}) : -1;
-  const int seconds_at = seconds ? add("second_per_grid_ts", Tensor::DType::kFloat32, {v}) : -1;
+  const int seconds_at =
+      seconds ? add(layout.omni ? "video_second_per_grid" : "second_per_grid_ts", Tensor::DType::kFloat32, {v}) : -1;
+  const auto clips = static_cast<std::int64_t>(clip_count);
+  const int features_at =
+      clips > 0 ? add("input_features", Tensor::DType::kFloat32, {clips, audio::kMelBins, frames}) : -1;
+  const int feature_mask_at = clips > 0 ? add("feature_attention_mask", Tensor::DType::kInt32, {clips, frames}) : -1;
   auto buffer = std::make_shared<core::Buffer>(pool.acquire(offset));
   std::byte* base = buffer->data();
   b.set_buffer(buffer, base, buffer->capacity());
@@ -109,6 +124,8 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   std::int64_t* video_grids = int64_at(video_grids_at);
   std::byte *pixels = at(pixels_at), *video_pixels = at(video_pixels_at);
   float* second_per_grid = float_at(seconds_at);
+  float* features = float_at(features_at);
+  std::int32_t* feature_mask = int32_at(feature_mask_at);
   const auto plane = static_cast<std::size_t>(B * T);  // one row of position_ids
   std::size_t cursor = 0;                              // packed: where the next sample starts
   if (cu) cu[0] = cu2[0] = 0;
@@ -127,7 +144,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
       const std::size_t at_j = row_start + j;
       const std::int64_t id = real ? w.input_ids[j] : layout.pad_id;
       ids[at_j] = id;
-      types[at_j] = id == layout.image_pad_id ? 1 : id == layout.video_pad_id ? 2 : 0;
+      types[at_j] = id == layout.image_pad_id ? 1 : id == layout.video_pad_id ? 2 : id == layout.audio_pad_id ? 3 : 0;
       std::int64_t label = real ? w.labels[j] : text::kIgnoreIndex;
       if (thd) label = j + 1 < len ? w.labels[j + 1] : text::kIgnoreIndex;  // Megatron's labels come shifted
       if (hf && j == 0) label = text::kIgnoreIndex;
@@ -174,6 +191,21 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
       *video_grids++ = p.grid.h;
       *video_grids++ = p.grid.w;
       if (second_per_grid) *second_per_grid++ = static_cast<float>(vision::second_per_grid_t(videos.profile(), p));
+    }
+    // Each clip's frames, then its silence (every frame past those kept is its last) to `frames`.
+    const auto F = static_cast<std::size_t>(frames);
+    for (const AudioClip& a : w.audio) {
+      const std::size_t kept = std::min(a.frames, F);
+      for (int m = 0; m < audio::kMelBins; ++m) {
+        const float* row = a.features.data() + static_cast<std::size_t>(m) * a.frames;
+        std::copy_n(row, kept, features);
+        std::fill(features + kept, features + F, row[a.frames - 1]);
+        features += F;
+      }
+      const auto valid = std::min(static_cast<std::size_t>(a.valid_frames), F);
+      std::fill_n(feature_mask, valid, 1);
+      std::fill(feature_mask + valid, feature_mask + F, 0);
+      feature_mask += F;
     }
   }
   if (hf) {

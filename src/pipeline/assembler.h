@@ -4,7 +4,8 @@
 // row's tail a sequence of its own) or Megatron's THD (each sample's own padding). Lengths are
 // rounded up to pad_to_multiple_of with padding (pad id, label -100, mask 0, position 0; an hf
 // row's tail: positions counting on from 0, so that it reads as a sequence apart). Every batch
-// has mm_token_type_ids (1 at image pads, 2 at video pads, as HF's processors return it). No
+// has mm_token_type_ids (1 at image pads, 2 at video pads, 3 at audio pads, as HF's processors
+// return it). No
 // label crosses a packed sample's boundary: hf rows set each sample's first label to -100, thd
 // rows shift labels within each sample (Megatron's next-token labels).
 // Assembly plans the buffer and writes the text tensors
@@ -12,8 +13,11 @@
 // patchified straight from the sample's resized image or frames into its slot of the buffer, so
 // they are written once, by any thread, in parallel. A batch that holds a video also has
 // pixel_values_videos, video_grid_thw and, for Qwen2.5-VL, second_per_grid_ts (as the model's
-// processor returns them only when it is given videos). Pure apart from the pool: the same
-// samples and layout give the same bytes.
+// processor returns them only when it is given videos; an Omni model's processor names the last
+// video_second_per_grid). A batch that holds audio clips (the Omni models) has input_features
+// [clips, 128, frames] float32 and feature_attention_mask [clips, frames] int32, the clips in
+// sample order (as the processor returns them). Pure apart from the pool: the same samples and
+// layout give the same bytes.
 //
 // Example:
 //   AssembledBatch a = assemble_batch(samples, {.packed = false, .pad_id = 151643}, images, videos, pool);
@@ -40,7 +44,11 @@ struct BatchLayout {
   std::size_t pad_to_multiple_of = 0;  // > 1: lengths (thd: each sample's) rounded up to a multiple
   bool mrope = false;                  // position_ids from the samples' mrope ids
   std::int32_t pad_id = 0;
-  std::int64_t image_pad_id = -1, video_pad_id = -1;  // the tokens mm_token_type_ids marks
+  std::int64_t image_pad_id = -1, video_pad_id = -1, audio_pad_id = -1;  // the tokens mm_token_type_ids marks
+  // An Omni model's batch: its videos' seconds per group as its processor names them
+  // (video_second_per_grid), its audio clips padded together as `audio_padding` says.
+  bool omni = false;
+  AudioPadding audio_padding = AudioPadding::kModel;
 };
 
 // One image's rows of pixel_values, or one video's of pixel_values_videos: where they come from

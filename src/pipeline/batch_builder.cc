@@ -39,7 +39,10 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .mrope = config_.mrope,
                              .pad_id = tok.pad_id,
                              .image_pad_id = tok.image_pad_id,
-                             .video_pad_id = tok.video_pad_id};
+                             .video_pad_id = tok.video_pad_id,
+                             .audio_pad_id = tok.audio_pad_id,
+                             .omni = config_.model == "qwen2.5-omni",
+                             .audio_padding = config_.audio_padding};
     assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }

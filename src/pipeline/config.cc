@@ -37,6 +37,25 @@ Error config_error(const std::string& field, const std::string& message) {
   return Error(ErrorCode::kInvalidArgument, message, "LoaderConfig." + field);
 }
 
+namespace {
+
+// An Omni template needs its model's audio profile: Qwen2.5-Omni's with model="qwen2.5-omni";
+// Qwen3-Omni has no profile in the Loader yet (its image processor's settings are not confirmed).
+Status check_omni_template(text::ChatTemplate tmpl, const std::optional<audio::AudioModel>& audio,
+                           const std::string& field) {
+  if (tmpl == text::ChatTemplate::kQwen3OmniThinking) {
+    return config_error(field,
+                        "the Loader does not train Qwen3-Omni yet (its image settings are not confirmed); "
+                        "mmfeed.encode_conversation and mmfeed.AudioProcessor take its template and audio");
+  }
+  if (tmpl == text::ChatTemplate::kQwen2_5Omni && !audio) {
+    return config_error(field, "the qwen2.5-omni template needs model=\"qwen2.5-omni\" (its audio profile)");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Result<Settings> check_config(const LoaderConfig& config) {
   if (config.manifests.empty()) return config_error("manifests", "no manifest given");
   if (config.tokenizer.empty()) return config_error("tokenizer", "no tokenizer.json given");
@@ -144,11 +163,10 @@ Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
-  if (text::takes_audio(out.chat_template)) {
-    return config_error("chat_template",
-                        "the Loader does not train Omni models yet (issue 36): mmfeed.AudioProcessor "
-                        "and render_chat take their audio and template");
+  if (config.model == "qwen2.5-omni") {
+    MMFEED_ASSIGN_OR_RETURN(out.audio, audio::audio_model(config.model));
   }
+  MMFEED_RETURN_IF_ERROR(check_omni_template(out.chat_template, out.audio, "chat_template"));
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
     vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);
@@ -167,9 +185,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
     }
     auto t = text::chat_template(name);
     if (!t.ok()) return config_error("source_chat_template", t.error().message());
-    if (text::takes_audio(*t)) {
-      return config_error("source_chat_template", "the Loader does not train Omni models yet (issue 36)");
-    }
+    MMFEED_RETURN_IF_ERROR(check_omni_template(*t, out.audio, "source_chat_template"));
     out.source_templates.push_back(*t);
   }
   out.sft.max_length = config.max_length;

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "audio/profile.h"
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
 #include "pipeline/order.h"
@@ -29,6 +32,7 @@ struct Settings {
   vision::VideoProfile video;  // the model's video recipe
   text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
   text::SftOptions sft;
+  std::optional<audio::AudioModel> audio;  // the model's audio profile (the Omni models); none: no audio
   // One per manifest when source_max_pixels / source_chat_template are given; else empty.
   std::vector<vision::ProcessorConfig> source_vision;
   std::vector<text::ChatTemplate> source_templates;

@@ -23,13 +23,24 @@ namespace mmfeed::pipeline {
 // (epoch, batch number), ordered by epoch first. 2^40 positions an epoch, 2^24 epochs.
 inline std::uint64_t order_key(int epoch, std::uint64_t n) { return (static_cast<std::uint64_t>(epoch) << 40) | n; }
 
+// One audio clip of a sample (the Omni models), loaded and transformed by process(): its log-mel
+// features as the model's processor computes them for the clip padded to the model's fixed
+// length, kept only up to the first frame of silence past the clip (every later frame equals
+// it), and what the text needs of it.
+struct AudioClip {
+  std::vector<float> features;  // 128 rows of `frames` floats
+  std::size_t frames = 0;
+  std::int64_t valid_frames = 0;  // feature_attention_mask's sum
+  std::int64_t tokens = 0;        // the audio tokens the model's encoder makes of it
+};
+
 struct Work {
   std::uint64_t seq = 0;  // position in this rank's order for the epoch
   int epoch = 0;
   std::uint32_t source = 0;  // the manifest it came from
   std::string id;
   text::Conversation conversation;
-  // The images' URIs, then the videos': fetched into `bytes`, index for index.
+  // The images' URIs, then the videos', then the audio clips': fetched into `bytes`, index for index.
   std::vector<dataset::MediaSource> media;  // objects, or members of tar shards (byte ranges)
   std::size_t image_count = 0;
   std::vector<core::Buffer> bytes;
@@ -45,6 +56,7 @@ struct Work {
   bool extracted = false;
   std::vector<std::byte> cells;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
+  std::vector<text::AudioKeys> audio_requests;       // each audio item's keys (its crop)
   std::vector<vision::ImageInfo> infos;              // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
   std::optional<SampleError> error;
@@ -55,8 +67,10 @@ struct Work {
   std::vector<vision::VideoPlan> video_plans;          // the videos' (kept after truncation)
   std::vector<vision::Resized> resized;                // patchified into the batch by assemble()
   std::vector<vision::ResizedVideo> resized_videos;
+  std::vector<AudioClip> audio;  // the clips' (kept after truncation)
 
   const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
+  std::size_t audio_index(std::size_t a) const { return image_count + video_requests.size() + a; }
   // What is fetched for it: the span, or each medium.
   std::size_t fetches() const { return span ? 1 : media.size(); }
   storage::FetchRequest fetch(std::size_t i, std::uint64_t tag) const {

@@ -6,8 +6,10 @@
 #include <span>
 #include <utility>
 
+#include "audio/features.h"
 #include "core/clock.h"
 #include "dataset/parquet.h"
+#include "mmfeed/audio.h"
 #include "text/chat_encode.h"
 
 namespace mmfeed::pipeline {
@@ -18,8 +20,12 @@ TokenizerFuture load_tokenizer(const std::string& path) {
                       MMFEED_ASSIGN_OR_RETURN(auto tok, text::Tokenizer::from_file(path));
                       auto loaded = std::make_shared<LoadedTokenizer>();
                       loaded->pad_id = tok->token_to_id("<|endoftext|>").value_or(0);
-                      loaded->image_pad_id = tok->token_to_id("<|image_pad|>").value_or(-1);
-                      loaded->video_pad_id = tok->token_to_id("<|video_pad|>").value_or(-1);
+                      const auto id = [&](std::string_view name, std::string_view omni_name) {
+                        return tok->token_to_id(name).value_or(tok->token_to_id(omni_name).value_or(-1));
+                      };
+                      loaded->image_pad_id = id("<|image_pad|>", "<|IMAGE|>");
+                      loaded->video_pad_id = id("<|video_pad|>", "<|VIDEO|>");
+                      loaded->audio_pad_id = id("<|audio_pad|>", "<|AUDIO|>");
                       loaded->tok = std::move(tok);
                       return std::shared_ptr<const LoadedTokenizer>(std::move(loaded));
                     })
@@ -91,6 +97,7 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       template_(settings.chat_template),
       source_templates_(settings.source_templates),
       sft_(settings.sft),
+      audio_(settings.audio),
       budget_(budget),
       trace_(trace),
       process_ns_(metrics.histogram("loader.process_sample_ns")),
@@ -127,12 +134,11 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     return w;
   }
   if (!c->id.empty()) w->id = c->id;
-  if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0) {
-    w->error =
-        SampleError{w->id, "manifest",
-                    "sample holds " + std::to_string(audio) +
-                        " audio items: the Loader does not load audio yet (issue 36; mmfeed.AudioProcessor does)",
-                    ErrorCode::kUnsupported};
+  if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0 && !audio_) {
+    w->error = SampleError{w->id, "manifest",
+                           "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
+                               "\" takes none of (model=\"qwen2.5-omni\" trains Qwen2.5-Omni on audio)",
+                           ErrorCode::kUnsupported};
     return w;
   }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
@@ -149,6 +155,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
   for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
+  for (std::string& ref : c->media(text::ContentItem::Type::kAudio)) refs.push_back(std::move(ref));
   for (const std::string& ref : refs) {
     auto parsed =
         dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(config_.media_root, line.manifest),
@@ -175,6 +182,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     r.max_pixels = k.max_pixels;
     r.total_pixels = k.total_pixels;
   }
+  w->audio_requests = c->audio_keys();
   w->conversation = std::move(c).value();
   plan_span(*w, config_.max_object_bytes);
   w->bytes.resize(w->fetches());
@@ -195,7 +203,7 @@ bool SampleProcessor::extract_cells(Work& w) const {
     }
     auto place = dataset::parquet_value(*w.media[i].cell, fetched, w.cells);
     if (!place.ok()) {
-      const char* stage = i < w.image_count ? "image" : "video";
+      const char* stage = i < w.image_count ? "image" : i < w.audio_index(0) ? "video" : "audio";
       w.error = SampleError{w.id, stage, place.error().with_context(w.media[i].to_string()).to_string(),
                             place.error().code()};
       return false;
@@ -254,6 +262,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     }
     w.video_plans.push_back(std::move(plan).value());
   }
+  if (!load_audio_clips(w)) return;
   // The pixel rows the batch will hold for this sample, known from the headers before any
   // pixel is decoded: a sample that alone exceeds the byte budget can never be buffered.
   std::uint64_t pixel_bytes = 0;
@@ -290,7 +299,10 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
     return;
   }
-  auto s = text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, {}, sft_);
+  std::vector<std::int64_t> audio_tokens;
+  for (const AudioClip& a : w.audio) audio_tokens.push_back(a.tokens);
+  auto s =
+      text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, audio_tokens, sft_);
   if (!s.ok()) {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;
@@ -310,6 +322,14 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
       release_bytes(w, w.image_count + v, /*account=*/true);
     }
   }
+  if (s->audios_kept < w.audio.size()) {  // their bytes went when they were loaded
+    std::int64_t freed = 0;
+    for (std::size_t a = s->audios_kept; a < w.audio.size(); ++a) {
+      freed += static_cast<std::int64_t>(w.audio[a].features.capacity() * sizeof(float));
+    }
+    w.audio.resize(s->audios_kept);
+    hold(w, -freed);
+  }
   if (const std::size_t in_row = packed_span(s->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
       config_.token_budget > 0 && in_row > config_.token_budget) {
     const std::string padded = in_row > s->input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
@@ -328,6 +348,47 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   for (const vision::ResizedVideo& r : w.resized_videos) media_bytes += r.frames.size();
   hold(w, static_cast<std::int64_t>(media_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
   process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+}
+
+bool SampleProcessor::load_audio_clips(Work& w) const {
+  if (w.audio_requests.empty()) return true;
+  // What the model's processor computes for a clip padded to its fixed length: the clip's own
+  // frames and the silence after it, whose frames are all one value (audio/features.h).
+  constexpr std::size_t kPadded = audio::kFixedSamples;
+  constexpr std::size_t kBytesPerSecond = audio::kFeatureRate * sizeof(float);
+  for (std::size_t a = 0; a < w.audio_requests.size(); ++a) {
+    const std::size_t i = w.audio_index(a);
+    const auto fail = [&](const Error& e) {
+      w.error = SampleError{w.id, "audio", e.with_context(w.media[i].to_string()).to_string(), e.code()};
+      return false;
+    };
+    AudioLoadOptions o;
+    o.start = w.audio_requests[a].audio_start;
+    o.end = w.audio_requests[a].audio_end;
+    // Refused before it is decoded when its samples alone would pass the byte budget.
+    o.max_seconds = std::min(o.max_seconds, static_cast<double>(config_.max_buffered_bytes / kBytesPerSecond));
+    auto samples = load_audio(medium_bytes(w, i), o);
+    if (!samples.ok()) return fail(samples.error());
+    release_bytes(w, i, /*account=*/true);
+    std::vector<float>& wave = *samples;
+    if (wave.size() > kPadded) wave.resize(kPadded);  // the processor cuts a clip to its fixed length
+    AudioClip clip;
+    clip.valid_frames = audio::valid_frames(wave.size(), kPadded);
+    clip.tokens = audio_->tokens(clip.valid_frames);
+    if (clip.tokens < 1) {
+      return fail(Error(ErrorCode::kInvalidArgument, "a clip of " + std::to_string(wave.size()) +
+                                                         " samples at 16 kHz makes no audio token (" +
+                                                         std::to_string(clip.valid_frames) + " feature frames)"));
+    }
+    // Frame t reads samples [160 t - 200, 160 t + 200): from (n + 200) / 160 on, only padding.
+    const std::size_t silent = (wave.size() + audio::kFftSize / 2 + audio::kHop - 1) / audio::kHop;
+    clip.frames = std::min(audio::frames_of(kPadded), silent + 1);
+    clip.features.resize(static_cast<std::size_t>(audio::kMelBins) * clip.frames);
+    audio::log_mel(wave, kPadded, clip.frames, clip.features.data(), clip.frames);
+    hold(w, static_cast<std::int64_t>(clip.features.capacity() * sizeof(float)));
+    w.audio.push_back(std::move(clip));
+  }
+  return true;
 }
 
 std::string SampleProcessor::fetch_failure(const Error& e) const {

@@ -1,9 +1,10 @@
 // The sample processor: one manifest line to a sample ready for a batch, as pure steps over a
-// `Work` (pipeline/sample.h). prepare() parses the line and resolves its image and video URIs;
-// process() probes the fetched images' headers and the videos' containers for their grids (a
-// video's frames planned by the model's recipe, vision/video_processor.h), renders and tokenizes
-// the conversation with them, and (unless deferred for packing) decode_media() decodes and
-// resizes the images and the videos' planned frames.
+// `Work` (pipeline/sample.h). prepare() parses the line and resolves its image, video and audio
+// URIs; process() probes the fetched images' headers and the videos' containers for their grids
+// (a video's frames planned by the model's recipe, vision/video_processor.h), loads the audio
+// clips and computes their features (the Omni models: their audio tokens come from them), renders
+// and tokenizes the conversation with them, and (unless deferred for packing) decode_media()
+// decodes and resizes the images and the videos' planned frames.
 // Failures are recorded in the sample (`Work::error`, naming it, its stage and the reason).
 //
 // Thread safety: const and stateless apart from metrics and the trace, so any number of threads
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,8 @@ namespace mmfeed::pipeline {
 struct LoadedTokenizer {
   std::unique_ptr<text::Tokenizer> tok;
   std::int32_t pad_id = 0;
-  std::int32_t image_pad_id = -1, video_pad_id = -1;  // -1: the tokenizer has none
+  // -1: the tokenizer has none. Qwen2.5-Omni's are named <|IMAGE|>, <|VIDEO|> and <|AUDIO|>.
+  std::int32_t image_pad_id = -1, video_pad_id = -1, audio_pad_id = -1;
 };
 using TokenizerFuture = std::shared_future<Result<std::shared_ptr<const LoadedTokenizer>>>;
 
@@ -85,6 +88,9 @@ class SampleProcessor {
   bool extract_cells(Work& w) const;
   // Frees the fetched bytes of media `i`, counted against the budget when `account`.
   void release_bytes(Work& w, std::size_t i, bool account) const;
+  // Loads the sample's audio clips and computes their features, releasing their bytes (false,
+  // with w.error set, when one fails).
+  bool load_audio_clips(Work& w) const;
 
   const LoaderConfig& config_;
   const dataset::Manifests& manifests_;
@@ -103,6 +109,7 @@ class SampleProcessor {
   std::vector<std::unique_ptr<const vision::ImageProcessor>> source_images_;  // per manifest, when given
   const std::vector<text::ChatTemplate> source_templates_;
   const text::SftOptions sft_;
+  const std::optional<audio::AudioModel> audio_;
   MemoryBudget* const budget_;
   core::TraceWriter* const trace_;
   core::Histogram& process_ns_;

@@ -1,7 +1,7 @@
 // Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
 // "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
 // errors name the JSON path at fault. Rendering and encoding are in chat.cc. One stage kept in one
-// file (about 670 lines, with the audio items and the three kinds of listed media): every
+// file (about 690 lines, with the audio items and the three kinds of listed media): every
 // format's reader shares the same path-naming helpers and the listed-media placement.
 #include "text/conversation.h"
 
@@ -616,6 +616,16 @@ std::vector<VideoKeys> Conversation::video_keys() const {
   for (const auto& m : messages) {
     for (const auto& item : m.content) {
       if (item.type == ContentItem::Type::kVideo) out.push_back(item.video);
+    }
+  }
+  return out;
+}
+
+std::vector<AudioKeys> Conversation::audio_keys() const {
+  std::vector<AudioKeys> out;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) {
+      if (item.type == ContentItem::Type::kAudio) out.push_back(item.audio);
     }
   }
   return out;

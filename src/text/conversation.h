@@ -99,8 +99,9 @@ struct Conversation {
   std::size_t count(ContentItem::Type type) const;
   // Image (video, audio) URIs in order of appearance.
   std::vector<std::string> media(ContentItem::Type type) const;
-  // The video items' keys, in order of appearance.
+  // The video (audio) items' keys, in order of appearance.
   std::vector<VideoKeys> video_keys() const;
+  std::vector<AudioKeys> audio_keys() const;
 };
 
 // Parses one sample in any of the formats above. Errors (kCorruptData) name the JSON path at

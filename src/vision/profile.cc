@@ -10,7 +10,8 @@ Result<ModelProfile> model_profile(std::string_view name) {
   constexpr std::array<float, 3> kClipStd = {0.26862954f, 0.26130258f, 0.27577711f};
   ModelProfile p;
   p.name = std::string(name);
-  if (name == "qwen2-vl" || name == "qwen2.5-vl") {
+  // Qwen2.5-Omni's thinker sees with Qwen2.5-VL's vision tower and image processor settings.
+  if (name == "qwen2-vl" || name == "qwen2.5-vl" || name == "qwen2.5-omni") {
     p.patch_size = 14;
     p.mean = kClipMean;
     p.std = kClipStd;
@@ -23,8 +24,8 @@ Result<ModelProfile> model_profile(std::string_view name) {
     p.min_pixels = 65536;
     p.max_pixels = 16777216;
   } else {
-    return Error(ErrorCode::kInvalidArgument,
-                 "unknown model profile '" + std::string(name) + "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5)");
+    return Error(ErrorCode::kInvalidArgument, "unknown model profile '" + std::string(name) +
+                                                  "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni)");
   }
   return p;
 }

@@ -4,39 +4,28 @@ repeated: an image's t*h*w/4, a video's likewise, an audio clip's num_audio_toke
 feature frames by the processor's own _get_feat_extract_output_lengths) of transformers'
 apply_chat_template rendering tokenized by `tokenizers`; labels are Qwen's recipe (each assistant
 turn and its <|im_end|>\\n, media tokens never); position ids equal the models' get_rope_index
-(Qwen2.5-Omni's and Qwen3-Omni's TMRoPE without audio in video). Tokenizers: omni_tokenizers.py."""
+(Qwen2.5-Omni's and Qwen3-Omni's TMRoPE without audio in video). Tokenizers and the reference: tests/python/omni_reference.py."""
 
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from chat_samples import generated
-from omni_tokenizers import TOKEN_IDS, omni_tokenizer_json
-from tokenizers import Tokenizer as HfTokenizer
-from transformers import PreTrainedTokenizerFast
+from omni_reference import TEMPLATES, omni_model, reference, rope_index
 
 import mmfeed
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-TEMPLATES = {"qwen2.5-omni": "qwen2_5_omni.jinja", "qwen3-omni-thinking": "qwen3_omni_thinking.jinja"}
 CONVERSATIONS = 150
 
 
 @pytest.fixture(scope="module", params=sorted(TEMPLATES))
 def omni(request):
-    template = request.param
-    spec = omni_tokenizer_json(template)
-    hf = PreTrainedTokenizerFast(
-        tokenizer_object=HfTokenizer.from_str(spec),
-        chat_template=(DATA / "chat-templates" / TEMPLATES[template]).read_text(),
-    )
-    return SimpleNamespace(template=template, hf=hf, tok=mmfeed.Tokenizer.from_str(spec), ids=TOKEN_IDS[template])
+    return omni_model(request.param)
 
 
 def audio_tokens_of(template, frames):
@@ -62,69 +51,6 @@ def media_kinds(msgs):
             elif "audio" in item or "audio_url" in item:
                 kinds.append("audio")
     return kinds
-
-
-def reference(omni, msgs, tools, sizes):
-    """The processor's expansion and Qwen's labels, in plain Python: tokenize the rendering, repeat
-    each pad by the next size of its kind, train each assistant turn with <|im_end|>\\n."""
-    text = omni.hf.apply_chat_template(msgs, tools=tools, tokenize=False)
-    enc = omni.hf(text, add_special_tokens=False, return_offsets_mapping=True)
-    spans = []
-    for head in re.finditer(re.escape("<|im_start|>assistant\n"), text):
-        end = text.index("<|im_end|>", head.end())
-        spans.append((head.end(), end + len("<|im_end|>\n")))
-    pads = {omni.ids[k]: k for k in ("image", "video", "audio")}
-    bounds = {omni.ids[k] for k in ("vision_start", "vision_end", "audio_start", "audio_end")}
-    next_size = {k: iter(v) for k, v in sizes.items()}
-    ids, labels = [], []
-    for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
-        if token in pads:
-            n = next(next_size[pads[token]])
-            ids += [token] * n
-            labels += [-100] * n
-            continue
-        ids.append(token)
-        labels.append(token if token not in bounds and any(a <= s < b for a, b in spans) else -100)
-    return text, ids, labels
-
-
-def rope_index(omni, ids, images, videos, second_per_grids, frames):
-    """The model's get_rope_index on one sample, through an object carrying only what it reads."""
-    config = SimpleNamespace(
-        image_token_id=omni.ids["image"],
-        video_token_id=omni.ids["video"],
-        audio_token_id=omni.ids["audio"],
-        vision_start_token_id=omni.ids["vision_start"],
-        audio_start_token_id=omni.ids["audio_start"],
-        seconds_per_chunk=2.0,
-        audio_config=SimpleNamespace(n_window=50),
-    )
-    if omni.template == "qwen2.5-omni":
-        from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
-            Qwen2_5OmniPreTrainedModelForConditionalGeneration as Model,
-        )
-
-        config.position_id_per_seconds = 25
-    else:
-        from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
-            Qwen3OmniMoePreTrainedModelForConditionalGeneration as Model,
-        )
-
-        config.position_id_per_seconds = 13
-    fake = SimpleNamespace(config=config, spatial_merge_size=2)
-    fake.get_llm_pos_ids_for_vision = lambda *a: Model.get_llm_pos_ids_for_vision(fake, *a)
-    fake.get_chunked_index = lambda *a: Model.get_chunked_index(fake, *a)
-    input_ids = torch.tensor(ids)[None]
-    want, _ = Model.get_rope_index(
-        fake,
-        input_ids,
-        image_grid_thw=torch.tensor(images) if images else None,
-        video_grid_thw=torch.tensor(videos) if videos else None,
-        attention_mask=torch.ones_like(input_ids),
-        audio_seqlens=torch.tensor(frames) if frames else None,
-        second_per_grids=torch.tensor(second_per_grids) if videos else None,
-    )
-    return want[:, 0].numpy()
 
 
 def test_generated_conversations_encode_as_the_processor_and_model(omni):

@@ -1,0 +1,168 @@
+"""The Omni models' tokenizers and a plain-Python reference of their processors' text and the
+models' positions (shared by the text and audio tests).
+
+Tokenizers: derived at test time from tests/data/qwen3-tokenizer/tokenizer.json
+(no package ships the checkpoints' own files; see tests/data/README.md). Both keep the Qwen2.5 /
+Qwen3 byte-level BPE vocabulary and merges; only special tokens differ:
+
+- Qwen2.5-Omni renames seven added tokens to the names its config and processor use
+  (configuration_qwen2_5_omni.py: audio_token_index 151646, audio_start_token_id 151647,
+  audio_end_token_id 151648, vision_start_token_id 151652, vision_end_token_id 151653,
+  image_token_index 151655, video_token_index 151656) — the same file as
+  ../shared/data/qwen2.5-omni-tokenizer/tokenizer.json.
+- Qwen3-Omni keeps Qwen3's vision tokens and adds seven after them, as the checkpoint's
+  tokenizer does (Qwen3-Omni-30B-A3B: audio_start_token_id 151669, audio_end_token_id 151670 and
+  audio_token_id 151675 in its config.json; its talker's four <tts_...> tokens between them).
+  The ids run on without a gap: `tokenizers` numbers added tokens absent from the vocabulary in
+  order, whatever id the file gives them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+QWEN2_5_OMNI_RENAMED = {
+    151646: "<|AUDIO|>",
+    151647: "<|audio_bos|>",
+    151648: "<|audio_eos|>",
+    151652: "<|vision_bos|>",
+    151653: "<|vision_eos|>",
+    151655: "<|IMAGE|>",
+    151656: "<|VIDEO|>",
+}
+QWEN3_OMNI_ADDED = {
+    151669: "<|audio_start|>",
+    151670: "<|audio_end|>",
+    151671: "<tts_pad>",
+    151672: "<tts_text_bos>",
+    151673: "<tts_text_eod>",
+    151674: "<tts_text_bos_single>",
+    151675: "<|audio_pad|>",
+}
+
+# The ids get_rope_index and the label mask read, per template.
+TOKEN_IDS = {
+    "qwen2.5-omni": {
+        "image": 151655,
+        "video": 151656,
+        "audio": 151646,
+        "vision_start": 151652,
+        "vision_end": 151653,
+        "audio_start": 151647,
+        "audio_end": 151648,
+    },
+    "qwen3-omni-thinking": {
+        "image": 151655,
+        "video": 151656,
+        "audio": 151675,
+        "vision_start": 151652,
+        "vision_end": 151653,
+        "audio_start": 151669,
+        "audio_end": 151670,
+    },
+}
+
+
+def omni_tokenizer_json(template: str) -> str:
+    """The tokenizer.json text of the model whose chat template is `template`."""
+    spec = json.loads((DATA / "qwen3-tokenizer" / "tokenizer.json").read_text())
+    added = spec["added_tokens"]
+    if template == "qwen2.5-omni":
+        for token in added:
+            token["content"] = QWEN2_5_OMNI_RENAMED.get(token["id"], token["content"])
+    elif template == "qwen3-omni-thinking":
+        like = next(t for t in added if t["content"] == "<|vision_start|>")
+        added += [dict(like, id=i, content=c) for i, c in QWEN3_OMNI_ADDED.items()]
+    else:
+        raise ValueError(template)
+    return json.dumps(spec, ensure_ascii=False)
+
+
+TEMPLATES = {"qwen2.5-omni": "qwen2_5_omni.jinja", "qwen3-omni-thinking": "qwen3_omni_thinking.jinja"}
+
+
+def omni_model(template: str) -> SimpleNamespace:
+    """The template's tokenizer as `tokenizers` (with the template) and mmfeed load it, and its ids."""
+    from tokenizers import Tokenizer as HfTokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    import mmfeed
+
+    spec = omni_tokenizer_json(template)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=HfTokenizer.from_str(spec),
+        chat_template=(DATA / "chat-templates" / TEMPLATES[template]).read_text(),
+    )
+    return SimpleNamespace(
+        template=template, hf=hf, tok=mmfeed.Tokenizer.from_str(spec), ids=TOKEN_IDS[template], json=spec
+    )
+
+
+def reference(omni, msgs, tools, sizes):
+    """The processor's expansion and Qwen's labels, in plain Python: tokenize the rendering, repeat
+    each pad by the next size of its kind, train each assistant turn with <|im_end|>\\n."""
+    text = omni.hf.apply_chat_template(msgs, tools=tools, tokenize=False)
+    enc = omni.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = []
+    for head in re.finditer(re.escape("<|im_start|>assistant\n"), text):
+        end = text.index("<|im_end|>", head.end())
+        spans.append((head.end(), end + len("<|im_end|>\n")))
+    pads = {omni.ids[k]: k for k in ("image", "video", "audio")}
+    bounds = {omni.ids[k] for k in ("vision_start", "vision_end", "audio_start", "audio_end")}
+    next_size = {k: iter(v) for k, v in sizes.items()}
+    ids, labels = [], []
+    for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
+        if token in pads:
+            n = next(next_size[pads[token]])
+            ids += [token] * n
+            labels += [-100] * n
+            continue
+        ids.append(token)
+        labels.append(token if token not in bounds and any(a <= s < b for a, b in spans) else -100)
+    return text, ids, labels
+
+
+def rope_index(omni, ids, images, videos, second_per_grids, frames):
+    """The model's get_rope_index on one sample, through an object carrying only what it reads."""
+    config = SimpleNamespace(
+        image_token_id=omni.ids["image"],
+        video_token_id=omni.ids["video"],
+        audio_token_id=omni.ids["audio"],
+        vision_start_token_id=omni.ids["vision_start"],
+        audio_start_token_id=omni.ids["audio_start"],
+        seconds_per_chunk=2.0,
+        audio_config=SimpleNamespace(n_window=50),
+    )
+    if omni.template == "qwen2.5-omni":
+        from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
+            Qwen2_5OmniPreTrainedModelForConditionalGeneration as Model,
+        )
+
+        config.position_id_per_seconds = 25
+    else:
+        from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
+            Qwen3OmniMoePreTrainedModelForConditionalGeneration as Model,
+        )
+
+        config.position_id_per_seconds = 13
+    fake = SimpleNamespace(config=config, spatial_merge_size=2)
+    fake.get_llm_pos_ids_for_vision = lambda *a: Model.get_llm_pos_ids_for_vision(fake, *a)
+    fake.get_chunked_index = lambda *a: Model.get_chunked_index(fake, *a)
+    input_ids = torch.tensor(ids)[None]
+    want, _ = Model.get_rope_index(
+        fake,
+        input_ids,
+        image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
+        attention_mask=torch.ones_like(input_ids),
+        audio_seqlens=torch.tensor(frames) if frames else None,
+        second_per_grids=torch.tensor(second_per_grids) if videos else None,
+    )
+    return want[:, 0].numpy()
