@@ -1,6 +1,8 @@
 """Tiny randomly initialised Qwen-VL models for the examples and the tests: Qwen2-VL, Qwen2.5-VL,
 Qwen3-VL and Qwen3.5 (its Gated DeltaNet and full-attention layers, one of each), each built from its transformers config at width 64 with two text and two vision layers
-(seconds a step on a CPU), with the real vocabulary, rotary layout and vision tower of the family.
+(seconds a step on a CPU), with the real vocabulary, rotary layout and vision tower of the family;
+and Qwen2.5-Omni's thinker ("qwen2.5-omni", with a two-layer audio encoder; not in FAMILIES, the
+image-and-text families).
 
     model = tiny_model("qwen2-vl")                  # the same weights for the same seed
     model = tiny_model("qwen3-vl", attn="eager")
@@ -103,6 +105,27 @@ def tiny_config(family: str, attn: str = "sdpa"):
                 num_position_embeddings=256,
             ),
         )
+    elif family == "qwen2.5-omni":  # the thinker: Qwen2.5-VL's vision tower and an audio encoder
+        config = tf.Qwen2_5OmniThinkerConfig(
+            text_config=_text(),
+            vision_config=dict(
+                depth=2,
+                hidden_size=32,
+                out_hidden_size=64,
+                intermediate_size=64,
+                num_heads=2,
+                patch_size=14,
+                window_size=112,
+                fullatt_block_indexes=[1],
+            ),
+            audio_config=dict(
+                d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128, output_dim=64
+            ),
+        )
+        # The checkpoint's config.json carries it; transformers 5.24's class does not declare it,
+        # and its get_rope_index reads it when a batch comes without positions.
+        config.vision_start_token_id = 151652
+        config.audio_config._attn_implementation = attn
     else:
         raise ValueError(f"unknown family {family!r}")
     config._attn_implementation = attn
@@ -120,6 +143,7 @@ def tiny_model(family: str, attn: str = "sdpa", seed: int = 0):
         "qwen2.5-vl": tf.Qwen2_5_VLForConditionalGeneration,
         "qwen3-vl": tf.Qwen3VLForConditionalGeneration,
         "qwen3.5": tf.Qwen3_5ForConditionalGeneration,
+        "qwen2.5-omni": tf.Qwen2_5OmniThinkerForConditionalGeneration,
     }
     torch.manual_seed(seed)
     model = classes[family](tiny_config(family, attn))

@@ -1,0 +1,147 @@
+"""Issue 36: Qwen2.5-Omni batches as its thinker trains on them. A tiny randomly initialised
+Qwen2.5-Omni thinker (examples/tiny_models.py: width 64, a two-layer audio encoder, CPU) takes a
+default Loader batch (model="qwen2.5-omni") as it is and gives the loss it gives on transformers'
+own Qwen2_5OmniProcessor batch of the same samples (images, audio clips, text-only), whose
+positions the model computes itself; padding the clips to the batch's longest gives the same loss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import librosa
+import numpy as np
+import pytest
+import tiny_vl
+import torch
+from audio_clips import make_clips
+from omni_reference import omni_model
+from PIL import Image
+
+import mmfeed
+
+MAX_PIXELS = 64 * 28 * 28
+SAME = 1e-6  # the same tokens, positions and pixels; features within float32 rounding of the extractor's
+
+
+def user(*content):
+    return {"role": "user", "content": list(content)}
+
+
+MESSAGES = {
+    "speech": [
+        user({"type": "audio", "audio": "speech-22k.wav"}, {"type": "text", "text": "What is said?"}),
+        {"role": "assistant", "content": "That data is needed."},
+    ],
+    "picture-and-tone": [
+        user(
+            {"type": "image", "image": "photo.png"},
+            {"type": "audio", "audio": "tones-16k-float.wav"},
+            {"type": "text", "text": "Do they match?"},
+        ),
+        {"role": "assistant", "content": "No."},
+        user({"type": "text", "text": "And this?"}, {"type": "audio", "audio": "tones-44k-stereo.wav"}),
+        {"role": "assistant", "content": "Two tones."},
+    ],
+    "text": [user({"type": "text", "text": "Hi"}), {"role": "assistant", "content": "Hello."}],
+}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = make_clips(tmp_path_factory.mktemp("omni-model"))
+    rng = np.random.default_rng(36)
+    Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)).save(root / "photo.png")
+    with open(root / "omni.jsonl", "w") as f:
+        for sid, messages in MESSAGES.items():
+            f.write(json.dumps({"id": sid, "messages": messages}) + "\n")
+    omni = omni_model("qwen2.5-omni")
+    (root / "tokenizer.json").write_text(omni.json)
+    return root, omni
+
+
+def omni_processor(omni):
+    """transformers' Qwen2.5-Omni processor: the PIL image processor, both checkpoints'
+    WhisperFeatureExtractor settings, the derived tokenizer and the template."""
+    import transformers as tf
+    from tokenizers import Tokenizer
+    from transformers.processing_utils import ProcessorMixin
+
+    names = ("image", "audio", "video", "vision_bos", "vision_eos", "audio_bos", "audio_eos")
+    tokens = (
+        "<|IMAGE|>",
+        "<|AUDIO|>",
+        "<|VIDEO|>",
+        "<|vision_bos|>",
+        "<|vision_eos|>",
+        "<|audio_bos|>",
+        "<|audio_eos|>",
+    )
+    tok = tf.Qwen2TokenizerFast(
+        tokenizer_object=Tokenizer.from_str(omni.json),
+        pad_token="<|endoftext|>",
+        padding_side="right",
+        extra_special_tokens={f"{n}_token": t for n, t in zip(names, tokens)},
+    )
+    extractor = tf.WhisperFeatureExtractor(
+        feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=300, return_attention_mask=True
+    )
+    images = tf.Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": MAX_PIXELS})
+    # As tiny_vl.hf_processor: the class check wants the torchvision video processor; no video here.
+    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
+        return tf.Qwen2_5OmniProcessor(
+            image_processor=images,
+            video_processor=None,
+            feature_extractor=extractor,
+            tokenizer=tok,
+            chat_template=omni.hf.chat_template,
+        )
+
+
+def processor_batch(processor, root: Path, ids: list[str]) -> dict:
+    texts, images, clips = [], [], []
+    for sid in ids:
+        texts.append(processor.apply_chat_template(MESSAGES[sid], tokenize=False))
+        for m in MESSAGES[sid]:
+            for c in m["content"] if isinstance(m["content"], list) else []:
+                if c["type"] == "image":
+                    images.append(Image.open(root / c["image"]).convert("RGB"))
+                elif c["type"] == "audio":
+                    clips.append(librosa.load(root / c["audio"], sr=16000)[0])  # qwen-omni-utils' loader
+    return dict(processor(text=texts, images=images or None, audio=clips or None, return_tensors="pt", padding=True))
+
+
+def loader_batch(root, **options) -> mmfeed.Batch:
+    with mmfeed.Loader(
+        root / "omni.jsonl",
+        tokenizer=root / "tokenizer.json",
+        model="qwen2.5-omni",
+        max_pixels=MAX_PIXELS,
+        batch_size=len(MESSAGES),
+        shuffle=False,
+        **options,
+    ) as loader:
+        (batch,) = list(loader)
+    return batch
+
+
+def test_a_default_batch_trains_as_the_processors_batch(data):
+    root, omni = data
+    model = tiny_vl.tiny_model("qwen2.5-omni")
+    batch = loader_batch(root)
+    assert batch["sample_ids"] == list(MESSAGES)
+    ref = processor_batch(omni_processor(omni), root, batch["sample_ids"])
+    assert torch.equal(batch["input_ids"], ref["input_ids"])
+    assert torch.equal(batch["attention_mask"], ref["attention_mask"])
+    assert torch.equal(batch["feature_attention_mask"], ref["feature_attention_mask"])
+    assert torch.equal(batch["image_grid_thw"], ref["image_grid_thw"])
+    assert batch["input_features"].shape == ref["input_features"].shape
+    assert (batch["input_features"] - ref["input_features"]).abs().max() < 1e-3  # float32 STFTs apart
+    ours = tiny_vl.model_loss(model, batch)
+    theirs = tiny_vl.model_loss(model, ref, labels=batch["labels"])
+    assert torch.isfinite(ours)
+    assert abs(ours - theirs) <= SAME * abs(theirs)
+    longest = loader_batch(root, audio_padding="longest")
+    assert longest["input_features"].shape[-1] == int(batch["feature_attention_mask"].sum(-1).max())
+    assert abs(tiny_vl.model_loss(model, longest) - ours) <= SAME * abs(ours)
