@@ -1,6 +1,6 @@
 """Audio in the Loader's batches (issue 36), model="qwen2.5-omni": samples with audio items (and
 LLaMA-Factory's <audio> + audios, crops, images beside them) give the input_ids, labels and
-mm_token_type_ids of the processor's text expansion (tests/python/omni_reference.py, audio token
+mm_token_type_ids of the processor's text expansion (tests/support/omni_reference.py, audio token
 counts by transformers' own formula from the extractor's mask), the model's get_rope_index
 positions, input_features equal to mmfeed.AudioProcessor's (tested against WhisperFeatureExtractor
 in test_audio_features.py; here also against it within that file's tolerance) and its

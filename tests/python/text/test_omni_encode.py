@@ -4,7 +4,7 @@ repeated: an image's t*h*w/4, a video's likewise, an audio clip's num_audio_toke
 feature frames by the processor's own _get_feat_extract_output_lengths) of transformers'
 apply_chat_template rendering tokenized by `tokenizers`; labels are Qwen's recipe (each assistant
 turn and its <|im_end|>\\n, media tokens never); position ids equal the models' get_rope_index
-(Qwen2.5-Omni's and Qwen3-Omni's TMRoPE without audio in video). Tokenizers and the reference: tests/python/omni_reference.py."""
+(Qwen2.5-Omni's and Qwen3-Omni's TMRoPE without audio in video). Tokenizers and the reference: tests/support/omni_reference.py."""
 
 from __future__ import annotations
 

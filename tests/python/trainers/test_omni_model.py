@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from unittest import mock
 
 import librosa
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 import tiny_vl
 import torch
 from audio_clips import make_clips
-from omni_reference import omni_model
+from omni_reference import omni_model, omni_processor
 from PIL import Image
 
 import mmfeed
@@ -61,44 +60,6 @@ def data(tmp_path_factory):
     return root, omni
 
 
-def omni_processor(omni):
-    """transformers' Qwen2.5-Omni processor: the PIL image processor, both checkpoints'
-    WhisperFeatureExtractor settings, the derived tokenizer and the template."""
-    import transformers as tf
-    from tokenizers import Tokenizer
-    from transformers.processing_utils import ProcessorMixin
-
-    names = ("image", "audio", "video", "vision_bos", "vision_eos", "audio_bos", "audio_eos")
-    tokens = (
-        "<|IMAGE|>",
-        "<|AUDIO|>",
-        "<|VIDEO|>",
-        "<|vision_bos|>",
-        "<|vision_eos|>",
-        "<|audio_bos|>",
-        "<|audio_eos|>",
-    )
-    tok = tf.Qwen2TokenizerFast(
-        tokenizer_object=Tokenizer.from_str(omni.json),
-        pad_token="<|endoftext|>",
-        padding_side="right",
-        extra_special_tokens={f"{n}_token": t for n, t in zip(names, tokens)},
-    )
-    extractor = tf.WhisperFeatureExtractor(
-        feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=300, return_attention_mask=True
-    )
-    images = tf.Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": MAX_PIXELS})
-    # As tiny_vl.hf_processor: the class check wants the torchvision video processor; no video here.
-    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
-        return tf.Qwen2_5OmniProcessor(
-            image_processor=images,
-            video_processor=None,
-            feature_extractor=extractor,
-            tokenizer=tok,
-            chat_template=omni.hf.chat_template,
-        )
-
-
 def processor_batch(processor, root: Path, ids: list[str]) -> dict:
     texts, images, clips = [], [], []
     for sid in ids:
@@ -131,7 +92,7 @@ def test_a_default_batch_trains_as_the_processors_batch(data):
     model = tiny_vl.tiny_model("qwen2.5-omni")
     batch = loader_batch(root)
     assert batch["sample_ids"] == list(MESSAGES)
-    ref = processor_batch(omni_processor(omni), root, batch["sample_ids"])
+    ref = processor_batch(omni_processor(omni, MAX_PIXELS), root, batch["sample_ids"])
     assert torch.equal(batch["input_ids"], ref["input_ids"])
     assert torch.equal(batch["attention_mask"], ref["attention_mask"])
     assert torch.equal(batch["feature_attention_mask"], ref["feature_attention_mask"])

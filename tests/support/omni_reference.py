@@ -1,5 +1,6 @@
-"""The Omni models' tokenizers and a plain-Python reference of their processors' text and the
-models' positions (shared by the text and audio tests).
+"""The Omni models' tokenizers, transformers' Qwen2.5-Omni processor built offline, and a
+plain-Python reference of the processors' text and the models' positions (shared by the text,
+audio and trainer tests and bench/audio.py).
 
 Tokenizers: derived at test time from tests/data/qwen3-tokenizer/tokenizer.json
 (no package ships the checkpoints' own files; see tests/data/README.md). Both keep the Qwen2.5 /
@@ -23,6 +24,7 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 
@@ -103,6 +105,44 @@ def omni_model(template: str) -> SimpleNamespace:
     return SimpleNamespace(
         template=template, hf=hf, tok=mmfeed.Tokenizer.from_str(spec), ids=TOKEN_IDS[template], json=spec
     )
+
+
+def omni_processor(omni: SimpleNamespace, max_pixels: int):
+    """transformers' Qwen2.5-Omni processor: the PIL image processor, both checkpoints'
+    WhisperFeatureExtractor settings, the derived tokenizer and the template."""
+    import transformers as tf
+    from tokenizers import Tokenizer
+    from transformers.processing_utils import ProcessorMixin
+
+    names = ("image", "audio", "video", "vision_bos", "vision_eos", "audio_bos", "audio_eos")
+    tokens = (
+        "<|IMAGE|>",
+        "<|AUDIO|>",
+        "<|VIDEO|>",
+        "<|vision_bos|>",
+        "<|vision_eos|>",
+        "<|audio_bos|>",
+        "<|audio_eos|>",
+    )
+    tok = tf.Qwen2TokenizerFast(
+        tokenizer_object=Tokenizer.from_str(omni.json),
+        pad_token="<|endoftext|>",
+        padding_side="right",
+        extra_special_tokens={f"{n}_token": t for n, t in zip(names, tokens)},
+    )
+    extractor = tf.WhisperFeatureExtractor(
+        feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=300, return_attention_mask=True
+    )
+    images = tf.Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
+    # The class check wants the torchvision video processor, absent here; no video is given.
+    with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
+        return tf.Qwen2_5OmniProcessor(
+            image_processor=images,
+            video_processor=None,
+            feature_extractor=extractor,
+            tokenizer=tok,
+            chat_template=omni.hf.chat_template,
+        )
 
 
 def reference(omni, msgs, tools, sizes):
