@@ -9,7 +9,14 @@ and Ogg, 5 s to 2 min, 22-48 kHz, mono and stereo. For each clip and model: mmfe
 difference of the features (the float32 reference against mmfeed's float64; see
 tests/python/audio/test_audio_features.py for the tolerance).
 
-Usage: python bench/audio.py [--repeat 3] [--models qwen2.5-omni,qwen3-omni] [--json OUT]
+Then whole training batches (--loader-samples, Qwen2.5-Omni): mmfeed.Loader(model="qwen2.5-omni")
+against the Python pipeline a trainer runs today on the same samples (a clip and a question each)
+— librosa.load per clip, then Qwen2_5OmniProcessor on each batch (chat template, tokenizer,
+WhisperFeatureExtractor padded to 300 s) — one core each, then every core (the Loader's workers
+against the pipeline in a process pool, one batch per task). The two batches are checked equal
+(ids; features within the extractor's float32 rounding) before anything is timed.
+
+Usage: python bench/audio.py [--repeat 3] [--models qwen2.5-omni,qwen3-omni] [--loader-samples 48] [--json OUT]
 """
 
 from __future__ import annotations
@@ -29,6 +36,11 @@ from pathlib import Path
 import numpy as np
 
 import mmfeed
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # omni_reference: the Omni tokenizer and processor
+BATCH = 8
+LOADER_CLIPS = ["speech-22k.wav", "speech-48k.flac", "tones-10s-48k.m4a", "speech-44k.ogg"]
 
 SPEECH = "Training a vision language model needs data, and the data is rarely where the model is. " * 3
 CLIPS = {  # name: (ffmpeg input, output arguments); "speech" is espeak-ng's 22,050 Hz clip
@@ -78,6 +90,84 @@ def peer(path: str, model: str) -> tuple[float, float, np.ndarray]:
     return t1 - t0, time.perf_counter() - t1, out["input_features"][0]
 
 
+def omni_manifest(directory: Path, samples: int) -> Path:
+    """`samples` lines, each a clip (cycling through LOADER_CLIPS) and a question."""
+    lines = []
+    for i in range(samples):
+        clip = LOADER_CLIPS[i % len(LOADER_CLIPS)]
+        user = [{"type": "audio", "audio": clip}, {"type": "text", "text": f"Question {i}: what is heard?"}]
+        lines.append(
+            {"id": str(i), "messages": [{"role": "user", "content": user}, {"role": "assistant", "content": "Speech."}]}
+        )
+    path = directory / "omni.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+_processor = None
+
+
+def peer_batch(directory: str, lines: list[dict]) -> dict:
+    """The Python pipeline's batch of `lines`: librosa.load each clip, Qwen2_5OmniProcessor on all."""
+    global _processor
+    import librosa
+    import torch
+    from omni_reference import omni_model, omni_processor
+
+    torch.set_num_threads(1)
+    if _processor is None:  # once per process, as a trainer's collator holds it
+        _processor = omni_processor(omni_model("qwen2.5-omni"), max_pixels=12845056)
+    texts, clips = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for line in lines:
+            texts.append(_processor.apply_chat_template(line["messages"], tokenize=False))
+            clips.append(librosa.load(Path(directory) / line["messages"][0]["content"][0]["audio"], sr=16000)[0])
+        return dict(_processor(text=texts, audio=clips, return_tensors="np", padding=True))
+
+
+def loader_bench(directory: Path, samples: int, cores: int, report: dict) -> None:
+    from omni_reference import omni_model
+
+    manifest = omni_manifest(directory, samples)
+    tokenizer = directory / "omni-tokenizer.json"
+    tokenizer.write_text(omni_model("qwen2.5-omni").json)
+    lines = [json.loads(x) for x in manifest.read_text().splitlines()]
+    batches = [lines[i : i + BATCH] for i in range(0, samples, BATCH)]
+
+    def ours(workers: int) -> list:
+        opts = dict(tokenizer=tokenizer, model="qwen2.5-omni", batch_size=BATCH, shuffle=False, workers=workers)
+        with mmfeed.Loader(manifest, tensors="np", **opts) as loader:
+            return [dict(b) for b in loader]
+
+    first, want = ours(1)[0], peer_batch(str(directory), batches[0])
+    assert (first["input_ids"] == want["input_ids"]).all(), "the batches differ: nothing to compare"
+    diff = float(np.abs(first["input_features"] - want["input_features"]).max())
+    t = time.perf_counter()
+    ours(1)
+    ours_one = time.perf_counter() - t
+    t = time.perf_counter()
+    for b in batches:
+        peer_batch(str(directory), b)
+    peer_one = time.perf_counter() - t
+    t = time.perf_counter()
+    ours(cores)
+    ours_all = time.perf_counter() - t
+    with ProcessPoolExecutor(cores) as pool:
+        list(pool.map(peer_batch, [str(directory)] * cores, [batches[0][:1]] * cores))  # start the workers
+        t = time.perf_counter()
+        list(pool.map(peer_batch, [str(directory)] * len(batches), batches))
+        peer_all = time.perf_counter() - t
+    print(
+        f"qwen2.5-omni batches: {samples} samples (a clip and a question each), batches of {BATCH}; max |d| {diff:.1e}"
+    )
+    print(f"  {'':<10} {'mmfeed samples/s':>17} {'librosa + processor':>20} {'speedup':>8}")
+    for name, mine, theirs in (("one core", ours_one, peer_one), (f"{cores} cores", ours_all, peer_all)):
+        print(f"  {name:<10} {samples / mine:17.1f} {samples / theirs:20.1f} {theirs / mine:7.1f}x")
+    report["loader"] = dict(samples=samples, batch=BATCH, cores=cores, max_abs_diff=diff, mmfeed_one_s=ours_one,
+                            peer_one_s=peer_one, mmfeed_all_s=ours_all, peer_all_s=peer_all)  # fmt: skip
+
+
 def best(fn, repeat: int):
     times, result = [], None
     for _ in range(repeat):
@@ -91,6 +181,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--models", default="qwen2.5-omni,qwen3-omni")
+    parser.add_argument("--loader-samples", type=int, default=48, help="0: skip the Loader's batches")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
@@ -139,6 +230,8 @@ def main() -> int:
                 f"librosa + extractor (process pool) {len(batch) / peer_s:.1f} clips/s: {peer_s / ours_s:.1f}x\n"
             )
             report["pool"].append(dict(model=model, clips=len(batch), mmfeed_s=ours_s, peer_s=peer_s))
+        if args.loader_samples > 0:
+            loader_bench(Path(tmp), args.loader_samples, cores, report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
