@@ -690,7 +690,7 @@ TEST(ChatTest, AudioItemsAndListedAudioParseInOrderWithTheirCrops) {
   EXPECT_FALSE(cropped.audio.audio_end.has_value());
 }
 
-TEST(ChatTest, OnlyTheOmniTemplateRendersAudioAndTheLoaderRefusesIt) {
+TEST(ChatTest, OnlyTheOmniTemplatesRenderAudio) {
   const auto c = parse_conversation(R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"},
                                                                                {"type": "text", "text": "Hi"}]}]})");
   ASSERT_TRUE(c.ok());

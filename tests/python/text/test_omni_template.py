@@ -1,8 +1,8 @@
 """The Qwen2.5-Omni processor's chat template (tests/data/chat-templates/qwen2_5_omni.jinja)
 rendered by mmfeed, byte-identical to transformers' apply_chat_template on generated
 conversations with images, videos and audio items (and the tools, tool calls and reasoning the
-template ignores), every option; the other templates refuse audio, the Loader refuses the template
-until it trains Omni models (issue 36)."""
+template ignores), every option; the other templates refuse audio (the Loader's refusals are in
+tests/python/audio/test_audio_loader.py)."""
 
 from __future__ import annotations
 
@@ -80,22 +80,6 @@ def test_the_template_file_is_recognised_and_audio_is_refused_elsewhere(tmp_path
     for name in ("qwen2-vl", "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"):
         with pytest.raises(ValueError, match="renders no audio"):
             mmfeed.render_chat(msgs, template=name)
-
-
-def test_the_loader_refuses_audio_samples_and_the_omni_template(tmp_path):
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(
-        '{"id": "s1", "messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}]},'
-        ' {"role": "assistant", "content": "Hi"}]}\n'
-        '{"id": "s2", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}\n'
-    )
-    tokenizer = DATA / "qwen3-tokenizer" / "tokenizer.json"
-    with mmfeed.Loader(manifest, tokenizer=tokenizer, batch_size=1, shuffle=False) as loader:
-        assert len(list(loader)) == 1  # s2; s1 is accounted for
-        (error,) = loader.errors()
-    assert "s1" in str(error) and "does not load audio yet" in str(error)
-    with pytest.raises(ValueError, match="does not train Omni models yet"):
-        mmfeed.Loader(manifest, tokenizer=tokenizer, chat_template="qwen2.5-omni").start()
 
 
 THINKING = DATA / "chat-templates" / "qwen3_omni_thinking.jinja"
