@@ -51,8 +51,9 @@ void bind_text(nb::module_& m) {
       [](const Tokenizer& tok, const std::string& sample_json, std::vector<std::vector<std::int64_t>> image_grids,
          std::vector<std::vector<std::int64_t>> video_grids, std::vector<double> second_per_grid_ts,
          std::vector<std::vector<double>> video_timestamps, std::vector<std::int64_t> audio_tokens,
-         int tokens_per_second, const std::string& tmpl, std::size_t max_length, const std::string& truncation,
-         const std::string& labels, bool mrope, bool add_vision_id, int merge_size, bool train_reasoning) {
+         std::vector<std::int64_t> video_audio_tokens, int tokens_per_second, const std::string& tmpl,
+         std::size_t max_length, const std::string& truncation, const std::string& labels, bool mrope,
+         bool add_vision_id, int merge_size, bool train_reasoning) {
         EncodeOptions o;
         o.chat_template = tmpl;
         o.add_vision_id = add_vision_id;
@@ -61,6 +62,7 @@ void bind_text(nb::module_& m) {
         o.second_per_grid_ts = std::move(second_per_grid_ts);
         o.video_timestamps = std::move(video_timestamps);
         o.audio_tokens = std::move(audio_tokens);
+        o.video_audio_tokens = std::move(video_audio_tokens);
         o.tokens_per_second = tokens_per_second;
         o.merge_size = merge_size;
         o.max_length = max_length;
@@ -85,9 +87,10 @@ void bind_text(nb::module_& m) {
         return d;
       },
       nb::arg("tokenizer"), nb::arg("sample_json"), nb::arg("image_grids"), nb::arg("video_grids"),
-      nb::arg("second_per_grid_ts"), nb::arg("video_timestamps"), nb::arg("audio_tokens"), nb::arg("tokens_per_second"),
-      nb::arg("template"), nb::arg("max_length"), nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"),
-      nb::arg("add_vision_id"), nb::arg("merge_size"), nb::arg("train_reasoning"));
+      nb::arg("second_per_grid_ts"), nb::arg("video_timestamps"), nb::arg("audio_tokens"),
+      nb::arg("video_audio_tokens"), nb::arg("tokens_per_second"), nb::arg("template"), nb::arg("max_length"),
+      nb::arg("truncation"), nb::arg("labels"), nb::arg("mrope"), nb::arg("add_vision_id"), nb::arg("merge_size"),
+      nb::arg("train_reasoning"));
   nb::class_<Tokenizer>(m, "_Tokenizer")
       .def_static(
           "from_file", [](const std::string& path) { return value_or_raise(Tokenizer::from_file(path)); },

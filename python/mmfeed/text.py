@@ -119,6 +119,7 @@ def encode_conversation(
     second_per_grid_ts=(),
     video_timestamps=(),
     audio_tokens=(),
+    video_audio_tokens=(),
     tokens_per_second: int | None = None,
     template: str = "qwen2-vl",
     max_length: int | None = None,
@@ -148,7 +149,10 @@ def encode_conversation(
     per audio item (AudioProcessor's "tokens"), each audio pad expanded to it; their videos need
     second_per_grid_ts (temporal_patch_size / fps: the processors' video_second_per_grid) for the
     positions, which step by the model's position_id_per_seconds (25, 13) unless
-    tokens_per_second says otherwise.
+    tokens_per_second says otherwise. video_audio_tokens ("qwen2.5-omni", use_audio_in_video):
+    per video, its soundtrack's audio tokens (0: the video alone); each such video and its
+    soundtrack are interleaved in 2-second chunks between <|audio_bos|> and <|audio_eos|> as
+    Qwen2_5OmniProcessor writes them, positioned as the model's get_rope_index(use_audio_in_video=True).
     Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids), and how many
     images, videos and audio clips truncation kept ("images_kept", "videos_kept", "audios_kept").
     """
@@ -162,6 +166,7 @@ def encode_conversation(
         [float(x) for x in second_per_grid_ts],
         [[float(t) for t in ts] for ts in video_timestamps],
         [int(n) for n in audio_tokens],
+        [int(n) for n in video_audio_tokens],
         (2 if template == "qwen2.5-vl" else 0) if tokens_per_second is None else tokens_per_second,
         os.fspath(template),
         max_length or 0,

@@ -77,6 +77,9 @@ Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::strin
   if (!options.video_timestamps.empty() && options.video_timestamps.size() != videos) {
     return Error(ErrorCode::kInvalidArgument, "video_timestamps needs one list per video");
   }
+  if (!options.video_audio_tokens.empty() && options.video_audio_tokens.size() != videos) {
+    return Error(ErrorCode::kInvalidArgument, "video_audio_tokens needs one count per video");
+  }
   std::vector<text::Grid3> images;
   for (const GridThw& g : options.image_grids) images.push_back({g[0], g[1], g[2]});
   std::vector<text::VideoGrid> video_grids;
@@ -86,6 +89,7 @@ Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::strin
     v.grid = {g[0], g[1], g[2]};
     if (!options.second_per_grid_ts.empty()) v.second_per_grid_t = options.second_per_grid_ts[k];
     if (!options.video_timestamps.empty()) v.timestamps = options.video_timestamps[k];
+    if (!options.video_audio_tokens.empty()) v.audio_tokens = options.video_audio_tokens[k];
   }
   text::SftOptions o;
   o.max_length = options.max_length;

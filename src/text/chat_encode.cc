@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace mmfeed::text {
@@ -105,6 +106,7 @@ class LossMask {
 // A size from the caller bounded before it sizes memory: a grid's side, a clip's audio tokens.
 constexpr std::int64_t kMaxGridSide = 1 << 20;
 constexpr std::int64_t kMaxMediaTokens = 1 << 26;
+constexpr double kMaxSecondsPerGroup = 3600;
 
 // The Omni models' position_id_per_seconds, for SftOptions::tokens_per_second 0.
 int model_tokens_per_second(ChatTemplate tmpl) {
@@ -119,6 +121,96 @@ int model_tokens_per_second(ChatTemplate tmpl) {
 bool timestamps_videos(ChatTemplate tmpl) {
   return tmpl == ChatTemplate::kQwen3VL || tmpl == ChatTemplate::kQwen3VLThinking || tmpl == ChatTemplate::kQwen3_5 ||
          tmpl == ChatTemplate::kQwen3_5NoThink;
+}
+
+// Qwen2.5-Omni's chunks of a video with its soundtrack: 2 seconds at 25 positions a second.
+constexpr std::int64_t kOmniChunk = 50;
+
+// transformers' get_chunked_index: token i closes the running chunk and opens the next when its
+// value reaches (chunks so far) x per_chunk, one chunk a token at most; [begin, end) of each.
+template <class Value>
+std::vector<std::pair<std::size_t, std::size_t>> chunked(std::size_t n, std::int64_t per_chunk, Value value) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  std::size_t begin = 0;
+  std::int64_t chunk = 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (value(i) >= static_cast<double>(chunk * per_chunk)) {
+      out.emplace_back(begin, i);
+      begin = i;
+      ++chunk;
+    }
+  }
+  out.emplace_back(begin, n);
+  return out;
+}
+
+// A video's soundtrack interleaved with it. kinds: Qwen2_5OmniProcessor's order of the block's
+// tokens (true: a video token), its video groups at t x second_per_grid x 25 in float64;
+// model: Qwen2.5-Omni's get_rope_index's order of the same tokens' positions, at int(t x
+// second_per_grid x 25) in float32. Both alternate a video chunk with an audio chunk.
+struct Interleaved {
+  std::vector<std::pair<std::size_t, std::size_t>> video_text, audio_text, video_model, audio_model;
+};
+
+Interleaved interleave(const VideoGrid& v, std::int64_t merge2) {
+  const std::size_t per_group = static_cast<std::size_t>(v.grid.h * v.grid.w / merge2);
+  const std::size_t video = per_group * static_cast<std::size_t>(v.grid.t);
+  const std::size_t audio = static_cast<std::size_t>(v.audio_tokens);
+  const auto index = [](std::size_t i) { return static_cast<double>(i); };
+  Interleaved out;
+  out.video_text = chunked(video, kOmniChunk, [&](std::size_t i) {
+    return static_cast<double>(i / per_group) * v.second_per_grid_t * 25.0;
+  });
+  out.audio_text = chunked(audio, kOmniChunk, index);
+  const float second_per_grid = static_cast<float>(v.second_per_grid_t);
+  out.video_model = chunked(video, kOmniChunk, [&](std::size_t i) {
+    return static_cast<double>(static_cast<std::int64_t>(static_cast<float>(i / per_group) * second_per_grid * 25.0f));
+  });
+  out.audio_model = out.audio_text;
+  return out;
+}
+
+// Positions of a video block with its soundtrack, as Qwen2.5-Omni's get_rope_index
+// (use_audio_in_video=True) numbers it: the audio bos at `at` shares the vision bos's position
+// (next_pos - 1), the video's tokens walk (t, h, w) from next_pos and the audio's count from it,
+// in the model's chunk order; the audio and vision eos share one position past the last chunk's
+// largest. Returns the index after the vision eos; next_pos moves past it.
+std::size_t soundtrack_positions(const VideoGrid& v, std::int64_t merge, std::int64_t& next_pos, std::size_t at,
+                                 std::vector<std::int32_t>& positions, std::size_t L) {
+  const auto put = [&](std::size_t i, std::int64_t t, std::int64_t h, std::int64_t w) {
+    positions[0 * L + i] = static_cast<std::int32_t>(t);
+    positions[1 * L + i] = static_cast<std::int32_t>(h);
+    positions[2 * L + i] = static_cast<std::int32_t>(w);
+  };
+  const std::int64_t st = next_pos;
+  put(at++, st - 1, st - 1, st - 1);
+  const Interleaved chunks = interleave(v, merge * merge);
+  const std::int64_t gw = v.grid.w / merge;
+  const std::size_t per_group = static_cast<std::size_t>(v.grid.h * v.grid.w / (merge * merge));
+  const float second_per_grid = static_cast<float>(v.second_per_grid_t);
+  std::int64_t last_max = st - 1;  // the largest position of the chunk placed last
+  for (std::size_t j = 0; j < std::max(chunks.video_model.size(), chunks.audio_model.size()); ++j) {
+    if (j < chunks.video_model.size()) {
+      last_max = st - 1;
+      for (std::size_t q = chunks.video_model[j].first; q < chunks.video_model[j].second; ++q) {
+        const auto t = static_cast<std::int64_t>(static_cast<float>(q / per_group) * second_per_grid * 25.0f);
+        const auto hw = static_cast<std::int64_t>(q % per_group);
+        put(at++, st + t, st + hw / gw, st + hw % gw);
+        last_max = std::max({last_max, st + t, st + hw / gw, st + hw % gw});
+      }
+    }
+    if (j < chunks.audio_model.size()) {
+      for (std::size_t a = chunks.audio_model[j].first; a < chunks.audio_model[j].second; ++a) {
+        const std::int64_t p = st + static_cast<std::int64_t>(a);
+        put(at++, p, p, p);
+      }
+      last_max = st + static_cast<std::int64_t>(chunks.audio_model[j].second) - 1;
+    }
+  }
+  put(at++, last_max + 1, last_max + 1, last_max + 1);  // <|audio_eos|>
+  put(at++, last_max + 1, last_max + 1, last_max + 1);  // <|vision_eos|>
+  next_pos = last_max + 2;
+  return at;
 }
 
 std::string grid_text(const Grid3& g) {
@@ -154,6 +246,25 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       return Error(ErrorCode::kInvalidArgument, "audio clip " + std::to_string(k) + " has " +
                                                     std::to_string(audio_tokens[k]) + " audio tokens, not in [1, " +
                                                     std::to_string(kMaxMediaTokens) + "]");
+    }
+  }
+  for (std::size_t k = 0; k < videos.size(); ++k) {
+    const VideoGrid& v = videos[k];
+    if (v.audio_tokens == 0) continue;
+    if (tmpl != ChatTemplate::kQwen2_5Omni) {
+      return Error(takes_audio(tmpl) ? ErrorCode::kUnsupported : ErrorCode::kInvalidArgument,
+                   "video " + std::to_string(k) + " brings its soundtrack (use_audio_in_video), which mmfeed " +
+                       "interleaves for the qwen2.5-omni template only, not " + std::string(chat_template_name(tmpl)));
+    }
+    if (v.audio_tokens < 0 || v.audio_tokens > kMaxMediaTokens) {
+      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + "'s soundtrack has " +
+                                                    std::to_string(v.audio_tokens) + " audio tokens, not in [0, " +
+                                                    std::to_string(kMaxMediaTokens) + "]");
+    }
+    if (!(v.second_per_grid_t > 0 && v.second_per_grid_t <= kMaxSecondsPerGroup)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "video " + std::to_string(k) + " with its soundtrack needs second_per_grid_t in (0, " +
+                       std::to_string(kMaxSecondsPerGroup) + "] (temporal_patch_size / fps), which interleaves them");
     }
   }
   const bool timestamped = timestamps_videos(tmpl);
@@ -306,6 +417,23 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
         }
       }
       if (too_many_pads) return false;
+      if (kind == Kind::kVideo && !timestamped && videos[next_video - 1].audio_tokens > 0) {
+        const Interleaved chunks = interleave(videos[next_video - 1], merge2);
+        const auto append = [&](std::int32_t what, std::size_t count) {
+          s.input_ids.insert(s.input_ids.end(), count, what);
+          s.labels.insert(s.labels.end(), count, kIgnoreIndex);
+        };
+        append(audio_start_id, 1);
+        for (std::size_t j = 0; j < std::max(chunks.video_text.size(), chunks.audio_text.size()); ++j) {
+          if (j < chunks.video_text.size()) append(id, chunks.video_text[j].second - chunks.video_text[j].first);
+          if (j < chunks.audio_text.size()) {
+            append(audio_pad_id, chunks.audio_text[j].second - chunks.audio_text[j].first);
+          }
+        }
+        append(audio_end_id, 1);
+        blocks.push_back({block_start, s.input_ids.size(), kind});
+        return true;
+      }
       s.input_ids.insert(s.input_ids.end(), static_cast<std::size_t>(n), id);
       s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
       if (kind != Kind::kVideo || !timestamped) {
@@ -372,6 +500,11 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     std::size_t i = 0, image = 0, video = 0;
     while (i < L) {
       const std::int32_t id = s.input_ids[i];
+      if (id == audio_start_id && i + 1 < L && s.input_ids[i + 1] == *video_pad) {
+        i = soundtrack_positions(videos[video], options.merge_size, next_pos, i, s.position_ids, L);
+        ++video;
+        continue;
+      }
       if (id != *image_pad && id != *video_pad) {
         for (int axis = 0; axis < 3; ++axis) s.position_ids[axis * L + i] = static_cast<std::int32_t>(next_pos);
         ++next_pos;

@@ -48,6 +48,11 @@ struct VideoGrid {
   // "<|vision_start|><|video_pad|><|vision_end|>" becomes, per group, "<t.t seconds>" +
   // "<|vision_start|>" + the group's h*w/merge^2 pads + "<|vision_end|>".
   std::vector<double> timestamps;
+  // Qwen2.5-Omni with use_audio_in_video: the audio tokens of the video's soundtrack
+  // (AudioFeatures::tokens); 0: the video alone. Its pad becomes "<|audio_bos|>", the video's
+  // tokens and the soundtrack's interleaved in 2-second chunks as Qwen2_5OmniProcessor writes
+  // them, and "<|audio_eos|>"; positions as the model's get_rope_index(use_audio_in_video=True).
+  std::int64_t audio_tokens = 0;
 };
 
 struct SftOptions {

@@ -147,7 +147,8 @@ def omni_processor(omni: SimpleNamespace, max_pixels: int):
 
 def reference(omni, msgs, tools, sizes):
     """The processor's expansion and Qwen's labels, in plain Python: tokenize the rendering, repeat
-    each pad by the next size of its kind, train each assistant turn with <|im_end|>\\n."""
+    each pad by the next size of its kind (or, a list, by those ids: a video with its soundtrack),
+    train each assistant turn with <|im_end|>\\n."""
     text = omni.hf.apply_chat_template(msgs, tools=tools, tokenize=False)
     enc = omni.hf(text, add_special_tokens=False, return_offsets_mapping=True)
     spans = []
@@ -161,15 +162,16 @@ def reference(omni, msgs, tools, sizes):
     for token, (s, _) in zip(enc["input_ids"], enc["offset_mapping"]):
         if token in pads:
             n = next(next_size[pads[token]])
-            ids += [token] * n
-            labels += [-100] * n
+            run = n if isinstance(n, list) else [token] * n
+            ids += run
+            labels += [-100] * len(run)
             continue
         ids.append(token)
         labels.append(token if token not in bounds and any(a <= s < b for a, b in spans) else -100)
     return text, ids, labels
 
 
-def rope_index(omni, ids, images, videos, second_per_grids, frames):
+def rope_index(omni, ids, images, videos, second_per_grids, frames, use_audio_in_video=False):
     """The model's get_rope_index on one sample, through an object carrying only what it reads."""
     config = SimpleNamespace(
         image_token_id=omni.ids["image"],
@@ -204,5 +206,6 @@ def rope_index(omni, ids, images, videos, second_per_grids, frames):
         attention_mask=torch.ones_like(input_ids),
         audio_seqlens=torch.tensor(frames) if frames else None,
         second_per_grids=torch.tensor(second_per_grids) if videos else None,
+        use_audio_in_video=use_audio_in_video,
     )
     return want[:, 0].numpy()
