@@ -105,6 +105,10 @@ struct LoaderConfig {
   ImageBackend image_backend = ImageBackend::kPil;
   std::string chat_template;  // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   AudioPadding audio_padding = AudioPadding::kModel;
+  // qwen2.5-omni: each video brings its soundtrack (the processor's use_audio_in_video), read
+  // as qwen-omni-utils reads it and interleaved with the video's tokens; a video without an audio
+  // stream keeps its tokens alone. A sample's own "use_audio_in_video" overrides this.
+  bool use_audio_in_video = false;
   std::size_t batch_size = 8;  // samples per padded batch
   // > 1: the sequence length (padded: the longest sample; packed: the row) is rounded up to a
   // multiple of this, the extra positions padding (pad id, label -100, mask 0, position 0).

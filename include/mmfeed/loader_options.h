@@ -58,6 +58,9 @@ void for_each_loader_option(F&& f) {
   f("audio_padding", &LoaderConfig::audio_padding,
     "input_features padded as the model's processor pads them (model: Qwen2.5-Omni's 300 s per clip), to the "
     "model's fixed length (max_length) or to the batch's longest clip (longest: the same values, fewer frames)");
+  f("use_audio_in_video", &LoaderConfig::use_audio_in_video,
+    "qwen2.5-omni: each video brings its soundtrack, interleaved with its tokens (a video without audio keeps its "
+    "own); a sample's \"use_audio_in_video\" overrides it");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,
     "> 1: sequence lengths (padded or packed) rounded up to a multiple of this");

@@ -47,6 +47,7 @@ class LoaderOptions(TypedDict, total=False):
     image_backend: Literal["pil", "torchvision"] | None
     chat_template: _Path | None
     audio_padding: Literal["model", "max_length", "longest"] | None
+    use_audio_in_video: bool | None
     batch_size: int | None
     pad_to_multiple_of: int | None
     token_budget: int | None

@@ -158,7 +158,7 @@ Result<Stream> open_stream(std::span<const std::byte> bytes, Route route) {
     if (Status st = s.file->find_stream_info(); !st.ok()) return std::move(st).error();
   }
   const int any = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
-  if (any < 0) return Error(ErrorCode::kCorruptData, "audio: the file holds no audio stream");
+  if (any < 0) return Error(ErrorCode::kNotFound, "audio: the file holds no audio stream");
   s.index = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &s.codec, 0);
   if (s.index < 0 || s.codec == nullptr) {
     return Error(ErrorCode::kUnsupported, std::string("audio: no decoder for codec '") +

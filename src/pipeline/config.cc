@@ -167,6 +167,10 @@ Result<Settings> check_config(const LoaderConfig& config) {
     MMFEED_ASSIGN_OR_RETURN(out.audio, audio::audio_model(config.model));
   }
   MMFEED_RETURN_IF_ERROR(check_omni_template(out.chat_template, out.audio, "chat_template"));
+  if (config.use_audio_in_video && !out.audio) {
+    return config_error("use_audio_in_video",
+                        "needs a model with audio (model=\"qwen2.5-omni\"), not \"" + config.model + "\"");
+  }
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
     vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);

@@ -32,6 +32,9 @@ struct AudioClip {
   std::size_t frames = 0;
   std::int64_t valid_frames = 0;  // feature_attention_mask's sum
   std::int64_t tokens = 0;        // the audio tokens the model's encoder makes of it
+  // Whose it is: audio item `index`, or video `index`'s soundtrack (use_audio_in_video).
+  bool soundtrack = false;
+  std::size_t index = 0;
 };
 
 struct Work {
@@ -57,6 +60,7 @@ struct Work {
   std::vector<std::byte> cells;
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
   std::vector<text::AudioKeys> audio_requests;       // each audio item's keys (its crop)
+  bool soundtracks = false;                          // its videos bring their soundtracks (use_audio_in_video)
   std::vector<vision::ImageInfo> infos;              // the images' headers, probed before the text is encoded
   std::size_t arrived = 0;
   std::optional<SampleError> error;
@@ -67,7 +71,9 @@ struct Work {
   std::vector<vision::VideoPlan> video_plans;          // the videos' (kept after truncation)
   std::vector<vision::Resized> resized;                // patchified into the batch by assemble()
   std::vector<vision::ResizedVideo> resized_videos;
-  std::vector<AudioClip> audio;  // the clips' (kept after truncation)
+  // The audio items' clips and the videos' soundtracks, in order of appearance (the model's
+  // input_features order); kept after truncation.
+  std::vector<AudioClip> audio;
 
   const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
   std::size_t audio_index(std::size_t a) const { return image_count + video_requests.size() + a; }

@@ -143,6 +143,14 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
   const std::size_t videos = c->count(text::ContentItem::Type::kVideo);
+  w->soundtracks = videos > 0 && c->use_audio_in_video.value_or(config_.use_audio_in_video);
+  if (w->soundtracks && !audio_) {
+    w->error = SampleError{w->id, "manifest",
+                           "sample asks for its videos' soundtracks (use_audio_in_video), which model \"" +
+                               config_.model + "\" takes none of (model=\"qwen2.5-omni\" does)",
+                           ErrorCode::kUnsupported};
+    return w;
+  }
   if (images + videos > config_.max_images_per_sample) {
     const std::string named = videos == 0
                                   ? std::to_string(images) + " images"
@@ -288,7 +296,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   std::vector<text::VideoGrid> video_grids;
   for (const vision::VideoPlan& p : w.video_plans) {
     video_grids.push_back(
-        {{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps});
+        {{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps, 0});
   }
   // While the tokenizer is still loading (the first samples of a run), the media are decoded
   // first: that work needs no tokenizer, and a conversation that turns out too long only wastes it.
@@ -300,7 +308,12 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     return;
   }
   std::vector<std::int64_t> audio_tokens;
-  for (const AudioClip& a : w.audio) audio_tokens.push_back(a.tokens);
+  for (const AudioClip& a : w.audio) {
+    if (a.soundtrack)
+      video_grids[a.index].audio_tokens = a.tokens;
+    else
+      audio_tokens.push_back(a.tokens);
+  }
   auto s =
       text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, audio_tokens, sft_);
   if (!s.ok()) {
@@ -322,12 +335,16 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
       release_bytes(w, w.image_count + v, /*account=*/true);
     }
   }
-  if (s->audios_kept < w.audio.size()) {  // their bytes went when they were loaded
+  // Clips of dropped audio items and dropped videos' soundtracks (their bytes went when they
+  // were loaded): truncation drops a tail of the media, so those kept stay a prefix.
+  const auto kept = [&](const AudioClip& a) {
+    return a.soundtrack ? a.index < s->videos_kept : a.index < s->audios_kept;
+  };
+  if (const auto cut = std::find_if_not(w.audio.begin(), w.audio.end(), kept); cut != w.audio.end()) {
     std::int64_t freed = 0;
-    for (std::size_t a = s->audios_kept; a < w.audio.size(); ++a) {
-      freed += static_cast<std::int64_t>(w.audio[a].features.capacity() * sizeof(float));
-    }
-    w.audio.resize(s->audios_kept);
+    for (auto a = cut; a != w.audio.end(); ++a)
+      freed += static_cast<std::int64_t>(a->features.capacity() * sizeof(float));
+    w.audio.erase(cut, w.audio.end());
     hold(w, -freed);
   }
   if (const std::size_t in_row = packed_span(s->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
@@ -351,28 +368,43 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
 }
 
 bool SampleProcessor::load_audio_clips(Work& w) const {
-  if (w.audio_requests.empty()) return true;
+  if (w.audio_requests.empty() && !w.soundtracks) return true;
   // What the model's processor computes for a clip padded to its fixed length: the clip's own
   // frames and the silence after it, whose frames are all one value (audio/features.h).
   constexpr std::size_t kPadded = audio::kFixedSamples;
   constexpr std::size_t kBytesPerSecond = audio::kFeatureRate * sizeof(float);
-  for (std::size_t a = 0; a < w.audio_requests.size(); ++a) {
-    const std::size_t i = w.audio_index(a);
+  std::size_t next_audio = 0, next_video = 0;
+  for (const text::ContentItem::Type kind : w.conversation.media_kinds()) {
+    if (kind == text::ContentItem::Type::kImage || (kind == text::ContentItem::Type::kVideo && !w.soundtracks)) {
+      next_video += kind == text::ContentItem::Type::kVideo;
+      continue;
+    }
+    const bool soundtrack = kind == text::ContentItem::Type::kVideo;
+    const std::size_t index = soundtrack ? next_video++ : next_audio++;
+    const std::size_t i = soundtrack ? w.image_count + index : w.audio_index(index);
     const auto fail = [&](const Error& e) {
-      w.error = SampleError{w.id, "audio", e.with_context(w.media[i].to_string()).to_string(), e.code()};
+      w.error = SampleError{w.id, "audio",
+                            e.with_context(w.media[i].to_string() + (soundtrack ? "'s soundtrack" : "")).to_string(),
+                            e.code()};
       return false;
     };
     AudioLoadOptions o;
-    o.start = w.audio_requests[a].audio_start;
-    o.end = w.audio_requests[a].audio_end;
+    // A soundtrack is read as qwen-omni-utils reads it: through FFmpeg, cut to the video's crop.
+    o.soundtrack = soundtrack;
+    o.start = soundtrack ? w.video_requests[index].sampling.video_start : w.audio_requests[index].audio_start;
+    o.end = soundtrack ? w.video_requests[index].sampling.video_end : w.audio_requests[index].audio_end;
     // Refused before it is decoded when its samples alone would pass the byte budget.
     o.max_seconds = std::min(o.max_seconds, static_cast<double>(config_.max_buffered_bytes / kBytesPerSecond));
     auto samples = load_audio(medium_bytes(w, i), o);
+    // A video without an audio stream keeps its tokens alone, as transformers' processor keeps it.
+    if (soundtrack && !samples.ok() && samples.error().code() == ErrorCode::kNotFound) continue;
     if (!samples.ok()) return fail(samples.error());
-    release_bytes(w, i, /*account=*/true);
+    if (!soundtrack) release_bytes(w, i, /*account=*/true);  // a video's go once its frames are decoded
     std::vector<float>& wave = *samples;
     if (wave.size() > kPadded) wave.resize(kPadded);  // the processor cuts a clip to its fixed length
     AudioClip clip;
+    clip.soundtrack = soundtrack;
+    clip.index = index;
     clip.valid_frames = audio::valid_frames(wave.size(), kPadded);
     clip.tokens = audio_->tokens(clip.valid_frames);
     if (clip.tokens < 1) {

@@ -88,8 +88,9 @@ class SampleProcessor {
   bool extract_cells(Work& w) const;
   // Frees the fetched bytes of media `i`, counted against the budget when `account`.
   void release_bytes(Work& w, std::size_t i, bool account) const;
-  // Loads the sample's audio clips and computes their features, releasing their bytes (false,
-  // with w.error set, when one fails).
+  // Loads the sample's audio clips and (use_audio_in_video) its videos' soundtracks, in order of
+  // appearance, and computes their features, releasing the clips' bytes (a video's stay for its
+  // frames); false, with w.error set, when one fails. A video without audio has no soundtrack.
   bool load_audio_clips(Work& w) const;
 
   const LoaderConfig& config_;

@@ -1,7 +1,7 @@
 // Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
 // "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
 // errors name the JSON path at fault. Rendering and encoding are in chat.cc. One stage kept in one
-// file (about 690 lines, with the audio items and the three kinds of listed media): every
+// file (about 710 lines, with the audio items and the three kinds of listed media): every
 // format's reader shares the same path-naming helpers and the listed-media placement.
 #include "text/conversation.h"
 
@@ -598,10 +598,28 @@ Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
   }
   MMFEED_RETURN_IF_ERROR(listed.check_all_placed());
   MMFEED_RETURN_IF_ERROR(add_system_key(o, c));
+  simdjson::dom::element flag;
+  if (!o["use_audio_in_video"].get(flag) && !flag.is_null()) {
+    bool value = false;
+    if (flag.get_bool().get(value)) {
+      return bad("use_audio_in_video must be true or false, got " + std::string(json_kind(flag)));
+    }
+    c.use_audio_in_video = value;
+  }
   return c;
 }
 
 }  // namespace
+
+std::vector<ContentItem::Type> Conversation::media_kinds() const {
+  std::vector<ContentItem::Type> out;
+  for (const auto& m : messages) {
+    for (const auto& item : m.content) {
+      if (item.type != ContentItem::Type::kText) out.push_back(item.type);
+    }
+  }
+  return out;
+}
 
 std::size_t Conversation::count(ContentItem::Type type) const {
   std::size_t n = 0;

@@ -21,7 +21,8 @@
 // A top-level "system" becomes the first message. TRL's and transformers' processor form, content
 // items {"type": "image"} naming no image, take the listed images in order (videos, audio alike).
 // Audio items: {"type": "audio", "audio": uri} (or "audio_url"), with qwen-omni-utils'
-// "audio_start" / "audio_end" seconds; only the Omni templates render them (chat.h).
+// "audio_start" / "audio_end" seconds; only the Omni templates render them (chat.h). A top-level
+// "use_audio_in_video" (a boolean) says whether the sample's videos bring their soundtracks.
 //
 // Threads: functions of their arguments alone, callable from any number of threads at once.
 //
@@ -95,10 +96,15 @@ struct Conversation {
   std::string id;
   std::vector<Message> messages;
   std::vector<std::string> tools;  // the sample's "tools", each as `tojson` writes it
+  // The sample's "use_audio_in_video" (true or false; absent or null: not given): whether its
+  // videos bring their soundtracks (Qwen2.5-Omni).
+  std::optional<bool> use_audio_in_video;
 
   std::size_t count(ContentItem::Type type) const;
   // Image (video, audio) URIs in order of appearance.
   std::vector<std::string> media(ContentItem::Type type) const;
+  // The media items' types (image, video, audio), in order of appearance.
+  std::vector<ContentItem::Type> media_kinds() const;
   // The video (audio) items' keys, in order of appearance.
   std::vector<VideoKeys> video_keys() const;
   std::vector<AudioKeys> audio_keys() const;

@@ -171,6 +171,30 @@ def reference(omni, msgs, tools, sizes):
     return text, ids, labels
 
 
+def soundtrack_ids(omni, grid, second_per_grid, audio_tokens):
+    """The processor's text for a video with its soundtrack, through its own method, tokenized."""
+    from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor
+
+    processor = SimpleNamespace(
+        audio_bos_token="<|audio_bos|>",
+        audio_eos_token="<|audio_eos|>",
+        video_token="<|VIDEO|>",
+        audio_token="<|AUDIO|>",
+        video_processor=SimpleNamespace(merge_size=2),
+    )
+    processor.get_chunked_index = lambda *a: Qwen2_5OmniProcessor.get_chunked_index(processor, *a)
+    text = Qwen2_5OmniProcessor.replace_video_with_audio_token(
+        processor,
+        {"video_grid_thw": [torch.tensor(grid)], "video_second_per_grid": [second_per_grid]},
+        0,
+        {"num_audio_tokens": [audio_tokens]},
+        0,
+        position_id_per_seconds=25,
+        seconds_per_chunk=2.0,
+    )
+    return omni.hf(text, add_special_tokens=False)["input_ids"]
+
+
 def rope_index(omni, ids, images, videos, second_per_grids, frames, use_audio_in_video=False):
     """The model's get_rope_index on one sample, through an object carrying only what it reads."""
     config = SimpleNamespace(

@@ -8,17 +8,13 @@ tests/support/omni_reference.py."""
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from chat_samples import generated
-from omni_reference import omni_model, reference, rope_index
-from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import (
-    Qwen2_5OmniProcessor,
-    _get_feat_extract_output_lengths,
-)
+from omni_reference import omni_model, reference, rope_index, soundtrack_ids
+from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
 
 import mmfeed
 
@@ -31,28 +27,6 @@ STEPS = [1.0, 0.5, 2 / 3, 0.4, 1.2, 2 / 7, 4.0]
 @pytest.fixture(scope="module")
 def omni():
     return omni_model("qwen2.5-omni")
-
-
-def soundtrack_ids(omni, grid, second_per_grid, audio_tokens):
-    """The processor's text for a video with its soundtrack, through its own method, tokenized."""
-    processor = SimpleNamespace(
-        audio_bos_token="<|audio_bos|>",
-        audio_eos_token="<|audio_eos|>",
-        video_token="<|VIDEO|>",
-        audio_token="<|AUDIO|>",
-        video_processor=SimpleNamespace(merge_size=2),
-    )
-    processor.get_chunked_index = lambda *a: Qwen2_5OmniProcessor.get_chunked_index(processor, *a)
-    text = Qwen2_5OmniProcessor.replace_video_with_audio_token(
-        processor,
-        {"video_grid_thw": [torch.tensor(grid)], "video_second_per_grid": [second_per_grid]},
-        0,
-        {"num_audio_tokens": [audio_tokens]},
-        0,
-        position_id_per_seconds=25,
-        seconds_per_chunk=2.0,
-    )
-    return omni.hf(text, add_special_tokens=False)["input_ids"]
 
 
 def media_kinds(msgs):

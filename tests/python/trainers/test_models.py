@@ -71,6 +71,30 @@ def test_a_default_batch_trains_as_the_processors_batch(manifest, family):
         assert abs(tiny_vl.model_loss(model, batch).item() - want.item()) <= SAME
 
 
+@pytest.mark.parametrize("family", tiny_vl.FAMILIES)
+def test_a_batch_without_images_trains_as_the_processors_batch(family, tmp_path):
+    """A batch of text-only samples: model_inputs() leaves out the empty pixel_values and
+    image_grid_thw (the processors return none; the vision towers fail on empty ones)."""
+    lines = [
+        {
+            "id": f"t{i}",
+            "messages": [{"role": "user", "content": "Hi " * (i + 1)}, {"role": "assistant", "content": "Hello."}],
+        }
+        for i in range(2)
+    ]
+    manifest = tmp_path / "text.jsonl"
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (batch,) = batches(manifest, family, batch_size=2)
+    assert batch["image_grid_thw"].shape == (0, 3)
+    inputs = batch.model_inputs()
+    assert "pixel_values" not in inputs and "image_grid_thw" not in inputs
+    model = tiny_vl.tiny_model(family)
+    ref = tiny_vl.processor_batch(tiny_vl.hf_processor(family, MAX_PIXELS), lines, tmp_path)
+    assert "pixel_values" not in ref
+    want = tiny_vl.model_loss(model, ref, labels=batch["labels"])
+    assert abs(tiny_vl.model_loss(model, batch).item() - want.item()) <= SAME
+
+
 def test_default_batches_carry_the_models_positions_and_token_types(data):
     # position_ids are get_rope_index's (on by default: the model skips its own pass), and
     # mm_token_type_ids marks image pads 1, everything else 0 (video pads 2: test_video_loader).

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tiny_vl
 import torch
-from audio_clips import make_clips
+from audio_clips import ffmpeg, make_clips
 from omni_reference import omni_model, omni_processor
 from PIL import Image
 
@@ -106,3 +106,49 @@ def test_a_default_batch_trains_as_the_processors_batch(data):
     longest = loader_batch(root, audio_padding="longest")
     assert longest["input_features"].shape[-1] == int(batch["feature_attention_mask"].sum(-1).max())
     assert abs(tiny_vl.model_loss(model, longest) - ours) <= SAME * abs(ours)
+
+
+def test_videos_with_their_soundtracks_train_as_the_model_places_them(data):
+    """use_audio_in_video: the Loader's positions for videos interleaved with their soundtracks are
+    the ones the thinker computes itself (get_rope_index(use_audio_in_video=True) from the batch's
+    feature lengths and video_second_per_grid), so the loss is the same with or without them."""
+    root, _ = data
+    ffmpeg(
+        "-f", "lavfi", "-i", "testsrc2=size=96x64:rate=10:duration=5",
+        "-f", "lavfi", "-i", "sine=frequency=300:beep_factor=3:duration=5",
+        "-c:v", "libx264", "-c:a", "aac", "-shortest", root / "talk.mp4",
+    )  # fmt: skip
+    lines = [
+        {"id": "heard", "messages": [user({"type": "video", "video": "talk.mp4"}), MESSAGES["text"][1]]},
+        {
+            "id": "with-clip",
+            "messages": [
+                user(
+                    {"type": "audio", "audio": "speech-22k.wav"},
+                    {"type": "video", "video": "talk.mp4", "video_start": 0.5, "video_end": 4.0},
+                    {"type": "text", "text": "Same?"},
+                ),
+                {"role": "assistant", "content": "No."},
+            ],
+        },
+    ]
+    (root / "soundtracks.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    model = tiny_vl.tiny_model("qwen2.5-omni")
+    with mmfeed.Loader(
+        root / "soundtracks.jsonl",
+        tokenizer=root / "tokenizer.json",
+        model="qwen2.5-omni",
+        max_pixels=MAX_PIXELS,
+        batch_size=2,
+        shuffle=False,
+        use_audio_in_video=True,
+    ) as loader:
+        (batch,) = list(loader)
+    assert batch["input_features"].shape[0] == 3  # the clip and two soundtracks
+    ours = tiny_vl.model_loss(model, batch)
+    inputs = batch.model_inputs()
+    del inputs["position_ids"]
+    with torch.no_grad():
+        theirs = model(**inputs, use_audio_in_video=True).loss
+    assert torch.isfinite(ours)
+    assert abs(ours - theirs) <= SAME * abs(theirs)
