@@ -36,6 +36,13 @@ def _text(**extra) -> dict:
     )
 
 
+def _vision(patch_size: int, **extra) -> dict:
+    """The shrunk vision tower of Qwen2.5-VL and later (two layers, width 32 out to 64)."""
+    return dict(
+        depth=2, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2, patch_size=patch_size, **extra
+    )
+
+
 def tiny_config(family: str, attn: str = "sdpa"):
     """The family's transformers config, shrunk; `attn`: sdpa or eager."""
     import transformers as tf
@@ -48,32 +55,13 @@ def tiny_config(family: str, attn: str = "sdpa"):
     elif family == "qwen2.5-vl":
         config = tf.Qwen2_5_VLConfig(
             text_config=_text(),
-            vision_config=dict(
-                depth=2,
-                hidden_size=32,
-                out_hidden_size=64,
-                intermediate_size=64,
-                num_heads=2,
-                patch_size=14,
-                window_size=112,
-                fullatt_block_indexes=[1],
-                tokens_per_second=2,
-            ),
+            vision_config=_vision(14, window_size=112, fullatt_block_indexes=[1], tokens_per_second=2),
         )
     elif family == "qwen3-vl":
         rope = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
         config = tf.Qwen3VLConfig(
             text_config={**_text(), "rope_parameters": rope},
-            vision_config=dict(
-                depth=2,
-                hidden_size=32,
-                out_hidden_size=64,
-                intermediate_size=64,
-                num_heads=2,
-                patch_size=16,
-                num_position_embeddings=256,
-                deepstack_visual_indexes=[0],
-            ),
+            vision_config=_vision(16, num_position_embeddings=256, deepstack_visual_indexes=[0]),
         )
     elif family == "qwen3.5":
         # partial rotary (a quarter of head_dim 32: 4 frequencies, interleaved 2/1/1 as t/h/w)
@@ -95,29 +83,12 @@ def tiny_config(family: str, attn: str = "sdpa"):
         )
         config = tf.Qwen3_5Config(
             text_config=text,
-            vision_config=dict(
-                depth=2,
-                hidden_size=32,
-                out_hidden_size=64,
-                intermediate_size=64,
-                num_heads=2,
-                patch_size=16,
-                num_position_embeddings=256,
-            ),
+            vision_config=_vision(16, num_position_embeddings=256),
         )
     elif family == "qwen2.5-omni":  # the thinker: Qwen2.5-VL's vision tower and an audio encoder
         config = tf.Qwen2_5OmniThinkerConfig(
             text_config=_text(),
-            vision_config=dict(
-                depth=2,
-                hidden_size=32,
-                out_hidden_size=64,
-                intermediate_size=64,
-                num_heads=2,
-                patch_size=14,
-                window_size=112,
-                fullatt_block_indexes=[1],
-            ),
+            vision_config=_vision(14, window_size=112, fullatt_block_indexes=[1]),
             audio_config=dict(
                 d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128, output_dim=64
             ),

@@ -63,7 +63,7 @@ class Tokenizer {
 
 // A chat template: "qwen2-vl" (also "qwen2.5-vl"), "qwen3-vl", "qwen3-vl-thinking", "qwen3.5"
 // (Qwen3.5 4B and larger), "qwen3.5-nothink" (2B and smaller), "qwen2.5-omni" and
-// "qwen3-omni-thinking" (rendered and encoded; the Loader does not take them yet), or a file
+// "qwen3-omni-thinking" (rendered and encoded; the Loader does not take it yet), or a file
 // holding one of those templates' exact text (.jinja, or a chat_template.json /
 // tokenizer_config.json); anything else is refused (kUnsupported): mmfeed renders only templates
 // it reproduces exactly.
@@ -92,10 +92,11 @@ struct EncodeOptions {
   std::vector<std::vector<double>> video_timestamps;
   // The Omni templates: per audio item, the audio tokens its clip makes (AudioFeatures::tokens).
   std::vector<std::int64_t> audio_tokens;
-  // qwen2.5-omni with use_audio_in_video: per video, the audio tokens of its soundtrack (0: the
-  // video alone, as for a silent one); empty: none. Each such video's tokens and its soundtrack's
-  // are interleaved in 2-second chunks between <|audio_bos|> and <|audio_eos|>, as
-  // Qwen2_5OmniProcessor writes them; positions as the model's get_rope_index numbers them.
+  // The Omni templates with use_audio_in_video: per video, the audio tokens of its soundtrack (0:
+  // the video alone, as for a silent one); empty: none. Each such video's tokens and its
+  // soundtrack's are interleaved between the audio start and end tokens as the model's processor
+  // writes them (Qwen2.5-Omni: 2-second chunks; Qwen3-Omni: by time, token by token); positions
+  // as the model's get_rope_index numbers them.
   std::vector<std::int64_t> video_audio_tokens;
   // Qwen2.5-VL's vision_config.tokens_per_second (2); 0: Qwen2/3-VL, and the Omni models' own
   // position_id_per_seconds (Qwen2.5-Omni 25, Qwen3-Omni 13), which need second_per_grid_ts.

@@ -33,20 +33,14 @@ class Batch(dict):
         return "cu_seqlens_padded" in self
 
     def model_inputs(self) -> dict:
-        """The keyword arguments of a transformers Qwen-VL forward: the batch less its metadata
-        (and less pixel_values and image_grid_thw when it holds no image), with use_cache=False
-        (training needs no KV cache, and a packed row must have none)."""
+        """The keyword arguments of a transformers Qwen-VL forward: the batch less its metadata,
+        with use_cache=False (training needs no KV cache, and a packed row must have none)."""
         if self.is_thd:
             raise ValueError(
                 "this batch is packed in Megatron's THD layout (packed_format='thd'): "
                 "mmfeed.megatron.forward_args(batch) gives its forward arguments"
             )
         inputs = {k: v for k, v in self.items() if k not in METADATA}
-        if len(inputs.get("image_grid_thw", ())) == 0:
-            # No image in the batch: none of the vision inputs, as the processors return none (the
-            # models' vision towers fail on an empty pixel_values).
-            inputs.pop("pixel_values", None)
-            inputs.pop("image_grid_thw", None)
         inputs["use_cache"] = False
         return inputs
 

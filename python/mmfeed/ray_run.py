@@ -37,7 +37,7 @@ def summarize(loader, step_ms: float, live: bool) -> dict:
         counts["batches"] += 1
         counts["samples"] += len(batch["sample_ids"])
         counts["tokens"] += sample_tokens(batch)
-        counts["images"] += len(batch["image_grid_thw"])
+        counts["images"] += len(batch.get("image_grid_thw", ()))
         if "video_grid_thw" in batch:  # frames: temporal groups x temporal_patch_size (2)
             grids = np.asarray(batch["video_grid_thw"])
             counts["videos"] += len(grids)

@@ -149,10 +149,11 @@ def encode_conversation(
     per audio item (AudioProcessor's "tokens"), each audio pad expanded to it; their videos need
     second_per_grid_ts (temporal_patch_size / fps: the processors' video_second_per_grid) for the
     positions, which step by the model's position_id_per_seconds (25, 13) unless
-    tokens_per_second says otherwise. video_audio_tokens ("qwen2.5-omni", use_audio_in_video):
-    per video, its soundtrack's audio tokens (0: the video alone); each such video and its
-    soundtrack are interleaved in 2-second chunks between <|audio_bos|> and <|audio_eos|> as
-    Qwen2_5OmniProcessor writes them, positioned as the model's get_rope_index(use_audio_in_video=True).
+    tokens_per_second says otherwise. video_audio_tokens (use_audio_in_video): per video, its
+    soundtrack's audio tokens (0: the video alone); each such video and its soundtrack are
+    interleaved between the audio start and end tokens as the model's processor writes them
+    (Qwen2.5-Omni: 2-second chunks; Qwen3-Omni: by time, token by token), positioned as the
+    model's get_rope_index(use_audio_in_video=True).
     Returns int64 numpy arrays input_ids, labels, attention_mask (and position_ids), and how many
     images, videos and audio clips truncation kept ("images_kept", "videos_kept", "audios_kept").
     """

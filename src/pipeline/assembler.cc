@@ -84,8 +84,11 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const int mask_at = packed ? -1 : add("attention_mask", Tensor::DType::kInt64, {B, T});
   const int loss_mask_at = thd ? add("loss_mask", Tensor::DType::kFloat32, {B, T}) : -1;
   const int types_at = add("mm_token_type_ids", Tensor::DType::kInt64, {B, T});
-  const int pixels_at = add("pixel_values", pixel_type, {static_cast<std::int64_t>(rows), width});
-  const int grids_at = add("image_grid_thw", Tensor::DType::kInt64, {static_cast<std::int64_t>(image_count), 3});
+  // Images as videos: only a batch that holds one has their tensors (the processors return none
+  // without images, and the models' vision towers fail on empty ones).
+  const auto images_n = static_cast<std::int64_t>(image_count);
+  const int pixels_at = images_n > 0 ? add("pixel_values", pixel_type, {static_cast<std::int64_t>(rows), width}) : -1;
+  const int grids_at = images_n > 0 ? add("image_grid_thw", Tensor::DType::kInt64, {images_n, 3}) : -1;
   // Position rows: padded, the three mrope rows (or none); packed, transformers' text row before
   // them (thd: the mrope rows alone), or the text row alone without mrope.
   const std::int64_t mrope_rows = layout.mrope ? 3 : 0;

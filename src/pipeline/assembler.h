@@ -11,7 +11,9 @@
 // Assembly plans the buffer and writes the text tensors
 // (O(tokens)); each image's and each video's pixel rows are a PixelJob: normalized and
 // patchified straight from the sample's resized image or frames into its slot of the buffer, so
-// they are written once, by any thread, in parallel. A batch that holds a video also has
+// they are written once, by any thread, in parallel. A batch that holds an image has
+// pixel_values and image_grid_thw (none without: the processors return none, and the models'
+// vision towers fail on empty ones). A batch that holds a video also has
 // pixel_values_videos, video_grid_thw and, for Qwen2.5-VL, second_per_grid_ts (as the model's
 // processor returns them only when it is given videos; an Omni model's processor names the last
 // video_second_per_grid). A batch that holds audio clips (the Omni models) has input_features

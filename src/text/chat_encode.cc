@@ -144,73 +144,147 @@ std::vector<std::pair<std::size_t, std::size_t>> chunked(std::size_t n, std::int
   return out;
 }
 
-// A video's soundtrack interleaved with it. kinds: Qwen2_5OmniProcessor's order of the block's
-// tokens (true: a video token), its video groups at t x second_per_grid x 25 in float64;
-// model: Qwen2.5-Omni's get_rope_index's order of the same tokens' positions, at int(t x
-// second_per_grid x 25) in float32. Both alternate a video chunk with an audio chunk.
-struct Interleaved {
-  std::vector<std::pair<std::size_t, std::size_t>> video_text, audio_text, video_model, audio_model;
+// A run of a video-with-soundtrack block: `count` of the video's (or the soundtrack's) tokens
+// from its `first`.
+struct Piece {
+  bool video = false;
+  std::size_t first = 0, count = 0;
 };
 
-Interleaved interleave(const VideoGrid& v, std::int64_t merge2) {
-  const std::size_t per_group = static_cast<std::size_t>(v.grid.h * v.grid.w / merge2);
-  const std::size_t video = per_group * static_cast<std::size_t>(v.grid.t);
-  const std::size_t audio = static_cast<std::size_t>(v.audio_tokens);
-  const auto index = [](std::size_t i) { return static_cast<double>(i); };
-  Interleaved out;
-  out.video_text = chunked(video, kOmniChunk, [&](std::size_t i) {
-    return static_cast<double>(i / per_group) * v.second_per_grid_t * 25.0;
-  });
-  out.audio_text = chunked(audio, kOmniChunk, index);
-  const float second_per_grid = static_cast<float>(v.second_per_grid_t);
-  out.video_model = chunked(video, kOmniChunk, [&](std::size_t i) {
-    return static_cast<double>(static_cast<std::int64_t>(static_cast<float>(i / per_group) * second_per_grid * 25.0f));
-  });
-  out.audio_model = out.audio_text;
+// A video and its soundtrack as one block: its size, and each token's temporal value.
+struct Soundtrack {
+  std::size_t per_group = 0, video = 0, audio = 0;  // tokens: per temporal group, the video's, the soundtrack's
+  double second_per_grid = 0;
+  double per_second = 0;  // the model's position_id_per_seconds
+  // The processor's value of video token i (float64) and the model's temporal position (float32;
+  // Qwen2.5-Omni truncates it).
+  double text_value(std::size_t i) const { return static_cast<double>(i / per_group) * second_per_grid * per_second; }
+  float model_value(std::size_t i) const {
+    return static_cast<float>(i / per_group) * static_cast<float>(second_per_grid) * static_cast<float>(per_second);
+  }
+};
+
+Soundtrack soundtrack_of(const VideoGrid& v, std::int64_t merge2, ChatTemplate tmpl) {
+  Soundtrack s;
+  s.per_group = static_cast<std::size_t>(v.grid.h * v.grid.w / merge2);
+  s.video = s.per_group * static_cast<std::size_t>(v.grid.t);
+  s.audio = static_cast<std::size_t>(v.audio_tokens);
+  s.second_per_grid = v.second_per_grid_t;
+  s.per_second = model_tokens_per_second(tmpl);
+  return s;
+}
+
+// Qwen2.5-Omni: the video's chunks and the soundtrack's alternate, each 2 seconds.
+std::vector<Piece> alternate(std::size_t audio, const std::vector<std::pair<std::size_t, std::size_t>>& video_chunks) {
+  const auto audio_chunks = chunked(audio, kOmniChunk, [](std::size_t i) { return static_cast<double>(i); });
+  std::vector<Piece> out;
+  for (std::size_t j = 0; j < std::max(video_chunks.size(), audio_chunks.size()); ++j) {
+    if (j < video_chunks.size()) {
+      out.push_back({true, video_chunks[j].first, video_chunks[j].second - video_chunks[j].first});
+    }
+    if (j < audio_chunks.size()) {
+      out.push_back({false, audio_chunks[j].first, audio_chunks[j].second - audio_chunks[j].first});
+    }
+  }
   return out;
 }
 
-// Positions of a video block with its soundtrack, as Qwen2.5-Omni's get_rope_index
-// (use_audio_in_video=True) numbers it: the audio bos at `at` shares the vision bos's position
-// (next_pos - 1), the video's tokens walk (t, h, w) from next_pos and the audio's count from it,
-// in the model's chunk order; the audio and vision eos share one position past the last chunk's
-// largest. Returns the index after the vision eos; next_pos moves past it.
-std::size_t soundtrack_positions(const VideoGrid& v, std::int64_t merge, std::int64_t& next_pos, std::size_t at,
-                                 std::vector<std::int32_t>& positions, std::size_t L) {
+// Qwen3-Omni: token by token, a video token first while its time is at most the next audio
+// token's index; then what remains of each. `single`: each merged token its own piece (the
+// model's get_rope_index appends them so); else runs.
+template <class Value>
+std::vector<Piece> merged(const Soundtrack& s, Value value, bool single) {
+  std::vector<Piece> out;
+  const auto add = [&](bool video, std::size_t first, std::size_t count) {
+    if (!single && !out.empty() && out.back().video == video) {
+      out.back().count += count;
+    } else {
+      out.push_back({video, first, count});
+    }
+  };
+  std::size_t v = 0, a = 0;
+  while (v < s.video && a < s.audio) {
+    if (value(v) <= static_cast<double>(a)) {
+      add(true, v++, 1);
+    } else {
+      add(false, a++, 1);
+    }
+  }
+  if (v < s.video) out.push_back({true, v, s.video - v});
+  if (a < s.audio) out.push_back({false, a, s.audio - a});
+  return out;
+}
+
+// The block's tokens in the order the model's processor writes them (its replace_video_with_audio_token).
+std::vector<Piece> text_order(const Soundtrack& s, ChatTemplate tmpl) {
+  const auto value = [&](std::size_t i) { return s.text_value(i); };
+  if (tmpl == ChatTemplate::kQwen2_5Omni) return alternate(s.audio, chunked(s.video, kOmniChunk, value));
+  return merged(s, value, /*single=*/false);
+}
+
+// The same tokens as the model's get_rope_index(use_audio_in_video=True) places their positions.
+std::vector<Piece> model_order(const Soundtrack& s, ChatTemplate tmpl) {
+  if (tmpl == ChatTemplate::kQwen2_5Omni) {
+    return alternate(s.audio, chunked(s.video, kOmniChunk, [&](std::size_t i) {
+                       return static_cast<double>(static_cast<std::int64_t>(s.model_value(i)));
+                     }));
+  }
+  return merged(s, [&](std::size_t i) { return static_cast<double>(s.model_value(i)); }, /*single=*/true);
+}
+
+// Positions of a video block with its soundtrack, as the model's get_rope_index
+// (use_audio_in_video=True) numbers it: the vision bos took next_pos - 1; the audio bos at `at`
+// shares it (Qwen2.5-Omni) or follows it (Qwen3-Omni); the video's tokens walk (t, h, w) from the
+// next position and the soundtrack's count from it, in the model's order; the audio eos and the
+// vision eos come past the largest position of the piece placed last, sharing one (Qwen2.5-Omni)
+// or one after the other. Returns the index after the vision eos; next_pos moves past it.
+std::size_t soundtrack_positions(const VideoGrid& v, ChatTemplate tmpl, std::int64_t merge, std::int64_t& next_pos,
+                                 std::size_t at, std::vector<std::int32_t>& positions, std::size_t L) {
   const auto put = [&](std::size_t i, std::int64_t t, std::int64_t h, std::int64_t w) {
     positions[0 * L + i] = static_cast<std::int32_t>(t);
     positions[1 * L + i] = static_cast<std::int32_t>(h);
     positions[2 * L + i] = static_cast<std::int32_t>(w);
   };
-  const std::int64_t st = next_pos;
-  put(at++, st - 1, st - 1, st - 1);
-  const Interleaved chunks = interleave(v, merge * merge);
+  const bool shared = tmpl == ChatTemplate::kQwen2_5Omni;  // the two bos (and eos) share a position
+  const std::int64_t bos = shared ? next_pos - 1 : next_pos;
+  put(at++, bos, bos, bos);
+  const std::int64_t st = bos + 1;
+  const Soundtrack s = soundtrack_of(v, merge * merge, tmpl);
   const std::int64_t gw = v.grid.w / merge;
-  const std::size_t per_group = static_cast<std::size_t>(v.grid.h * v.grid.w / (merge * merge));
-  const float second_per_grid = static_cast<float>(v.second_per_grid_t);
-  std::int64_t last_max = st - 1;  // the largest position of the chunk placed last
-  for (std::size_t j = 0; j < std::max(chunks.video_model.size(), chunks.audio_model.size()); ++j) {
-    if (j < chunks.video_model.size()) {
-      last_max = st - 1;
-      for (std::size_t q = chunks.video_model[j].first; q < chunks.video_model[j].second; ++q) {
-        const auto t = static_cast<std::int64_t>(static_cast<float>(q / per_group) * second_per_grid * 25.0f);
-        const auto hw = static_cast<std::int64_t>(q % per_group);
-        put(at++, st + t, st + hw / gw, st + hw % gw);
-        last_max = std::max({last_max, st + t, st + hw / gw, st + hw % gw});
-      }
-    }
-    if (j < chunks.audio_model.size()) {
-      for (std::size_t a = chunks.audio_model[j].first; a < chunks.audio_model[j].second; ++a) {
+  std::int64_t last_max = st - 1;  // the largest position of the piece placed last
+  for (const Piece& piece : model_order(s, tmpl)) {
+    if (!piece.video) {
+      for (std::size_t a = piece.first; a < piece.first + piece.count; ++a) {
         const std::int64_t p = st + static_cast<std::int64_t>(a);
         put(at++, p, p, p);
       }
-      last_max = st + static_cast<std::int64_t>(chunks.audio_model[j].second) - 1;
+      last_max = st + static_cast<std::int64_t>(piece.first + piece.count) - 1;
+      continue;
+    }
+    last_max = st - 1;
+    for (std::size_t q = piece.first; q < piece.first + piece.count; ++q) {
+      // Whole where it matters: Qwen2.5-Omni truncates, Qwen3-Omni's fractional ones are refused.
+      const auto t = static_cast<std::int64_t>(s.model_value(q));
+      const auto hw = static_cast<std::int64_t>(q % s.per_group);
+      put(at++, st + t, st + hw / gw, st + hw % gw);
+      last_max = std::max({last_max, st + t, st + hw / gw, st + hw % gw});
     }
   }
-  put(at++, last_max + 1, last_max + 1, last_max + 1);  // <|audio_eos|>
-  put(at++, last_max + 1, last_max + 1, last_max + 1);  // <|vision_eos|>
-  next_pos = last_max + 2;
+  const std::int64_t eos = last_max + 1, second_eos = shared ? eos : eos + 1;
+  put(at++, eos, eos, eos);                       // <|audio_eos|> / <|audio_end|>
+  put(at++, second_eos, second_eos, second_eos);  // <|vision_eos|> / <|vision_end|>
+  next_pos = second_eos + 1;
   return at;
+}
+
+// Qwen3-Omni's float position of a video's temporal group t that is not whole, refused.
+Error fractional_position(std::size_t video, std::int64_t t, float at, double second_per_grid) {
+  char where[160];
+  std::snprintf(where, sizeof where, "sits at %g past its start (%g s per group x 13 per second)", at, second_per_grid);
+  return Error(ErrorCode::kInvalidArgument,
+               "video " + std::to_string(video) + "'s temporal group " + std::to_string(t) + " " + where +
+                   " in Qwen3-Omni's positions, not a whole number: mmfeed's positions are integers; sample the "
+                   "video at an fps where 2 / fps x 13 is whole (1 or 2, the processor's 1 by default)");
 }
 
 std::string grid_text(const Grid3& g) {
@@ -251,10 +325,11 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
   for (std::size_t k = 0; k < videos.size(); ++k) {
     const VideoGrid& v = videos[k];
     if (v.audio_tokens == 0) continue;
-    if (tmpl != ChatTemplate::kQwen2_5Omni) {
-      return Error(takes_audio(tmpl) ? ErrorCode::kUnsupported : ErrorCode::kInvalidArgument,
-                   "video " + std::to_string(k) + " brings its soundtrack (use_audio_in_video), which mmfeed " +
-                       "interleaves for the qwen2.5-omni template only, not " + std::string(chat_template_name(tmpl)));
+    if (!takes_audio(tmpl)) {
+      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) +
+                                                    " brings its soundtrack (use_audio_in_video), which only an "
+                                                    "Omni template encodes, not " +
+                                                    std::string(chat_template_name(tmpl)));
     }
     if (v.audio_tokens < 0 || v.audio_tokens > kMaxMediaTokens) {
       return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + "'s soundtrack has " +
@@ -265,6 +340,12 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       return Error(ErrorCode::kInvalidArgument,
                    "video " + std::to_string(k) + " with its soundtrack needs second_per_grid_t in (0, " +
                        std::to_string(kMaxSecondsPerGroup) + "] (temporal_patch_size / fps), which interleaves them");
+    }
+    if (tmpl == ChatTemplate::kQwen3OmniThinking && options.mrope_position_ids) {  // the merge compares them too
+      for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {  // a larger grid is refused below
+        const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) * 13.0f;
+        if (at != std::trunc(at)) return fractional_position(k, t, at, v.second_per_grid_t);
+      }
     }
   }
   const bool timestamped = timestamps_videos(tmpl);
@@ -418,17 +499,13 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
       }
       if (too_many_pads) return false;
       if (kind == Kind::kVideo && !timestamped && videos[next_video - 1].audio_tokens > 0) {
-        const Interleaved chunks = interleave(videos[next_video - 1], merge2);
         const auto append = [&](std::int32_t what, std::size_t count) {
           s.input_ids.insert(s.input_ids.end(), count, what);
           s.labels.insert(s.labels.end(), count, kIgnoreIndex);
         };
         append(audio_start_id, 1);
-        for (std::size_t j = 0; j < std::max(chunks.video_text.size(), chunks.audio_text.size()); ++j) {
-          if (j < chunks.video_text.size()) append(id, chunks.video_text[j].second - chunks.video_text[j].first);
-          if (j < chunks.audio_text.size()) {
-            append(audio_pad_id, chunks.audio_text[j].second - chunks.audio_text[j].first);
-          }
+        for (const Piece& piece : text_order(soundtrack_of(videos[next_video - 1], merge2, tmpl), tmpl)) {
+          append(piece.video ? id : audio_pad_id, piece.count);
         }
         append(audio_end_id, 1);
         blocks.push_back({block_start, s.input_ids.size(), kind});
@@ -501,7 +578,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     while (i < L) {
       const std::int32_t id = s.input_ids[i];
       if (id == audio_start_id && i + 1 < L && s.input_ids[i + 1] == *video_pad) {
-        i = soundtrack_positions(videos[video], options.merge_size, next_pos, i, s.position_ids, L);
+        i = soundtrack_positions(videos[video], tmpl, options.merge_size, next_pos, i, s.position_ids, L);
         ++video;
         continue;
       }
@@ -524,14 +601,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
           const float at =
               image_block ? tf * per_second : tf * static_cast<float>(videos[k].second_per_grid_t) * per_second;
           if (tmpl == ChatTemplate::kQwen3OmniThinking && at != std::trunc(at)) {
-            char where[160];
-            std::snprintf(where, sizeof where, "sits at %g past its start (%g s per group x 13 per second)", at,
-                          videos[k].second_per_grid_t);
-            return Error(ErrorCode::kInvalidArgument,
-                         "video " + std::to_string(k) + "'s temporal group " + std::to_string(t) + " " + where +
-                             " in Qwen3-Omni's positions, not a whole number: mmfeed's positions are integers; "
-                             "sample the video at an fps where 2 / fps x 13 is whole (1 or 2, the processor's 1 by "
-                             "default)");
+            return fractional_position(k, t, at, videos[k].second_per_grid_t);
           }
           return static_cast<std::int64_t>(at);
         }

@@ -48,10 +48,12 @@ struct VideoGrid {
   // "<|vision_start|><|video_pad|><|vision_end|>" becomes, per group, "<t.t seconds>" +
   // "<|vision_start|>" + the group's h*w/merge^2 pads + "<|vision_end|>".
   std::vector<double> timestamps;
-  // Qwen2.5-Omni with use_audio_in_video: the audio tokens of the video's soundtrack
-  // (AudioFeatures::tokens); 0: the video alone. Its pad becomes "<|audio_bos|>", the video's
-  // tokens and the soundtrack's interleaved in 2-second chunks as Qwen2_5OmniProcessor writes
-  // them, and "<|audio_eos|>"; positions as the model's get_rope_index(use_audio_in_video=True).
+  // The Omni templates with use_audio_in_video: the audio tokens of the video's soundtrack
+  // (AudioFeatures::tokens); 0: the video alone. Its pad becomes the audio start token, the
+  // video's tokens and the soundtrack's in the order the model's processor writes them
+  // (Qwen2.5-Omni: alternating 2-second chunks; Qwen3-Omni: token by token, a video token before
+  // the audio tokens at or after its time), and the audio end token; positions as the model's
+  // get_rope_index(use_audio_in_video=True) numbers them, at the model's position_id_per_seconds.
   std::int64_t audio_tokens = 0;
 };
 

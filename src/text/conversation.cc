@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include "text/python_json.h"
 
@@ -611,14 +612,30 @@ Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
 
 }  // namespace
 
-std::vector<ContentItem::Type> Conversation::media_kinds() const {
-  std::vector<ContentItem::Type> out;
+namespace {
+
+// The content items `keep` takes, each as `project` gives it, in order of appearance.
+template <class Keep, class Project>
+auto collect(const std::vector<Message>& messages, Keep keep, Project project) {
+  std::vector<std::decay_t<std::invoke_result_t<Project, const ContentItem&>>> out;
   for (const auto& m : messages) {
     for (const auto& item : m.content) {
-      if (item.type != ContentItem::Type::kText) out.push_back(item.type);
+      if (keep(item)) out.push_back(project(item));
     }
   }
   return out;
+}
+
+auto of_type(ContentItem::Type type) {
+  return [type](const ContentItem& item) { return item.type == type; };
+}
+
+}  // namespace
+
+std::vector<ContentItem::Type> Conversation::media_kinds() const {
+  return collect(
+      messages, [](const ContentItem& item) { return item.type != ContentItem::Type::kText; },
+      [](const ContentItem& item) { return item.type; });
 }
 
 std::size_t Conversation::count(ContentItem::Type type) const {
@@ -630,33 +647,15 @@ std::size_t Conversation::count(ContentItem::Type type) const {
 }
 
 std::vector<VideoKeys> Conversation::video_keys() const {
-  std::vector<VideoKeys> out;
-  for (const auto& m : messages) {
-    for (const auto& item : m.content) {
-      if (item.type == ContentItem::Type::kVideo) out.push_back(item.video);
-    }
-  }
-  return out;
+  return collect(messages, of_type(ContentItem::Type::kVideo), [](const ContentItem& item) { return item.video; });
 }
 
 std::vector<AudioKeys> Conversation::audio_keys() const {
-  std::vector<AudioKeys> out;
-  for (const auto& m : messages) {
-    for (const auto& item : m.content) {
-      if (item.type == ContentItem::Type::kAudio) out.push_back(item.audio);
-    }
-  }
-  return out;
+  return collect(messages, of_type(ContentItem::Type::kAudio), [](const ContentItem& item) { return item.audio; });
 }
 
 std::vector<std::string> Conversation::media(ContentItem::Type type) const {
-  std::vector<std::string> out;
-  for (const auto& m : messages) {
-    for (const auto& item : m.content) {
-      if (item.type == type) out.push_back(item.value);
-    }
-  }
-  return out;
+  return collect(messages, of_type(type), [](const ContentItem& item) { return item.value; });
 }
 
 Result<Conversation> parse_conversation(std::string_view json) {

@@ -173,23 +173,29 @@ def reference(omni, msgs, tools, sizes):
 
 def soundtrack_ids(omni, grid, second_per_grid, audio_tokens):
     """The processor's text for a video with its soundtrack, through its own method, tokenized."""
-    from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor
+    if omni.template == "qwen2.5-omni":
+        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor as Processor
 
+        bos, eos, video, audio, per_second = "<|audio_bos|>", "<|audio_eos|>", "<|VIDEO|>", "<|AUDIO|>", 25
+    else:
+        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import Qwen3OmniMoeProcessor as Processor
+
+        bos, eos, video, audio, per_second = "<|audio_start|>", "<|audio_end|>", "<|video_pad|>", "<|audio_pad|>", 13
     processor = SimpleNamespace(
-        audio_bos_token="<|audio_bos|>",
-        audio_eos_token="<|audio_eos|>",
-        video_token="<|VIDEO|>",
-        audio_token="<|AUDIO|>",
+        audio_bos_token=bos,
+        audio_eos_token=eos,
+        video_token=video,
+        audio_token=audio,
         video_processor=SimpleNamespace(merge_size=2),
     )
-    processor.get_chunked_index = lambda *a: Qwen2_5OmniProcessor.get_chunked_index(processor, *a)
-    text = Qwen2_5OmniProcessor.replace_video_with_audio_token(
+    processor.get_chunked_index = lambda *a: Processor.get_chunked_index(processor, *a)
+    text = Processor.replace_video_with_audio_token(
         processor,
         {"video_grid_thw": [torch.tensor(grid)], "video_second_per_grid": [second_per_grid]},
         0,
         {"num_audio_tokens": [audio_tokens]},
         0,
-        position_id_per_seconds=25,
+        position_id_per_seconds=per_second,
         seconds_per_chunk=2.0,
     )
     return omni.hf(text, add_special_tokens=False)["input_ids"]

@@ -73,8 +73,8 @@ def test_a_default_batch_trains_as_the_processors_batch(manifest, family):
 
 @pytest.mark.parametrize("family", tiny_vl.FAMILIES)
 def test_a_batch_without_images_trains_as_the_processors_batch(family, tmp_path):
-    """A batch of text-only samples: model_inputs() leaves out the empty pixel_values and
-    image_grid_thw (the processors return none; the vision towers fail on empty ones)."""
+    """A batch of text-only samples has no pixel_values nor image_grid_thw (the processors return
+    none; the models' vision towers fail on empty ones), and trains as the processor's batch."""
     lines = [
         {
             "id": f"t{i}",
@@ -85,14 +85,14 @@ def test_a_batch_without_images_trains_as_the_processors_batch(family, tmp_path)
     manifest = tmp_path / "text.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
     (batch,) = batches(manifest, family, batch_size=2)
-    assert batch["image_grid_thw"].shape == (0, 3)
-    inputs = batch.model_inputs()
-    assert "pixel_values" not in inputs and "image_grid_thw" not in inputs
+    assert "pixel_values" not in batch and "image_grid_thw" not in batch
     model = tiny_vl.tiny_model(family)
     ref = tiny_vl.processor_batch(tiny_vl.hf_processor(family, MAX_PIXELS), lines, tmp_path)
     assert "pixel_values" not in ref
     want = tiny_vl.model_loss(model, ref, labels=batch["labels"])
     assert abs(tiny_vl.model_loss(model, batch).item() - want.item()) <= SAME
+    with torch.no_grad():
+        assert abs(model(**batch).loss.item() - want.item()) <= SAME  # as a user writes it
 
 
 def test_default_batches_carry_the_models_positions_and_token_types(data):
