@@ -60,7 +60,7 @@ def main() -> int:
             want, _ = model.get_rope_index(
                 b["input_ids"],
                 b["mm_token_type_ids"],
-                image_grid_thw=b["image_grid_thw"],
+                image_grid_thw=b.get("image_grid_thw"),  # none in a batch without images
                 attention_mask=b["attention_mask"],
             )
             assert torch.equal(want, b["position_ids"])
@@ -71,7 +71,7 @@ def main() -> int:
                 model.get_rope_index(
                     b["input_ids"],
                     b["mm_token_type_ids"],
-                    image_grid_thw=b["image_grid_thw"],
+                    image_grid_thw=b.get("image_grid_thw"),  # none in a batch without images
                     attention_mask=b["attention_mask"],
                 )
             rope.append((time.perf_counter() - start) / len(batches))
