@@ -229,7 +229,8 @@ std::vector<Piece> model_order(const Soundtrack& s, ChatTemplate tmpl) {
                        return static_cast<double>(static_cast<std::int64_t>(s.model_value(i)));
                      }));
   }
-  return merged(s, [&](std::size_t i) { return static_cast<double>(s.model_value(i)); }, /*single=*/true);
+  return merged(
+      s, [&](std::size_t i) { return static_cast<double>(s.model_value(i)); }, /*single=*/true);
 }
 
 // Positions of a video block with its soundtrack, as the model's get_rope_index
@@ -342,7 +343,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
                        std::to_string(kMaxSecondsPerGroup) + "] (temporal_patch_size / fps), which interleaves them");
     }
     if (tmpl == ChatTemplate::kQwen3OmniThinking && options.mrope_position_ids) {  // the merge compares them too
-      for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {  // a larger grid is refused below
+      for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {        // a larger grid is refused below
         const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) * 13.0f;
         if (at != std::trunc(at)) return fractional_position(k, t, at, v.second_per_grid_t);
       }
