@@ -201,6 +201,31 @@ def soundtrack_ids(omni, grid, second_per_grid, audio_tokens):
     return omni.hf(text, add_special_tokens=False)["input_ids"]
 
 
+def audio_tokens_of(template, frames):
+    """The processor's count of audio tokens for a clip of `frames` valid feature frames."""
+    if template == "qwen2.5-omni":
+        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
+
+        return int(_get_feat_extract_output_lengths(torch.tensor(frames)))
+    from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
+
+    return int(_get_feat_extract_output_lengths(torch.tensor(frames)))
+
+
+def media_kinds(msgs):
+    """The conversation's media items in order, as mmfeed's parser and qwen-omni-utils name them."""
+    kinds = []
+    for m in msgs:
+        for item in m.get("content") if isinstance(m.get("content"), list) else []:
+            if "image" in item or "image_url" in item:
+                kinds.append("image")
+            elif "video" in item:
+                kinds.append("video")
+            elif "audio" in item or "audio_url" in item:
+                kinds.append("audio")
+    return kinds
+
+
 def rope_index(omni, ids, images, videos, second_per_grids, frames, use_audio_in_video=False):
     """The model's get_rope_index on one sample, through an object carrying only what it reads."""
     config = SimpleNamespace(

@@ -12,9 +12,17 @@ import random
 
 import numpy as np
 import pytest
-import torch
 from chat_samples import generated
-from omni_reference import DATA, TEMPLATES, omni_model, reference, rope_index, soundtrack_ids
+from omni_reference import (
+    DATA,
+    TEMPLATES,
+    audio_tokens_of,
+    media_kinds,
+    omni_model,
+    reference,
+    rope_index,
+    soundtrack_ids,
+)
 
 import mmfeed
 
@@ -28,28 +36,6 @@ STEPS = {"qwen2.5-omni": [1.0, 0.5, 2 / 3, 0.4, 1.2, 2 / 7, 4.0], "qwen3-omni-th
 @pytest.fixture(scope="module", params=sorted(TEMPLATES))
 def omni(request):
     return omni_model(request.param)
-
-
-def media_kinds(msgs):
-    kinds = []
-    for m in msgs:
-        for item in m.get("content") if isinstance(m.get("content"), list) else []:
-            if "image" in item or "image_url" in item:
-                kinds.append("image")
-            elif "video" in item:
-                kinds.append("video")
-            elif "audio" in item or "audio_url" in item:
-                kinds.append("audio")
-    return kinds
-
-
-def tokens_of(template, frames):
-    """The processor's audio tokens for a clip of `frames` valid feature frames."""
-    if template == "qwen2.5-omni":
-        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
-    else:
-        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
-    return int(_get_feat_extract_output_lengths(torch.tensor(frames)))
 
 
 def test_videos_with_their_soundtracks_encode_as_the_processor_and_model(omni):
@@ -69,9 +55,9 @@ def test_videos_with_their_soundtracks_encode_as_the_processor_and_model(omni):
         track_frames = [f for f, k in zip(frames, [k for k in kinds if k != "image"]) if k == "video"]
         sizes = {
             "image": [t * h * w // 4 for t, h, w in images],
-            "audio": [tokens_of(omni.template, f) for f in audio_frames],
+            "audio": [audio_tokens_of(omni.template, f) for f in audio_frames],
             "video": [
-                soundtrack_ids(omni, g, s, tokens_of(omni.template, f))
+                soundtrack_ids(omni, g, s, audio_tokens_of(omni.template, f))
                 for g, s, f in zip(videos, seconds, track_frames)
             ],
         }
@@ -79,7 +65,7 @@ def test_videos_with_their_soundtracks_encode_as_the_processor_and_model(omni):
             video_grids=videos,
             second_per_grid_ts=seconds,
             audio_tokens=sizes["audio"],
-            video_audio_tokens=[tokens_of(omni.template, f) for f in track_frames],
+            video_audio_tokens=[audio_tokens_of(omni.template, f) for f in track_frames],
             template=omni.template,
             tools=tools,
             mrope=True,

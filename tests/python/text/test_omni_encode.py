@@ -13,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from chat_samples import generated
-from omni_reference import TEMPLATES, omni_model, reference, rope_index
+from omni_reference import TEMPLATES, audio_tokens_of, media_kinds, omni_model, reference, rope_index
 
 import mmfeed
 
@@ -26,31 +25,6 @@ CONVERSATIONS = 150
 @pytest.fixture(scope="module", params=sorted(TEMPLATES))
 def omni(request):
     return omni_model(request.param)
-
-
-def audio_tokens_of(template, frames):
-    """The processor's count of audio tokens for a clip of `frames` valid feature frames."""
-    if template == "qwen2.5-omni":
-        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
-
-        return int(_get_feat_extract_output_lengths(torch.tensor(frames)))
-    from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
-
-    return int(_get_feat_extract_output_lengths(torch.tensor(frames)))
-
-
-def media_kinds(msgs):
-    """The conversation's media items in order, as mmfeed's parser and qwen-omni-utils name them."""
-    kinds = []
-    for m in msgs:
-        for item in m.get("content") if isinstance(m.get("content"), list) else []:
-            if "image" in item or "image_url" in item:
-                kinds.append("image")
-            elif "video" in item:
-                kinds.append("video")
-            elif "audio" in item or "audio_url" in item:
-                kinds.append("audio")
-    return kinds
 
 
 def test_generated_conversations_encode_as_the_processor_and_model(omni):
