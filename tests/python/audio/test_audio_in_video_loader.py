@@ -167,6 +167,29 @@ def test_batches_agree_however_made(data):
         np.testing.assert_array_equal(b["input_features"], clips[..., :frames])
 
 
+@pytest.mark.parametrize("layout", ["hf", "thd"])
+def test_packed_rows_hold_each_sample_as_the_padded_batch(data, layout):
+    """Packed (transformers' layout or Megatron's THD), each sample of the row has the ids and
+    positions of its padded row, and the row's clips are its samples' in the row's order."""
+    root, _ = data
+    (padded,), _ = load(root, use_audio_in_video=True, batch_size=4)
+    rows, errors = load(root, use_audio_in_video=True, token_budget=8192, packed_format=layout, pad_to_multiple_of=8)
+    assert errors == [] and len(rows) == 1
+    (row,) = rows
+    positions = row["position_ids"][-3:, 0]  # hf: the text row first
+    starts = row["cu_seq_lens_q"] if layout == "hf" else row["cu_seqlens_padded"]
+    for k, sid in enumerate(row["sample_ids"]):
+        i = padded["sample_ids"].index(sid)
+        n = int(padded["attention_mask"][i].sum())
+        at = int(starts[k])
+        np.testing.assert_array_equal(row["input_ids"][0, at : at + n], padded["input_ids"][i, :n])
+        np.testing.assert_array_equal(positions[:, at : at + n], padded["position_ids"][:, i, :n])
+    single, _ = load(root, use_audio_in_video=True)
+    none = np.zeros((0, 128, 30000), np.float32)
+    clips = {b["sample_ids"][0]: b.get("input_features", none) for b in single}
+    np.testing.assert_array_equal(row["input_features"], np.concatenate([clips[s] for s in row["sample_ids"]]))
+
+
 def test_what_the_soundtracks_refuse(data):
     root, _ = data
     with mmfeed.Loader(
