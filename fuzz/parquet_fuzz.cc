@@ -2,21 +2,18 @@
 // every cell decoded from the range its sample would fetch. Invariants: no crash or hang (Arrow's
 // exceptions become errors), every cell's range lies inside the file, every sample's line inside
 // the text, and a cell decodes to bytes or a named error.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "dataset/parquet.h"
+#include "scratch_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mmfeed::dataset;
-  static const std::string path = "/tmp/mmfeed-parquet-fuzz-" + std::to_string(::getpid()) + ".parquet";
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  static const mmfeed::fuzz::ScratchFile file(".parquet");
+  const std::string& path = file.write(data, size);
   std::vector<ManifestLine> lines;
   auto m = read_parquet(path, 1 << 20, mmfeed::storage::S3Options{}, 0, lines);
   if (!m.ok()) return 0;

@@ -1,21 +1,18 @@
 // Fuzz target: scanning a tar shard (dataset/shards.h) from the input written to a file.
 // Invariants: the scan ends (a loop asks for the same bytes forever and times out), every member
 // lies inside the shard, every sample's line inside the text, and a failed sample's line is empty.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "dataset/shards.h"
+#include "scratch_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mmfeed::dataset;
-  static const std::string path = "/tmp/mmfeed-shards-fuzz-" + std::to_string(::getpid()) + ".tar";
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  static const mmfeed::fuzz::ScratchFile file(".tar");
+  const std::string& path = file.write(data, size);
   std::vector<ManifestLine> lines;
   auto m = read_shards(path, 1 << 16, mmfeed::storage::S3Options{}, 0, lines);
   if (!m.ok()) return 0;
