@@ -13,8 +13,7 @@ namespace mmfeed::fuzz {
 
 class ScratchFile {
  public:
-  explicit ScratchFile(const std::string& suffix)
-      : path_("/tmp/mmfeed-fuzz-" + std::to_string(::getpid()) + suffix) {}
+  explicit ScratchFile(const std::string& suffix) : path_("/tmp/mmfeed-fuzz-" + std::to_string(::getpid()) + suffix) {}
   ~ScratchFile() { ::unlink(path_.c_str()); }
   ScratchFile(const ScratchFile&) = delete;
   ScratchFile& operator=(const ScratchFile&) = delete;

@@ -45,7 +45,7 @@ void for_each_loader_option(F&& f) {
   f("tokenizer", &LoaderConfig::tokenizer, "the model's tokenizer.json (required)");
   f("model", &LoaderConfig::model,
     "image, video and audio profile and default chat template: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, "
-    "qwen2.5-omni");
+    "qwen2.5-omni, qwen3-omni (its template: qwen3-omni-thinking)");
   f("min_pixels", &LoaderConfig::min_pixels, "smallest image area after resizing (0: the model's)");
   f("max_pixels", &LoaderConfig::max_pixels, "largest image area after resizing (0: the model's)");
   f("pixels", &LoaderConfig::pixels,
@@ -54,12 +54,14 @@ void for_each_loader_option(F&& f) {
     "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
     "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
   f("chat_template", &LoaderConfig::chat_template,
-    "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink or qwen2.5-omni (empty: the model's)");
+    "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni or qwen3-omni-thinking (empty: "
+    "the model's)");
   f("audio_padding", &LoaderConfig::audio_padding,
-    "input_features padded as the model's processor pads them (model: Qwen2.5-Omni's 300 s per clip), to the "
-    "model's fixed length (max_length) or to the batch's longest clip (longest: the same values, fewer frames)");
+    "input_features padded as the model's processor pads them (model: Qwen2.5-Omni's 300 s per clip, Qwen3-Omni's "
+    "longest clip), to Qwen2.5-Omni's fixed length (max_length) or to the batch's longest clip (longest: the same "
+    "values, fewer frames)");
   f("use_audio_in_video", &LoaderConfig::use_audio_in_video,
-    "qwen2.5-omni: each video brings its soundtrack, interleaved with its tokens (a video without audio keeps its "
+    "the Omni models: each video brings its soundtrack, interleaved with its tokens (a video without audio keeps its "
     "own); a sample's \"use_audio_in_video\" overrides it");
   f("batch_size", &LoaderConfig::batch_size, "samples per padded batch");
   f("pad_to_multiple_of", &LoaderConfig::pad_to_multiple_of,

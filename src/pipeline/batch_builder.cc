@@ -41,8 +41,8 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .image_pad_id = tok.image_pad_id,
                              .video_pad_id = tok.video_pad_id,
                              .audio_pad_id = tok.audio_pad_id,
-                             .omni = config_.model == "qwen2.5-omni",
-                             .audio_padding = config_.audio_padding};
+                             .omni = processor_.audio_model().has_value(),
+                             .audio_padding = audio_padding()};
     assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }
@@ -52,6 +52,12 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
   b.index = index;
   progress_.formed(epoch, index, std::move(after));
   return std::move(b);
+}
+
+AudioPadding BatchBuilder::audio_padding() const {
+  const auto& audio = processor_.audio_model();
+  if (config_.audio_padding == AudioPadding::kModel && audio && audio->pads_to_longest) return AudioPadding::kLongest;
+  return config_.audio_padding;
 }
 
 // The jobs go to up to `workers` pool tasks, put ahead of the queue: each takes the next job until

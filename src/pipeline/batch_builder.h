@@ -72,6 +72,8 @@ class BatchBuilder {
   Batch assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index, BatchEnd after,
                  core::ThreadPool* cpu);
   void write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool* cpu);
+  // audio_padding with "model" made the model's own: Qwen3-Omni's processor pads to the longest clip.
+  AudioPadding audio_padding() const;
   std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const;
 
   const LoaderConfig& config_;

@@ -39,20 +39,23 @@ Error config_error(const std::string& field, const std::string& message) {
 
 namespace {
 
-// An Omni template needs its model's audio profile: Qwen2.5-Omni's with model="qwen2.5-omni";
-// Qwen3-Omni has no profile in the Loader yet (its image processor's settings are not confirmed).
+// An Omni template needs its own model's audio profile: qwen2.5-omni's with model="qwen2.5-omni",
+// qwen3-omni-thinking's with model="qwen3-omni".
 Status check_omni_template(text::ChatTemplate tmpl, const std::optional<audio::AudioModel>& audio,
                            const std::string& field) {
-  if (tmpl == text::ChatTemplate::kQwen3OmniThinking) {
-    return config_error(field,
-                        "the Loader does not train Qwen3-Omni yet (its image settings are not confirmed); "
-                        "mmfeed.encode_conversation and mmfeed.AudioProcessor take its template and audio");
-  }
-  if (tmpl == text::ChatTemplate::kQwen2_5Omni && !audio) {
-    return config_error(field, "the qwen2.5-omni template needs model=\"qwen2.5-omni\" (its audio profile)");
+  const char* model = tmpl == text::ChatTemplate::kQwen2_5Omni         ? "qwen2.5-omni"
+                      : tmpl == text::ChatTemplate::kQwen3OmniThinking ? "qwen3-omni"
+                                                                       : nullptr;
+  if (model != nullptr && (!audio || audio->name != model)) {
+    return config_error(field, "the " + std::string(text::chat_template_name(tmpl)) + " template needs model=\"" +
+                                   model + "\" (its image, video and audio settings)");
   }
   return ok_status();
 }
+
+// The template a model's samples are rendered with when none is named: its own, Qwen3-Omni's
+// Thinking one (the only published copy of its templates that two sources agree on).
+std::string default_template(const std::string& model) { return model == "qwen3-omni" ? "qwen3-omni-thinking" : model; }
 
 }  // namespace
 
@@ -161,15 +164,17 @@ Result<Settings> check_config(const LoaderConfig& config) {
                       : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
                                                          : vision::OutputType::kFloat32;
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
-  const std::string template_name = config.chat_template.empty() ? config.model : config.chat_template;
+  const std::string template_name =
+      config.chat_template.empty() ? default_template(config.model) : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
-  if (config.model == "qwen2.5-omni") {
+  if (config.model == "qwen2.5-omni" || config.model == "qwen3-omni") {
     MMFEED_ASSIGN_OR_RETURN(out.audio, audio::audio_model(config.model));
   }
   MMFEED_RETURN_IF_ERROR(check_omni_template(out.chat_template, out.audio, "chat_template"));
   if (config.use_audio_in_video && !out.audio) {
-    return config_error("use_audio_in_video",
-                        "needs a model with audio (model=\"qwen2.5-omni\"), not \"" + config.model + "\"");
+    return config_error(
+        "use_audio_in_video",
+        "needs a model with audio (model=\"qwen2.5-omni\" or \"qwen3-omni\"), not \"" + config.model + "\"");
   }
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];

@@ -135,10 +135,11 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   if (!c->id.empty()) w->id = c->id;
   if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0 && !audio_) {
-    w->error = SampleError{w->id, "manifest",
-                           "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
-                               "\" takes none of (model=\"qwen2.5-omni\" trains Qwen2.5-Omni on audio)",
-                           ErrorCode::kUnsupported};
+    w->error =
+        SampleError{w->id, "manifest",
+                    "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
+                        "\" takes none of (model=\"qwen2.5-omni\" or \"qwen3-omni\" trains an Omni model on audio)",
+                    ErrorCode::kUnsupported};
     return w;
   }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
@@ -147,7 +148,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   if (w->soundtracks && !audio_) {
     w->error = SampleError{w->id, "manifest",
                            "sample asks for its videos' soundtracks (use_audio_in_video), which model \"" +
-                               config_.model + "\" takes none of (model=\"qwen2.5-omni\" does)",
+                               config_.model + "\" takes none of (model=\"qwen2.5-omni\" or \"qwen3-omni\" does)",
                            ErrorCode::kUnsupported};
     return w;
   }
@@ -369,56 +370,78 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
 
 bool SampleProcessor::load_audio_clips(Work& w) const {
   if (w.audio_requests.empty() && !w.soundtracks) return true;
-  // What the model's processor computes for a clip padded to its fixed length: the clip's own
-  // frames and the silence after it, whose frames are all one value (audio/features.h).
-  constexpr std::size_t kPadded = audio::kFixedSamples;
   constexpr std::size_t kBytesPerSecond = audio::kFeatureRate * sizeof(float);
+  // Each clip's samples first: the padding (and so a clip's frames) may depend on all of them.
+  struct Wave {
+    std::vector<float> samples;
+    bool soundtrack = false;
+    std::size_t index = 0;   // the audio item's or the video's
+    std::size_t medium = 0;  // its place in w.media
+  };
+  std::vector<Wave> waves;
+  const auto fail = [&](const Wave& clip, const Error& e) {
+    w.error = SampleError{
+        w.id, "audio",
+        e.with_context(w.media[clip.medium].to_string() + (clip.soundtrack ? "'s soundtrack" : "")).to_string(),
+        e.code()};
+    return false;
+  };
   std::size_t next_audio = 0, next_video = 0;
   for (const text::ContentItem::Type kind : w.conversation.media_kinds()) {
     if (kind == text::ContentItem::Type::kImage || (kind == text::ContentItem::Type::kVideo && !w.soundtracks)) {
       next_video += kind == text::ContentItem::Type::kVideo;
       continue;
     }
-    const bool soundtrack = kind == text::ContentItem::Type::kVideo;
-    const std::size_t index = soundtrack ? next_video++ : next_audio++;
-    const std::size_t i = soundtrack ? w.image_count + index : w.audio_index(index);
-    const auto fail = [&](const Error& e) {
-      w.error = SampleError{w.id, "audio",
-                            e.with_context(w.media[i].to_string() + (soundtrack ? "'s soundtrack" : "")).to_string(),
-                            e.code()};
-      return false;
-    };
+    Wave clip;
+    clip.soundtrack = kind == text::ContentItem::Type::kVideo;
+    clip.index = clip.soundtrack ? next_video++ : next_audio++;
+    clip.medium = clip.soundtrack ? w.image_count + clip.index : w.audio_index(clip.index);
     AudioLoadOptions o;
     // A soundtrack is read as qwen-omni-utils reads it: through FFmpeg, cut to the video's crop.
-    o.soundtrack = soundtrack;
-    o.start = soundtrack ? w.video_requests[index].sampling.video_start : w.audio_requests[index].audio_start;
-    o.end = soundtrack ? w.video_requests[index].sampling.video_end : w.audio_requests[index].audio_end;
+    o.soundtrack = clip.soundtrack;
+    o.start =
+        clip.soundtrack ? w.video_requests[clip.index].sampling.video_start : w.audio_requests[clip.index].audio_start;
+    o.end = clip.soundtrack ? w.video_requests[clip.index].sampling.video_end : w.audio_requests[clip.index].audio_end;
     // Refused before it is decoded when its samples alone would pass the byte budget.
     o.max_seconds = std::min(o.max_seconds, static_cast<double>(config_.max_buffered_bytes / kBytesPerSecond));
-    auto samples = load_audio(medium_bytes(w, i), o);
+    auto samples = load_audio(medium_bytes(w, clip.medium), o);
     // A video without an audio stream keeps its tokens alone, as transformers' processor keeps it.
-    if (soundtrack && !samples.ok() && samples.error().code() == ErrorCode::kNotFound) continue;
-    if (!samples.ok()) return fail(samples.error());
-    if (!soundtrack) release_bytes(w, i, /*account=*/true);  // a video's go once its frames are decoded
-    std::vector<float>& wave = *samples;
-    if (wave.size() > kPadded) wave.resize(kPadded);  // the processor cuts a clip to its fixed length
-    AudioClip clip;
-    clip.soundtrack = soundtrack;
-    clip.index = index;
-    clip.valid_frames = audio::valid_frames(wave.size(), kPadded);
-    clip.tokens = audio_->tokens(clip.valid_frames);
-    if (clip.tokens < 1) {
-      return fail(Error(ErrorCode::kInvalidArgument, "a clip of " + std::to_string(wave.size()) +
-                                                         " samples at 16 kHz makes no audio token (" +
-                                                         std::to_string(clip.valid_frames) + " feature frames)"));
+    if (clip.soundtrack && !samples.ok() && samples.error().code() == ErrorCode::kNotFound) continue;
+    if (!samples.ok()) return fail(clip, samples.error());
+    if (!clip.soundtrack) release_bytes(w, clip.medium, /*account=*/true);  // a video's go once its frames are decoded
+    clip.samples = std::move(samples).value();
+    waves.push_back(std::move(clip));
+  }
+  // What the model's processor pads a clip to: Qwen2.5-Omni, its fixed 300 s (longer clips cut);
+  // Qwen3-Omni, the longest clip of its call (here the sample's), which can move a clip's last
+  // valid frame and so its tokens. Past the padding's own frames, the assembler pads with a
+  // clip's silence (audio/features.h), which the models' masks drop.
+  std::size_t padded = audio::kFixedSamples;
+  if (audio_->pads_to_longest) {
+    padded = 0;
+    for (const Wave& clip : waves) padded = std::max(padded, clip.samples.size());
+  }
+  for (Wave& clip : waves) {
+    std::vector<float>& wave = clip.samples;
+    if (wave.size() > padded) wave.resize(padded);  // Qwen2.5-Omni's processor cuts a clip to its fixed length
+    AudioClip out;
+    out.soundtrack = clip.soundtrack;
+    out.index = clip.index;
+    out.valid_frames = audio::valid_frames(wave.size(), padded);
+    out.tokens = audio_->tokens(out.valid_frames);
+    if (out.tokens < 1) {
+      return fail(clip, Error(ErrorCode::kInvalidArgument, "a clip of " + std::to_string(wave.size()) +
+                                                               " samples at 16 kHz makes no audio token (" +
+                                                               std::to_string(out.valid_frames) + " feature frames)"));
     }
     // Frame t reads samples [160 t - 200, 160 t + 200): from (n + 200) / 160 on, only padding.
     const std::size_t silent = (wave.size() + audio::kFftSize / 2 + audio::kHop - 1) / audio::kHop;
-    clip.frames = std::min(audio::frames_of(kPadded), silent + 1);
-    clip.features.resize(static_cast<std::size_t>(audio::kMelBins) * clip.frames);
-    audio::log_mel(wave, kPadded, clip.frames, clip.features.data(), clip.frames);
-    hold(w, static_cast<std::int64_t>(clip.features.capacity() * sizeof(float)));
-    w.audio.push_back(std::move(clip));
+    out.frames = std::min(audio::frames_of(padded), silent + 1);
+    out.features.resize(static_cast<std::size_t>(audio::kMelBins) * out.frames);
+    audio::log_mel(wave, padded, out.frames, out.features.data(), out.frames);
+    std::vector<float>().swap(wave);
+    hold(w, static_cast<std::int64_t>(out.features.capacity() * sizeof(float)));
+    w.audio.push_back(std::move(out));
   }
   return true;
 }

@@ -80,6 +80,8 @@ class SampleProcessor {
 
   const vision::ImageProcessor& images() const { return vision_; }
   const vision::VideoProcessor& videos() const { return videos_; }
+  // The model's audio profile (the Omni models), or none.
+  const std::optional<audio::AudioModel>& audio_model() const { return audio_; }
 
  private:
   void hold(Work& w, std::int64_t delta) const;

@@ -23,9 +23,18 @@ Result<ModelProfile> model_profile(std::string_view name) {
     p.std = {0.5f, 0.5f, 0.5f};
     p.min_pixels = 65536;
     p.max_pixels = 16777216;
+  } else if (name == "qwen3-omni") {
+    // Qwen3-Omni's preprocessor_config.json: Qwen2VLImageProcessor at patch 16 with Qwen2-VL's
+    // pixel bounds and a mean and std of 0.5.
+    p.patch_size = 16;
+    p.mean = {0.5f, 0.5f, 0.5f};
+    p.std = {0.5f, 0.5f, 0.5f};
+    p.min_pixels = 3136;
+    p.max_pixels = 12845056;
   } else {
-    return Error(ErrorCode::kInvalidArgument, "unknown model profile '" + std::string(name) +
-                                                  "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni)");
+    return Error(ErrorCode::kInvalidArgument,
+                 "unknown model profile '" + std::string(name) +
+                     "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni, qwen3-omni)");
   }
   return p;
 }

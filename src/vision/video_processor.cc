@@ -111,6 +111,7 @@ Result<VideoPlan> plan_qwen_vl_utils(const VideoProfile& profile, const VideoInf
   VideoPlan plan;
   plan.indices = std::move(frames->indices);
   plan.sample_fps = frames->sample_fps;
+  plan.asked_fps = request.sampling.fps.value_or(kQwenVlUtilsFps);
   const auto n = static_cast<double>(plan.indices.size());
   const int factor = profile.model.factor();
   const double min_pixels = request.min_pixels.value_or(static_cast<double>(profile.min_pixels));
@@ -204,6 +205,15 @@ Result<VideoProfile> video_profile(std::string_view model) {
     p.processor_min_pixels = p.model.min_pixels;
     p.processor_max_pixels = p.model.max_pixels;
     if (model == "qwen2.5-vl") p.tokens_per_second = 2;
+    if (model == "qwen2.5-omni" || model == "qwen3-omni") {
+      // The Omni processors pass their video processor a size of their own (videos_kwargs):
+      // qwen-omni-utils' per-frame bounds, 128 to 768 tokens' pixels.
+      p.processor_min_pixels = p.min_pixels;
+      p.processor_max_pixels = p.max_pixels;
+    }
+    // Qwen3-Omni's processor names a video's seconds per group by the fps it is given, not the
+    // rate the frames stand for; its model's positions step by 13 a second of it.
+    p.nominal_seconds = model == "qwen3-omni";
   }
   return p;
 }
@@ -214,7 +224,8 @@ std::size_t resized_bytes(const VideoPlan& plan) {
 }
 
 double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan) {
-  return plan.sample_fps > 0 ? profile.model.temporal_patch_size / plan.sample_fps : 0;
+  const double fps = profile.nominal_seconds ? plan.asked_fps : plan.sample_fps;
+  return fps > 0 ? profile.model.temporal_patch_size / fps : 0;
 }
 
 Result<VideoPlan> plan_video(const VideoProfile& profile, const VideoInfo& info, const VideoRequest& request,

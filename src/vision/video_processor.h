@@ -61,9 +61,12 @@ struct VideoProfile {
   // Qwen2.5-VL's vision_config.tokens_per_second (2): mrope steps a video's groups by
   // second_per_grid_t times it, and its processor returns second_per_grid_ts. 0 elsewhere.
   int tokens_per_second = 0;
+  // Qwen3-Omni: second_per_grid_t counts by the rate the item asks for (its "fps", else
+  // qwen-omni-utils' 2), as the processor does given that fps; else by the rate the frames stand for.
+  bool nominal_seconds = false;
 };
 
-// "qwen2-vl", "qwen2.5-vl", "qwen3-vl"; kInvalidArgument otherwise.
+// A model_profile name (vision/profile.h); kInvalidArgument otherwise.
 Result<VideoProfile> video_profile(std::string_view model);
 
 // A content item's keys, as the recipe reads them.
@@ -80,6 +83,7 @@ struct VideoPlan {
   Grid grid;                          // t = groups of temporal_patch_size frames
   double video_fps = 0;               // the file's average rate
   double sample_fps = 0;              // kQwenVlUtils: the rate the kept frames stand for
+  double asked_fps = 0;               // kQwenVlUtils: the item's "fps", else qwen-vl-utils' 2
   std::vector<double> timestamps;     // kQwen3: seconds of each group (the mean of its first and last frame)
 };
 
@@ -98,7 +102,8 @@ struct ResizedVideo {
 // Bytes a ResizedVideo of `plan` holds.
 std::size_t resized_bytes(const VideoPlan& plan);
 
-// Seconds per temporal group, Qwen2.5-VL's second_per_grid_ts: temporal_patch_size / sample_fps.
+// Seconds per temporal group, Qwen2.5-VL's second_per_grid_ts: temporal_patch_size / sample_fps
+// (Qwen3-Omni: / asked_fps).
 double second_per_grid_t(const VideoProfile& profile, const VideoPlan& plan);
 
 // The plan for a video whose container says `info`: kInvalidArgument naming the value where the

@@ -8,10 +8,9 @@ namespace mmfeed::vision {
 
 namespace {
 
-constexpr double kDefaultFps = 2.0;  // qwen-vl-utils' FPS
-constexpr int kFrameFactor = 2;      // FRAME_FACTOR: counts are even (temporal patches of 2)
-constexpr double kMinFrames = 4;     // FPS_MIN_FRAMES
-constexpr double kMaxFrames = 768;   // FPS_MAX_FRAMES
+constexpr int kFrameFactor = 2;     // FRAME_FACTOR: counts are even (temporal patches of 2)
+constexpr double kMinFrames = 4;    // FPS_MIN_FRAMES
+constexpr double kMaxFrames = 768;  // FPS_MAX_FRAMES
 
 // Python's round(): half to even.
 double round_half_even(double x) { return std::nearbyint(x); }  // the default rounding mode is to nearest, ties even
@@ -86,7 +85,7 @@ Result<VideoFramePlan> plan_qwen2_video_frames(const VideoSamplingRequest& reque
   if (request.nframes) {
     n = round_by_factor(*request.nframes, kFrameFactor);
   } else {
-    const double fps = request.fps.value_or(kDefaultFps);
+    const double fps = request.fps.value_or(kQwenVlUtilsFps);
     const double least = ceil_by_factor(request.min_frames.value_or(kMinFrames), kFrameFactor);
     const double most =
         floor_by_factor(request.max_frames.value_or(std::min(kMaxFrames, static_cast<double>(count))), kFrameFactor);

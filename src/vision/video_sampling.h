@@ -21,6 +21,9 @@
 
 namespace mmfeed::vision {
 
+// qwen-vl-utils' FPS: the rate its recipe samples at when an item names none.
+inline constexpr double kQwenVlUtilsFps = 2.0;
+
 // A content item's sampling keys and the frames kept, as the public API (mmfeed/vision.h) has them.
 using mmfeed::VideoFramePlan;
 using mmfeed::VideoSamplingRequest;

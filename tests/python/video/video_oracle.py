@@ -11,6 +11,10 @@ decoder, so that what is compared is what follows decoding:
     sizing run; then transformers' Qwen2VLVideoProcessor with the hub config, on the frames
     qwen-vl-utils resized (pixel_values_utils) and on the same frames resized to that size by the
     processor's own resize (pixel_values_videos);
+  - qwen2.5-omni / qwen3-omni: the same, qwen-vl-utils sizing by the model's patch (14, 16; the
+    vision_process of qwen-omni-utils 0.0.9, which the Omni models' cookbooks call, is qwen-vl-utils
+    0.0.14's), the processor given the size the Omni processors pass it (their videos_kwargs: 128
+    to 768 tokens' pixels a frame); a size that processor would resize again is an error here;
   - qwen3-vl: transformers' Qwen3VLVideoProcessor with the hub config, sampling the frames itself
     from the metadata, and Qwen3VLProcessor's timestamps.
 Writes OUT_DIR/<i>.npz per job: pixel_values_videos, video_grid_thw, indices, and
@@ -69,6 +73,18 @@ from transformers.video_utils import VideoMetadata  # noqa: E402
 # The hub configs: Qwen2-VL's and Qwen2.5-VL's preprocessor_config.json (the video processor is
 # made from it), Qwen3-VL's video_preprocessor_config.json.
 QWEN2 = dict(min_pixels=3136, max_pixels=12845056, patch_size=14, temporal_patch_size=2, merge_size=2)
+# The Omni processors' video settings: the checkpoints' preprocessor_config.json (Qwen3-Omni's at
+# patch 16, mean and std 0.5), the size from the processor classes' videos_kwargs.
+OMNI = {
+    "qwen2.5-omni": dict(QWEN2, size={"shortest_edge": 128 * 28 * 28, "longest_edge": 768 * 28 * 28}),
+    "qwen3-omni": dict(
+        QWEN2,
+        patch_size=16,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+        size={"shortest_edge": 128 * 32 * 32, "longest_edge": 768 * 32 * 32},
+    ),
+}
 QWEN3 = dict(
     size={"shortest_edge": 4096, "longest_edge": 25165824},
     patch_size=16,
@@ -85,13 +101,20 @@ QWEN3 = dict(
 
 def run(job: dict) -> dict:
     item = dict(job["item"])
-    if job["model"] in ("qwen2-vl", "qwen2.5-vl"):
+    if job["model"] in ("qwen2-vl", "qwen2.5-vl", *OMNI):
         _VideoReader.fps[job["frames"]] = job["fps"]
         ele = {"type": "video", "video": job["frames"], **item}
+        settings = OMNI.get(job["model"], QWEN2)
         (video, metadata), sample_fps = vision_process.fetch_video(
-            ele, return_video_sample_fps=True, return_video_metadata=True
+            ele, image_patch_size=settings["patch_size"], return_video_sample_fps=True, return_video_metadata=True
         )
-        processor = Qwen2VLVideoProcessor(**QWEN2)
+        if job["model"] in OMNI:
+            settings = {k: v for k, v in settings.items() if k not in ("min_pixels", "max_pixels")}
+        processor = Qwen2VLVideoProcessor(**settings)
+        kept = processor(videos=[video], do_sample_frames=False, do_resize=False, return_tensors="np")
+        again = processor(videos=[video], do_sample_frames=False, return_tensors="np")
+        if (kept["video_grid_thw"] != again["video_grid_thw"]).any():
+            raise ValueError(f"the processor resizes {tuple(video.shape[2:])} frames again")
         # What qwen-vl-utils hands the processor: frames it resized with torchvision's v1 resize
         # (a float32 interpolation rounded to uint8), which the processor keeps at their size.
         utils = processor(videos=[video], do_sample_frames=False, cap_pixels_per_frame=False, return_tensors="np")
@@ -111,7 +134,9 @@ def run(job: dict) -> dict:
             "video_grid_thw": out["video_grid_thw"][0],
             "pixel_values_utils": utils["pixel_values_videos"],
             "indices": np.asarray(indices),
-            "second_per_grid_t": np.asarray(2 / sample_fps),
+            # Qwen3OmniMoeProcessor: temporal_patch_size / the fps it is given (the item's, else
+            # the rate qwen-omni-utils sampled at by default); the others: / the rate kept.
+            "second_per_grid_t": np.asarray(2 / (item.get("fps", 2.0) if job["model"] == "qwen3-omni" else sample_fps)),
         }
     frames = torch.from_numpy(np.load(job["frames"])).permute(0, 3, 1, 2)
     metadata = VideoMetadata(
