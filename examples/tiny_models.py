@@ -1,8 +1,8 @@
 """Tiny randomly initialised Qwen-VL models for the examples and the tests: Qwen2-VL, Qwen2.5-VL,
 Qwen3-VL and Qwen3.5 (its Gated DeltaNet and full-attention layers, one of each), each built from its transformers config at width 64 with two text and two vision layers
 (seconds a step on a CPU), with the real vocabulary, rotary layout and vision tower of the family;
-and Qwen2.5-Omni's thinker ("qwen2.5-omni", with a two-layer audio encoder; not in FAMILIES, the
-image-and-text families).
+and the Omni models' thinkers ("qwen2.5-omni"; "qwen3-omni", its text layers mixtures of four
+experts), each with a two-layer audio encoder (not in FAMILIES, the image-and-text families).
 
     model = tiny_model("qwen2-vl")                  # the same weights for the same seed
     model = tiny_model("qwen3-vl", attn="eager")
@@ -97,6 +97,29 @@ def tiny_config(family: str, attn: str = "sdpa"):
         # and its get_rope_index reads it when a batch comes without positions.
         config.vision_start_token_id = 151652
         config.audio_config._attn_implementation = attn
+    elif family == "qwen3-omni":  # the thinker: Qwen3-VL's vision tower, a Qwen3 MoE text model
+        rope = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+        experts = dict(moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
+        config = tf.Qwen3OmniMoeThinkerConfig(
+            text_config={**_text(), "rope_parameters": rope, **experts},
+            vision_config=_vision(16, num_position_embeddings=256, deepstack_visual_indexes=[0]),
+            audio_config=dict(
+                d_model=64,
+                encoder_layers=2,
+                encoder_attention_heads=2,
+                encoder_ffn_dim=128,
+                output_dim=64,
+                downsample_hidden_size=32,
+            ),
+            # the checkpoint's config.json: its token ids and 13 positions a second
+            position_id_per_seconds=13,
+            audio_token_id=151675,
+            audio_start_token_id=151669,
+            image_token_id=151655,
+            video_token_id=151656,
+        )
+        config.vision_start_token_id = 151652
+        config.audio_config._attn_implementation = attn
     else:
         raise ValueError(f"unknown family {family!r}")
     config._attn_implementation = attn
@@ -115,6 +138,7 @@ def tiny_model(family: str, attn: str = "sdpa", seed: int = 0):
         "qwen3-vl": tf.Qwen3VLForConditionalGeneration,
         "qwen3.5": tf.Qwen3_5ForConditionalGeneration,
         "qwen2.5-omni": tf.Qwen2_5OmniThinkerForConditionalGeneration,
+        "qwen3-omni": tf.Qwen3OmniMoeThinkerForConditionalGeneration,
     }
     torch.manual_seed(seed)
     model = classes[family](tiny_config(family, attn))

@@ -108,22 +108,43 @@ def omni_model(template: str) -> SimpleNamespace:
 
 
 def omni_processor(omni: SimpleNamespace, max_pixels: int):
-    """transformers' Qwen2.5-Omni processor: the PIL image processor, both checkpoints'
-    WhisperFeatureExtractor settings, the derived tokenizer and the template."""
+    """transformers' processor of the Omni model (Qwen2_5OmniProcessor, Qwen3OmniMoeProcessor): the
+    PIL image processor with the checkpoint's settings, the checkpoints' WhisperFeatureExtractor
+    settings, the derived tokenizer and the template."""
     import transformers as tf
     from tokenizers import Tokenizer
     from transformers.processing_utils import ProcessorMixin
 
     names = ("image", "audio", "video", "vision_bos", "vision_eos", "audio_bos", "audio_eos")
-    tokens = (
-        "<|IMAGE|>",
-        "<|AUDIO|>",
-        "<|VIDEO|>",
-        "<|vision_bos|>",
-        "<|vision_eos|>",
-        "<|audio_bos|>",
-        "<|audio_eos|>",
-    )
+    if omni.template == "qwen2.5-omni":
+        tokens = (
+            "<|IMAGE|>",
+            "<|AUDIO|>",
+            "<|VIDEO|>",
+            "<|vision_bos|>",
+            "<|vision_eos|>",
+            "<|audio_bos|>",
+            "<|audio_eos|>",
+        )
+        images = tf.Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
+        processor_class = tf.Qwen2_5OmniProcessor
+    else:
+        tokens = (
+            "<|image_pad|>",
+            "<|audio_pad|>",
+            "<|video_pad|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+            "<|audio_start|>",
+            "<|audio_end|>",
+        )
+        images = tf.Qwen2VLImageProcessorPil(
+            size={"shortest_edge": 56 * 56, "longest_edge": max_pixels},
+            patch_size=16,
+            image_mean=[0.5, 0.5, 0.5],
+            image_std=[0.5, 0.5, 0.5],
+        )
+        processor_class = tf.Qwen3OmniMoeProcessor
     tok = tf.Qwen2TokenizerFast(
         tokenizer_object=Tokenizer.from_str(omni.json),
         pad_token="<|endoftext|>",
@@ -133,10 +154,9 @@ def omni_processor(omni: SimpleNamespace, max_pixels: int):
     extractor = tf.WhisperFeatureExtractor(
         feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=300, return_attention_mask=True
     )
-    images = tf.Qwen2VLImageProcessorPil(size={"shortest_edge": 56 * 56, "longest_edge": max_pixels})
     # The class check wants the torchvision video processor, absent here; no video is given.
     with mock.patch.object(ProcessorMixin, "check_argument_for_proper_class", lambda self, name, arg: None):
-        return tf.Qwen2_5OmniProcessor(
+        return processor_class(
             image_processor=images,
             video_processor=None,
             feature_extractor=extractor,

@@ -1,8 +1,8 @@
 """Videos with their soundtracks in the Loader's batches (use_audio_in_video, issue 36),
-model="qwen2.5-omni": each video's audio track read as qwen-omni-utils reads it (mmfeed.load_audio
+model="qwen2.5-omni" (and "qwen3-omni" for the first test): each video's audio track read as qwen-omni-utils reads it (mmfeed.load_audio
 soundtrack=True, against librosa + audioread in test_audio_load.py), its features against
 WhisperFeatureExtractor in order of appearance beside the audio items', its tokens interleaved as
-Qwen2_5OmniProcessor's own replace_video_with_audio_token writes them, positions as the model's
+the processor's own replace_video_with_audio_token writes them, positions as the model's
 get_rope_index(use_audio_in_video=True); a video without audio keeps its tokens alone (as
 transformers' processor keeps it), and the sample's own "use_audio_in_video" overrides the
 Loader's."""
@@ -13,12 +13,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from audio_clips import ffmpeg, make_clips
-from omni_reference import DATA, omni_model, reference, rope_index, soundtrack_ids
+from omni_reference import DATA, audio_tokens_of, omni_model, reference, rope_index, soundtrack_ids
 from test_audio_features import assert_close_to_reference
 from test_audio_features import reference as extractor_features
-from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
 
 import mmfeed
 
@@ -32,6 +30,7 @@ def video(name, **keys):
 
 
 QWEN3 = DATA / "qwen3-tokenizer" / "tokenizer.json"
+TEMPLATES = {"qwen2.5-omni": "qwen2.5-omni", "qwen3-omni": "qwen3-omni-thinking"}
 REPLY = {"role": "assistant", "content": "A tone, rising."}
 
 # id: (manifest line, the media in order as (kind, name, crop), whether its videos bring their
@@ -74,6 +73,7 @@ def data(tmp_path_factory):
             f.write(json.dumps({"id": sid, **line}) + "\n")
     omni = omni_model("qwen2.5-omni")
     (root / "tokenizer.json").write_text(omni.json)
+    (root / "qwen3-omni-tokenizer.json").write_text(omni_model(TEMPLATES["qwen3-omni"]).json)
     return root, omni
 
 
@@ -101,9 +101,12 @@ def clips_of(root, messages, soundtracks):
     return out
 
 
-def test_soundtracks_equal_the_processor_and_model(data):
+@pytest.mark.parametrize("model", list(TEMPLATES))
+def test_soundtracks_equal_the_processor_and_model(data, model):
     root, omni = data
-    batches, errors = load(root, use_audio_in_video=True)
+    tokenizer = {"tokenizer": root / "qwen3-omni-tokenizer.json"} if model == "qwen3-omni" else {}
+    omni = omni_model(TEMPLATES[model])
+    batches, errors = load(root, use_audio_in_video=True, model=model, **tokenizer)
     assert errors == []
     assert [b["sample_ids"][0] for b in batches] == list(SAMPLES)
     interleaved = 0
@@ -115,13 +118,13 @@ def test_soundtracks_equal_the_processor_and_model(data):
         seconds = b["video_second_per_grid"].tolist()
         frames = []
         if clips:
-            want = extractor_features(clips, "qwen2.5-omni")
+            want = extractor_features(clips, model)
             frames = want["attention_mask"].sum(-1).tolist()
             np.testing.assert_array_equal(b["feature_attention_mask"], want["attention_mask"])
             assert_close_to_reference(b["input_features"], want["input_features"])
         else:
             assert "input_features" not in b
-        tokens = [int(_get_feat_extract_output_lengths(torch.tensor(f))) for f in frames]
+        tokens = [audio_tokens_of(omni.template, f) for f in frames]
         has_audio_item = any(item["type"] == "audio" for item in messages[0]["content"])
         audio_tokens = tokens[:1] if has_audio_item else []
         track_tokens = tokens[len(audio_tokens) :]

@@ -209,7 +209,7 @@ def test_bad_clips_are_named_and_the_rest_delivered(data, tmp_path):
 def test_what_the_loader_refuses(data):
     root, _ = data
     for template, refusal in (
-        ("qwen3-omni-thinking", "does not train Qwen3-Omni yet"),
+        ("qwen3-omni-thinking", 'needs model="qwen3-omni"'),
         ("qwen2.5-omni", 'needs model="qwen2.5-omni"'),
     ):
         with mmfeed.Loader(root / "omni.jsonl", tokenizer=root / "tokenizer.json", chat_template=template) as loader:

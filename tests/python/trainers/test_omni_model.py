@@ -1,8 +1,11 @@
-"""Issue 36: Qwen2.5-Omni batches as its thinker trains on them. A tiny randomly initialised
-Qwen2.5-Omni thinker (examples/tiny_models.py: width 64, a two-layer audio encoder, CPU) takes a
-default Loader batch (model="qwen2.5-omni") as it is and gives the loss it gives on transformers'
-own Qwen2_5OmniProcessor batch of the same samples (images, audio clips, text-only), whose
-positions the model computes itself; padding the clips to the batch's longest gives the same loss."""
+"""Issue 36: the Omni models' batches as their thinkers train on them. A tiny randomly initialised
+thinker (examples/tiny_models.py: width 64, a two-layer audio encoder, CPU) takes a default Loader
+batch as it is and gives the loss it gives on transformers' own processor's batch of the same
+samples (images, audio clips, text-only), whose positions the model computes itself: Qwen2.5-Omni
+for the batch at once (padding the clips to the batch's longest gives the same loss), Qwen3-Omni
+sample by sample (its processor pads a call's clips to their longest, which can move a clip's last
+frame: mmfeed's call is the sample) and then the batch, whose loss is the samples' token-weighted
+mean. Videos with their soundtracks: the positions the thinkers compute themselves."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from PIL import Image
 import mmfeed
 
 MAX_PIXELS = 64 * 28 * 28
+QWEN3_MAX_PIXELS = 64 * 32 * 32
 SAME = 1e-6  # the same tokens, positions and pixels; features within float32 rounding of the extractor's
 
 
@@ -57,6 +61,7 @@ def data(tmp_path_factory):
             f.write(json.dumps({"id": sid, "messages": messages}) + "\n")
     omni = omni_model("qwen2.5-omni")
     (root / "tokenizer.json").write_text(omni.json)
+    (root / "qwen3-omni-tokenizer.json").write_text(omni_model("qwen3-omni-thinking").json)
     return root, omni
 
 
@@ -73,17 +78,15 @@ def processor_batch(processor, root: Path, ids: list[str]) -> dict:
     return dict(processor(text=texts, images=images or None, audio=clips or None, return_tensors="pt", padding=True))
 
 
+def loader_batches(root, model="qwen2.5-omni", **options) -> list[mmfeed.Batch]:
+    tokenizer = root / ("qwen3-omni-tokenizer.json" if model == "qwen3-omni" else "tokenizer.json")
+    options = {"max_pixels": MAX_PIXELS, "batch_size": len(MESSAGES), **options}
+    with mmfeed.Loader(root / "omni.jsonl", tokenizer=tokenizer, model=model, shuffle=False, **options) as loader:
+        return list(loader)
+
+
 def loader_batch(root, **options) -> mmfeed.Batch:
-    with mmfeed.Loader(
-        root / "omni.jsonl",
-        tokenizer=root / "tokenizer.json",
-        model="qwen2.5-omni",
-        max_pixels=MAX_PIXELS,
-        batch_size=len(MESSAGES),
-        shuffle=False,
-        **options,
-    ) as loader:
-        (batch,) = list(loader)
+    (batch,) = loader_batches(root, **options)
     return batch
 
 
@@ -108,7 +111,31 @@ def test_a_default_batch_trains_as_the_processors_batch(data):
     assert abs(tiny_vl.model_loss(model, longest) - ours) <= SAME * abs(ours)
 
 
-def test_videos_with_their_soundtracks_train_as_the_model_places_them(data):
+def test_qwen3_omni_samples_train_as_the_processors(data):
+    root, _ = data
+    model = tiny_vl.tiny_model("qwen3-omni")
+    processor = omni_processor(omni_model("qwen3-omni-thinking"), QWEN3_MAX_PIXELS)
+    total, tokens = 0.0, 0
+    for batch in loader_batches(root, "qwen3-omni", max_pixels=QWEN3_MAX_PIXELS, batch_size=1):
+        ref = processor_batch(processor, root, batch["sample_ids"])
+        assert torch.equal(batch["input_ids"], ref["input_ids"])
+        for key in ("image_grid_thw", "feature_attention_mask"):
+            assert (key in batch) == (key in ref) and (key not in ref or torch.equal(batch[key], ref[key]))
+        if "input_features" in ref:
+            assert (batch["input_features"] - ref["input_features"]).abs().max() < 1e-3  # float32 STFTs apart
+        ours = tiny_vl.model_loss(model, batch)
+        theirs = tiny_vl.model_loss(model, ref, labels=batch["labels"])
+        assert torch.isfinite(ours)
+        assert abs(ours - theirs) <= SAME * abs(theirs), batch["sample_ids"]
+        n = int((batch["labels"][:, 1:] != -100).sum())
+        total, tokens = total + float(ours) * n, tokens + n
+    whole = loader_batch(root, model="qwen3-omni", max_pixels=QWEN3_MAX_PIXELS)
+    assert whole["input_features"].shape[-1] == int(whole["feature_attention_mask"].sum(-1).max())
+    assert abs(float(tiny_vl.model_loss(model, whole)) - total / tokens) <= 1e-5 * total / tokens
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
+def test_videos_with_their_soundtracks_train_as_the_model_places_them(data, family):
     """use_audio_in_video: the Loader's positions for videos interleaved with their soundtracks are
     the ones the thinker computes itself (get_rope_index(use_audio_in_video=True) from the batch's
     feature lengths and video_second_per_grid), so the loss is the same with or without them."""
@@ -133,11 +160,11 @@ def test_videos_with_their_soundtracks_train_as_the_model_places_them(data):
         },
     ]
     (root / "soundtracks.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    model = tiny_vl.tiny_model("qwen2.5-omni")
+    model = tiny_vl.tiny_model(family)
     with mmfeed.Loader(
         root / "soundtracks.jsonl",
-        tokenizer=root / "tokenizer.json",
-        model="qwen2.5-omni",
+        tokenizer=root / ("qwen3-omni-tokenizer.json" if family == "qwen3-omni" else "tokenizer.json"),
+        model=family,
         max_pixels=MAX_PIXELS,
         batch_size=2,
         shuffle=False,
