@@ -379,6 +379,20 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     std::size_t medium = 0;  // its place in w.media
   };
   std::vector<Wave> waves;
+  // The decoded samples count against the byte budget while they are held (until each clip's
+  // features are computed, or the sample fails).
+  struct HeldSamples {
+    const SampleProcessor& processor;
+    Work& w;
+    std::int64_t bytes = 0;
+    void add(std::int64_t delta) {
+      processor.hold(w, delta);
+      bytes += delta;
+    }
+    ~HeldSamples() {
+      if (bytes != 0) processor.hold(w, -bytes);
+    }
+  } held{*this, w};
   const auto fail = [&](const Wave& clip, const Error& e) {
     w.error = SampleError{
         w.id, "audio",
@@ -410,6 +424,7 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     if (!samples.ok()) return fail(clip, samples.error());
     if (!clip.soundtrack) release_bytes(w, clip.medium, /*account=*/true);  // a video's go once its frames are decoded
     clip.samples = std::move(samples).value();
+    held.add(static_cast<std::int64_t>(clip.samples.capacity() * sizeof(float)));
     waves.push_back(std::move(clip));
   }
   // What the model's processor pads a clip to: Qwen2.5-Omni, its fixed 300 s (longer clips cut);
@@ -423,6 +438,7 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
   }
   for (Wave& clip : waves) {
     std::vector<float>& wave = clip.samples;
+    const auto wave_bytes = static_cast<std::int64_t>(wave.capacity() * sizeof(float));
     if (wave.size() > padded) wave.resize(padded);  // Qwen2.5-Omni's processor cuts a clip to its fixed length
     AudioClip out;
     out.soundtrack = clip.soundtrack;
@@ -440,6 +456,7 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     out.features.resize(static_cast<std::size_t>(audio::kMelBins) * out.frames);
     audio::log_mel(wave, padded, out.frames, out.features.data(), out.frames);
     std::vector<float>().swap(wave);
+    held.add(-wave_bytes);
     hold(w, static_cast<std::int64_t>(out.features.capacity() * sizeof(float)));
     w.audio.push_back(std::move(out));
   }
