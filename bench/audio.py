@@ -11,12 +11,14 @@ load and feature times, the speedup, and the largest difference of the features 
 reference against mmfeed's float64; see tests/python/audio/test_audio_features.py for the
 tolerance).
 
-Then whole training batches (--loader-samples, Qwen2.5-Omni): mmfeed.Loader(model="qwen2.5-omni")
-against the Python pipeline a trainer runs today on the same samples (a clip and a question each)
-— librosa.load per clip, then Qwen2_5OmniProcessor on each batch (chat template, tokenizer,
-WhisperFeatureExtractor padded to 300 s) — one core each, then every core (the Loader's workers
-against the pipeline in a process pool, one batch per task). The two batches are checked equal
-(ids; features within the extractor's float32 rounding) before anything is timed.
+Then whole training batches (--loader-samples, each model): mmfeed.Loader(model=...) against the
+Python pipeline a trainer runs today on the same samples (a clip and a question each) —
+librosa.load per clip, then the model's processor (chat template, tokenizer, WhisperFeatureExtractor
+with its padding): Qwen2_5OmniProcessor on each batch, Qwen3OmniMoeProcessor on each sample (the
+call mmfeed matches: its padding to a call's longest clip can move a clip's last frame) — one core
+each, then every core (the Loader's workers against the pipeline in a process pool, one batch per
+task). The batches are checked equal (ids; features within the extractor's float32 rounding)
+before anything is timed.
 
 Usage: python bench/audio.py [--repeat 3] [--models qwen2.5-omni,qwen3-omni] [--loader-samples 48] [--json OUT]
 """
@@ -127,39 +129,59 @@ def omni_manifest(directory: Path, samples: int) -> Path:
     return path
 
 
-_processor = None
+_processors: dict = {}
+TEMPLATES = {"qwen2.5-omni": "qwen2.5-omni", "qwen3-omni": "qwen3-omni-thinking"}
 
 
-def peer_batch(directory: str, lines: list[dict]) -> dict:
-    """The Python pipeline's batch of `lines`: librosa.load each clip, Qwen2_5OmniProcessor on all."""
-    global _processor
+def peer_batch(directory: str, lines: list[dict], model: str = "qwen2.5-omni") -> list[dict]:
+    """The Python pipeline's batch of `lines`: librosa.load each clip, then the model's processor on
+    them all (Qwen2.5-Omni) or on each sample (Qwen3-Omni). Returns the processor's outputs."""
     import librosa
     import torch
     from omni_reference import omni_model, omni_processor
 
     torch.set_num_threads(1)
-    if _processor is None:  # once per process, as a trainer's collator holds it
-        _processor = omni_processor(omni_model("qwen2.5-omni"), max_pixels=12845056)
+    if model not in _processors:  # once per process, as a trainer's collator holds it
+        _processors[model] = omni_processor(omni_model(TEMPLATES[model]), max_pixels=12845056)
+    processor = _processors[model]
     texts, clips = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for line in lines:
-            texts.append(_processor.apply_chat_template(line["messages"], tokenize=False))
+            texts.append(processor.apply_chat_template(line["messages"], tokenize=False))
             clips.append(librosa.load(Path(directory) / line["messages"][0]["content"][0]["audio"], sr=16000)[0])
-        return dict(_processor(text=texts, audio=clips, return_tensors="np", padding=True))
+        if model == "qwen2.5-omni":
+            return [dict(processor(text=texts, audio=clips, return_tensors="np", padding=True))]
+        return [dict(processor(text=[t], audio=[c], return_tensors="np")) for t, c in zip(texts, clips)]
 
 
-def loader_bench(directory: Path, samples: int, cores: int, report: dict) -> None:
+def same_samples(batch: dict, calls: list[dict]) -> float:
+    """Checks the Loader's batch against the processor's outputs for its samples (ids equal, each
+    clip's valid frames); returns the features' largest difference."""
+    rows = [(c, i) for c in calls for i in range(len(c["input_ids"]))]
+    assert len(rows) == len(batch["input_ids"]), "the batches differ: nothing to compare"
+    diff = 0.0
+    for k, (call, i) in enumerate(rows):
+        n = int(call["attention_mask"][i].sum())
+        assert (batch["input_ids"][k, :n] == call["input_ids"][i, :n]).all(), "the batches differ"
+        valid = int(call["feature_attention_mask"][i].sum())
+        assert int(batch["feature_attention_mask"][k].sum()) == valid, "the clips differ"
+        got, want = batch["input_features"][k, :, :valid], call["input_features"][i, :, :valid]
+        diff = max(diff, float(np.abs(got - want).max()))
+    return diff
+
+
+def loader_bench(directory: Path, model: str, samples: int, cores: int, report: dict) -> None:
     from omni_reference import omni_model
 
     manifest = omni_manifest(directory, samples)
-    tokenizer = directory / "omni-tokenizer.json"
-    tokenizer.write_text(omni_model("qwen2.5-omni").json)
+    tokenizer = directory / f"{model}-tokenizer.json"
+    tokenizer.write_text(omni_model(TEMPLATES[model]).json)
     lines = [json.loads(x) for x in manifest.read_text().splitlines()]
     batches = [lines[i : i + BATCH] for i in range(0, samples, BATCH)]
 
     def ours(workers: int, padding: str = "model") -> list:
-        opts = dict(tokenizer=tokenizer, model="qwen2.5-omni", batch_size=BATCH, shuffle=False, workers=workers)
+        opts = dict(tokenizer=tokenizer, model=model, batch_size=BATCH, shuffle=False, workers=workers)
         with mmfeed.Loader(manifest, tensors="np", audio_padding=padding, **opts) as loader:
             return [dict(b) for b in loader]
 
@@ -168,35 +190,35 @@ def loader_bench(directory: Path, samples: int, cores: int, report: dict) -> Non
         fn()
         return time.perf_counter() - t
 
-    first, want = ours(1)[0], peer_batch(str(directory), batches[0])
-    assert (first["input_ids"] == want["input_ids"]).all(), "the batches differ: nothing to compare"
-    diff = float(np.abs(first["input_features"] - want["input_features"]).max())
-    ours_one, longest_one = timed(lambda: ours(1)), timed(lambda: ours(1, "longest"))
-    peer_one = timed(lambda: [peer_batch(str(directory), b) for b in batches])
-    ours_all, longest_all = timed(lambda: ours(cores)), timed(lambda: ours(cores, "longest"))
+    diff = same_samples(ours(1)[0], peer_batch(str(directory), batches[0], model))
+    # Qwen3-Omni's own padding is the longest clip's: "longest" is its default.
+    longest = model == "qwen2.5-omni"
+    ours_one = timed(lambda: ours(1))
+    longest_one = timed(lambda: ours(1, "longest")) if longest else ours_one
+    peer_one = timed(lambda: [peer_batch(str(directory), b, model) for b in batches])
+    ours_all = timed(lambda: ours(cores))
+    longest_all = timed(lambda: ours(cores, "longest")) if longest else ours_all
     with ProcessPoolExecutor(cores) as pool:
-        list(pool.map(peer_batch, [str(directory)] * cores, [batches[0][:1]] * cores))  # start the workers
+        list(pool.map(peer_batch, [str(directory)] * cores, [batches[0][:1]] * cores, [model] * cores))  # warm up
         t = time.perf_counter()
-        list(pool.map(peer_batch, [str(directory)] * len(batches), batches))
+        list(pool.map(peer_batch, [str(directory)] * len(batches), batches, [model] * len(batches)))
         peer_all = time.perf_counter() - t
-    print(
-        f"qwen2.5-omni batches: {samples} samples (a clip and a question each), batches of {BATCH}; max |d| {diff:.1e}"
-    )
-    print(
-        f"  {'':<10} {'mmfeed samples/s':>17} {'librosa + processor':>20} {'speedup':>8} {'mmfeed, longest':>16} {'speedup':>8}"
-    )
+    print(f"{model} batches: {samples} samples (a clip and a question each), batches of {BATCH}; max |d| {diff:.1e}")
+    header = f"  {'':<10} {'mmfeed samples/s':>17} {'librosa + processor':>20} {'speedup':>8}"
+    print(header + (f" {'mmfeed, longest':>16} {'speedup':>8}" if longest else ""))
     rows = (("one core", ours_one, longest_one, peer_one), (f"{cores} cores", ours_all, longest_all, peer_all))
-    for name, mine, longest, theirs in rows:
+    for name, mine, cut, theirs in rows:
+        line = f"  {name:<10} {samples / mine:17.1f} {samples / theirs:20.1f} {theirs / mine:7.1f}x"
+        print(line + (f" {samples / cut:16.1f} {theirs / cut:7.1f}x" if longest else ""))
+    if longest:
         print(
-            f"  {name:<10} {samples / mine:17.1f} {samples / theirs:20.1f} {theirs / mine:7.1f}x "
-            f"{samples / longest:16.1f} {theirs / longest:7.1f}x"
+            '  (mmfeed, longest: audio_padding="longest", the same values without the frames past the batch\'s '
+            "longest clip)"
         )
-    print(
-        '  (mmfeed, longest: audio_padding="longest", the same values without the frames past the batch\'s longest clip)'
-    )
-    report["loader"] = dict(samples=samples, batch=BATCH, cores=cores, max_abs_diff=diff, mmfeed_one_s=ours_one,
-                            mmfeed_longest_one_s=longest_one, peer_one_s=peer_one, mmfeed_all_s=ours_all,
-                            mmfeed_longest_all_s=longest_all, peer_all_s=peer_all)  # fmt: skip
+    print()
+    report.setdefault("loader", {})[model] = dict(samples=samples, batch=BATCH, cores=cores, max_abs_diff=diff,
+                            mmfeed_one_s=ours_one, mmfeed_longest_one_s=longest_one, peer_one_s=peer_one,
+                            mmfeed_all_s=ours_all, mmfeed_longest_all_s=longest_all, peer_all_s=peer_all)  # fmt: skip
 
 
 def best(fn, repeat: int):
@@ -261,8 +283,8 @@ def main() -> int:
                 f"librosa + extractor (process pool) {len(batch) / peer_s:.1f} clips/s: {peer_s / ours_s:.1f}x\n"
             )
             report["pool"].append(dict(model=model, clips=len(batch), mmfeed_s=ours_s, peer_s=peer_s))
-        if args.loader_samples > 0:
-            loader_bench(Path(tmp), args.loader_samples, cores, report)
+        for model in args.models.split(",") if args.loader_samples > 0 else []:
+            loader_bench(Path(tmp), model, args.loader_samples, cores, report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0

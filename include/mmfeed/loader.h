@@ -98,7 +98,7 @@ struct LoaderConfig {
   std::vector<std::int64_t> source_max_pixels;
   std::vector<std::string> source_chat_template;
   std::string tokenizer;           // tokenizer.json
-  std::string model = "qwen2-vl";  // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni
+  std::string model = "qwen2-vl";  // image profile: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni, qwen3-omni
   std::int64_t min_pixels = 0;     // 0: the profile's
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;

@@ -27,8 +27,9 @@ from mmfeed import _mmfeed, _native
 class ImageProcessor:
     """Decode, smart_resize, bicubic resize, rescale, normalize and patchify.
 
-    model: "qwen2-vl", "qwen2.5-vl", "qwen3-vl" or "qwen3.5" (patch 14/16, merge 2, temporal patch 2,
-    mean/std and min/max pixels of the hub configs); every value can be overridden.
+    model: "qwen2-vl", "qwen2.5-vl", "qwen3-vl", "qwen3.5", "qwen2.5-omni" or "qwen3-omni" (patch
+    14/16, merge 2, temporal patch 2, mean/std and min/max pixels of the hub configs); every value
+    can be overridden.
     backend: which of transformers' processors the output equals, bit for bit: "pil"
     (Qwen2VLImageProcessorPil: Pillow's bicubic, rescale then normalize) or "torchvision"
     (Qwen2VLImageProcessor, what AutoImageProcessor picks wherever torchvision is installed:

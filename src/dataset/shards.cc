@@ -443,27 +443,36 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
     return ok_status();
   };
   for (; next < scans.size() && next < kMaxShardsInFlight; ++next) MMFEED_RETURN_IF_ERROR(submit(next));
+  // A shard that cannot be read fails the source, named; of several, the first in order, whatever
+  // order the reads end in: after a failure no shard is started, those before it are read to
+  // their end (they were all started: shards start in order), those after it dropped.
+  std::optional<std::size_t> failed;
+  std::optional<Error> failure;
   while (in_flight > 0) {
     auto r = fetcher.next();
     if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", m.name);
     --in_flight;
     ShardScan& scan = scans[r->tag];
+    if (failed && r->tag > *failed) continue;
     if (!r->data.ok()) {
       const Error& e = r->data.error();
       if (e.code() == ErrorCode::kOutOfRange && scan.next_read().offset > 0) {  // the read began past the end
         scan.feed({});
       } else {
-        return std::move(r->data).error();  // it names the shard
+        failed = r->tag;
+        failure = std::move(r->data).error();  // it names the shard
+        continue;
       }
     } else {
       scan.feed(r->data->span());
     }
     if (!scan.done()) {
       MMFEED_RETURN_IF_ERROR(submit(r->tag));
-    } else if (next < scans.size()) {
+    } else if (!failed && next < scans.size()) {
       MMFEED_RETURN_IF_ERROR(submit(next++));
     }
   }
+  if (failure) return std::move(*failure);
   for (std::size_t i = 0; i < scans.size(); ++i) {
     const std::size_t first = m.samples.size(), first_line = lines.size();
     MMFEED_RETURN_IF_ERROR(scans[i].finish(m, static_cast<std::uint32_t>(i), lines, manifest));

@@ -287,7 +287,7 @@ Error fractional_position(std::size_t video, std::int64_t t, float at, double se
   return Error(ErrorCode::kInvalidArgument,
                "video " + std::to_string(video) + "'s temporal group " + std::to_string(t) + " " + where +
                    " in Qwen3-Omni's positions, not a whole number: mmfeed's positions are integers; sample the "
-                   "video at an fps where 2 / fps x 13 is whole (1 or 2, the processor's 1 by default)");
+                   "video at an fps where 2 / fps x 13 is whole (2, qwen-omni-utils' default, or 1)");
 }
 
 std::string grid_text(const Grid3& g) {

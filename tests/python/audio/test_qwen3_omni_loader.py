@@ -12,6 +12,7 @@ import librosa
 import numpy as np
 import pytest
 from audio_clips import make_clips
+from conftest import ffmpeg
 from omni_reference import audio_tokens_of, omni_model, omni_processor, reference, rope_index
 from PIL import Image
 from test_audio_features import assert_close_to_reference
@@ -161,8 +162,8 @@ def test_batches_pad_to_the_longest_clip_and_agree_however_made(data):
         assert k == len(b["input_features"])
 
 
-def test_configuration_and_bad_clips(data):
-    root, _ = data
+def test_configuration_videos_and_bad_clips(data):
+    root, omni = data
     for model, template, refusal in (
         ("qwen2.5-omni", TEMPLATE, 'Qwen3-Omni Thinking template needs model="qwen3-omni"'),
         ("qwen3-omni", "qwen2.5-omni", 'Qwen2.5-Omni template needs model="qwen2.5-omni"'),
@@ -173,12 +174,22 @@ def test_configuration_and_bad_clips(data):
             with pytest.raises(ValueError, match=refusal):
                 next(iter(loader))
     (root / "broken.wav").write_bytes((root / "speech-22k.wav").read_bytes()[:30])
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=12:duration=3", "-c:v", "libx264", root / "clip.mp4")
     lines = [
         {"id": "fine", **SAMPLES["said"][0]},
+        {"id": "at-one-fps", "messages": [user({"type": "video", "video": "clip.mp4", "fps": 1.0}), REPLY]},
         {"id": "broken", "messages": [user(audio("speech.mp3"), audio("broken.wav")), REPLY]},
+        # 2 / 3 s a group x 13 a second: the model's positions are not whole there
+        {"id": "at-three-fps", "messages": [user({"type": "video", "video": "clip.mp4", "fps": 3.0}), REPLY]},
     ]
     (root / "bad.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     batches, errors = load(root, "bad.jsonl", max_error_fraction=1.0)
-    assert [b["sample_ids"][0] for b in batches] == ["fine"]
-    (error,) = errors
-    assert error["sample_id"] == "broken" and error["stage"] == "audio" and "broken.wav" in error["reason"]
+    assert [b["sample_ids"][0] for b in batches] == ["fine", "at-one-fps"]
+    one_fps = batches[1]
+    assert one_fps["video_second_per_grid"].tolist() == [2.0]  # 26 positions a group
+    grids, ids = one_fps["video_grid_thw"].tolist(), one_fps["input_ids"][0].tolist()
+    np.testing.assert_array_equal(one_fps["position_ids"][:, 0], rope_index(omni, ids, [], grids, [2.0], []))
+    by_id = {e["sample_id"]: e for e in errors}
+    assert set(by_id) == {"broken", "at-three-fps"}
+    assert by_id["broken"]["stage"] == "audio" and "broken.wav" in by_id["broken"]["reason"]
+    assert "not a whole number" in by_id["at-three-fps"]["reason"]
