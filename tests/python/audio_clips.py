@@ -3,9 +3,11 @@ formats and layouts users' data holds (shared by the audio tests)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 from conftest import ffmpeg
 
 SPEECH = "Training a vision language model needs data. The quick brown fox jumps over the lazy dog."
@@ -59,3 +61,32 @@ def make_clips(out: Path) -> Path:
         "-c:v", "libx264", "-c:a", "aac", "-shortest", out / VIDEO,
     )  # fmt: skip
     return out
+
+
+def omni_set(out: Path, lines: dict[str, dict], template: str):
+    """The Omni Loader tests' data in `out`: the clips, a 120x90 photo.png, omni.jsonl holding
+    `lines` (id: manifest line) and tokenizer.json of `template`'s model. Returns that model
+    (omni_reference.omni_model)."""
+    from omni_reference import omni_model
+    from PIL import Image
+
+    make_clips(out)
+    rng = np.random.default_rng(36)
+    Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)).save(out / "photo.png")
+    (out / "omni.jsonl").write_text("".join(json.dumps({"id": sid, **line}) + "\n" for sid, line in lines.items()))
+    omni = omni_model(template)
+    (out / "tokenizer.json").write_text(omni.json)
+    return omni
+
+
+def loaded_clip(root: Path, name: str, start: float | None = None, end: float | None = None) -> np.ndarray:
+    """The clip as mmfeed loads it, as long as librosa.load(sr=16000, offset, duration) makes it
+    (qwen-omni-utils' loader; the samples themselves are compared in test_audio_load.py)."""
+    import librosa
+
+    import mmfeed
+
+    kw = {} if start is None else {"offset": start, "duration": end - start}
+    mine = mmfeed.load_audio(root / name, start=start, end=end)
+    assert len(mine) == len(librosa.load(root / name, sr=16000, **kw)[0])
+    return mine

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 
-import librosa
 import numpy as np
 import pytest
 import torch
-from audio_clips import make_clips
-from omni_reference import DATA, omni_model, reference, rope_index
+from audio_clips import loaded_clip, omni_set
+from omni_reference import DATA, reference, rope_index
 from PIL import Image
 from test_audio_features import assert_close_to_reference
 from test_audio_features import reference as extractor_features
@@ -87,40 +86,15 @@ SAMPLES = {
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = make_clips(tmp_path_factory.mktemp("omni"))
-    rng = np.random.default_rng(36)
-    Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)).save(root / "photo.png")
-    with open(root / "omni.jsonl", "w") as f:
-        for sid, (line, _, _) in SAMPLES.items():
-            f.write(json.dumps({"id": sid, **line}) + "\n")
-    omni = omni_model("qwen2.5-omni")
-    (root / "tokenizer.json").write_text(omni.json)
-    return root, omni
+    root = tmp_path_factory.mktemp("omni")
+    return root, omni_set(root, {sid: line for sid, (line, _, _) in SAMPLES.items()}, "qwen2.5-omni")
 
 
 def load(root, manifest="omni.jsonl", **options):
-    options = {"shuffle": False, "batch_size": 1, **options}
-    with mmfeed.Loader(
-        root / manifest,
-        tokenizer=root / "tokenizer.json",
-        model="qwen2.5-omni",
-        max_pixels=MAX_PIXELS,
-        tensors="np",
-        **options,
-    ) as loader:
+    """The Loader's batches of `manifest` and its errors (the Qwen3-Omni tests pass model and max_pixels)."""
+    options = {"shuffle": False, "batch_size": 1, "model": "qwen2.5-omni", "max_pixels": MAX_PIXELS, **options}
+    with mmfeed.Loader(root / manifest, tokenizer=root / "tokenizer.json", tensors="np", **options) as loader:
         return [dict(b) for b in loader], loader.errors()
-
-
-def clip_samples(root, clips):
-    """The clips as mmfeed loads them, each as long as librosa.load(sr=16000, offset, duration) makes
-    it (qwen-omni-utils' loader; the samples themselves are compared in test_audio_load.py)."""
-    out = []
-    for name, start, end in clips:
-        kw = {} if start is None else {"offset": start, "duration": end - start}
-        mine = mmfeed.load_audio(root / name, start=start, end=end)
-        assert len(mine) == len(librosa.load(root / name, sr=16000, **kw)[0])
-        out.append(mine)
-    return out
 
 
 def test_samples_equal_the_processor_and_model(data):
@@ -132,7 +106,7 @@ def test_samples_equal_the_processor_and_model(data):
     for b in batches:
         line, messages, clips = SAMPLES[b["sample_ids"][0]]
         messages = messages or line["messages"]
-        samples = clip_samples(root, clips)
+        samples = [loaded_clip(root, *clip) for clip in clips]
         grids = []
         if b["sample_ids"][0] == "with-image":
             pil = images(Image.open(root / "photo.png").convert("RGB"), return_tensors="np")

@@ -8,31 +8,20 @@ from __future__ import annotations
 
 import json
 
-import librosa
 import numpy as np
 import pytest
-from audio_clips import make_clips
+from audio_clips import loaded_clip, omni_set
 from conftest import ffmpeg
-from omni_reference import audio_tokens_of, omni_model, omni_processor, reference, rope_index
+from omni_reference import audio_tokens_of, omni_processor, reference, rope_index
 from PIL import Image
 from test_audio_features import assert_close_to_reference
+from test_audio_loader import audio, text, user
+from test_audio_loader import load as load_omni
 
 import mmfeed
 
 MAX_PIXELS = 64 * 32 * 32
 TEMPLATE = "qwen3-omni-thinking"
-
-
-def user(*content):
-    return {"role": "user", "content": list(content)}
-
-
-def audio(name, **crop):
-    return {"type": "audio", "audio": name, **crop}
-
-
-def text(t):
-    return {"type": "text", "text": t}
 
 
 REPLY = {"role": "assistant", "content": "Noted."}
@@ -65,37 +54,12 @@ SAMPLES = {
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = make_clips(tmp_path_factory.mktemp("qwen3-omni"))
-    rng = np.random.default_rng(36)
-    Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)).save(root / "photo.png")
-    with open(root / "omni.jsonl", "w") as f:
-        for sid, (line, _, _) in SAMPLES.items():
-            f.write(json.dumps({"id": sid, **line}) + "\n")
-    omni = omni_model(TEMPLATE)
-    (root / "tokenizer.json").write_text(omni.json)
-    return root, omni
+    root = tmp_path_factory.mktemp("qwen3-omni")
+    return root, omni_set(root, {sid: line for sid, (line, _, _) in SAMPLES.items()}, TEMPLATE)
 
 
 def load(root, manifest="omni.jsonl", **options):
-    options = {"shuffle": False, "batch_size": 1, **options}
-    with mmfeed.Loader(
-        root / manifest,
-        tokenizer=root / "tokenizer.json",
-        model="qwen3-omni",
-        max_pixels=MAX_PIXELS,
-        tensors="np",
-        **options,
-    ) as loader:
-        return [dict(b) for b in loader], loader.errors()
-
-
-def clip_samples(root, name, start=None, end=None):
-    """The clip as mmfeed loads it, as long as librosa.load(sr=16000, offset, duration) makes it
-    (qwen-omni-utils' loader; the samples themselves are compared in test_audio_load.py)."""
-    kw = {} if start is None else {"offset": start, "duration": end - start}
-    mine = mmfeed.load_audio(root / name, start=start, end=end)
-    assert len(mine) == len(librosa.load(root / name, sr=16000, **kw)[0])
-    return mine
+    return load_omni(root, manifest, **{"model": "qwen3-omni", "max_pixels": MAX_PIXELS, **options})
 
 
 def test_samples_equal_the_processor_and_model(data):
@@ -107,7 +71,7 @@ def test_samples_equal_the_processor_and_model(data):
     for b in batches:
         line, messages, clips = SAMPLES[b["sample_ids"][0]]
         messages = messages or line["messages"]
-        waves = [clip_samples(root, *clip) for clip in clips]
+        waves = [loaded_clip(root, *clip) for clip in clips]
         images = [Image.open(root / "photo.png").convert("RGB")] if b["sample_ids"][0] == "with-image" else None
         rendered = processor.apply_chat_template(messages, tokenize=False)
         want = processor(text=[rendered], images=images, audio=waves or None, return_tensors="np", padding=True)
@@ -135,7 +99,7 @@ def test_samples_equal_the_processor_and_model(data):
         np.testing.assert_array_equal(b["position_ids"][:, 0], rope_index(omni, ids, grids, [], [], frames))
     # The short clip of "pair" has one frame more beside the longer clip than alone.
     (pair,) = [b for b in batches if b["sample_ids"] == ["pair"]]
-    short = clip_samples(root, "speech.mp3", 0.25, 1.3033)
+    short = loaded_clip(root, "speech.mp3", 0.25, 1.3033)
     assert len(short) % 160 != 0
     alone = processor.feature_extractor([short], return_attention_mask=True, padding=True, return_tensors="np")
     assert pair["feature_attention_mask"][0].sum() == alone["attention_mask"].sum() + 1

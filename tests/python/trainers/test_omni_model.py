@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 
 import librosa
-import numpy as np
 import pytest
 import tiny_vl
 import torch
-from audio_clips import ffmpeg, make_clips
+from audio_clips import ffmpeg, omni_set
 from omni_reference import omni_model, omni_processor
 from PIL import Image
 
@@ -53,14 +52,8 @@ MESSAGES = {
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = make_clips(tmp_path_factory.mktemp("omni-model"))
-    rng = np.random.default_rng(36)
-    Image.fromarray(rng.integers(0, 256, (90, 120, 3), dtype=np.uint8)).save(root / "photo.png")
-    with open(root / "omni.jsonl", "w") as f:
-        for sid, messages in MESSAGES.items():
-            f.write(json.dumps({"id": sid, "messages": messages}) + "\n")
-    omni = omni_model("qwen2.5-omni")
-    (root / "tokenizer.json").write_text(omni.json)
+    root = tmp_path_factory.mktemp("omni-model")
+    omni = omni_set(root, {sid: {"messages": messages} for sid, messages in MESSAGES.items()}, "qwen2.5-omni")
     (root / "qwen3-omni-tokenizer.json").write_text(omni_model("qwen3-omni-thinking").json)
     return root, omni
 
