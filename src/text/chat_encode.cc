@@ -346,7 +346,8 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     }
     if (tmpl == ChatTemplate::kQwen3OmniThinking && options.mrope_position_ids) {  // the merge compares them too
       for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {        // a larger grid is refused below
-        const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) * 13.0f;
+        const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) *
+                         static_cast<float>(model_tokens_per_second(tmpl));
         if (at != std::trunc(at)) return fractional_position(k, t, at, v.second_per_grid_t);
       }
     }
