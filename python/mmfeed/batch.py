@@ -10,7 +10,8 @@ Padded batches carry input_ids, labels, attention_mask, mm_token_type_ids, posit
 transformers' processors return them, positions included, so that the model does not run its
 get_rope_index. Packed rows (token_budget) in transformers' layout carry position_ids [4, 1, T]
 (a text row restarting at each sample, then the mrope rows), no attention mask, cu_seq_lens_q/k
-and max_length_q/k, and use_cache=False: transformers reads a row as separate samples only when
+and max_length_q/k (Qwen3.5's rows also seq_idx [1, T], each token's sequence, which its Gated
+DeltaNet convolution reads), and use_cache=False: transformers reads a row as separate samples only when
 the forward has no attention mask and no KV cache, and a model builds a cache unless told not to
 (its config's use_cache), in training too. Megatron's layout (packed_format="thd") is for
 mmfeed.megatron.forward_args.

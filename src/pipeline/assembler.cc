@@ -103,6 +103,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   const int cu2_at = hf    ? add("cu_seq_lens_k", Tensor::DType::kInt32, {segments + 1})
                      : thd ? add("cu_seqlens_padded", Tensor::DType::kInt32, {n + 1})
                            : -1;
+  const int seq_idx_at = hf && layout.seq_idx ? add("seq_idx", Tensor::DType::kInt32, {B, T}) : -1;
   const auto v = static_cast<std::int64_t>(video_count);
   const int video_pixels_at =
       v > 0 ? add("pixel_values_videos", video_pixel_type, {static_cast<std::int64_t>(video_rows), video_width}) : -1;
@@ -122,7 +123,7 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   auto float_at = [&](int i) { return reinterpret_cast<float*>(at(i)); };
   std::int64_t *ids = int64_at(ids_at), *labels = int64_at(labels_at), *mask = int64_at(mask_at);
   std::int64_t *types = int64_at(types_at), *grids = int64_at(grids_at), *positions = int64_at(positions_at);
-  std::int32_t *cu = int32_at(cu_at), *cu2 = int32_at(cu2_at);
+  std::int32_t *cu = int32_at(cu_at), *cu2 = int32_at(cu2_at), *seq_idx = int32_at(seq_idx_at);
   float* loss_mask = float_at(loss_mask_at);
   std::int64_t* video_grids = int64_at(video_grids_at);
   std::byte *pixels = at(pixels_at), *video_pixels = at(video_pixels_at);
@@ -213,6 +214,9 @@ AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples,
   }
   if (hf) {
     if (segments > n) cu[segments] = cu2[segments] = static_cast<std::int32_t>(T);
+    for (std::int64_t k = 0; seq_idx && k < segments; ++k) {
+      std::fill(seq_idx + cu[k], seq_idx + cu[k + 1], static_cast<std::int32_t>(k));
+    }
     std::int64_t max_length = 0;
     for (std::int64_t k = 0; k < segments; ++k) max_length = std::max<std::int64_t>(max_length, cu[k + 1] - cu[k]);
     b.scalars = {{"max_length_q", max_length}, {"max_length_k", max_length}};

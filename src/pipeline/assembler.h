@@ -51,6 +51,10 @@ struct BatchLayout {
   // (video_second_per_grid), its audio clips padded together as `audio_padding` says.
   bool omni = false;
   AudioPadding audio_padding = AudioPadding::kModel;
+  // A model with linear-attention layers (Qwen3.5's Gated DeltaNet): an hf row also carries
+  // seq_idx [1, T] int32, each token's sequence (the tail's its own), which the short
+  // convolution's kernel reads to keep the samples apart (cu_seq_lens_q does not reach it).
+  bool seq_idx = false;
 };
 
 // One image's rows of pixel_values, or one video's of pixel_values_videos: where they come from

@@ -42,7 +42,8 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .video_pad_id = tok.video_pad_id,
                              .audio_pad_id = tok.audio_pad_id,
                              .omni = processor_.audio_model().has_value(),
-                             .audio_padding = audio_padding()};
+                             .audio_padding = audio_padding(),
+                             .seq_idx = has_linear_attention(config_.model)};
     assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }

@@ -49,6 +49,10 @@ inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::siz
   return (tokens + m - 1) / m * m;
 }
 
+// Whether the model's text layers include linear attention (Qwen3.5's Gated DeltaNet), whose
+// packed rows must say each token's sequence (BatchLayout::seq_idx).
+inline bool has_linear_attention(const std::string& model) { return model == "qwen3.5"; }
+
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
 // is the error.
 Result<Settings> check_config(const LoaderConfig& config);

@@ -1,6 +1,6 @@
 """Issue 32: batches as the models train on them. Tiny randomly initialised Qwen2-VL, Qwen2.5-VL,
-Qwen3-VL and Qwen3.5 (tiny_vl.py: width 64, CPU; Qwen3.5's Gated DeltaNet layer reads the packed
-row's cu_seq_lens_q) take a default Loader batch as it is, and give the loss they
+Qwen3-VL and Qwen3.5 (tiny_vl.py: width 64, CPU; Qwen3.5's Gated DeltaNet layers read the packed
+row's cu_seq_lens_q and seq_idx) take a default Loader batch as it is, and give the loss they
 give on transformers' own processor batch of the same samples; a packed row gives the loss of the
 padded batch of its samples (sdpa and eager attention), with the flash-attention arguments
 transformers derives itself; Megatron's THD rows are the padded samples laid out as
@@ -12,6 +12,7 @@ import datagen
 import pytest
 import tiny_vl
 import torch
+import varlen_kernels
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
 import mmfeed
@@ -19,6 +20,7 @@ import mmfeed
 MAX_PIXELS = 100_352  # 128 merged 28x28 patches (Qwen2-VL), 98 of 32x32 (Qwen3-VL)
 SAME = 1e-6  # default batch against the processor's: the same tokens, positions and pixels
 PACKED = 1e-5  # packed against padded, relative: the same sums, in another order
+LOGITS = 1e-5  # a packed row's logits against its padded rows' (within 1, in float32)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +126,7 @@ def padded_of(manifest, family, sample_ids, tmp_path) -> mmfeed.Batch:
     return padded
 
 
-# Qwen3.5's packed rows: test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads.
+# Qwen3.5's packed rows: test_a_packed_qwen3_5_row_trains_as_the_padded_batch_of_its_samples.
 @pytest.mark.parametrize("family", [f for f in tiny_vl.FAMILIES if f != "qwen3.5"])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family, attn, tmp_path):
@@ -146,26 +148,53 @@ def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family
 
 def test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads(manifest, tmp_path):
     """A packed Qwen3.5 row is its samples' padded rows end to end (tokens, labels, mrope positions
-    restarting per sample) with cu_seq_lens_q, which Qwen3.5's Gated DeltaNet layers read to keep
-    the samples apart. transformers runs those layers packed only with flash-linear-attention's
-    Triton kernels (GPU): on a CPU it refuses the row by that name, which shows the row's
-    cu_seq_lens_q reach the layer. The loss of a packed row against its padded batch is the GPU
-    check's (bench/gpu/run.sh)."""
+    restarting per sample) with the two boundaries its Gated DeltaNet layers' kernels read:
+    cu_seq_lens_q (flash-linear-attention's recurrence) and seq_idx (causal_conv1d's short
+    convolution, which cu_seq_lens_q does not reach; the row's tail, padding to a multiple of 64,
+    a sequence of its own). Both kernels are CUDA-only; on a CPU transformers refuses the row by
+    the name of each, which shows each boundary reaches its kernel."""
     model = tiny_vl.tiny_model("qwen3.5")
-    rows = batches(manifest, "qwen3.5", token_budget=2048, pack_window=5)
+    rows = batches(manifest, "qwen3.5", token_budget=2048, pack_window=5, pad_to_multiple_of=64)
     assert any(len(r["sample_ids"]) > 1 for r in rows)
+    assert any(len(r["cu_seq_lens_q"]) == len(r["sample_ids"]) + 2 for r in rows)  # a tail
     for row in rows:
         padded = padded_of(manifest, "qwen3.5", row["sample_ids"], tmp_path)
         keep = padded["attention_mask"].bool()
         assert torch.equal(row["input_ids"][0, : int(keep.sum())], padded["input_ids"][keep])
         assert torch.equal(row["labels"][0, : int(keep.sum())], padded["labels"][keep])
         lengths = keep.sum(dim=1)
-        assert torch.equal(
-            row["cu_seq_lens_q"][: len(lengths) + 1].long(), torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-        )
+        cu = row["cu_seq_lens_q"].long()
+        assert torch.equal(cu[: len(lengths) + 1], torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]))
         assert torch.equal(row["position_ids"][1:, 0, : int(keep.sum())], padded["position_ids"][:, keep])
-    with pytest.raises(ValueError, match="can't keep packed sequences apart without `flash-linear-attention`"):
+        assert row["seq_idx"].dtype == torch.int32 and row["seq_idx"].shape == row["input_ids"].shape
+        assert torch.equal(row["seq_idx"][0].long(), torch.repeat_interleave(torch.arange(len(cu) - 1), cu.diff()))
+    with pytest.raises(ValueError, match="can't keep packed sequences apart without `causal_conv1d`"):
         tiny_vl.model_loss(model, rows[0])
+    without_seq_idx = mmfeed.Batch({k: v for k, v in rows[0].items() if k != "seq_idx"})
+    with pytest.raises(ValueError, match="can't keep packed sequences apart without `flash-linear-attention`"):
+        tiny_vl.model_loss(model, without_seq_idx)
+
+
+def test_a_packed_qwen3_5_row_trains_as_the_padded_batch_of_its_samples(manifest, tmp_path):
+    """With kernels that keep the contracts of causal_conv1d's seq_idx and flash-linear-attention's
+    cu_seqlens (varlen_kernels: transformers' torch paths a sequence at a time), a packed row gives
+    each sample the logits of its padded row, and the padded batch's loss. Without seq_idx the
+    convolution reads the previous sample's last tokens: a sample's first logits move, as they do
+    in transformers on a GPU given no seq_idx (it derives none for the convolution)."""
+    model = tiny_vl.tiny_model("qwen3.5")
+    for row in batches(manifest, "qwen3.5", token_budget=2048, pack_window=5):
+        padded = padded_of(manifest, "qwen3.5", row["sample_ids"], tmp_path)
+        keep = padded["attention_mask"].bool()
+        with torch.no_grad(), varlen_kernels.installed():
+            want = model(**padded.model_inputs()).logits[keep]
+            got = model(**row.model_inputs()).logits[0, : int(keep.sum())]
+            blind = mmfeed.Batch({k: v for k, v in row.items() if k != "seq_idx"})
+            leaked = model(**blind.model_inputs()).logits[0, : int(keep.sum())]
+            packed_loss, padded_loss = tiny_vl.model_loss(model, row).item(), tiny_vl.model_loss(model, padded).item()
+        assert (got - want).abs().max().item() <= LOGITS
+        assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
+        if len(row["sample_ids"]) > 1:
+            assert (leaked - want).abs().max().item() > 1000 * LOGITS
 
 
 def test_packed_labels_never_cross_a_sample_boundary(data):
