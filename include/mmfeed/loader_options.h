@@ -70,7 +70,8 @@ void for_each_loader_option(F&& f) {
     "> 0: pack samples into rows of at most this many tokens (input_ids [1, T], laid out as packed_format says)");
   f("pack_window", &LoaderConfig::pack_window, "samples considered together when packing");
   f("packed_format", &LoaderConfig::packed_format,
-    "packed rows as hf (transformers: position_ids [4, 1, T], cu_seq_lens_q/k) or thd (Megatron's PackedSeqParams, "
+    "packed rows as hf (transformers: position_ids [4, 1, T], cu_seq_lens_q/k; Qwen3.5 also seq_idx) or thd "
+    "(Megatron's PackedSeqParams, "
     "each sample padded to pad_to_multiple_of)");
   f("mrope", &LoaderConfig::mrope,
     "position_ids [3, B, L]: Qwen-VL's 3-D rotary positions (false: none; thd rows: the text row alone)");
