@@ -186,15 +186,15 @@ def test_a_packed_qwen3_5_row_trains_as_the_padded_batch_of_its_samples(manifest
         padded = padded_of(manifest, "qwen3.5", row["sample_ids"], tmp_path)
         keep = padded["attention_mask"].bool()
         with torch.no_grad(), varlen_kernels.installed():
-            want = model(**padded.model_inputs()).logits[keep]
-            got = model(**row.model_inputs()).logits[0, : int(keep.sum())]
-            blind = mmfeed.Batch({k: v for k, v in row.items() if k != "seq_idx"})
-            leaked = model(**blind.model_inputs()).logits[0, : int(keep.sum())]
-            packed_loss, padded_loss = tiny_vl.model_loss(model, row).item(), tiny_vl.model_loss(model, padded).item()
-        assert (got - want).abs().max().item() <= LOGITS
-        assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
-        if len(row["sample_ids"]) > 1:
-            assert (leaked - want).abs().max().item() > 1000 * LOGITS
+            padded_out, packed_out = model(**padded.model_inputs()), model(**row.model_inputs())  # labels: loss too
+            want, got = padded_out.logits[keep], packed_out.logits[0, : int(keep.sum())]
+            assert (got - want).abs().max().item() <= LOGITS
+            packed_loss, padded_loss = packed_out.loss.item(), padded_out.loss.item()
+            assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
+            if len(row["sample_ids"]) > 1:
+                blind = mmfeed.Batch({k: v for k, v in row.items() if k != "seq_idx"})
+                leaked = model(**blind.model_inputs()).logits[0, : int(keep.sum())]
+                assert (leaked - want).abs().max().item() > 1000 * LOGITS
 
 
 def test_packed_labels_never_cross_a_sample_boundary(data):
