@@ -105,7 +105,7 @@ fuzz: setup
 	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DMMFEED_BUILD_FUZZ=ON \
 	  -DMMFEED_BUILD_TESTS=OFF -DMMFEED_BUILD_BENCH=OFF -DMMFEED_BUILD_PYTHON=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS)
-	@for t in decode uri s3_xml chat video manifest shards parquet; do \
+	@for t in decode uri s3_xml chat video audio manifest shards energon_split parquet; do \
 	  mkdir -p build-fuzz/corpus/$$t && cp -n tests/data/corpus/$$t/* build-fuzz/corpus/$$t/ 2>/dev/null; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  (cd build-fuzz && ./$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \

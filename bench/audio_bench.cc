@@ -63,7 +63,7 @@ void BM_DecodeWav(benchmark::State& state) {
   std::memcpy(file.data() + 36, "data", 4);
   put32(40, static_cast<std::uint32_t>(frames * 4));
   for (auto _ : state) {
-    auto w = mmfeed::audio::decode_mono(file, {}, 60);
+    auto w = mmfeed::audio::decode_mono(file, {}, {.max_seconds = 60});
     benchmark::DoNotOptimize(w);
   }
 }

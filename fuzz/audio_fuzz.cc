@@ -15,7 +15,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mmfeed::audio;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  auto wave = decode_mono(bytes, {}, /*max_seconds=*/4.0);  // keep each input cheap
+  auto wave = decode_mono(bytes, {}, {.max_seconds = 4.0, .max_bytes = 16 << 20});  // keep each input cheap
   if (!wave.ok()) return 0;
   if (wave->samples.empty()) std::abort();
   auto resampled = resample(wave->samples, wave->sample_rate, kFeatureRate);

@@ -200,7 +200,7 @@ int run_loader(int argc, char** argv) {
     ++batches;
     samples += b.sample_ids.size();
     tokens += sample_tokens(b);
-    images += static_cast<std::uint64_t>(b.find("image_grid_thw")->shape[0]);
+    if (const Tensor* grids = b.find("image_grid_thw")) images += static_cast<std::uint64_t>(grids->shape[0]);
     if (const Tensor* grids = b.find("video_grid_thw")) {  // frames: temporal groups x temporal_patch_size (2)
       const auto* g = static_cast<const std::int64_t*>(b.data(*grids));
       videos += static_cast<std::uint64_t>(grids->shape[0]);

@@ -47,6 +47,10 @@ struct AudioLoadOptions {
   std::optional<double> start{};  // seconds: audio_start
   std::optional<double> end{};    // seconds: audio_end
   double max_seconds = 3600;      // longer clips (after the crop) are refused before they are decoded
+  // The most bytes the clip may hold while it is loaded: its samples at the file's own rate and,
+  // resampled, at `sampling_rate` (a 384 kHz file holds 24 times its 16 kHz samples). Refused
+  // from the container's stated length before decoding, and before each buffer grows.
+  std::uint64_t max_bytes = UINT64_MAX;
   // Read as qwen-omni-utils reads a video's soundtrack (use_audio_in_video): always through
   // FFmpeg's 16-bit samples, whatever the container.
   bool soundtrack = false;

@@ -155,8 +155,10 @@ struct LoaderConfig {
   std::size_t fetch_inflight = 64;  // GETs in flight, 1 to 4096
   // Limits on sizes that come from outside, checked before memory is committed:
   std::size_t max_object_bytes = std::size_t{512} << 20;  // one image as fetched (declared or read)
-  std::size_t max_manifest_bytes = std::size_t{4} << 30;  // one manifest, fetched and decompressed
-  std::size_t max_images_per_sample = 256;                // images and videos one sample may name
+  // One manifest, fetched and decompressed (a Parquet file's rows as decoded); also a blend
+  // epoch's order, at 20 bytes a draw (blend_samples, source_repeats).
+  std::size_t max_manifest_bytes = std::size_t{4} << 30;
+  std::size_t max_images_per_sample = 256;  // images and videos one sample may name
   // A manifest fetched from http(s):// or s3:// is written by whoever controls that origin: the
   // local files it names (absolute paths, file:// URIs) are refused unless this is true. Local
   // manifests may name anything; relative references in a remote manifest stay remote.

@@ -96,7 +96,9 @@ void for_each_loader_option(F&& f) {
     "bytes held between fetch and trainer; a sample that alone needs more is refused");
   f("fetch_inflight", &LoaderConfig::fetch_inflight, "GETs in flight, 1 to 4096");
   f("max_object_bytes", &LoaderConfig::max_object_bytes, "largest image fetched (declared or read)");
-  f("max_manifest_bytes", &LoaderConfig::max_manifest_bytes, "largest manifest, fetched and decompressed");
+  f("max_manifest_bytes", &LoaderConfig::max_manifest_bytes,
+    "largest manifest, fetched and decompressed (a Parquet file: its rows decoded); also bounds a blend epoch's order, "
+    "20 bytes a draw");
   f("max_images_per_sample", &LoaderConfig::max_images_per_sample, "most images and videos one sample may name");
   f("allow_local_media_from_remote_manifest", &LoaderConfig::allow_local_media_from_remote_manifest,
     "let a manifest fetched from http(s):// or s3:// name local files (absolute paths, file:// URIs)");

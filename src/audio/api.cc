@@ -38,13 +38,24 @@ Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const Au
     return Error(ErrorCode::kInvalidArgument,
                  "load_audio: sampling_rate must be 0 to " + std::to_string(audio::kMaxSampleRate) + " Hz");
   }
-  // A clip within max_seconds may still not fit in memory (768 kHz for an hour is 11 GB): an
+  // A clip within its limits may still not fit in memory (768 kHz for an hour is 11 GB): an
   // error, as every other limit.
   try {
-    auto wave = audio::decode_mono(bytes, {options.start, options.end}, options.max_seconds,
+    auto wave = audio::decode_mono(bytes, {options.start, options.end},
+                                   {.max_seconds = options.max_seconds, .max_bytes = options.max_bytes},
                                    options.soundtrack ? audio::Route::kSoundtrack : audio::Route::kLibrosa);
     if (!wave.ok()) return std::move(wave).error();
     if (options.sampling_rate == 0 || options.sampling_rate == wave->sample_rate) return std::move(wave->samples);
+    const std::uint64_t held = (wave->samples.size() + audio::resampled_length(wave->samples.size(), wave->sample_rate,
+                                                                               options.sampling_rate)) *
+                               sizeof(float);
+    if (held > options.max_bytes) {
+      return Error(ErrorCode::kResourceExhausted,
+                   "audio: " + std::to_string(wave->samples.size()) + " samples at " +
+                       std::to_string(wave->sample_rate) + " Hz and their resampling to " +
+                       std::to_string(options.sampling_rate) + " Hz are " + std::to_string(held) +
+                       " bytes, more than the " + std::to_string(options.max_bytes) + " a clip may hold");
+    }
     return audio::resample(wave->samples, wave->sample_rate, options.sampling_rate);
   } catch (const std::bad_alloc&) {
     return Error(ErrorCode::kResourceExhausted, "audio: the clip's samples do not fit in memory; lower max_seconds");

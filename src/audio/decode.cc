@@ -64,16 +64,22 @@ Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
     return Error(ErrorCode::kInvalidArgument,
                  "audio_start must be a number of seconds >= 0, not " + seconds_text(start));
   }
+  // As librosa: int(offset * sr) frames skipped, int(duration * sr) read. Counts past any clip
+  // (2^61 frames: 95,000 years at 768 kHz) are held at 2^61, so that first + count stays an
+  // int64 and a start that far is past the clip's end, as any start beyond its length is.
+  constexpr double kNoClipHolds = 2305843009213693952.0;  // 2^61
+  const auto frames = [&](double seconds) {
+    return static_cast<std::int64_t>(std::min(seconds * sample_rate, kNoClipHolds));
+  };
   FrameRange range;
-  // As librosa: int(offset * sr) frames skipped, int(duration * sr) read.
-  range.first = static_cast<std::int64_t>(start * sample_rate);
+  range.first = frames(start);
   if (crop.end) {
     const double end = *crop.end;
     if (!std::isfinite(end) || end <= start) {
       return Error(ErrorCode::kInvalidArgument, "audio_end (" + seconds_text(end) +
                                                     " s) must come after audio_start (" + seconds_text(start) + " s)");
     }
-    range.count = static_cast<std::int64_t>((end - start) * sample_rate);
+    range.count = frames(end - start);
   }
   return range;
 }
@@ -83,7 +89,7 @@ Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
 Result<AudioInfo> probe(std::span<const std::byte>) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
-Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, double, Route) {
+Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, const ClipLimits&, Route) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
 
@@ -270,21 +276,32 @@ Result<AudioInfo> probe(std::span<const std::byte> bytes) {
   return info;
 }
 
-Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds, Route route) {
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, const ClipLimits& limits,
+                             Route route) {
   auto opened = open_stream(bytes, route);
   if (!opened.ok()) return std::move(opened).error();
   Stream& s = *opened;
   auto range = frame_range(crop, s.sample_rate);
   if (!range.ok()) return std::move(range).error();
-  const std::int64_t limit = static_cast<std::int64_t>(max_seconds * s.sample_rate);
+  // The frames a clip may hold: max_seconds of them, and no more than max_bytes of samples.
+  const std::int64_t by_seconds = static_cast<std::int64_t>(limits.max_seconds * s.sample_rate);
+  const std::int64_t by_bytes = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(limits.max_bytes / sizeof(float), static_cast<std::uint64_t>(INT64_MAX)));
+  const std::int64_t limit = std::min(by_seconds, by_bytes);
   const std::int64_t stated = static_cast<std::int64_t>(s.stated_seconds * s.sample_rate);
   // The frames the crop will hold, as far as the container says (0: it does not say).
   std::int64_t planned = std::max<std::int64_t>(stated - range->first, 0);
   if (range->count >= 0) planned = stated > 0 ? std::min(range->count, planned) : range->count;
   const auto too_long = [&](std::int64_t frames) {
-    return Error(ErrorCode::kResourceExhausted, "audio: " + seconds_text(static_cast<double>(frames) / s.sample_rate) +
-                                                    " s to load, over the limit of " + seconds_text(max_seconds) +
-                                                    " s (max_seconds)");
+    const std::string seconds = seconds_text(static_cast<double>(frames) / s.sample_rate);
+    if (frames > by_seconds) {
+      return Error(ErrorCode::kResourceExhausted, "audio: " + seconds + " s to load, over the limit of " +
+                                                      seconds_text(limits.max_seconds) + " s (max_seconds)");
+    }
+    return Error(ErrorCode::kResourceExhausted,
+                 "audio: " + seconds + " s at " + std::to_string(s.sample_rate) + " Hz are " +
+                     std::to_string(static_cast<std::uint64_t>(frames) * sizeof(float)) +
+                     " bytes of samples, more than the " + std::to_string(limits.max_bytes) + " a clip may hold");
   };
   if (planned > limit) return too_long(planned);
 
@@ -316,8 +333,12 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
     const std::int64_t from = std::max(range->first, position);
     const std::int64_t to = std::min(end, position + f->nb_samples);
     if (to > from) {
-      if (static_cast<std::int64_t>(out.samples.size()) + (to - from) > limit) {
-        return too_long(static_cast<std::int64_t>(out.samples.size()) + (to - from));
+      const std::int64_t held = static_cast<std::int64_t>(out.samples.size()) + (to - from);
+      if (held > limit) return too_long(held);
+      // Grown as a vector grows, but never past the limit: what is held stays what was checked.
+      if (static_cast<std::size_t>(held) > out.samples.capacity()) {
+        const auto doubled = static_cast<std::int64_t>(2 * out.samples.capacity());
+        out.samples.reserve(static_cast<std::size_t>(std::min(limit, std::max(held, doubled))));
       }
       to_float(f, s.channels, s.via_int16, interleaved);
       const std::size_t first = out.samples.size();

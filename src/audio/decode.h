@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -34,9 +35,17 @@ struct Waveform {
 
 Result<AudioInfo> probe(std::span<const std::byte> bytes);
 
-// `max_seconds` bounds the cropped clip: refused from the container's stated duration before
-// decoding, and again while decoding (a container may understate it).
-Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, double max_seconds,
+// What one clip may take: its length after the crop, and the bytes of its mono float32 samples
+// at the file's own rate (what the decoder holds, whatever rate they are resampled to later).
+struct ClipLimits {
+  double max_seconds = 3600;
+  std::uint64_t max_bytes = UINT64_MAX;
+};
+
+// The limits bound the cropped clip: refused from the container's stated duration before
+// decoding, and again before each decoded frame is kept (a container may understate it); the
+// samples' buffer never grows past them.
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, const ClipLimits& limits,
                              Route route = Route::kLibrosa);
 
 // Averages `channels` interleaved channels of `frames` frames into `out` as numpy's mean over the

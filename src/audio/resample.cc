@@ -2,6 +2,7 @@
 
 #include <soxr.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -23,9 +24,7 @@ Result<std::vector<float>> resample(std::span<const float> samples, int from_rat
                                                   std::to_string(to_rate));
   }
   if (from_rate == to_rate) return std::vector<float>(samples.begin(), samples.end());
-  // librosa: ratio = float(target_sr) / orig_sr; n_samples = int(np.ceil(n * ratio)).
-  const double ratio = static_cast<double>(to_rate) / from_rate;
-  const auto wanted = static_cast<std::size_t>(std::ceil(static_cast<double>(samples.size()) * ratio));
+  const std::size_t wanted = resampled_length(samples.size(), from_rate, to_rate);
   soxr_error_t error = nullptr;
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
   const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
@@ -36,8 +35,20 @@ Result<std::vector<float>> resample(std::span<const float> samples, int from_rat
   }
   // Room for what the input and the flush make: libsoxr yields at most ceil(n * ratio) + a few.
   std::vector<float> out(wanted + 64);
-  std::size_t used = 0, made = 0;
-  error = soxr_process(soxr.get(), samples.data(), samples.size(), &used, out.data(), out.size(), &made);
+  // The input in pieces: libsoxr queues what one call gives it in a buffer it grows without
+  // checking the allocation (a clip of gigabytes crashed it), and the same stream in pieces
+  // makes the same samples.
+  constexpr std::size_t kPiece = std::size_t{1} << 16;
+  std::size_t made = 0;
+  for (std::size_t at = 0; at < samples.size() && error == nullptr;) {
+    const std::size_t piece = std::min(kPiece, samples.size() - at);
+    std::size_t used = 0, produced = 0;
+    error =
+        soxr_process(soxr.get(), samples.data() + at, piece, &used, out.data() + made, out.size() - made, &produced);
+    at += used;
+    made += produced;
+    if (error == nullptr && used == 0 && produced == 0) error = "no progress";
+  }
   std::size_t flushed = 0;
   if (error == nullptr) {
     error = soxr_process(soxr.get(), nullptr, 0, nullptr, out.data() + made, out.size() - made, &flushed);

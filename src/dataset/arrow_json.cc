@@ -1,5 +1,6 @@
 #include "dataset/arrow_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <type_traits>
@@ -26,30 +27,40 @@ void append_number(std::string& out, const arrow::Array& a, std::int64_t i) {
 
 }  // namespace
 
-// Value `i` of `a` as JSON: numbers, booleans, strings, lists, structs (objects), dictionary
-// values; a type JSON has no form for (binary, temporal, ...) as null.
-void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) {
+namespace {
+
+// A string value, unless even unescaped it would pass `limit`.
+bool append_string(std::string& out, std::string_view v, std::size_t limit) {
+  if (v.size() > limit - std::min(limit, out.size())) return false;
+  append_json_string(out, v);
+  return out.size() <= limit;
+}
+
+}  // namespace
+
+bool append_json_value(std::string& out, const arrow::Array& a, std::int64_t i, std::size_t limit) {
+  if (out.size() > limit) return false;
   if (a.IsNull(i)) {
     out += "null";
-    return;
+    return true;
   }
   switch (a.type_id()) {
-    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray&>(a).Value(i) ? "true" : "false"; return;
-    case arrow::Type::INT8: return append_number<arrow::Int8Array>(out, a, i);
-    case arrow::Type::INT16: return append_number<arrow::Int16Array>(out, a, i);
-    case arrow::Type::INT32: return append_number<arrow::Int32Array>(out, a, i);
-    case arrow::Type::INT64: return append_number<arrow::Int64Array>(out, a, i);
-    case arrow::Type::UINT8: return append_number<arrow::UInt8Array>(out, a, i);
-    case arrow::Type::UINT16: return append_number<arrow::UInt16Array>(out, a, i);
-    case arrow::Type::UINT32: return append_number<arrow::UInt32Array>(out, a, i);
-    case arrow::Type::UINT64: return append_number<arrow::UInt64Array>(out, a, i);
-    case arrow::Type::FLOAT: return append_number<arrow::FloatArray>(out, a, i);
-    case arrow::Type::DOUBLE: return append_number<arrow::DoubleArray>(out, a, i);
-    case arrow::Type::STRING: return append_json_string(out, static_cast<const arrow::StringArray&>(a).GetView(i));
+    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray&>(a).Value(i) ? "true" : "false"; return true;
+    case arrow::Type::INT8: append_number<arrow::Int8Array>(out, a, i); return true;
+    case arrow::Type::INT16: append_number<arrow::Int16Array>(out, a, i); return true;
+    case arrow::Type::INT32: append_number<arrow::Int32Array>(out, a, i); return true;
+    case arrow::Type::INT64: append_number<arrow::Int64Array>(out, a, i); return true;
+    case arrow::Type::UINT8: append_number<arrow::UInt8Array>(out, a, i); return true;
+    case arrow::Type::UINT16: append_number<arrow::UInt16Array>(out, a, i); return true;
+    case arrow::Type::UINT32: append_number<arrow::UInt32Array>(out, a, i); return true;
+    case arrow::Type::UINT64: append_number<arrow::UInt64Array>(out, a, i); return true;
+    case arrow::Type::FLOAT: append_number<arrow::FloatArray>(out, a, i); return true;
+    case arrow::Type::DOUBLE: append_number<arrow::DoubleArray>(out, a, i); return true;
+    case arrow::Type::STRING: return append_string(out, static_cast<const arrow::StringArray&>(a).GetView(i), limit);
     case arrow::Type::LARGE_STRING:
-      return append_json_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i));
+      return append_string(out, static_cast<const arrow::LargeStringArray&>(a).GetView(i), limit);
     case arrow::Type::STRING_VIEW:
-      return append_json_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i));
+      return append_string(out, static_cast<const arrow::StringViewArray&>(a).GetView(i), limit);
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST:
     case arrow::Type::FIXED_SIZE_LIST: {
@@ -68,10 +79,10 @@ void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) 
       out += '[';
       for (std::int64_t k = begin; k < end; ++k) {
         if (k > begin) out += ',';
-        append_json_value(out, *values, k);
+        if (!append_json_value(out, *values, k, limit)) return false;
       }
       out += ']';
-      return;
+      return true;
     }
     case arrow::Type::STRUCT: {
       const auto& s = static_cast<const arrow::StructArray&>(a);
@@ -80,22 +91,26 @@ void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i) 
         if (f > 0) out += ',';
         append_json_string(out, s.struct_type()->field(f)->name());
         out += ':';
-        append_json_value(out, *s.field(f), i);
+        if (!append_json_value(out, *s.field(f), i, limit)) return false;
       }
       out += '}';
-      return;
+      return true;
     }
     case arrow::Type::DICTIONARY: {
       const auto& d = static_cast<const arrow::DictionaryArray&>(a);
-      return append_json_value(out, *d.dictionary(), d.GetValueIndex(i));
+      return append_json_value(out, *d.dictionary(), d.GetValueIndex(i), limit);
     }
-    default: out += "null"; return;
+    default: out += "null"; return true;
   }
 }
 
 // Text of a string column that is JSON (a conversation stored as a JSON string), else nullopt.
 std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i) {
   if (a.IsNull(i)) return std::nullopt;
+  if (a.type_id() == arrow::Type::DICTIONARY) {
+    const auto& d = static_cast<const arrow::DictionaryArray&>(a);
+    return json_text_of(*d.dictionary(), d.GetValueIndex(i));
+  }
   std::string_view v;
   if (a.type_id() == arrow::Type::STRING) {
     v = static_cast<const arrow::StringArray&>(a).GetView(i);

@@ -5,11 +5,12 @@
 //
 // Example:
 //   std::string line;
-//   append_json_value(line, *table->column(0)->chunk(0), row);  // "\"s7\"", 42, [1,2], {"a":1}, null
+//   append_json_value(line, *table->column(0)->chunk(0), row, limit);  // "\"s7\"", 42, [1,2], {"a":1}, null
 #pragma once
 
 #include <arrow/array.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,10 +18,13 @@
 
 namespace mmfeed::dataset {
 
-// Value `i` of `a` as JSON, appended to `out`.
-void append_json_value(std::string& out, const arrow::Array& a, std::int64_t i);
+// Value `i` of `a` as JSON, appended to `out`; false, with `out` cut short, as soon as `out`
+// would pass `limit` bytes (a string is checked before it is copied: one dictionary value
+// referenced by every row must not be copied past the limit first).
+bool append_json_value(std::string& out, const arrow::Array& a, std::int64_t i, std::size_t limit);
 
-// Value `i` of a string column as raw JSON text when it is an object or a list, else nullopt.
+// Value `i` of a string column (plain, or read as a dictionary) as raw JSON text when it is an
+// object or a list, else nullopt.
 std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i);
 
 // Whether a column of this name holds the conversation ("messages", "conversations", "conversation").

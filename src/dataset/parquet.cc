@@ -18,6 +18,7 @@
 
 #include "dataset/arrow_file.h"
 #include "dataset/arrow_json.h"
+#include "dataset/arrow_pool.h"
 #include "dataset/shards.h"
 #include "mmfeed/json.h"
 #include "storage/fetcher.h"
@@ -42,13 +43,19 @@ Error arrow_error(const arrow::Status& s, const std::string& where) {
 // An image column: an Image() struct<bytes, path>, or a list of them.
 enum class ImageColumn { kNone, kOne, kList };
 
+// A field's type, or a dictionary's value type (strings stored by dictionary are read as one).
+arrow::Type::type value_type_id(const arrow::DataType& t) {
+  return t.id() == arrow::Type::DICTIONARY ? static_cast<const arrow::DictionaryType&>(t).value_type()->id() : t.id();
+}
+
 bool is_image_struct(const arrow::DataType& t) {
   if (t.id() != arrow::Type::STRUCT || t.num_fields() != 2) return false;
   const auto& s = static_cast<const arrow::StructType&>(t);
   const auto bytes = s.GetFieldByName("bytes"), path = s.GetFieldByName("path");
-  return bytes && path &&
-         (bytes->type()->id() == arrow::Type::BINARY || bytes->type()->id() == arrow::Type::LARGE_BINARY) &&
-         (path->type()->id() == arrow::Type::STRING || path->type()->id() == arrow::Type::LARGE_STRING);
+  if (!bytes || !path) return false;
+  const arrow::Type::type b = value_type_id(*bytes->type()), p = value_type_id(*path->type());
+  return (b == arrow::Type::BINARY || b == arrow::Type::LARGE_BINARY) &&
+         (p == arrow::Type::STRING || p == arrow::Type::LARGE_STRING);
 }
 
 ImageColumn image_column(const arrow::DataType& t) {
@@ -122,18 +129,50 @@ Result<ChunkPages> pages_of(parquet::ParquetFileReader& file, const parquet::Col
   return out;
 }
 
-// The files of one source, read into `m`.
+// The bytes a leaf column's `values` take once decoded, past its pages' own bytes: a fixed-width
+// value's width, a string's offset (or, read as a dictionary, its index). A run-length or
+// dictionary page states a million values in a few bytes.
+std::uint64_t decoded_bytes_per_value(const parquet::ColumnDescriptor& column) {
+  switch (column.physical_type()) {
+    case parquet::Type::BOOLEAN: return 1;
+    case parquet::Type::INT32:
+    case parquet::Type::FLOAT:
+    case parquet::Type::BYTE_ARRAY: return 4;
+    case parquet::Type::INT96: return 12;
+    case parquet::Type::FIXED_LEN_BYTE_ARRAY: return static_cast<std::uint64_t>(std::max(column.type_length(), 1));
+    default: return 8;
+  }
+}
+
+// The error for a file whose decoding `pool` refused: its columns (or image pages) decode to
+// more than the limit, whatever their encoded sizes said.
+Error decoded_too_large(const LimitedPool& pool, const std::string& what, const std::string& option,
+                        const std::string& where) {
+  return Error(ErrorCode::kResourceExhausted,
+               what + " decode to more than " + option + " (" + std::to_string(pool.limit()) +
+                   " bytes: " + std::to_string(pool.refused()) + " asked for); split it, or raise the limit",
+               where);
+}
+
+// The files of one source, read into `m`. `pool` holds what Arrow decodes, for all the source's
+// files at once, within max_manifest_bytes.
 class ParquetReader {
  public:
-  ParquetReader(Manifest& m, std::size_t limit, std::uint32_t manifest, std::vector<ManifestLine>& lines)
-      : m_(m), limit_(limit), manifest_(manifest), lines_(lines) {}
+  ParquetReader(Manifest& m, std::size_t limit, LimitedPool& pool, std::uint32_t manifest,
+                std::vector<ManifestLine>& lines)
+      : m_(m), limit_(limit), pool_(pool), manifest_(manifest), lines_(lines) {}
 
   Status read_file(std::uint32_t index, std::shared_ptr<arrow::io::RandomAccessFile> source, const std::string& name) {
+    Status st = ok_status();
     try {
-      return read_file_or_throw(index, std::move(source), name);
+      st = read_file_or_throw(index, std::move(source), name);
     } catch (const std::exception& e) {  // parquet reports damage by exceptions
-      return Error(ErrorCode::kCorruptData, e.what(), name);
+      st = Error(ErrorCode::kCorruptData, e.what(), name);
     }
+    if (!st.ok() && pool_.refused() > 0) {
+      return decoded_too_large(pool_, "its columns other than the images' bytes", "max_manifest_bytes", name);
+    }
+    return st;
   }
 
  private:
@@ -147,10 +186,23 @@ class ParquetReader {
   Status read_file_or_throw(std::uint32_t index, std::shared_ptr<arrow::io::RandomAccessFile> source,
                             const std::string& name) {
     MMFEED_RETURN_IF_ERROR(check_footer(*source, name));
-    std::unique_ptr<parquet::ParquetFileReader> file = parquet::ParquetFileReader::Open(std::move(source));
+    std::unique_ptr<parquet::ParquetFileReader> file =
+        parquet::ParquetFileReader::Open(std::move(source), parquet::ReaderProperties(&pool_));
     const std::shared_ptr<parquet::FileMetaData> meta = file->metadata();
     parquet::ParquetFileReader& raw = *file;
-    auto made = parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(file));
+    // Strings stored by dictionary are read as one: a value that every row references is held
+    // once, as the file holds it, not once a row.
+    parquet::ArrowReaderProperties properties;
+    for (int g = 0; g < meta->num_row_groups(); ++g) {
+      const auto rg = meta->RowGroup(g);
+      for (int c = 0; c < rg->num_columns(); ++c) {
+        if (meta->schema()->Column(c)->physical_type() == parquet::Type::BYTE_ARRAY &&
+            rg->ColumnChunk(c)->has_dictionary_page()) {
+          properties.set_read_dictionary(c, true);
+        }
+      }
+    }
+    auto made = parquet::arrow::FileReader::Make(&pool_, std::move(file), properties);
     if (!made.ok()) return arrow_error(made.status(), name);
     std::unique_ptr<parquet::arrow::FileReader> reader = std::move(made).ValueOrDie();
     std::shared_ptr<arrow::Schema> schema;
@@ -171,17 +223,21 @@ class ParquetReader {
         leaves.push_back(c);
       }
     }
-    // The columns read at open are bounded before they are read.
+    // The columns read at open are bounded before they are read: their pages' bytes, and what
+    // their values take decoded (the pool then counts what decoding really holds).
     for (int g = 0; g < meta->num_row_groups(); ++g) {
       const auto rg = meta->RowGroup(g);
-      for (int c : leaves)
-        read_bytes_ +=
-            static_cast<std::uint64_t>(std::max<std::int64_t>(0, rg->ColumnChunk(c)->total_uncompressed_size()));
+      for (int c : leaves) {
+        const auto chunk = rg->ColumnChunk(c);
+        read_bytes_ += static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk->total_uncompressed_size())) +
+                       static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk->num_values())) *
+                           decoded_bytes_per_value(*pschema.Column(c));
+      }
     }
     if (read_bytes_ > limit_) {
       return Error(ErrorCode::kResourceExhausted,
                    "its columns other than the images' bytes hold " + std::to_string(read_bytes_) +
-                       " bytes, more than max_manifest_bytes (" + std::to_string(limit_) +
+                       " bytes decoded, more than max_manifest_bytes (" + std::to_string(limit_) +
                        "); split it, or raise the limit",
                    name);
     }
@@ -254,6 +310,9 @@ class ParquetReader {
                    const std::string& name) {
     std::string& out = m_.text;
     const std::size_t start = out.size();
+    // The row may take what the source's pool has left: its files' text and what Arrow decodes
+    // for them share max_manifest_bytes.
+    const std::size_t row_limit = start + static_cast<std::size_t>(std::max<std::int64_t>(0, pool_.left()));
     ShardSample sample{std::to_string(file_row), file, 0, m_.members.size(), std::nullopt};
     const auto r = static_cast<std::int64_t>(row);
     out += '{';
@@ -268,11 +327,15 @@ class ParquetReader {
       append_json_string(out, col.name);
       out += ':';
       if (col.image == ImageColumn::kNone) {
+        // Checked before each value is copied: a row's cells decode to what the footer never said.
+        bool within = true;
         if (auto text = is_conversation_column(col.name) ? json_text_of(a, r) : std::nullopt) {
-          out += *text;
+          within = text->size() <= row_limit - std::min(row_limit, out.size());
+          if (within) out += *text;
         } else {
-          append_json_value(out, a, r);
+          within = append_json_value(out, a, r, row_limit);
         }
+        if (!within) return rows_too_large(name + "[" + std::to_string(file_row) + "]");
         continue;
       }
       // An image column as read: struct<path>, or a list of them.
@@ -297,7 +360,9 @@ class ParquetReader {
         if (e > 0) out += ',';
         if (!embedded[k]) {  // the file holds paths only
           if (path && !structs->IsNull(begin + e)) {
-            append_json_value(out, *path, begin + e);
+            if (!append_json_value(out, *path, begin + e, row_limit)) {
+              return rows_too_large(name + "[" + std::to_string(file_row) + "]");
+            }
           } else {
             out += "null";
           }
@@ -313,11 +378,8 @@ class ParquetReader {
       if (col.image == ImageColumn::kList) out += ']';
     }
     out += '}';
-    if (out.size() > limit_) {
-      return Error(ErrorCode::kResourceExhausted,
-                   "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit_) +
-                       "); split it, or raise the limit",
-                   name + "[" + std::to_string(file_row) + "]");
+    if (out.size() > row_limit || !pool_.charge(static_cast<std::int64_t>(out.size() - start))) {
+      return rows_too_large(name + "[" + std::to_string(file_row) + "]");
     }
     out += '\n';
     const std::size_t length = out.size() - 1 - start;
@@ -330,8 +392,16 @@ class ParquetReader {
     return ok_status();
   }
 
+  Error rows_too_large(const std::string& where) const {
+    return Error(ErrorCode::kResourceExhausted,
+                 "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit_) +
+                     "); split it, or raise the limit",
+                 where);
+  }
+
   Manifest& m_;
   const std::size_t limit_;
+  LimitedPool& pool_;
   const std::uint32_t manifest_;
   std::vector<ManifestLine>& lines_;
   std::uint64_t read_bytes_ = 0;  // of the columns read at open
@@ -344,7 +414,7 @@ struct FilePart {
   Status status = ok_status();
 };
 
-void read_part_or_throw(const std::string& path, std::size_t limit, const storage::S3Options& s3,
+void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
                         std::uint32_t manifest, FilePart& part) {
   auto uri = storage::parse_uri(path);
   if (!uri.ok()) {
@@ -361,16 +431,16 @@ void read_part_or_throw(const std::string& path, std::size_t limit, const storag
     part.status = file.error();
     return;
   }
-  part.status = ParquetReader(part.rows, limit, manifest, part.lines).read_file(0, std::move(file).value(), name);
+  part.status = ParquetReader(part.rows, limit, pool, manifest, part.lines).read_file(0, std::move(file).value(), name);
   part.rows.shards.push_back(Shard{std::move(uri).value(), name});
 }
 
 // One file read on a thread of its own: what it cannot get (a thread of the fetcher, memory) is
 // its error, not the process's end.
-void read_part(const std::string& path, std::size_t limit, const storage::S3Options& s3, std::uint32_t manifest,
-               FilePart& part) {
+void read_part(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
+               std::uint32_t manifest, FilePart& part) {
   try {
-    read_part_or_throw(path, limit, s3, manifest, part);
+    read_part_or_throw(path, limit, pool, s3, manifest, part);
   } catch (const std::exception& e) {
     part.status =
         Error(ErrorCode::kResourceExhausted, std::string("cannot read it: ") + e.what(), storage::redact_uri(path));
@@ -414,6 +484,9 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t limit, cons
   m.name = storage::redact_uri(source);
   m.parquet = true;
   MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
+  // What reading the source holds at once -- its rows' text and the row groups being decoded,
+  // counted as Arrow allocates them -- stays within max_manifest_bytes.
+  LimitedPool pool(static_cast<std::int64_t>(std::min<std::uint64_t>(limit, INT64_MAX)));
   // Files are opened kFilesAtOnce at a time, each on a thread of its own (a remote file's footer,
   // page index and columns are several reads, one after another), and merged in order.
   constexpr std::size_t kFilesAtOnce = 16;
@@ -424,7 +497,7 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t limit, cons
     Status started = ok_status();
     for (std::size_t k = 0; k < count; ++k) {
       try {
-        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::cref(s3), manifest,
+        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::ref(pool), std::cref(s3), manifest,
                              std::ref(parts[k]));
       } catch (const std::system_error& e) {
         started = Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what(), m.name);
@@ -455,15 +528,19 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t limit, cons
 }
 
 Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
-                                         std::vector<std::byte>& out) {
+                                         std::uint64_t max_bytes, std::vector<std::byte>& out) {
   const ParquetChunk& chunk = *cell.chunk;
   const std::string where = chunk.column + " of row " + std::to_string(cell.row);
+  // The decompressed pages and the decoded values: a page's header may say it inflates a
+  // thousandfold, and the decompressor is handed a buffer of that size.
+  LimitedPool pool(static_cast<std::int64_t>(std::min<std::uint64_t>(max_bytes, INT64_MAX)));
+  const auto refused = [&] { return decoded_too_large(pool, "its pages", "max_object_bytes", where); };
   try {
     auto stream = std::make_shared<arrow::io::BufferReader>(std::make_shared<arrow::Buffer>(
         reinterpret_cast<const std::uint8_t*>(pages.data()), static_cast<std::int64_t>(pages.size())));
     std::unique_ptr<parquet::PageReader> pager = parquet::PageReader::Open(
-        stream, chunk.num_values, chunk.codec, parquet::default_reader_properties(), *chunk.descr);
-    std::shared_ptr<parquet::ColumnReader> column = parquet::ColumnReader::Make(chunk.descr, std::move(pager));
+        stream, chunk.num_values, chunk.codec, parquet::ReaderProperties(&pool), *chunk.descr);
+    std::shared_ptr<parquet::ColumnReader> column = parquet::ColumnReader::Make(chunk.descr, std::move(pager), &pool);
     auto& reader = static_cast<parquet::ByteArrayReader&>(*column);
     const std::int16_t max_def = chunk.descr->max_definition_level(), max_rep = chunk.descr->max_repetition_level();
     const std::uint64_t target = cell.row - cell.first_row;
@@ -490,6 +567,12 @@ Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<cons
         if (record == target && element == cell.element) {
           if (!present) return Error(ErrorCode::kCorruptData, "the image's bytes are null", where);
           const parquet::ByteArray& b = values[v];
+          if (b.len > max_bytes) {
+            return Error(ErrorCode::kResourceExhausted,
+                         "the image's bytes are " + std::to_string(b.len) + ", more than max_object_bytes (" +
+                             std::to_string(max_bytes) + ")",
+                         where);
+          }
           const storage::ByteRange place{out.size(), b.len};
           const auto* p = reinterpret_cast<const std::byte*>(b.ptr);
           out.insert(out.end(), p, p + b.len);
@@ -505,6 +588,7 @@ Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<cons
                      ")",
                  where);
   } catch (const std::exception& e) {
+    if (pool.refused() > 0) return refused();
     return Error(ErrorCode::kCorruptData, e.what(), where);
   }
 }

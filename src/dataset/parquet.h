@@ -38,15 +38,19 @@ namespace mmfeed::dataset {
 bool is_parquet_source(std::string_view path);
 
 // Reads the files `source` names into one manifest, manifest number `manifest`, each row a sample
-// (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns read at open
-// and the text written from them. Errors name the file (and the row group or row).
+// (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns read at open,
+// as the footer states them and as they really decode (every Arrow allocation counted), and the
+// text written from them, all files of the source together. Errors name the file (and the row
+// group or row).
 Result<Manifest> read_parquet(const std::string& source, std::size_t limit, const storage::S3Options& s3,
                               std::uint32_t manifest, std::vector<ManifestLine>& lines);
 
 // Cell `cell`'s bytes decoded from `pages`, the bytes of its MediaSource's range: appended to
 // `out`, their place in it returned. A null cell, or pages that do not hold the cell's row, are
-// errors (kCorruptData) naming the column and the row.
+// errors (kCorruptData) naming the column and the row; pages that decompress (or a value that
+// decodes) past `max_bytes` are refused when the decoder asks for the memory, before it is
+// committed (kResourceExhausted).
 Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
-                                         std::vector<std::byte>& out);
+                                         std::uint64_t max_bytes, std::vector<std::byte>& out);
 
 }  // namespace mmfeed::dataset

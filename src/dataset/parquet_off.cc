@@ -18,7 +18,8 @@ Result<Manifest> read_parquet(const std::string& source, std::size_t, const stor
   return no_parquet(source);
 }
 
-Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte>, std::vector<std::byte>&) {
+Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte>, std::uint64_t,
+                                         std::vector<std::byte>&) {
   return no_parquet("row " + std::to_string(cell.row));
 }
 

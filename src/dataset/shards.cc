@@ -296,80 +296,161 @@ bool is_shard_source(std::string_view path) {
   return bare.ends_with(".tar");
 }
 
-Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
-  std::vector<std::string> out{""};
+namespace {
+
+// A pattern as an error shows it: its first 200 bytes (one may be 20 KB of name).
+std::string shown(std::string_view pattern) {
+  constexpr std::size_t kShown = 200;
+  if (pattern.size() <= kShown) return std::string(pattern);
+  return std::string(pattern.substr(0, kShown)) + "... (" + std::to_string(pattern.size()) + " bytes)";
+}
+
+// One part of a brace pattern: plain text, or a group of alternatives (listed, or a range).
+struct PatternPart {
+  std::string_view plain;               // a plain part's text
+  bool range = false;                   // a group lo..hi, else a list of `items`
+  std::vector<std::string_view> items;  // a list's
+  std::uint64_t lo = 0, hi = 0;         // a range's bounds
+  std::size_t width = 0;                // a range's zero-padded width (0: none)
+  std::uint64_t alternatives = 0;       // 0: a plain part
+  std::uint64_t item_bytes = 0;         // the alternatives' lengths summed
+
+  std::string item(std::uint64_t k) const {
+    if (!range) return std::string(items[k]);
+    std::string digits = std::to_string(lo + k);
+    if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+    return digits;
+  }
+};
+
+// The characters of the numbers lo..hi in decimal, each padded to `width`: by their digit
+// counts, not one by one.
+std::uint64_t range_bytes(std::uint64_t lo, std::uint64_t hi, std::size_t width) {
+  std::uint64_t total = 0, low = 0, high = 9;  // [low, high]: the numbers of `digits` digits
+  for (std::uint64_t digits = 1;; ++digits) {
+    const std::uint64_t a = std::max(lo, low), b = std::min(hi, high);
+    if (a <= b) total += (b - a + 1) * std::max<std::uint64_t>(digits, width);
+    if (high >= hi) return total;
+    low = high + 1;
+    high = high > (UINT64_MAX - 9) / 10 ? UINT64_MAX : high * 10 + 9;
+  }
+}
+
+Result<std::vector<PatternPart>> parse_pattern(std::string_view pattern) {
+  std::vector<PatternPart> parts;
   std::size_t at = 0;
   while (at < pattern.size()) {
     const std::size_t open = pattern.find('{', at);
     const std::size_t stray = pattern.find('}', at);
     if (stray < open) {
       return Error(ErrorCode::kInvalidArgument, "a '}' without its '{' at byte " + std::to_string(stray),
-                   std::string(pattern));
+                   shown(pattern));
     }
-    const std::string_view plain =
-        pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at);
-    for (std::string& s : out) s += plain;
+    parts.push_back({.plain = pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at)});
     if (open == std::string_view::npos) break;
     const std::size_t close = pattern.find('}', open);
     if (close == std::string_view::npos) {
-      return Error(ErrorCode::kInvalidArgument, "a '{' not closed at byte " + std::to_string(open),
-                   std::string(pattern));
+      return Error(ErrorCode::kInvalidArgument, "a '{' not closed at byte " + std::to_string(open), shown(pattern));
     }
     const std::string_view group = pattern.substr(open + 1, close - open - 1);
     if (group.find('{') != std::string_view::npos) {
-      return Error(ErrorCode::kInvalidArgument, "nested braces are not supported", std::string(pattern));
+      return Error(ErrorCode::kInvalidArgument, "nested braces are not supported", shown(pattern));
     }
-    std::vector<std::string> items;
+    PatternPart part;
     if (const std::size_t dots = group.find(".."); dots != std::string_view::npos) {
       const std::string_view a = group.substr(0, dots), b = group.substr(dots + 2);
-      std::uint64_t lo = 0, hi = 0;
-      const auto ra = std::from_chars(a.data(), a.data() + a.size(), lo);
-      const auto rb = std::from_chars(b.data(), b.data() + b.size(), hi);
+      const auto ra = std::from_chars(a.data(), a.data() + a.size(), part.lo);
+      const auto rb = std::from_chars(b.data(), b.data() + b.size(), part.hi);
       if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
           rb.ptr != b.data() + b.size()) {
         return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} is not two integers",
-                     std::string(pattern));
+                     shown(pattern));
       }
-      if (hi < lo) {
-        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} descends",
-                     std::string(pattern));
+      if (part.hi < part.lo) {
+        return Error(ErrorCode::kInvalidArgument, "the range {" + std::string(group) + "} descends", shown(pattern));
       }
-      if (hi - lo >= kMaxShardsPerSource) {
+      if (part.hi - part.lo >= kMaxShardsPerSource) {
         return Error(
             ErrorCode::kInvalidArgument,
             "the range {" + std::string(group) + "} names more than " + std::to_string(kMaxShardsPerSource) + " shards",
-            std::string(pattern));
+            shown(pattern));
       }
       const bool pad = (a.size() > 1 && a[0] == '0') || (b.size() > 1 && b[0] == '0');
-      const std::size_t width = pad ? std::max(a.size(), b.size()) : 0;
-      for (std::uint64_t v = lo; v <= hi; ++v) {
-        std::string digits = std::to_string(v);
-        if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
-        items.push_back(std::move(digits));
-      }
+      part.range = true;
+      part.width = pad ? std::max(a.size(), b.size()) : 0;
+      part.alternatives = part.hi - part.lo + 1;
+      part.item_bytes = range_bytes(part.lo, part.hi, part.width);
     } else {
       std::size_t from = 0;
       for (;;) {
         const std::size_t comma = group.find(',', from);
-        items.emplace_back(group.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+        part.items.push_back(
+            group.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+        part.item_bytes += part.items.back().size();
         if (comma == std::string_view::npos) break;
         from = comma + 1;
       }
+      part.alternatives = part.items.size();
     }
-    if (out.size() * items.size() > kMaxShardsPerSource) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "the pattern names more than " + std::to_string(kMaxShardsPerSource) + " shards",
-                   std::string(pattern));
-    }
-    std::vector<std::string> next;
-    next.reserve(out.size() * items.size());
-    for (const std::string& prefix : out) {
-      for (const std::string& item : items) next.push_back(prefix + item);
-    }
-    out = std::move(next);
+    parts.push_back(std::move(part));
     at = close + 1;
   }
+  return parts;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> expand_braces(std::string_view pattern, NameBudget& budget) {
+  MMFEED_ASSIGN_OR_RETURN(std::vector<PatternPart> parts, parse_pattern(pattern));
+  // What the names will hold, counted before any is made: each part multiplies the names before
+  // it by its alternatives. Sums saturate past the budget (they are only compared with it).
+  const auto cap = [](unsigned __int128 v) {
+    return static_cast<std::uint64_t>(std::min<unsigned __int128>(v, UINT64_MAX));
+  };
+  std::uint64_t names = 1, bytes = 0;
+  for (const PatternPart& p : parts) {
+    if (p.alternatives == 0) {
+      bytes = cap(static_cast<unsigned __int128>(bytes) + static_cast<unsigned __int128>(names) * p.plain.size());
+    } else {
+      bytes = cap(static_cast<unsigned __int128>(bytes) * p.alternatives +
+                  static_cast<unsigned __int128>(names) * p.item_bytes);
+      names = cap(static_cast<unsigned __int128>(names) * p.alternatives);
+    }
+  }
+  bytes = cap(static_cast<unsigned __int128>(bytes) + static_cast<unsigned __int128>(names) * budget.prefix);
+  if (names > budget.names) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "the pattern names more than the " + std::to_string(budget.names) + " shards left to its source (" +
+                     std::to_string(kMaxShardsPerSource) + " in all)",
+                 shown(pattern));
+  }
+  if (bytes > budget.bytes) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "the pattern's names take more than the " + std::to_string(budget.bytes) +
+                     " bytes left to its source's shard names (" + std::to_string(kMaxShardNameBytes) + " in all)",
+                 shown(pattern));
+  }
+  budget.names -= static_cast<std::size_t>(names);
+  budget.bytes -= static_cast<std::size_t>(bytes);
+  std::vector<std::string> out{""};
+  for (const PatternPart& p : parts) {
+    if (p.alternatives == 0) {
+      for (std::string& name : out) name += p.plain;
+      continue;
+    }
+    std::vector<std::string> next;
+    next.reserve(out.size() * p.alternatives);
+    for (const std::string& prefix : out) {
+      for (std::uint64_t k = 0; k < p.alternatives; ++k) next.push_back(prefix + p.item(k));
+    }
+    out = std::move(next);
+  }
   return out;
+}
+
+Result<std::vector<std::string>> expand_braces(std::string_view pattern) {
+  NameBudget budget;
+  return expand_braces(pattern, budget);
 }
 
 Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> block) {
@@ -511,6 +592,50 @@ bool is_energon_dataset(std::string_view path) {
   return std::filesystem::is_directory(local, ec) && std::filesystem::exists(local + "/.nv-meta/split.yaml", ec);
 }
 
+Result<EnergonSplit> parse_energon_split(std::string_view yaml, const std::string& root, const std::string& where) {
+  std::vector<std::string> patterns, excludes;
+  try {
+    const YAML::Node doc = YAML::Load(std::string(yaml));
+    const YAML::Node train = doc["split_parts"]["train"];
+    if (!train || !train.IsSequence()) {
+      return Error(ErrorCode::kInvalidArgument, "has no train split (split_parts: train: [shards...])", where);
+    }
+    for (const YAML::Node& p : train) patterns.push_back(p.as<std::string>());
+    if (const YAML::Node exclude = doc["exclude"]; exclude && exclude.IsSequence()) {
+      for (const YAML::Node& e : exclude) excludes.push_back(e.as<std::string>());
+    }
+  } catch (const YAML::Exception& e) {
+    return Error(ErrorCode::kInvalidArgument, std::string("is not the YAML Energon writes: ") + e.what(), where);
+  }
+  // The exclude list and the train list each expand within a budget of their own, counted with
+  // the root every name is given; a train shard is looked up among the excluded ones.
+  EnergonSplit split;
+  NameBudget exclude_budget{.prefix = root.size() + 1};
+  std::unordered_set<std::string> excluded_shards;
+  for (const std::string& e : excludes) {
+    auto names = expand_braces(e, exclude_budget);
+    if (!names.ok()) return std::move(names).error().with_context(where + ": exclude");
+    for (std::string& name : *names) {
+      // "a.tar" leaves out a shard, "a.tar/key" one of its samples.
+      if (name.ends_with(".tar")) {
+        excluded_shards.insert(std::move(name));
+      } else if (name.find(".tar/") != std::string::npos) {
+        split.excluded_samples.insert(root + "/" + name);
+      }
+    }
+  }
+  NameBudget train_budget{.prefix = root.size() + 1};
+  for (const std::string& p : patterns) {
+    auto expanded = expand_braces(p, train_budget);
+    if (!expanded.ok()) return std::move(expanded).error().with_context(where + ": split_parts.train");
+    for (const std::string& name : *expanded) {
+      if (!excluded_shards.contains(name)) split.shards.push_back(root + "/" + name);
+    }
+  }
+  if (split.shards.empty()) return Error(ErrorCode::kInvalidArgument, "its train split names no shard", where);
+  return split;
+}
+
 Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit, const storage::S3Options& s3,
                                       std::uint32_t manifest, std::vector<ManifestLine>& lines) {
   std::string root = dir;
@@ -519,53 +644,15 @@ Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit,
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(split_file));
   storage::FetchOptions options;
   options.part_size = 0;
-  options.max_object_bytes = std::size_t{16} << 20;
+  options.max_object_bytes = kMaxSplitFileBytes;
   storage::Fetcher fetcher(options, s3);
   if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "the fetcher closed", split_file);
   auto fetched = fetcher.next();
   if (!fetched) return Error(ErrorCode::kInternal, "the fetcher closed", split_file);
   if (!fetched->data.ok()) return std::move(fetched->data).error();
-  const std::string text(reinterpret_cast<const char*>(fetched->data->data()), fetched->data->size());
-  std::vector<std::string> patterns, excludes;
-  try {
-    const YAML::Node doc = YAML::Load(text);
-    const YAML::Node train = doc["split_parts"]["train"];
-    if (!train || !train.IsSequence()) {
-      return Error(ErrorCode::kInvalidArgument, "has no train split (split_parts: train: [shards...])",
-                   storage::redact_uri(split_file));
-    }
-    for (const YAML::Node& p : train) patterns.push_back(p.as<std::string>());
-    if (const YAML::Node exclude = doc["exclude"]; exclude && exclude.IsSequence()) {
-      for (const YAML::Node& e : exclude) excludes.push_back(e.as<std::string>());
-    }
-  } catch (const YAML::Exception& e) {
-    return Error(ErrorCode::kInvalidArgument, std::string("is not the YAML Energon writes: ") + e.what(),
-                 storage::redact_uri(split_file));
-  }
-  std::vector<std::string> excluded_shards, excluded_samples;
-  for (const std::string& e : excludes) {
-    MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(e));
-    for (std::string& name : names) {
-      // "a.tar" leaves out a shard, "a.tar/key" one of its samples.
-      (name.ends_with(".tar") ? excluded_shards : excluded_samples).push_back(std::move(name));
-    }
-  }
-  std::vector<std::string> relative, names;
-  for (const std::string& p : patterns) {
-    MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> expanded, expand_braces(p));
-    for (std::string& name : expanded) {
-      if (std::find(excluded_shards.begin(), excluded_shards.end(), name) != excluded_shards.end()) continue;
-      names.push_back(root + "/" + name);
-      relative.push_back(std::move(name));
-    }
-  }
-  if (names.empty())
-    return Error(ErrorCode::kInvalidArgument, "its train split names no shard", storage::redact_uri(split_file));
-  std::unordered_set<std::string> excluded;  // as read_shard_list names them: by the shard's full name
-  for (const std::string& e : excluded_samples) {
-    if (e.find(".tar/") != std::string::npos) excluded.insert(root + "/" + e);
-  }
-  return read_shard_list(dir, names, excluded, limit, s3, manifest, lines);
+  const std::string_view text(reinterpret_cast<const char*>(fetched->data->data()), fetched->data->size());
+  MMFEED_ASSIGN_OR_RETURN(EnergonSplit split, parse_energon_split(text, root, storage::redact_uri(split_file)));
+  return read_shard_list(dir, split.shards, split.excluded_samples, limit, s3, manifest, lines);
 }
 
 }  // namespace mmfeed::dataset

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "dataset/manifest.h"
@@ -36,6 +37,16 @@ namespace mmfeed::dataset {
 
 inline constexpr std::uint64_t kScanWindow = 1 << 20;  // bytes read from a header on
 inline constexpr std::size_t kMaxShardsPerSource = 1 << 20;
+inline constexpr std::size_t kMaxShardNameBytes = std::size_t{64} << 20;  // a source's shard names, all told
+
+// What the brace patterns of one source may still expand to. Every pattern of a source (an
+// Energon split's train list, or its exclude list) draws on one budget, so that many small
+// patterns cannot add up to what one may not.
+struct NameBudget {
+  std::size_t names = kMaxShardsPerSource;
+  std::size_t bytes = kMaxShardNameBytes;
+  std::size_t prefix = 0;  // bytes each name is given in front later (a dataset's root and '/')
+};
 
 // True when `path` names tar shards: it ends with ".tar" (a brace pattern may precede it).
 bool is_shard_source(std::string_view path);
@@ -43,7 +54,11 @@ bool is_shard_source(std::string_view path);
 // The names a brace pattern stands for, in order: "{a,b}" lists, "{0..9}" and "{000..127}"
 // ranges (zero-padded to the wider bound's width when a bound has a leading zero). Groups may
 // repeat ("{a,b}/{0..1}.tar": 4 names); nesting, an unclosed brace, a descending range or more
-// than kMaxShardsPerSource names are refused.
+// than the budget's names or bytes (counted with its prefix, before any name is made) are
+// refused; what they take is drawn from `budget`.
+Result<std::vector<std::string>> expand_braces(std::string_view pattern, NameBudget& budget);
+
+// The same on a budget of its own (a source of one pattern).
 Result<std::vector<std::string>> expand_braces(std::string_view pattern);
 
 // One tar header, decoded.
@@ -70,6 +85,19 @@ Result<Manifest> read_shards(const std::string& source, std::size_t limit, const
 // True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
 // remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).
 bool is_energon_dataset(std::string_view path);
+
+inline constexpr std::size_t kMaxSplitFileBytes = std::size_t{16} << 20;  // .nv-meta/split.yaml
+
+// An Energon split file's train split: its shards (`root`/name), less the excluded ones, and the
+// excluded samples ("`root`/a.tar/key").
+struct EnergonSplit {
+  std::vector<std::string> shards;
+  std::unordered_set<std::string> excluded_samples;
+};
+
+// The split file `yaml` (of the dataset at `root`; `where` names it in errors): its train and
+// exclude lists' brace patterns expanded, each list within a NameBudget of its own.
+Result<EnergonSplit> parse_energon_split(std::string_view yaml, const std::string& root, const std::string& where);
 
 // The train split of an Energon-prepared dataset (`energon prepare`): its shards as
 // .nv-meta/split.yaml lists them (brace patterns, relative to `dir`), less its excluded shards

@@ -1,6 +1,7 @@
 #include "pipeline/concurrent_driver.h"
 
 #include <algorithm>
+#include <new>
 
 #include "core/thread_pool.h"
 
@@ -33,9 +34,9 @@ void ConcurrentDriver::start() {
       depth_.most_extra_samples();
   cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
                                             widest + 16);
-  reader_ = std::thread([this] { run_reader(); });
-  collector_ = std::thread([this] { run_collector(); });
-  batcher_ = std::thread([this] { run_batcher(); });
+  reader_ = std::thread([this] { guarded("read", [this] { run_reader(); }); });
+  collector_ = std::thread([this] { guarded("collect", [this] { run_collector(); }); });
+  batcher_ = std::thread([this] { guarded("batch", [this] { run_batcher(); }); });
 }
 
 void ConcurrentDriver::stop() {
@@ -57,6 +58,15 @@ void ConcurrentDriver::fail(Error error) {
     failure_ = std::move(error);
   }
   out_.close();
+}
+
+void ConcurrentDriver::guarded(const char* stage, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::bad_alloc&) {
+    fail(Error(ErrorCode::kResourceExhausted,
+               std::string("the ") + stage + " stage ran out of memory; lower the sizes the run holds"));
+  }
 }
 
 void ConcurrentDriver::finish(std::unique_ptr<Work> w) {
@@ -153,7 +163,12 @@ void ConcurrentDriver::submit_processing(std::unique_ptr<Work> w) {
       next = std::move(fetched_.begin()->second);
       fetched_.erase(fetched_.begin());
     }
-    s_.processor.process(*next, /*defer_images=*/config_.token_budget > 0);
+    try {
+      s_.processor.process(*next, /*defer_images=*/config_.token_budget > 0);
+    } catch (const std::bad_alloc&) {  // the sample's error, as any other limit it passes
+      next->error =
+          SampleError{next->id, "process", "out of memory while processing it", ErrorCode::kResourceExhausted};
+    }
     finish(std::move(next));
   });
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,9 @@ class ConcurrentDriver final : public Driver {
   void finish(std::unique_ptr<Work> w);
   // Ends the run with `error`: next() returns it once the queue is drained.
   void fail(Error error);
+  // Runs a stage thread's `body`: memory the system refuses there ends the run with an error
+  // naming the stage, not the process (an exception leaving a thread calls std::terminate).
+  void guarded(const char* stage, const std::function<void()>& body);
 
   // The trainer found the queue empty: grows the prefetch depth when it held the loader back.
   void trainer_waits();

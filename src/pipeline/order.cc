@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <queue>
 #include <string>
@@ -156,6 +157,22 @@ Result<Population> population_of(const LoaderConfig& config, const dataset::Mani
       weights[s] *= static_cast<double>(sizes[s]);
       draws += weights[s];
     }
+  }
+  // An epoch's order is held whole (epoch_permutation): the draws are bounded before any is
+  // made, as the manifests are, by max_manifest_bytes.
+  const std::uint64_t most = config.max_manifest_bytes / kOrderBytesPerDraw;
+  const auto too_many = [&](const char* field, const std::string& draws_text) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "an epoch of " + draws_text + " draws: its order would hold " + std::to_string(kOrderBytesPerDraw) +
+                     " bytes a draw, more than max_manifest_bytes (" + std::to_string(config.max_manifest_bytes) +
+                     ") allows (" + std::to_string(most) + " draws); lower it, or raise max_manifest_bytes",
+                 std::string("LoaderConfig.") + field);
+  };
+  if (config.blend_samples > most) return too_many("blend_samples", std::to_string(config.blend_samples));
+  if (config.blend_samples == 0 && by_repeats && !(draws <= static_cast<double>(most))) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", draws);
+    return too_many("source_repeats", text);
   }
   const std::uint64_t length =
       config.blend_samples > 0 || !by_repeats ? config.blend_samples : static_cast<std::uint64_t>(std::llround(draws));

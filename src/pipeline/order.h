@@ -53,8 +53,14 @@ struct Population {
   std::vector<std::uint64_t> shares() const;
 };
 
+// What an epoch's order holds a draw while it is made: the draw (8 bytes), a blend's source (4)
+// and the rank's share of the draws (8 at most).
+inline constexpr std::uint64_t kOrderBytesPerDraw = 20;
+
 // The manifests as the config blends them: one source per manifest, weighted when
-// config.weights is given. A weighted source without samples is an error naming its manifest.
+// config.weights is given. A weighted source without samples is an error naming its manifest; a
+// blend's epoch whose order would pass max_manifest_bytes (kOrderBytesPerDraw a draw) is an
+// error naming blend_samples or source_repeats.
 Result<Population> population_of(const LoaderConfig& config, const dataset::Manifests& manifests);
 
 // An epoch's samples in order (a plain epoch: a permutation of all; a blend: its draws).

@@ -210,7 +210,9 @@ bool SampleProcessor::extract_cells(Work& w) const {
       w.cells.insert(w.cells.end(), fetched.begin(), fetched.end());
       continue;
     }
-    auto place = dataset::parquet_value(*w.media[i].cell, fetched, w.cells);
+    // Its pages decompressed within what one fetched object may be (as the fetch itself).
+    auto place = dataset::parquet_value(*w.media[i].cell, fetched,
+                                        std::min(config_.max_object_bytes, config_.max_buffered_bytes), w.cells);
     if (!place.ok()) {
       const char* stage = i < w.image_count ? "image" : i < w.audio_index(0) ? "video" : "audio";
       w.error = SampleError{w.id, stage, place.error().with_context(w.media[i].to_string()).to_string(),
@@ -370,7 +372,6 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
 
 bool SampleProcessor::load_audio_clips(Work& w) const {
   if (w.audio_requests.empty() && !w.soundtracks) return true;
-  constexpr std::size_t kBytesPerSecond = audio::kFeatureRate * sizeof(float);
   // Each clip's samples first: the padding (and so a clip's frames) may depend on all of them.
   struct Wave {
     std::vector<float> samples;
@@ -394,10 +395,12 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     }
   } held{*this, w};
   const auto fail = [&](const Wave& clip, const Error& e) {
-    w.error = SampleError{
-        w.id, "audio",
-        e.with_context(w.media[clip.medium].to_string() + (clip.soundtrack ? "'s soundtrack" : "")).to_string(),
-        e.code()};
+    std::string reason =
+        e.with_context(w.media[clip.medium].to_string() + (clip.soundtrack ? "'s soundtrack" : "")).to_string();
+    if (e.code() == ErrorCode::kResourceExhausted && e.message().ends_with(" a clip may hold")) {
+      reason += " (max_buffered_bytes)";
+    }
+    w.error = SampleError{w.id, "audio", std::move(reason), e.code()};
     return false;
   };
   std::size_t next_audio = 0, next_video = 0;
@@ -416,8 +419,9 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     o.start =
         clip.soundtrack ? w.video_requests[clip.index].sampling.video_start : w.audio_requests[clip.index].audio_start;
     o.end = clip.soundtrack ? w.video_requests[clip.index].sampling.video_end : w.audio_requests[clip.index].audio_end;
-    // Refused before it is decoded when its samples alone would pass the byte budget.
-    o.max_seconds = std::min(o.max_seconds, static_cast<double>(config_.max_buffered_bytes / kBytesPerSecond));
+    // Refused before it is decoded when its samples alone, at the file's own rate and resampled,
+    // would pass the byte budget.
+    o.max_bytes = config_.max_buffered_bytes;
     auto samples = load_audio(medium_bytes(w, clip.medium), o);
     // A video without an audio stream keeps its tokens alone, as transformers' processor keeps it.
     if (clip.soundtrack && !samples.ok() && samples.error().code() == ErrorCode::kNotFound) continue;

@@ -52,9 +52,11 @@ Error classify_curl_failure(const CurlFailure& f, const std::string& uri) {
   }
 }
 
-Error classify_http_status(long status, std::string_view body, const S3Options* s3, const std::string& uri) {
+Error classify_http_status(long status, const ErrorAnswer& answer, const S3Options* s3, const std::string& uri) {
   std::string message = "HTTP " + std::to_string(status);
-  if (auto doc = parse_s3_error(body)) {
+  if (s3 == nullptr) {
+    if (answer.bytes > 0) message += " (an answer of " + std::to_string(answer.bytes) + " bytes, not shown)";
+  } else if (auto doc = parse_s3_error(answer.body)) {
     message += " " + doc->code;
     if (!doc->message.empty()) message += ": " + doc->message;
   }

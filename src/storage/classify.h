@@ -5,7 +5,7 @@
 // its I/O thread when a transfer finishes.
 //
 // Example:
-//   classify_http_status(404, "", nullptr, "http://h/a.jpg").to_string()  // "http://h/a.jpg: HTTP 404"
+//   classify_http_status(404, {}, nullptr, "http://h/a.jpg").to_string()  // "http://h/a.jpg: HTTP 404"
 //   classify_curl_failure({.code = CURLE_OPERATION_TIMEDOUT, .detail = "..."}, uri).code()  // kTimeout
 #pragma once
 
@@ -40,11 +40,19 @@ struct CurlFailure {
 // truncated body included. URLs in the message are redacted (redact.h).
 Error classify_curl_failure(const CurlFailure& failure, const std::string& uri);
 
-// The Error for a non-2xx answer: "HTTP <status>", followed by S3's error code and sentence when
-// `body` is an S3 <Error> document. 404 is kNotFound; 401/403 kPermissionDenied (with what to check
+// A non-2xx answer's body: how many bytes came, and the first of them where they are read.
+struct ErrorAnswer {
+  std::string_view body;    // kept only from S3 requests, for their error document
+  std::uint64_t bytes = 0;  // the whole body's size
+};
+
+// The Error for a non-2xx answer: "HTTP <status>", followed, for an S3 request (`s3` given), by
+// S3's error code and sentence when the body is an S3 <Error> document. Any other answer's body
+// is never quoted, only its size: a manifest may point at an internal service whose error page
+// holds what its reader must not see (issue 48). 404 is kNotFound; 401/403 kPermissionDenied (with what to check
 // when `s3` is given, i.e. the URI is an S3 one); 408, 429, 503 and other 5xx kUnavailable; 412
 // kUnavailable saying the object changed; 416 kOutOfRange; 501, 505 and other 4xx kInvalidArgument.
-Error classify_http_status(long status, std::string_view body, const S3Options* s3, const std::string& uri);
+Error classify_http_status(long status, const ErrorAnswer& answer, const S3Options* s3, const std::string& uri);
 
 // The Error for a transfer the engine stopped itself (a refused answer, a deadline): the
 // refusal's code and message, but kTimeout when it was stopped for a deadline (`code` is

@@ -63,10 +63,11 @@ struct Transfer {
   std::byte* dest = nullptr;  // where body bytes go
   std::uint64_t dest_size = 0;
   std::uint64_t received = 0;
-  bool grow = false;               // no length known: own buffer grows
-  std::string error_body;          // a non-2xx answer's body, for its S3 error document (capped)
-  std::optional<Refusal> refusal;  // set when our callbacks or deadlines stop the transfer
-  bool past_deadline = false;      // marked by check_deadlines_and_hedges, which then finishes it
+  bool grow = false;                   // no length known: own buffer grows
+  std::string error_body;              // an S3 request's non-2xx answer's body, for its error document (capped)
+  std::uint64_t error_body_bytes = 0;  // a non-2xx answer's body size, whatever the scheme
+  std::optional<Refusal> refusal;      // set when our callbacks or deadlines stop the transfer
+  bool past_deadline = false;          // marked by check_deadlines_and_hedges, which then finishes it
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 

@@ -17,7 +17,7 @@ namespace mmfeed::storage {
 
 namespace {
 
-constexpr std::size_t kMaxErrorBody = 16 << 10;  // of a non-2xx answer, kept for its S3 error document
+constexpr std::size_t kMaxErrorBody = 16 << 10;  // of an S3 request's non-2xx answer, for its error document
 
 }  // namespace
 
@@ -134,8 +134,11 @@ std::size_t Fetcher::Engine::on_body(char* data, std::size_t size, std::size_t n
   const std::size_t len = size * n;
   t->times.last_byte_ns = core::now_ns();
   if (t->response.status < 200 || t->response.status >= 300) {
-    const std::size_t keep = std::min(len, kMaxErrorBody - std::min(kMaxErrorBody, t->error_body.size()));
-    t->error_body.append(data, keep);
+    t->error_body_bytes += len;
+    if (t->job->request.uri.scheme == Scheme::kS3) {  // only S3's error document is ever read
+      const std::size_t keep = std::min(len, kMaxErrorBody - std::min(kMaxErrorBody, t->error_body.size()));
+      t->error_body.append(data, keep);
+    }
     return len;
   }
   Engine* engine = t->engine;
@@ -232,7 +235,7 @@ std::optional<Error> Fetcher::Engine::outcome(Transfer* t, CURLcode code) {
   if (t->response.status >= 200 && t->response.status < 300) {
     return check_body_complete(t->response, t->received, t->part >= 0, t->grow ? t->received : t->dest_size, uri);
   }
-  return classify_http_status(t->response.status, t->error_body,
+  return classify_http_status(t->response.status, {.body = t->error_body, .bytes = t->error_body_bytes},
                               t->job->request.uri.scheme == Scheme::kS3 ? &s3_ : nullptr, uri);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "audio/decode.h"
@@ -142,7 +143,7 @@ TEST(Resample, LengthIsLibrosasCeilingAndEqualRatesCopy) {
 #if MMFEED_VIDEO_BUILD
 TEST(DecodeMono, AveragesStereoPcmAsLibsndfileScalesIt) {
   const auto file = wav({32767, -32768, 100, 300, -5, 7}, 2, 8000);
-  auto w = decode_mono(file, {}, 60);
+  auto w = decode_mono(file, {}, {.max_seconds = 60});
   ASSERT_TRUE(w.ok()) << w.error().message();
   EXPECT_EQ(w->sample_rate, 8000);
   ASSERT_EQ(w->samples.size(), 3u);
@@ -154,19 +155,46 @@ TEST(DecodeMono, CropsAndRefusesWhatIsTooLongOrCut) {
   std::vector<std::int16_t> ramp(8000);
   for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::int16_t>(i);
   const auto file = wav(ramp, 1, 8000);
-  auto w = decode_mono(file, {0.25, 0.5}, 60);
+  auto w = decode_mono(file, {0.25, 0.5}, {.max_seconds = 60});
   ASSERT_TRUE(w.ok());
   ASSERT_EQ(w->samples.size(), 2000u);
   EXPECT_EQ(w->samples[0], 2000 / 32768.0f);
-  auto long_clip = decode_mono(file, {}, 0.5);
+  auto long_clip = decode_mono(file, {}, {.max_seconds = 0.5});
   ASSERT_FALSE(long_clip.ok());
   EXPECT_EQ(long_clip.error().code(), ErrorCode::kResourceExhausted);
-  auto cut = decode_mono(std::span(file).first(file.size() - 100), {}, 60);
+  auto cut = decode_mono(std::span(file).first(file.size() - 100), {}, {.max_seconds = 60});
   ASSERT_FALSE(cut.ok());
   EXPECT_NE(cut.error().message().find("truncated"), std::string::npos);
-  auto past = decode_mono(file, {5.0, {}}, 60);
+  auto past = decode_mono(file, {5.0, {}}, {.max_seconds = 60});
   ASSERT_FALSE(past.ok());
   EXPECT_NE(past.error().message().find("past the clip's end"), std::string::npos);
+}
+
+TEST(DecodeMono, Issue48AStartPastAnyClipIsPastTheClipsEndNotTheWholeClip) {
+  const auto file = wav(std::vector<std::int16_t>(800, 1), 1, 8000);
+  for (const double start : {1e15, 1e18, 1e300}) {
+    for (const std::optional<double> end : {std::optional<double>(), std::optional<double>(start * 2)}) {
+      auto past = decode_mono(file, {start, end}, {.max_seconds = 60});
+      ASSERT_FALSE(past.ok()) << start;
+      EXPECT_NE(past.error().message().find("audio_start is past the clip's end"), std::string::npos)
+          << past.error().message();
+    }
+  }
+}
+
+TEST(DecodeMono, Issue48TheSamplesBytesAreBoundedAtTheFilesOwnRate) {
+  // One second at 48 kHz holds 192,000 bytes of samples: refused under that, from the header,
+  // before any is decoded; a stream that says nothing of its length is refused as it grows.
+  const auto file = wav(std::vector<std::int16_t>(48000, 7), 1, 48000);
+  auto refused = decode_mono(file, {}, {.max_seconds = 60, .max_bytes = 100'000});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(refused.error().message(),
+            "audio: 1 s at 48000 Hz are 192000 bytes of samples, more than the 100000 a clip may hold");
+  auto kept = decode_mono(file, {}, {.max_seconds = 60, .max_bytes = 192'000});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->samples.size(), 48000u);
+  EXPECT_LE(kept->samples.capacity() * sizeof(float), 192'000u);
 }
 #endif
 

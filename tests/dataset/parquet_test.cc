@@ -16,6 +16,8 @@
 namespace mmfeed::dataset {
 namespace {
 
+constexpr std::uint64_t kMaxBytes = 64 << 20;  // what a cell's pages may decode to
+
 // Image bytes of row r, element e: distinct, of varied sizes.
 std::string image_bytes(int r, int e) {
   return std::string(300 + 97 * r + 13 * e, static_cast<char>('a' + (r + e) % 26));
@@ -79,7 +81,8 @@ class ParquetTest : public ::testing::Test {
         EXPECT_EQ(member.suffix, "images[" + std::to_string(e) + "]");
         const ParquetCell cell{m.chunks[place.chunk], place.first_row, place.row, place.element};
         std::vector<std::byte> out(3, std::byte{9});  // appended after what is there
-        auto got = parquet_value(cell, std::as_bytes(std::span(file.data() + member.offset, member.size)), out);
+        auto got =
+            parquet_value(cell, std::as_bytes(std::span(file.data() + member.offset, member.size)), kMaxBytes, out);
         ASSERT_TRUE(got.ok()) << got.error().to_string();
         EXPECT_EQ(got->offset, 3u);
         EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data() + got->offset), got->length),
@@ -182,10 +185,10 @@ TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
   const ParquetCell cell{m->chunks[p.chunk], p.first_row, p.row + 50, p.element};
   const ShardMember& member = m->members.back();
   std::vector<std::byte> out;
-  auto got = parquet_value(cell, std::as_bytes(std::span(whole.data() + member.offset, member.size)), out);
+  auto got = parquet_value(cell, std::as_bytes(std::span(whole.data() + member.offset, member.size)), kMaxBytes, out);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.error().to_string().find("images of row"), std::string::npos) << got.error().to_string();
-  got = parquet_value(cell, std::as_bytes(std::span(whole.data() + member.offset, member.size / 2)), out);
+  got = parquet_value(cell, std::as_bytes(std::span(whole.data() + member.offset, member.size / 2)), kMaxBytes, out);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), ErrorCode::kCorruptData);
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <unordered_set>
 
 namespace mmfeed::dataset {
 namespace {
@@ -84,6 +85,70 @@ TEST(BraceTest, ListsAndRangesExpandInOrder) {
     EXPECT_FALSE(expand_braces(bad).ok()) << bad;
   }
   EXPECT_NE(expand_braces("{5..2}.tar").error().message().find("descends"), std::string::npos);
+}
+
+TEST(BraceTest, Issue48ALongPrefixIsCountedInBytesBeforeAnyNameIsMade) {
+  // 1,000,001 names of 20 KB each: 20 GB, refused from the pattern's own arithmetic.
+  const std::string pattern = std::string(20'000, 'p') + "{0..1000000}.tar";
+  auto r = expand_braces(pattern);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(r.error().message().find("names take more than the 67108864 bytes"), std::string::npos)
+      << r.error().message();
+  EXPECT_LT(r.error().context().size(), 300u);  // the pattern shown, not echoed whole
+}
+
+TEST(BraceTest, Issue48ManyPatternsDrawOnOneBudget) {
+  NameBudget budget;
+  auto first = expand_braces("{0..1000000}.tar", budget);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->size(), 1'000'001u);
+  EXPECT_EQ(budget.names, kMaxShardsPerSource - 1'000'001);
+  auto second = expand_braces("{0..1000000}.tar", budget);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message().find("more than the 48575 shards left to its source (1048576 in all)"),
+            std::string::npos)
+      << second.error().message();
+  // The prefix every name is given later counts too.
+  NameBudget rooted{.prefix = 1000};
+  EXPECT_FALSE(expand_braces("{0..99999}.tar", rooted).ok());  // 100,000 x ~1 KB > 64 MiB
+}
+
+TEST(BraceTest, TheCountedBytesAreTheNamesBytes) {
+  NameBudget budget{.prefix = 3};
+  auto names = expand_braces("s-{8..12}/{a,bc}-{007..9}.tar", budget);
+  ASSERT_TRUE(names.ok());
+  std::size_t bytes = 0;
+  for (const std::string& n : *names) bytes += n.size() + 3;
+  EXPECT_EQ(names->size(), 5u * 2 * 3);
+  EXPECT_EQ(kMaxShardNameBytes - budget.bytes, bytes);
+  EXPECT_EQ((*names)[0], "s-8/a-007.tar");
+}
+
+TEST(EnergonSplitTest, Issue48ExcludesAreASetNotAScan) {
+  // 300,000 train shards and the same 300,000 excluded: each looked up once.
+  const std::string yaml =
+      "split_parts:\n  train:\n    - 'shard-{0..299999}.tar'\nexclude:\n  - 'shard-{0..299999}.tar'\n"
+      "  - 'shard-{0..9}.tar/key'\n";
+  auto r = parse_energon_split(yaml, "/data/ds", "/data/ds/.nv-meta/split.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().to_string(), "/data/ds/.nv-meta/split.yaml: its train split names no shard");
+  auto kept = parse_energon_split("split_parts:\n  train: ['a-{0..3}.tar']\nexclude: ['a-1.tar', 'a-2.tar/k7']\n", "/d",
+                                  "split.yaml");
+  ASSERT_TRUE(kept.ok()) << kept.error().to_string();
+  EXPECT_EQ(kept->shards, (std::vector<std::string>{"/d/a-0.tar", "/d/a-2.tar", "/d/a-3.tar"}));
+  EXPECT_EQ(kept->excluded_samples, (std::unordered_set<std::string>{"/d/a-2.tar/k7"}));
+}
+
+TEST(EnergonSplitTest, Issue48ASplitFilesPatternsAreBoundedAllTold) {
+  // 50 short patterns of a million names each: a 1 KB file that would expand to gigabytes.
+  std::string yaml = "split_parts:\n  train:\n";
+  for (int i = 0; i < 50; ++i) yaml += "    - 'p" + std::to_string(i) + "-{0..1000000}.tar'\n";
+  auto r = parse_energon_split(yaml, "/data/ds", "split.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().to_string().find("split.yaml: split_parts.train: p1-{0..1000000}.tar: the pattern names more"),
+            std::string::npos)
+      << r.error().to_string();
 }
 
 TEST(TarHeaderTest, DecodesUstarAndRefusesABadChecksum) {

@@ -117,7 +117,7 @@ def test_cli_fetch_report_holds_no_presigned_credentials(cli, served):
         "&X-Amz-Security-Token=REDACTED&X-Amz-Signature=REDACTED"
     )
     assert report["failures"][0]["uri"] == shown
-    assert report["failures"][0]["error"] == shown + ": HTTP 403"
+    assert report["failures"][0]["error"] == shown + ": HTTP 403 (an answer of 10 bytes, not shown)"
     plain = subprocess.run(
         [cli, "fetch", "--max-attempts", "1", url + PRESIGNED], capture_output=True, text=True, timeout=120
     )
@@ -186,3 +186,27 @@ def test_loader_errors_hold_no_presigned_credentials(served, tmp_path):
     text = str(failed.value) + json.dumps(errors)
     assert "X-Amz-Signature=REDACTED" in text
     assert not [s for s in SECRETS if s in text], text
+
+
+def test_issue48_errors_never_quote_an_http_services_error_page(cli, served, tmp_path):
+    # A remote manifest names an internal service that answers 500 with an S3-shaped page holding a
+    # secret: the Loader's errors, its exception and the CLI's report give the status and size only.
+    import mmfeed
+
+    url = served.url("internal", "x.jpg")
+    body = "<Error><Code>INTERNAL-SECRET-48</Code><Message>db password INTERNAL-SECRET-48</Message></Error>"
+    manifest = write_manifest(tmp_path / "m.jsonl", sample(url))
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, tensors="np", on_error="fail") as loader:
+        with pytest.raises(Exception) as failed:
+            list(loader)
+        errors = loader.errors()
+    text = str(failed.value) + json.dumps(errors)
+    assert f"{url}: HTTP 500 (an answer of {len(body)} bytes, not shown)" in text, text
+    assert "SECRET" not in text
+    proc = subprocess.run(
+        [cli, "run", manifest, "--tokenizer", TOKENIZER, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "HTTP 500 (an answer of" in proc.stdout + proc.stderr and "SECRET" not in proc.stdout + proc.stderr
