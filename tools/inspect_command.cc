@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "mmfeed/loader.h"
-#include "mmfeed/loader_options.h"
 #include "mmfeed/numbers.h"
 #include "mmfeed/text.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 
 namespace mmfeed::tools {
 
@@ -32,29 +33,21 @@ int run_inspect(int argc, char** argv) {
   long which = 0;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
     if (arg == "--help" || arg == "-h") {
-      std::puts(
-          "usage: mmfeed inspect MANIFEST --tokenizer FILE [--batch N] [--batch-size N] [--max-pixels N]\n"
-          "       [--model NAME] [--token-budget N] [--seed N --shuffle]\n"
-          "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.");
+      std::printf(
+          "usage: mmfeed inspect [--batch N] [loader options] MANIFEST...\n"
+          "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.\n"
+          "Takes the loader options `mmfeed run` takes (here batch_size defaults to 2, shuffle to false):\n\n%s",
+          loader_flags_usage().c_str());
       return 0;
-    } else if (arg == "--tokenizer") {
-      config.tokenizer = value();
-    } else if (arg == "--batch") {
-      auto n = parse_number<long>("--batch", value(), 0, INT32_MAX);
+    }
+    if (arg == "--batch") {
+      auto n = parse_number<long>("--batch", i + 1 < argc ? argv[++i] : "", 0, INT32_MAX);
       if (!n.ok()) return usage_error(n.error());
       which = *n;
-    } else if (arg == "--batch-size" || arg == "--max-pixels" || arg == "--token-budget" || arg == "--seed") {
-      // Read by the loader's own option parser, range-checked for the option's type.
-      std::string option = arg.substr(2);
-      for (char& ch : option) ch = ch == '-' ? '_' : ch;
-      if (Status st = set_loader_option(config, option, value()); !st.ok()) return usage_error(st.error());
-    } else if (arg == "--model") {
-      config.model = value();
-    } else if (arg == "--shuffle") {
-      config.shuffle = true;
-    } else if (!arg.empty() && arg[0] == '-') {
+    } else if (auto applied = apply_loader_flag(config, argc, argv, i)) {
+      if (!applied->ok()) return usage_error(applied->error());
+    } else if (arg.rfind("--", 0) == 0) {
       std::fprintf(stderr, "mmfeed inspect: unknown option %s\n", arg.c_str());
       return 2;
     } else {
@@ -101,8 +94,14 @@ int run_inspect(int argc, char** argv) {
   const auto* ids = static_cast<const std::int64_t*>(batch->data(*ids_t));
   const auto* labels = static_cast<const std::int64_t*>(batch->data(*labels_t));
   const std::int64_t width = ids_t->shape[1];
-  const auto image_pad = tok->token_to_id("<|image_pad|>").value_or(-1);
-  const auto video_pad = tok->token_to_id("<|video_pad|>").value_or(-1);
+  // Padded rows: where each sample's tokens end (the attention mask's ones; rows pad on the right).
+  const Tensor* mask_t = batch->find("attention_mask");
+  const auto* mask = mask_t != nullptr ? static_cast<const std::int64_t*>(batch->data(*mask_t)) : nullptr;
+  // The media placeholders of the Qwen-VL and Omni vocabularies, each run shown as "<|...|>xN".
+  std::map<std::int64_t, std::string> pads;
+  for (const char* name : {"<|image_pad|>", "<|video_pad|>", "<|audio_pad|>", "<|IMAGE|>", "<|VIDEO|>", "<|AUDIO|>"}) {
+    if (auto id = tok->token_to_id(name)) pads[*id] = name;
+  }
   std::printf("\ntrained tokens are shown %sLIKE THIS%s\n", on, off);
   for (std::size_t s = 0; s < batch->sample_ids.size(); ++s) {
     std::int64_t begin = static_cast<std::int64_t>(s) * width, end = begin + width;
@@ -114,6 +113,10 @@ int run_inspect(int argc, char** argv) {
         const auto* lengths = static_cast<const std::int32_t*>(batch->data(*real));
         end = begin + (lengths[s + 1] - lengths[s]);
       }
+    } else if (mask != nullptr) {
+      std::int64_t ones = 0;
+      for (std::int64_t j = begin; j < end; ++j) ones += mask[j];
+      end = begin + ones;
     }
     std::printf("\n--- %s ---\n", batch->sample_ids[s].c_str());
     // Whether token j is trained: its label, or in Megatron's rows (labels shifted to the next
@@ -122,22 +125,21 @@ int run_inspect(int argc, char** argv) {
     auto is_trained = [&](std::int64_t j) { return shifted ? j > begin && labels[j - 1] != -100 : labels[j] != -100; };
     std::int64_t j = begin;
     while (j < end) {
-      if (!cu_t && ids[j] == 151643 && labels[j] == -100) break;  // padding
       const bool trained = is_trained(j);
       std::string piece;
       std::vector<std::int32_t> run;
-      std::int64_t pad = -1, pads = 0;  // a run of one pad token, collapsed to "<|..._pad|>xN"
+      std::int64_t pad = -1, count = 0;  // a run of one placeholder, collapsed
       auto flush_pads = [&] {
-        if (pads == 0) return;
-        piece += tok->decode(run) + (pad == image_pad ? "<|image_pad|>x" : "<|video_pad|>x") + std::to_string(pads);
+        if (count == 0) return;
+        piece += tok->decode(run) + pads[pad] + "x" + std::to_string(count);
         run.clear();
-        pads = 0;
+        count = 0;
       };
       while (j < end && is_trained(j) == trained) {
-        if (ids[j] == image_pad || ids[j] == video_pad) {
+        if (pads.contains(ids[j])) {
           if (ids[j] != pad) flush_pads();
           pad = ids[j];
-          ++pads;
+          ++count;
         } else {
           flush_pads();
           run.push_back(static_cast<std::int32_t>(ids[j]));

@@ -17,9 +17,9 @@
 #include "mmfeed/config_file.h"
 #include "mmfeed/json.h"
 #include "mmfeed/loader.h"
-#include "mmfeed/loader_options.h"
 #include "mmfeed/numbers.h"
 #include "tools/commands.h"
+#include "tools/loader_flags.h"
 
 namespace mmfeed::tools {
 
@@ -68,19 +68,7 @@ std::string run_usage() {
       "\n"
       "loader options (--name VALUE; a yes/no option as --name or --no-name; aliases: --manifest,\n"
       "--prefetch, --inflight, --trace, --unordered):\n";
-  for (const LoaderOptionInfo& o : loader_options()) {
-    std::string flag = "--" + o.name;
-    for (char& ch : flag) ch = ch == '_' ? '-' : ch;
-    const std::string value = o.type == "bool" ? "" : " " + (o.type.find('|') != std::string::npos ? o.type : "VALUE");
-    out += "  " + flag + value + "\n      " + o.doc +
-           (o.default_text.empty() ? "" : " (default " + o.default_text + ")") + "\n";
-  }
-  return out;
-}
-
-bool is_bool_option(std::string_view name) {
-  const LoaderOptionInfo* o = find_loader_option(name);
-  return o != nullptr && o->type == "bool";
+  return out + loader_flags_usage();
 }
 
 // Seconds since `start`.
@@ -130,16 +118,9 @@ int run_loader(int argc, char** argv) {
       return 0;
     }
     Status st = ok_status();
-    const std::string name = arg.rfind("--", 0) == 0 ? loader_option_name(arg.substr(2)) : "";
     if (arg == "--json") {
       json = true;
-    } else if (!name.empty() && is_bool_option(name)) {  // --mrope, or --mrope true|false
-      const bool valued =
-          i + 1 < argc && (std::string_view(argv[i + 1]) == "true" || std::string_view(argv[i + 1]) == "false");
-      st = apply_loader_option(config, arg.substr(2), valued ? argv[++i] : "true");
-    } else if (name.rfind("no_", 0) == 0 && is_bool_option(name.substr(3))) {
-      st = apply_loader_option(config, arg.substr(5), "false");
-    } else if (arg.rfind("--", 0) == 0) {
+    } else if (arg == "--config" || arg == "--step-ms" || arg.rfind("--ray", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
       } else if (arg == "--config") {
@@ -159,8 +140,12 @@ int run_loader(int argc, char** argv) {
       } else if (arg == "--ray-store-bytes") {
         ray.store_bytes = argv[++i];
       } else {
-        st = apply_loader_option(config, arg.substr(2), argv[++i]);
+        st = Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
       }
+    } else if (auto applied = apply_loader_flag(config, argc, argv, i)) {
+      st = std::move(*applied);
+    } else if (arg.rfind("--", 0) == 0) {
+      st = Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
     } else {
       config.manifests.push_back(arg);
     }

@@ -104,6 +104,40 @@ bool append_json_value(std::string& out, const arrow::Array& a, std::int64_t i, 
   }
 }
 
+std::uint64_t written_string_bytes(const arrow::Array& a) {
+  switch (a.type_id()) {
+    case arrow::Type::STRING:
+      return static_cast<std::uint64_t>(static_cast<const arrow::StringArray&>(a).total_values_length());
+    case arrow::Type::LARGE_STRING:
+      return static_cast<std::uint64_t>(static_cast<const arrow::LargeStringArray&>(a).total_values_length());
+    case arrow::Type::LIST: return written_string_bytes(*static_cast<const arrow::ListArray&>(a).values());
+    case arrow::Type::LARGE_LIST: return written_string_bytes(*static_cast<const arrow::LargeListArray&>(a).values());
+    case arrow::Type::FIXED_SIZE_LIST:
+      return written_string_bytes(*static_cast<const arrow::FixedSizeListArray&>(a).values());
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(a);
+      std::uint64_t total = 0;
+      for (int f = 0; f < s.num_fields(); ++f) total += written_string_bytes(*s.field(f));
+      return total;
+    }
+    case arrow::Type::DICTIONARY: {
+      const auto& d = static_cast<const arrow::DictionaryArray&>(a);
+      const arrow::Array& values = *d.dictionary();
+      if (values.type_id() != arrow::Type::STRING && values.type_id() != arrow::Type::LARGE_STRING) return 0;
+      std::uint64_t total = 0;
+      for (std::int64_t i = 0; i < d.length(); ++i) {
+        if (d.IsNull(i)) continue;
+        const std::int64_t k = d.GetValueIndex(i);
+        total += values.type_id() == arrow::Type::STRING
+                     ? static_cast<std::uint64_t>(static_cast<const arrow::StringArray&>(values).value_length(k))
+                     : static_cast<std::uint64_t>(static_cast<const arrow::LargeStringArray&>(values).value_length(k));
+      }
+      return total;
+    }
+    default: return 0;
+  }
+}
+
 // Text of a string column that is JSON (a conversation stored as a JSON string), else nullopt.
 std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i) {
   if (a.IsNull(i)) return std::nullopt;

@@ -23,6 +23,11 @@ namespace mmfeed::dataset {
 // referenced by every row must not be copied past the limit first).
 bool append_json_value(std::string& out, const arrow::Array& a, std::int64_t i, std::size_t limit);
 
+// The bytes of the strings `a` holds as JSON writes them out -- a dictionary's value once for
+// every row that refers to it -- counted without writing them: a lower bound of their text, to
+// refuse a row group before its text is written.
+std::uint64_t written_string_bytes(const arrow::Array& a);
+
 // Value `i` of a string column (plain, or read as a dictionary) as raw JSON text when it is an
 // object or a list, else nullopt.
 std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t i);

@@ -266,7 +266,8 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::ve
     auto c = text::parse_conversation(manifests.text(line));
     if (!c.ok()) return std::move(c).error().with_context(where);
     const std::string id = c->id.empty() ? where : c->id;
-    for (auto type : {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo}) {
+    for (auto type :
+         {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo, text::ContentItem::Type::kAudio}) {
       for (const std::string& ref : c->media(type)) {
         auto source =
             resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest), allow_local_from_remote);

@@ -169,9 +169,10 @@ struct MediaRef {
   std::string sample_id;  // the sample's id, else its manifest:line
 };
 
-// Every image and video the samples name, in manifest order, resolved as the Loader resolves
-// them (resolve(), with the same media roots and local-file policy). A sample that does not parse
-// as a conversation, or names a URI that does not parse or is refused, is an error naming it.
+// Every image, video and audio clip the samples name, in manifest order, resolved as the Loader
+// resolves them (resolve(), with the same media roots and local-file policy). A sample that does
+// not parse as a conversation, or names a URI that does not parse or is refused, is an error
+// naming it.
 Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
                                        bool allow_local_from_remote);
 

@@ -271,6 +271,19 @@ class ParquetReader {
         chunk_ids[k] = static_cast<std::uint32_t>(m_.chunks.size());
         m_.chunks.push_back(std::move(shared));
       }
+      // The row group's text, at least its strings as written out, is checked before any of it
+      // is: a few bytes of dictionary indices may stand for gigabytes of repeated values.
+      std::uint64_t strings = 0;
+      for (const auto& column : table->columns()) {
+        for (const auto& chunk : column->chunks()) strings += written_string_bytes(*chunk);
+      }
+      if (strings > static_cast<std::uint64_t>(std::max<std::int64_t>(0, pool_.left()))) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "its rows hold " + std::to_string(strings) +
+                         " bytes of strings written out, more than max_manifest_bytes (" + std::to_string(limit_) +
+                         ") leaves; split it, or raise the limit",
+                     where);
+      }
       for (std::int64_t r = 0; r < table->num_rows(); ++r, ++file_row) {
         MMFEED_RETURN_IF_ERROR(write_row(index, file_row, static_cast<std::uint64_t>(r), *table, columns, pages,
                                          chunk_ids, embedded, name));

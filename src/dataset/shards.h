@@ -37,7 +37,7 @@ namespace mmfeed::dataset {
 
 inline constexpr std::uint64_t kScanWindow = 1 << 20;  // bytes read from a header on
 inline constexpr std::size_t kMaxShardsPerSource = 1 << 20;
-inline constexpr std::size_t kMaxShardNameBytes = std::size_t{64} << 20;  // a source's shard names, all told
+inline constexpr std::size_t kMaxShardNameBytes = std::size_t{256} << 20;  // a source's shard names, all told
 
 // What the brace patterns of one source may still expand to. Every pattern of a source (an
 // Energon split's train list, or its exclude list) draws on one budget, so that many small

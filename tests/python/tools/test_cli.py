@@ -112,3 +112,79 @@ def test_run_on_ray_delivers_what_run_does(cli, tmp_path):
         timeout=600,
     )
     assert traced.returncode == 2 and "trace_path: each part of the run" in traced.stderr
+
+
+@pytest.fixture(scope="module")
+def media_sets(tmp_path_factory):
+    """Manifests of one kind of medium each (issue 48): text only, videos only, audio only; each
+    with the tokenizer and model it is read with."""
+    import json
+
+    import datagen
+    from conftest import ROOT, ffmpeg
+    from omni_reference import omni_model
+
+    root = tmp_path_factory.mktemp("media-sets")
+    datagen.generate(root / "demo", samples=4, seed=48, max_megapixels=0.2, workers=2, videos=3)
+    qwen3 = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+
+    def turn(content, sid):
+        return {"id": sid, "messages": [{"role": "user", "content": content}, {"role": "assistant", "content": "ok"}]}
+
+    text = root / "text.jsonl"
+    text.write_text("".join(json.dumps(turn(f"question {i}", f"t{i}")) + "\n" for i in range(5)))
+    for i in range(3):
+        ffmpeg("-f", "lavfi", "-i", f"sine=frequency={300 + 100 * i}:sample_rate=16000:duration=1.5", root / f"{i}.wav")
+    audio = root / "audio.jsonl"
+    audio.write_text(
+        "".join(
+            json.dumps(turn([{"type": "audio", "audio": f"{i}.wav"}, {"type": "text", "text": "What?"}], f"a{i}"))
+            + "\n"
+            for i in range(3)
+        )
+    )
+    omni = root / "omni-tokenizer.json"
+    omni.write_text(omni_model("qwen2.5-omni").json)
+    return {
+        "text": (text, ["--tokenizer", qwen3]),
+        "videos": (root / "demo" / "videos.jsonl", ["--tokenizer", qwen3]),
+        "audio": (audio, ["--tokenizer", omni, "--model", "qwen2.5-omni"]),
+    }
+
+
+LAYOUTS = {"padded": [], "hf": ["--token-budget", "8192", "--packed-format", "hf"], "thd": ["--token-budget", "8192"]}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind", ["text", "videos", "audio"])
+def test_issue48_run_and_inspect_report_on_manifests_without_images(cli, media_sets, kind, layout):
+    # `mmfeed run` read every batch's image_grid_thw and crashed (exit 139) on batches without
+    # images: the README's `make demo` died at its last step.
+    import json
+
+    manifest, flags = media_sets[kind]
+    flags = [*flags, *LAYOUTS[layout], "--packed-format", "thd"] if layout == "thd" else [*flags, *LAYOUTS[layout]]
+    run = subprocess.run([cli, "run", manifest, *map(str, flags), "--json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    samples = {"text": 5, "videos": 3, "audio": 3}[kind]
+    assert report["samples"] == samples and report["skipped"] == 0 and report["images"] == 0
+    assert report["videos"] == (3 if kind == "videos" else 0)
+    plain = subprocess.run([cli, "run", manifest, *map(str, flags)], capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and plain.stdout.startswith(f"loaded {samples} samples"), plain.stderr
+    shown = subprocess.run([cli, "inspect", manifest, *map(str, flags)], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("batch 0 (epoch 0): ") and "trained tokens are shown" in shown.stdout
+    pad = {"text": None, "videos": "<|video_pad|>x", "audio": "<|AUDIO|>x"}[kind]
+    if pad:
+        assert pad in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize("kind", ["text", "videos", "audio"])
+def test_issue48_fetch_reports_on_manifests_without_images(cli, media_sets, kind):
+    from conftest import run_fetch
+
+    manifest, _ = media_sets[kind]
+    rc, report = run_fetch(cli, "--from-manifest", manifest)
+    assert rc == 0 and report["failed"] == 0
+    assert report["ok"] == {"text": 0, "videos": 3, "audio": 3}[kind]
