@@ -341,4 +341,3 @@ def test_issue48_audio_start_past_any_clip_is_past_the_clips_end(omni, start):
     # Overflowing the sample offset loaded the whole clip instead.
     with pytest.raises(ValueError, match=r"audio_start is past the clip's end \(1 s\)"):
         mmfeed.load_audio(omni / "short.flac", start=start)
-

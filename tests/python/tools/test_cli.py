@@ -152,7 +152,11 @@ def media_sets(tmp_path_factory):
     }
 
 
-LAYOUTS = {"padded": [], "hf": ["--token-budget", "8192", "--packed-format", "hf"], "thd": ["--token-budget", "8192"]}
+LAYOUTS = {
+    "padded": [],
+    "hf": ["--token-budget", "8192", "--packed-format", "hf"],
+    "thd": ["--token-budget", "8192", "--packed-format", "thd"],
+}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -163,8 +167,10 @@ def test_issue48_run_and_inspect_report_on_manifests_without_images(cli, media_s
     import json
 
     manifest, flags = media_sets[kind]
-    flags = [*flags, *LAYOUTS[layout], "--packed-format", "thd"] if layout == "thd" else [*flags, *LAYOUTS[layout]]
-    run = subprocess.run([cli, "run", manifest, *map(str, flags), "--json"], capture_output=True, text=True, timeout=300)
+    flags = [*flags, *LAYOUTS[layout]]
+    run = subprocess.run(
+        [cli, "run", manifest, *map(str, flags), "--json"], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     samples = {"text": 5, "videos": 3, "audio": 3}[kind]
