@@ -144,6 +144,20 @@ std::uint64_t decoded_bytes_per_value(const parquet::ColumnDescriptor& column) {
   }
 }
 
+// Whether the chunk holds data pages that are not dictionary-encoded, as its encoding stats say
+// (a writer that states none: taken as holding none).
+bool has_plain_data_pages(const parquet::ColumnChunkMetaData& chunk) {
+  for (const parquet::PageEncodingStats& s : chunk.encoding_stats()) {
+    const bool data_page =
+        s.page_type == parquet::PageType::DATA_PAGE || s.page_type == parquet::PageType::DATA_PAGE_V2;
+    if (data_page && s.count > 0 && s.encoding != parquet::Encoding::PLAIN_DICTIONARY &&
+        s.encoding != parquet::Encoding::RLE_DICTIONARY) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // The error for a file whose decoding `pool` refused: its columns (or image pages) decode to
 // more than the limit, whatever their encoded sizes said.
 Error decoded_too_large(const LimitedPool& pool, const std::string& what, const std::string& option,
@@ -190,14 +204,17 @@ class ParquetReader {
         parquet::ParquetFileReader::Open(std::move(source), parquet::ReaderProperties(&pool_));
     const std::shared_ptr<parquet::FileMetaData> meta = file->metadata();
     parquet::ParquetFileReader& raw = *file;
-    // Strings stored by dictionary are read as one: a value that every row references is held
-    // once, as the file holds it, not once a row.
+    // Strings stored by dictionary alone are read as a dictionary: a value that every row refers
+    // to is held once, as the file holds it, not once a row. (A chunk that fell back to PLAIN
+    // pages, as writers do once the dictionary grows, is read densely: faster, and its pages
+    // state their own sizes; the pool still counts what it decodes to.)
     parquet::ArrowReaderProperties properties;
     for (int g = 0; g < meta->num_row_groups(); ++g) {
       const auto rg = meta->RowGroup(g);
       for (int c = 0; c < rg->num_columns(); ++c) {
-        if (meta->schema()->Column(c)->physical_type() == parquet::Type::BYTE_ARRAY &&
-            rg->ColumnChunk(c)->has_dictionary_page()) {
+        const auto chunk = rg->ColumnChunk(c);
+        if (meta->schema()->Column(c)->physical_type() == parquet::Type::BYTE_ARRAY && chunk->has_dictionary_page() &&
+            !has_plain_data_pages(*chunk)) {
           properties.set_read_dictionary(c, true);
         }
       }
