@@ -284,7 +284,8 @@ Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop,
   auto range = frame_range(crop, s.sample_rate);
   if (!range.ok()) return std::move(range).error();
   // The frames a clip may hold: max_seconds of them, and no more than max_bytes of samples.
-  const std::int64_t by_seconds = static_cast<std::int64_t>(limits.max_seconds * s.sample_rate);
+  const std::int64_t by_seconds =
+      static_cast<std::int64_t>(std::min(limits.max_seconds * s.sample_rate, 9.2e18));  // within int64
   const std::int64_t by_bytes = static_cast<std::int64_t>(
       std::min<std::uint64_t>(limits.max_bytes / sizeof(float), static_cast<std::uint64_t>(INT64_MAX)));
   const std::int64_t limit = std::min(by_seconds, by_bytes);
