@@ -346,7 +346,9 @@ Result<std::vector<PatternPart>> parse_pattern(std::string_view pattern) {
       return Error(ErrorCode::kInvalidArgument, "a '}' without its '{' at byte " + std::to_string(stray),
                    shown(pattern));
     }
-    parts.push_back({.plain = pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at)});
+    PatternPart plain;
+    plain.plain = pattern.substr(at, open == std::string_view::npos ? std::string_view::npos : open - at);
+    parts.push_back(std::move(plain));
     if (open == std::string_view::npos) break;
     const std::size_t close = pattern.find('}', open);
     if (close == std::string_view::npos) {
