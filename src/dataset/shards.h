@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "dataset/brace_pattern.h"
 #include "dataset/manifest.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
@@ -36,30 +37,8 @@
 namespace mmfeed::dataset {
 
 inline constexpr std::uint64_t kScanWindow = 1 << 20;  // bytes read from a header on
-inline constexpr std::size_t kMaxShardsPerSource = 1 << 20;
-inline constexpr std::size_t kMaxShardNameBytes = std::size_t{256} << 20;  // a source's shard names, all told
-
-// What the brace patterns of one source may still expand to. Every pattern of a source (an
-// Energon split's train list, or its exclude list) draws on one budget, so that many small
-// patterns cannot add up to what one may not.
-struct NameBudget {
-  std::size_t names = kMaxShardsPerSource;
-  std::size_t bytes = kMaxShardNameBytes;
-  std::size_t prefix = 0;  // bytes each name is given in front later (a dataset's root and '/')
-};
-
 // True when `path` names tar shards: it ends with ".tar" (a brace pattern may precede it).
 bool is_shard_source(std::string_view path);
-
-// The names a brace pattern stands for, in order: "{a,b}" lists, "{0..9}" and "{000..127}"
-// ranges (zero-padded to the wider bound's width when a bound has a leading zero). Groups may
-// repeat ("{a,b}/{0..1}.tar": 4 names); nesting, an unclosed brace, a descending range or more
-// than the budget's names or bytes (counted with its prefix, before any name is made) are
-// refused; what they take is drawn from `budget`.
-Result<std::vector<std::string>> expand_braces(std::string_view pattern, NameBudget& budget);
-
-// The same on a budget of its own (a source of one pattern).
-Result<std::vector<std::string>> expand_braces(std::string_view pattern);
 
 // One tar header, decoded.
 struct TarHeader {
