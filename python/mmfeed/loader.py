@@ -2,7 +2,7 @@
 
     with mmfeed.Loader(manifest="demo-data/manifest.jsonl", tokenizer="tokenizer.json",
                        model="qwen2-vl", max_pixels=1003520, batch_size=8, seed=0, epochs=1,
-                       rank=0, world_size=1, on_error="skip", tensors="torch") as loader:
+                       on_error="skip", tensors="torch") as loader:
         for batch in loader:      # mmfeed.Batch (a dict): input_ids, labels, attention_mask,
             ...                   # mm_token_type_ids [B, L] int64, position_ids [3, B, L],
                                   # pixel_values float32 [rows, 1176], image_grid_thw int64 [n, 3],
@@ -10,6 +10,11 @@
     # pixels="bfloat16" or "uint8" (unnormalized: mmfeed.normalize_pixels on the GPU): fewer bytes
         loader.errors()           # [{"sample_id", "stage", "reason"}, ...]
         state = loader.state_dict()
+
+Under torchrun (or any launcher that sets RANK and WORLD_SIZE) each process reads its own shard:
+rank and world_size default to the job's (job_rank_and_world), and an explicit world_size=1 in a
+job of several ranks is refused, since every rank would train on all the data
+(ignore_job_ranks=True allows it on purpose).
 
 Batches are torch tensors made from DLPack capsules over the engine's batch buffer (no copy),
 or with `tensors="np"` numpy arrays over the same memory; the buffer returns to the pool when
@@ -106,6 +111,55 @@ def engine_options(manifest, options: dict) -> dict:
     return options
 
 
+def job_rank_and_world() -> tuple[int, int] | None:
+    """This process's rank and the job's world size: torch.distributed's when it is initialised,
+    else the RANK and WORLD_SIZE environment variables (torchrun, torch.distributed.launch and
+    most cluster launchers set them); None outside such a job. torch is not imported here: a
+    process group exists only where the trainer imported it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    if "WORLD_SIZE" not in os.environ:
+        return None
+    values = {}
+    for name in ("RANK", "WORLD_SIZE"):
+        text = os.environ.get(name, "0")
+        try:
+            values[name] = int(text)
+        except ValueError:
+            raise ValueError(f"the environment's {name}={text!r} is not a number") from None
+    rank, world = values["RANK"], values["WORLD_SIZE"]
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"the environment's RANK={rank} and WORLD_SIZE={world} name no rank of a job")
+    return rank, world
+
+
+def apply_job_ranks(options: dict, ignore_job_ranks: bool = False) -> None:
+    """Fills the rank and world_size options a Loader was not given from the job it runs in
+    (job_rank_and_world), and refuses world_size=1 given in a job of several ranks, where every
+    rank would read every sample: ignore_job_ranks=True reads the options as given."""
+    job = None if ignore_job_ranks else job_rank_and_world()
+    if job is None:
+        return
+    rank, world = job
+    if options.get("world_size") == 1 and world > 1:
+        raise ValueError(
+            f"world_size=1, but this process is rank {rank} of a job of {world} ranks "
+            f"(torch.distributed, or RANK/WORLD_SIZE): every rank would train on all the data. Leave "
+            f"rank and world_size unset (they default to the job's), or pass ignore_job_ranks=True "
+            f"to read all of it on every rank on purpose"
+        )
+    if options.get("world_size") is None:
+        options["world_size"] = world
+    if options.get("rank") is None:
+        if rank >= options["world_size"]:
+            raise ValueError(
+                f"world_size={options['world_size']} and no rank: this process is rank {rank} of the job, "
+                f"which such a world has not; give rank= too"
+            )
+        options["rank"] = rank
+
+
 def read_config(path: str | os.PathLike) -> dict[str, Any]:
     """The loader options a config file sets, read by the engine as `mmfeed run --config` reads
     it: a JSON object, or a TOML table (``*.toml``), of options named with ``_`` or ``-`` and a
@@ -140,7 +194,7 @@ class LoaderInputs:
 class Loader:
     """Iterates batches; see the module docstring.
 
-    Loader(manifest=None, *, tensors="torch", device=None, inputs=None, **options)
+    Loader(manifest=None, *, tensors="torch", device=None, inputs=None, ignore_job_ranks=False, **options)
 
     manifest: a path or URI, or a list of them (the `manifests` option). A blend names its
     manifests with weights (`Loader(["a.jsonl", "b.json"], weights=[0.7, 0.3], blend_samples=...)`)
@@ -150,7 +204,9 @@ class Loader:
     device: None (host tensors), or a CUDA device such as "cuda:0": batches arrive there, copied
     ahead by the engine on its own stream. With device=, pin_device defaults to that device, else
     to torch's current device once CUDA is initialised. inputs: a LoaderInputs read with the same
-    manifests and tokenizer, used instead of reading them again.
+    manifests and tokenizer, used instead of reading them again. rank and world_size default to the
+    job's (torch.distributed, else RANK/WORLD_SIZE); ignore_job_ranks=True leaves them to the
+    options alone (world_size=1 in a job of several ranks is refused otherwise).
 
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
@@ -162,8 +218,10 @@ class Loader:
         tensors: Literal["torch", "np"] = "torch",
         device=None,
         inputs: LoaderInputs | None = None,
+        ignore_job_ranks: bool = False,
         **options: Unpack[LoaderOptions],
     ):
+        apply_job_ranks(options, ignore_job_ranks)  # type: ignore[arg-type]  # a TypedDict read as a dict
         for name in ("min_pixels", "max_pixels"):
             value = options.get(name)
             if isinstance(value, (int, float)) and value <= 0:

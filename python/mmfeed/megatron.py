@@ -31,8 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mmfeed.batch import Batch
-from mmfeed.loader import Loader
-from mmfeed.torch import _distributed_rank_and_world
+from mmfeed.loader import Loader, job_rank_and_world
 
 
 def data_parallel_rank_and_world(group=None) -> tuple[int, int]:
@@ -55,7 +54,7 @@ def data_parallel_rank_and_world(group=None) -> tuple[int, int]:
             parallel_state.get_data_parallel_rank(with_context_parallel=False),
             parallel_state.get_data_parallel_world_size(with_context_parallel=False),
         )
-    return _distributed_rank_and_world()
+    return job_rank_and_world() or (0, 1)
 
 
 class _Cyclic:
@@ -103,6 +102,9 @@ def build_train_valid_test_data_iterators(
         rank, world = data_parallel_rank_and_world(group)
         options.setdefault("rank", rank)
         options.setdefault("world_size", world)
+        # Data-parallel ranks: tensor- and pipeline-parallel peers share one, so a job of several
+        # processes may have a data-parallel world of one.
+        options.setdefault("ignore_job_ranks", True)
     options.setdefault("tensors", "torch")
     train_epochs = options.pop("epochs", train_epochs)  # `epochs` is the train split's
     # Validation and test always run one epoch in manifest order, whatever the train split does.

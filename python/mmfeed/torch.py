@@ -9,7 +9,7 @@
 The engine already batches, prefetches and runs its own threads, so the DataLoader must not
 batch again or fork workers: use batch_size=None and num_workers=0 (the dataset refuses
 worker processes). Rank and world size come from torch.distributed when it is initialised,
-else from the RANK / WORLD_SIZE environment, unless given. state_dict()/load_state_dict()
+else from the RANK / WORLD_SIZE environment, unless given (as for mmfeed.Loader). state_dict()/load_state_dict()
 follow torchdata's StatefulDataLoader convention (the dataset's state is taken with the
 loader's and restored before iteration). Each pass over the dataset continues the run: the
 next epoch after a complete pass, the rest of the pass after one left early.
@@ -17,21 +17,12 @@ next epoch after a complete pass, the rest of the pass after one left early.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import torch.utils.data
 
 from mmfeed.batch import Batch
-from mmfeed.loader import Loader
-
-
-def _distributed_rank_and_world() -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+from mmfeed.loader import Loader, apply_job_ranks
 
 
 class Dataset(torch.utils.data.IterableDataset):
@@ -45,9 +36,9 @@ class Dataset(torch.utils.data.IterableDataset):
 
     def __init__(self, manifest, **options):
         super().__init__()
-        rank, world = _distributed_rank_and_world()
-        options.setdefault("rank", rank)
-        options.setdefault("world_size", world)
+        apply_job_ranks(options, options.get("ignore_job_ranks", False))
+        options.setdefault("rank", 0)  # outside a job: one rank
+        options.setdefault("world_size", 1)
         options["tensors"] = "torch"
         self._epochs_per_pass = int(options.pop("epochs", 1))
         if self._epochs_per_pass < 1:

@@ -33,6 +33,7 @@ class Parts:
         loader = _LocalLoader(
             tensors="np",
             inputs=self._inputs,
+            ignore_job_ranks=True,  # the rank is the trainer's, in the options; an actor is no rank
             **{**self._options, "epochs": spec["epoch"] + 1, "end_position": spec["end"]},
         )
         loader.load_state_dict(spec["state"])

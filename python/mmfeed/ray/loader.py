@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import ray
 
-from ..loader import engine_options
+from ..loader import apply_job_ranks, engine_options
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -27,7 +27,9 @@ class Loader:
 
     Loader(manifest=None, *, num_actors=2, actor_options=None, part_groups=16, parts_in_flight=2,
            batches_ahead=None, store_bytes=None, replace_dead=True, max_deaths=16, tensors="torch",
-           **options)
+           ignore_job_ranks=False, **options)
+
+    rank and world_size default to the trainer job's, as mmfeed.Loader's do (ignore_job_ranks).
 
     num_actors: actors started now (ray.init must have been called). actor_options: Ray's
     options for each actor: num_cpus, memory, resources, scheduling_strategy (node affinity,
@@ -61,6 +63,7 @@ class Loader:
         replace_dead: bool = True,
         max_deaths: int = 16,
         tensors: Literal["torch", "np"] = "torch",
+        ignore_job_ranks: bool = False,
         **options: Unpack[LoaderOptions],
     ):
         if not ray.is_initialized():
@@ -86,6 +89,7 @@ class Loader:
                 "trace_path: each part of the run has an engine of its own on some actor, and one "
                 "timeline would be overwritten part after part; trace a run with mmfeed.Loader"
             )
+        apply_job_ranks(options, ignore_job_ranks)  # type: ignore[arg-type]  # this trainer rank's run
         self._options = engine_options(manifest, dict(options))
         self._tensors = tensors
         self._actor_options = {"num_cpus": 1, **(actor_options or {})}
