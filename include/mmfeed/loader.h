@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "mmfeed/alpha.h"
 #include "mmfeed/error.h"
 
 namespace mmfeed {
@@ -103,6 +104,7 @@ struct LoaderConfig {
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
   ImageBackend image_backend = ImageBackend::kPil;
+  AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/alpha.h)
   std::string chat_template;  // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   AudioPadding audio_padding = AudioPadding::kModel;
   // qwen2.5-omni: each video brings its soundtrack (the processor's use_audio_in_video), read

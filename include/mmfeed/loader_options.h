@@ -53,6 +53,10 @@ void for_each_loader_option(F&& f) {
   f("image_backend", &LoaderConfig::image_backend,
     "which transformers image processor images match bit for bit: pil (Qwen2VLImageProcessorPil) or torchvision "
     "(Qwen2VLImageProcessor, transformers' default where torchvision is installed)");
+  f("alpha", &LoaderConfig::alpha,
+    "what a transparent image's alpha becomes: drop (Pillow's convert(\"RGB\"), as transformers' load_image "
+    "reads a path or URL), white (composited on white, as transformers' processor treats a PIL image from "
+    "`datasets`) or paste (qwen-vl-utils' to_rgb)");
   f("chat_template", &LoaderConfig::chat_template,
     "qwen2-vl, qwen3-vl, qwen3-vl-thinking, qwen3.5, qwen3.5-nothink, qwen2.5-omni or qwen3-omni-thinking (empty: "
     "the model's)");
@@ -153,6 +157,10 @@ struct Choices<ImageBackend> {
 template <>
 struct Choices<AudioPadding> {
   static constexpr std::array<std::string_view, 3> names{"model", "max_length", "longest"};
+};
+template <>
+struct Choices<AlphaPolicy> {
+  static constexpr std::array<std::string_view, 3> names{"drop", "paste", "white"};
 };
 template <>
 struct Choices<Pixels> {

@@ -33,19 +33,12 @@ namespace mmfeed {
 // Which resampling and patchify kernels run: the fastest the CPU has (auto, simd), the portable
 // Highway kernels, or the scalar reference. All give the same bytes.
 enum class ImageKernel { kAuto, kSimd, kPortable, kScalar };
-// What an alpha channel becomes: dropped (Pillow's convert("RGB")), pasted on white, or
-// composited on white (transformers' convert_to_rgb of a PIL image).
-enum class AlphaPolicy { kDrop, kPaste, kComposite };
 // Pillow's filters, and torch's antialiased bicubic on uint8 (torchvision's resize).
 enum class ResizeFilter { kBicubic, kBicubicTorch, kBilinear, kLanczos, kBox, kHamming };
 
 template <>
 struct Choices<ImageKernel> {
   static constexpr std::array<std::string_view, 4> names{"auto", "simd", "portable", "scalar"};
-};
-template <>
-struct Choices<AlphaPolicy> {
-  static constexpr std::array<std::string_view, 3> names{"drop", "paste", "composite"};
 };
 template <>
 struct Choices<ResizeFilter> {

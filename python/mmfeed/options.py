@@ -45,6 +45,7 @@ class LoaderOptions(TypedDict, total=False):
     max_pixels: int | None
     pixels: Literal["float32", "bfloat16", "uint8"] | None
     image_backend: Literal["pil", "torchvision"] | None
+    alpha: Literal["drop", "paste", "white"] | None
     chat_template: _Path | None
     audio_padding: Literal["model", "max_length", "longest"] | None
     use_audio_in_video: bool | None

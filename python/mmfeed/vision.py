@@ -36,7 +36,7 @@ class ImageProcessor:
     torch's antialiased bicubic on uint8, rescale fused into normalize).
     exif: apply EXIF orientation to paths and bytes (HF's load_image does).
     alpha: what paths, bytes and RGBA arrays do with alpha: "drop" (HF's load_image),
-    "paste" (qwen-vl-utils: RGBA pasted on white) or "composite" (HF given a PIL image).
+    "paste" (qwen-vl-utils: RGBA pasted on white) or "white" (composited on white: HF given a PIL image).
     output: "float32" (HF's pixel_values), "bfloat16" (returned as uint16 words) or "uint8"
     (resized pixels per patch, rows of 3*P*P, for normalizing on the GPU).
     kernel: "auto" (the fastest this CPU runs), "portable" (the Highway kernels only) or
@@ -105,7 +105,7 @@ class ImageProcessor:
             elif _is_pil(img):
                 has_alpha = "A" in img.getbands() or img.info.get("transparency") is not None
                 item = np.asarray(img.convert("RGBA" if has_alpha else "RGB"))
-                alpha = "composite"
+                alpha = "white"
             else:
                 raise TypeError(f"unsupported image type {type(img).__name__}")
             items.append(item)

@@ -160,6 +160,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
                                           " exceeds max_pixels " + std::to_string(out.vision.profile.max_pixels));
   }
   out.vision.backend = config.image_backend;
+  out.vision.decode.alpha = config.alpha;
   out.vision.output = config.pixels == Pixels::kBFloat16 ? vision::OutputType::kBFloat16
                       : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
                                                          : vision::OutputType::kFloat32;

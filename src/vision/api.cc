@@ -28,15 +28,6 @@ vision::Kernel kernel_of(ImageKernel k) {
   return vision::Kernel::kAuto;
 }
 
-vision::AlphaPolicy alpha_of(AlphaPolicy a) {
-  switch (a) {
-    case AlphaPolicy::kDrop: return vision::AlphaPolicy::kDrop;
-    case AlphaPolicy::kPaste: return vision::AlphaPolicy::kPaste;
-    case AlphaPolicy::kComposite: return vision::AlphaPolicy::kComposite;
-  }
-  return vision::AlphaPolicy::kDrop;
-}
-
 vision::Filter filter_of(ResizeFilter f) {
   switch (f) {
     case ResizeFilter::kBicubic: return vision::Filter::kBicubic;
@@ -91,7 +82,7 @@ Result<ImageProcessor> ImageProcessor::create(const ImageProcessorOptions& optio
   if (options.image_std) config.profile.std = *options.image_std;
   config.backend = options.backend;
   config.decode.exif = options.exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
-  config.decode.alpha = alpha_of(options.alpha);
+  config.decode.alpha = options.alpha;
   config.output = output_of(options.output);
   config.kernel = kernel_of(options.kernel);
   config.fast_jpeg = options.fast_jpeg;
@@ -151,7 +142,7 @@ Result<PixelRows> ImageProcessor::process(std::span<const ImageInput> images) co
     std::uint8_t* dest = data + static_cast<std::size_t>(offsets[i]) * row_bytes;
     Result<vision::Grid> r = Error(ErrorCode::kInternal, "unset");
     if (in.pixels != nullptr) {
-      const vision::AlphaPolicy alpha = in.alpha ? alpha_of(*in.alpha) : proc.config().decode.alpha;
+      const vision::AlphaPolicy alpha = in.alpha ? *in.alpha : proc.config().decode.alpha;
       r = proc.process_rgb(vision::rgb_from_pixels(in.pixels, in.width, in.height, in.channels, alpha), dest,
                            grids[i].rows());
     } else {
@@ -188,7 +179,7 @@ Status resize_image(const std::uint8_t* pixels, int width, int height, int chann
 Result<RgbPixels> decode_image(std::span<const std::uint8_t> bytes, bool exif, AlphaPolicy alpha) {
   vision::DecodeOptions options;
   options.exif = exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
-  options.alpha = alpha_of(alpha);
+  options.alpha = alpha;
   MMFEED_ASSIGN_OR_RETURN(vision::RgbImage img, vision::decode_rgb(bytes, options));
   RgbPixels out;
   out.width = img.width;

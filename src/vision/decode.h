@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "core/scratch.h"
+#include "mmfeed/alpha.h"
 #include "mmfeed/error.h"
 
 namespace mmfeed::vision {
@@ -41,7 +42,7 @@ enum class ImageFormat { kJpeg, kPng, kWebp };
 std::string_view format_name(ImageFormat format);
 
 enum class ExifPolicy { kApply, kIgnore };
-enum class AlphaPolicy { kDrop, kPaste, kComposite };
+using AlphaPolicy = ::mmfeed::AlphaPolicy;  // (mmfeed/alpha.h)
 
 struct ImageInfo {
   ImageFormat format = ImageFormat::kJpeg;

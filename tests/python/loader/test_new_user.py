@@ -122,3 +122,78 @@ def test_the_torch_dataset_takes_the_same_defaults(data, monkeypatch):
     monkeypatch.setenv("RANK", "0")
     other = [i for batch in mmfeed.torch.Dataset(data / "manifest.jsonl", tokenizer=TOKENIZER) for i in batch["sample_ids"]]
     assert len(ids) == len(other) == 9 and len(set(ids) | set(other)) == 17
+
+
+def transparent_images(out) -> dict:
+    """A transparent logo's kinds: RGBA, LA, palette with a transparent entry, a gray PNG with a
+    transparent value (tRNS), and WebP with alpha; each 96 x 72, the hidden pixels black."""
+    import numpy as np
+    from PIL import Image
+
+    y, x = np.mgrid[0:72, 0:96]
+    ring = (((x - 48) ** 2 + (y - 36) ** 2) < 30**2).astype(np.uint8)
+    color = np.stack([x * 2, y * 3, (x + y) % 256], axis=-1).astype(np.uint8) * ring[..., None]
+    alpha = (ring * 255 - (x % 7) * ring * 20).astype(np.uint8)
+    rgba = Image.fromarray(np.dstack([color, alpha]), "RGBA")
+    images = {
+        "rgba.png": rgba,
+        "la.png": Image.fromarray(np.dstack([color[..., 0], alpha]), "LA"),
+        "palette.png": rgba.convert("RGB").quantize(32),
+        "gray-trns.png": Image.fromarray(color[..., 1], "L"),
+        "alpha.webp": rgba,
+    }
+    images["palette.png"].info["transparency"] = int(np.asarray(images["palette.png"])[0, 0])
+    images["gray-trns.png"].info["transparency"] = 0
+    paths = {}
+    for name, image in images.items():
+        paths[name] = out / name
+        if name.endswith(".webp"):
+            image.save(paths[name], lossless=True)
+        else:
+            image.save(paths[name], transparency=image.info.get("transparency"))
+    return paths
+
+
+def test_alpha_matches_the_pipeline_each_choice_names(tmp_path):
+    from PIL import Image
+    from transformers.image_utils import load_image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    paths = transparent_images(tmp_path)
+    lines = []
+    for name in paths:
+        user = [{"type": "image", "image": name}, {"type": "text", "text": "Which logo?"}]
+        messages = [{"role": "user", "content": user}, {"role": "assistant", "content": "This one."}]
+        lines.append(json.dumps({"id": name, "messages": messages}))
+    (tmp_path / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    processor = Qwen2VLImageProcessorPil(patch_size=14, size={"shortest_edge": 3136, "longest_edge": 12845056})
+
+    def pasted(image):  # qwen-vl-utils' to_rgb: RGBA pasted on white through its alpha, else convert("RGB")
+        if image.mode != "RGBA":
+            return image.convert("RGB")
+        background = Image.new("RGB", image.size, (255, 255, 255))
+        background.paste(image, mask=image.split()[3])
+        return background
+
+    references = {
+        "drop": lambda path: load_image(str(path)),  # transformers' load_image of a path
+        "white": lambda path: Image.open(path),  # the PIL image `datasets` hands the processor
+        "paste": lambda path: pasted(Image.open(path)),
+    }
+    results = {}
+    for alpha, reference in references.items():
+        loader = mmfeed.Loader(
+            tmp_path / "manifest.jsonl", tokenizer=TOKENIZER, batch_size=1, shuffle=False, alpha=alpha, tensors="np"
+        )
+        with loader:
+            for batch in loader:
+                (name,) = batch["sample_ids"]
+                want = processor(images=[reference(paths[name])], return_tensors="np")["pixel_values"]
+                got = batch["pixel_values"]
+                assert got.shape == want.shape and got.tobytes() == want.tobytes(), (alpha, name)
+                results[alpha, name] = got
+    # The choice matters: the hidden black background becomes white.
+    assert (results["white", "rgba.png"] != results["drop", "rgba.png"]).mean() > 0.3
+    assert results["white", "rgba.png"].tobytes() == results["paste", "rgba.png"].tobytes()
+    with pytest.raises(TypeError, match="alpha.*drop, paste or white"):
+        mmfeed.Loader(tmp_path / "manifest.jsonl", tokenizer=TOKENIZER, alpha="black")

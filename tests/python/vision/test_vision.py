@@ -180,7 +180,7 @@ def test_alpha_policies_are_bit_exact_over_every_colour_and_alpha():
     image = Image.fromarray(rgba, "RGBA")
     white = Image.new("RGBA", image.size, (255, 255, 255, 255))
     expected = {
-        "composite": np.asarray(Image.alpha_composite(white, image).convert("RGB")),
+        "white": np.asarray(Image.alpha_composite(white, image).convert("RGB")),
         "paste": _pasted(image),
         "drop": rgba[..., :3],
     }
