@@ -323,6 +323,17 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;
   }
+  // A sample with no token to train adds nothing to the loss but its padding: a batch of them
+  // would be a wasted step, or a NaN loss.
+  if (std::none_of(s->labels.begin(), s->labels.end(), [](std::int32_t l) { return l != text::kIgnoreIndex; })) {
+    const std::string reason =
+        s->truncated ? "truncated to " + std::to_string(s->input_ids.size()) + " tokens (max_length " +
+                           std::to_string(sft_.max_length) +
+                           "), it keeps no token to train: its answer starts past the cut (raise max_length)"
+                     : "it has no token to train: no assistant turn that the labels policy trains";
+    w.error = SampleError{w.id, "text", reason, ErrorCode::kInvalidArgument};
+    return;
+  }
   // Truncation dropped trailing media: their bytes go now.
   if (s->images_kept < w.grids.size()) {
     w.grids.resize(s->images_kept);

@@ -568,6 +568,7 @@ Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& 
     }
     s.input_ids.resize(cut);
     s.labels.resize(cut);
+    s.truncated = true;
   }
   s.attention_mask.assign(s.input_ids.size(), 1);
 

@@ -84,6 +84,7 @@ struct SftSample {
   std::size_t images_kept = 0;             // after truncation, the first images_kept images remain
   std::size_t videos_kept = 0;
   std::size_t audios_kept = 0;
+  bool truncated = false;  // cut at max_length (Truncation::kTruncate)
 };
 
 inline constexpr std::int32_t kIgnoreIndex = -100;

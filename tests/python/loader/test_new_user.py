@@ -197,3 +197,26 @@ def test_alpha_matches_the_pipeline_each_choice_names(tmp_path):
     assert results["white", "rgba.png"].tobytes() == results["paste", "rgba.png"].tobytes()
     with pytest.raises(TypeError, match="alpha.*drop, paste or white"):
         mmfeed.Loader(tmp_path / "manifest.jsonl", tokenizer=TOKENIZER, alpha="black")
+
+
+def test_a_sample_left_with_nothing_to_train_is_an_error_naming_it(data, tmp_path):
+    # Cut at 45 tokens, s16 (the largest image: its answer starts at token 50) keeps no answer; a
+    # conversation with no assistant turn has nothing to train from the start.
+    lines = (data / "manifest.jsonl").read_text().splitlines()
+    prompt_only = json.loads(lines[0])
+    prompt_only["id"] = "no-answer"
+    prompt_only["messages"] = prompt_only["messages"][:1]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n".join(lines + [json.dumps(prompt_only)]) + "\n")
+    shutil.copytree(data / "images", tmp_path / "images")
+    options = dict(tokenizer=TOKENIZER, batch_size=8, max_length=45, truncation="truncate", tensors="np")
+    loader = mmfeed.Loader(manifest, **options)
+    with loader:
+        batches = list(loader)
+        errors = {e["sample_id"]: e for e in loader.errors()}
+    assert all((b["labels"] != -100).sum(axis=1).min() > 0 for b in batches)
+    assert "its answer starts past the cut (raise max_length)" in errors["s16"]["reason"]
+    assert "truncated to" in errors["s16"]["reason"] and errors["s16"]["stage"] == "text"
+    assert "no assistant turn" in errors["no-answer"]["reason"]
+    delivered = {i for b in batches for i in b["sample_ids"]}
+    assert "s00" in delivered and not delivered & set(errors)
