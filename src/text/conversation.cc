@@ -339,8 +339,9 @@ Result<std::vector<std::string>> parse_tools(simdjson::dom::object sample) {
 // order by the <image> and <video> placeholders of its turns.
 class ListedMedia {
  public:
-  static Result<ListedMedia> of(simdjson::dom::object sample) {
+  static Result<ListedMedia> of(simdjson::dom::object sample, MediaSources sources) {
     ListedMedia m;
+    m.sources_ = sources;
     for (const char* key : {"image", "images"}) {
       if (simdjson::dom::element e; !sample[key].get(e) && !e.is_null()) {
         MMFEED_ASSIGN_OR_RETURN(m.images_, uri_list(e, key));
@@ -397,6 +398,7 @@ class ListedMedia {
     const Kind& kind = kind_of(type);
     auto [list, taken] = slot(type);
     if (taken >= list.size()) {
+      if (sources_ == MediaSources::kOptional) return std::string();  // a placeholder, as the processors render
       return bad(where + " has type '" + kind.name + "' but no \"" + kind.name + "\", and the sample lists no " +
                  kind.plural + " left to take its place");
     }
@@ -438,6 +440,7 @@ class ListedMedia {
   }
 
   std::vector<std::string> images_, videos_, audios_;
+  MediaSources sources_ = MediaSources::kRequired;
   std::size_t next_image_ = 0, next_video_ = 0, next_audio_ = 0;
 };
 
@@ -584,11 +587,11 @@ Status add_system_key(simdjson::dom::object sample, Conversation& c) {
   return ok_status();
 }
 
-Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c) {
+Result<Conversation> parse_sample(simdjson::dom::element doc, Conversation c, MediaSources sources) {
   simdjson::dom::object o;
   if (doc.get_object().get(o)) return bad("sample must be a JSON object, got " + std::string(json_kind(doc)));
   MMFEED_ASSIGN_OR_RETURN(c.tools, parse_tools(o));
-  MMFEED_ASSIGN_OR_RETURN(ListedMedia listed, ListedMedia::of(o));
+  MMFEED_ASSIGN_OR_RETURN(ListedMedia listed, ListedMedia::of(o, sources));
   simdjson::dom::element list;
   if (!o["messages"].get(list)) {
     MMFEED_ASSIGN_OR_RETURN(c, parse_messages(list, listed, std::move(c)));
@@ -658,7 +661,7 @@ std::vector<std::string> Conversation::media(ContentItem::Type type) const {
   return collect(messages, of_type(type), [](const ContentItem& item) { return item.value; });
 }
 
-Result<Conversation> parse_conversation(std::string_view json) {
+Result<Conversation> parse_conversation(std::string_view json, MediaSources sources) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
@@ -667,7 +670,7 @@ Result<Conversation> parse_conversation(std::string_view json) {
   const std::optional<std::string> id = id_of(doc);
   Conversation c;
   if (id) c.id = *id;
-  Result<Conversation> r = parse_sample(doc, std::move(c));
+  Result<Conversation> r = parse_sample(doc, std::move(c), sources);
   if (!r.ok() && id) return std::move(r).error().with_context("sample " + *id);
   return r;
 }

@@ -124,7 +124,13 @@ struct Conversation {
 // tool_call.function` ignores it); "name" must be a string, "arguments" a string or any JSON
 // value. Refused where the templates would print something ill-defined: a missing name or
 // arguments, a media item whose "text" is not a string.
-Result<Conversation> parse_conversation(std::string_view json);
+// Whether each media item must name its medium: the Loader's samples must (an item's own source,
+// or the next of the sample's "images"/"videos"/"audios"); rendering and encoding a conversation
+// alone (mmfeed::render_chat, encode_conversation: the grids are given) need none, so that
+// {"type": "image"} renders a placeholder as apply_chat_template renders it (an empty value).
+enum class MediaSources { kRequired, kOptional };
+
+Result<Conversation> parse_conversation(std::string_view json, MediaSources sources = MediaSources::kRequired);
 
 // The sample's id as parse_conversation reads it (Conversation::id): the top-level "id" of a
 // JSON object, a string or an integer (in decimal). nullopt when the line is not JSON, or its

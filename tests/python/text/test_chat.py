@@ -104,6 +104,32 @@ def test_llava_and_sharegpt_samples_render_as_their_messages(hf):
     assert mmfeed.render_chat(sharegpt) == hf.apply_chat_template(messages, tokenize=False)
 
 
+def test_the_processor_form_renders_without_media(hf):
+    # Issue 49: {"type": "image"} items with no source, as apply_chat_template and TRL's examples
+    # render them; a conversation's text needs no media (the Loader still requires a source).
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "image"}, {"type": "video"}, {"type": "image"}, {"type": "text", "text": "Compare."}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "The same scene."}]},
+    ]
+    for vid in (False, True):
+        want = hf.apply_chat_template(messages, tokenize=False, add_vision_id=vid)
+        assert mmfeed.render_chat(messages, add_vision_id=vid) == want
+
+def test_the_processor_form_encodes_as_the_sourced_form(tok):
+    messages = [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]},
+        {"role": "assistant", "content": "A cat."},
+    ]
+    sourced = json.loads(json.dumps(messages))
+    sourced[0]["content"][0]["image"] = "a.jpg"
+    bare = mmfeed.encode_conversation(messages, [(1, 4, 4)], tok)
+    assert bare["input_ids"].tolist() == mmfeed.encode_conversation(sourced, [(1, 4, 4)], tok)["input_ids"].tolist()
+    assert bare["labels"].tolist() == mmfeed.encode_conversation(sourced, [(1, 4, 4)], tok)["labels"].tolist()
+
+
 def reference_encoding(hf, msgs, grids, merge=2, newline=True):
     """Qwen's recipe in plain Python: tokenize the rendering, expand image pads, train each
     assistant reply and its <|im_end|> (and the newline after it)."""
