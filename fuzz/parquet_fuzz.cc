@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string& path = file.write(data, size);
   std::vector<ManifestLine> lines;
   constexpr std::uint64_t kMaxBytes = 1 << 20;  // what a file may decode to: small, so inputs stay cheap
-  auto m = read_parquet(path, kMaxBytes, mmfeed::storage::S3Options{}, 0, lines);
+  auto m = read_parquet(path, {path}, kMaxBytes, mmfeed::storage::S3Options{}, 0, lines);
   if (!m.ok()) return 0;
   if (lines.size() != m->samples.size() || m->cells.size() != m->members.size()) std::abort();
   for (const ManifestLine& line : lines) {

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const mmfeed::fuzz::ScratchFile file(".tar");
   const std::string& path = file.write(data, size);
   std::vector<ManifestLine> lines;
-  auto m = read_shards(path, 1 << 16, mmfeed::storage::S3Options{}, 0, lines);
+  auto m = read_shards(path, {path}, 1 << 16, mmfeed::storage::S3Options{}, 0, lines);
   if (!m.ok()) return 0;
   if (lines.size() != m->samples.size()) std::abort();
   for (const ShardMember& member : m->members) {

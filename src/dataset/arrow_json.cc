@@ -158,6 +158,49 @@ std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t
   return v;
 }
 
+namespace {
+
+// A field's type, or a dictionary's value type (strings stored by dictionary are read as one).
+arrow::Type::type value_type_id(const arrow::DataType& t) {
+  return t.id() == arrow::Type::DICTIONARY ? static_cast<const arrow::DictionaryType&>(t).value_type()->id() : t.id();
+}
+
+bool is_image_struct(const arrow::DataType& t) {
+  if (t.id() != arrow::Type::STRUCT || t.num_fields() != 2) return false;
+  const auto& s = static_cast<const arrow::StructType&>(t);
+  const auto bytes = s.GetFieldByName("bytes"), path = s.GetFieldByName("path");
+  if (!bytes || !path) return false;
+  const arrow::Type::type b = value_type_id(*bytes->type()), p = value_type_id(*path->type());
+  return (b == arrow::Type::BINARY || b == arrow::Type::LARGE_BINARY) &&
+         (p == arrow::Type::STRING || p == arrow::Type::LARGE_STRING);
+}
+
+}  // namespace
+
+ImageColumn image_column(const arrow::DataType& t) {
+  if (is_image_struct(t)) return ImageColumn::kOne;
+  if ((t.id() == arrow::Type::LIST || t.id() == arrow::Type::LARGE_LIST) &&
+      is_image_struct(*static_cast<const arrow::BaseListType&>(t).value_type())) {
+    return ImageColumn::kList;
+  }
+  return ImageColumn::kNone;
+}
+
+RowImages row_images(const arrow::Array& a, ImageColumn kind, std::int64_t row) {
+  if (kind != ImageColumn::kList) {
+    return {static_cast<const arrow::StructArray*>(&a), row, a.IsNull(row) ? 0 : 1};
+  }
+  const bool large = a.type_id() == arrow::Type::LARGE_LIST;
+  const arrow::Array* values = large ? static_cast<const arrow::LargeListArray&>(a).values().get()
+                                     : static_cast<const arrow::ListArray&>(a).values().get();
+  if (a.IsNull(row)) return {static_cast<const arrow::StructArray*>(values), 0, 0};
+  return {static_cast<const arrow::StructArray*>(values),
+          large ? static_cast<const arrow::LargeListArray&>(a).value_offset(row)
+                : static_cast<const arrow::ListArray&>(a).value_offset(row),
+          large ? static_cast<const arrow::LargeListArray&>(a).value_length(row)
+                : static_cast<const arrow::ListArray&>(a).value_length(row)};
+}
+
 bool is_conversation_column(std::string_view name) {
   return name == "messages" || name == "conversations" || name == "conversation";
 }

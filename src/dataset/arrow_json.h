@@ -35,4 +35,17 @@ std::optional<std::string_view> json_text_of(const arrow::Array& a, std::int64_t
 // Whether a column of this name holds the conversation ("messages", "conversations", "conversation").
 bool is_conversation_column(std::string_view name);
 
+// An image column, as `datasets` writes an Image() feature: a struct<bytes: binary, path: string>,
+// or a list of them.
+enum class ImageColumn { kNone, kOne, kList };
+ImageColumn image_column(const arrow::DataType& t);
+
+// The images a row of an image column holds: `count` structs of `structs` from `begin`.
+struct RowImages {
+  const arrow::StructArray* structs = nullptr;
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+};
+RowImages row_images(const arrow::Array& column, ImageColumn kind, std::int64_t row);
+
 }  // namespace mmfeed::dataset

@@ -9,8 +9,10 @@
 #include <span>
 
 #include "core/buffer_pool.h"
+#include "dataset/arrow_files.h"
 #include "dataset/parquet.h"
 #include "dataset/shards.h"
+#include "dataset/source_files.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 #include "text/conversation.h"
@@ -198,9 +200,88 @@ Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLi
   return m.array ? index_array(m.text, first, manifest, m.name, out) : index_lines(m.text, manifest, m.name, out);
 }
 
-// Reads manifests from files, S3 or HTTP(S), gzip- or zstd-compressed or plain (by their magic
-// bytes), each at most max_manifest_bytes fetched and decompressed, and indexes their lines.
-// Relative image references resolve against the manifest's directory (or URI prefix).
+namespace {
+
+// One JSONL or JSON file, fetched (within `limit`), decompressed and named; not yet indexed.
+Result<Manifest> read_text_file(const std::string& path, std::size_t limit, storage::Fetcher& fetcher) {
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
+  Manifest m;
+  m.name = storage::redact_uri(path);
+  if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
+  auto r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
+  if (!r->data.ok()) {
+    // The fetcher enforces the limit as its object size limit, and its refusal names that
+    // option (max_object_bytes, the media's); for a manifest the limit is max_manifest_bytes.
+    const Error& e = r->data.error();
+    if (e.code() == ErrorCode::kResourceExhausted && e.message().find("max_object_bytes") != std::string::npos) {
+      return manifest_too_large(m.name, limit, "is larger than");
+    }
+    return std::move(r->data).error().with_context("manifest");
+  }
+  core::Buffer data = std::move(r->data).value();
+  if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
+    MMFEED_ASSIGN_OR_RETURN(m.text, gunzip(data.span(), limit, m.name));
+  } else if (data.size() >= 4 && data.data()[0] == std::byte{0x28} && data.data()[1] == std::byte{0xb5} &&
+             data.data()[2] == std::byte{0x2f} && data.data()[3] == std::byte{0xfd}) {
+    MMFEED_ASSIGN_OR_RETURN(m.text, unzstd(data.span(), limit, m.name));
+  } else {
+    m.text.assign(reinterpret_cast<const char*>(data.data()), data.size());
+  }
+  data.reset();
+  if (m.text.starts_with("\xEF\xBB\xBF")) m.text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
+  m.remote = uri.scheme != storage::Scheme::kFile;
+  m.base_dir = base_dir_of(uri);
+  return m;
+}
+
+// The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:
+// one file's as it is, several as parts of one text (each indexed on its own, numbered from its
+// own first line), within `limit` together.
+Result<Manifest> read_text_files(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
+                                 storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out) {
+  Manifest whole;
+  for (const std::string& file : files) {
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, read_text_file(file, limit - std::min(limit, whole.text.size()), fetcher));
+    std::vector<ManifestLine> lines;
+    MMFEED_RETURN_IF_ERROR(index_samples(m, manifest, lines));
+    if (files.size() == 1) {
+      m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size()));
+      out.insert(out.end(), lines.begin(), lines.end());
+      return m;
+    }
+    const std::uint64_t offset = whole.text.size();
+    for (ManifestLine& line : lines) line.offset += offset;
+    out.insert(out.end(), lines.begin(), lines.end());
+    whole.parts.push_back({m.name, m.base_dir, offset, m.array});
+    whole.remote = whole.remote || m.remote;
+    if (whole.base_dir.empty()) whole.base_dir = m.base_dir;
+    whole.text += m.text;
+    if (whole.text.size() > limit) return manifest_too_large(storage::redact_uri(source), limit, "is larger than");
+  }
+  whole.name = storage::redact_uri(source);
+  whole.crc32 =
+      static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(whole.text.data()), whole.text.size()));
+  return whole;
+}
+
+// Source `source` (its files `files`) read as manifest number `manifest`.
+Result<Manifest> read_source(const std::string& source, const SourceFiles& files, std::size_t limit,
+                             const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
+                             std::vector<ManifestLine>& lines) {
+  switch (files.layout) {
+    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines);
+    case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines);
+    case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
+    case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
+    case Layout::kEnergon: return read_energon_dataset(files.files.front(), limit, s3, manifest, lines);
+  }
+  return Error(ErrorCode::kInternal, "a layout without a reader", source);
+}
+
+}  // namespace
+
+// Reads each source as one manifest (manifest.h), whatever layout its files have.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit,
                                  const storage::S3Options& s3) {
   Manifests out;
@@ -209,46 +290,10 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   options.max_object_bytes = limit;
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
-    if (is_shard_source(path) || is_energon_dataset(path) || is_parquet_source(path)) {
-      const auto index = static_cast<std::uint32_t>(out.files.size());
-      MMFEED_ASSIGN_OR_RETURN(Manifest m, is_shard_source(path) ? read_shards(path, limit, s3, index, out.lines)
-                                          : is_parquet_source(path)
-                                              ? read_parquet(path, limit, s3, index, out.lines)
-                                              : read_energon_dataset(path, limit, s3, index, out.lines));
-      m.base_dir = base_dir_of(m.shards.front().uri);
-      out.files.push_back(std::move(m));
-      continue;
-    }
-    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(path));
-    Manifest m;
-    m.name = storage::redact_uri(path);
-    if (!fetcher.submit({uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
-    auto r = fetcher.next();
-    if (!r) return Error(ErrorCode::kInternal, "fetcher closed", m.name);
-    if (!r->data.ok()) {
-      // The fetcher enforces the limit as its object size limit, and its refusal names that
-      // option (max_object_bytes, the media's); for a manifest the limit is max_manifest_bytes.
-      const Error& e = r->data.error();
-      if (e.code() == ErrorCode::kResourceExhausted && e.message().find("max_object_bytes") != std::string::npos) {
-        return manifest_too_large(m.name, limit, "is larger than");
-      }
-      return std::move(r->data).error().with_context("manifest");
-    }
-    core::Buffer data = std::move(r->data).value();
-    if (data.size() >= 2 && data.data()[0] == std::byte{0x1f} && data.data()[1] == std::byte{0x8b}) {
-      MMFEED_ASSIGN_OR_RETURN(m.text, gunzip(data.span(), limit, m.name));
-    } else if (data.size() >= 4 && data.data()[0] == std::byte{0x28} && data.data()[1] == std::byte{0xb5} &&
-               data.data()[2] == std::byte{0x2f} && data.data()[3] == std::byte{0xfd}) {
-      MMFEED_ASSIGN_OR_RETURN(m.text, unzstd(data.span(), limit, m.name));
-    } else {
-      m.text.assign(reinterpret_cast<const char*>(data.data()), data.size());
-    }
-    data.reset();
-    if (m.text.starts_with("\xEF\xBB\xBF")) m.text.erase(0, 3);  // a UTF-8 byte-order mark some editors add
-    m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size()));
-    m.remote = uri.scheme != storage::Scheme::kFile;
-    m.base_dir = base_dir_of(uri);
-    MMFEED_RETURN_IF_ERROR(index_samples(m, static_cast<std::uint32_t>(out.files.size()), out.lines));
+    MMFEED_ASSIGN_OR_RETURN(SourceFiles source, source_files(path, s3));
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, read_source(path, source, limit, s3, fetcher,
+                                                    static_cast<std::uint32_t>(out.files.size()), out.lines));
+    if (!m.shards.empty()) m.base_dir = base_dir_of(m.shards.front().uri);
     out.files.push_back(std::move(m));
   }
   if (out.lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
@@ -284,9 +329,9 @@ std::string_view media_root_of(const std::vector<std::string>& media_roots, std:
   return media_roots.size() == 1 ? media_roots[0] : media_roots.at(manifest);
 }
 
-Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view media_root,
-                                   bool allow_local_from_remote) {
-  std::string base(media_root.empty() ? std::string_view(manifest.base_dir) : media_root);
+Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view base_dir,
+                                   std::string_view media_root, bool allow_local_from_remote) {
+  std::string base(media_root.empty() ? base_dir : media_root);
   const bool remote_base = base.find("://") != std::string::npos;
   while (remote_base && base.ends_with('/') && !base.ends_with("://")) base.pop_back();
   const bool relative = ref.find("://") == std::string_view::npos && !ref.empty() && ref[0] != '/';
@@ -339,7 +384,9 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
                                              std::string(suffix) + " (its members: " + members + ")");
     }
   }
-  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, resolve(ref, m, media_root, allow_local_from_remote));
+  const ManifestPart* part = m.part_at(line.offset);
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, resolve(ref, m, part ? part->base_dir : m.base_dir, media_root,
+                                                          allow_local_from_remote));
   return MediaSource{std::move(uri), std::nullopt, "", nullptr};
 }
 

@@ -11,6 +11,7 @@
 //   for (const ManifestLine& line : m.lines) parse(m.text(line));   // errors name m.where(line)
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,6 +71,15 @@ struct Shard {
   std::string name;  // as shown (redacted)
 };
 
+// One file of a source of several JSONL or JSON files (a glob, a folder): its text lies in the
+// manifest's from `offset`, and its own references resolve against its own directory.
+struct ManifestPart {
+  std::string name;
+  std::string base_dir;
+  std::uint64_t offset = 0;
+  bool array = false;
+};
+
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
 // For tar shards (shards.h) the text is the samples' .json members, one per line, and the
 // samples' media are members of their shard. For Parquet files (parquet.h) `shards` are the
@@ -87,6 +97,15 @@ struct Manifest {
   bool parquet = false;              // rows of Parquet files: members are cells (below), other references paths
   std::vector<std::shared_ptr<const ParquetChunk>> chunks;
   std::vector<CellPlace> cells;  // by member
+  std::vector<ManifestPart> parts;  // a source of several JSONL/JSON files, in order; empty for one
+
+  // The file holding the text at `offset`: nullptr when the manifest is one file.
+  const ManifestPart* part_at(std::uint64_t offset) const {
+    if (parts.empty()) return nullptr;
+    auto it = std::upper_bound(parts.begin(), parts.end(), offset,
+                               [](std::uint64_t at, const ManifestPart& p) { return at < p.offset; });
+    return &*(it == parts.begin() ? it : it - 1);
+  }
 };
 
 // A sample of a manifest, a non-blank line or an array's element: 24 bytes, so a manifest of
@@ -113,13 +132,19 @@ struct Manifests {
       const ShardSample& s = m.samples[line.number];
       return m.shards[s.shard].name + "[" + s.key + "]";
     }
-    return m.array ? m.name + "[" + std::to_string(line.number) + "]" : m.name + ":" + std::to_string(line.number);
+    const ManifestPart* part = m.part_at(line.offset);
+    const std::string& name = part ? part->name : m.name;
+    return (part ? part->array : m.array) ? name + "[" + std::to_string(line.number) + "]"
+                                          : name + ":" + std::to_string(line.number);
   }
 };
 
-// Reads the manifests in order; a UTF-8 byte-order mark is skipped, blank lines are not indexed.
-// An error names the manifest (fetch, decompression, the limit, an array not closed or followed
-// by more) or says that none holds a sample.
+// Reads the sources in order, each one manifest, whatever files it names (source_files.h: a file,
+// a brace pattern, a glob, a folder): JSONL and JSON files (several of them one manifest of
+// parts), tar shards, Energon datasets, Parquet and Arrow files. A UTF-8 byte-order mark is
+// skipped, blank lines are not indexed. An error names the source or file (fetch, decompression,
+// the limit, an array not closed or followed by more, a layout not read) or says that none holds
+// a sample.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
                                  const storage::S3Options& s3);
 
@@ -134,18 +159,18 @@ Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLi
 std::string_view media_root_of(const std::vector<std::string>& media_roots, std::size_t manifest);
 
 // A sample's media reference as a URI: absolute ones as they are, relative ones against
-// `media_root` when given (a directory or a URI prefix: the dataset's image folder), else the
-// manifest's directory, or its URI prefix when the manifest is remote. A remote manifest is
+// `media_root` when given (a directory or a URI prefix: the dataset's image folder), else
+// `base_dir`, the directory (or URI prefix, when the manifest is remote) of the sample's file. A remote manifest is
 // written by whoever controls its origin: a reference of one that resolves to a local file (an
 // absolute path, a file:// URI) is refused with kPermissionDenied unless `allow_local_from_remote`
 // (LoaderConfig::allow_local_media_from_remote_manifest) or the reference is relative to a local
 // media_root, which the user chose.
 // Example (m: a manifest read from https://h/data/train.jsonl):
-//   resolve("/etc/passwd", m, "", false).error().code()         // kPermissionDenied
-//   resolve("img/a.jpg", m, "", false)->url                      // "https://h/data/img/a.jpg"
-//   resolve("img/a.jpg", m, "s3://b/coco/", false)->to_string()  // "s3://b/coco/img/a.jpg"
-Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view media_root,
-                                   bool allow_local_from_remote);
+//   resolve("/etc/passwd", m, m.base_dir, "", false).error().code()         // kPermissionDenied
+//   resolve("img/a.jpg", m, m.base_dir, "", false)->url                      // "https://h/data/img/a.jpg"
+//   resolve("img/a.jpg", m, m.base_dir, "s3://b/coco/", false)->to_string()  // "s3://b/coco/img/a.jpg"
+Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifest, std::string_view base_dir,
+                                   std::string_view media_root, bool allow_local_from_remote);
 
 // Where a medium's bytes are: an object, or a byte range of one (a member of a tar shard).
 struct MediaSource {

@@ -45,33 +45,6 @@ Error arrow_error(const arrow::Status& s, const std::string& where) {
   return Error(s.IsIOError() ? ErrorCode::kUnavailable : ErrorCode::kCorruptData, s.message(), where);
 }
 
-// An image column: an Image() struct<bytes, path>, or a list of them.
-enum class ImageColumn { kNone, kOne, kList };
-
-// A field's type, or a dictionary's value type (strings stored by dictionary are read as one).
-arrow::Type::type value_type_id(const arrow::DataType& t) {
-  return t.id() == arrow::Type::DICTIONARY ? static_cast<const arrow::DictionaryType&>(t).value_type()->id() : t.id();
-}
-
-bool is_image_struct(const arrow::DataType& t) {
-  if (t.id() != arrow::Type::STRUCT || t.num_fields() != 2) return false;
-  const auto& s = static_cast<const arrow::StructType&>(t);
-  const auto bytes = s.GetFieldByName("bytes"), path = s.GetFieldByName("path");
-  if (!bytes || !path) return false;
-  const arrow::Type::type b = value_type_id(*bytes->type()), p = value_type_id(*path->type());
-  return (b == arrow::Type::BINARY || b == arrow::Type::LARGE_BINARY) &&
-         (p == arrow::Type::STRING || p == arrow::Type::LARGE_STRING);
-}
-
-ImageColumn image_column(const arrow::DataType& t) {
-  if (is_image_struct(t)) return ImageColumn::kOne;
-  if ((t.id() == arrow::Type::LIST || t.id() == arrow::Type::LARGE_LIST) &&
-      is_image_struct(*static_cast<const arrow::BaseListType&>(t).value_type())) {
-    return ImageColumn::kList;
-  }
-  return ImageColumn::kNone;
-}
-
 // Where the pages of an image column chunk lie, and the ranges a row's cell is read from.
 struct ChunkPages {
   std::vector<parquet::PageLocation> pages;  // empty: the file has no page index
@@ -374,21 +347,8 @@ class ParquetReader {
         continue;
       }
       // An image column as read: struct<path>, or a list of them.
-      std::int64_t begin = r, count = a.IsNull(r) ? 0 : 1;
-      const arrow::Array* structs = &a;
-      if (col.image == ImageColumn::kList) {
-        if (!a.IsNull(r))
-          begin = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_offset(r)
-                                                   : static_cast<const arrow::LargeListArray&>(a).value_offset(r);
-        count = a.IsNull(r)
-                    ? 0
-                    : (a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).value_length(r)
-                                                        : static_cast<const arrow::LargeListArray&>(a).value_length(r));
-        structs = a.type_id() == arrow::Type::LIST ? static_cast<const arrow::ListArray&>(a).values().get()
-                                                   : static_cast<const arrow::LargeListArray&>(a).values().get();
-      }
-      const auto& s = static_cast<const arrow::StructArray&>(*structs);
-      const std::shared_ptr<arrow::Array> path = s.GetFieldByName("path");
+      const auto [structs, begin, count] = row_images(a, col.image, r);
+      const std::shared_ptr<arrow::Array> path = structs->GetFieldByName("path");
       if (col.image == ImageColumn::kList) out += '[';
       if (count == 0 && col.image == ImageColumn::kOne) out += "null";
       for (std::int64_t e = 0; e < count; ++e) {
@@ -511,14 +471,11 @@ void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<Manifest
 
 }  // namespace
 
-bool is_parquet_source(std::string_view path) { return path.ends_with(".parquet"); }
-
-Result<Manifest> read_parquet(const std::string& source, std::size_t limit, const storage::S3Options& s3,
-                              std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& names, std::size_t limit,
+                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
   Manifest m;
   m.name = storage::redact_uri(source);
   m.parquet = true;
-  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
   // What reading the source holds at once -- its rows' text and the row groups being decoded,
   // counted as Arrow allocates them -- stays within max_manifest_bytes.
   LimitedPool pool(static_cast<std::int64_t>(std::min<std::uint64_t>(limit, INT64_MAX)));

@@ -34,16 +34,13 @@
 
 namespace mmfeed::dataset {
 
-// True when `path` names Parquet files: it ends with ".parquet" (a brace pattern may precede it).
-bool is_parquet_source(std::string_view path);
-
-// Reads the files `source` names into one manifest, manifest number `manifest`, each row a sample
-// (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns read at open,
+// Reads `files`, the files source `source` names (source_files.h), into one manifest, manifest
+// number `manifest`, each row a sample (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns read at open,
 // as the footer states them and as they really decode (every Arrow allocation counted), and the
 // text written from them, all files of the source together. Errors name the file (and the row
 // group or row).
-Result<Manifest> read_parquet(const std::string& source, std::size_t limit, const storage::S3Options& s3,
-                              std::uint32_t manifest, std::vector<ManifestLine>& lines);
+Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
+                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
 
 // Cell `cell`'s bytes decoded from `pages`, the bytes of its MediaSource's range: appended to
 // `out`, their place in it returned. A null cell, or pages that do not hold the cell's row, are

@@ -1,4 +1,5 @@
-// A build without Arrow (MMFEED_PARQUET=OFF): Parquet sources are refused by name.
+// A build without Arrow (MMFEED_PARQUET=OFF): Parquet and Arrow sources are refused by name.
+#include "dataset/arrow_files.h"
 #include "dataset/parquet.h"
 
 namespace mmfeed::dataset {
@@ -7,14 +8,17 @@ struct ParquetChunk {};
 
 namespace {
 Error no_parquet(const std::string& where) {
-  return Error(ErrorCode::kUnsupported, "this build reads no Parquet (built with MMFEED_PARQUET=OFF)", where);
+  return Error(ErrorCode::kUnsupported, "this build reads no Parquet or Arrow (built with MMFEED_PARQUET=OFF)", where);
 }
 }  // namespace
 
-bool is_parquet_source(std::string_view path) { return path.ends_with(".parquet"); }
+Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>&, std::size_t,
+                              const storage::S3Options&, std::uint32_t, std::vector<ManifestLine>&) {
+  return no_parquet(source);
+}
 
-Result<Manifest> read_parquet(const std::string& source, std::size_t, const storage::S3Options&, std::uint32_t,
-                              std::vector<ManifestLine>&) {
+Result<Manifest> read_arrow_files(const std::string& source, const std::vector<std::string>&, std::size_t,
+                                  std::uint32_t, std::vector<ManifestLine>&) {
   return no_parquet(source);
 }
 

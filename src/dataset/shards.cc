@@ -291,11 +291,6 @@ class ShardScan {
 
 }  // namespace
 
-bool is_shard_source(std::string_view path) {
-  const std::string_view bare = path.substr(0, path.find_first_of("?#"));
-  return bare.ends_with(".tar");
-}
-
 Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> block) {
   if (block.size() != kBlock) return Error(ErrorCode::kCorruptData, "a tar header must be 512 bytes");
   if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; })) {
@@ -422,10 +417,9 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
 
 }  // namespace
 
-Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
-                             std::uint32_t manifest, std::vector<ManifestLine>& lines) {
-  MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> names, expand_braces(source));
-  return read_shard_list(source, names, {}, limit, s3, manifest, lines);
+Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
+                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  return read_shard_list(source, shards, {}, limit, s3, manifest, lines);
 }
 
 bool is_energon_dataset(std::string_view path) {

@@ -37,8 +37,6 @@
 namespace mmfeed::dataset {
 
 inline constexpr std::uint64_t kScanWindow = 1 << 20;  // bytes read from a header on
-// True when `path` names tar shards: it ends with ".tar" (a brace pattern may precede it).
-bool is_shard_source(std::string_view path);
 
 // One tar header, decoded.
 struct TarHeader {
@@ -55,11 +53,11 @@ Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> blo
 // file name has no '.' (not part of any sample).
 std::optional<std::pair<std::string_view, std::string_view>> split_member_name(std::string_view name);
 
-// Reads the shards `source` names (is_shard_source) into one manifest, manifest number
-// `manifest`: its text the samples' .json members, one per line, and its shards, members and
-// samples; each sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
-Result<Manifest> read_shards(const std::string& source, std::size_t limit, const storage::S3Options& s3,
-                             std::uint32_t manifest, std::vector<ManifestLine>& lines);
+// Reads `shards`, the files source `source` names (source_files.h), into one manifest, manifest
+// number `manifest`: its text the samples' .json members, one per line, and its shards, members
+// and samples; each sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
+Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
+                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
 
 // True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
 // remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).

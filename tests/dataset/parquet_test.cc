@@ -105,7 +105,7 @@ TEST_F(ParquetTest, RowsBecomeJsonAndCellsDecodeFromTheirPage) {
                                       ->write_batch_size(1)
                                       ->build());
   std::vector<ManifestLine> lines;
-  auto m = read_parquet(path, 1 << 20, {}, 0, lines);
+  auto m = read_parquet(path, {path}, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   ASSERT_EQ(lines.size(), 20u);
   EXPECT_EQ(std::string_view(m->text).substr(lines[0].offset, lines[0].length),
@@ -128,7 +128,7 @@ TEST_F(ParquetTest, DictionaryPagesAndFilesWithoutAnIndexDecodeToo) {
                                       ->write_batch_size(1)
                                       ->build());
   std::vector<ManifestLine> lines;
-  auto m = read_parquet(dict, 1 << 20, {}, 0, lines);
+  auto m = read_parquet(dict, {dict}, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   expect_cells(*m, dict, 16);
   const std::string bare = write("bare.parquet", 16,
@@ -137,7 +137,7 @@ TEST_F(ParquetTest, DictionaryPagesAndFilesWithoutAnIndexDecodeToo) {
                                       ->disable_write_page_index()
                                       ->build());
   lines.clear();
-  m = read_parquet(bare, 1 << 20, {}, 0, lines);
+  m = read_parquet(bare, {bare}, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   expect_cells(*m, bare, 16);
 }
@@ -150,7 +150,7 @@ TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
                                       ->compression(parquet::Compression::SNAPPY)
                                       ->build());
   std::vector<ManifestLine> lines;
-  auto m = read_parquet(path, 100000, {}, 0, lines);
+  auto m = read_parquet(path, {path}, 100000, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_NE(m.error().to_string().find("other than the images' bytes hold"), std::string::npos)
@@ -160,26 +160,26 @@ TEST_F(ParquetTest, LimitsAndDamageAreNamed) {
   std::ifstream in(path, std::ios::binary);
   const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::ofstream((dir_ / "cut.parquet").string(), std::ios::binary) << whole.substr(0, whole.size() / 2);
-  m = read_parquet((dir_ / "cut.parquet").string(), 1 << 20, {}, 0, lines);
+  m = read_parquet((dir_ / "cut.parquet").string(), {(dir_ / "cut.parquet").string()}, 1 << 20, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().to_string().find("cut.parquet"), std::string::npos) << m.error().to_string();
   // Not Parquet, or a footer longer than the limit or the file: refused before it is read.
   std::ofstream((dir_ / "text.parquet").string(), std::ios::binary) << "{\"id\": 1, \"text\": \"not parquet\"}\n";
-  m = read_parquet((dir_ / "text.parquet").string(), 1 << 20, {}, 0, lines);
+  m = read_parquet((dir_ / "text.parquet").string(), {(dir_ / "text.parquet").string()}, 1 << 20, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().to_string().find("not a Parquet file (it does not end with PAR1)"), std::string::npos)
       << m.error().to_string();
   std::string lying = whole;
   lying.replace(lying.size() - 8, 4, std::string("\xff\xff\xff\x7f", 4));
   std::ofstream((dir_ / "lying.parquet").string(), std::ios::binary) << lying;
-  m = read_parquet((dir_ / "lying.parquet").string(), 1 << 20, {}, 0, lines);
+  m = read_parquet((dir_ / "lying.parquet").string(), {(dir_ / "lying.parquet").string()}, 1 << 20, {}, 0, lines);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().to_string().find("its footer says it is 2147483647 bytes, more than max_manifest_bytes"),
             std::string::npos)
       << m.error().to_string();
   // Pages that do not hold the cell's row: an error naming the column and row, not a crash.
   lines.clear();
-  m = read_parquet(path, 1 << 20, {}, 0, lines);
+  m = read_parquet(path, {path}, 1 << 20, {}, 0, lines);
   ASSERT_TRUE(m.ok());
   const CellPlace& p = m->cells.back();
   const ParquetCell cell{m->chunks[p.chunk], p.first_row, p.row + 50, p.element};

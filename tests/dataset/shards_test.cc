@@ -64,7 +64,8 @@ class ShardTest : public ::testing::Test {
 
   Result<Manifest> read(const std::string& source, std::size_t limit = 1 << 20) {
     lines_.clear();
-    return read_shards(source, limit, storage::S3Options{}, 0, lines_);
+    MMFEED_ASSIGN_OR_RETURN(std::vector<std::string> shards, expand_braces(source));
+    return read_shards(source, shards, limit, storage::S3Options{}, 0, lines_);
   }
 
   std::string text_of(const Manifest& m, std::size_t i) const {
