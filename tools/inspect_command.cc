@@ -27,17 +27,16 @@ int usage_error(const Error& e) {
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
-  LoaderConfig config;
-  config.batch_size = 2;
-  config.shuffle = false;
+  LoaderConfig config;  // the Loader's defaults: batch 0 is the first batch a trainer gets
   long which = 0;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::printf(
           "usage: mmfeed inspect [--batch N] [loader options] MANIFEST...\n"
-          "Shows batch N (default 0): tensor shapes and each sample's decoded text, trained spans marked.\n"
-          "Takes the loader options `mmfeed run` takes (here batch_size defaults to 2, shuffle to false):\n\n%s",
+          "Shows batch N (default 0) as the Loader with the same options delivers it: tensor shapes and\n"
+          "each sample's decoded text, trained spans marked. Takes the loader options `mmfeed run` takes\n"
+          "(--batch-size 2 shows fewer samples; --no-shuffle the manifest's order):\n\n%s",
           loader_flags_usage().c_str());
       return 0;
     }
@@ -54,14 +53,14 @@ int run_inspect(int argc, char** argv) {
       config.manifests.push_back(arg);
     }
   }
+  auto loader = Loader::open(config);  // checks the options as `mmfeed run` does, the tokenizer's first
+  if (!loader.ok()) {
+    std::fprintf(stderr, "mmfeed inspect: %s\n", loader.error().to_string().c_str());
+    return 2;
+  }
   auto tok = Tokenizer::from_file(config.tokenizer);
   if (!tok.ok()) {
     std::fprintf(stderr, "mmfeed inspect: %s\n", tok.error().to_string().c_str());
-    return 2;
-  }
-  auto loader = Loader::open(config);
-  if (!loader.ok()) {
-    std::fprintf(stderr, "mmfeed inspect: %s\n", loader.error().to_string().c_str());
     return 2;
   }
   std::optional<Batch> batch;

@@ -19,6 +19,10 @@ bool is_bool_option(std::string_view name) {
 std::optional<Status> apply_loader_flag(LoaderConfig& config, int argc, char** argv, int& i) {
   const std::string arg = argv[i];
   if (arg.rfind("--", 0) != 0) return std::nullopt;
+  if (arg == "--config") {
+    if (i + 1 >= argc) return Error(ErrorCode::kInvalidArgument, arg + " needs a value");
+    return read_loader_config(config, argv[++i]);
+  }
   std::string name = loader_option_name(arg.substr(2));
   for (char& ch : name) ch = ch == '-' ? '_' : ch;  // an alias may name "no-ordered"
   if (is_bool_option(name)) {                       // --mrope, or --mrope true|false
@@ -35,7 +39,11 @@ std::optional<Status> apply_loader_flag(LoaderConfig& config, int argc, char** a
 }
 
 std::string loader_flags_usage() {
-  std::string out;
+  std::string out =
+      "  --config FILE\n"
+      "      loader options as a JSON object or a TOML table (*.toml): the options below, with _ or -;\n"
+      "      later flags override it; a blend's `sources`: a list of {manifest, weight, media_root,\n"
+      "      max_pixels, chat_template} tables\n";
   for (const LoaderOptionInfo& o : loader_options()) {
     std::string flag = "--" + o.name;
     for (char& ch : flag) ch = ch == '_' ? '-' : ch;

@@ -48,14 +48,11 @@ std::string run_usage() {
   std::string out =
       "usage: mmfeed run [options] MANIFEST...\n"
       "\n"
-      "Runs the loader over JSONL manifests and prints samples/s, tokens, images and videos, the\n"
-      "share of time the consumer waited, skipped samples and per-stage metrics.\n"
+      "Runs the loader over its sources (JSONL or JSON manifests, tar shards, Energon, Parquet or\n"
+      "Arrow files; a file, brace pattern, glob or folder each) and prints samples/s, tokens, images\n"
+      "and videos, the share of time the consumer waited, skipped samples and per-stage metrics.\n"
       "\n"
       "options:\n"
-      "  --config FILE          loader options as a JSON object or a TOML table (*.toml): the\n"
-      "                         options below, with _ or -; later flags override it; a blend's\n"
-      "                         `sources`: a list of {manifest, weight, media_root, max_pixels,\n"
-      "                         chat_template} tables\n"
       "  --step-ms MS           simulate a trainer step of MS per batch (default 0)\n"
       "  --json                 print the summary as JSON\n"
       "  --ray ADDRESS          run the per-sample work on Ray actors (mmfeed.ray.Loader): a cluster's\n"
@@ -120,11 +117,9 @@ int run_loader(int argc, char** argv) {
     Status st = ok_status();
     if (arg == "--json") {
       json = true;
-    } else if (arg == "--config" || arg == "--step-ms" || arg.rfind("--ray", 0) == 0) {
+    } else if (arg == "--step-ms" || arg.rfind("--ray", 0) == 0) {
       if (i + 1 >= argc) {
         st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
-      } else if (arg == "--config") {
-        st = read_loader_config(config, argv[++i]);
       } else if (arg == "--step-ms") {
         auto ms = parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
         if (ms.ok())

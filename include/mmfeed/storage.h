@@ -48,6 +48,9 @@ struct FetchOptions {
   // grows). 512 MiB is the image decoder's own input limit :
   // a larger object could not be decoded anyway.
   std::uint64_t max_object_bytes = 512u << 20;
+  // The option refusals tell the user to raise: the Loader's smaller of max_object_bytes and
+  // max_buffered_bytes, whichever set max_object_bytes.
+  std::string max_object_bytes_option = "max_object_bytes";
   // Threads reading local files. A read still running at attempt_timeout_ms (a stalled network
   // mount) is abandoned with its thread, which then serves no other read.
   std::size_t local_threads = 2;

@@ -131,7 +131,7 @@ void ConcurrentDriver::run_collector() {
       pending_.erase(it);
       if (!r->data.ok()) {
         if (!w->error) {
-          w->error = SampleError{w->id, "fetch", s_.processor.fetch_failure(r->data.error()), r->data.error().code()};
+          w->error = SampleError{w->id, "fetch", r->data.error().to_string(), r->data.error().code()};
         }
       } else {
         w->bytes[index] = std::move(r->data).value();

@@ -46,6 +46,13 @@ const LoaderOptionInfo* find_loader_option(std::string_view name) {
 
 namespace {
 
+// An option whose values are text (a path, a name, a choice): a number or a boolean given for
+// it is a mistake, not its spelling.
+bool takes_text(std::string_view name) {
+  const LoaderOptionInfo* o = find_loader_option(name);
+  return o != nullptr && (o->type == "str" || o->type == "list[str]" || o->type.find('|') != std::string::npos);
+}
+
 bool is_list_option(std::string_view name) {
   const LoaderOptionInfo* o = find_loader_option(name);
   return o != nullptr && o->type.starts_with("list[");
@@ -155,13 +162,15 @@ Result<ConfigEntries> read_json_config(const std::string& path) {
       for (simdjson::dom::element e : list) {
         if (!e.get_string().get(sv)) {
           entries.emplace_back(key, std::string(sv));
-        } else if (e.is_number()) {
+        } else if (e.is_number() && !takes_text(key)) {
           entries.emplace_back(key, simdjson::minify(e));
         } else {
           return Error(ErrorCode::kInvalidArgument, "a list of strings or numbers, not " + simdjson::minify(e),
                        path + ": " + key);
         }
       }
+    } else if (takes_text(key)) {
+      return Error(ErrorCode::kInvalidArgument, "takes a string, not " + simdjson::minify(v), path + ": " + key);
     } else {
       entries.emplace_back(key, simdjson::minify(v));
     }
@@ -196,6 +205,14 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
   auto unsupported = [&](const std::string& where) {
     return Error(ErrorCode::kInvalidArgument, "unsupported value (tables and dates are not options)", where);
   };
+  auto checked = [&](const std::string& key, const toml::node& node) -> Result<std::string> {
+    std::optional<std::string> text = text_of(node);
+    if (!text) return unsupported(path + ": " + key);
+    if (takes_text(key) && !node.is_string()) {
+      return Error(ErrorCode::kInvalidArgument, "takes a string, not " + *text, path + ": " + key);
+    }
+    return std::move(*text);
+  };
   for (auto&& [k, node] : table) {
     const std::string key = loader_option_name(k.str());
     if (key == "sources") {
@@ -219,14 +236,12 @@ Result<ConfigEntries> read_toml_config(const std::string& path) {
       if (!is_list_option(key))
         return Error(ErrorCode::kInvalidArgument, "takes one value, not a list", path + ": " + key);
       for (const toml::node& item : *list) {
-        std::optional<std::string> text = text_of(item);
-        if (!text) return unsupported(path + ": " + key);
-        entries.emplace_back(key, std::move(*text));
+        MMFEED_ASSIGN_OR_RETURN(std::string text, checked(key, item));
+        entries.emplace_back(key, std::move(text));
       }
     } else {
-      std::optional<std::string> text = text_of(node);
-      if (!text) return unsupported(path + ": " + key);
-      entries.emplace_back(key, std::move(*text));
+      MMFEED_ASSIGN_OR_RETURN(std::string text, checked(key, node));
+      entries.emplace_back(key, std::move(text));
     }
   }
   return entries;

@@ -78,6 +78,7 @@ storage::FetchOptions fetch_options(const LoaderConfig& config, bool serial) {
   // What is being fetched counts against the byte budget too, not only what has arrived: no
   // object may outgrow the budget, and the bytes in-flight requests hold stay under it.
   fo.max_object_bytes = std::min(config.max_object_bytes, config.max_buffered_bytes);
+  if (config.max_buffered_bytes < config.max_object_bytes) fo.max_object_bytes_option = "max_buffered_bytes";
   fo.max_inflight_bytes = config.max_buffered_bytes;
   return fo;
 }

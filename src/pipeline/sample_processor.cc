@@ -478,14 +478,7 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
   return true;
 }
 
-std::string SampleProcessor::fetch_failure(const Error& e) const {
-  std::string reason = e.to_string();
-  if (e.code() == ErrorCode::kResourceExhausted && config_.max_buffered_bytes < config_.max_object_bytes) {
-    reason += "; here max_buffered_bytes (" + std::to_string(config_.max_buffered_bytes) +
-              ") is the limit, being smaller than max_object_bytes";
-  }
-  return reason;
-}
+
 
 bool SampleProcessor::decode_media(Work& w, bool account) const {
   core::TraceSpan span(trace_, "decode media", "cpu", w.id);

@@ -70,10 +70,6 @@ class SampleProcessor {
   // `w.error`).
   bool decode_media(Work& w, bool account) const;
 
-  // The reason a fetch failed, as reported to the user: an object refused for its size under a
-  // byte budget smaller than max_object_bytes says which limit bound it.
-  std::string fetch_failure(const Error& e) const;
-
   // The tokenizer and its padding and vision pad ids; waits for it (loaded once any sample is
   // processed).
   const LoadedTokenizer& tokenizer() const { return **tokenizer_.get(); }

@@ -46,7 +46,7 @@ Result<std::optional<Batch>> SerialDriver::gather() {
       auto r = s_.fetcher.next();
       if (!r) return std::optional<Batch>();
       if (!r->data.ok()) {
-        w->error = SampleError{w->id, "fetch", s_.processor.fetch_failure(r->data.error()), r->data.error().code()};
+        w->error = SampleError{w->id, "fetch", r->data.error().to_string(), r->data.error().code()};
       } else {
         w->bytes[i] = std::move(r->data).value();
       }

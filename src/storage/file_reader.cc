@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/thread_pool.h"
+#include "storage/response.h"
 
 namespace mmfeed::storage {
 
@@ -62,8 +63,8 @@ Result<core::Buffer> read_file(const FileRead& read, core::BufferPool& pool) {
   if (length > read.max_bytes) {
     return Error(ErrorCode::kResourceExhausted,
                  "file of " + std::to_string(length) + " bytes" + (length == size ? "" : " (in the range asked)") +
-                     " exceeds the object size limit of " + std::to_string(read.max_bytes) +
-                     " bytes (raise max_object_bytes, --max-object-bytes)",
+                     " exceeds the object size limit of " + std::to_string(read.max_bytes) + " bytes " +
+                     raise_hint(read.max_bytes_option),
                  read.uri);
   }
   core::Buffer buf;

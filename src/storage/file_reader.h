@@ -40,6 +40,7 @@ struct FileRead {
   std::uint64_t offset = 0;
   std::uint64_t length = UINT64_MAX;     // clipped at the end of the file
   std::uint64_t max_bytes = UINT64_MAX;  // more bytes to read than this: kResourceExhausted, nothing read
+  std::string max_bytes_option = "max_object_bytes";  // the option that set max_bytes, named in the refusal
 };
 
 // Reads a regular file (or its range) into a buffer from `pool`. Anything else is refused by

@@ -97,13 +97,19 @@ std::optional<Refusal> check_answer(const ResponseHeaders& h, const AskedRange& 
   return std::nullopt;
 }
 
+std::string raise_hint(std::string_view option) {
+  std::string flag = "--" + std::string(option);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return "(raise " + std::string(option) + ", " + flag + ")";
+}
+
 std::optional<Refusal> check_object_size(std::uint64_t bytes, std::string_view declared_by,
-                                         std::uint64_t max_object_bytes) {
+                                         std::uint64_t max_object_bytes, std::string_view option) {
   if (bytes <= max_object_bytes) return std::nullopt;
   return Refusal{.code = ErrorCode::kResourceExhausted,
                  .message = "object of " + std::to_string(bytes) + " bytes (" + std::string(declared_by) +
-                            ") exceeds the object size limit of " + std::to_string(max_object_bytes) +
-                            " bytes (raise max_object_bytes, --max-object-bytes)"};
+                            ") exceeds the object size limit of " + std::to_string(max_object_bytes) + " bytes " +
+                            raise_hint(option)};
 }
 
 std::optional<Error> check_body_complete(const ResponseHeaders& h, std::uint64_t received, bool part,

@@ -81,7 +81,10 @@ std::optional<Refusal> check_answer(const ResponseHeaders& headers, const AskedR
 // Refuses, with kResourceExhausted, a body of `bytes` (as `declared_by` declares it: "Content-Length",
 // "Content-Range total", ...) over `max_object_bytes`; nullopt when it fits.
 std::optional<Refusal> check_object_size(std::uint64_t bytes, std::string_view declared_by,
-                                         std::uint64_t max_object_bytes);
+                                         std::uint64_t max_object_bytes, std::string_view option);
+
+// "(raise OPTION, --OPTION)": what a size refusal tells the user, `option` the one that set the limit.
+std::string raise_hint(std::string_view option);
 
 // Checks a 2xx body that ended without a transfer error: `received` bytes against the
 // Content-Length, and a part's bytes against the `expected` size of its range. A kIoError naming

@@ -93,7 +93,8 @@ bool Fetcher::Engine::prepare_destination(Transfer* t) {
     t->grow = true;
     return true;
   }
-  if (auto refusal = check_object_size(plan.bytes, plan.declared_by, options_.max_object_bytes)) {
+  if (auto refusal = check_object_size(plan.bytes, plan.declared_by, options_.max_object_bytes,
+                                          options_.max_object_bytes_option)) {
     t->refusal = std::move(refusal);
     return false;
   }
@@ -146,7 +147,7 @@ std::size_t Fetcher::Engine::on_body(char* data, std::size_t size, std::size_t n
     // A body of unknown length (chunked, or ended by closing the connection) is refused as
     // soon as it passes the limit, and its buffer never grows beyond the limit.
     if (auto refusal = check_object_size(t->received + len, "received so far, no length declared",
-                                         engine->options_.max_object_bytes)) {
+                                         engine->options_.max_object_bytes, engine->options_.max_object_bytes_option)) {
       t->refusal = std::move(refusal);
       return 0;
     }

@@ -163,7 +163,7 @@ TEST(CheckAnswerTest, APartAnsweredWholeIsRefused) {
 }
 
 TEST(CheckObjectSizeTest, AContentLengthOverTheObjectLimitIsRefused) {
-  const auto refusal = check_object_size(107374182400, "Content-Length", 512u << 20);
+  const auto refusal = check_object_size(107374182400, "Content-Length", 512u << 20, "max_object_bytes");
   ASSERT_TRUE(refusal);
   EXPECT_EQ(refusal->code, ErrorCode::kResourceExhausted);
   EXPECT_EQ(refusal->message,
@@ -172,8 +172,14 @@ TEST(CheckObjectSizeTest, AContentLengthOverTheObjectLimitIsRefused) {
 }
 
 TEST(CheckObjectSizeTest, AnObjectOfExactlyTheLimitFits) {
-  EXPECT_FALSE(check_object_size(1000, "Content-Length", 1000));
-  EXPECT_TRUE(check_object_size(1001, "Content-Length", 1000));
+  EXPECT_FALSE(check_object_size(1000, "Content-Length", 1000, "max_object_bytes"));
+  EXPECT_TRUE(check_object_size(1001, "Content-Length", 1000, "max_object_bytes"));
+}
+
+TEST(CheckObjectSizeTest, TheRefusalNamesTheOptionThatSetTheLimit) {
+  const auto refusal = check_object_size(2000, "Content-Length", 1000, "max_buffered_bytes");
+  ASSERT_TRUE(refusal);
+  EXPECT_TRUE(refusal->message.ends_with("(raise max_buffered_bytes, --max-buffered-bytes)")) << refusal->message;
 }
 
 TEST(CheckBodyCompleteTest, ABodyOfItsContentLengthIsComplete) {

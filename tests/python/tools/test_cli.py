@@ -194,3 +194,40 @@ def test_issue48_fetch_reports_on_manifests_without_images(cli, media_sets, kind
     rc, report = run_fetch(cli, "--from-manifest", manifest)
     assert rc == 0 and report["failed"] == 0
     assert report["ok"] == {"text": 0, "videos": 3, "audio": 3}[kind]
+
+
+def test_issue49_the_cli_as_a_new_user_meets_it(cli, tmp_path):
+    import json
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "loader"))
+    from test_new_user import TOKENIZER, write_samples
+
+    write_samples(tmp_path)
+    manifest = str(tmp_path / "manifest.jsonl")
+
+    def call(*args):
+        return subprocess.run([str(cli), *args], capture_output=True, text=True, timeout=300)
+
+    # inspect takes --config, and its batch 0 is the Loader's first batch with the same options.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"tokenizer": str(TOKENIZER), "batch_size": 3, "seed": 7}))
+    shown = call("inspect", "--config", config, manifest)
+    assert shown.returncode == 0, shown.stderr
+    first = next(iter(mmfeed.Loader(manifest, tokenizer=TOKENIZER, batch_size=3, seed=7, tensors="np")))
+    assert [l.removeprefix("--- ").removesuffix(" ---") for l in shown.stdout.splitlines() if l.startswith("--- ")] == (
+        first["sample_ids"]
+    )
+    # One mistake, one message, whichever command meets it.
+    assert "no tokenizer.json given" in call("run", manifest).stderr
+    assert "no tokenizer.json given" in call("inspect", manifest).stderr
+    config.write_text('{"tokenizer": 5}')
+    assert "tokenizer: takes a string, not 5" in call("run", "--config", config, manifest).stderr
+    (tmp_path / "run.toml").write_text("model = 3\n")
+    assert "model: takes a string, not 3" in call("run", "--config", tmp_path / "run.toml", manifest).stderr
+    unordered = call("run", "--unordered", "--tokenizer", TOKENIZER, manifest)
+    assert unordered.returncode == 0 and "loaded 17 samples" in unordered.stdout, unordered.stderr
+    assert "over its sources (JSONL or JSON manifests, tar shards" in call("run", "--help").stdout
+    tight = call("run", "--max-buffered-bytes", "1000", "--tokenizer", TOKENIZER, manifest)
+    assert "(raise max_buffered_bytes, --max-buffered-bytes)" in tight.stdout + tight.stderr
+    assert "raise max_object_bytes" not in tight.stdout + tight.stderr
