@@ -66,9 +66,7 @@ def main() -> int:
     if args.trl:
         import trl
 
-        tokenizer = transformers.PreTrainedTokenizerFast(
-            tokenizer_file=args.tokenizer, pad_token="<|endoftext|>", eos_token="<|im_end|>"
-        )
+        tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=args.tokenizer)
         trainer = mmfeed.hf.SFTTrainer(
             model=model, args=trl.SFTConfig(**settings), processing_class=tokenizer, train_loader=loader
         )

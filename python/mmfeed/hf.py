@@ -27,22 +27,38 @@ several processes, the Trainer gathers after every evaluation batch: each rank's
 yield as many batches (padded batches with the default shard_remainder="pad" do; packed rows, or
 a group whose samples all fail, may not).
 
-TRL: mmfeed.hf.SFTTrainer is trl.SFTTrainer with the same train_loader / eval_loader; it needs a
-processing_class (the tokenizer, e.g. PreTrainedTokenizerFast(tokenizer_file=...)) since it
-cannot fetch one, and takes the batches as they come (its dataset preparation is skipped).
+The Trainer's arguments about data meet the loader's options: those naming a loader option fill
+the options a loader dict leaves unset (per_device_train_batch_size -> batch_size,
+per_device_eval_batch_size -> the eval loader's batch_size, data_seed -> seed,
+dataloader_pin_memory -> pin_memory); where the loader sets its own (or is an mmfeed.Loader), its
+value applies, and an argument given another value than its default is warned of by name. The
+arguments the loader has no counterpart for (dataloader_num_workers, auto_find_batch_size, ...)
+are warned of when given. per_device_train_batch_size (and per_device_eval_batch_size) are then
+set to the loader's batch: its batch_size, or one packed row (token_budget > 0), so that the
+Trainer's figures (train_samples_per_second, total_train_batch_size) count the loader's batches.
+
+TRL: mmfeed.hf.SFTTrainer is trl.SFTTrainer with the same train_loader / eval_loader, given a
+processing_class since it cannot fetch one (a tokenizer without a pad token will do: the loader's
+batches come padded, TRL's collator never runs). TRL's dataset preparation is skipped; SFTConfig's
+max_length and pad_to_multiple_of fill the loader's (max_length with truncation="truncate": TRL's
+keep_start, the cut never inside an image); packing, padding_free and the other options of TRL's
+preparation are warned of unless the loader does as they ask (packing: token_budget=).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
+import warnings
 from typing import Any
 
 import transformers
 import transformers.trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from mmfeed import _mmfeed
 from mmfeed.batch import METADATA
 from mmfeed.loader import Loader
 
@@ -74,15 +90,59 @@ def _skip_none_for_mmfeed(dataloader, num_batches=0):
 transformers.trainer.skip_first_batches = _skip_none_for_mmfeed
 
 
+def _options_of(loader) -> dict:
+    """The options of a loader spec: an mmfeed.Loader's, or a dict of them (manifest included)."""
+    if isinstance(loader, Loader):
+        return loader.options()
+    if not isinstance(loader, dict):
+        raise TypeError(f"a loader is an mmfeed.Loader or a dict of its options, not {type(loader).__name__}")
+    return dict(loader)
+
+
 def _open(loader, rank: int, world_size: int, **defaults) -> Loader:
     if isinstance(loader, Loader):
         return loader
-    if not isinstance(loader, dict):
-        raise TypeError(f"a loader is an mmfeed.Loader or a dict of its options, not {type(loader).__name__}")
-    options = {**defaults, **loader}
+    options = {**defaults, **_options_of(loader)}
     options.setdefault("rank", rank)
     options.setdefault("world_size", world_size)
     return Loader(options.pop("manifest", None), **options)
+
+
+def _option(options: dict, name: str):
+    """The loader option `name` as `options` set it, else the option table's default."""
+    if options.get(name) is not None:
+        return options[name]
+    row = next(o for o in _mmfeed.loader_options() if o["name"] == name)
+    if row["type"] == "int":
+        return int(row["default"])
+    if row["type"] == "bool":
+        return row["default"] == "true"
+    return row["default"]
+
+
+def _packs(options: dict) -> bool:
+    return _option(options, "token_budget") > 0
+
+
+def _chosen(config, argument: str) -> bool:
+    """Whether the Trainer's arguments hold `argument` at another value than its default (one this
+    version of transformers or TRL lacks is not chosen)."""
+    if argument == "dataloader_pin_memory" and getattr(config, "use_cpu", False):
+        return False  # TrainingArguments turns it off itself under use_cpu
+    field = next((f for f in dataclasses.fields(config) if f.name == argument), None)
+    return field is not None and field.default is not dataclasses.MISSING and getattr(config, argument) != field.default
+
+
+def _warn_not_applied(config, argument: str, reason: str) -> None:
+    warnings.warn(
+        f"mmfeed.hf: {type(config).__name__}.{argument}={getattr(config, argument)!r} is not applied: {reason}",
+        UserWarning,
+        stacklevel=2,
+    )
+
+
+# The per-device batch size argument of each loader.
+_BATCH_ARGUMENT = {"train": "per_device_train_batch_size", "eval": "per_device_eval_batch_size"}
 
 
 class _MmfeedTrainer:
@@ -90,19 +150,78 @@ class _MmfeedTrainer:
 
     args: Any  # the Trainer's TrainingArguments (the Trainer this is mixed into sets it)
 
+    # The Trainer's arguments that name a loader option: (argument, option, the loaders it applies
+    # to, the options set beside it when it fills the option).
+    MAPPED: tuple[tuple[str, str, tuple[str, ...], dict], ...] = (
+        ("data_seed", "seed", ("train",), {}),
+        ("dataloader_pin_memory", "pin_memory", ("train", "eval"), {}),
+    )
+    # The Trainer's arguments about data that the loader has no counterpart for: what it does instead.
+    NOT_APPLIED: dict[str, str] = {
+        "auto_find_batch_size": "the loader's batch_size stays as it is",
+        "dataloader_num_workers": "the loader prepares the samples on its own threads (workers=)",
+        "dataloader_persistent_workers": "the loader prepares the samples on its own threads (workers=)",
+        "dataloader_prefetch_factor": "the loader prefetches batches itself (prefetch_batches=)",
+        "dataloader_drop_last": "the loader's batches come as it makes them",
+        "train_sampling_strategy": "the loader orders the samples (shuffle=, seed=)",
+        "group_by_length": "the loader orders the samples (shuffle=, seed=)",
+        "ignore_data_skip": "a resumed run continues at the loader's next batch (the checkpoint's loader state)",
+    }
+
     def __init__(self, *args, train_loader=None, eval_loader=None, **kwargs):
         if train_loader is None:
             raise TypeError("train_loader= is required: an mmfeed.Loader or a dict of its options")
-        self._train_spec, self._eval_spec = train_loader, eval_loader
-        self.train_loader: Loader | None = None
-        kwargs = self._placeholders(kwargs, eval_loader is not None)
-        super().__init__(*args, **kwargs)
-        if self.args.max_steps <= 0:
+        config = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if config is None or config.max_steps <= 0:
             raise ValueError(
                 "mmfeed.hf: set TrainingArguments(max_steps=...): an mmfeed loader has no length "
                 "(packed rows and skipped samples are known only as they come)"
             )
-        self.train_loader = _open(train_loader, self.args.process_index, self.args.world_size)
+        loaders = {"train": train_loader} if eval_loader is None else {"train": train_loader, "eval": eval_loader}
+        specs = self._meet(config, loaders)
+        self._train_spec, self._eval_spec = specs["train"], specs.get("eval")
+        self.train_loader: Loader | None = None
+        kwargs = self._placeholders(kwargs, eval_loader is not None)
+        super().__init__(*args, **kwargs)
+        self.train_loader = _open(self._train_spec, self.args.process_index, self.args.world_size)
+
+    def _meet(self, config, loaders: dict) -> dict:
+        """The loader specs with the options a dict leaves unset taken from the Trainer's arguments
+        `config` (MAPPED, and the per-device batch sizes), which are then set to the loaders'
+        batches; warns of each argument given (not at its default) that the loaders do not follow."""
+        specs, options = {}, {}
+        for role, spec in loaders.items():
+            given = _options_of(spec)
+            filled = dict(given)
+            for argument, option, roles, beside in self.MAPPED:
+                value = getattr(config, argument, None)
+                if role not in roles or value is None:
+                    continue
+                if isinstance(spec, dict) and given.get(option) is None:
+                    filled[option] = value
+                    filled.update({k: v for k, v in beside.items() if given.get(k) is None})
+                elif _option(given, option) != value and _chosen(config, argument):
+                    _warn_not_applied(
+                        config, argument, f"the {role} loader's {option}={_option(given, option)!r} applies"
+                    )
+            argument = _BATCH_ARGUMENT[role]
+            if isinstance(spec, dict) and given.get("batch_size") is None and not _packs(filled):
+                filled["batch_size"] = getattr(config, argument)
+            rows = 1 if _packs(filled) else _option(filled, "batch_size")
+            if rows != getattr(config, argument) and _chosen(config, argument):
+                what = f"token_budget={_option(filled, 'token_budget')}" if _packs(filled) else f"batch_size={rows}"
+                _warn_not_applied(config, argument, f"the {role} loader's batches hold {rows} rows ({what})")
+            setattr(config, argument, rows)
+            specs[role] = spec if isinstance(spec, Loader) else filled
+            options[role] = filled
+        for argument, reason in self._not_applied(config, options):
+            _warn_not_applied(config, argument, reason)
+        return specs
+
+    def _not_applied(self, config, options: dict) -> list[tuple[str, str]]:
+        """The arguments given (not at their default) that the loaders, whose options by role are
+        `options`, do not follow: (argument, what the loader does instead)."""
+        return [(argument, reason) for argument, reason in self.NOT_APPLIED.items() if _chosen(config, argument)]
 
     def _placeholders(self, kwargs: dict, has_eval: bool) -> dict:
         # transformers.Trainer asks for an eval_dataset when it evaluates; the loader stands in.
@@ -217,6 +336,15 @@ class Trainer(_MmfeedTrainer, transformers.Trainer):
     """transformers.Trainer fed by an mmfeed loader (train_loader=, eval_loader=): see the module docstring."""
 
 
+def _collated_by_the_loader(features):
+    """The data collator SFTTrainer is given in place of TRL's (which needs a pad token): the
+    loader's batches come collated, padded or packed, and never pass through it."""
+    raise TypeError(
+        "mmfeed.hf.SFTTrainer takes its batches from train_loader= and eval_loader=: a dataset given "
+        "to it is not collated"
+    )
+
+
 def _sft_trainer_class():
     import datasets
     import trl
@@ -224,13 +352,55 @@ def _sft_trainer_class():
     class SFTTrainer(_MmfeedTrainer, trl.SFTTrainer):
         """trl.SFTTrainer fed by an mmfeed loader: see the module docstring."""
 
+        MAPPED = _MmfeedTrainer.MAPPED + (
+            ("max_length", "max_length", ("train", "eval"), {"truncation": "truncate"}),
+            ("pad_to_multiple_of", "pad_to_multiple_of", ("train", "eval"), {}),
+        )
+        NOT_APPLIED = {
+            **_MmfeedTrainer.NOT_APPLIED,
+            "dataset_text_field": "the loader's batches come tokenized",
+            "dataset_num_proc": "the loader's batches come tokenized",
+            "eos_token": "the batches end each turn as the loader's chat template does (chat_template=)",
+            "chat_template_path": "the batches are rendered with the loader's chat template (chat_template=)",
+            "truncation_mode": 'the loader keeps a sample\'s start (truncation="truncate")',
+            "packing_strategy": "the loader packs first-fit over pack_window= samples",
+        }
+
         def __init__(self, *args, **kwargs):
-            config = kwargs.get("args", args[1] if len(args) > 1 else None)
-            if config is not None:  # the batches come ready: TRL's own preparation would re-tokenize
-                config.dataset_kwargs = {**(config.dataset_kwargs or {}), "skip_prepare_dataset": True}
-                config.packing = False
-                config.padding_free = False
+            kwargs.setdefault("data_collator", _collated_by_the_loader)
             super().__init__(*args, **kwargs)
+
+        def _meet(self, config, loaders: dict) -> dict:
+            specs = super()._meet(config, loaders)
+            # The batches come ready: TRL's preparation, and its checks of the samples it would
+            # prepare (which would read the placeholder), stay out of the way.
+            config.dataset_kwargs = {**(config.dataset_kwargs or {}), "skip_prepare_dataset": True}
+            config.packing = config.padding_free = config.assistant_only_loss = False
+            config.eval_packing = None
+            return specs
+
+        def _not_applied(self, config, options: dict) -> list[tuple[str, str]]:
+            train, evaluation = options["train"], options.get("eval")
+            packing = "the loader packs only with token_budget= (rows of at most that many tokens, one a batch)"
+            followed = (
+                ("packing", bool(getattr(config, "packing", False)) == _packs(train), packing),
+                ("padding_free", bool(getattr(config, "padding_free", False)) == _packs(train), packing),
+                (
+                    "eval_packing",
+                    evaluation is None or bool(getattr(config, "eval_packing", None)) == _packs(evaluation),
+                    packing,
+                ),
+                ("shuffle_dataset", _option(train, "shuffle"), "the loader keeps the manifest's order (shuffle=False)"),
+                (
+                    "completion_only_loss",
+                    getattr(config, "completion_only_loss", None) is not False,
+                    "the loader trains the assistant's replies alone (labels=)",
+                ),
+            )
+            unfollowed = [
+                (argument, reason) for argument, ok, reason in followed if not ok and _chosen(config, argument)
+            ]
+            return super()._not_applied(config, options) + unfollowed
 
         def _placeholders(self, kwargs: dict, has_eval: bool) -> dict:
             # SFTTrainer insists on datasets and reads a sample of each (which would consume the

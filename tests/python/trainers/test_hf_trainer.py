@@ -1,14 +1,20 @@
 """Issue 32: mmfeed.hf.Trainer and mmfeed.hf.SFTTrainer train a tiny Qwen2-VL (tiny_vl.py) on
 mmfeed's batches as they are, save the loader's state in every checkpoint, and a run resumed from
 a checkpoint logs the losses of the uninterrupted run bit for bit, on the batches it would have
-seen; gradient accumulation counts loader batches."""
+seen; gradient accumulation counts loader batches.
+
+Issue 49: the trainers' arguments about data meet the loader's options: those naming a loader
+option fill it (per_device_train_batch_size, SFTConfig's max_length), those the loader does not
+follow are warned of by name, and the Trainer's throughput figures count the loader's batches."""
 
 import json
+import warnings
 
 import datagen
 import pytest
 import tiny_vl
 import transformers
+import transformers.trainer
 
 import mmfeed.hf
 
@@ -36,15 +42,26 @@ def loader_options(manifest, **extra):
 
 
 class Recording:
-    """A mixin recording the sample ids of every batch the Trainer trains on."""
+    """A mixin recording the sample ids and the input_ids width of every batch the Trainer trains on."""
+
+    seen: list
+    widths: list
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         self.seen.append(list(inputs["sample_ids"]))
+        self.widths.append(inputs["input_ids"].shape[-1])
         return super().training_step(model, inputs, num_items_in_batch)
 
 
 class RecordingTrainer(Recording, mmfeed.hf.Trainer):
-    seen: list
+    pass
+
+
+def recording_sft_trainer():
+    class RecordingSFTTrainer(Recording, mmfeed.hf.SFTTrainer):
+        pass
+
+    return RecordingSFTTrainer
 
 
 class StopAt(transformers.TrainerCallback):
@@ -57,8 +74,8 @@ class StopAt(transformers.TrainerCallback):
             control.should_save = True
 
 
-def arguments(out, **extra):
-    settings = dict(
+def settings(out) -> dict:
+    return dict(
         output_dir=str(out),
         max_steps=6,
         save_steps=3,
@@ -69,7 +86,25 @@ def arguments(out, **extra):
         seed=0,
         disable_tqdm=True,
     )
-    return transformers.TrainingArguments(**{**settings, **extra})
+
+
+def arguments(out, **extra):
+    return transformers.TrainingArguments(**{**settings(out), **extra})
+
+
+def sft_config(out, **extra):
+    import trl
+
+    return trl.SFTConfig(**{**settings(out), **extra})
+
+
+def bare_tokenizer():
+    """The tokenizer as PreTrainedTokenizerFast(tokenizer_file=...) reads it: no pad token."""
+    return transformers.PreTrainedTokenizerFast(tokenizer_file=str(tiny_vl.TOKENIZER))
+
+
+def not_applied(record) -> list[str]:
+    return [str(w.message) for w in record if "is not applied" in str(w.message)]
 
 
 def run(cls, out, options, resume=None, stop=None, **extra):
@@ -77,7 +112,7 @@ def run(cls, out, options, resume=None, stop=None, **extra):
     trainer = cls(
         model=model, args=arguments(out, **extra), train_loader=options, callbacks=[StopAt(stop)] if stop else None
     )
-    trainer.seen = []
+    trainer.seen, trainer.widths = [], []
     trainer.train(resume_from_checkpoint=resume)
     losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     return trainer, losses
@@ -129,7 +164,6 @@ def test_max_steps_is_required(manifest, tmp_path):
 
 
 def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
-    import trl
     from transformers import PreTrainedTokenizerFast
 
     options = loader_options(manifest)
@@ -137,17 +171,7 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_file=str(tiny_vl.TOKENIZER), pad_token="<|endoftext|>", eos_token="<|im_end|>"
     )
-    config = trl.SFTConfig(
-        output_dir=str(tmp_path / "trl"),
-        max_steps=6,
-        save_steps=3,
-        logging_steps=1,
-        learning_rate=1e-3,
-        report_to=[],
-        use_cpu=True,
-        seed=0,
-        disable_tqdm=True,
-    )
+    config = sft_config(tmp_path / "trl")
     trainer = mmfeed.hf.SFTTrainer(
         model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, processing_class=tokenizer, train_loader=options
     )
@@ -160,3 +184,133 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
     assert got[1] == pytest.approx(want[1], rel=1e-5)
     for step in want:
         assert got[step] == pytest.approx(want[step], rel=1e-4), step
+
+
+@pytest.mark.parametrize("kind", ["Trainer", "SFTTrainer"])
+def test_the_throughput_figures_count_the_loaders_batches(manifest, tmp_path, monkeypatch, kind):
+    counted = []
+    speed_metrics = transformers.trainer.speed_metrics
+
+    def counting(split, *args, **kwargs):
+        if split == "train":
+            counted.append(kwargs["num_samples"])
+        return speed_metrics(split, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.trainer, "speed_metrics", counting)
+    if kind == "Trainer":
+        cls, config, extra = RecordingTrainer, arguments(tmp_path, max_steps=2, gradient_accumulation_steps=2), {}
+    else:
+        cls = recording_sft_trainer()
+        config = sft_config(tmp_path, max_steps=2, gradient_accumulation_steps=2)
+        extra = dict(processing_class=bare_tokenizer())
+    assert config.per_device_train_batch_size == 8  # the default, where the loader's batch_size is 2
+    trainer = cls(
+        model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, train_loader=loader_options(manifest), **extra
+    )
+    trainer.seen, trainer.widths = [], []
+    metrics = trainer.train().metrics
+    delivered = sum(len(ids) for ids in trainer.seen)
+    assert delivered == 2 * 2 * 2  # steps x accumulation x the loader's batch_size
+    assert counted == [delivered]  # the samples train_samples_per_second divides by the run time
+    assert trainer.args.per_device_train_batch_size == trainer.state.train_batch_size == 2
+    assert metrics["train_samples_per_second"] > 0
+
+
+def test_per_device_train_batch_size_fills_the_loaders_batch_size(manifest, tmp_path):
+    options = {k: v for k, v in loader_options(manifest).items() if k != "batch_size"}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        trainer = mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=arguments(tmp_path, per_device_train_batch_size=3),
+            train_loader=options,
+        )
+    assert trainer.train_loader.options()["batch_size"] == 3
+    assert not_applied(record) == []
+
+
+def test_a_per_device_batch_size_the_loader_overrides_is_warned_of(manifest, tmp_path):
+    loader = mmfeed.Loader(**loader_options(manifest))
+    with pytest.warns(
+        UserWarning,
+        match=r"TrainingArguments\.per_device_train_batch_size=4 is not applied: the train loader's batches hold "
+        r"2 rows \(batch_size=2\)",
+    ):
+        trainer = mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=arguments(tmp_path, per_device_train_batch_size=4),
+            train_loader=loader,
+        )
+    assert trainer.args.per_device_train_batch_size == 2
+
+
+def test_arguments_the_loader_has_no_counterpart_for_are_warned_of(manifest, tmp_path):
+    with pytest.warns(
+        UserWarning, match=r"TrainingArguments\.dataloader_num_workers=2 is not applied: the loader prepares"
+    ):
+        mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=arguments(tmp_path, dataloader_num_workers=2),
+            train_loader=loader_options(manifest),
+        )
+
+
+def test_the_sft_trainer_takes_a_tokenizer_without_a_pad_token(manifest, tmp_path):
+    tokenizer = bare_tokenizer()
+    assert tokenizer.pad_token is None  # TRL's own collator refuses it
+    trainer = mmfeed.hf.SFTTrainer(
+        model=tiny_vl.tiny_model("qwen2-vl"),
+        args=sft_config(tmp_path),
+        processing_class=tokenizer,
+        train_loader=loader_options(manifest),
+    )
+    assert trainer.processing_class is tokenizer
+
+
+def test_sft_configs_max_length_bounds_the_loaders_samples(manifest, tmp_path):
+    untruncated = next(iter(mmfeed.Loader(**loader_options(manifest))))["input_ids"].shape[-1]
+    assert untruncated > 16
+    trainer = recording_sft_trainer()(
+        model=tiny_vl.tiny_model("qwen2-vl").train(),
+        args=sft_config(tmp_path, max_steps=2, max_length=16),
+        processing_class=bare_tokenizer(),
+        train_loader=loader_options(manifest),
+    )
+    trainer.seen, trainer.widths = [], []
+    trainer.train()
+    options = trainer.train_loader.options()
+    assert (options["max_length"], options["truncation"]) == (16, "truncate")  # TRL's keep_start
+    assert len(trainer.widths) == 2 and max(trainer.widths) == 16
+
+
+def test_a_loaders_own_max_length_applies_and_sft_configs_is_warned_of(manifest, tmp_path):
+    with pytest.warns(
+        UserWarning, match=r"SFTConfig\.max_length=16 is not applied: the train loader's max_length=4096 applies"
+    ):
+        trainer = mmfeed.hf.SFTTrainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=sft_config(tmp_path, max_length=16),
+            processing_class=bare_tokenizer(),
+            train_loader=loader_options(manifest, max_length=4096),
+        )
+    assert trainer.train_loader.options()["max_length"] == 4096
+
+
+def test_packing_is_warned_of_unless_the_loader_packs(manifest, tmp_path):
+    def sft_trainer(**extra):
+        return mmfeed.hf.SFTTrainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=sft_config(tmp_path, packing=True),
+            processing_class=bare_tokenizer(),
+            train_loader=loader_options(manifest, **extra),
+        )
+
+    with pytest.warns(
+        UserWarning, match=r"SFTConfig\.packing=True is not applied: the loader packs only with token_budget="
+    ):
+        sft_trainer()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        packed = sft_trainer(token_budget=4096)
+    assert not_applied(record) == []
+    assert packed.args.per_device_train_batch_size == 1  # a batch: one packed row
