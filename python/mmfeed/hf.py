@@ -27,8 +27,8 @@ several processes, the Trainer gathers after every evaluation batch: each rank's
 yield as many batches (padded batches with the default shard_remainder="pad" do; packed rows, or
 a group whose samples all fail, may not).
 
-The Trainer's arguments about data meet the loader's options: those naming a loader option fill
-the options a loader dict leaves unset (per_device_train_batch_size -> batch_size,
+The Trainer's arguments about data meet the loader's options: those naming a loader option, when
+given (not at their default), fill the options a loader dict leaves unset (per_device_train_batch_size -> batch_size,
 per_device_eval_batch_size -> the eval loader's batch_size, data_seed -> seed,
 dataloader_pin_memory -> pin_memory); where the loader sets its own (or is an mmfeed.Loader), its
 value applies, and an argument given another value than its default is warned of by name. The
@@ -198,6 +198,8 @@ class _MmfeedTrainer:
                 if role not in roles or value is None:
                     continue
                 if isinstance(spec, dict) and given.get(option) is None:
+                    if not _chosen(config, argument):  # a default is no choice (TRL's max_length 1024)
+                        continue
                     filled[option] = value
                     filled.update({k: v for k, v in beside.items() if given.get(k) is None})
                 elif _option(given, option) != value and _chosen(config, argument):

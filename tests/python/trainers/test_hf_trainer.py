@@ -268,19 +268,26 @@ def test_the_sft_trainer_takes_a_tokenizer_without_a_pad_token(manifest, tmp_pat
 
 
 def test_sft_configs_max_length_bounds_the_loaders_samples(manifest, tmp_path):
-    untruncated = next(iter(mmfeed.Loader(**loader_options(manifest))))["input_ids"].shape[-1]
-    assert untruncated > 16
+    # A cut that keeps every sample's first trained token (a sample cut before its answer is an
+    # error: issue 49) and shortens the longest.
+    firsts, widths = [], []
+    for batch in mmfeed.Loader(**{**loader_options(manifest), "epochs": 1, "tensors": "np"}):
+        trained = batch["labels"] != -100
+        firsts += trained.argmax(axis=1).tolist()
+        widths += batch["attention_mask"].sum(axis=1).tolist()
+    max_length = max(firsts) + 1
+    assert max_length < max(widths)
     trainer = recording_sft_trainer()(
         model=tiny_vl.tiny_model("qwen2-vl").train(),
-        args=sft_config(tmp_path, max_steps=2, max_length=16),
+        args=sft_config(tmp_path, max_steps=2, max_length=max_length),
         processing_class=bare_tokenizer(),
         train_loader=loader_options(manifest),
     )
     trainer.seen, trainer.widths = [], []
     trainer.train()
     options = trainer.train_loader.options()
-    assert (options["max_length"], options["truncation"]) == (16, "truncate")  # TRL's keep_start
-    assert len(trainer.widths) == 2 and max(trainer.widths) == 16
+    assert (options["max_length"], options["truncation"]) == (max_length, "truncate")  # TRL's keep_start
+    assert len(trainer.widths) == 2 and max(trainer.widths) <= max_length
 
 
 def test_a_loaders_own_max_length_applies_and_sft_configs_is_warned_of(manifest, tmp_path):
