@@ -67,18 +67,19 @@ if(MMFEED_PARQUET)
   list(GET _mmfeed_parquet 0 _mmfeed_parquet)
   add_library(mmfeed_dep_parquet INTERFACE)
   target_include_directories(mmfeed_dep_parquet SYSTEM INTERFACE "${MMFEED_PYARROW_DIR}/include")
-  # The wheel's libraries are found where pip put them: every binary linking them records the
-  # directory. libparquet carries its own OpenSSL and simdjson, their symbols exported: the
+  # The wheel's libraries are linked by their full paths, so CMake records their directory in the
+  # run path of every binary of the build tree; installing replaces it with a path relative to
+  # the installed binary (python/CMakeLists.txt, tools/CMakeLists.txt), since an isolated
+  # `pip install` builds against a pyarrow in a temporary directory it deletes afterwards.
+  # libparquet carries its own OpenSSL and simdjson, their symbols exported: the
   # system's libcrypto and libsimdjson come before it in every binary's library order, or calls
   # to them (ours, and libssl's and libcrypto's own) bind to those copies (Python's hashlib
   # crashed on import after mmfeed's module; our JSON ran on Arrow's simdjson).
-  # tests/python/test_parquet.py checks every binding. One flag, so that neither the linker
+  # tests/python/data/test_parquet.py checks every binding. One flag, so that neither the linker
   # (--as-needed) nor CMake (which moves repeated libraries) drops or reorders them.
   target_link_libraries(mmfeed_dep_parquet INTERFACE "-Wl,--push-state,--no-as-needed,-lcrypto,-lsimdjson,--pop-state"
-                        "${_mmfeed_parquet}" "${_mmfeed_arrow}" "-Wl,-rpath,${MMFEED_PYARROW_DIR}")
+                        "${_mmfeed_parquet}" "${_mmfeed_arrow}")
   add_library(mmfeed::dep::parquet ALIAS mmfeed_dep_parquet)
-  # Installing rewrites the run path: the installed module and CLI record it again.
-  list(APPEND CMAKE_INSTALL_RPATH "$ORIGIN/../pyarrow" "${MMFEED_PYARROW_DIR}")
 endif()
 
 if(MMFEED_BUILD_TESTS)

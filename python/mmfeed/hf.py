@@ -54,9 +54,20 @@ import os
 import warnings
 from typing import Any
 
-import transformers
-import transformers.trainer
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+try:
+    import transformers
+    import transformers.trainer
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+    from transformers.utils import is_accelerate_available
+except ImportError as e:
+    raise ImportError(f"mmfeed.hf needs transformers, accelerate and torch ({e}): pip install 'mmfeed[hf]'") from e
+# transformers' Trainer runs on accelerate, which transformers imports only when it is installed and
+# recent enough; without it the Trainer's skip_first_batches, wrapped below, does not exist.
+if not is_accelerate_available():
+    raise ImportError(
+        "mmfeed.hf needs accelerate (transformers' Trainer runs on it) and finds none, or one older than "
+        f"transformers {transformers.__version__} takes: pip install 'mmfeed[hf]'"
+    )
 
 from mmfeed import _mmfeed
 from mmfeed.batch import METADATA
@@ -348,8 +359,11 @@ def _collated_by_the_loader(features):
 
 
 def _sft_trainer_class():
-    import datasets
-    import trl
+    try:
+        import datasets
+        import trl
+    except ImportError as e:
+        raise ImportError(f"mmfeed.hf.SFTTrainer needs TRL ({e}): pip install 'mmfeed[trl]'") from e
 
     class SFTTrainer(_MmfeedTrainer, trl.SFTTrainer):
         """trl.SFTTrainer fed by an mmfeed loader: see the module docstring."""

@@ -285,7 +285,7 @@ class Loader:
             except ImportError as e:
                 raise ImportError(
                     "mmfeed.Loader yields torch tensors by default and PyTorch is not installed: "
-                    "install torch, or pass tensors='np' for numpy arrays"
+                    "pip install 'mmfeed[torch]', or pass tensors='np' for numpy arrays"
                 ) from e
             if (
                 self._options.get("pin_memory", True)

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import torch.utils.data
+try:
+    import torch.utils.data
+except ImportError as e:
+    raise ImportError(f"mmfeed.torch needs PyTorch ({e}): pip install 'mmfeed[torch]'") from e
 
 from mmfeed.batch import Batch
 from mmfeed.loader import Loader, apply_job_ranks

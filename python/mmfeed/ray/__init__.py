@@ -47,6 +47,11 @@ dominates (bench/ray_loader.py). Shorter parts rebalance sooner and lose less wo
 actor.
 """
 
+try:
+    import ray  # noqa: F401  (the actors' modules below import it)
+except ImportError as e:
+    raise ImportError(f"mmfeed.ray needs Ray ({e}): pip install 'mmfeed[ray]'") from e
+
 from .data import read
 from .loader import Loader
 
