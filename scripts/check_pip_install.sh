@@ -24,8 +24,10 @@ venv=$work/venv
 # pip's build environment and scikit-build-core's build tree go under TMPDIR: here, inside $work.
 mkdir -p "$work/tmp"
 start=$(date +%s)
-TMPDIR=$work/tmp "$venv/bin/python" -m pip install -q --disable-pip-version-check "$repo" \
-  || fail "pip install $repo failed (its output is above)"
+# With the [hf] extra (torch, transformers, accelerate), at the versions the project tests
+# (requirements.txt as constraints; PIP_FIND_LINKS, where set, offers local wheels).
+TMPDIR=$work/tmp "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$repo/requirements.txt" \
+  "$repo[hf]" || fail "pip install '$repo[hf]' failed (its output is above)"
 echo "check_pip_install: pip install took $(($(date +%s) - start)) s"
 
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
@@ -52,9 +54,11 @@ cd "$work"
 "$cli" version | head -1
 "$venv/bin/python" -c 'import mmfeed; print("check_pip_install: import mmfeed", mmfeed.__version__)' \
   || fail "import mmfeed failed"
+"$venv/bin/python" -c 'import mmfeed.hf; print("check_pip_install: import mmfeed.hf (the [hf] extra)")' \
+  || fail "import mmfeed.hf failed with the [hf] extra installed"
 
 # The README's quick start at its smallest: two samples from a Parquet file (the Arrow libraries
-# at work), numpy arrays (torch is an extra).
+# at work), as torch tensors.
 "$venv/bin/python" - "$repo/tests/data/qwen3-tokenizer/tokenizer.json" <<'EOF' || fail "the Loader smoke test failed"
 import io
 import json
@@ -75,11 +79,12 @@ schema = pa.schema([("id", pa.string()), ("image", image), ("conversations", pa.
 table = pa.Table.from_pylist([{"id": f"s{i}", **row} for i in range(2)], schema=schema)
 pq.write_table(table, "smoke.parquet", write_page_index=True)
 loader = mmfeed.Loader(
-    "smoke.parquet", tokenizer=sys.argv[1], model="qwen3-vl", batch_size=2, max_pixels=65536, tensors="np"
+    "smoke.parquet", tokenizer=sys.argv[1], model="qwen3-vl", batch_size=2, max_pixels=65536
 )
 batches = list(loader)
 assert len(batches) == 1 and not loader.errors(), (len(batches), loader.errors())
-assert batches[0]["input_ids"].shape[0] == 2 and batches[0]["image_grid_thw"].shape == (2, 3)
+assert batches[0]["input_ids"].shape[0] == 2 and tuple(batches[0]["image_grid_thw"].shape) == (2, 3)
+assert type(batches[0]["input_ids"]).__module__ == "torch"
 shapes = {k: tuple(v.shape) for k, v in batches[0].items() if hasattr(v, "shape")}
 print("check_pip_install: Loader smoke test:", shapes)
 EOF

@@ -18,8 +18,8 @@ namespace mmfeed::tools {
 
 // The loader option at argv[i], if it is one: --name VALUE (with _ or -, or an alias such as
 // --manifest), a yes/no option as --name, --name true|false or --no-name, or --config FILE (a
-// config file's options, which later flags override); `i` is advanced past the value it read. nullopt when argv[i] names no loader option; an error for a bad value or a
-// missing one.
+// config file's options, which later flags override); `i` is advanced past the value it read. nullopt when argv[i]
+// names no loader option; an error for a bad value or a missing one.
 std::optional<Status> apply_loader_flag(LoaderConfig& config, int argc, char** argv, int& i);
 
 // --config, then one line per loader option of the option table: "  --name VALUE\n      doc (default ...)".

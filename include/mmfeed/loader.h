@@ -105,7 +105,7 @@ struct LoaderConfig {
   Pixels pixels = Pixels::kFloat32;
   ImageBackend image_backend = ImageBackend::kPil;
   AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/alpha.h)
-  std::string chat_template;  // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
+  std::string chat_template;               // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   AudioPadding audio_padding = AudioPadding::kModel;
   // qwen2.5-omni: each video brings its soundtrack (the processor's use_audio_in_video), read
   // as qwen-omni-utils reads it and interleaved with the video's tokens; a video without an audio

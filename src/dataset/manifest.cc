@@ -385,8 +385,8 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
     }
   }
   const ManifestPart* part = m.part_at(line.offset);
-  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, resolve(ref, m, part ? part->base_dir : m.base_dir, media_root,
-                                                          allow_local_from_remote));
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri,
+                          resolve(ref, m, part ? part->base_dir : m.base_dir, media_root, allow_local_from_remote));
   return MediaSource{std::move(uri), std::nullopt, "", nullptr};
 }
 

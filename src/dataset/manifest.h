@@ -96,7 +96,7 @@ struct Manifest {
   std::vector<ShardSample> samples;  // by ManifestLine::number
   bool parquet = false;              // rows of Parquet files: members are cells (below), other references paths
   std::vector<std::shared_ptr<const ParquetChunk>> chunks;
-  std::vector<CellPlace> cells;  // by member
+  std::vector<CellPlace> cells;     // by member
   std::vector<ManifestPart> parts;  // a source of several JSONL/JSON files, in order; empty for one
 
   // The file holding the text at `offset`: nullptr when the manifest is one file.

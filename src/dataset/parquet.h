@@ -35,10 +35,9 @@
 namespace mmfeed::dataset {
 
 // Reads `files`, the files source `source` names (source_files.h), into one manifest, manifest
-// number `manifest`, each row a sample (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns read at open,
-// as the footer states them and as they really decode (every Arrow allocation counted), and the
-// text written from them, all files of the source together. Errors name the file (and the row
-// group or row).
+// number `manifest`, each row a sample (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns
+// read at open, as the footer states them and as they really decode (every Arrow allocation counted), and the text
+// written from them, all files of the source together. Errors name the file (and the row group or row).
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
                               const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
 

@@ -32,8 +32,8 @@ bool is_metadata(std::string_view name) {
 // A data file's name: a layout mmfeed reads, by its extension (JSONL and JSON also compressed).
 bool is_data_file(std::string_view name) {
   if (is_metadata(name)) return false;
-  for (std::string_view ext : {".parquet", ".tar", ".arrow", ".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst",
-                               ".json.zst"}) {
+  for (std::string_view ext :
+       {".parquet", ".tar", ".arrow", ".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst"}) {
     if (name.ends_with(ext)) return true;
   }
   return false;
@@ -81,10 +81,10 @@ Status one_split(const std::vector<std::string>& files, const std::string& sourc
   if (splits.size() <= 1) return ok_status();
   std::string names;
   for (const std::string& s : splits) names += (names.empty() ? "" : ", ") + s;
-  return Error(ErrorCode::kInvalidArgument,
-               "holds the files of several splits (" + names + "): name one split's (a glob: " + *splits.begin() +
-                   "-*)",
-               source);
+  return Error(
+      ErrorCode::kInvalidArgument,
+      "holds the files of several splits (" + names + "): name one split's (a glob: " + *splits.begin() + "-*)",
+      source);
 }
 
 Result<std::vector<std::string>> checked_count(std::vector<std::string> files, const std::string& source) {

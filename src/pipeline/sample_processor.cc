@@ -478,8 +478,6 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
   return true;
 }
 
-
-
 bool SampleProcessor::decode_media(Work& w, bool account) const {
   core::TraceSpan span(trace_, "decode media", "cpu", w.id);
   const core::Stopwatch sw;

@@ -167,7 +167,10 @@ void Fetcher::Engine::start_local(Job* job) {
   const std::uint64_t id = next_local_id_++;
   local_jobs_.emplace(id, job);
   job->attempts = 1;
-  FileRead read{.id = id, .path = job->request.uri.path, .uri = job->uri_text, .max_bytes = options_.max_object_bytes,
+  FileRead read{.id = id,
+                .path = job->request.uri.path,
+                .uri = job->uri_text,
+                .max_bytes = options_.max_object_bytes,
                 .max_bytes_option = options_.max_object_bytes_option};
   if (job->request.range) {
     read.offset = job->request.range->offset;

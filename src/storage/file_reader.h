@@ -38,8 +38,8 @@ struct FileRead {
   std::string path;
   std::string uri;  // named in errors
   std::uint64_t offset = 0;
-  std::uint64_t length = UINT64_MAX;     // clipped at the end of the file
-  std::uint64_t max_bytes = UINT64_MAX;  // more bytes to read than this: kResourceExhausted, nothing read
+  std::uint64_t length = UINT64_MAX;                  // clipped at the end of the file
+  std::uint64_t max_bytes = UINT64_MAX;               // more bytes to read than this: kResourceExhausted, nothing read
   std::string max_bytes_option = "max_object_bytes";  // the option that set max_bytes, named in the refusal
 };
 

@@ -94,7 +94,7 @@ bool Fetcher::Engine::prepare_destination(Transfer* t) {
     return true;
   }
   if (auto refusal = check_object_size(plan.bytes, plan.declared_by, options_.max_object_bytes,
-                                          options_.max_object_bytes_option)) {
+                                       options_.max_object_bytes_option)) {
     t->refusal = std::move(refusal);
     return false;
   }

@@ -56,8 +56,7 @@ std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const
 std::size_t Tokenizer::vocab_size() const { return impl_->vocab_size(); }
 
 Result<std::string> render_chat(std::string_view sample_json, const RenderOptions& options) {
-  MMFEED_ASSIGN_OR_RETURN(text::Conversation c,
-                          text::parse_conversation(sample_json, text::MediaSources::kOptional));
+  MMFEED_ASSIGN_OR_RETURN(text::Conversation c, text::parse_conversation(sample_json, text::MediaSources::kOptional));
   MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(options.chat_template));
   MMFEED_ASSIGN_OR_RETURN(text::Rendered r, text::render_chat(c, tmpl,
                                                               {.add_generation_prompt = options.add_generation_prompt,
@@ -69,8 +68,7 @@ Result<std::string> render_chat(std::string_view sample_json, const RenderOption
 
 Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::string_view sample_json,
                                           const EncodeOptions& options) {
-  MMFEED_ASSIGN_OR_RETURN(text::Conversation c,
-                          text::parse_conversation(sample_json, text::MediaSources::kOptional));
+  MMFEED_ASSIGN_OR_RETURN(text::Conversation c, text::parse_conversation(sample_json, text::MediaSources::kOptional));
   MMFEED_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::chat_template(options.chat_template));
   const std::size_t videos = options.video_grids.size();
   if (!options.second_per_grid_ts.empty() && options.second_per_grid_ts.size() != videos) {

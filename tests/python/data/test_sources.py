@@ -4,7 +4,6 @@ Arrow files, and a glob of JSONL files give the batches of the same conversation
 manifest; a glob over http(s), a folder of several layouts or splits, one of no layout, a
 DatasetDict's folder and a glob matching nothing are refused by name."""
 
-import json
 import shutil
 
 import datagen
@@ -107,7 +106,9 @@ def test_what_cannot_be_read_is_refused_by_name(data, tmp_path):
         with pytest.raises(ValueError, match=message):
             load(source)
 
-    refused("https://example.com/data/train-*.parquet", r"a glob \('\*', '\?'\) needs a listing, which http\(s\) has not")
+    refused(
+        "https://example.com/data/train-*.parquet", r"a glob \('\*', '\?'\) needs a listing, which http\(s\) has not"
+    )
     refused(str(out / "hub" / "data" / "validation-*.parquet"), "matches no file")
     mixed = tmp_path / "mixed"
     shutil.copytree(out / "hub" / "data", mixed)

@@ -120,7 +120,9 @@ def test_the_torch_dataset_takes_the_same_defaults(data, monkeypatch):
     assert (dataset.state_dict()["rank"], dataset.state_dict()["world_size"]) == (1, 2)
     ids = [i for batch in dataset for i in batch["sample_ids"]]
     monkeypatch.setenv("RANK", "0")
-    other = [i for batch in mmfeed.torch.Dataset(data / "manifest.jsonl", tokenizer=TOKENIZER) for i in batch["sample_ids"]]
+    other = [
+        i for batch in mmfeed.torch.Dataset(data / "manifest.jsonl", tokenizer=TOKENIZER) for i in batch["sample_ids"]
+    ]
     assert len(ids) == len(other) == 9 and len(set(ids) | set(other)) == 17
 
 

@@ -118,6 +118,7 @@ def test_the_processor_form_renders_without_media(hf):
         want = hf.apply_chat_template(messages, tokenize=False, add_vision_id=vid)
         assert mmfeed.render_chat(messages, add_vision_id=vid) == want
 
+
 def test_the_processor_form_encodes_as_the_sourced_form(tok):
     messages = [
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]},
