@@ -24,10 +24,12 @@ venv=$work/venv
 # pip's build environment and scikit-build-core's build tree go under TMPDIR: here, inside $work.
 mkdir -p "$work/tmp"
 start=$(date +%s)
-# With the [hf] extra (torch, transformers, accelerate), at the versions the project tests
-# (requirements.txt as constraints; PIP_FIND_LINKS, where set, offers local wheels).
-TMPDIR=$work/tmp "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$repo/requirements.txt" \
-  "$repo[hf]" || fail "pip install '$repo[hf]' failed (its output is above)"
+# With the [hf] extra (torch, transformers, accelerate), at the versions the project tests:
+# requirements.txt's pins as constraints (a constraint names no extras); PIP_FIND_LINKS, where
+# set, offers local wheels.
+sed -E 's/\[[^]]*\]//' "$repo/requirements.txt" | grep -E '^[A-Za-z0-9_.-]+==' >"$work/constraints.txt"
+TMPDIR=$work/tmp "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$work/constraints.txt" \
+  "$repo[hf]" 2> >(grep -v '^WARNING: Location' >&2) || fail "pip install '$repo[hf]' failed (its output is above)"
 echo "check_pip_install: pip install took $(($(date +%s) - start)) s"
 
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
