@@ -26,8 +26,10 @@ class SampleProcessorTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("mmfeed-processor-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     std::ofstream m(dir_ / "manifest.jsonl");
+    // An answer after each image: a cut before the second keeps the first answer to train.
     m << R"({"id": "two", "messages": [{"role": "user", "content": [{"type": "image", "image": ")" << kCorpus
-      << R"(baseline.jpg"}, {"type": "text", "text": "and"}, {"type": "image", "image": ")" << kCorpus
+      << R"(baseline.jpg"}]}, {"role": "assistant", "content": "one picture"}, {"role": "user", "content": [)"
+      << R"({"type": "text", "text": "and"}, {"type": "image", "image": ")" << kCorpus
       << R"(rgb.png"}]}, {"role": "assistant", "content": "two pictures"}]})"
       << "\n";
   }
