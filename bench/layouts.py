@@ -1,7 +1,8 @@
 """The cost of each data layout, side by side: the same samples as a JSONL manifest with one object
 per image, as WebDataset tar shards (its images members of the shards, fetched as byte ranges) and
 as Parquet files written by Hugging Face datasets (the images' bytes inline, each sample's data page
-fetched as a byte range), read by mmfeed's Loader from the latency-injecting S3 server (tests/support/objectstore.py: 50 ms
+fetched as a byte range) and, on local disk, as `datasets.save_to_disk`'s folder of Arrow files (the
+images byte ranges of the memory-mapped files), read by mmfeed's Loader from the latency-injecting S3 server (tests/support/objectstore.py: 50 ms
 median first byte, 200 ms p99, 32 MB/s per connection) and from local disk, in one run.
 
 Usage:
@@ -98,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     pattern = f"wds/shard-{{000..{len(shards) - 1:03d}}}.tar"
     files = datagen.write_parquet(manifest, data / "parquet", per_file=args.per_shard)
     parquet = f"parquet/train-{{00000..{len(files) - 1:05d}}}.parquet"
+    saved = data / "saved"
+    if not (saved / "state.json").exists():
+        import datasets
+
+        datasets.disable_progress_bars()
+        rows = datasets.concatenate_datasets([datasets.Dataset.from_parquet(str(p)) for p in files])
+        rows.save_to_disk(str(saved), num_shards=len(files))
     report = {
         "config": {
             "samples": args.samples,
@@ -110,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             "bytes_objects": sum(p.stat().st_size for p in (data / "images").iterdir()),
             "bytes_shards": sum(p.stat().st_size for p in shards),
             "bytes_parquet": sum(p.stat().st_size for p in files),
+            "bytes_arrow": sum(p.stat().st_size for p in saved.glob("*.arrow")),
             "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32},
         },
         "runs": [],
@@ -124,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             ("local", "jsonl + objects", str(manifest)),
             ("local", "webdataset shards", str(data / pattern)),
             ("local", "parquet (datasets)", str(data / parquet)),
+            ("local", "save_to_disk (arrow)", str(saved)),
         ]
         for where, layout, source in runs:
             print(f"mmfeed bench --layouts: {where}: {layout}", file=sys.stderr, flush=True)
