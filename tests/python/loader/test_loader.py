@@ -716,7 +716,7 @@ def test_storage_faults_are_retried_and_every_sample_arrives(dataset, tmp_path):
 def test_cli_inspect_marks_the_trained_spans(cli, dataset):
 
     run = subprocess.run(
-        [cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS)],
+        [cli, "inspect", dataset, "--tokenizer", TOKENIZER, "--max-pixels", str(MAX_PIXELS), "--batch-size", "2"],
         capture_output=True,
         text=True,
         check=True,
