@@ -34,6 +34,7 @@
 
 #include "mmfeed/alpha.h"
 #include "mmfeed/error.h"
+#include "mmfeed/sft_choices.h"
 
 namespace mmfeed {
 
@@ -42,8 +43,6 @@ namespace mmfeed {
 enum class Mode { kConcurrent, kSerial };  // serial: every stage on the caller's thread
 enum class OnError { kSkip, kFail };
 enum class ShardRemainder { kPad, kDrop, kKeep };
-enum class Truncation { kError, kTruncate };
-enum class Labels { kQwen, kContentAndEos };  // which tokens are trained
 // pixel_values' (and pixel_values_videos') element type: HF's float32; bfloat16 (those values
 // rounded to nearest even, what a bf16 model computes with); or uint8, the resized pixels
 // before normalization (images without the temporal repeat), a quarter (images: an eighth) of

@@ -199,10 +199,8 @@ Result<Settings> check_config(const LoaderConfig& config) {
     out.source_templates.push_back(*t);
   }
   out.sft.max_length = config.max_length;
-  out.sft.truncation =
-      config.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;
-  out.sft.labels =
-      config.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
+  out.sft.truncation = config.truncation;
+  out.sft.labels = config.labels;
   out.sft.merge_size = out.vision.profile.merge_size;
   out.sft.tokens_per_second = out.video.tokens_per_second;
   out.sft.train_reasoning = config.train_reasoning;

@@ -93,8 +93,8 @@ Result<EncodedSample> encode_conversation(const Tokenizer& tokenizer, std::strin
   }
   text::SftOptions o;
   o.max_length = options.max_length;
-  o.truncation = options.truncation == Truncation::kTruncate ? text::Truncation::kTruncate : text::Truncation::kError;
-  o.labels = options.labels == Labels::kContentAndEos ? text::LabelPolicy::kContentAndEos : text::LabelPolicy::kQwen;
+  o.truncation = options.truncation;
+  o.labels = options.labels;
   o.mrope_position_ids = options.mrope;
   o.merge_size = options.merge_size;
   o.tokens_per_second = options.tokens_per_second;

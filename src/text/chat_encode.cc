@@ -86,7 +86,7 @@ class LossMask {
  public:
   LossMask(const Rendered& r, const SftOptions& options)
       : r_(r),
-        end_len_(options.labels == LabelPolicy::kQwen ? 11 : 10),  // "<|im_end|>" (+ "\n")
+        end_len_(options.labels == Labels::kQwen ? 11 : 10),  // "<|im_end|>" (+ "\n")
         train_reasoning_(options.train_reasoning) {}
 
   bool operator()(std::size_t at) {

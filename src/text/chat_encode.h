@@ -14,24 +14,14 @@
 #include <vector>
 
 #include "mmfeed/error.h"
+#include "mmfeed/sft_choices.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
 namespace mmfeed::text {
 
-// What is trained, for every template: the assistant turns only, as rendered after
-// "<|im_start|>assistant\n": content, tool calls and (default, see train_reasoning) the
-// <think> block the Thinking template renders, then the end marker by policy. Never system,
-// user or tool turns: tool responses are inputs (Qwen3-VL renders them in a user turn).
-enum class LabelPolicy {
-  kQwen,           // assistant turn + "<|im_end|>" + "\n" (Qwen's recipe, LLaMA-Factory's)
-  kContentAndEos,  // assistant turn + "<|im_end|>"
-};
-
-enum class Truncation {
-  kError,     // a sample longer than max_length is an error (the caller may skip it)
-  kTruncate,  // cut at max_length, never inside an image's vision block (cut before it)
-};
+using ::mmfeed::Labels;  // (mmfeed/sft_choices.h)
+using ::mmfeed::Truncation;
 
 struct Grid3 {
   std::int64_t t = 1, h = 0, w = 0;
@@ -58,7 +48,7 @@ struct VideoGrid {
 };
 
 struct SftOptions {
-  LabelPolicy labels = LabelPolicy::kQwen;
+  Labels labels = Labels::kQwen;
   std::size_t max_length = 0;  // 0: no limit
   Truncation truncation = Truncation::kError;
   bool mrope_position_ids = false;
