@@ -115,8 +115,8 @@ BENCHMARK(BM_ResampleVerticalCold)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond
 void BM_Patchify(benchmark::State& state) {
   const ModelProfile p = sft_profile();
   const NormalizeTable table(p);
-  const OutputType type = std::vector<OutputType>{OutputType::kFloat32, OutputType::kBFloat16,
-                                                  OutputType::kUInt8}[static_cast<std::size_t>(state.range(0))];
+  const Pixels type = std::vector<Pixels>{Pixels::kFloat32, Pixels::kBFloat16,
+                                          Pixels::kUInt8}[static_cast<std::size_t>(state.range(0))];
   const Grid grid = grid_for(Size{kOutHeight, kOutWidth}, p);
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
   resample_u8(picture().data(), kWidth, kHeight, 3, rgb.data(), kOutWidth, kOutHeight, Filter::kBicubic);

@@ -32,8 +32,8 @@
 #include <utility>
 #include <vector>
 
-#include "mmfeed/alpha.h"
 #include "mmfeed/error.h"
+#include "mmfeed/image_choices.h"
 #include "mmfeed/sft_choices.h"
 
 namespace mmfeed {
@@ -43,12 +43,6 @@ namespace mmfeed {
 enum class Mode { kConcurrent, kSerial };  // serial: every stage on the caller's thread
 enum class OnError { kSkip, kFail };
 enum class ShardRemainder { kPad, kDrop, kKeep };
-// pixel_values' (and pixel_values_videos') element type: HF's float32; bfloat16 (those values
-// rounded to nearest even, what a bf16 model computes with); or uint8, the resized pixels
-// before normalization (images without the temporal repeat), a quarter (images: an eighth) of
-// the bytes to hold, copy and send, for the trainer to normalize on its device
-// (mmfeed.normalize_pixels gives the float32 or bfloat16 values exactly).
-enum class Pixels { kFloat32, kBFloat16, kUInt8 };
 // Which of transformers' Qwen-VL image processors images match, bit for bit: kPil,
 // Qwen2VLImageProcessorPil (Pillow's bicubic); kTorchvision, Qwen2VLImageProcessor, what
 // transformers 5's AutoImageProcessor picks wherever torchvision is installed (torch's
@@ -103,7 +97,7 @@ struct LoaderConfig {
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
   ImageBackend image_backend = ImageBackend::kPil;
-  AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/alpha.h)
+  AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/image_choices.h)
   std::string chat_template;               // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   AudioPadding audio_padding = AudioPadding::kModel;
   // qwen2.5-omni: each video brings its soundtrack (the processor's use_audio_in_video), read

@@ -9,11 +9,11 @@ namespace mmfeed::pipeline {
 
 namespace {
 
-Tensor::DType pixel_dtype(vision::OutputType type) {
+Tensor::DType pixel_dtype(Pixels type) {
   switch (type) {
-    case vision::OutputType::kBFloat16: return Tensor::DType::kBFloat16;
-    case vision::OutputType::kUInt8: return Tensor::DType::kUInt8;
-    case vision::OutputType::kFloat32: break;
+    case Pixels::kBFloat16: return Tensor::DType::kBFloat16;
+    case Pixels::kUInt8: return Tensor::DType::kUInt8;
+    case Pixels::kFloat32: break;
   }
   return Tensor::DType::kFloat32;
 }

@@ -161,9 +161,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
   }
   out.vision.backend = config.image_backend;
   out.vision.decode.alpha = config.alpha;
-  out.vision.output = config.pixels == Pixels::kBFloat16 ? vision::OutputType::kBFloat16
-                      : config.pixels == Pixels::kUInt8  ? vision::OutputType::kUInt8
-                                                         : vision::OutputType::kFloat32;
+  out.vision.output = config.pixels;
   MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
   const std::string template_name =
       config.chat_template.empty() ? default_template(config.model) : config.chat_template;

@@ -40,15 +40,6 @@ vision::Filter filter_of(ResizeFilter f) {
   return vision::Filter::kBicubic;
 }
 
-vision::OutputType output_of(Pixels p) {
-  switch (p) {
-    case Pixels::kFloat32: return vision::OutputType::kFloat32;
-    case Pixels::kBFloat16: return vision::OutputType::kBFloat16;
-    case Pixels::kUInt8: return vision::OutputType::kUInt8;
-  }
-  return vision::OutputType::kFloat32;
-}
-
 GridThw grid_thw(const vision::Grid& g) { return {g.t, g.h, g.w}; }
 
 }  // namespace
@@ -83,7 +74,7 @@ Result<ImageProcessor> ImageProcessor::create(const ImageProcessorOptions& optio
   config.backend = options.backend;
   config.decode.exif = options.exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
   config.decode.alpha = options.alpha;
-  config.output = output_of(options.output);
+  config.output = options.output;
   config.kernel = kernel_of(options.kernel);
   config.fast_jpeg = options.fast_jpeg;
   auto impl = std::make_unique<Impl>(std::move(config), options.threads);
@@ -221,7 +212,7 @@ Result<VideoFramePlan> plan_video_frames(const VideoSamplingRequest& request, st
 
 Result<ProcessedVideo> process_video(std::span<const std::byte> bytes, const VideoOptions& options) {
   MMFEED_ASSIGN_OR_RETURN(vision::VideoProfile profile, vision::video_profile(options.model));
-  const vision::VideoProcessor proc(std::move(profile), output_of(options.output));
+  const vision::VideoProcessor proc(std::move(profile), options.output);
   vision::VideoRequest request;
   request.sampling = options.sampling;
   request.min_pixels = options.min_pixels;

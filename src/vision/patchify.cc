@@ -243,17 +243,17 @@ NormalizeTable::NormalizeTable(const ModelProfile& p, Normalization how) : resca
   }
 }
 
-int element_size(OutputType type) {
+int element_size(Pixels type) {
   switch (type) {
-    case OutputType::kFloat32: return 4;
-    case OutputType::kBFloat16: return 2;
-    case OutputType::kUInt8: return 1;
+    case Pixels::kFloat32: return 4;
+    case Pixels::kBFloat16: return 2;
+    case Pixels::kUInt8: return 1;
   }
   return 4;
 }
 
-int row_elements(const ModelProfile& p, OutputType type) {
-  return type == OutputType::kUInt8 ? 3 * p.patch_size * p.patch_size : p.row_width();
+int row_elements(const ModelProfile& p, Pixels type) {
+  return type == Pixels::kUInt8 ? 3 * p.patch_size * p.patch_size : p.row_width();
 }
 
 std::uint16_t to_bfloat16(float f) {
@@ -304,13 +304,13 @@ void patchify_typed(const std::uint8_t* const* frames, int nframes, Grid grid, c
 }
 
 void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, const ModelProfile& p,
-                     const NormalizeTable& table, OutputType type, void* dest, Kernel kernel) {
+                     const NormalizeTable& table, Pixels type, void* dest, Kernel kernel) {
   const int P = p.patch_size;
   const int m = p.merge_size;
   const int T = nframes == 1 ? p.temporal_patch_size : nframes;
   const bool simd = kernel != Kernel::kScalar;
   switch (type) {
-    case OutputType::kFloat32:
+    case Pixels::kFloat32:
       if (simd && table.simd_exact) {
         HWY_DYNAMIC_DISPATCH(PatchifyF32)
         (frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(), table.rescale,
@@ -321,7 +321,7 @@ void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, 
           frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return table.value[c][v]; },
           static_cast<float*>(dest));
       return;
-    case OutputType::kBFloat16:
+    case Pixels::kBFloat16:
       if (simd && table.simd_exact) {
         HWY_DYNAMIC_DISPATCH(PatchifyBF16)
         (frames, nframes, grid.h, grid.w, P, m, T, table.mean.data(), table.std.data(), table.rescale,
@@ -332,7 +332,7 @@ void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, 
           frames, nframes, grid, p, T, [&](int c, std::uint8_t v) { return to_bfloat16(table.value[c][v]); },
           static_cast<std::uint16_t*>(dest));
       return;
-    case OutputType::kUInt8:
+    case Pixels::kUInt8:
       if (simd && nframes == 1) {
         HWY_DYNAMIC_DISPATCH(PatchifyU8)(frames[0], grid.h, grid.w, P, m, static_cast<std::uint8_t*>(dest));
         return;
@@ -345,13 +345,13 @@ void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, 
 
 }  // namespace
 
-void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const NormalizeTable& table, OutputType type,
+void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const NormalizeTable& table, Pixels type,
               void* dest, Kernel kernel) {
   patchify_frames(&rgb, 1, grid, p, table, type, dest, kernel);
 }
 
 void patchify_group(const std::uint8_t* const* frames, Grid grid, const ModelProfile& p, const NormalizeTable& table,
-                    OutputType type, void* dest, Kernel kernel) {
+                    Pixels type, void* dest, Kernel kernel) {
   patchify_frames(frames, p.temporal_patch_size, grid, p, table, type, dest, kernel);
 }
 

@@ -17,18 +17,19 @@
 // Example:
 //   NormalizeTable table(profile);
 //   std::vector<float> rows(grid.rows() * profile.row_width());
-//   patchify(resized.data(), grid, profile, table, OutputType::kFloat32, rows.data());
+//   patchify(resized.data(), grid, profile, table, Pixels::kFloat32, rows.data());
 #pragma once
 
 #include <array>
 #include <cstdint>
 
+#include "mmfeed/image_choices.h"
 #include "vision/profile.h"
 #include "vision/resample.h"
 
 namespace mmfeed::vision {
 
-enum class OutputType { kFloat32, kBFloat16, kUInt8 };
+using ::mmfeed::Pixels;  // the pixel rows' element type (mmfeed/image_choices.h)
 
 // kPil: HF's PIL image processors, ((x * (1/255) in float64, then float32) - mean) / std.
 // kTorchvision: its torchvision processors (the video processors, and the image processors'
@@ -45,21 +46,21 @@ struct NormalizeTable {
 };
 
 // Bytes per element of `type`.
-int element_size(OutputType type);
+int element_size(Pixels type);
 // Elements per row for `type`.
-int row_elements(const ModelProfile& profile, OutputType type);
+int row_elements(const ModelProfile& profile, Pixels type);
 
 // `rgb` holds grid.h * P rows of grid.w * P pixels (3 bytes each). Writes grid.rows() rows of
 // row_elements(profile, type) elements of `type` at `dest`. Unless `kernel` is kScalar, uint8
 // goes through the SIMD kernel, and float32 and bfloat16 when table.simd_exact.
-void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table,
-              OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
+void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table, Pixels type,
+              void* dest, Kernel kernel = Kernel::kAuto);
 
 // One temporal group of a video: the temporal_patch_size frames at `frames` (each as `rgb`
 // above), frame t in the rows' temporal slot t (kUInt8: rows of C*T*P*P, column
 // ((c*T + t)*P + ph)*P + pw, unnormalized). grid.t is ignored: one group's grid.h * grid.w rows.
 void patchify_group(const std::uint8_t* const* frames, Grid grid, const ModelProfile& profile,
-                    const NormalizeTable& table, OutputType type, void* dest, Kernel kernel = Kernel::kAuto);
+                    const NormalizeTable& table, Pixels type, void* dest, Kernel kernel = Kernel::kAuto);
 
 // float32 -> bfloat16, round to nearest even (NaN kept quiet).
 std::uint16_t to_bfloat16(float f);

@@ -36,7 +36,7 @@ struct ProcessorConfig {
   // of transformers 5 wherever torchvision is installed (torch's antialiased bicubic on uint8,
   // rescale fused into normalize). Both decode as Pillow (transformers' load_image).
   ImageBackend backend = ImageBackend::kPil;
-  OutputType output = OutputType::kFloat32;
+  Pixels output = Pixels::kFloat32;
   Kernel kernel = Kernel::kAuto;
   // Approximate, opt-in: a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain (the
   // largest reduction after which the bicubic resize still shrinks it at least

@@ -261,7 +261,7 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames) {
   return (static_cast<std::uint64_t>(frames) + T - 1) / T * merged * merged;
 }
 
-VideoProcessor::VideoProcessor(VideoProfile profile, OutputType output, Kernel kernel)
+VideoProcessor::VideoProcessor(VideoProfile profile, Pixels output, Kernel kernel)
     : profile_(std::move(profile)),
       output_(output),
       kernel_(kernel),

@@ -126,11 +126,10 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames);
 
 class VideoProcessor {
  public:
-  explicit VideoProcessor(VideoProfile profile, OutputType output = OutputType::kFloat32,
-                          Kernel kernel = Kernel::kAuto);
+  explicit VideoProcessor(VideoProfile profile, Pixels output = Pixels::kFloat32, Kernel kernel = Kernel::kAuto);
 
   const VideoProfile& profile() const { return profile_; }
-  OutputType output() const { return output_; }
+  Pixels output() const { return output_; }
   // Elements per row: C * T * P * P for every output type (uint8 rows hold the resized bytes).
   int row_elements() const { return profile_.model.row_width(); }
   std::size_t row_bytes() const { return static_cast<std::size_t>(row_elements()) * element_size(output_); }
@@ -150,7 +149,7 @@ class VideoProcessor {
 
  private:
   VideoProfile profile_;
-  OutputType output_;
+  Pixels output_;
   Kernel kernel_;
   NormalizeTable table_;
 };

@@ -28,7 +28,7 @@ std::vector<std::uint8_t> random_image(Grid g, const ModelProfile& p, std::mt199
 // and a one-frame variant, in every output type: the SIMD rows equal the table's bit for bit,
 // on grids from one merge block up, and nothing is written past the last row.
 template <class T>
-void expect_simd_equals_table(const ModelProfile& p, const NormalizeTable& table, OutputType type, Grid g,
+void expect_simd_equals_table(const ModelProfile& p, const NormalizeTable& table, Pixels type, Grid g,
                               const std::vector<std::uint8_t>& rgb, const char* target) {
   const std::size_t n = static_cast<std::size_t>(g.rows()) * row_elements(p, type);
   std::vector<T> scalar(n), simd(n + 64, T{77});
@@ -56,9 +56,9 @@ TEST(PatchifyTest, SimdKernelsEqualTheTableOnEveryTarget) {
       for (Grid g : {Grid{1, 2, 2}, Grid{1, 4, 6}, Grid{1, 10, 2}, Grid{1, 6, 18}}) {
         const auto rgb = random_image(g, p, rng);
         const char* name = hwy::TargetName(target);
-        expect_simd_equals_table<float>(p, table, OutputType::kFloat32, g, rgb, name);
-        expect_simd_equals_table<std::uint16_t>(p, table, OutputType::kBFloat16, g, rgb, name);
-        expect_simd_equals_table<std::uint8_t>(p, table, OutputType::kUInt8, g, rgb, name);
+        expect_simd_equals_table<float>(p, table, Pixels::kFloat32, g, rgb, name);
+        expect_simd_equals_table<std::uint16_t>(p, table, Pixels::kBFloat16, g, rgb, name);
+        expect_simd_equals_table<std::uint8_t>(p, table, Pixels::kUInt8, g, rgb, name);
       }
     }
   }
