@@ -238,7 +238,7 @@ def run_one(args) -> dict:
     from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl  # noqa: F401
 
     tokenizer = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
-    template = ROOT / "tests" / "data" / "chat-templates" / TEMPLATE_FILES[args.model]
+    template = ROOT / "src" / "text" / "templates" / TEMPLATE_FILES[args.model]
     manifest = Path(args.manifest)
     ds = HFSample(manifest, tokenizer, template, args.max_pixels, args.model, args.image_backend)
     workers = args.workers if args.one in PARALLEL else 1

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "vision/decode.h"
+#include "vision/image_transform.h"
 #include "vision/patchify.h"
-#include "vision/processor.h"
 #include "vision/profile.h"
 #include "vision/resample.h"
 
@@ -62,15 +62,16 @@ ModelProfile sft_profile() {
 }
 
 // Arg: 0 = kAuto (byte-dot where the CPU has it), 1 = kPortable (Highway), 2 = kScalar.
-Kernel kernel_arg(const benchmark::State& state) {
-  return state.range(0) == 0 ? Kernel::kAuto : state.range(0) == 1 ? Kernel::kPortable : Kernel::kScalar;
+ImageKernel kernel_arg(const benchmark::State& state) {
+  return state.range(0) == 0 ? ImageKernel::kAuto : state.range(0) == 1 ? ImageKernel::kPortable : ImageKernel::kScalar;
 }
 
 void BM_Resample(benchmark::State& state) {
-  const Kernel kernel = kernel_arg(state);
+  const ImageKernel kernel = kernel_arg(state);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
   for (auto _ : state) {
-    resample_u8(picture().data(), kWidth, kHeight, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic, kernel);
+    resample_u8(picture().data(), kWidth, kHeight, 3, out.data(), kOutWidth, kOutHeight, ResizeFilter::kBicubic,
+                kernel);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(state.range(0) == 0 ? simd_target() : state.range(0) == 1 ? "portable" : "scalar");
@@ -79,12 +80,12 @@ BENCHMARK(BM_Resample)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 // The vertical pass alone: the horizontal pass's output height (1148x1500) -> 1148x840.
 void BM_ResampleVertical(benchmark::State& state) {
-  const Kernel kernel = kernel_arg(state);
+  const ImageKernel kernel = kernel_arg(state);
   std::vector<std::uint8_t> in(static_cast<std::size_t>(kOutWidth) * kHeight * 3);
-  resample_u8(picture().data(), kWidth, kHeight, 3, in.data(), kOutWidth, kHeight, Filter::kBicubic);
+  resample_u8(picture().data(), kWidth, kHeight, 3, in.data(), kOutWidth, kHeight, ResizeFilter::kBicubic);
   std::vector<std::uint8_t> out(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
   for (auto _ : state) {
-    resample_u8(in.data(), kOutWidth, kHeight, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic, kernel);
+    resample_u8(in.data(), kOutWidth, kHeight, 3, out.data(), kOutWidth, kOutHeight, ResizeFilter::kBicubic, kernel);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(state.range(0) == 0 ? simd_target() : state.range(0) == 1 ? "portable" : "scalar");
@@ -94,7 +95,7 @@ BENCHMARK(BM_ResampleVertical)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillise
 // The vertical pass reading its rows from memory, as the whole-image paths do (a decoded
 // picture larger than the caches): 1148x3000 -> 1148x840, the caches flushed before each run.
 void BM_ResampleVerticalCold(benchmark::State& state) {
-  const Kernel kernel = kernel_arg(state);
+  const ImageKernel kernel = kernel_arg(state);
   constexpr int kTall = 3000;
   std::vector<std::uint8_t> in(static_cast<std::size_t>(kOutWidth) * kTall * 3);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = picture()[i % picture().size()];
@@ -104,7 +105,7 @@ void BM_ResampleVerticalCold(benchmark::State& state) {
     state.PauseTiming();
     for (std::size_t i = 0; i < flush.size(); i += 64) flush[i]++;
     state.ResumeTiming();
-    resample_u8(in.data(), kOutWidth, kTall, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic, kernel);
+    resample_u8(in.data(), kOutWidth, kTall, 3, out.data(), kOutWidth, kOutHeight, ResizeFilter::kBicubic, kernel);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetLabel(state.range(0) == 0 ? simd_target() : "portable");
@@ -119,11 +120,12 @@ void BM_Patchify(benchmark::State& state) {
                                           Pixels::kUInt8}[static_cast<std::size_t>(state.range(0))];
   const Grid grid = grid_for(Size{kOutHeight, kOutWidth}, p);
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
-  resample_u8(picture().data(), kWidth, kHeight, 3, rgb.data(), kOutWidth, kOutHeight, Filter::kBicubic);
+  resample_u8(picture().data(), kWidth, kHeight, 3, rgb.data(), kOutWidth, kOutHeight, ResizeFilter::kBicubic);
   const std::size_t bytes = static_cast<std::size_t>(grid.rows()) * row_elements(p, type) * element_size(type);
   std::vector<std::uint8_t> rows(bytes);
   for (auto _ : state) {
-    patchify(rgb.data(), grid, p, table, type, rows.data(), state.range(1) == 0 ? Kernel::kAuto : Kernel::kScalar);
+    patchify(rgb.data(), grid, p, table, type, rows.data(),
+             state.range(1) == 0 ? ImageKernel::kAuto : ImageKernel::kScalar);
     benchmark::DoNotOptimize(rows.data());
   }
   const char* names[] = {"float32", "bfloat16", "uint8"};
@@ -151,7 +153,7 @@ BENCHMARK(BM_DecodeStreamed)->Unit(benchmark::kMillisecond);
 void BM_ResizeStreamed(benchmark::State& state) {
   ProcessorConfig config;
   config.profile = sft_profile();
-  const ImageProcessor proc(config);
+  const ImageTransform proc(config);
   for (auto _ : state) benchmark::DoNotOptimize(proc.resize(jpeg()).value().image.pixels.data());
 }
 BENCHMARK(BM_ResizeStreamed)->Unit(benchmark::kMillisecond);
@@ -160,7 +162,8 @@ void BM_ResizeDecodeThenResample(benchmark::State& state) {
   std::vector<std::uint8_t> out(static_cast<std::size_t>(kOutWidth) * kOutHeight * 3);
   for (auto _ : state) {
     const RgbImage whole = decode_rgb(jpeg()).value();
-    resample_u8(whole.pixels.data(), whole.width, whole.height, 3, out.data(), kOutWidth, kOutHeight, Filter::kBicubic);
+    resample_u8(whole.pixels.data(), whole.width, whole.height, 3, out.data(), kOutWidth, kOutHeight,
+                ResizeFilter::kBicubic);
     benchmark::DoNotOptimize(out.data());
   }
 }

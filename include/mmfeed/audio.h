@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/loader_options.h"
 
 namespace mmfeed {
 
@@ -66,7 +66,7 @@ Result<std::vector<float>> load_audio(std::span<const std::byte> bytes, const Au
 // that length: ceil(n * to_rate / from_rate).
 Result<std::vector<float>> resample_audio(std::span<const float> samples, int from_rate, int to_rate);
 
-// How the clips of one call are padded: AudioPadding (loader.h), as the Loader pads a batch's.
+// How the clips of one call are padded: AudioPadding (choices.h), as the Loader pads a batch's.
 
 struct AudioProcessorOptions {
   std::string model = "qwen2.5-omni";  // qwen2.5-omni, qwen3-omni

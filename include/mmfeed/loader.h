@@ -32,22 +32,28 @@
 #include <utility>
 #include <vector>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/image_choices.h"
-#include "mmfeed/sft_choices.h"
 
 namespace mmfeed {
 
-// The fixed choices among the options (their names, as Python and the CLI take them, are in
-// loader_options.h).
+// The Loader's own fixed choices, with the names Python and the CLI take (the choices other
+// layers share are in choices.h).
 enum class Mode { kConcurrent, kSerial };  // serial: every stage on the caller's thread
+template <>
+struct Choices<Mode> {
+  static constexpr std::array<std::string_view, 2> names{"concurrent", "serial"};
+};
 enum class OnError { kSkip, kFail };
+template <>
+struct Choices<OnError> {
+  static constexpr std::array<std::string_view, 2> names{"skip", "fail"};
+};
 enum class ShardRemainder { kPad, kDrop, kKeep };
-// Which of transformers' Qwen-VL image processors images match, bit for bit: kPil,
-// Qwen2VLImageProcessorPil (Pillow's bicubic); kTorchvision, Qwen2VLImageProcessor, what
-// transformers 5's AutoImageProcessor picks wherever torchvision is installed (torch's
-// antialiased bicubic on uint8, rescale fused into normalize: up to ~0.04 apart from kPil).
-enum class ImageBackend { kPil, kTorchvision };
+template <>
+struct Choices<ShardRemainder> {
+  static constexpr std::array<std::string_view, 3> names{"pad", "drop", "keep"};
+};
 // How a packed row is laid out (token_budget > 0), for the trainer that reads it:
 // kHf, transformers': position_ids [4, 1, T] (a text row restarting at 0 for each sample, then
 // the three mrope rows), no attention mask, cu_seq_lens_q/k int32 and max_length_q/k for flash
@@ -57,15 +63,10 @@ enum class ImageBackend { kPil, kTorchvision };
 // each sample's last token) with a float32 loss_mask, cu_seqlens / cu_seqlens_padded int32 and
 // max_seqlen / max_seqlen_padded: the fields of megatron.core's PackedSeqParams (qkv_format thd).
 enum class PackedFormat { kHf, kThd };
-// How audio clips (the Omni models) are padded together in input_features (a batch's, or an
-// AudioProcessor call's): kModel, as the model's processor pads them (Qwen2.5-Omni: every clip to
-// its fixed 300 s, 30,000 frames, ~15 MB of float32 per clip, longer clips cut; Qwen3-Omni: to
-// the longest clip); kMaxLength, to the model's fixed length; kLongest, to the longest clip. A
-// clip's valid frames are the same either way except in Qwen3-Omni (whose reference pads to the
-// longest); padding Qwen2.5-Omni's clips to the longest gives the fixed-length values with the
-// frames past the longest clip left out (the model reads each clip's valid frames through
-// feature_attention_mask).
-enum class AudioPadding { kModel, kMaxLength, kLongest };
+template <>
+struct Choices<PackedFormat> {
+  static constexpr std::array<std::string_view, 2> names{"hf", "thd"};
+};
 
 // Every option, with its Python and CLI name and a one-line doc, is listed in loader_options.h.
 // The model and the chat template are names (of the profiles and templates the engine has).
@@ -97,7 +98,7 @@ struct LoaderConfig {
   std::int64_t max_pixels = 0;
   Pixels pixels = Pixels::kFloat32;
   ImageBackend image_backend = ImageBackend::kPil;
-  AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/image_choices.h)
+  AlphaPolicy alpha = AlphaPolicy::kDrop;  // what transparent images become (mmfeed/choices.h)
   std::string chat_template;               // empty: the model's (qwen2-vl for Qwen2/2.5-VL)
   AudioPadding audio_padding = AudioPadding::kModel;
   // qwen2.5-omni: each video brings its soundtrack (the processor's use_audio_in_video), read
@@ -220,9 +221,6 @@ struct LoaderState {
   // reason) for incomplete or inconsistent sets.
   static Result<LoaderState> reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size);
 };
-
-// One medium's grid: its image_grid_thw or video_grid_thw row (temporal, height, width patches).
-using GridThw = std::array<std::int64_t, 3>;
 
 struct SampleError {
   std::string sample_id;

@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/loader.h"
 
 namespace mmfeed {
 

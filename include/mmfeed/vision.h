@@ -24,27 +24,10 @@
 #include <string_view>
 #include <vector>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/loader.h"
-#include "mmfeed/loader_options.h"
 
 namespace mmfeed {
-
-// Which resampling and patchify kernels run: the fastest the CPU has (auto, simd), the portable
-// Highway kernels, or the scalar reference. All give the same bytes.
-enum class ImageKernel { kAuto, kSimd, kPortable, kScalar };
-// Pillow's filters, and torch's antialiased bicubic on uint8 (torchvision's resize).
-enum class ResizeFilter { kBicubic, kBicubicTorch, kBilinear, kLanczos, kBox, kHamming };
-
-template <>
-struct Choices<ImageKernel> {
-  static constexpr std::array<std::string_view, 4> names{"auto", "simd", "portable", "scalar"};
-};
-template <>
-struct Choices<ResizeFilter> {
-  static constexpr std::array<std::string_view, 6> names{"bicubic", "bicubic-torch", "bilinear",
-                                                         "lanczos", "box",           "hamming"};
-};
 
 struct ImageProcessorOptions {
   std::string model = "qwen2-vl";             // qwen2-vl, qwen2.5-vl, qwen3-vl: the processor's settings

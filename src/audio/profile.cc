@@ -30,11 +30,20 @@ std::int64_t qwen3_omni_tokens(std::int64_t frames) {
 
 }  // namespace
 
+std::optional<AudioModel> audio_model(const ModelRow& model) {
+  switch (model.audio) {
+    case AudioEncoder::kNone: return std::nullopt;
+    case AudioEncoder::kQwen2_5Omni: return AudioModel{model.name, false, &qwen2_5_omni_tokens};
+    case AudioEncoder::kQwen3Omni: return AudioModel{model.name, true, &qwen3_omni_tokens};
+  }
+  return std::nullopt;
+}
+
 Result<AudioModel> audio_model(std::string_view name) {
-  if (name == "qwen2.5-omni") return AudioModel{"qwen2.5-omni", false, &qwen2_5_omni_tokens};
-  if (name == "qwen3-omni") return AudioModel{"qwen3-omni", true, &qwen3_omni_tokens};
+  MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(name));
+  if (auto audio = audio_model(*model)) return *audio;
   return Error(ErrorCode::kInvalidArgument,
-               "audio: unknown model '" + std::string(name) + "' (audio models: qwen2.5-omni, qwen3-omni)");
+               "audio: model '" + std::string(name) + "' takes no audio (audio models: " + model_names(true) + ")");
 }
 
 }  // namespace mmfeed::audio

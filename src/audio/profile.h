@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "core/models.h"
 #include "mmfeed/error.h"
 
 namespace mmfeed::audio {
@@ -20,7 +22,9 @@ struct AudioModel {
   std::int64_t (*tokens)(std::int64_t frames) = nullptr;
 };
 
-// kInvalidArgument naming the models there are.
+// A model's audio encoder; nullopt: the model takes no audio. By name: kInvalidArgument for a
+// model the table lacks or one without audio, naming the models that take it.
+std::optional<AudioModel> audio_model(const ModelRow& model);
 Result<AudioModel> audio_model(std::string_view name);
 
 }  // namespace mmfeed::audio

@@ -35,7 +35,7 @@
 #include "core/buffer_pool.h"
 #include "mmfeed/loader.h"
 #include "pipeline/sample.h"
-#include "vision/processor.h"
+#include "vision/image_transform.h"
 #include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {
@@ -47,6 +47,8 @@ struct BatchLayout {
   bool mrope = false;                  // position_ids from the samples' mrope ids
   std::int32_t pad_id = 0;
   std::int64_t image_pad_id = -1, video_pad_id = -1, audio_pad_id = -1;  // the tokens mm_token_type_ids marks
+  // Videos carry second_per_grid_ts (the model's positions step by their seconds).
+  bool second_per_grid_ts = false;
   // An Omni model's batch: its videos' seconds per group as its processor names them
   // (video_second_per_grid), its audio clips padded together as `audio_padding` says.
   bool omni = false;
@@ -77,11 +79,11 @@ struct AssembledBatch {
 // zero fill per page, about as much as writing the pixels), and the tail a smaller batch leaves
 // is never touched.
 AssembledBatch assemble_batch(const std::vector<std::unique_ptr<Work>>& samples, const BatchLayout& layout,
-                              const vision::ImageProcessor& images, const vision::VideoProcessor& videos,
+                              const vision::ImageTransform& images, const vision::VideoProcessor& videos,
                               core::BufferPool& pool);
 
 // Writes one image's or video's rows (normalize + patchify). Thread-safe: jobs of a batch write
 // disjoint rows.
-void write_pixels(const PixelJob& job, const vision::ImageProcessor& images, const vision::VideoProcessor& videos);
+void write_pixels(const PixelJob& job, const vision::ImageTransform& images, const vision::VideoProcessor& videos);
 
 }  // namespace mmfeed::pipeline

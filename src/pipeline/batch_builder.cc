@@ -41,9 +41,10 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
                              .image_pad_id = tok.image_pad_id,
                              .video_pad_id = tok.video_pad_id,
                              .audio_pad_id = tok.audio_pad_id,
+                             .second_per_grid_ts = processor_.model().tokens_per_second > 0,
                              .omni = processor_.audio_model().has_value(),
                              .audio_padding = audio_padding(),
-                             .seq_idx = has_linear_attention(config_.model)};
+                             .seq_idx = processor_.model().linear_attention};
     assembled = assemble_batch(samples, layout, processor_.images(), processor_.videos(), buffers_);
     assemble_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
   }

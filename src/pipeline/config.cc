@@ -39,23 +39,20 @@ Error config_error(const std::string& field, const std::string& message) {
 
 namespace {
 
-// An Omni template needs its own model's audio profile: qwen2.5-omni's with model="qwen2.5-omni",
-// qwen3-omni-thinking's with model="qwen3-omni".
-Status check_omni_template(text::ChatTemplate tmpl, const std::optional<audio::AudioModel>& audio,
-                           const std::string& field) {
-  const char* model = tmpl == text::ChatTemplate::kQwen2_5Omni         ? "qwen2.5-omni"
-                      : tmpl == text::ChatTemplate::kQwen3OmniThinking ? "qwen3-omni"
-                                                                       : nullptr;
-  if (model != nullptr && (!audio || audio->name != model)) {
+// An Omni template needs a model with that Omni model's audio encoder (and so its image, video
+// and audio settings): qwen2.5-omni's with model="qwen2.5-omni", qwen3-omni-thinking's with
+// model="qwen3-omni".
+Status check_omni_template(text::ChatTemplate tmpl, const ModelRow& model, const std::string& field) {
+  const AudioEncoder needs = tmpl == text::ChatTemplate::kQwen2_5Omni         ? AudioEncoder::kQwen2_5Omni
+                             : tmpl == text::ChatTemplate::kQwen3OmniThinking ? AudioEncoder::kQwen3Omni
+                                                                              : AudioEncoder::kNone;
+  if (needs != AudioEncoder::kNone && model.audio != needs) {
+    const char* omni = needs == AudioEncoder::kQwen2_5Omni ? "qwen2.5-omni" : "qwen3-omni";
     return config_error(field, "the " + std::string(text::chat_template_name(tmpl)) + " template needs model=\"" +
-                                   model + "\" (its image, video and audio settings)");
+                                   omni + "\" (its image, video and audio settings), not \"" + model.name + "\"");
   }
   return ok_status();
 }
-
-// The template a model's samples are rendered with when none is named: its own, Qwen3-Omni's
-// Thinking one (the only published copy of its templates that two sources agree on).
-std::string default_template(const std::string& model) { return model == "qwen3-omni" ? "qwen3-omni-thinking" : model; }
 
 }  // namespace
 
@@ -152,7 +149,10 @@ Result<Settings> check_config(const LoaderConfig& config) {
   out.options = config;
   if (config.cuda_device >= 0 && config.pin_device < 0) out.options.pin_device = config.cuda_device;
   if (config.workers == 0) out.options.workers = auto_workers(core::usable_cpus(), std::getenv("LOCAL_WORLD_SIZE"));
-  MMFEED_ASSIGN_OR_RETURN(out.vision.profile, vision::model_profile(config.model));
+  auto model = find_model(config.model);
+  if (!model.ok()) return config_error("model", model.error().message());
+  out.model = *model;
+  out.vision.profile = vision::model_profile(*out.model);
   if (config.min_pixels > 0) out.vision.profile.min_pixels = config.min_pixels;
   if (config.max_pixels > 0) out.vision.profile.max_pixels = config.max_pixels;
   if (out.vision.profile.min_pixels > out.vision.profile.max_pixels) {
@@ -162,18 +162,14 @@ Result<Settings> check_config(const LoaderConfig& config) {
   out.vision.backend = config.image_backend;
   out.vision.decode.alpha = config.alpha;
   out.vision.output = config.pixels;
-  MMFEED_ASSIGN_OR_RETURN(out.video, vision::video_profile(config.model));
-  const std::string template_name =
-      config.chat_template.empty() ? default_template(config.model) : config.chat_template;
+  out.video = vision::video_profile(*out.model);
+  const std::string& template_name = config.chat_template.empty() ? out.model->default_template : config.chat_template;
   MMFEED_ASSIGN_OR_RETURN(out.chat_template, text::chat_template(template_name));
-  if (config.model == "qwen2.5-omni" || config.model == "qwen3-omni") {
-    MMFEED_ASSIGN_OR_RETURN(out.audio, audio::audio_model(config.model));
-  }
-  MMFEED_RETURN_IF_ERROR(check_omni_template(out.chat_template, out.audio, "chat_template"));
+  out.audio = audio::audio_model(*out.model);
+  MMFEED_RETURN_IF_ERROR(check_omni_template(out.chat_template, *out.model, "chat_template"));
   if (config.use_audio_in_video && !out.audio) {
-    return config_error(
-        "use_audio_in_video",
-        "needs a model with audio (model=\"qwen2.5-omni\" or \"qwen3-omni\"), not \"" + config.model + "\"");
+    return config_error("use_audio_in_video",
+                        "needs a model with audio (" + model_names(true) + "), not \"" + config.model + "\"");
   }
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
@@ -193,14 +189,15 @@ Result<Settings> check_config(const LoaderConfig& config) {
     }
     auto t = text::chat_template(name);
     if (!t.ok()) return config_error("source_chat_template", t.error().message());
-    MMFEED_RETURN_IF_ERROR(check_omni_template(*t, out.audio, "source_chat_template"));
+    MMFEED_RETURN_IF_ERROR(check_omni_template(*t, *out.model, "source_chat_template"));
     out.source_templates.push_back(*t);
   }
   out.sft.max_length = config.max_length;
   out.sft.truncation = config.truncation;
   out.sft.labels = config.labels;
   out.sft.merge_size = out.vision.profile.merge_size;
-  out.sft.tokens_per_second = out.video.tokens_per_second;
+  // The Omni templates step by their own model's rate and order of arithmetic (chat_encode.cc).
+  out.sft.tokens_per_second = out.model->audio == AudioEncoder::kNone ? out.model->tokens_per_second : 0;
   out.sft.train_reasoning = config.train_reasoning;
   out.sft.mrope_position_ids = config.mrope;
   return out;

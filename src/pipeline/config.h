@@ -17,17 +17,19 @@
 #include <optional>
 
 #include "audio/profile.h"
+#include "core/models.h"
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
 #include "pipeline/order.h"
 #include "text/chat_encode.h"
-#include "vision/processor.h"
+#include "vision/image_transform.h"
 #include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {
 
 struct Settings {
-  LoaderConfig options;  // as given
+  LoaderConfig options;             // as given
+  const ModelRow* model = nullptr;  // LoaderConfig::model's row (core/models.h)
   vision::ProcessorConfig vision;
   vision::VideoProfile video;  // the model's video recipe
   text::ChatTemplate chat_template = text::ChatTemplate::kQwen2VL;
@@ -48,10 +50,6 @@ inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::siz
   const std::size_t m = format == PackedFormat::kThd ? std::max<std::size_t>(pad_to_multiple_of, 1) : 1;
   return (tokens + m - 1) / m * m;
 }
-
-// Whether the model's text layers include linear attention (Qwen3.5's Gated DeltaNet), whose
-// packed rows must say each token's sequence (BatchLayout::seq_idx).
-inline bool has_linear_attention(const std::string& model) { return model == "qwen3.5"; }
 
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
 // is the error.

@@ -14,7 +14,7 @@
 #include "mmfeed/loader.h"
 #include "storage/uri.h"
 #include "text/conversation.h"
-#include "vision/processor.h"
+#include "vision/image_transform.h"
 #include "vision/video_processor.h"
 
 namespace mmfeed::pipeline {

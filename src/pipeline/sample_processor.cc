@@ -93,6 +93,7 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       manifests_(manifests),
       tokenizer_(std::move(tokenizer)),
       vision_(settings.vision),
+      model_(*settings.model),
       videos_(settings.video, settings.vision.output, settings.vision.kernel),
       template_(settings.chat_template),
       source_templates_(settings.source_templates),
@@ -103,7 +104,7 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       process_ns_(metrics.histogram("loader.process_sample_ns")),
       decode_ns_(metrics.histogram("loader.decode_media_ns")) {
   for (const vision::ProcessorConfig& c : settings.source_vision) {
-    source_images_.push_back(std::make_unique<const vision::ImageProcessor>(c));
+    source_images_.push_back(std::make_unique<const vision::ImageTransform>(c));
   }
 }
 
@@ -135,11 +136,10 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   if (!c->id.empty()) w->id = c->id;
   if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0 && !audio_) {
-    w->error =
-        SampleError{w->id, "manifest",
-                    "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
-                        "\" takes none of (model=\"qwen2.5-omni\" or \"qwen3-omni\" trains an Omni model on audio)",
-                    ErrorCode::kUnsupported};
+    w->error = SampleError{w->id, "manifest",
+                           "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
+                               "\" takes none of (models with audio: " + model_names(true) + ")",
+                           ErrorCode::kUnsupported};
     return w;
   }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
@@ -148,7 +148,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   if (w->soundtracks && !audio_) {
     w->error = SampleError{w->id, "manifest",
                            "sample asks for its videos' soundtracks (use_audio_in_video), which model \"" +
-                               config_.model + "\" takes none of (model=\"qwen2.5-omni\" or \"qwen3-omni\" does)",
+                               config_.model + "\" takes none of (models with audio: " + model_names(true) + ")",
                            ErrorCode::kUnsupported};
     return w;
   }

@@ -74,7 +74,8 @@ class SampleProcessor {
   // processed).
   const LoadedTokenizer& tokenizer() const { return **tokenizer_.get(); }
 
-  const vision::ImageProcessor& images() const { return vision_; }
+  const ModelRow& model() const { return model_; }
+  const vision::ImageTransform& images() const { return vision_; }
   const vision::VideoProcessor& videos() const { return videos_; }
   // The model's audio profile (the Omni models), or none.
   const std::optional<audio::AudioModel>& audio_model() const { return audio_; }
@@ -95,17 +96,18 @@ class SampleProcessor {
   const dataset::Manifests& manifests_;
   const TokenizerFuture tokenizer_;
   // The image processor and chat template of the sample's source: the loader's, or its own.
-  const vision::ImageProcessor& images_of(const Work& w) const {
+  const vision::ImageTransform& images_of(const Work& w) const {
     return w.source < source_images_.size() ? *source_images_[w.source] : vision_;
   }
   text::ChatTemplate template_of(const Work& w) const {
     return w.source < source_templates_.size() ? source_templates_[w.source] : template_;
   }
 
-  const vision::ImageProcessor vision_;
+  const vision::ImageTransform vision_;
+  const ModelRow& model_;
   const vision::VideoProcessor videos_;
   const text::ChatTemplate template_;
-  std::vector<std::unique_ptr<const vision::ImageProcessor>> source_images_;  // per manifest, when given
+  std::vector<std::unique_ptr<const vision::ImageTransform>> source_images_;  // per manifest, when given
   const std::vector<text::ChatTemplate> source_templates_;
   const text::SftOptions sft_;
   const std::optional<audio::AudioModel> audio_;

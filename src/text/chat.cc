@@ -233,7 +233,7 @@ Rendered start_rendering(const Conversation& c) {
   return r;
 }
 
-// tests/data/chat-templates/qwen2_vl.jinja and qwen2_5_omni.jinja: one structure, their own
+// src/text/templates/qwen2_vl.jinja and qwen2_5_omni.jinja: one structure, their own
 // blocks for each medium.
 Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options, const Blocks& blocks = kVisionBlocks) {
   Rendered r = start_rendering(c);
@@ -256,7 +256,7 @@ Rendered render_qwen2_vl(const Conversation& c, const RenderOptions& options, co
   return r;
 }
 
-// tests/data/chat-templates/qwen3_vl.jinja
+// src/text/templates/qwen3_vl.jinja
 Rendered render_qwen3_vl(const Conversation& c, const RenderOptions& options) {
   Rendered r = start_rendering(c);
   const Message& first = c.messages.front();
@@ -314,7 +314,7 @@ void render_omni_system(std::string& out, const Message& system) {
   }
 }
 
-// tests/data/chat-templates/qwen3_vl_thinking.jinja and, with `omni`, qwen3_omni_thinking.jinja:
+// src/text/templates/qwen3_vl_thinking.jinja and, with `omni`, qwen3_omni_thinking.jinja:
 // one structure. The Omni template has its own blocks (audio among them, never numbered), its own
 // system prompt (render_omni_system), counts only string user messages as queries, and its own
 // generation prompt.
@@ -473,7 +473,7 @@ void render_qwen3_5_calls(std::string& out, const Message& m, bool has_content) 
   }
 }
 
-// tests/data/chat-templates/qwen3_5.jinja and qwen3_5_nothink.jinja (`thinking`: the default of
+// src/text/templates/qwen3_5.jinja and qwen3_5_nothink.jinja (`thinking`: the default of
 // enable_thinking).
 Result<Rendered> render_qwen3_5(const Conversation& c, const RenderOptions& options, bool thinking) {
   Rendered r = start_rendering(c);

@@ -51,7 +51,7 @@ enum class ChatTemplate {
 //   chat_template("my_template.jinja")                // error: not one mmfeed renders
 Result<ChatTemplate> chat_template(std::string_view name_or_path);
 
-// The published text of `tmpl` that render_chat reproduces (tests/data/chat-templates/).
+// The published text of `tmpl` that render_chat reproduces (src/text/templates/).
 std::string_view chat_template_text(ChatTemplate tmpl);
 
 // Whether `tmpl` renders audio items (the Omni templates).

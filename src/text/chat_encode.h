@@ -13,14 +13,14 @@
 #include <span>
 #include <vector>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/sft_choices.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
 namespace mmfeed::text {
 
-using ::mmfeed::Labels;  // (mmfeed/sft_choices.h)
+using ::mmfeed::Labels;  // (mmfeed/choices.h)
 using ::mmfeed::Truncation;
 
 struct Grid3 {

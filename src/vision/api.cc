@@ -7,8 +7,8 @@
 #include "core/buffer_pool.h"
 #include "core/parallel.h"
 #include "vision/decode.h"
+#include "vision/image_transform.h"
 #include "vision/patchify.h"
-#include "vision/processor.h"
 #include "vision/resample.h"
 #include "vision/video.h"
 #include "vision/video_processor.h"
@@ -18,35 +18,13 @@ namespace mmfeed {
 
 namespace {
 
-vision::Kernel kernel_of(ImageKernel k) {
-  switch (k) {
-    case ImageKernel::kAuto: return vision::Kernel::kAuto;
-    case ImageKernel::kSimd: return vision::Kernel::kSimd;
-    case ImageKernel::kPortable: return vision::Kernel::kPortable;
-    case ImageKernel::kScalar: return vision::Kernel::kScalar;
-  }
-  return vision::Kernel::kAuto;
-}
-
-vision::Filter filter_of(ResizeFilter f) {
-  switch (f) {
-    case ResizeFilter::kBicubic: return vision::Filter::kBicubic;
-    case ResizeFilter::kBicubicTorch: return vision::Filter::kBicubicTorch;
-    case ResizeFilter::kBilinear: return vision::Filter::kBilinear;
-    case ResizeFilter::kLanczos: return vision::Filter::kLanczos;
-    case ResizeFilter::kBox: return vision::Filter::kBox;
-    case ResizeFilter::kHamming: return vision::Filter::kHamming;
-  }
-  return vision::Filter::kBicubic;
-}
-
 GridThw grid_thw(const vision::Grid& g) { return {g.t, g.h, g.w}; }
 
 }  // namespace
 
 struct ImageProcessor::Impl {
   Impl(vision::ProcessorConfig config, int thread_count) : proc(std::move(config)), threads(thread_count) {}
-  vision::ImageProcessor proc;
+  vision::ImageTransform proc;
   int threads;
   Pixels output = Pixels::kFloat32;
   // Rows live in pooled buffers: memory a caller lets go of is reused (already faulted in) by a
@@ -75,7 +53,7 @@ Result<ImageProcessor> ImageProcessor::create(const ImageProcessorOptions& optio
   config.decode.exif = options.exif ? vision::ExifPolicy::kApply : vision::ExifPolicy::kIgnore;
   config.decode.alpha = options.alpha;
   config.output = options.output;
-  config.kernel = kernel_of(options.kernel);
+  config.kernel = options.kernel;
   config.fast_jpeg = options.fast_jpeg;
   auto impl = std::make_unique<Impl>(std::move(config), options.threads);
   impl->output = options.output;
@@ -88,7 +66,7 @@ Result<GridThw> ImageProcessor::plan(int height, int width) const {
 }
 
 Result<PixelRows> ImageProcessor::process(std::span<const ImageInput> images) const {
-  const vision::ImageProcessor& proc = impl_->proc;
+  const vision::ImageTransform& proc = impl_->proc;
   const std::size_t n = images.size();
   for (std::size_t i = 0; i < n; ++i) {
     const ImageInput& in = images[i];
@@ -162,8 +140,7 @@ Status resize_image(const std::uint8_t* pixels, int width, int height, int chann
   if (width <= 0 || height <= 0 || out_width <= 0 || out_height <= 0) {
     return Error(ErrorCode::kInvalidArgument, "width and height must be positive");
   }
-  vision::resample_u8(pixels, width, height, channels, out, out_width, out_height, filter_of(filter),
-                      kernel_of(kernel));
+  vision::resample_u8(pixels, width, height, channels, out, out_width, out_height, filter, kernel);
   return ok_status();
 }
 
@@ -181,8 +158,7 @@ Result<RgbPixels> decode_image(std::span<const std::uint8_t> bytes, bool exif, A
 
 Result<NormalizeTables> normalize_tables(std::string_view model, bool video, ImageBackend backend) {
   MMFEED_ASSIGN_OR_RETURN(vision::ModelProfile profile, vision::model_profile(model));
-  const vision::NormalizeTable table(profile,
-                                     video ? vision::Normalization::kTorchvision : vision::normalization_of(backend));
+  const vision::NormalizeTable table(profile, video ? ImageBackend::kTorchvision : backend);
   NormalizeTables out;
   for (std::size_t c = 0; c < 3; ++c) {
     for (std::size_t v = 0; v < 256; ++v) {

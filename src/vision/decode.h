@@ -33,8 +33,8 @@
 #include <string_view>
 
 #include "core/scratch.h"
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/image_choices.h"
 
 namespace mmfeed::vision {
 
@@ -42,7 +42,7 @@ enum class ImageFormat { kJpeg, kPng, kWebp };
 std::string_view format_name(ImageFormat format);
 
 enum class ExifPolicy { kApply, kIgnore };
-using ::mmfeed::AlphaPolicy;  // (mmfeed/image_choices.h)
+using ::mmfeed::AlphaPolicy;  // (mmfeed/choices.h)
 
 struct ImageInfo {
   ImageFormat format = ImageFormat::kJpeg;

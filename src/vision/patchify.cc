@@ -214,7 +214,7 @@ HWY_EXPORT(PatchifyF32);
 HWY_EXPORT(PatchifyBF16);
 HWY_EXPORT(PatchifyU8);
 
-NormalizeTable::NormalizeTable(const ModelProfile& p, Normalization how) : rescale(how == Normalization::kPil) {
+NormalizeTable::NormalizeTable(const ModelProfile& p, ImageBackend how) : rescale(how == ImageBackend::kPil) {
   for (int c = 0; c < 3; ++c) {
     if (rescale) {
       mean[c] = p.mean[c];
@@ -304,11 +304,11 @@ void patchify_typed(const std::uint8_t* const* frames, int nframes, Grid grid, c
 }
 
 void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, const ModelProfile& p,
-                     const NormalizeTable& table, Pixels type, void* dest, Kernel kernel) {
+                     const NormalizeTable& table, Pixels type, void* dest, ImageKernel kernel) {
   const int P = p.patch_size;
   const int m = p.merge_size;
   const int T = nframes == 1 ? p.temporal_patch_size : nframes;
-  const bool simd = kernel != Kernel::kScalar;
+  const bool simd = kernel != ImageKernel::kScalar;
   switch (type) {
     case Pixels::kFloat32:
       if (simd && table.simd_exact) {
@@ -346,12 +346,12 @@ void patchify_frames(const std::uint8_t* const* frames, int nframes, Grid grid, 
 }  // namespace
 
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& p, const NormalizeTable& table, Pixels type,
-              void* dest, Kernel kernel) {
+              void* dest, ImageKernel kernel) {
   patchify_frames(&rgb, 1, grid, p, table, type, dest, kernel);
 }
 
 void patchify_group(const std::uint8_t* const* frames, Grid grid, const ModelProfile& p, const NormalizeTable& table,
-                    Pixels type, void* dest, Kernel kernel) {
+                    Pixels type, void* dest, ImageKernel kernel) {
   patchify_frames(frames, p.temporal_patch_size, grid, p, table, type, dest, kernel);
 }
 

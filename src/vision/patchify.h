@@ -23,21 +23,20 @@
 #include <array>
 #include <cstdint>
 
-#include "mmfeed/image_choices.h"
+#include "mmfeed/choices.h"
 #include "vision/profile.h"
 #include "vision/resample.h"
 
 namespace mmfeed::vision {
 
-using ::mmfeed::Pixels;  // the pixel rows' element type (mmfeed/image_choices.h)
+using ::mmfeed::Pixels;  // the pixel rows' element type (mmfeed/choices.h)
 
 // kPil: HF's PIL image processors, ((x * (1/255) in float64, then float32) - mean) / std.
 // kTorchvision: its torchvision processors (the video processors, and the image processors'
 // torchvision backend), rescale fused into normalize: (x - mean * 255) / (std * 255), all float32.
-enum class Normalization { kPil, kTorchvision };
 
 struct NormalizeTable {
-  explicit NormalizeTable(const ModelProfile& profile, Normalization how = Normalization::kPil);
+  explicit NormalizeTable(const ModelProfile& profile, ImageBackend how = ImageBackend::kPil);
   std::array<std::array<float, 256>, 3> value{};
   std::array<float, 3> mean{};  // as subtracted: times 255 for kTorchvision
   std::array<float, 3> std{};
@@ -54,13 +53,13 @@ int row_elements(const ModelProfile& profile, Pixels type);
 // row_elements(profile, type) elements of `type` at `dest`. Unless `kernel` is kScalar, uint8
 // goes through the SIMD kernel, and float32 and bfloat16 when table.simd_exact.
 void patchify(const std::uint8_t* rgb, Grid grid, const ModelProfile& profile, const NormalizeTable& table, Pixels type,
-              void* dest, Kernel kernel = Kernel::kAuto);
+              void* dest, ImageKernel kernel = ImageKernel::kAuto);
 
 // One temporal group of a video: the temporal_patch_size frames at `frames` (each as `rgb`
 // above), frame t in the rows' temporal slot t (kUInt8: rows of C*T*P*P, column
 // ((c*T + t)*P + ph)*P + pw, unnormalized). grid.t is ignored: one group's grid.h * grid.w rows.
 void patchify_group(const std::uint8_t* const* frames, Grid grid, const ModelProfile& profile,
-                    const NormalizeTable& table, Pixels type, void* dest, Kernel kernel = Kernel::kAuto);
+                    const NormalizeTable& table, Pixels type, void* dest, ImageKernel kernel = ImageKernel::kAuto);
 
 // float32 -> bfloat16, round to nearest even (NaN kept quiet).
 std::uint16_t to_bfloat16(float f);

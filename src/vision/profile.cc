@@ -5,38 +5,20 @@
 
 namespace mmfeed::vision {
 
-Result<ModelProfile> model_profile(std::string_view name) {
-  constexpr std::array<float, 3> kClipMean = {0.48145466f, 0.4578275f, 0.40821073f};
-  constexpr std::array<float, 3> kClipStd = {0.26862954f, 0.26130258f, 0.27577711f};
+ModelProfile model_profile(const ModelRow& model) {
   ModelProfile p;
-  p.name = std::string(name);
-  // Qwen2.5-Omni's thinker sees with Qwen2.5-VL's vision tower and image processor settings.
-  if (name == "qwen2-vl" || name == "qwen2.5-vl" || name == "qwen2.5-omni") {
-    p.patch_size = 14;
-    p.mean = kClipMean;
-    p.std = kClipStd;
-    p.min_pixels = 3136;
-    p.max_pixels = 12845056;
-  } else if (name == "qwen3-vl" || name == "qwen3.5") {  // Qwen3.5: Qwen3VLProcessor, Qwen3-VL's settings
-    p.patch_size = 16;
-    p.mean = {0.5f, 0.5f, 0.5f};
-    p.std = {0.5f, 0.5f, 0.5f};
-    p.min_pixels = 65536;
-    p.max_pixels = 16777216;
-  } else if (name == "qwen3-omni") {
-    // Qwen3-Omni's preprocessor_config.json: Qwen2VLImageProcessor at patch 16 with Qwen2-VL's
-    // pixel bounds and a mean and std of 0.5.
-    p.patch_size = 16;
-    p.mean = {0.5f, 0.5f, 0.5f};
-    p.std = {0.5f, 0.5f, 0.5f};
-    p.min_pixels = 3136;
-    p.max_pixels = 12845056;
-  } else {
-    return Error(ErrorCode::kInvalidArgument,
-                 "unknown model profile '" + std::string(name) +
-                     "' (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5, qwen2.5-omni, qwen3-omni)");
-  }
+  p.name = model.name;
+  p.patch_size = model.image.patch_size;
+  p.mean = model.image.mean;
+  p.std = model.image.std;
+  p.min_pixels = model.image.min_pixels;
+  p.max_pixels = model.image.max_pixels;
   return p;
+}
+
+Result<ModelProfile> model_profile(std::string_view name) {
+  MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(name));
+  return model_profile(*model);
 }
 
 Result<Size> smart_resize(int height, int width, int factor, std::int64_t min_pixels, std::int64_t max_pixels) {

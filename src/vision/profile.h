@@ -1,4 +1,4 @@
-// Model profiles (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) and smart_resize, the rule that picks the
+// Model profiles (a model's image settings, from its row in core/models.h) and smart_resize, the rule that picks the
 // resized height and width: both multiples of patch * merge, the pixel count within
 // [min_pixels, max_pixels], the aspect ratio kept as closely as possible. Computed exactly as
 // the reference (Python's round-half-to-even, double precision, left to right).
@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/models.h"
 #include "mmfeed/error.h"
 
 namespace mmfeed::vision {
@@ -33,7 +34,9 @@ struct ModelProfile {
   int row_width() const { return 3 * temporal_patch_size * patch_size * patch_size; }
 };
 
-// "qwen2-vl", "qwen2.5-vl", "qwen3-vl" with their hub-config values; kInvalidArgument otherwise.
+// A model's image settings (its row's hub-config values), or by name: kInvalidArgument for a model
+// the table lacks.
+ModelProfile model_profile(const ModelRow& model);
 Result<ModelProfile> model_profile(std::string_view name);
 
 struct Size {

@@ -167,14 +167,14 @@ struct FilterDef {
   double support;
 };
 
-FilterDef filter_def(Filter f) {
+FilterDef filter_def(ResizeFilter f) {
   switch (f) {
-    case Filter::kBox: return {box_filter, 0.5};
-    case Filter::kBilinear: return {bilinear_filter, 1.0};
-    case Filter::kHamming: return {hamming_filter, 1.0};
-    case Filter::kBicubic: return {bicubic_filter, 2.0};
-    case Filter::kLanczos: return {lanczos_filter, 3.0};
-    case Filter::kBicubicTorch: return {torch_bicubic_filter, 2.0};
+    case ResizeFilter::kBox: return {box_filter, 0.5};
+    case ResizeFilter::kBilinear: return {bilinear_filter, 1.0};
+    case ResizeFilter::kHamming: return {hamming_filter, 1.0};
+    case ResizeFilter::kBicubic: return {bicubic_filter, 2.0};
+    case ResizeFilter::kLanczos: return {lanczos_filter, 3.0};
+    case ResizeFilter::kBicubicTorch: return {torch_bicubic_filter, 2.0};
   }
   return {bicubic_filter, 2.0};
 }
@@ -217,7 +217,7 @@ void vertical_scalar(const std::uint8_t* in, std::size_t stride, const Coefficie
 
 const char* simd_target() { return HWY_DYNAMIC_DISPATCH(TargetNameHere)(); }
 
-Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
+Coefficients precompute_coefficients(int in_size, int out_size, ResizeFilter filter) {
   const FilterDef f = filter_def(filter);
   // Pillow computes the box extent in float and the rest in double, in this order.
   const float in0 = 0.0f;
@@ -260,7 +260,7 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
   // floor((sum * 2^(22-bits) + 2^21) / 2^22) = floor((sum + 2^(bits-1)) / 2^bits): the 22-bit
   // kernels compute torch's bytes.
   int bits = kResamplePrecisionBits;
-  if (filter == Filter::kBicubicTorch) {
+  if (filter == ResizeFilter::kBicubicTorch) {
     for (bits = 0; bits < kResamplePrecisionBits; ++bits) {
       if (static_cast<int>(0.5 + max_weight * (1 << (bits + 1))) >= (1 << 15)) break;
     }
@@ -274,8 +274,8 @@ Coefficients precompute_coefficients(int in_size, int out_size, Filter filter) {
   return c;
 }
 
-bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter) {
-  if (filter == Filter::kBicubicTorch) return true;
+bool horizontal_first(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter) {
+  if (filter == ResizeFilter::kBicubicTorch) return true;
   // Pillow 12.2+: when the height shrinks by more than twice what the width does, the vertical
   // pass runs first (on whole rows) and the horizontal pass on its output.
   return !((in_h - out_h) > 0 && (in_h - out_h) > (in_w - out_w) * 2);
@@ -287,15 +287,15 @@ namespace {
 // made once per image.
 class HorizontalPass {
  public:
-  HorizontalPass(int in_w, int out_w, int channels, Filter filter, Kernel kernel)
+  HorizontalPass(int in_w, int out_w, int channels, ResizeFilter filter, ImageKernel kernel)
       : in_w_(in_w),
         out_w_(out_w),
         channels_(channels),
         kernel_(kernel),
         c_(precompute_coefficients(in_w, out_w, filter)) {
-    if (kernel == Kernel::kScalar || channels != 3) return;
+    if (kernel == ImageKernel::kScalar || channels != 3) return;
 #if MMFEED_X86_DOT
-    byte_dot_ = kernel != Kernel::kPortable && dot::cpu_has_it() && dot::make_plan(c_, out_w, plan_);
+    byte_dot_ = kernel != ImageKernel::kPortable && dot::cpu_has_it() && dot::make_plan(c_, out_w, plan_);
     if (byte_dot_) {
       // Groups up to the last one any pixel reads; those past the image stay zero.
       columns_.assign(static_cast<std::size_t>((in_w + 3) / 4 + plan_.groups + 1) * 64, 0);
@@ -309,7 +309,7 @@ class HorizontalPass {
   void run(const std::uint8_t* in, int rows, std::uint8_t* out) {
     const std::size_t in_stride = static_cast<std::size_t>(in_w_) * channels_;
     const std::size_t out_stride = static_cast<std::size_t>(out_w_) * channels_;
-    if (kernel_ == Kernel::kScalar || channels_ != 3) {
+    if (kernel_ == ImageKernel::kScalar || channels_ != 3) {
       horizontal_scalar(in, in_w_, channels_, 0, rows, c_, out_w_, out);
       return;
     }
@@ -344,7 +344,7 @@ class HorizontalPass {
   int in_w_;
   int out_w_;
   int channels_;
-  Kernel kernel_;
+  ImageKernel kernel_;
   Coefficients c_;
   bool byte_dot_ = false;
 #if MMFEED_X86_DOT
@@ -354,9 +354,9 @@ class HorizontalPass {
 };
 
 void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int row_shift, int y0, int y1,
-                   std::uint8_t* out, Kernel kernel) {
+                   std::uint8_t* out, ImageKernel kernel) {
 #if MMFEED_X86_DOT
-  const bool byte_dot = kernel != Kernel::kPortable && dot::cpu_has_it();
+  const bool byte_dot = kernel != ImageKernel::kPortable && dot::cpu_has_it();
 #else
   (void)kernel;
 #endif
@@ -375,8 +375,8 @@ void vertical_simd(const std::uint8_t* in, std::size_t stride, const Coefficient
 // at least every row c reads for output rows y0 .. y1 - 1) -> those rows of `out` (`stride`
 // bytes each).
 void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficients& c, int first_row, int y0, int y1,
-                   std::uint8_t* out, Kernel kernel) {
-  if (kernel == Kernel::kScalar) {
+                   std::uint8_t* out, ImageKernel kernel) {
+  if (kernel == ImageKernel::kScalar) {
     vertical_scalar(in, stride, c, first_row, y0, y1, out);
   } else {
     vertical_simd(in, stride, c, first_row, y0, y1, out, kernel);
@@ -386,7 +386,7 @@ void vertical_pass(const std::uint8_t* in, std::size_t stride, const Coefficient
 }  // namespace
 
 struct RowResampler::State {
-  State(int in_w, int in_h, int out_w, int out_height, int channels, Filter filter, Kernel kernel_choice,
+  State(int in_w, int in_h, int out_w, int out_height, int channels, ResizeFilter filter, ImageKernel kernel_choice,
         std::uint8_t* out_pixels)
       : horizontal(in_w, out_w, channels, filter, kernel_choice),
         kernel(kernel_choice),
@@ -404,7 +404,7 @@ struct RowResampler::State {
   }
 
   HorizontalPass horizontal;
-  Kernel kernel;
+  ImageKernel kernel;
   std::uint8_t* out;
   int out_h;
   std::size_t out_stride;
@@ -426,8 +426,8 @@ struct RowResampler::State {
   }
 };
 
-RowResampler::RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel,
-                           std::uint8_t* out)
+RowResampler::RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, ResizeFilter filter,
+                           ImageKernel kernel, std::uint8_t* out)
     : state_(std::make_unique<State>(in_w, in_h, out_w, out_h, channels, filter, kernel, out)) {}
 
 RowResampler::~RowResampler() = default;
@@ -446,7 +446,7 @@ void RowResampler::push(const std::uint8_t* rows, int y, int n) {
 }
 
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
-                 Filter filter, Kernel kernel) {
+                 ResizeFilter filter, ImageKernel kernel) {
   const std::size_t in_stride = static_cast<std::size_t>(in_w) * channels;
   if (out_w == in_w && out_h == in_h) {
     std::memcpy(out, in, in_stride * in_h);

@@ -12,13 +12,15 @@
 //
 // Example:
 //   std::vector<uint8_t> out(756 * 1036 * 3);
-//   resample_u8(img.pixels.data(), img.width, img.height, 3, out.data(), 1036, 756, Filter::kBicubic);
+//   resample_u8(img.pixels.data(), img.width, img.height, 3, out.data(), 1036, 756, ResizeFilter::kBicubic);
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "mmfeed/choices.h"
 
 namespace mmfeed::vision {
 
@@ -27,7 +29,7 @@ namespace mmfeed::vision {
 // taps and weights of Pillow's bicubic (torch's form of the polynomial), rounded to int16 at the
 // precision torch picks per axis, horizontal pass always first. Differs from kBicubic by one
 // or two levels in about 0.5% of the bytes.
-enum class Filter { kBox, kBilinear, kHamming, kBicubic, kLanczos, kBicubicTorch };
+using ::mmfeed::ResizeFilter;  // (mmfeed/choices.h)
 
 // The fixed-point coefficients of one axis: for output index i, `count[i]` taps starting at
 // input index `first[i]`, weights k[i * ksize + t] scaled by 2^22 (torch's, rounded at fewer
@@ -39,19 +41,19 @@ struct Coefficients {
   std::vector<std::int32_t> k;
 };
 
-Coefficients precompute_coefficients(int in_size, int out_size, Filter filter);
+Coefficients precompute_coefficients(int in_size, int out_size, ResizeFilter filter);
 
 // kAuto = kSimd: the fastest kernels this CPU runs; kPortable: the Highway kernels only (no
 // byte-dot passes); kScalar: the reference.
-enum class Kernel { kAuto, kScalar, kSimd, kPortable };
+using ::mmfeed::ImageKernel;  // (mmfeed/choices.h)
 
 // Resamples `in` (in_h rows of in_w * channels bytes, channels 1-4, tightly packed) to
 // out_w x out_h into `out` (tightly packed).
 void resample_u8(const std::uint8_t* in, int in_w, int in_h, int channels, std::uint8_t* out, int out_w, int out_h,
-                 Filter filter, Kernel kernel = Kernel::kAuto);
+                 ResizeFilter filter, ImageKernel kernel = ImageKernel::kAuto);
 
 // Pillow's order (torch's for kBicubicTorch): true when the horizontal pass runs first.
-bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter);
+bool horizontal_first(int in_w, int in_h, int out_w, int out_h, ResizeFilter filter);
 
 // resample_u8 fed its input rows in order as they are produced (a streaming decoder), for the
 // shapes Pillow resamples horizontally first with a width change (horizontal_first() and
@@ -61,11 +63,12 @@ bool horizontal_first(int in_w, int in_h, int out_w, int out_h, Filter filter);
 // still in cache. Once every row was pushed, `out` holds resample_u8's bytes.
 //
 // Example:
-//   RowResampler r(in_w, in_h, out_w, out_h, 3, Filter::kBicubic, Kernel::kAuto, out);
+//   RowResampler r(in_w, in_h, out_w, out_h, 3, ResizeFilter::kBicubic, ImageKernel::kAuto, out);
 //   for (each chunk of n rows starting at row y, in order) r.push(chunk, y, n);
 class RowResampler {
  public:
-  RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, Filter filter, Kernel kernel, std::uint8_t* out);
+  RowResampler(int in_w, int in_h, int out_w, int out_h, int channels, ResizeFilter filter, ImageKernel kernel,
+               std::uint8_t* out);
   ~RowResampler();
   RowResampler(const RowResampler&) = delete;
   RowResampler& operator=(const RowResampler&) = delete;

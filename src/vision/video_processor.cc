@@ -187,35 +187,30 @@ Result<VideoPlan> plan_qwen3(const VideoProfile& profile, const VideoInfo& info,
 
 }  // namespace
 
-Result<VideoProfile> video_profile(std::string_view model) {
-  auto base = model_profile(model);
-  if (!base.ok()) return std::move(base).error();
+VideoProfile video_profile(const ModelRow& model) {
   VideoProfile p;
-  p.model = std::move(base).value();
+  p.model = model_profile(model);
+  p.recipe = model.video;
   const auto f = static_cast<std::int64_t>(p.model.patch_size * kSpatialMerge);
-  if (model == "qwen3-vl" || model == "qwen3.5") {  // Qwen3-VL's video_preprocessor_config.json
-    p.recipe = VideoRecipe::kQwen3;
+  if (model.video == VideoRecipe::kQwen3) {  // Qwen3-VL's video_preprocessor_config.json
     p.min_pixels = 4096;
     p.max_pixels = 25165824;
   } else {  // qwen-vl-utils' VIDEO_MIN/MAX_TOKEN_NUM and MODEL_SEQ_LEN; the hub's processor bounds
-    p.recipe = VideoRecipe::kQwenVlUtils;
     p.min_pixels = 128 * f * f;
     p.max_pixels = 768 * f * f;
     p.total_pixels = 128000.0 * static_cast<double>(f) * static_cast<double>(f) * 0.9;
-    p.processor_min_pixels = p.model.min_pixels;
-    p.processor_max_pixels = p.model.max_pixels;
-    if (model == "qwen2.5-vl") p.tokens_per_second = 2;
-    if (model == "qwen2.5-omni" || model == "qwen3-omni") {
-      // The Omni processors pass their video processor a size of their own (videos_kwargs):
-      // qwen-omni-utils' per-frame bounds, 128 to 768 tokens' pixels.
-      p.processor_min_pixels = p.min_pixels;
-      p.processor_max_pixels = p.max_pixels;
-    }
-    // Qwen3-Omni's processor names a video's seconds per group by the fps it is given, not the
-    // rate the frames stand for; its model's positions step by 13 a second of it.
-    p.nominal_seconds = model == "qwen3-omni";
+    // The Omni processors pass their video processor a size of their own (videos_kwargs):
+    // qwen-omni-utils' per-frame bounds, 128 to 768 tokens' pixels.
+    p.processor_min_pixels = model.video_bounds_per_frame ? p.min_pixels : p.model.min_pixels;
+    p.processor_max_pixels = model.video_bounds_per_frame ? p.max_pixels : p.model.max_pixels;
+    p.nominal_seconds = model.nominal_seconds;
   }
   return p;
+}
+
+Result<VideoProfile> video_profile(std::string_view name) {
+  MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(name));
+  return video_profile(*model);
 }
 
 std::size_t resized_bytes(const VideoPlan& plan) {
@@ -261,11 +256,11 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames) {
   return (static_cast<std::uint64_t>(frames) + T - 1) / T * merged * merged;
 }
 
-VideoProcessor::VideoProcessor(VideoProfile profile, Pixels output, Kernel kernel)
+VideoProcessor::VideoProcessor(VideoProfile profile, Pixels output, ImageKernel kernel)
     : profile_(std::move(profile)),
       output_(output),
       kernel_(kernel),
-      table_(profile_.model, Normalization::kTorchvision) {}
+      table_(profile_.model, ImageBackend::kTorchvision) {}
 
 Result<VideoPlan> VideoProcessor::plan(std::span<const std::byte> bytes, const VideoRequest& request,
                                        const VideoLimits& limits) const {
@@ -285,7 +280,7 @@ Result<ResizedVideo> VideoProcessor::resize(std::span<const std::byte> bytes, co
   const Status st = for_each_video_frame(
       bytes, plan.indices, limits, [&](std::size_t k, const std::uint8_t* rgb, int width, int height) -> Status {
         resample_u8(rgb, width, height, 3, out.frames.data() + k * frame_bytes, plan.size.width, plan.size.height,
-                    Filter::kBicubicTorch, kernel_);
+                    ResizeFilter::kBicubicTorch, kernel_);
         return ok_status();
       });
   if (!st.ok()) return st.error();

@@ -9,8 +9,8 @@
 //     (fps 2, 4 .. 768 frames, numpy's linspace rounded) and its smart_resize over the whole
 //     clip's pixels (4096 .. 25165824 by the hub config), and the timestamps its processor
 //     writes before each temporal group.
-// Frames are resized with torch's antialiased bicubic (Filter::kBicubicTorch, what torchvision
-// runs), normalized as the video processors do (Normalization::kTorchvision) and cut into patches of
+// Frames are resized with torch's antialiased bicubic (ResizeFilter::kBicubicTorch, what torchvision
+// runs), normalized as the video processors do (ImageBackend::kTorchvision) and cut into patches of
 // temporal_patch_size frames (an odd count repeats the last frame). Output is bit-exact with
 // transformers given the same decoded frames (tests/python/video/test_video_processor.py).
 //
@@ -41,7 +41,7 @@
 
 namespace mmfeed::vision {
 
-enum class VideoRecipe { kQwenVlUtils, kQwen3 };
+using ::mmfeed::VideoRecipe;  // (core/models.h)
 
 struct VideoProfile {
   ModelProfile model;  // patch, merge, temporal patch, mean, std
@@ -58,16 +58,14 @@ struct VideoProfile {
   double fps = 2.0;
   std::int64_t min_frames = 4;
   std::int64_t max_frames = 768;
-  // Qwen2.5-VL's vision_config.tokens_per_second (2): mrope steps a video's groups by
-  // second_per_grid_t times it, and its processor returns second_per_grid_ts. 0 elsewhere.
-  int tokens_per_second = 0;
   // Qwen3-Omni: second_per_grid_t counts by the rate the item asks for (its "fps", else
   // qwen-omni-utils' 2), as the processor does given that fps; else by the rate the frames stand for.
   bool nominal_seconds = false;
 };
 
-// A model_profile name (vision/profile.h); kInvalidArgument otherwise.
-Result<VideoProfile> video_profile(std::string_view model);
+// A model's video recipe and bounds, or by name: kInvalidArgument for a model the table lacks.
+VideoProfile video_profile(const ModelRow& model);
+Result<VideoProfile> video_profile(std::string_view name);
 
 // A content item's keys, as the recipe reads them.
 struct VideoRequest {
@@ -126,7 +124,8 @@ std::uint64_t min_video_rows(const VideoProfile& profile, std::int64_t frames);
 
 class VideoProcessor {
  public:
-  explicit VideoProcessor(VideoProfile profile, Pixels output = Pixels::kFloat32, Kernel kernel = Kernel::kAuto);
+  explicit VideoProcessor(VideoProfile profile, Pixels output = Pixels::kFloat32,
+                          ImageKernel kernel = ImageKernel::kAuto);
 
   const VideoProfile& profile() const { return profile_; }
   Pixels output() const { return output_; }
@@ -150,7 +149,7 @@ class VideoProcessor {
  private:
   VideoProfile profile_;
   Pixels output_;
-  Kernel kernel_;
+  ImageKernel kernel_;
   NormalizeTable table_;
 };
 

@@ -21,7 +21,7 @@ from tiny_models import FAMILIES, tiny_config, tiny_model  # noqa: F401  (exampl
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
-TEMPLATES = ROOT / "tests" / "data" / "chat-templates"
+TEMPLATES = ROOT / "src" / "text" / "templates"
 _converted: dict[str, Path] = {}
 
 

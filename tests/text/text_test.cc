@@ -466,13 +466,15 @@ TEST(PythonJsonTest, WritesWhatJsonDumpsWrites) {
 }
 
 std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(MMFEED_TEST_DATA_DIR "/chat-templates/") + name, std::ios::binary);
+  std::ifstream in(std::string(MMFEED_TEMPLATES_DIR "/") + name, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-TEST(ChatTemplateTest, CarriesThePublishedTextsByteForByte) {
+// The build embeds src/text/templates/ (embed_templates.cmake): every byte, the final newline or
+// its absence included.
+TEST(ChatTemplateTest, EmbedsTheTemplateFilesByteForByte) {
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen2VL), read_fixture("qwen2_vl.jinja"));
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VL), read_fixture("qwen3_vl.jinja"));
   EXPECT_EQ(chat_template_text(ChatTemplate::kQwen3VLThinking), read_fixture("qwen3_vl_thinking.jinja"));
@@ -496,7 +498,7 @@ TEST(ChatTemplateTest, NamesSelectTemplates) {
 }
 
 TEST(ChatTemplateTest, AFileIsAcceptedOnlyByteIdentical) {
-  const std::string dir = MMFEED_TEST_DATA_DIR "/chat-templates/";
+  const std::string dir = MMFEED_TEMPLATES_DIR "/";
   EXPECT_EQ(chat_template(dir + "qwen3_vl_thinking.jinja").value(), ChatTemplate::kQwen3VLThinking);
   EXPECT_EQ(chat_template(dir + "qwen3_vl.jinja").value(), ChatTemplate::kQwen3VL);
   const std::string mine = (std::filesystem::temp_directory_path() / "mmfeed_text_test_mine.jinja").string();

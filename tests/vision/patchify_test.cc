@@ -32,8 +32,8 @@ void expect_simd_equals_table(const ModelProfile& p, const NormalizeTable& table
                               const std::vector<std::uint8_t>& rgb, const char* target) {
   const std::size_t n = static_cast<std::size_t>(g.rows()) * row_elements(p, type);
   std::vector<T> scalar(n), simd(n + 64, T{77});
-  patchify(rgb.data(), g, p, table, type, scalar.data(), Kernel::kScalar);
-  patchify(rgb.data(), g, p, table, type, simd.data(), Kernel::kAuto);
+  patchify(rgb.data(), g, p, table, type, scalar.data(), ImageKernel::kScalar);
+  patchify(rgb.data(), g, p, table, type, simd.data(), ImageKernel::kAuto);
   ASSERT_EQ(std::memcmp(scalar.data(), simd.data(), n * sizeof(T)), 0)
       << target << " " << p.name << " T" << p.temporal_patch_size << " type " << static_cast<int>(type) << " grid "
       << g.h << "x" << g.w;

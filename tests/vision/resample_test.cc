@@ -14,7 +14,7 @@ namespace {
 TEST(ResampleTest, CoefficientsSumToOneInFixedPoint) {
   for (int in : {7, 100, 1999}) {
     for (int out : {1, 3, 56, 700, 2500}) {
-      const Coefficients c = precompute_coefficients(in, out, Filter::kBicubic);
+      const Coefficients c = precompute_coefficients(in, out, ResizeFilter::kBicubic);
       for (int i = 0; i < out; ++i) {
         std::int64_t sum = 0;
         for (int t = 0; t < c.count[i]; ++t) sum += c.k[static_cast<std::size_t>(i) * c.ksize + t];
@@ -36,17 +36,18 @@ TEST(ResampleTest, SimdMatchesScalarOnRandomSizes) {
   for (int round = 0; round < 300; ++round) {
     const int in_w = size(rng), in_h = size(rng), out_w = size(rng), out_h = size(rng);
     const int channels = std::vector<int>{1, 3, 4}[round % 3];
-    const Filter filter = std::vector<Filter>{Filter::kBicubic, Filter::kBilinear, Filter::kLanczos,
-                                              Filter::kBicubicTorch}[round % 7 % 4];
+    const ResizeFilter filter =
+        std::vector<ResizeFilter>{ResizeFilter::kBicubic, ResizeFilter::kBilinear, ResizeFilter::kLanczos,
+                                  ResizeFilter::kBicubicTorch}[round % 7 % 4];
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
     for (auto& v : in) v = static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels);
     std::vector<std::uint8_t> simd(scalar.size());
-    const Kernel kernel = round % 2 ? Kernel::kSimd : Kernel::kPortable;
-    resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, filter, Kernel::kScalar);
+    const ImageKernel kernel = round % 2 ? ImageKernel::kSimd : ImageKernel::kPortable;
+    resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, filter, ImageKernel::kScalar);
     resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, filter, kernel);
     ASSERT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h << " ch" << channels
-                            << (kernel == Kernel::kSimd ? " simd" : " portable");
+                            << (kernel == ImageKernel::kSimd ? " simd" : " portable");
   }
 }
 
@@ -63,8 +64,10 @@ TEST(ResampleTest, PortableKernelsMatchScalarOnEveryTarget) {
       std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * channels);
       for (auto& v : in) v = static_cast<std::uint8_t>(rng());
       std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * channels), simd(scalar.size());
-      resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, Filter::kBicubic, Kernel::kScalar);
-      resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, Filter::kBicubic, Kernel::kPortable);
+      resample_u8(in.data(), in_w, in_h, channels, scalar.data(), out_w, out_h, ResizeFilter::kBicubic,
+                  ImageKernel::kScalar);
+      resample_u8(in.data(), in_w, in_h, channels, simd.data(), out_w, out_h, ResizeFilter::kBicubic,
+                  ImageKernel::kPortable);
       ASSERT_EQ(scalar, simd) << hwy::TargetName(target) << " " << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
     }
   }
@@ -84,9 +87,10 @@ TEST(ResampleTest, LargeRgbShrinksMatchScalar) {
     for (auto& v : in) v = rng() % 3 == 0 ? 255 : rng() % 2 ? 0 : static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> scalar(static_cast<std::size_t>(out_w) * out_h * 3), simd(scalar.size()),
         portable(scalar.size());
-    resample_u8(in.data(), in_w, in_h, 3, scalar.data(), out_w, out_h, Filter::kBicubic, Kernel::kScalar);
-    resample_u8(in.data(), in_w, in_h, 3, simd.data(), out_w, out_h, Filter::kBicubic, Kernel::kSimd);
-    resample_u8(in.data(), in_w, in_h, 3, portable.data(), out_w, out_h, Filter::kBicubic, Kernel::kPortable);
+    resample_u8(in.data(), in_w, in_h, 3, scalar.data(), out_w, out_h, ResizeFilter::kBicubic, ImageKernel::kScalar);
+    resample_u8(in.data(), in_w, in_h, 3, simd.data(), out_w, out_h, ResizeFilter::kBicubic, ImageKernel::kSimd);
+    resample_u8(in.data(), in_w, in_h, 3, portable.data(), out_w, out_h, ResizeFilter::kBicubic,
+                ImageKernel::kPortable);
     EXPECT_EQ(scalar, simd) << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
     EXPECT_EQ(scalar, portable) << in_w << "x" << in_h << "->" << out_w << "x" << out_h;
   }
@@ -101,14 +105,14 @@ TEST(ResampleTest, RowResamplerGivesTheSameBytesForAnyChunking) {
     std::vector<std::uint8_t> in(static_cast<std::size_t>(in_w) * in_h * 3);
     for (auto& v : in) v = static_cast<std::uint8_t>(rng());
     std::vector<std::uint8_t> whole(static_cast<std::size_t>(out_w) * out_h * 3);
-    for (Kernel kernel : {Kernel::kScalar, Kernel::kPortable, Kernel::kSimd}) {
+    for (ImageKernel kernel : {ImageKernel::kScalar, ImageKernel::kPortable, ImageKernel::kSimd}) {
       {
-        RowResampler r(in_w, in_h, out_w, out_h, 3, Filter::kBicubic, kernel, whole.data());
+        RowResampler r(in_w, in_h, out_w, out_h, 3, ResizeFilter::kBicubic, kernel, whole.data());
         r.push(in.data(), 0, in_h);
       }
       for (int chunk : {1, 3, 7, 40}) {
         std::vector<std::uint8_t> got(whole.size(), 0);
-        RowResampler r(in_w, in_h, out_w, out_h, 3, Filter::kBicubic, kernel, got.data());
+        RowResampler r(in_w, in_h, out_w, out_h, 3, ResizeFilter::kBicubic, kernel, got.data());
         for (int y = 0; y < in_h; y += chunk) {
           r.push(in.data() + static_cast<std::size_t>(y) * in_w * 3, y, std::min(chunk, in_h - y));
         }
@@ -121,7 +125,7 @@ TEST(ResampleTest, RowResamplerGivesTheSameBytesForAnyChunking) {
 TEST(ResampleTest, ConstantImagesStayConstant) {
   std::vector<std::uint8_t> in(123 * 77 * 3, 200);
   std::vector<std::uint8_t> out(61 * 190 * 3);
-  resample_u8(in.data(), 123, 77, 3, out.data(), 61, 190, Filter::kBicubic);
+  resample_u8(in.data(), 123, 77, 3, out.data(), 61, 190, ResizeFilter::kBicubic);
   for (auto v : out) ASSERT_EQ(v, 200);
 }
 
@@ -129,7 +133,7 @@ TEST(ResampleTest, SameSizeIsACopy) {
   std::vector<std::uint8_t> in(10 * 10 * 3);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7);
   std::vector<std::uint8_t> out(in.size());
-  resample_u8(in.data(), 10, 10, 3, out.data(), 10, 10, Filter::kBicubic);
+  resample_u8(in.data(), 10, 10, 3, out.data(), 10, 10, ResizeFilter::kBicubic);
   EXPECT_EQ(in, out);
 }
 

@@ -1,4 +1,4 @@
-// The streaming JPEG path: decode_jpeg_rows gives decode_rgb's rows, and ImageProcessor::resize
+// The streaming JPEG path: decode_jpeg_rows gives decode_rgb's rows, and ImageTransform::resize
 // (which resizes while decoding where it can) gives what decoding first and resampling gives.
 #include <turbojpeg.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "vision/decode.h"
-#include "vision/processor.h"
+#include "vision/image_transform.h"
 
 namespace mmfeed::vision {
 namespace {
@@ -129,11 +129,11 @@ TEST(StreamTest, ResizeEqualsDecodeThenResample) {
     const auto jpeg = make_jpeg(c.w, c.h, c.subsamp, c.format, static_cast<unsigned>(c.w));
     ModelProfile profile = model_profile("qwen2-vl").value();
     profile.max_pixels = c.max_pixels;
-    for (Kernel kernel : {Kernel::kAuto, Kernel::kPortable, Kernel::kScalar}) {
+    for (ImageKernel kernel : {ImageKernel::kAuto, ImageKernel::kPortable, ImageKernel::kScalar}) {
       ProcessorConfig config;
       config.profile = profile;
       config.kernel = kernel;
-      ImageProcessor proc(config);
+      ImageTransform proc(config);
       const Resized got = proc.resize(jpeg).value();
       const RgbImage whole = decode_rgb(jpeg).value();
       const Size size = smart_resize(whole.height, whole.width, profile).value();
@@ -141,7 +141,7 @@ TEST(StreamTest, ResizeEqualsDecodeThenResample) {
       ASSERT_EQ(got.image.height, size.height);
       std::vector<std::uint8_t> want(static_cast<std::size_t>(size.width) * size.height * 3);
       resample_u8(whole.pixels.data(), whole.width, whole.height, 3, want.data(), size.width, size.height,
-                  Filter::kBicubic, Kernel::kScalar);
+                  ResizeFilter::kBicubic, ImageKernel::kScalar);
       EXPECT_TRUE(std::equal(want.begin(), want.end(), got.image.pixels.data()))
           << c.w << "x" << c.h << " -> " << size.width << "x" << size.height;
     }

@@ -17,12 +17,13 @@ from transformers import PreTrainedTokenizerFast
 import mmfeed
 
 DATA = ROOT / "tests" / "data"
+TEMPLATES = ROOT / "src" / "text" / "templates"  # the published texts the engine embeds
 IMAGE_PAD, VIDEO_PAD = 151655, 151656
 
 
 @pytest.fixture(scope="module")
 def hf():
-    template = (DATA / "chat-templates" / "qwen2_vl.jinja").read_text()
+    template = (TEMPLATES / "qwen2_vl.jinja").read_text()
     return PreTrainedTokenizerFast(
         tokenizer_file=str(DATA / "qwen3-tokenizer" / "tokenizer.json"), chat_template=template
     )
@@ -415,7 +416,7 @@ QWEN3 = {"qwen3-vl": "qwen3_vl.jinja", "qwen3-vl-thinking": "qwen3_vl_thinking.j
 
 
 def qwen3_template(name):
-    return (DATA / "chat-templates" / QWEN3[name]).read_text()
+    return (TEMPLATES / QWEN3[name]).read_text()
 
 
 @pytest.mark.parametrize("template", sorted(QWEN3))
@@ -686,13 +687,13 @@ def test_bad_qwen3_fields_are_named_errors(sample, message):
 def test_template_files_are_accepted_only_byte_identical(tmp_path):
     msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>x</think>Hello"}]
     for name, file in QWEN3.items():
-        text = (DATA / "chat-templates" / file).read_text()
+        text = (TEMPLATES / file).read_text()
         want = mmfeed.render_chat(msgs, template=name)
         (tmp_path / file).write_text(text)
         assert mmfeed.render_chat(msgs, template=tmp_path / file) == want
         (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": text}))
         assert mmfeed.render_chat(msgs, template=tmp_path / "chat_template.json") == want
-    assert mmfeed.render_chat(msgs, template=DATA / "chat-templates" / "qwen2_vl.jinja") == mmfeed.render_chat(msgs)
+    assert mmfeed.render_chat(msgs, template=TEMPLATES / "qwen2_vl.jinja") == mmfeed.render_chat(msgs)
     mine = tmp_path / "mine.jinja"
     mine.write_text(qwen3_template("qwen3-vl").replace("# Tools", "# My tools"))
     with pytest.raises(ValueError, match=re.escape(f"chat template file '{mine}' is not byte-identical")):

@@ -1,4 +1,4 @@
-"""The Qwen2.5-Omni processor's chat template (tests/data/chat-templates/qwen2_5_omni.jinja)
+"""The Qwen2.5-Omni processor's chat template (src/text/templates/qwen2_5_omni.jinja)
 rendered by mmfeed, byte-identical to transformers' apply_chat_template on generated
 conversations with images, videos and audio items (and the tools, tool calls and reasoning the
 template ignores), every option; the other templates refuse audio (the Loader's refusals are in
@@ -15,7 +15,8 @@ from transformers import PreTrainedTokenizerFast
 import mmfeed
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-TEMPLATE = DATA / "chat-templates" / "qwen2_5_omni.jinja"
+TEMPLATES = Path(__file__).resolve().parents[3] / "src" / "text" / "templates"
+TEMPLATE = TEMPLATES / "qwen2_5_omni.jinja"
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_the_template_file_is_recognised_and_audio_is_refused_elsewhere(tmp_path
             mmfeed.render_chat(msgs, template=name)
 
 
-THINKING = DATA / "chat-templates" / "qwen3_omni_thinking.jinja"
+THINKING = TEMPLATES / "qwen3_omni_thinking.jinja"
 
 
 @pytest.fixture(scope="module")

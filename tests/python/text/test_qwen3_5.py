@@ -118,7 +118,7 @@ def test_rendering_identical_to_apply_chat_template(hf_qwen3_5, name):
     off: the same text, or both refuse."""
     from chat_samples import SEED_CONVERSATIONS, generated
 
-    text = (ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[name]).read_text()
+    text = (ROOT / "src" / "text" / "templates" / TEMPLATES[name]).read_text()
     rendered = refused = 0
     # Arguments as JSON text are mostly left out: the template refuses them (Jinja's |items).
     for i, (msgs, tools) in enumerate(generated(SEED_CONVERSATIONS, seed=35, string_arguments=0.05)):

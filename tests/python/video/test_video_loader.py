@@ -146,7 +146,7 @@ def reference(data):
             jobs.append(
                 {
                     "model": model,
-                    "template": str(ROOT / "tests" / "data" / "chat-templates" / TEMPLATES[model]),
+                    "template": str(ROOT / "src" / "text" / "templates" / TEMPLATES[model]),
                     "tokenizer": str(tokenizer_of(model)),
                     "messages": oracle_messages(messages, data.root),
                     "fps": data.fps,

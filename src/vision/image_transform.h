@@ -1,4 +1,5 @@
-// The Qwen-VL image processor: encoded bytes (or RGB pixels) in, pixel_values rows and the
+// One image through the Qwen-VL image processor (the engine's side of mmfeed::ImageProcessor and
+// of the Loader): encoded bytes (or RGB pixels) in, pixel_values rows and the
 // image's grid out, bit-exact with Hugging Face's Qwen2VLImageProcessorPil - decode as Pillow,
 // smart_resize, Pillow-exact bicubic, rescale + normalize + patchify fused into the caller's
 // buffer - or (ProcessorConfig::backend) with its torchvision Qwen2VLImageProcessor: torch's
@@ -8,7 +9,7 @@
 // plan() needs only probe()'s ImageInfo.
 //
 // Example:
-//   ImageProcessor proc(ProcessorConfig{.profile = model_profile("qwen2-vl").value()});
+//   ImageTransform proc(ProcessorConfig{.profile = model_profile("qwen2-vl").value()});
 //   MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(bytes));
 //   MMFEED_ASSIGN_OR_RETURN(Grid grid, proc.plan(info));
 //   std::vector<float> rows(grid.rows() * proc.row_elements());
@@ -19,8 +20,8 @@
 #include <optional>
 #include <span>
 
+#include "mmfeed/choices.h"
 #include "mmfeed/error.h"
-#include "mmfeed/loader.h"
 #include "vision/decode.h"
 #include "vision/patchify.h"
 #include "vision/profile.h"
@@ -37,7 +38,7 @@ struct ProcessorConfig {
   // rescale fused into normalize). Both decode as Pillow (transformers' load_image).
   ImageBackend backend = ImageBackend::kPil;
   Pixels output = Pixels::kFloat32;
-  Kernel kernel = Kernel::kAuto;
+  ImageKernel kernel = ImageKernel::kAuto;
   // Approximate, opt-in: a JPEG is decoded at 1/2, 1/4 or 1/8 size in the DCT domain (the
   // largest reduction after which the bicubic resize still shrinks it at least
   // `fast_min_remaining` times on both axes), as Pillow's draft() does for thumbnails. The grid
@@ -52,17 +53,14 @@ struct Resized {
   Grid grid;
 };
 
-// The resampling filter and the normalization of `backend`.
-inline Filter filter_of(ImageBackend backend) {
-  return backend == ImageBackend::kTorchvision ? Filter::kBicubicTorch : Filter::kBicubic;
-}
-inline Normalization normalization_of(ImageBackend backend) {
-  return backend == ImageBackend::kTorchvision ? Normalization::kTorchvision : Normalization::kPil;
+// The resampling filter of `backend`.
+inline ResizeFilter filter_of(ImageBackend backend) {
+  return backend == ImageBackend::kTorchvision ? ResizeFilter::kBicubicTorch : ResizeFilter::kBicubic;
 }
 
-class ImageProcessor {
+class ImageTransform {
  public:
-  explicit ImageProcessor(ProcessorConfig config);
+  explicit ImageTransform(ProcessorConfig config);
 
   const ProcessorConfig& config() const { return config_; }
   int row_elements() const { return vision::row_elements(config_.profile, config_.output); }

@@ -1,4 +1,4 @@
-#include "vision/processor.h"
+#include "vision/image_transform.h"
 
 #include <algorithm>
 #include <optional>
@@ -18,15 +18,15 @@ Status check_capacity(const Grid& grid, std::int64_t capacity_rows) {
 
 }  // namespace
 
-ImageProcessor::ImageProcessor(ProcessorConfig config)
-    : config_(std::move(config)), table_(config_.profile, normalization_of(config_.backend)) {}
+ImageTransform::ImageTransform(ProcessorConfig config)
+    : config_(std::move(config)), table_(config_.profile, config_.backend) {}
 
-Result<Grid> ImageProcessor::plan(int height, int width) const {
+Result<Grid> ImageTransform::plan(int height, int width) const {
   MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(height, width, config_.profile));
   return grid_for(size, config_.profile);
 }
 
-Result<Grid> ImageProcessor::plan(const ImageInfo& info) const {
+Result<Grid> ImageTransform::plan(const ImageInfo& info) const {
   // The decoder's limit on the header's pixels, checked here too: a plan sizes the batch and the
   // tokens, and a bomb planned at max_pixels would be refused for those, not for what it is.
   MMFEED_RETURN_IF_ERROR(check_image_size(info.width, info.height, config_.decode));
@@ -34,7 +34,7 @@ Result<Grid> ImageProcessor::plan(const ImageInfo& info) const {
   return plan(upright ? info.upright_height() : info.height, upright ? info.upright_width() : info.width);
 }
 
-int ImageProcessor::jpeg_scale_denom(const ImageInfo& info) const {
+int ImageTransform::jpeg_scale_denom(const ImageInfo& info) const {
   if (!config_.fast_jpeg || info.format != ImageFormat::kJpeg) return 1;
   const bool upright = config_.decode.exif == ExifPolicy::kApply;
   const int h = upright ? info.upright_height() : info.height;
@@ -49,12 +49,12 @@ int ImageProcessor::jpeg_scale_denom(const ImageInfo& info) const {
   return 1;
 }
 
-Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded) const {
+Result<Resized> ImageTransform::resize(std::span<const std::uint8_t> encoded) const {
   MMFEED_ASSIGN_OR_RETURN(ImageInfo info, probe(encoded));
   return resize(encoded, info);
 }
 
-Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const std::uint8_t> encoded,
+Result<std::optional<Resized>> ImageTransform::resize_streaming(std::span<const std::uint8_t> encoded,
                                                                 const ImageInfo& info, const DecodeOptions& decode,
                                                                 Size size) const {
   const bool rotated = decode.exif == ExifPolicy::kApply && info.orientation != 1;
@@ -76,7 +76,7 @@ Result<std::optional<Resized>> ImageProcessor::resize_streaming(std::span<const 
   return std::optional<Resized>(std::move(out));
 }
 
-Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, const ImageInfo& info) const {
+Result<Resized> ImageTransform::resize(std::span<const std::uint8_t> encoded, const ImageInfo& info) const {
   // The size comes from the header (in fast mode, the full-size one, not the reduced decode).
   DecodeOptions decode = config_.decode;
   decode.jpeg_scale_denom = jpeg_scale_denom(info);
@@ -100,11 +100,11 @@ Result<Resized> ImageProcessor::resize(std::span<const std::uint8_t> encoded, co
   return out;
 }
 
-void ImageProcessor::write(const Resized& image, void* dest) const {
+void ImageTransform::write(const Resized& image, void* dest) const {
   patchify(image.image.pixels.data(), image.grid, config_.profile, table_, config_.output, dest, config_.kernel);
 }
 
-Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void* dest,
+Result<Grid> ImageTransform::process(std::span<const std::uint8_t> encoded, void* dest,
                                      std::int64_t capacity_rows) const {
   MMFEED_ASSIGN_OR_RETURN(Resized image, resize(encoded));
   MMFEED_RETURN_IF_ERROR(check_capacity(image.grid, capacity_rows));
@@ -112,7 +112,7 @@ Result<Grid> ImageProcessor::process(std::span<const std::uint8_t> encoded, void
   return image.grid;
 }
 
-Result<Grid> ImageProcessor::process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const {
+Result<Grid> ImageTransform::process_rgb(const RgbImage& image, void* dest, std::int64_t capacity_rows) const {
   MMFEED_ASSIGN_OR_RETURN(Size size, smart_resize(image.height, image.width, config_.profile));
   const ModelProfile& p = config_.profile;
   const Grid grid = grid_for(size, p);
