@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -101,146 +102,187 @@ int run_on_ray(const LoaderConfig& config, const RayFlags& ray, double step_ms, 
   return exec_python(args);
 }
 
-}  // namespace
-
-int run_loader(int argc, char** argv) {
+// What `mmfeed run` was asked: the Loader's options and the command's own flags.
+struct RunFlags {
   LoaderConfig config;
   bool json = false;
   double step_ms = 0;
   RayFlags ray;
+};
+
+// The command's own flags (--json, --step-ms, --ray*); nullopt when argv[i] is not one of them.
+std::optional<Status> apply_run_flag(RunFlags& flags, int argc, char** argv, int& i) {
+  const std::string arg = argv[i];
+  if (arg == "--json") {
+    flags.json = true;
+    return ok_status();
+  }
+  if (arg != "--step-ms" && arg.rfind("--ray", 0) != 0) return std::nullopt;
+  if (i + 1 >= argc) return Error(ErrorCode::kInvalidArgument, arg + " needs a value");
+  const char* value = argv[++i];
+  if (arg == "--step-ms") {
+    auto ms = parse_number<double>("--step-ms", value, 0, kMaxStepMs);
+    if (!ms.ok()) return std::move(ms).error();
+    flags.step_ms = *ms;
+  } else if (arg == "--ray") {
+    flags.ray.address = value;
+  } else if (arg == "--ray-actors") {
+    flags.ray.actors = value;
+  } else if (arg == "--ray-actor-cpus") {
+    flags.ray.actor_cpus = value;
+  } else if (arg == "--ray-store-bytes") {
+    flags.ray.store_bytes = value;
+  } else {
+    return Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
+  }
+  return ok_status();
+}
+
+// Every argument: a flag of the command's, a Loader option, or a manifest.
+Status parse_run_args(RunFlags& flags, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(run_usage().c_str(), stdout);
-      return 0;
-    }
-    Status st = ok_status();
-    if (arg == "--json") {
-      json = true;
-    } else if (arg == "--step-ms" || arg.rfind("--ray", 0) == 0) {
-      if (i + 1 >= argc) {
-        st = Error(ErrorCode::kInvalidArgument, arg + " needs a value");
-      } else if (arg == "--step-ms") {
-        auto ms = parse_number<double>("--step-ms", argv[++i], 0, kMaxStepMs);
-        if (ms.ok())
-          step_ms = *ms;
-        else
-          st = std::move(ms).error();
-      } else if (arg == "--ray") {
-        ray.address = argv[++i];
-      } else if (arg == "--ray-actors") {
-        ray.actors = argv[++i];
-      } else if (arg == "--ray-actor-cpus") {
-        ray.actor_cpus = argv[++i];
-      } else if (arg == "--ray-store-bytes") {
-        ray.store_bytes = argv[++i];
-      } else {
-        st = Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
-      }
-    } else if (auto applied = apply_loader_flag(config, argc, argv, i)) {
-      st = std::move(*applied);
-    } else if (arg.rfind("--", 0) == 0) {
-      st = Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
-    } else {
-      config.manifests.push_back(arg);
-    }
-    if (!st.ok()) {
-      std::fprintf(stderr, "mmfeed run: %s\n\n%s", st.error().to_string().c_str(), run_usage().c_str());
-      return 2;
-    }
+    const std::string arg = argv[i];
+    std::optional<Status> st = apply_run_flag(flags, argc, argv, i);
+    if (!st) st = apply_loader_flag(flags.config, argc, argv, i);
+    if (!st && arg.rfind("--", 0) == 0) st = Error(ErrorCode::kInvalidArgument, "unknown option " + arg);
+    if (!st) flags.config.manifests.push_back(arg);
+    if (st && !st->ok()) return std::move(*st);
   }
-  if (!ray.address.empty()) return run_on_ray(config, ray, step_ms, json);
-  if (ray.actors != RayFlags{}.actors || ray.actor_cpus != RayFlags{}.actor_cpus ||
-      ray.store_bytes != RayFlags{}.store_bytes) {
-    std::fprintf(stderr, "mmfeed run: --ray-actors, --ray-actor-cpus and --ray-store-bytes need --ray ADDRESS\n");
-    return 2;
-  }
-  auto opened = Loader::open(config);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());
-    return 2;
-  }
-  std::unique_ptr<Loader> loader = std::move(opened).value();
-  const bool live = !json && isatty(STDERR_FILENO);
-  const auto started = std::chrono::steady_clock::now();
-  double waited = 0;
+  return ok_status();
+}
+
+// What a run delivered, and how long the consumer waited for it.
+struct RunTotals {
   std::uint64_t batches = 0, samples = 0, tokens = 0, images = 0, videos = 0, video_frames = 0;
-  int status = 0;
+  double seconds = 0, waited = 0;
+  int status = 0;  // the command's exit status
+  std::vector<SampleError> errors;
+  std::string metrics;
+};
+
+void count_batch(RunTotals& t, const Batch& b) {
+  ++t.batches;
+  t.samples += b.sample_ids.size();
+  t.tokens += sample_tokens(b);
+  if (const Tensor* grids = b.find("image_grid_thw")) t.images += static_cast<std::uint64_t>(grids->shape[0]);
+  if (const Tensor* grids = b.find("video_grid_thw")) {  // frames: temporal groups x temporal_patch_size (2)
+    const auto* g = static_cast<const std::int64_t*>(b.data(*grids));
+    t.videos += static_cast<std::uint64_t>(grids->shape[0]);
+    for (std::int64_t i = 0; i < grids->shape[0]; ++i) t.video_frames += static_cast<std::uint64_t>(2 * g[3 * i]);
+  }
+}
+
+// Takes every batch (sleeping step_ms after each, as a trainer's step would), showing progress on
+// a terminal, then closes the loader.
+RunTotals drain(Loader& loader, double step_ms, bool live) {
+  RunTotals t;
+  const auto started = std::chrono::steady_clock::now();
   while (true) {
     const auto asked = std::chrono::steady_clock::now();
-    auto r = loader->next();
-    waited += seconds_since(asked);
+    auto r = loader.next();
+    t.waited += seconds_since(asked);
     if (!r.ok()) {
       std::fprintf(stderr, "\nmmfeed run: %s\n", r.error().to_string().c_str());
-      status = 1;
+      t.status = 1;
       break;
     }
     if (!r->has_value()) break;
-    const Batch& b = **r;
-    ++batches;
-    samples += b.sample_ids.size();
-    tokens += sample_tokens(b);
-    if (const Tensor* grids = b.find("image_grid_thw")) images += static_cast<std::uint64_t>(grids->shape[0]);
-    if (const Tensor* grids = b.find("video_grid_thw")) {  // frames: temporal groups x temporal_patch_size (2)
-      const auto* g = static_cast<const std::int64_t*>(b.data(*grids));
-      videos += static_cast<std::uint64_t>(grids->shape[0]);
-      for (std::int64_t i = 0; i < grids->shape[0]; ++i) video_frames += static_cast<std::uint64_t>(2 * g[3 * i]);
-    }
+    count_batch(t, **r);
     if (live) {
-      std::fprintf(stderr, "\r  epoch %d  batches %llu  samples %llu  %.1f samples/s  waiting %.0f%%   ", b.epoch,
-                   static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-                   static_cast<double>(samples) / seconds_since(started), 100 * waited / seconds_since(started));
+      std::fprintf(stderr, "\r  epoch %d  batches %llu  samples %llu  %.1f samples/s  waiting %.0f%%   ", (*r)->epoch,
+                   static_cast<unsigned long long>(t.batches), static_cast<unsigned long long>(t.samples),
+                   static_cast<double>(t.samples) / seconds_since(started), 100 * t.waited / seconds_since(started));
     }
     if (step_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(step_ms * 1000)));
   }
   if (live) std::fputc('\n', stderr);
-  const double seconds = seconds_since(started);
-  const auto errors = loader->errors();
-  const std::string metrics = loader->metrics_json();
-  if (Status closed = loader->close(); !closed.ok()) {  // the trace could not be written
+  t.seconds = seconds_since(started);
+  t.errors = loader.errors();
+  t.metrics = loader.metrics_json();
+  if (Status closed = loader.close(); !closed.ok()) {  // the trace could not be written
     std::fprintf(stderr, "mmfeed run: %s\n", closed.error().to_string().c_str());
-    status = 1;
+    t.status = 1;
   }
-  if (json) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "{\"batches\":%llu,\"samples\":%llu,\"tokens\":%llu,\"images\":%llu,\"videos\":%llu,"
-                  "\"video_frames\":%llu,\"seconds\":%.3f,\"samples_per_s\":%.2f,\"wait_share\":%.4f,"
-                  "\"skipped\":%zu,\"errors\":[",
-                  static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-                  static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(images),
-                  static_cast<unsigned long long>(videos), static_cast<unsigned long long>(video_frames), seconds,
-                  static_cast<double>(samples) / seconds, waited / seconds, errors.size());
-    std::string out = buf;
-    for (std::size_t i = 0; i < errors.size(); ++i) {
-      if (i) out += ",";
-      out += "{\"sample_id\":";
-      append_json_string(out, errors[i].sample_id);
-      out += ",\"stage\":";
-      append_json_string(out, errors[i].stage);
-      out += ",\"reason\":";
-      append_json_string(out, errors[i].reason);
-      out += "}";
-    }
-    out += "],\"metrics\":" + metrics + "}\n";
-    std::fputs(out.c_str(), stdout);
-    return status;
+  return t;
+}
+
+void print_json(const RunTotals& t) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"batches\":%llu,\"samples\":%llu,\"tokens\":%llu,\"images\":%llu,\"videos\":%llu,"
+                "\"video_frames\":%llu,\"seconds\":%.3f,\"samples_per_s\":%.2f,\"wait_share\":%.4f,"
+                "\"skipped\":%zu,\"errors\":[",
+                static_cast<unsigned long long>(t.batches), static_cast<unsigned long long>(t.samples),
+                static_cast<unsigned long long>(t.tokens), static_cast<unsigned long long>(t.images),
+                static_cast<unsigned long long>(t.videos), static_cast<unsigned long long>(t.video_frames), t.seconds,
+                static_cast<double>(t.samples) / t.seconds, t.waited / t.seconds, t.errors.size());
+  std::string out = buf;
+  for (std::size_t i = 0; i < t.errors.size(); ++i) {
+    if (i) out += ",";
+    out += "{\"sample_id\":";
+    append_json_string(out, t.errors[i].sample_id);
+    out += ",\"stage\":";
+    append_json_string(out, t.errors[i].stage);
+    out += ",\"reason\":";
+    append_json_string(out, t.errors[i].reason);
+    out += "}";
   }
-  std::string media = std::to_string(images) + " images";
-  if (videos > 0) media += ", " + std::to_string(videos) + " videos of " + std::to_string(video_frames) + " frames";
+  out += "],\"metrics\":" + t.metrics + "}\n";
+  std::fputs(out.c_str(), stdout);
+}
+
+void print_summary(const RunTotals& t, const RunFlags& flags) {
+  std::string media = std::to_string(t.images) + " images";
+  if (t.videos > 0) {
+    media += ", " + std::to_string(t.videos) + " videos of " + std::to_string(t.video_frames) + " frames";
+  }
   std::printf("loaded %llu samples in %llu batches (%llu tokens, %s) in %.2f s: %.1f samples/s\n",
-              static_cast<unsigned long long>(samples), static_cast<unsigned long long>(batches),
-              static_cast<unsigned long long>(tokens), media.c_str(), seconds, static_cast<double>(samples) / seconds);
-  std::printf("the consumer waited %.0f%% of the run%s\n", 100 * waited / seconds,
-              step_ms > 0 ? " (with the simulated trainer step)" : " (no trainer step: it only waits)");
-  std::printf("skipped %zu samples\n", errors.size());
-  for (std::size_t i = 0; i < errors.size() && i < 10; ++i) {
-    std::printf("  %s [%s] %s\n", errors[i].sample_id.c_str(), errors[i].stage.c_str(), errors[i].reason.c_str());
+              static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.batches),
+              static_cast<unsigned long long>(t.tokens), media.c_str(), t.seconds,
+              static_cast<double>(t.samples) / t.seconds);
+  std::printf("the consumer waited %.0f%% of the run%s\n", 100 * t.waited / t.seconds,
+              flags.step_ms > 0 ? " (with the simulated trainer step)" : " (no trainer step: it only waits)");
+  std::printf("skipped %zu samples\n", t.errors.size());
+  for (std::size_t i = 0; i < t.errors.size() && i < 10; ++i) {
+    std::printf("  %s [%s] %s\n", t.errors[i].sample_id.c_str(), t.errors[i].stage.c_str(), t.errors[i].reason.c_str());
   }
-  if (!config.trace_path.empty() && status == 0) {
-    std::printf("trace written to %s (open it in ui.perfetto.dev)\n", config.trace_path.c_str());
+  if (!flags.config.trace_path.empty() && t.status == 0) {
+    std::printf("trace written to %s (open it in ui.perfetto.dev)\n", flags.config.trace_path.c_str());
   }
-  return status;
+}
+
+}  // namespace
+
+int run_loader(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(run_usage().c_str(), stdout);
+      return 0;
+    }
+  }
+  RunFlags flags;
+  if (Status st = parse_run_args(flags, argc, argv); !st.ok()) {
+    std::fprintf(stderr, "mmfeed run: %s\n\n%s", st.error().to_string().c_str(), run_usage().c_str());
+    return 2;
+  }
+  if (!flags.ray.address.empty()) return run_on_ray(flags.config, flags.ray, flags.step_ms, flags.json);
+  if (flags.ray.actors != RayFlags{}.actors || flags.ray.actor_cpus != RayFlags{}.actor_cpus ||
+      flags.ray.store_bytes != RayFlags{}.store_bytes) {
+    std::fprintf(stderr, "mmfeed run: --ray-actors, --ray-actor-cpus and --ray-store-bytes need --ray ADDRESS\n");
+    return 2;
+  }
+  auto opened = Loader::open(flags.config);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "mmfeed run: %s\n", opened.error().to_string().c_str());
+    return 2;
+  }
+  const RunTotals totals = drain(**opened, flags.step_ms, !flags.json && isatty(STDERR_FILENO));
+  if (flags.json) {
+    print_json(totals);
+  } else {
+    print_summary(totals, flags);
+  }
+  return totals.status;
 }
 
 }  // namespace mmfeed::tools

@@ -125,66 +125,8 @@ class PyImageProcessor {
   ImageProcessor proc_;
 };
 
-}  // namespace
-
-void bind_vision(nb::module_& m) {
-  nb::class_<PyImageProcessor>(m, "_ImageProcessor")
-      .def(nb::init<const std::string&, const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>,
-                    std::optional<int>, std::optional<int>, std::optional<std::vector<float>>,
-                    std::optional<std::vector<float>>, bool, const std::string&, const std::string&, const std::string&,
-                    int, bool>(),
-           nb::arg("model"), nb::arg("backend"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(),
-           nb::arg("patch_size").none(), nb::arg("merge_size").none(), nb::arg("image_mean").none(),
-           nb::arg("image_std").none(), nb::arg("exif"), nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"),
-           nb::arg("threads"), nb::arg("fast"))
-      .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
-      .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
-  m.def(
-      "resize",
-      [](U8Array image, int width, int height, const std::string& filter, const std::string& kernel) {
-        if (image.ndim() != 3 || image.shape(2) < 1 || image.shape(2) > 4) {
-          throw nb::value_error("resize takes a uint8 array (height, width, channels 1-4)");
-        }
-        if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
-        const ResizeFilter f = choice_of<ResizeFilter>(filter, "filter");
-        const ImageKernel k = choice_of<ImageKernel>(kernel, "kernel");
-        const int channels = static_cast<int>(image.shape(2));
-        const std::size_t bytes = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * channels;
-        auto* out = new std::uint8_t[bytes];
-        nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
-        Status st;
-        {
-          nb::gil_scoped_release release;
-          st = resize_image(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)), channels,
-                            out, width, height, f, k);
-        }
-        python::raise_if_error(st);
-        return nb::ndarray<nb::numpy, std::uint8_t>(
-            out,
-            {static_cast<std::size_t>(height), static_cast<std::size_t>(width), static_cast<std::size_t>(channels)},
-            owner);
-      },
-      nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic", nb::arg("kernel") = "auto",
-      "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); "
-      "'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.");
-  m.def(
-      "decode",
-      [](nb::bytes data, bool exif, const std::string& alpha) {
-        const AlphaPolicy a = choice_of<AlphaPolicy>(alpha, "alpha");
-        Result<RgbPixels> r = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          r = decode_image({reinterpret_cast<const std::uint8_t*>(data.c_str()), data.size()}, exif, a);
-        }
-        auto* img = new RgbPixels(value_or_raise(std::move(r)));
-        nb::capsule owner(img, [](void* p) noexcept { delete static_cast<RgbPixels*>(p); });
-        return nb::ndarray<nb::numpy, std::uint8_t>(
-            img->pixels.data(), {static_cast<std::size_t>(img->height), static_cast<std::size_t>(img->width), 3},
-            owner);
-      },
-      nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
-      "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
-      "open + exif_transpose + convert('RGB') (alpha per policy).");
+// Videos: probing, decoding, frame plans and the models' video recipes.
+void bind_videos(nb::module_& m) {
   m.def("video_libraries", &video_libraries,
         "The FFmpeg libraries videos are decoded with, or why this build has none.");
   m.def(
@@ -283,6 +225,69 @@ void bind_vision(nb::module_& m) {
       "qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with "
       "the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's "
       "second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.");
+}
+
+}  // namespace
+
+void bind_vision(nb::module_& m) {
+  bind_videos(m);
+  nb::class_<PyImageProcessor>(m, "_ImageProcessor")
+      .def(nb::init<const std::string&, const std::string&, std::optional<std::int64_t>, std::optional<std::int64_t>,
+                    std::optional<int>, std::optional<int>, std::optional<std::vector<float>>,
+                    std::optional<std::vector<float>>, bool, const std::string&, const std::string&, const std::string&,
+                    int, bool>(),
+           nb::arg("model"), nb::arg("backend"), nb::arg("min_pixels").none(), nb::arg("max_pixels").none(),
+           nb::arg("patch_size").none(), nb::arg("merge_size").none(), nb::arg("image_mean").none(),
+           nb::arg("image_std").none(), nb::arg("exif"), nb::arg("alpha"), nb::arg("output"), nb::arg("kernel"),
+           nb::arg("threads"), nb::arg("fast"))
+      .def("process", &PyImageProcessor::process, nb::arg("images"), nb::arg("alphas").none() = nb::none())
+      .def("plan", &PyImageProcessor::plan, nb::arg("height"), nb::arg("width"));
+  m.def(
+      "resize",
+      [](U8Array image, int width, int height, const std::string& filter, const std::string& kernel) {
+        if (image.ndim() != 3 || image.shape(2) < 1 || image.shape(2) > 4) {
+          throw nb::value_error("resize takes a uint8 array (height, width, channels 1-4)");
+        }
+        if (width <= 0 || height <= 0) throw nb::value_error("width and height must be positive");
+        const ResizeFilter f = choice_of<ResizeFilter>(filter, "filter");
+        const ImageKernel k = choice_of<ImageKernel>(kernel, "kernel");
+        const int channels = static_cast<int>(image.shape(2));
+        const std::size_t bytes = static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * channels;
+        auto* out = new std::uint8_t[bytes];
+        nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+        Status st;
+        {
+          nb::gil_scoped_release release;
+          st = resize_image(image.data(), static_cast<int>(image.shape(1)), static_cast<int>(image.shape(0)), channels,
+                            out, width, height, f, k);
+        }
+        python::raise_if_error(st);
+        return nb::ndarray<nb::numpy, std::uint8_t>(
+            out,
+            {static_cast<std::size_t>(height), static_cast<std::size_t>(width), static_cast<std::size_t>(channels)},
+            owner);
+      },
+      nb::arg("image"), nb::arg("width"), nb::arg("height"), nb::arg("filter") = "bicubic", nb::arg("kernel") = "auto",
+      "Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); "
+      "'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.");
+  m.def(
+      "decode",
+      [](nb::bytes data, bool exif, const std::string& alpha) {
+        const AlphaPolicy a = choice_of<AlphaPolicy>(alpha, "alpha");
+        Result<RgbPixels> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = decode_image({reinterpret_cast<const std::uint8_t*>(data.c_str()), data.size()}, exif, a);
+        }
+        auto* img = new RgbPixels(value_or_raise(std::move(r)));
+        nb::capsule owner(img, [](void* p) noexcept { delete static_cast<RgbPixels*>(p); });
+        return nb::ndarray<nb::numpy, std::uint8_t>(
+            img->pixels.data(), {static_cast<std::size_t>(img->height), static_cast<std::size_t>(img->width), 3},
+            owner);
+      },
+      nb::arg("data"), nb::arg("exif") = true, nb::arg("alpha") = "drop",
+      "Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's "
+      "open + exif_transpose + convert('RGB') (alpha per policy).");
   m.def(
       "normalize_table",
       [](const std::string& model, bool video, const std::string& backend) {

@@ -276,128 +276,163 @@ Result<AudioInfo> probe(std::span<const std::byte> bytes) {
   return info;
 }
 
-Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, const ClipLimits& limits,
-                             Route route) {
-  auto opened = open_stream(bytes, route);
-  if (!opened.ok()) return std::move(opened).error();
-  Stream& s = *opened;
-  auto range = frame_range(crop, s.sample_rate);
-  if (!range.ok()) return std::move(range).error();
-  // The frames a clip may hold: max_seconds of them, and no more than max_bytes of samples.
-  const std::int64_t by_seconds =
-      static_cast<std::int64_t>(std::min(limits.max_seconds * s.sample_rate, 9.2e18));  // within int64
-  const std::int64_t by_bytes = static_cast<std::int64_t>(
-      std::min<std::uint64_t>(limits.max_bytes / sizeof(float), static_cast<std::uint64_t>(INT64_MAX)));
-  const std::int64_t limit = std::min(by_seconds, by_bytes);
-  const std::int64_t stated = static_cast<std::int64_t>(s.stated_seconds * s.sample_rate);
+namespace {
+
+// One decode_mono call over an opened stream: the frames it may hold, and what it has taken.
+class MonoDecode {
+ public:
+  MonoDecode(const Stream& s, FrameRange range, const ClipLimits& limits)
+      : s_(s),
+        range_(range),
+        limits_(limits),
+        by_seconds_(static_cast<std::int64_t>(std::min(limits.max_seconds * s.sample_rate, 9.2e18))),  // in int64
+        limit_(std::min(by_seconds_, static_cast<std::int64_t>(std::min<std::uint64_t>(
+                                         limits.max_bytes / sizeof(float), static_cast<std::uint64_t>(INT64_MAX))))),
+        stated_(static_cast<std::int64_t>(s.stated_seconds * s.sample_rate)),
+        end_(range.count >= 0 ? range.first + range.count : INT64_MAX) {}
+
   // The frames the crop will hold, as far as the container says (0: it does not say).
-  std::int64_t planned = std::max<std::int64_t>(stated - range->first, 0);
-  if (range->count >= 0) planned = stated > 0 ? std::min(range->count, planned) : range->count;
-  const auto too_long = [&](std::int64_t frames) {
-    const std::string seconds = seconds_text(static_cast<double>(frames) / s.sample_rate);
-    if (frames > by_seconds) {
+  std::int64_t planned() const {
+    std::int64_t planned = std::max<std::int64_t>(stated_ - range_.first, 0);
+    if (range_.count >= 0) planned = stated_ > 0 ? std::min(range_.count, planned) : range_.count;
+    return planned;
+  }
+  // The frames a clip may hold: max_seconds of them, and no more than max_bytes of samples.
+  std::int64_t limit() const { return limit_; }
+
+  Error too_long(std::int64_t frames) const {
+    const std::string seconds = seconds_text(static_cast<double>(frames) / s_.sample_rate);
+    if (frames > by_seconds_) {
       return Error(ErrorCode::kResourceExhausted, "audio: " + seconds + " s to load, over the limit of " +
-                                                      seconds_text(limits.max_seconds) + " s (max_seconds)");
+                                                      seconds_text(limits_.max_seconds) + " s (max_seconds)");
     }
     return Error(ErrorCode::kResourceExhausted,
-                 "audio: " + seconds + " s at " + std::to_string(s.sample_rate) + " Hz are " +
+                 "audio: " + seconds + " s at " + std::to_string(s_.sample_rate) + " Hz are " +
                      std::to_string(static_cast<std::uint64_t>(frames) * sizeof(float)) +
-                     " bytes of samples, more than the " + std::to_string(limits.max_bytes) + " a clip may hold");
-  };
-  if (planned > limit) return too_long(planned);
-
-  auto decoder = media::open_decoder(s.stream, s.codec, "audio");
-  if (!decoder.ok()) return std::move(decoder).error();
-  media::PacketPtr packet(av_packet_alloc());
-  media::FramePtr frame(av_frame_alloc());
-  if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "audio: cannot allocate a packet");
-
-  if (s.demuxer == "wav" && wav_cut_short(bytes)) {
-    return Error(ErrorCode::kCorruptData, "audio: truncated: the WAV data chunk states more bytes than the file holds");
+                     " bytes of samples, more than the " + std::to_string(limits_.max_bytes) + " a clip may hold");
   }
-  Waveform out;
-  out.sample_rate = s.sample_rate;
-  out.samples.reserve(static_cast<std::size_t>(std::clamp<std::int64_t>(planned, 0, limit)));
-  const std::int64_t end = range->count >= 0 ? range->first + range->count : INT64_MAX;
-  std::int64_t position = 0;  // frames decoded so far
-  std::vector<float> interleaved;
-  bool finite = true;
 
-  const auto take = [&](AVFrame* f) -> Status {
-    if (f->sample_rate != s.sample_rate || f->ch_layout.nb_channels != s.channels) {
+  // Every packet of the stream through `decoder` until the crop's end, then the waveform.
+  Result<Waveform> run(AVCodecContext* decoder, AVPacket* packet, AVFrame* frame) {
+    out_.sample_rate = s_.sample_rate;
+    out_.samples.reserve(static_cast<std::size_t>(std::clamp<std::int64_t>(planned(), 0, limit_)));
+    int status = 0;
+    while (position_ < end_ && (status = av_read_frame(s_.file->format(), packet)) >= 0) {
+      if (packet->stream_index == s_.index) {
+        const int sent = avcodec_send_packet(decoder, packet);
+        av_packet_unref(packet);
+        if (sent < 0 && sent != AVERROR(EAGAIN)) return broken(sent);
+        if (Status st = drain(decoder, frame); !st.ok()) return st.error();
+      } else {
+        av_packet_unref(packet);
+      }
+    }
+    if (position_ < end_) {
+      if (status < 0 && status != AVERROR_EOF) {
+        return Error(ErrorCode::kCorruptData, "audio: the container is damaged (" + av_message(status) + ")");
+      }
+      avcodec_send_packet(decoder, nullptr);
+      if (Status st = drain(decoder, frame); !st.ok()) return st.error();
+      if (states_exact_length(s_.demuxer) && stated_ > 0 && position_ < stated_) return broken(AVERROR_EOF);
+    }
+    if (!finite_) return Error(ErrorCode::kCorruptData, "audio: the samples are not finite everywhere (NaN or Inf)");
+    if (out_.samples.empty()) {
+      return Error(ErrorCode::kCorruptData, range_.first > 0 && position_ > 0
+                                                ? "audio: audio_start is past the clip's end (" +
+                                                      seconds_text(static_cast<double>(position_) / s_.sample_rate) +
+                                                      " s)"
+                                                : "audio: the stream holds no samples");
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // The frame's samples within the crop, mixed to mono onto the waveform.
+  Status take(AVFrame* f) {
+    if (f->sample_rate != s_.sample_rate || f->ch_layout.nb_channels != s_.channels) {
       return Error(ErrorCode::kUnsupported, "audio: the stream changes its sample rate or channels midway");
     }
     if (!known_format(f->format)) {
       return Error(ErrorCode::kUnsupported, std::string("audio: sample format ") +
                                                 av_get_sample_fmt_name(static_cast<AVSampleFormat>(f->format)));
     }
-    const std::int64_t from = std::max(range->first, position);
-    const std::int64_t to = std::min(end, position + f->nb_samples);
+    const std::int64_t from = std::max(range_.first, position_);
+    const std::int64_t to = std::min(end_, position_ + f->nb_samples);
     if (to > from) {
-      const std::int64_t held = static_cast<std::int64_t>(out.samples.size()) + (to - from);
-      if (held > limit) return too_long(held);
+      const std::int64_t held = static_cast<std::int64_t>(out_.samples.size()) + (to - from);
+      if (held > limit_) return too_long(held);
       // Grown as a vector grows, but never past the limit: what is held stays what was checked.
-      if (static_cast<std::size_t>(held) > out.samples.capacity()) {
-        const auto doubled = static_cast<std::int64_t>(2 * out.samples.capacity());
-        out.samples.reserve(static_cast<std::size_t>(std::min(limit, std::max(held, doubled))));
+      if (static_cast<std::size_t>(held) > out_.samples.capacity()) {
+        const auto doubled = static_cast<std::int64_t>(2 * out_.samples.capacity());
+        out_.samples.reserve(static_cast<std::size_t>(std::min(limit_, std::max(held, doubled))));
       }
-      to_float(f, s.channels, s.via_int16, interleaved);
-      const std::size_t first = out.samples.size();
-      out.samples.resize(first + static_cast<std::size_t>(to - from));
-      mix_to_mono(interleaved.data() + static_cast<std::size_t>(from - position) * static_cast<std::size_t>(s.channels),
-                  static_cast<std::size_t>(to - from), s.channels, out.samples.data() + first);
-      for (std::size_t i = first; i < out.samples.size(); ++i) finite = finite && std::isfinite(out.samples[i]);
+      to_float(f, s_.channels, s_.via_int16, interleaved_);
+      const std::size_t first = out_.samples.size();
+      out_.samples.resize(first + static_cast<std::size_t>(to - from));
+      mix_to_mono(
+          interleaved_.data() + static_cast<std::size_t>(from - position_) * static_cast<std::size_t>(s_.channels),
+          static_cast<std::size_t>(to - from), s_.channels, out_.samples.data() + first);
+      for (std::size_t i = first; i < out_.samples.size(); ++i) finite_ = finite_ && std::isfinite(out_.samples[i]);
     }
-    position += f->nb_samples;
+    position_ += f->nb_samples;
     return ok_status();
-  };
+  }
+
   // A decoding error in a container stating its exact length, before that length: cut short.
-  const auto broken = [&](int status) {
-    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) {
-      return Error(ErrorCode::kCorruptData, "audio: truncated: the container states " + std::to_string(stated) +
-                                                " frames, the file holds " + std::to_string(position));
+  Error broken(int status) const {
+    if (states_exact_length(s_.demuxer) && stated_ > 0 && position_ < stated_) {
+      return Error(ErrorCode::kCorruptData, "audio: truncated: the container states " + std::to_string(stated_) +
+                                                " frames, the file holds " + std::to_string(position_));
     }
     return Error(ErrorCode::kCorruptData,
-                 "audio: the " + std::string(s.codec->name) + " stream does not decode (" + av_message(status) + ")");
-  };
-  const auto drain = [&]() -> Status {
+                 "audio: the " + std::string(s_.codec->name) + " stream does not decode (" + av_message(status) + ")");
+  }
+
+  // Every frame the decoder has ready.
+  Status drain(AVCodecContext* decoder, AVFrame* frame) {
     int status = 0;
-    while ((status = avcodec_receive_frame(decoder->get(), frame.get())) >= 0) {
-      Status st = take(frame.get());
-      av_frame_unref(frame.get());
+    while ((status = avcodec_receive_frame(decoder, frame)) >= 0) {
+      Status st = take(frame);
+      av_frame_unref(frame);
       if (!st.ok()) return st;
     }
     if (status != AVERROR(EAGAIN) && status != AVERROR_EOF) return broken(status);
     return ok_status();
-  };
+  }
 
-  int status = 0;
-  while (position < end && (status = av_read_frame(s.file->format(), packet.get())) >= 0) {
-    if (packet->stream_index == s.index) {
-      const int sent = avcodec_send_packet(decoder->get(), packet.get());
-      av_packet_unref(packet.get());
-      if (sent < 0 && sent != AVERROR(EAGAIN)) return broken(sent);
-      if (Status st = drain(); !st.ok()) return st.error();
-    } else {
-      av_packet_unref(packet.get());
-    }
+  const Stream& s_;
+  const FrameRange range_;
+  const ClipLimits& limits_;
+  const std::int64_t by_seconds_;  // max_seconds' frames
+  const std::int64_t limit_;
+  const std::int64_t stated_;  // the frames the container states (0: it does not say)
+  const std::int64_t end_;     // the crop's end frame
+  std::int64_t position_ = 0;  // frames decoded so far
+  std::vector<float> interleaved_;
+  bool finite_ = true;
+  Waveform out_;
+};
+
+}  // namespace
+
+Result<Waveform> decode_mono(std::span<const std::byte> bytes, const Crop& crop, const ClipLimits& limits,
+                             Route route) {
+  auto opened = open_stream(bytes, route);
+  if (!opened.ok()) return std::move(opened).error();
+  const Stream& s = *opened;
+  auto range = frame_range(crop, s.sample_rate);
+  if (!range.ok()) return std::move(range).error();
+  MonoDecode decode(s, *range, limits);
+  if (decode.planned() > decode.limit()) return decode.too_long(decode.planned());
+  auto decoder = media::open_decoder(s.stream, s.codec, "audio");
+  if (!decoder.ok()) return std::move(decoder).error();
+  media::PacketPtr packet(av_packet_alloc());
+  media::FramePtr frame(av_frame_alloc());
+  if (!packet || !frame) return Error(ErrorCode::kResourceExhausted, "audio: cannot allocate a packet");
+  if (s.demuxer == "wav" && wav_cut_short(bytes)) {
+    return Error(ErrorCode::kCorruptData, "audio: truncated: the WAV data chunk states more bytes than the file holds");
   }
-  if (position < end) {
-    if (status < 0 && status != AVERROR_EOF) {
-      return Error(ErrorCode::kCorruptData, "audio: the container is damaged (" + av_message(status) + ")");
-    }
-    avcodec_send_packet(decoder->get(), nullptr);
-    if (Status st = drain(); !st.ok()) return st.error();
-    if (states_exact_length(s.demuxer) && stated > 0 && position < stated) return broken(AVERROR_EOF);
-  }
-  if (!finite) return Error(ErrorCode::kCorruptData, "audio: the samples are not finite everywhere (NaN or Inf)");
-  if (out.samples.empty()) {
-    return Error(ErrorCode::kCorruptData, range->first > 0 && position > 0
-                                              ? "audio: audio_start is past the clip's end (" +
-                                                    seconds_text(static_cast<double>(position) / s.sample_rate) + " s)"
-                                              : "audio: the stream holds no samples");
-  }
-  return out;
+  return decode.run(decoder->get(), packet.get(), frame.get());
 }
 
 #endif

@@ -181,33 +181,60 @@ class ParquetReader {
         parquet::ParquetFileReader::Open(std::move(source), parquet::ReaderProperties(&pool_));
     const std::shared_ptr<parquet::FileMetaData> meta = file->metadata();
     parquet::ParquetFileReader& raw = *file;
-    // Strings stored by dictionary alone are read as a dictionary: a value that every row refers
-    // to is held once, as the file holds it, not once a row. (A chunk that fell back to PLAIN
-    // pages, as writers do once the dictionary grows, is read densely: faster, and its pages
-    // state their own sizes; the pool still counts what it decodes to.)
-    parquet::ArrowReaderProperties properties;
+    auto made = parquet::arrow::FileReader::Make(&pool_, std::move(file), dictionary_reads(*meta));
+    if (!made.ok()) return arrow_error(made.status(), name);
+    std::unique_ptr<parquet::arrow::FileReader> reader = std::move(made).ValueOrDie();
+    std::shared_ptr<arrow::Schema> schema;
+    if (auto s = reader->GetSchema(&schema); !s.ok()) return arrow_error(s, name);
+    std::vector<Column> columns;
+    const std::vector<int> leaves = plan_columns(*schema, *meta->schema(), columns);
+    MMFEED_RETURN_IF_ERROR(bound_read_bytes(*meta, leaves, name));
+    std::uint64_t file_row = 0;
     for (int g = 0; g < meta->num_row_groups(); ++g) {
-      const auto rg = meta->RowGroup(g);
+      const std::string where = name + " (row group " + std::to_string(g) + ")";
+      auto read = reader->ReadRowGroup(g, leaves);
+      if (!read.ok()) return arrow_error(read.status(), where);
+      auto combined = (*read)->CombineChunks();
+      if (!combined.ok()) return arrow_error(combined.status(), where);
+      const std::shared_ptr<arrow::Table> table = *combined;
+      ImageChunks images(columns.size());
+      MMFEED_RETURN_IF_ERROR(image_chunks(raw, meta, g, columns, where, images));
+      MMFEED_RETURN_IF_ERROR(check_strings(*table, where));
+      for (std::int64_t r = 0; r < table->num_rows(); ++r, ++file_row) {
+        MMFEED_RETURN_IF_ERROR(write_row(index, file_row, static_cast<std::uint64_t>(r), *table, columns, images.pages,
+                                         images.chunk_ids, images.embedded, name));
+      }
+    }
+    return ok_status();
+  }
+
+  // Strings stored by dictionary alone are read as a dictionary: a value that every row refers
+  // to is held once, as the file holds it, not once a row. (A chunk that fell back to PLAIN
+  // pages, as writers do once the dictionary grows, is read densely: faster, and its pages
+  // state their own sizes; the pool still counts what it decodes to.)
+  static parquet::ArrowReaderProperties dictionary_reads(const parquet::FileMetaData& meta) {
+    parquet::ArrowReaderProperties properties;
+    for (int g = 0; g < meta.num_row_groups(); ++g) {
+      const auto rg = meta.RowGroup(g);
       for (int c = 0; c < rg->num_columns(); ++c) {
         const auto chunk = rg->ColumnChunk(c);
-        if (meta->schema()->Column(c)->physical_type() == parquet::Type::BYTE_ARRAY && chunk->has_dictionary_page() &&
+        if (meta.schema()->Column(c)->physical_type() == parquet::Type::BYTE_ARRAY && chunk->has_dictionary_page() &&
             !has_plain_data_pages(*chunk)) {
           properties.set_read_dictionary(c, true);
         }
       }
     }
-    auto made = parquet::arrow::FileReader::Make(&pool_, std::move(file), properties);
-    if (!made.ok()) return arrow_error(made.status(), name);
-    std::unique_ptr<parquet::arrow::FileReader> reader = std::move(made).ValueOrDie();
-    std::shared_ptr<arrow::Schema> schema;
-    if (auto s = reader->GetSchema(&schema); !s.ok()) return arrow_error(s, name);
+    return properties;
+  }
 
-    std::vector<Column> columns;
-    for (int f = 0; f < schema->num_fields(); ++f) {
-      columns.push_back({f, schema->field(f)->name(), image_column(*schema->field(f)->type()), -1});
+  // The file's top-level columns (into `columns`, each image column with its bytes' leaf), and
+  // the leaves read at open: every leaf but the images' bytes.
+  static std::vector<int> plan_columns(const arrow::Schema& schema, const parquet::SchemaDescriptor& pschema,
+                                       std::vector<Column>& columns) {
+    for (int f = 0; f < schema.num_fields(); ++f) {
+      columns.push_back({f, schema.field(f)->name(), image_column(*schema.field(f)->type()), -1});
     }
-    std::vector<int> leaves;  // every leaf but the images' bytes
-    const parquet::SchemaDescriptor& pschema = *meta->schema();
+    std::vector<int> leaves;
     for (int c = 0; c < pschema.num_columns(); ++c) {
       const std::vector<std::string> path = pschema.Column(c)->path()->ToDotVector();
       auto col = std::find_if(columns.begin(), columns.end(), [&](const Column& x) { return x.name == path.front(); });
@@ -217,15 +244,19 @@ class ParquetReader {
         leaves.push_back(c);
       }
     }
-    // The columns read at open are bounded before they are read: their pages' bytes, and what
-    // their values take decoded (the pool then counts what decoding really holds).
-    for (int g = 0; g < meta->num_row_groups(); ++g) {
-      const auto rg = meta->RowGroup(g);
+    return leaves;
+  }
+
+  // The columns read at open are bounded before they are read: their pages' bytes, and what
+  // their values take decoded (the pool then counts what decoding really holds).
+  Status bound_read_bytes(const parquet::FileMetaData& meta, const std::vector<int>& leaves, const std::string& name) {
+    for (int g = 0; g < meta.num_row_groups(); ++g) {
+      const auto rg = meta.RowGroup(g);
       for (int c : leaves) {
         const auto chunk = rg->ColumnChunk(c);
         read_bytes_ += static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk->total_uncompressed_size())) +
                        static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk->num_values())) *
-                           decoded_bytes_per_value(*pschema.Column(c));
+                           decoded_bytes_per_value(*meta.schema()->Column(c));
       }
     }
     if (read_bytes_ > limit_) {
@@ -235,53 +266,54 @@ class ParquetReader {
                        "); split it, or raise the limit",
                    name);
     }
-    std::uint64_t file_row = 0;
-    for (int g = 0; g < meta->num_row_groups(); ++g) {
-      const std::string where = name + " (row group " + std::to_string(g) + ")";
-      auto read = reader->ReadRowGroup(g, leaves);
-      if (!read.ok()) return arrow_error(read.status(), where);
-      auto combined = (*read)->CombineChunks();
-      if (!combined.ok()) return arrow_error(combined.status(), where);
-      const std::shared_ptr<arrow::Table> table = *combined;
-      const auto rg = meta->RowGroup(g);
-      // Each image column's chunk: its pages, and whether it holds bytes at all.
-      std::vector<std::optional<ChunkPages>> pages(columns.size());
-      std::vector<std::uint32_t> chunk_ids(columns.size());
-      std::vector<bool> embedded(columns.size());
-      for (std::size_t k = 0; k < columns.size(); ++k) {
-        const Column& col = columns[k];
-        if (col.bytes_leaf < 0) continue;
-        const auto chunk = rg->ColumnChunk(col.bytes_leaf);
-        const auto stats = chunk->is_stats_set() ? chunk->statistics() : nullptr;
-        embedded[k] = !(stats && stats->HasNullCount() && stats->null_count() >= chunk->num_values());
-        if (!embedded[k]) continue;
-        MMFEED_ASSIGN_OR_RETURN(pages[k], pages_of(raw, *chunk, g, col.bytes_leaf, where));
-        auto shared = std::make_shared<ParquetChunk>();
-        shared->meta = meta;
-        shared->descr = meta->schema()->Column(col.bytes_leaf);
-        shared->codec = chunk->compression();
-        shared->num_values = chunk->num_values();
-        shared->column = col.name;
-        chunk_ids[k] = static_cast<std::uint32_t>(m_.chunks.size());
-        m_.chunks.push_back(std::move(shared));
-      }
-      // The row group's text, at least its strings as written out, is checked before any of it
-      // is: a few bytes of dictionary indices may stand for gigabytes of repeated values.
-      std::uint64_t strings = 0;
-      for (const auto& column : table->columns()) {
-        for (const auto& chunk : column->chunks()) strings += written_string_bytes(*chunk);
-      }
-      if (strings > static_cast<std::uint64_t>(std::max<std::int64_t>(0, pool_.left()))) {
-        return Error(ErrorCode::kResourceExhausted,
-                     "its rows hold " + std::to_string(strings) +
-                         " bytes of strings written out, more than max_manifest_bytes (" + std::to_string(limit_) +
-                         ") leaves; split it, or raise the limit",
-                     where);
-      }
-      for (std::int64_t r = 0; r < table->num_rows(); ++r, ++file_row) {
-        MMFEED_RETURN_IF_ERROR(write_row(index, file_row, static_cast<std::uint64_t>(r), *table, columns, pages,
-                                         chunk_ids, embedded, name));
-      }
+    return ok_status();
+  }
+
+  // A row group's image column chunks, by column: their pages, their place in m_.chunks, and
+  // whether they hold bytes at all.
+  struct ImageChunks {
+    explicit ImageChunks(std::size_t columns) : pages(columns), chunk_ids(columns), embedded(columns) {}
+    std::vector<std::optional<ChunkPages>> pages;
+    std::vector<std::uint32_t> chunk_ids;
+    std::vector<bool> embedded;
+  };
+
+  Status image_chunks(parquet::ParquetFileReader& raw, const std::shared_ptr<parquet::FileMetaData>& meta, int g,
+                      const std::vector<Column>& columns, const std::string& where, ImageChunks& out) {
+    const auto rg = meta->RowGroup(g);
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      const Column& col = columns[k];
+      if (col.bytes_leaf < 0) continue;
+      const auto chunk = rg->ColumnChunk(col.bytes_leaf);
+      const auto stats = chunk->is_stats_set() ? chunk->statistics() : nullptr;
+      out.embedded[k] = !(stats && stats->HasNullCount() && stats->null_count() >= chunk->num_values());
+      if (!out.embedded[k]) continue;
+      MMFEED_ASSIGN_OR_RETURN(out.pages[k], pages_of(raw, *chunk, g, col.bytes_leaf, where));
+      auto shared = std::make_shared<ParquetChunk>();
+      shared->meta = meta;
+      shared->descr = meta->schema()->Column(col.bytes_leaf);
+      shared->codec = chunk->compression();
+      shared->num_values = chunk->num_values();
+      shared->column = col.name;
+      out.chunk_ids[k] = static_cast<std::uint32_t>(m_.chunks.size());
+      m_.chunks.push_back(std::move(shared));
+    }
+    return ok_status();
+  }
+
+  // The row group's text, at least its strings as written out, is checked before any of it
+  // is: a few bytes of dictionary indices may stand for gigabytes of repeated values.
+  Status check_strings(const arrow::Table& table, const std::string& where) const {
+    std::uint64_t strings = 0;
+    for (const auto& column : table.columns()) {
+      for (const auto& chunk : column->chunks()) strings += written_string_bytes(*chunk);
+    }
+    if (strings > static_cast<std::uint64_t>(std::max<std::int64_t>(0, pool_.left()))) {
+      return Error(ErrorCode::kResourceExhausted,
+                   "its rows hold " + std::to_string(strings) +
+                       " bytes of strings written out, more than max_manifest_bytes (" + std::to_string(limit_) +
+                       ") leaves; split it, or raise the limit",
+                   where);
     }
     return ok_status();
   }

@@ -54,9 +54,8 @@ Status check_omni_template(text::ChatTemplate tmpl, const ModelRow& model, const
   return ok_status();
 }
 
-}  // namespace
-
-Result<Settings> check_config(const LoaderConfig& config) {
+// The sources: manifests, roots, a blend's weights, the per-manifest lists.
+Status check_sources(const LoaderConfig& config) {
   if (config.manifests.empty()) return config_error("manifests", "no manifest given");
   if (config.tokenizer.empty()) return config_error("tokenizer", "no tokenizer.json given");
   if (config.media_root.size() > 1 && config.media_root.size() != config.manifests.size()) {
@@ -91,6 +90,11 @@ Result<Settings> check_config(const LoaderConfig& config) {
                                      std::to_string(config.manifests.size()) + " manifests: give one per manifest");
     }
   }
+  return ok_status();
+}
+
+// The batches: their size, packing, ranks, epochs and end.
+Status check_batches(const LoaderConfig& config) {
   if (config.batch_size == 0) return config_error("batch_size", "must be positive");
   if (config.token_budget > 0 && config.pack_window == 0) return config_error("pack_window", "must be positive");
   // Packed rows carry int32 offsets (cu_seq_lens_q, cu_seqlens), as flash attention takes them.
@@ -114,6 +118,11 @@ Result<Settings> check_config(const LoaderConfig& config) {
                                             std::string(config.token_budget > 0 ? "pack_window (" : "batch_size (") +
                                             std::to_string(group) + "), not " + std::to_string(config.end_position));
   }
+  return ok_status();
+}
+
+// Threads, memory and the device.
+Status check_resources(const LoaderConfig& config) {
   if (config.workers < 0 || config.workers > kMaxWorkers) {
     return config_error("workers", "must be 1 to " + std::to_string(kMaxWorkers) + ", or 0 (auto), not " +
                                        std::to_string(config.workers));
@@ -145,10 +154,11 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("pin_device", std::to_string(config.pin_device) + " names no device (" + cuda.describe() + ")");
   }
   if (config.cuda_device < -1) return config_error("cuda_device", "must be a device index, or -1 for host batches");
-  Settings out;
-  out.options = config;
-  if (config.cuda_device >= 0 && config.pin_device < 0) out.options.pin_device = config.cuda_device;
-  if (config.workers == 0) out.options.workers = auto_workers(core::usable_cpus(), std::getenv("LOCAL_WORLD_SIZE"));
+  return ok_status();
+}
+
+// The model's row and what it sets: images, videos, the chat template, audio.
+Status media_settings(const LoaderConfig& config, Settings& out) {
   auto model = find_model(config.model);
   if (!model.ok()) return config_error("model", model.error().message());
   out.model = *model;
@@ -171,6 +181,11 @@ Result<Settings> check_config(const LoaderConfig& config) {
     return config_error("use_audio_in_video",
                         "needs a model with audio (" + model_names(true) + "), not \"" + config.model + "\"");
   }
+  return ok_status();
+}
+
+// source_max_pixels and source_chat_template, one per manifest.
+Status source_settings(const LoaderConfig& config, Settings& out) {
   for (std::size_t i = 0; i < config.source_max_pixels.size(); ++i) {
     const std::int64_t max = config.source_max_pixels[i];
     vision::ProcessorConfig& v = out.source_vision.emplace_back(out.vision);
@@ -192,14 +207,35 @@ Result<Settings> check_config(const LoaderConfig& config) {
     MMFEED_RETURN_IF_ERROR(check_omni_template(*t, *out.model, "source_chat_template"));
     out.source_templates.push_back(*t);
   }
-  out.sft.max_length = config.max_length;
-  out.sft.truncation = config.truncation;
-  out.sft.labels = config.labels;
-  out.sft.merge_size = out.vision.profile.merge_size;
+  return ok_status();
+}
+
+text::SftOptions sft_options(const LoaderConfig& config, const Settings& out) {
+  text::SftOptions sft;
+  sft.max_length = config.max_length;
+  sft.truncation = config.truncation;
+  sft.labels = config.labels;
+  sft.merge_size = out.vision.profile.merge_size;
   // The Omni templates step by their own model's rate and order of arithmetic (chat_encode.cc).
-  out.sft.tokens_per_second = out.model->audio == AudioEncoder::kNone ? out.model->tokens_per_second : 0;
-  out.sft.train_reasoning = config.train_reasoning;
-  out.sft.mrope_position_ids = config.mrope;
+  sft.tokens_per_second = out.model->audio == AudioEncoder::kNone ? out.model->tokens_per_second : 0;
+  sft.train_reasoning = config.train_reasoning;
+  sft.mrope_position_ids = config.mrope;
+  return sft;
+}
+
+}  // namespace
+
+Result<Settings> check_config(const LoaderConfig& config) {
+  MMFEED_RETURN_IF_ERROR(check_sources(config));
+  MMFEED_RETURN_IF_ERROR(check_batches(config));
+  MMFEED_RETURN_IF_ERROR(check_resources(config));
+  Settings out;
+  out.options = config;
+  if (config.cuda_device >= 0 && config.pin_device < 0) out.options.pin_device = config.cuda_device;
+  if (config.workers == 0) out.options.workers = auto_workers(core::usable_cpus(), std::getenv("LOCAL_WORLD_SIZE"));
+  MMFEED_RETURN_IF_ERROR(media_settings(config, out));
+  MMFEED_RETURN_IF_ERROR(source_settings(config, out));
+  out.sft = sft_options(config, out);
   return out;
 }
 

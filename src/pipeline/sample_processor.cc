@@ -252,14 +252,38 @@ void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const 
 void SampleProcessor::process(Work& w, bool defer_images) const {
   core::TraceSpan span(trace_, "process sample", "cpu", w.id);
   const core::Stopwatch sw;
-  if (!extract_cells(w)) return;
+  if (!extract_cells(w) || !plan_media(w) || !load_audio_clips(w) || !check_pixel_budget(w)) return;
+  // While the tokenizer is still loading (the first samples of a run), the media are decoded
+  // first: that work needs no tokenizer, and a conversation that turns out too long only wastes it.
+  const bool decoded_first = !defer_images && tokenizer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+  if (decoded_first && !decode_media(w, /*account=*/true)) return;
+  auto s = encode_text(w);
+  if (!s.ok()) {
+    w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
+    return;
+  }
+  if (!check_trainable(w, *s)) return;
+  drop_truncated_media(w, *s);
+  if (!check_token_budget(w, *s)) return;
+  w.input_ids = std::move(s->input_ids);
+  w.labels = std::move(s->labels);
+  w.mrope = std::move(s->position_ids);
+  if (!defer_images && !decoded_first && !decode_media(w, /*account=*/true)) return;
+  std::size_t media_bytes = 0;
+  for (const vision::Resized& r : w.resized) media_bytes += r.image.pixels.size();
+  for (const vision::ResizedVideo& r : w.resized_videos) media_bytes += r.frames.size();
+  hold(w, static_cast<std::int64_t>(media_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
+  process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+}
+
+bool SampleProcessor::plan_media(Work& w) const {
   for (std::size_t i = 0; i < w.image_count; ++i) {
     auto info = vision::probe(bytes_of(w, i));
     Result<vision::Grid> grid = info.ok() ? images_of(w).plan(*info) : Result<vision::Grid>(info.error());
     if (!grid.ok()) {
       w.error = SampleError{w.id, "image", grid.error().with_context(w.media[i].to_string()).to_string(),
                             grid.error().code()};
-      return;
+      return false;
     }
     w.infos.push_back(*info);
     w.grids.push_back(*grid);
@@ -269,11 +293,14 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     if (!plan.ok()) {
       w.error = SampleError{w.id, "video", plan.error().with_context(w.video_uri(v).to_string()).to_string(),
                             plan.error().code()};
-      return;
+      return false;
     }
     w.video_plans.push_back(std::move(plan).value());
   }
-  if (!load_audio_clips(w)) return;
+  return true;
+}
+
+bool SampleProcessor::check_pixel_budget(Work& w) const {
   // The pixel rows the batch will hold for this sample, known from the headers before any
   // pixel is decoded: a sample that alone exceeds the byte budget can never be buffered.
   std::uint64_t pixel_bytes = 0;
@@ -292,8 +319,12 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
                               "max_buffered_bytes (" +
                               std::to_string(config_.max_buffered_bytes) + "); lower max_pixels or raise the budget",
                           ErrorCode::kResourceExhausted};
-    return;
+    return false;
   }
+  return true;
+}
+
+Result<text::SftSample> SampleProcessor::encode_text(const Work& w) const {
   std::vector<text::Grid3> grids;
   for (const vision::Grid& g : w.grids) grids.push_back({g.t, g.h, g.w});
   std::vector<text::VideoGrid> video_grids;
@@ -301,15 +332,8 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     video_grids.push_back(
         {{p.grid.t, p.grid.h, p.grid.w}, vision::second_per_grid_t(videos_.profile(), p), p.timestamps, 0});
   }
-  // While the tokenizer is still loading (the first samples of a run), the media are decoded
-  // first: that work needs no tokenizer, and a conversation that turns out too long only wastes it.
-  const bool decoded_first = !defer_images && tokenizer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-  if (decoded_first && !decode_media(w, /*account=*/true)) return;
   const auto& tok = tokenizer_.get();  // waits for it once, at the start
-  if (!tok.ok()) {
-    w.error = SampleError{w.id, "text", tok.error().to_string(), tok.error().code()};
-    return;
-  }
+  if (!tok.ok()) return tok.error();
   std::vector<std::int64_t> audio_tokens;
   for (const AudioClip& a : w.audio) {
     if (a.soundtrack)
@@ -317,42 +341,45 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     else
       audio_tokens.push_back(a.tokens);
   }
-  auto s =
-      text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, audio_tokens, sft_);
-  if (!s.ok()) {
-    w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
-    return;
-  }
+  return text::encode_conversation(*(*tok)->tok, w.conversation, template_of(w), grids, video_grids, audio_tokens,
+                                   sft_);
+}
+
+bool SampleProcessor::check_trainable(Work& w, const text::SftSample& s) const {
   // A sample with no token to train adds nothing to the loss but its padding: a batch of them
   // would be a wasted step, or a NaN loss.
-  if (std::none_of(s->labels.begin(), s->labels.end(), [](std::int32_t l) { return l != text::kIgnoreIndex; })) {
+  if (std::none_of(s.labels.begin(), s.labels.end(), [](std::int32_t l) { return l != text::kIgnoreIndex; })) {
     const std::string reason =
-        s->truncated ? "truncated to " + std::to_string(s->input_ids.size()) + " tokens (max_length " +
-                           std::to_string(sft_.max_length) +
-                           "), it keeps no token to train: its answer starts past the cut (raise max_length)"
-                     : "it has no token to train: no assistant turn that the labels policy trains";
+        s.truncated ? "truncated to " + std::to_string(s.input_ids.size()) + " tokens (max_length " +
+                          std::to_string(sft_.max_length) +
+                          "), it keeps no token to train: its answer starts past the cut (raise max_length)"
+                    : "it has no token to train: no assistant turn that the labels policy trains";
     w.error = SampleError{w.id, "text", reason, ErrorCode::kInvalidArgument};
-    return;
+    return false;
   }
+  return true;
+}
+
+void SampleProcessor::drop_truncated_media(Work& w, const text::SftSample& s) const {
   // Truncation dropped trailing media: their bytes go now.
-  if (s->images_kept < w.grids.size()) {
-    w.grids.resize(s->images_kept);
-    if (w.resized.size() > s->images_kept) w.resized.erase(w.resized.begin() + s->images_kept, w.resized.end());
-    for (std::size_t i = s->images_kept; i < w.image_count; ++i) release_bytes(w, i, /*account=*/true);
+  if (s.images_kept < w.grids.size()) {
+    w.grids.resize(s.images_kept);
+    if (w.resized.size() > s.images_kept) w.resized.erase(w.resized.begin() + s.images_kept, w.resized.end());
+    for (std::size_t i = s.images_kept; i < w.image_count; ++i) release_bytes(w, i, /*account=*/true);
   }
-  if (s->videos_kept < w.video_plans.size()) {
-    w.video_plans.resize(s->videos_kept);
-    if (w.resized_videos.size() > s->videos_kept) {
-      w.resized_videos.erase(w.resized_videos.begin() + s->videos_kept, w.resized_videos.end());
+  if (s.videos_kept < w.video_plans.size()) {
+    w.video_plans.resize(s.videos_kept);
+    if (w.resized_videos.size() > s.videos_kept) {
+      w.resized_videos.erase(w.resized_videos.begin() + s.videos_kept, w.resized_videos.end());
     }
-    for (std::size_t v = s->videos_kept; v < w.video_requests.size(); ++v) {
+    for (std::size_t v = s.videos_kept; v < w.video_requests.size(); ++v) {
       release_bytes(w, w.image_count + v, /*account=*/true);
     }
   }
   // Clips of dropped audio items and dropped videos' soundtracks (their bytes went when they
   // were loaded): truncation drops a tail of the media, so those kept stay a prefix.
   const auto kept = [&](const AudioClip& a) {
-    return a.soundtrack ? a.index < s->videos_kept : a.index < s->audios_kept;
+    return a.soundtrack ? a.index < s.videos_kept : a.index < s.audios_kept;
   };
   if (const auto cut = std::find_if_not(w.audio.begin(), w.audio.end(), kept); cut != w.audio.end()) {
     std::int64_t freed = 0;
@@ -361,24 +388,19 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.audio.erase(cut, w.audio.end());
     hold(w, -freed);
   }
-  if (const std::size_t in_row = packed_span(s->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
+}
+
+bool SampleProcessor::check_token_budget(Work& w, const text::SftSample& s) const {
+  if (const std::size_t in_row = packed_span(s.input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
       config_.token_budget > 0 && in_row > config_.token_budget) {
-    const std::string padded = in_row > s->input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
+    const std::string padded = in_row > s.input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
     w.error = SampleError{w.id, "text",
-                          "sample has " + std::to_string(s->input_ids.size()) + " tokens" + padded +
+                          "sample has " + std::to_string(s.input_ids.size()) + " tokens" + padded +
                               ", more than token_budget " + std::to_string(config_.token_budget),
                           ErrorCode::kOutOfRange};
-    return;
+    return false;
   }
-  w.input_ids = std::move(s->input_ids);
-  w.labels = std::move(s->labels);
-  w.mrope = std::move(s->position_ids);
-  if (!defer_images && !decoded_first && !decode_media(w, /*account=*/true)) return;
-  std::size_t media_bytes = 0;
-  for (const vision::Resized& r : w.resized) media_bytes += r.image.pixels.size();
-  for (const vision::ResizedVideo& r : w.resized_videos) media_bytes += r.frames.size();
-  hold(w, static_cast<std::int64_t>(media_bytes + (w.input_ids.size() * 2 + w.mrope.size()) * sizeof(std::int32_t)));
-  process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
+  return true;
 }
 
 bool SampleProcessor::load_audio_clips(Work& w) const {

@@ -82,6 +82,16 @@ class SampleProcessor {
 
  private:
   void hold(Work& w, std::int64_t delta) const;
+  // The steps of process(), each false (with w.error set) when the sample fails it: the images'
+  // grids from their headers and the videos' plans; the pixel rows they make against the byte
+  // budget; the text encoded with them (waiting for the tokenizer); a sample that trains nothing
+  // refused; the media truncation cut released; a sample too long for a packed row refused.
+  bool plan_media(Work& w) const;
+  bool check_pixel_budget(Work& w) const;
+  Result<text::SftSample> encode_text(const Work& w) const;
+  bool check_trainable(Work& w, const text::SftSample& s) const;
+  void drop_truncated_media(Work& w, const text::SftSample& s) const;
+  bool check_token_budget(Work& w, const text::SftSample& s) const;
   // Decodes the sample's Parquet images from their fetched pages into `w.cells` (false, with
   // w.error set, when one does not decode); nothing for a sample without them.
   bool extract_cells(Work& w) const;

@@ -1,7 +1,7 @@
 // A rendered conversation encoded for supervised fine-tuning: tokenized in one piece, each vision
 // pad expanded to its grid's tokens, labels by policy from the rendered spans (the loss mask),
 // truncation that never cuts a vision block, and optional mrope position ids. Rendering is in
-// chat.cc, parsing in conversation.cc. One stage in one file of about 640 lines: a video's
+// chat.cc, parsing in conversation.cc. One stage in one file of about 740 lines: a video's
 // soundtrack (the Omni models' use_audio_in_video) is written by the same token pass that expands
 // the pads and numbered by the same position pass, and its order is decided once for both here.
 #include "text/chat_encode.h"
@@ -294,345 +294,449 @@ std::string grid_text(const Grid3& g) {
   return "(" + std::to_string(g.t) + ", " + std::to_string(g.h) + ", " + std::to_string(g.w) + ")";
 }
 
-}  // namespace
+// One encode_conversation call: the conversation and what was given for its media, and the
+// sample its steps build. encode() runs the steps in order.
+class Encoder {
+ public:
+  Encoder(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl, std::span<const Grid3> image_grids,
+          std::span<const VideoGrid> videos, std::span<const std::int64_t> audio_tokens, const SftOptions& options)
+      : tok_(tok),
+        c_(c),
+        tmpl_(tmpl),
+        image_grids_(image_grids),
+        videos_(videos),
+        audio_tokens_(audio_tokens),
+        options_(options),
+        n_images_(c.count(ContentItem::Type::kImage)),
+        n_videos_(c.count(ContentItem::Type::kVideo)),
+        n_audios_(c.count(ContentItem::Type::kAudio)),
+        timestamped_(timestamps_videos(tmpl)),
+        omni_(takes_audio(tmpl)),
+        tokens_per_second_(omni_ && options.tokens_per_second == 0 ? model_tokens_per_second(tmpl)
+                                                                   : options.tokens_per_second),
+        media_(media_tokens(tmpl)) {}
 
-Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
-                                      std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
-                                      std::span<const std::int64_t> audio_tokens, const SftOptions& options) {
-  const std::size_t n_images = c.count(ContentItem::Type::kImage);
-  const std::size_t n_videos = c.count(ContentItem::Type::kVideo);
-  const std::size_t n_audios = c.count(ContentItem::Type::kAudio);
-  if (n_audios > 0 && !takes_audio(tmpl)) {
-    return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");
+  Result<SftSample> encode() {
+    MMFEED_RETURN_IF_ERROR(check_counts());
+    MMFEED_RETURN_IF_ERROR(check_soundtracks());
+    MMFEED_RETURN_IF_ERROR(plan_grids());
+    MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c_, tmpl_, options_.render));
+    MMFEED_RETURN_IF_ERROR(find_media_blocks(r.text));
+    MMFEED_RETURN_IF_ERROR(check_video_times());
+    MMFEED_RETURN_IF_ERROR(resolve_media_ids());
+    MMFEED_RETURN_IF_ERROR(tokenize(r));
+    MMFEED_RETURN_IF_ERROR(fit_max_length());
+    s_.attention_mask.assign(s_.input_ids.size(), 1);
+    if (options_.mrope_position_ids) MMFEED_RETURN_IF_ERROR(mrope_positions());
+    return std::move(s_);
   }
-  if (n_images != image_grids.size()) {
-    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_images) + " images but " +
-                                                  std::to_string(image_grids.size()) + " image grids were given");
-  }
-  if (n_videos != videos.size()) {
-    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos) + " videos but " +
-                                                  std::to_string(videos.size()) + " video grids were given");
-  }
-  if (n_audios != audio_tokens.size()) {
-    return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_audios) + " audio clips but " +
-                                                  std::to_string(audio_tokens.size()) +
-                                                  " audio token counts were given");
-  }
-  for (std::size_t k = 0; k < audio_tokens.size(); ++k) {
-    if (audio_tokens[k] < 1 || audio_tokens[k] > kMaxMediaTokens) {
-      return Error(ErrorCode::kInvalidArgument, "audio clip " + std::to_string(k) + " has " +
-                                                    std::to_string(audio_tokens[k]) + " audio tokens, not in [1, " +
-                                                    std::to_string(kMaxMediaTokens) + "]");
-    }
-  }
-  for (std::size_t k = 0; k < videos.size(); ++k) {
-    const VideoGrid& v = videos[k];
-    if (v.audio_tokens == 0) continue;
-    if (!takes_audio(tmpl)) {
-      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) +
-                                                    " brings its soundtrack (use_audio_in_video), which only an "
-                                                    "Omni template encodes, not " +
-                                                    std::string(chat_template_name(tmpl)));
-    }
-    if (v.audio_tokens < 0 || v.audio_tokens > kMaxMediaTokens) {
-      return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + "'s soundtrack has " +
-                                                    std::to_string(v.audio_tokens) + " audio tokens, not in [0, " +
-                                                    std::to_string(kMaxMediaTokens) + "]");
-    }
-    if (!(v.second_per_grid_t > 0 && v.second_per_grid_t <= kMaxSecondsPerGroup)) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "video " + std::to_string(k) + " with its soundtrack needs second_per_grid_t in (0, " +
-                       std::to_string(kMaxSecondsPerGroup) + "] (temporal_patch_size / fps), which interleaves them");
-    }
-    if (tmpl == ChatTemplate::kQwen3OmniThinking && options.mrope_position_ids) {  // the merge compares them too
-      for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {        // a larger grid is refused below
-        const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) *
-                         static_cast<float>(model_tokens_per_second(tmpl));
-        if (at != std::trunc(at)) return fractional_position(k, t, at, v.second_per_grid_t);
-      }
-    }
-  }
-  const bool timestamped = timestamps_videos(tmpl);
-  std::vector<Grid3> video_grids;  // one per video pad in the text: per group when timestamped
-  for (std::size_t k = 0; k < videos.size(); ++k) {
-    const VideoGrid& v = videos[k];
-    if (!timestamped || static_cast<std::int64_t>(v.timestamps.size()) != v.grid.t) {
-      video_grids.push_back(v.grid);  // a mismatch is reported after rendering
-      continue;
-    }
-    for (std::int64_t g = 0; g < v.grid.t; ++g) video_grids.push_back({1, v.grid.h, v.grid.w});
-  }
-  if (options.merge_size < 1) {
-    return Error(ErrorCode::kInvalidArgument, "merge_size " + std::to_string(options.merge_size) + " is not positive");
-  }
-  const std::int64_t merge2 = static_cast<std::int64_t>(options.merge_size) * options.merge_size;
-  for (std::span<const Grid3> grids : {image_grids, std::span<const Grid3>(video_grids)}) {
-    for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
-      if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options.merge_size != 0 || g.w % options.merge_size != 0) {
-        return Error(ErrorCode::kInvalidArgument, "grid " + grid_text(g) +
-                                                      " is not positive with h and w multiples of merge_size " +
-                                                      std::to_string(options.merge_size));
-      }
-      if (g.t > kMaxGridSide || g.h > kMaxGridSide || g.w > kMaxGridSide ||
-          g.t * g.h * g.w / merge2 > kMaxMediaTokens) {
-        return Error(ErrorCode::kInvalidArgument,
-                     "grid " + grid_text(g) + " makes more than " + std::to_string(kMaxMediaTokens) + " tokens");
-      }
-    }
-  }
-  MMFEED_ASSIGN_OR_RETURN(Rendered r, render_chat(c, tmpl, options.render));
-  const MediaTokens& media = media_tokens(tmpl);
-  const auto block_of = [](std::string_view start, std::string_view pad, std::string_view end) {
-    return std::string(start) + std::string(pad) + std::string(end);
-  };
-  const std::string image_text = block_of(media.vision_start, media.image_pad, media.vision_end);
-  const std::string video_text = block_of(media.vision_start, media.video_pad, media.vision_end);
-  const std::string audio_text = block_of(media.audio_start, media.audio_pad, media.audio_end);
-  std::vector<ByteSpan> media_text;  // the rendered media blocks, in order
-  for (const auto& [block, n, what] : {std::tuple{std::string_view(image_text), n_images, "images"},
-                                       std::tuple{std::string_view(video_text), n_videos, "videos"},
-                                       std::tuple{std::string_view(audio_text), n_audios, "audio clips"}}) {
-    std::size_t rendered = 0;
-    for (std::size_t at = n > 0 ? r.text.find(block) : std::string::npos; at != std::string::npos;
-         at = r.text.find(block, at + block.size())) {
-      ++rendered;
-      media_text.push_back({at, at + block.size()});
-    }
-    if (rendered != n) {  // Qwen3-VL Instruct prints no media in assistant turns or system messages
-      return Error(ErrorCode::kInvalidArgument,
-                   "the " + std::string(chat_template_name(tmpl)) + " template renders " + std::to_string(rendered) +
-                       " of the conversation's " + std::to_string(n) + " " + what +
-                       " (it prints none in some turns, e.g. Qwen3-VL Instruct's assistant and system turns); move "
-                       "them to a user turn");
-    }
-  }
-  std::sort(media_text.begin(), media_text.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
-  for (std::size_t k = 0; timestamped && k < videos.size(); ++k) {
-    if (static_cast<std::int64_t>(videos[k].timestamps.size()) != videos[k].grid.t) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "video " + std::to_string(k) + " has " + std::to_string(videos[k].grid.t) + " temporal groups but " +
-                       std::to_string(videos[k].timestamps.size()) + " timestamps (the " +
-                       std::string(chat_template_name(tmpl)) + " template writes one before each group)");
-    }
-  }
-  const bool omni = takes_audio(tmpl);
-  const int tokens_per_second =
-      omni && options.tokens_per_second == 0 ? model_tokens_per_second(tmpl) : options.tokens_per_second;
-  for (std::size_t k = 0; omni && options.mrope_position_ids && k < videos.size(); ++k) {
-    if (!(videos[k].second_per_grid_t > 0)) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "video " + std::to_string(k) + " has no second_per_grid_t (temporal_patch_size / fps), which the " +
-                       std::string(chat_template_name(tmpl)) + " model's positions need");
-    }
-  }
-  // Timestamps go in before tokenizing (they are tokenized with the text around them); an
-  // offset in the new text maps back to the rendering's for the label spans.
-  // Without videos there is nothing to write, nor a copy of the text to make.
-  const std::vector<Insertion> insertions =
-      timestamped && !videos.empty() ? write_timestamps(r.text, videos) : std::vector<Insertion>{};
-  const auto id_of = [&](std::string_view token) { return token.empty() ? std::nullopt : tok.token_to_id(token); };
-  const auto image_pad = id_of(media.image_pad), video_pad = id_of(media.video_pad);
-  const auto vision_start = id_of(media.vision_start), vision_end = id_of(media.vision_end);
-  const auto audio_pad = id_of(media.audio_pad);
-  const auto audio_start = id_of(media.audio_start), audio_end = id_of(media.audio_end);
-  if (!image_pad || !video_pad || !vision_start || !vision_end ||
-      (omni && (!audio_pad || !audio_start || !audio_end))) {
-    return Error(ErrorCode::kUnsupported, "tokenizer lacks the " + std::string(chat_template_name(tmpl)) +
-                                              " template's media tokens (" + std::string(media.vision_start) + ", " +
-                                              std::string(media.image_pad) +
-                                              (omni ? ", " + std::string(media.audio_pad) : std::string()) + ", ...)");
-  }
-  // Ids no token has stand in for the audio tokens of a template without them.
-  const std::int32_t audio_pad_id = audio_pad.value_or(-1), audio_start_id = audio_start.value_or(-1),
-                     audio_end_id = audio_end.value_or(-1);
-  RenderedOffsets rendered_offset(insertions);
-  LossMask trained(r, options);
 
-  // Under max_length the text is tokenized only as far as the outcome needs (issue 31: a line of
-  // 32 MB was tokenized whole, ~1.2 GB, before being refused): refused, it is counted to twice
-  // max_length, so that a sample near the limit is told its count; truncated, to the first token
-  // past max_length outside a media block, where every block the cut can meet has been seen.
-  std::size_t stop_after = SIZE_MAX;
-  if (options.max_length > 0) {
-    // std::max: twice a max_length past SIZE_MAX / 2 wraps, and max_length itself is kept then.
-    stop_after = options.truncation == Truncation::kTruncate ? options.max_length
-                                                             : std::max(options.max_length, 2 * options.max_length);
-  }
-  bool stopped = false;
-  std::size_t next_media_text = 0;  // the first rendered media block not wholly before the last token
-  auto in_media_block = [&](std::size_t at) {
-    while (next_media_text < media_text.size() && media_text[next_media_text].end <= at) ++next_media_text;
-    return next_media_text < media_text.size() && media_text[next_media_text].begin <= at;
-  };
-
-  SftSample s;
+ private:
   enum class Kind { kImage, kVideo, kAudio };
-  std::size_t next_image = 0, next_video = 0, next_audio = 0;
   struct Block {
     std::size_t start, end;  // [start token index, one past the pads); a timestamped video: all its groups
     Kind kind;
   };
-  std::vector<Block> blocks;
-  std::size_t block_start = 0, previous_start = 0;  // the last start token, and the one before it
-  std::size_t group_video = 0, group = 0,
-              video_start = 0;  // the video the next video pad belongs to, its group, its start
-  bool too_many_pads = false;
-  MMFEED_RETURN_IF_ERROR(tok.encode_each(r.text, [&](const Token& token) {
-    const std::int32_t id = token.id;
-    const std::size_t at = rendered_offset(token.begin);
-    if (s.input_ids.size() > stop_after && !in_media_block(at)) {
-      stopped = true;
-      return false;
+
+  // As many grids and clips as the conversation has media, each clip's tokens in range.
+  Status check_counts() const {
+    if (n_audios_ > 0 && !takes_audio(tmpl_)) {
+      return Error(ErrorCode::kUnsupported, "the conversation holds audio, which only an Omni template encodes");
     }
-    if (id == *image_pad || id == *video_pad || id == audio_pad_id) {
-      const Kind kind = id == *image_pad ? Kind::kImage : id == *video_pad ? Kind::kVideo : Kind::kAudio;
-      std::int64_t n = 0;
-      if (kind == Kind::kAudio) {
-        if (next_audio >= audio_tokens.size())
-          too_many_pads = true;
-        else
-          n = audio_tokens[next_audio++];
-      } else {
-        const bool image = kind == Kind::kImage;
-        if (image ? next_image >= image_grids.size() : next_video >= video_grids.size()) {
-          too_many_pads = true;
-        } else {
-          const Grid3 g = image ? image_grids[next_image++] : video_grids[next_video++];
-          n = g.t * g.h * g.w / merge2;
+    if (n_images_ != image_grids_.size()) {
+      return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_images_) + " images but " +
+                                                    std::to_string(image_grids_.size()) + " image grids were given");
+    }
+    if (n_videos_ != videos_.size()) {
+      return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_videos_) + " videos but " +
+                                                    std::to_string(videos_.size()) + " video grids were given");
+    }
+    if (n_audios_ != audio_tokens_.size()) {
+      return Error(ErrorCode::kInvalidArgument, "conversation has " + std::to_string(n_audios_) + " audio clips but " +
+                                                    std::to_string(audio_tokens_.size()) +
+                                                    " audio token counts were given");
+    }
+    for (std::size_t k = 0; k < audio_tokens_.size(); ++k) {
+      if (audio_tokens_[k] < 1 || audio_tokens_[k] > kMaxMediaTokens) {
+        return Error(ErrorCode::kInvalidArgument, "audio clip " + std::to_string(k) + " has " +
+                                                      std::to_string(audio_tokens_[k]) + " audio tokens, not in [1, " +
+                                                      std::to_string(kMaxMediaTokens) + "]");
+      }
+    }
+    return ok_status();
+  }
+
+  // A video's soundtrack (use_audio_in_video): an Omni template's, in range, with the seconds
+  // its interleaving needs.
+  Status check_soundtracks() const {
+    for (std::size_t k = 0; k < videos_.size(); ++k) {
+      const VideoGrid& v = videos_[k];
+      if (v.audio_tokens == 0) continue;
+      if (!takes_audio(tmpl_)) {
+        return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) +
+                                                      " brings its soundtrack (use_audio_in_video), which only an "
+                                                      "Omni template encodes, not " +
+                                                      std::string(chat_template_name(tmpl_)));
+      }
+      if (v.audio_tokens < 0 || v.audio_tokens > kMaxMediaTokens) {
+        return Error(ErrorCode::kInvalidArgument, "video " + std::to_string(k) + "'s soundtrack has " +
+                                                      std::to_string(v.audio_tokens) + " audio tokens, not in [0, " +
+                                                      std::to_string(kMaxMediaTokens) + "]");
+      }
+      if (!(v.second_per_grid_t > 0 && v.second_per_grid_t <= kMaxSecondsPerGroup)) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "video " + std::to_string(k) + " with its soundtrack needs second_per_grid_t in (0, " +
+                         std::to_string(kMaxSecondsPerGroup) + "] (temporal_patch_size / fps), which interleaves them");
+      }
+      if (tmpl_ == ChatTemplate::kQwen3OmniThinking && options_.mrope_position_ids) {  // the merge compares them too
+        for (std::int64_t t = 0; t < std::min(v.grid.t, kMaxGridSide); ++t) {          // a larger grid is refused below
+          const float at = static_cast<float>(t) * static_cast<float>(v.second_per_grid_t) *
+                           static_cast<float>(model_tokens_per_second(tmpl_));
+          if (at != std::trunc(at)) return fractional_position(k, t, at, v.second_per_grid_t);
         }
       }
-      if (too_many_pads) return false;
-      if (kind == Kind::kVideo && !timestamped && videos[next_video - 1].audio_tokens > 0) {
-        const auto append = [&](std::int32_t what, std::size_t count) {
-          s.input_ids.insert(s.input_ids.end(), count, what);
-          s.labels.insert(s.labels.end(), count, kIgnoreIndex);
-        };
-        append(audio_start_id, 1);
-        for (const Piece& piece : text_order(soundtrack_of(videos[next_video - 1], merge2, tmpl), tmpl)) {
-          append(piece.video ? id : audio_pad_id, piece.count);
+    }
+    return ok_status();
+  }
+
+  // One grid per video pad in the text (per group when timestamped), each one the merger can cut
+  // and within the bounds.
+  Status plan_grids() {
+    for (std::size_t k = 0; k < videos_.size(); ++k) {
+      const VideoGrid& v = videos_[k];
+      if (!timestamped_ || static_cast<std::int64_t>(v.timestamps.size()) != v.grid.t) {
+        video_grids_.push_back(v.grid);  // a mismatch is reported after rendering
+        continue;
+      }
+      for (std::int64_t g = 0; g < v.grid.t; ++g) video_grids_.push_back({1, v.grid.h, v.grid.w});
+    }
+    if (options_.merge_size < 1) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "merge_size " + std::to_string(options_.merge_size) + " is not positive");
+    }
+    merge2_ = static_cast<std::int64_t>(options_.merge_size) * options_.merge_size;
+    for (std::span<const Grid3> grids : {image_grids_, std::span<const Grid3>(video_grids_)}) {
+      for (const Grid3& g : grids) {  // a patch grid the merger can cut into merge x merge blocks
+        if (g.t < 1 || g.h < 1 || g.w < 1 || g.h % options_.merge_size != 0 || g.w % options_.merge_size != 0) {
+          return Error(ErrorCode::kInvalidArgument, "grid " + grid_text(g) +
+                                                        " is not positive with h and w multiples of merge_size " +
+                                                        std::to_string(options_.merge_size));
         }
-        append(audio_end_id, 1);
-        blocks.push_back({block_start, s.input_ids.size(), kind});
-        return true;
+        if (g.t > kMaxGridSide || g.h > kMaxGridSide || g.w > kMaxGridSide ||
+            g.t * g.h * g.w / merge2_ > kMaxMediaTokens) {
+          return Error(ErrorCode::kInvalidArgument,
+                       "grid " + grid_text(g) + " makes more than " + std::to_string(kMaxMediaTokens) + " tokens");
+        }
       }
-      s.input_ids.insert(s.input_ids.end(), static_cast<std::size_t>(n), id);
-      s.labels.insert(s.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
-      if (kind != Kind::kVideo || !timestamped) {
-        blocks.push_back({block_start, s.input_ids.size(), kind});
-        return true;
+    }
+    return ok_status();
+  }
+
+  // The rendered media blocks, in order: as many of each kind as the conversation has.
+  Status find_media_blocks(const std::string& text) {
+    const auto block_of = [](std::string_view start, std::string_view pad, std::string_view end) {
+      return std::string(start) + std::string(pad) + std::string(end);
+    };
+    const std::string image_text = block_of(media_.vision_start, media_.image_pad, media_.vision_end);
+    const std::string video_text = block_of(media_.vision_start, media_.video_pad, media_.vision_end);
+    const std::string audio_text = block_of(media_.audio_start, media_.audio_pad, media_.audio_end);
+    for (const auto& [block, n, what] : {std::tuple{std::string_view(image_text), n_images_, "images"},
+                                         std::tuple{std::string_view(video_text), n_videos_, "videos"},
+                                         std::tuple{std::string_view(audio_text), n_audios_, "audio clips"}}) {
+      std::size_t rendered = 0;
+      for (std::size_t at = n > 0 ? text.find(block) : std::string::npos; at != std::string::npos;
+           at = text.find(block, at + block.size())) {
+        ++rendered;
+        media_text_.push_back({at, at + block.size()});
       }
-      // A timestamped video is one block from the <|vision_start|> before its first group's to
-      // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
-      if (group == 0) video_start = previous_start;
-      if (++group == static_cast<std::size_t>(videos[group_video].grid.t)) {
-        blocks.push_back({video_start, s.input_ids.size() + 1, Kind::kVideo});
-        ++group_video;
-        group = 0;
+      if (rendered != n) {  // Qwen3-VL Instruct prints no media in assistant turns or system messages
+        return Error(ErrorCode::kInvalidArgument,
+                     "the " + std::string(chat_template_name(tmpl_)) + " template renders " + std::to_string(rendered) +
+                         " of the conversation's " + std::to_string(n) + " " + what +
+                         " (it prints none in some turns, e.g. Qwen3-VL Instruct's assistant and system turns); move "
+                         "them to a user turn");
       }
+    }
+    std::sort(media_text_.begin(), media_text_.end(), [](ByteSpan x, ByteSpan y) { return x.begin < y.begin; });
+    return ok_status();
+  }
+
+  // A timestamped template's videos have a timestamp per group; an Omni model's positions need
+  // each video's seconds per group.
+  Status check_video_times() const {
+    for (std::size_t k = 0; timestamped_ && k < videos_.size(); ++k) {
+      if (static_cast<std::int64_t>(videos_[k].timestamps.size()) != videos_[k].grid.t) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "video " + std::to_string(k) + " has " + std::to_string(videos_[k].grid.t) +
+                         " temporal groups but " + std::to_string(videos_[k].timestamps.size()) + " timestamps (the " +
+                         std::string(chat_template_name(tmpl_)) + " template writes one before each group)");
+      }
+    }
+    for (std::size_t k = 0; omni_ && options_.mrope_position_ids && k < videos_.size(); ++k) {
+      if (!(videos_[k].second_per_grid_t > 0)) {
+        return Error(ErrorCode::kInvalidArgument,
+                     "video " + std::to_string(k) +
+                         " has no second_per_grid_t (temporal_patch_size / fps), which the " +
+                         std::string(chat_template_name(tmpl_)) + " model's positions need");
+      }
+    }
+    return ok_status();
+  }
+
+  // The template's media tokens in this tokenizer.
+  Status resolve_media_ids() {
+    const auto id_of = [&](std::string_view token) { return token.empty() ? std::nullopt : tok_.token_to_id(token); };
+    const auto image_pad = id_of(media_.image_pad), video_pad = id_of(media_.video_pad);
+    const auto vision_start = id_of(media_.vision_start), vision_end = id_of(media_.vision_end);
+    const auto audio_pad = id_of(media_.audio_pad);
+    const auto audio_start = id_of(media_.audio_start), audio_end = id_of(media_.audio_end);
+    if (!image_pad || !video_pad || !vision_start || !vision_end ||
+        (omni_ && (!audio_pad || !audio_start || !audio_end))) {
+      return Error(ErrorCode::kUnsupported,
+                   "tokenizer lacks the " + std::string(chat_template_name(tmpl_)) + " template's media tokens (" +
+                       std::string(media_.vision_start) + ", " + std::string(media_.image_pad) +
+                       (omni_ ? ", " + std::string(media_.audio_pad) : std::string()) + ", ...)");
+    }
+    image_pad_ = *image_pad;
+    video_pad_ = *video_pad;
+    vision_start_ = *vision_start;
+    vision_end_ = *vision_end;
+    audio_pad_ = audio_pad.value_or(-1);
+    audio_start_ = audio_start.value_or(-1);
+    audio_end_ = audio_end.value_or(-1);
+    return ok_status();
+  }
+
+  // Tokenizes the rendering (its timestamps written in first), each pad expanded to its media's
+  // tokens, labels from the loss mask.
+  Status tokenize(Rendered& r) {
+    // Timestamps go in before tokenizing (they are tokenized with the text around them); an
+    // offset in the new text maps back to the rendering's for the label spans.
+    // Without videos there is nothing to write, nor a copy of the text to make.
+    const std::vector<Insertion> insertions =
+        timestamped_ && !videos_.empty() ? write_timestamps(r.text, videos_) : std::vector<Insertion>{};
+    RenderedOffsets rendered_offset(insertions);
+    LossMask trained(r, options_);
+
+    // Under max_length the text is tokenized only as far as the outcome needs (issue 31: a line of
+    // 32 MB was tokenized whole, ~1.2 GB, before being refused): refused, it is counted to twice
+    // max_length, so that a sample near the limit is told its count; truncated, to the first token
+    // past max_length outside a media block, where every block the cut can meet has been seen.
+    std::size_t stop_after = SIZE_MAX;
+    if (options_.max_length > 0) {
+      // std::max: twice a max_length past SIZE_MAX / 2 wraps, and max_length itself is kept then.
+      stop_after = options_.truncation == Truncation::kTruncate
+                       ? options_.max_length
+                       : std::max(options_.max_length, 2 * options_.max_length);
+    }
+    std::size_t next_media_text = 0;  // the first rendered media block not wholly before the last token
+    auto in_media_block = [&](std::size_t at) {
+      while (next_media_text < media_text_.size() && media_text_[next_media_text].end <= at) ++next_media_text;
+      return next_media_text < media_text_.size() && media_text_[next_media_text].begin <= at;
+    };
+    bool too_many_pads = false;
+    MMFEED_RETURN_IF_ERROR(tok_.encode_each(r.text, [&](const Token& token) {
+      const std::int32_t id = token.id;
+      const std::size_t at = rendered_offset(token.begin);
+      if (s_.input_ids.size() > stop_after && !in_media_block(at)) {
+        stopped_ = true;
+        return false;
+      }
+      if (id == image_pad_ || id == video_pad_ || id == audio_pad_) {
+        too_many_pads = !expand_pad(id);
+        return !too_many_pads;
+      }
+      if (id == vision_start_ || id == audio_start_) {
+        previous_start_ = block_start_;
+        block_start_ = s_.input_ids.size();
+      }
+      s_.input_ids.push_back(id);
+      const bool bound = id == vision_start_ || id == vision_end_ || id == audio_start_ || id == audio_end_;
+      s_.labels.push_back(!bound && trained(at) ? id : kIgnoreIndex);
+      return true;
+    }));
+    if (too_many_pads) {
+      return Error(ErrorCode::kInvalidArgument, "text holds more media pads than grids or clips given");
+    }
+    if (!stopped_ && next_image_ != image_grids_.size()) {
+      return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image_) +
+                                                    " image pads for " + std::to_string(image_grids_.size()) +
+                                                    " grids");
+    }
+    s_.images_kept = image_grids_.size();
+    s_.videos_kept = videos_.size();
+    s_.audios_kept = audio_tokens_.size();
+    return ok_status();
+  }
+
+  // Pad `id`: its media's tokens (a video's soundtrack interleaved), and the block it ends. False
+  // when the text holds more pads than media were given.
+  bool expand_pad(std::int32_t id) {
+    const Kind kind = id == image_pad_ ? Kind::kImage : id == video_pad_ ? Kind::kVideo : Kind::kAudio;
+    std::int64_t n = 0;
+    if (kind == Kind::kAudio) {
+      if (next_audio_ >= audio_tokens_.size()) return false;
+      n = audio_tokens_[next_audio_++];
+    } else {
+      const bool image = kind == Kind::kImage;
+      if (image ? next_image_ >= image_grids_.size() : next_video_ >= video_grids_.size()) return false;
+      const Grid3 g = image ? image_grids_[next_image_++] : video_grids_[next_video_++];
+      n = g.t * g.h * g.w / merge2_;
+    }
+    if (kind == Kind::kVideo && !timestamped_ && videos_[next_video_ - 1].audio_tokens > 0) {
+      const auto append = [&](std::int32_t what, std::size_t count) {
+        s_.input_ids.insert(s_.input_ids.end(), count, what);
+        s_.labels.insert(s_.labels.end(), count, kIgnoreIndex);
+      };
+      append(audio_start_, 1);
+      for (const Piece& piece : text_order(soundtrack_of(videos_[next_video_ - 1], merge2_, tmpl_), tmpl_)) {
+        append(piece.video ? id : audio_pad_, piece.count);
+      }
+      append(audio_end_, 1);
+      blocks_.push_back({block_start_, s_.input_ids.size(), kind});
       return true;
     }
-    if (id == *vision_start || id == audio_start_id) {
-      previous_start = block_start;
-      block_start = s.input_ids.size();
+    s_.input_ids.insert(s_.input_ids.end(), static_cast<std::size_t>(n), id);
+    s_.labels.insert(s_.labels.end(), static_cast<std::size_t>(n), kIgnoreIndex);
+    if (kind != Kind::kVideo || !timestamped_) {
+      blocks_.push_back({block_start_, s_.input_ids.size(), kind});
+      return true;
     }
-    s.input_ids.push_back(id);
-    const bool bound = id == *vision_start || id == *vision_end || id == audio_start_id || id == audio_end_id;
-    s.labels.push_back(!bound && trained(at) ? id : kIgnoreIndex);
+    // A timestamped video is one block from the <|vision_start|> before its first group's to
+    // its last group's <|vision_end|> (the check below adds the outer <|vision_end|>).
+    if (group_ == 0) video_start_ = previous_start_;
+    if (++group_ == static_cast<std::size_t>(videos_[group_video_].grid.t)) {
+      blocks_.push_back({video_start_, s_.input_ids.size() + 1, Kind::kVideo});
+      ++group_video_;
+      group_ = 0;
+    }
     return true;
-  }));
-  if (too_many_pads) return Error(ErrorCode::kInvalidArgument, "text holds more media pads than grids or clips given");
-  if (!stopped && next_image != image_grids.size()) {
-    return Error(ErrorCode::kInvalidArgument, "text of the conversation holds " + std::to_string(next_image) +
-                                                  " image pads for " + std::to_string(image_grids.size()) + " grids");
   }
-  s.images_kept = image_grids.size();
-  s.videos_kept = videos.size();
-  s.audios_kept = audio_tokens.size();
 
-  if (options.max_length > 0 && s.input_ids.size() > options.max_length) {
-    if (options.truncation == Truncation::kError) {
-      return Error(ErrorCode::kResourceExhausted,
-                   "conversation has " + std::string(stopped ? "more than " : "") + std::to_string(s.input_ids.size()) +
-                       " tokens, more than max_length " + std::to_string(options.max_length) +
-                       (stopped ? " (counted no further)" : ""));
-    }
-    std::size_t cut = options.max_length;
-    s.images_kept = s.videos_kept = s.audios_kept = 0;
-    for (const Block& b : blocks) {  // never cut inside a block (+1: its end token)
-      if (b.end + 1 <= cut) {
-        (b.kind == Kind::kImage ? s.images_kept : b.kind == Kind::kVideo ? s.videos_kept : s.audios_kept) += 1;
-      } else {
-        cut = std::min(cut, b.start);
-        break;
+  // Over max_length: an error, or cut before the first block the cut would split.
+  Status fit_max_length() {
+    if (options_.max_length > 0 && s_.input_ids.size() > options_.max_length) {
+      if (options_.truncation == Truncation::kError) {
+        return Error(ErrorCode::kResourceExhausted,
+                     "conversation has " + std::string(stopped_ ? "more than " : "") +
+                         std::to_string(s_.input_ids.size()) + " tokens, more than max_length " +
+                         std::to_string(options_.max_length) + (stopped_ ? " (counted no further)" : ""));
       }
+      std::size_t cut = options_.max_length;
+      s_.images_kept = s_.videos_kept = s_.audios_kept = 0;
+      for (const Block& b : blocks_) {  // never cut inside a block (+1: its end token)
+        if (b.end + 1 <= cut) {
+          (b.kind == Kind::kImage ? s_.images_kept : b.kind == Kind::kVideo ? s_.videos_kept : s_.audios_kept) += 1;
+        } else {
+          cut = std::min(cut, b.start);
+          break;
+        }
+      }
+      s_.input_ids.resize(cut);
+      s_.labels.resize(cut);
+      s_.truncated = true;
     }
-    s.input_ids.resize(cut);
-    s.labels.resize(cut);
-    s.truncated = true;
+    return ok_status();
   }
-  s.attention_mask.assign(s.input_ids.size(), 1);
 
-  if (options.mrope_position_ids) {
-    // Text runs (and audio: its tokens count like text) count on all three axes; a vision block
-    // starts at the next position and walks (t, h/merge, w/merge); the text after it continues
-    // from the block's maximum + 1.
-    const std::size_t L = s.input_ids.size();
-    s.position_ids.assign(3 * L, 0);
+  // The temporal position of group t of image or video k, as each model computes it in float32.
+  // Qwen2.5-VL: t x (second_per_grid_t x tokens_per_second), truncated; Qwen2-VL and images: t.
+  // Omni models: (t x second_per_grid_t) x position_id_per_seconds (images: t x it), truncated by
+  // Qwen2.5-Omni, kept as a float by Qwen3-Omni (refused here unless whole).
+  Result<std::int64_t> temporal(bool image_block, std::size_t k, std::int64_t t) const {
+    const float tf = static_cast<float>(t), per_second = static_cast<float>(tokens_per_second_);
+    if (omni_) {
+      const float at =
+          image_block ? tf * per_second : tf * static_cast<float>(videos_[k].second_per_grid_t) * per_second;
+      if (tmpl_ == ChatTemplate::kQwen3OmniThinking && at != std::trunc(at)) {
+        return fractional_position(k, t, at, videos_[k].second_per_grid_t);
+      }
+      return static_cast<std::int64_t>(at);
+    }
+    if (!image_block && !timestamped_ && tokens_per_second_ > 0) {
+      const float step = per_second * static_cast<float>(videos_[k].second_per_grid_t);
+      return static_cast<std::int64_t>(tf * step);
+    }
+    return t;
+  }
+
+  // Text runs (and audio: its tokens count like text) count on all three axes; a vision block
+  // starts at the next position and walks (t, h/merge, w/merge); the text after it continues
+  // from the block's maximum + 1.
+  Status mrope_positions() {
+    const std::size_t L = s_.input_ids.size();
+    s_.position_ids.assign(3 * L, 0);
     std::int64_t next_pos = 0;
     std::size_t i = 0, image = 0, video = 0;
     while (i < L) {
-      const std::int32_t id = s.input_ids[i];
-      if (id == audio_start_id && i + 1 < L && s.input_ids[i + 1] == *video_pad) {
-        i = soundtrack_positions(videos[video], tmpl, options.merge_size, next_pos, i, s.position_ids, L);
+      const std::int32_t id = s_.input_ids[i];
+      if (id == audio_start_ && i + 1 < L && s_.input_ids[i + 1] == video_pad_) {
+        i = soundtrack_positions(videos_[video], tmpl_, options_.merge_size, next_pos, i, s_.position_ids, L);
         ++video;
         continue;
       }
-      if (id != *image_pad && id != *video_pad) {
-        for (int axis = 0; axis < 3; ++axis) s.position_ids[axis * L + i] = static_cast<std::int32_t>(next_pos);
+      if (id != image_pad_ && id != video_pad_) {
+        for (int axis = 0; axis < 3; ++axis) s_.position_ids[axis * L + i] = static_cast<std::int32_t>(next_pos);
         ++next_pos;
         ++i;
         continue;
       }
-      const bool image_block = id == *image_pad;
+      const bool image_block = id == image_pad_;
       const std::size_t k = image_block ? image : video;
-      const Grid3 g = image_block ? image_grids[image++] : video_grids[video++];
-      // The temporal position of group t, as each model computes it in float32. Qwen2.5-VL:
-      // t x (second_per_grid_t x tokens_per_second), truncated; Qwen2-VL and images: t. Omni
-      // models: (t x second_per_grid_t) x position_id_per_seconds (images: t x it), truncated by
-      // Qwen2.5-Omni, kept as a float by Qwen3-Omni (refused here unless whole).
-      auto temporal = [&](std::int64_t t) -> Result<std::int64_t> {
-        const float tf = static_cast<float>(t), per_second = static_cast<float>(tokens_per_second);
-        if (omni) {
-          const float at =
-              image_block ? tf * per_second : tf * static_cast<float>(videos[k].second_per_grid_t) * per_second;
-          if (tmpl == ChatTemplate::kQwen3OmniThinking && at != std::trunc(at)) {
-            return fractional_position(k, t, at, videos[k].second_per_grid_t);
-          }
-          return static_cast<std::int64_t>(at);
-        }
-        if (!image_block && !timestamped && tokens_per_second > 0) {
-          const float step = per_second * static_cast<float>(videos[k].second_per_grid_t);
-          return static_cast<std::int64_t>(tf * step);
-        }
-        return t;
-      };
-      const std::int64_t gh = g.h / options.merge_size, gw = g.w / options.merge_size;
+      const Grid3 g = image_block ? image_grids_[image++] : video_grids_[video++];
+      const std::int64_t gh = g.h / options_.merge_size, gw = g.w / options_.merge_size;
       std::int64_t max_pos = next_pos;
       for (std::int64_t t = 0; t < g.t; ++t) {
-        MMFEED_ASSIGN_OR_RETURN(const std::int64_t tp, temporal(t));
+        MMFEED_ASSIGN_OR_RETURN(const std::int64_t tp, temporal(image_block, k, t));
         for (std::int64_t h = 0; h < gh; ++h) {
           for (std::int64_t w = 0; w < gw; ++w, ++i) {
-            s.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + tp);
-            s.position_ids[1 * L + i] = static_cast<std::int32_t>(next_pos + h);
-            s.position_ids[2 * L + i] = static_cast<std::int32_t>(next_pos + w);
+            s_.position_ids[0 * L + i] = static_cast<std::int32_t>(next_pos + tp);
+            s_.position_ids[1 * L + i] = static_cast<std::int32_t>(next_pos + h);
+            s_.position_ids[2 * L + i] = static_cast<std::int32_t>(next_pos + w);
             max_pos = std::max({max_pos, next_pos + tp, next_pos + h, next_pos + w});
           }
         }
       }
       next_pos = max_pos + 1;
     }
+    return ok_status();
   }
-  return s;
+
+  const Tokenizer& tok_;
+  const Conversation& c_;
+  const ChatTemplate tmpl_;
+  const std::span<const Grid3> image_grids_;
+  const std::span<const VideoGrid> videos_;
+  const std::span<const std::int64_t> audio_tokens_;
+  const SftOptions& options_;
+  const std::size_t n_images_, n_videos_, n_audios_;
+  const bool timestamped_;  // the template writes each video group's time before it
+  const bool omni_;         // an Omni template: audio, and positions at the model's rate
+  const int tokens_per_second_;
+  const MediaTokens& media_;
+  std::vector<Grid3> video_grids_;    // one per video pad in the text: per group when timestamped
+  std::int64_t merge2_ = 4;           // a merged block's patches: merge_size squared
+  std::vector<ByteSpan> media_text_;  // the rendered media blocks, in order
+  // The media tokens' ids; ids no token has (-1) stand in for the audio tokens of a template
+  // without them.
+  std::int32_t image_pad_ = -1, video_pad_ = -1, vision_start_ = -1, vision_end_ = -1;
+  std::int32_t audio_pad_ = -1, audio_start_ = -1, audio_end_ = -1;
+  // The token pass: the media expanded so far and the blocks they make.
+  std::size_t next_image_ = 0, next_video_ = 0, next_audio_ = 0;
+  std::vector<Block> blocks_;
+  std::size_t block_start_ = 0, previous_start_ = 0;  // the last start token, and the one before it
+  // A timestamped video: the video the next video pad belongs to, its group, its start.
+  std::size_t group_video_ = 0, group_ = 0, video_start_ = 0;
+  bool stopped_ = false;  // the pass stopped short (max_length)
+  SftSample s_;
+};
+
+}  // namespace
+
+Result<SftSample> encode_conversation(const Tokenizer& tok, const Conversation& c, ChatTemplate tmpl,
+                                      std::span<const Grid3> image_grids, std::span<const VideoGrid> videos,
+                                      std::span<const std::int64_t> audio_tokens, const SftOptions& options) {
+  return Encoder(tok, c, tmpl, image_grids, videos, audio_tokens, options).encode();
 }
 
 }  // namespace mmfeed::text

@@ -138,26 +138,24 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_file(const std::string& path)
   return t;
 }
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error(ErrorCode::kCorruptData,
-                 std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
-  }
-  // Every member is read with simdjson's error codes: a field absent or of another type in a
-  // file from outside is a kCorruptData naming it, never a simdjson_error thrown.
-  simdjson::dom::object root;
-  if (doc.get_object().get(root)) return corrupt("the document must be a JSON object, got " + kind(doc));
-  auto impl = std::make_unique<Impl>();
-  simdjson::dom::element field;
+namespace {
 
-  // Model: byte-level BPE only.
-  simdjson::dom::object model;
-  if (root["model"].get(field)) return corrupt(R"("model" is missing (expected an object with "type": "BPE"))");
-  if (field.get_object().get(model)) {
-    return corrupt(R"("model" must be an object with "type": "BPE", got )" + kind(field));
+// Ids are bounded by what the file defines before any is read, so that a hostile id cannot size
+// the id table; max_id, of the ids checked against the bound, sizes it.
+struct IdBound {
+  std::size_t defined = 0;  // vocabulary entries and added tokens
+  std::size_t bound = 0;    // defined + kIdSlack
+  std::int32_t max_id = -1;
+
+  Error beyond(const std::string& token, std::int32_t id) const {
+    return corrupt(token + " has id " + std::to_string(id) + ", not below " + std::to_string(bound) + " (the " +
+                   std::to_string(defined) + " tokens the file defines + " + std::to_string(kIdSlack) +
+                   " for gaps in ids)");
   }
+};
+
+// The model's options: byte-level BPE only, without the variants we do not reproduce.
+Status read_model_options(simdjson::dom::object model, Tokenizer::Impl* impl) {
   std::string_view type;
   if (model["type"].get_string().get(type) || type != "BPE") {
     return unsupported("model type '" + std::string(type) + "' (only BPE)");
@@ -173,42 +171,36 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
   if (!model["end_of_word_suffix"].get_string().get(affix) && !affix.empty())
     return unsupported("BPE end_of_word_suffix");
   if (!model["ignore_merges"].get_bool().get(flag)) impl->ignore_merges = flag;
+  return ok_status();
+}
 
-  simdjson::dom::object vocab;
-  if (model["vocab"].get(field)) return corrupt("model.vocab is missing (expected an object of token -> id)");
-  if (field.get_object().get(vocab)) return corrupt("model.vocab must be an object of token -> id, got " + kind(field));
-  // The bound on ids (kIdSlack), known before any id is read. "added_tokens" of another type
-  // counts none here and is refused below.
-  simdjson::dom::array added_list;
-  const std::size_t added_count = root["added_tokens"].get_array().get(added_list) ? 0 : count_entries(added_list);
-  const std::size_t defined = count_entries(vocab) + added_count;
-  const std::size_t id_bound = defined + kIdSlack;
-  auto beyond_bound = [&](const std::string& token, std::int32_t id) {  // built only for an error
-    return corrupt(token + " has id " + std::to_string(id) + ", not below " + std::to_string(id_bound) + " (the " +
-                   std::to_string(defined) + " tokens the file defines + " + std::to_string(kIdSlack) +
-                   " for gaps in ids)");
-  };
-  std::int32_t max_id = -1;  // of ids checked against id_bound: it sizes id_to_bytes
+// model.vocab: every token's bytes and id, and every single byte among them.
+Status read_vocab(simdjson::dom::object vocab, IdBound& ids, Tokenizer::Impl* impl) {
   for (auto [key, value] : vocab) {
     const std::optional<std::int32_t> id = read_id(value);
     if (!id) {
       return corrupt("model.vocab[\"" + std::string(key) + "\"] must be an id (" + std::string(kIdRange) + "), got " +
                      not_an_id(value));
     }
-    if (static_cast<std::size_t>(*id) >= id_bound) {
-      return beyond_bound("model.vocab[\"" + std::string(key) + "\"]", *id);
+    if (static_cast<std::size_t>(*id) >= ids.bound) {
+      return ids.beyond("model.vocab[\"" + std::string(key) + "\"]", *id);
     }
     auto bytes = detail::key_to_bytes(key);
     if (!bytes) return unsupported("a vocabulary entry outside the byte-level alphabet ('" + std::string(key) + "')");
     impl->vocab.emplace(*bytes, *id);
-    max_id = std::max(max_id, *id);
+    ids.max_id = std::max(ids.max_id, *id);
   }
   for (int b = 0; b < 256; ++b) {
     auto it = impl->vocab.find(std::string(1, static_cast<char>(b)));
     if (it == impl->vocab.end()) return unsupported("a vocabulary without every single byte");
     impl->byte_id[b] = it->second;
   }
+  return ok_status();
+}
 
+// model.merges, in rank order: "a b" or ["a", "b"], each of tokens in the vocabulary.
+Status read_merges(simdjson::dom::object model, Tokenizer::Impl* impl) {
+  simdjson::dom::element field;
   simdjson::dom::array merges;
   if (model["merges"].get(field)) return corrupt("model.merges is missing (expected a list of merges)");
   if (field.get_array().get(merges)) return corrupt("model.merges must be a list of merges, got " + kind(field));
@@ -249,10 +241,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     if (li == impl->vocab.end() || ri == impl->vocab.end() || mi == impl->vocab.end()) {
       return Error(ErrorCode::kCorruptData, "tokenizer.json: merge of tokens missing from the vocabulary");
     }
-    impl->merges.emplace(Impl::pair_key(li->second, ri->second), std::make_pair(rank++, mi->second));
+    impl->merges.emplace(Tokenizer::Impl::pair_key(li->second, ri->second), std::make_pair(rank++, mi->second));
   }
+  return ok_status();
+}
 
-  // Normalizer: none (absent or null, as `tokenizers` reads it), NFC or NFKC.
+// Normalizer: none (absent or null, as `tokenizers` reads it), NFC or NFKC.
+Status read_normalizer(simdjson::dom::object root, Tokenizer::Impl* impl) {
   if (simdjson::dom::element normalizer; !root["normalizer"].get(normalizer) && !normalizer.is_null()) {
     if (!normalizer.is_object()) return corrupt(R"("normalizer" must be an object or null, got )" + kind(normalizer));
     std::string_view ntype;
@@ -261,9 +256,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     }
     impl->normalizer = ntype == "NFC" ? Tokenizer::Impl::Normalizer::kNfc : Tokenizer::Impl::Normalizer::kNfkc;
   }
+  return ok_status();
+}
 
-  // Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] or
-  // ByteLevel(use_regex=true), the GPT-2 pattern.
+// Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)] or
+// ByteLevel(use_regex=true), the GPT-2 pattern. Returns the split pattern.
+Result<std::string> read_pre_tokenizer(simdjson::dom::object root) {
+  simdjson::dom::element field;
   std::optional<std::string> pattern;  // the empty pattern is one (it splits between characters)
   auto byte_level_ok = [](simdjson::dom::element e, bool* use_regex) -> Status {
     bool prefix = false;
@@ -315,9 +314,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
     }
   }
   if (!saw_byte_level || !pattern) return unsupported("a pre_tokenizer without ByteLevel and a split pattern");
+  return *pattern;
+}
 
-  // Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none. None is
-  // absent or null, as for the normalizer.
+// Post-processor: ByteLevel (no effect on ids) or none. Decoder: ByteLevel or none. None is
+// absent or null, as for the normalizer.
+Status check_post_processing(simdjson::dom::object root) {
   simdjson::dom::element post;
   std::string_view post_type;
   if (!root["post_processor"].get(post) && !post.is_null() &&
@@ -330,10 +332,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       (dec["type"].get_string().get(dec_type) || dec_type != "ByteLevel")) {
     return unsupported("decoder '" + std::string(dec_type) + "'");
   }
+  return ok_status();
+}
 
+// The split pattern, compiled once (JIT where PCRE2 has it).
+Status compile_pattern(const std::string& pattern, Tokenizer::Impl* impl) {
   int errcode = 0;
   PCRE2_SIZE erroff = 0;
-  impl->regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern->data()), pattern->size(), PCRE2_UTF | PCRE2_UCP,
+  impl->regex = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
                               &errcode, &erroff, nullptr);
   if (impl->regex == nullptr) {
     PCRE2_UCHAR msg[256];
@@ -342,9 +348,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
                        std::to_string(erroff) + ")");
   }
   pcre2_jit_compile(impl->regex, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
-  impl->pattern = *pattern;
+  impl->pattern = pattern;
+  return ok_status();
+}
 
-  // Added tokens: none when absent; present, a list as `tokenizers` requires.
+// Added tokens: none when absent; present, a list as `tokenizers` requires.
+Status read_added_tokens(simdjson::dom::object root, IdBound& ids, Tokenizer::Impl* impl) {
+  simdjson::dom::element field;
   if (!root["added_tokens"].get(field)) {
     simdjson::dom::array added;
     if (field.get_array().get(added)) return corrupt(R"("added_tokens" must be a list of tokens, got )" + kind(field));
@@ -363,8 +373,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
         return corrupt("malformed added token '" + std::string(content) + R"(': "id" must be )" +
                        std::string(kIdRange) + ", got " + not_an_id(id_value));
       }
-      if (static_cast<std::size_t>(*id) >= id_bound) {
-        return beyond_bound("added token '" + std::string(content) + "'", *id);
+      if (static_cast<std::size_t>(*id) >= ids.bound) {
+        return ids.beyond("added token '" + std::string(content) + "'", *id);
       }
       t.id = *id;
       t.content = std::string(content);
@@ -374,7 +384,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       MMFEED_RETURN_IF_ERROR(read_flag(a, content, "single_word", &t.single_word));
       MMFEED_RETURN_IF_ERROR(read_flag(a, content, "normalized", &t.normalized));
       impl->added.push_back(std::move(t));
-      max_id = std::max(max_id, impl->added.back().id);
+      ids.max_id = std::max(ids.max_id, impl->added.back().id);
     }
     for (const detail::AddedToken& t : impl->added) {
       // `tokenizers` finds these in the normalized text; NFKC can make one out of other
@@ -386,8 +396,48 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
       (t.normalized ? impl->normalized_matcher : impl->raw_matcher).add(&t);
     }
   }
-  // At most id_bound entries: every id that set max_id was checked against it.
-  impl->id_to_bytes.resize(static_cast<std::size_t>(max_id) + 1);
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return Error(ErrorCode::kCorruptData,
+                 std::string("tokenizer.json does not parse: ") + simdjson::error_message(err));
+  }
+  // Every member is read with simdjson's error codes: a field absent or of another type in a
+  // file from outside is a kCorruptData naming it, never a simdjson_error thrown.
+  simdjson::dom::object root;
+  if (doc.get_object().get(root)) return corrupt("the document must be a JSON object, got " + kind(doc));
+  auto impl = std::make_unique<Impl>();
+  simdjson::dom::element field;
+  simdjson::dom::object model;
+  if (root["model"].get(field)) return corrupt(R"("model" is missing (expected an object with "type": "BPE"))");
+  if (field.get_object().get(model)) {
+    return corrupt(R"("model" must be an object with "type": "BPE", got )" + kind(field));
+  }
+  MMFEED_RETURN_IF_ERROR(read_model_options(model, impl.get()));
+  simdjson::dom::object vocab;
+  if (model["vocab"].get(field)) return corrupt("model.vocab is missing (expected an object of token -> id)");
+  if (field.get_object().get(vocab)) return corrupt("model.vocab must be an object of token -> id, got " + kind(field));
+  // "added_tokens" of another type counts none here and is refused by read_added_tokens.
+  simdjson::dom::array added_list;
+  IdBound ids;
+  ids.defined =
+      count_entries(vocab) + (root["added_tokens"].get_array().get(added_list) ? 0 : count_entries(added_list));
+  ids.bound = ids.defined + kIdSlack;
+  MMFEED_RETURN_IF_ERROR(read_vocab(vocab, ids, impl.get()));
+  MMFEED_RETURN_IF_ERROR(read_merges(model, impl.get()));
+  MMFEED_RETURN_IF_ERROR(read_normalizer(root, impl.get()));
+  MMFEED_ASSIGN_OR_RETURN(const std::string pattern, read_pre_tokenizer(root));
+  MMFEED_RETURN_IF_ERROR(check_post_processing(root));
+  MMFEED_RETURN_IF_ERROR(compile_pattern(pattern, impl.get()));
+  MMFEED_RETURN_IF_ERROR(read_added_tokens(root, ids, impl.get()));
+  // At most ids.bound entries: every id that set max_id was checked against it.
+  impl->id_to_bytes.resize(static_cast<std::size_t>(ids.max_id) + 1);
   for (const auto& [bytes, id] : impl->vocab) impl->id_to_bytes[id] = bytes;
   for (const detail::AddedToken& t : impl->added) impl->id_to_bytes[t.id] = t.content;
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));

@@ -29,7 +29,7 @@ from unittest import mock
 import torch
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TEMPLATES = Path(__file__).resolve().parents[2] / "src" / "text" / "templates"
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "src" / "text" / "templates"
 
 QWEN2_5_OMNI_RENAMED = {
     151646: "<|AUDIO|>",
@@ -101,7 +101,7 @@ def omni_model(template: str) -> SimpleNamespace:
     spec = omni_tokenizer_json(template)
     hf = PreTrainedTokenizerFast(
         tokenizer_object=HfTokenizer.from_str(spec),
-        chat_template=(TEMPLATES / TEMPLATES[template]).read_text(),
+        chat_template=(TEMPLATE_DIR / TEMPLATES[template]).read_text(),
     )
     return SimpleNamespace(
         template=template, hf=hf, tok=mmfeed.Tokenizer.from_str(spec), ids=TOKEN_IDS[template], json=spec

@@ -163,5 +163,5 @@ def test_bad_input_is_refused_by_name(reference):
         mmfeed.process_video(data, model="qwen2-vl", nframes=4, fps=2.0)
     with pytest.raises(ValueError, match="video_start"):
         mmfeed.process_video(data, model="qwen3-vl", video_start=1.0)
-    with pytest.raises(ValueError, match="model profile"):
+    with pytest.raises(ValueError, match=r"unknown model 'llava' \(known: qwen2-vl, "):
         mmfeed.process_video(data, model="llava")
