@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "mmfeed/json.h"
 
@@ -203,6 +204,27 @@ RowImages row_images(const arrow::Array& a, ImageColumn kind, std::int64_t row) 
 
 bool is_conversation_column(std::string_view name) {
   return name == "messages" || name == "conversations" || name == "conversation";
+}
+
+Status JsonRows::end_row(std::string& out, std::size_t start, std::size_t row_limit, ShardSample sample,
+                         const std::string& where) const {
+  out += '}';
+  if (out.size() > row_limit || !pool.charge(static_cast<std::int64_t>(out.size() - start))) return too_large(where);
+  out += '\n';
+  const std::size_t length = out.size() - 1 - start;
+  if (length > UINT32_MAX) {
+    return Error(ErrorCode::kResourceExhausted, "row of " + std::to_string(length) + " bytes", where);
+  }
+  lines.push_back({start, static_cast<std::uint32_t>(length), manifest, m.samples.size()});
+  m.samples.push_back(std::move(sample));
+  return ok_status();
+}
+
+Error JsonRows::too_large(const std::string& where) const {
+  return Error(
+      ErrorCode::kResourceExhausted,
+      "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit) + "); split it, or raise the limit",
+      where);
 }
 
 }  // namespace mmfeed::dataset

@@ -15,6 +15,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "dataset/arrow_pool.h"
+#include "dataset/manifest.h"
+#include "mmfeed/error.h"
 
 namespace mmfeed::dataset {
 
@@ -47,5 +52,22 @@ struct RowImages {
   std::int64_t count = 0;
 };
 RowImages row_images(const arrow::Array& column, ImageColumn kind, std::int64_t row);
+
+// Where the rows of an Arrow file written as JSON lines go (parquet.cc, arrow_files.cc): the
+// manifest's samples and lines, their text charged to the pool under max_manifest_bytes (`limit`).
+struct JsonRows {
+  Manifest& m;
+  std::size_t limit;
+  LimitedPool& pool;
+  std::uint32_t manifest;
+  std::vector<ManifestLine>& lines;
+
+  // Ends the row written in `out` from `start`: its text charged to the pool (refused past
+  // `row_limit` or what the pool has left), its line and sample recorded.
+  Status end_row(std::string& out, std::size_t start, std::size_t row_limit, ShardSample sample,
+                 const std::string& where) const;
+  // The rows' text passes max_manifest_bytes.
+  Error too_large(const std::string& where) const;
+};
 
 }  // namespace mmfeed::dataset

@@ -403,27 +403,11 @@ class ParquetReader {
       }
       if (col.image == ImageColumn::kList) out += ']';
     }
-    out += '}';
-    if (out.size() > row_limit || !pool_.charge(static_cast<std::int64_t>(out.size() - start))) {
-      return rows_too_large(name + "[" + std::to_string(file_row) + "]");
-    }
-    out += '\n';
-    const std::size_t length = out.size() - 1 - start;
-    if (length > UINT32_MAX) {
-      return Error(ErrorCode::kResourceExhausted, "row of " + std::to_string(length) + " bytes",
-                   name + "[" + std::to_string(file_row) + "]");
-    }
-    lines_.push_back({start, static_cast<std::uint32_t>(length), manifest_, m_.samples.size()});
-    m_.samples.push_back(std::move(sample));
-    return ok_status();
+    return rows().end_row(out, start, row_limit, std::move(sample), name + "[" + std::to_string(file_row) + "]");
   }
 
-  Error rows_too_large(const std::string& where) const {
-    return Error(ErrorCode::kResourceExhausted,
-                 "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit_) +
-                     "); split it, or raise the limit",
-                 where);
-  }
+  JsonRows rows() const { return {m_, limit_, pool_, manifest_, lines_}; }
+  Error rows_too_large(const std::string& where) const { return rows().too_large(where); }
 
   Manifest& m_;
   const std::size_t limit_;

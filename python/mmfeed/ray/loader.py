@@ -19,7 +19,17 @@ if TYPE_CHECKING:
     from ..options import LoaderOptions
 
 from .actor import Actor, PartRunner
-from .plan import CREDITS_PER_BATCH, PartSpec, PartSummary, plan_parts
+from .plan import CREDITS_PER_BATCH, PartSpec, PartSummary, PlannedPart, plan_parts
+
+
+class Part(PlannedPart, total=False):
+    """The trainer's record of a part: planned, then, once queued, its actor, the stream of its
+    messages, and when the trainer asked for each batch and its bytes."""
+
+    stream: Any  # the ObjectRefGenerator of Parts.run
+    actor: Actor
+    asked_at: list[float]
+    bytes: list[int]
 
 
 class Loader:
@@ -182,7 +192,7 @@ class Loader:
     def _queue(self, index: int, actor: Actor) -> None:
         """Queues part `index` on `actor`, its batches held back past batches_ahead untaken (and
         past its share of store_bytes)."""
-        part = self._planned()["parts"][index]
+        part: Part = self._planned()["parts"][index]
         spec: PartSpec = {"epoch": part["epoch"], "state": part["state"], "end": part["end"]}
         # The generator's objects: its batches (each with its credits, under store_bytes) and the summary.
         limit = self._batches_ahead

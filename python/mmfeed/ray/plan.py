@@ -4,12 +4,9 @@ messages of a part's run between an actor and the trainer."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from .. import _mmfeed
-
-if TYPE_CHECKING:
-    from .actor import Actor
 
 # Under store_bytes, the fewest credits (objects of the part's stream) a batch costs: the grain of
 # its byte accounting (a batch's bytes in the store are counted in credit_bytes units).
@@ -48,21 +45,17 @@ class PartSummary(TypedDict):
     cpu_s: float
 
 
-class Part(TypedDict, total=False):
-    """The trainer's record of a part: planned (epoch, state, end, positions), then, once queued,
-    its actor, the stream of its messages, and when the trainer asked for each batch and its bytes."""
+class PlannedPart(TypedDict):
+    """A part as planned: its epoch, start state, end position (0: the epoch's end) and positions.
+    The trainer's record of it (mmfeed.ray.loader.Part) adds what its run brings."""
 
     epoch: int
     state: dict[str, Any]
     end: int
     positions: int
-    stream: Any  # the ObjectRefGenerator of Parts.run
-    actor: Actor
-    asked_at: list[float]
-    bytes: list[int]
 
 
-def plan_parts(options: dict, start: dict, part_groups: int) -> list[Part]:
+def plan_parts(options: dict, start: dict, part_groups: int) -> list[PlannedPart]:
     """The parts of the run of `options` from `start` (a state, or {}): each part_groups groups
     (batch_size positions, or pack_window when packing) of an epoch, its start state and its
     end_position (0: the epoch's end)."""
@@ -71,7 +64,7 @@ def plan_parts(options: dict, start: dict, part_groups: int) -> list[Part]:
     base = {"seed": options.get("seed", 0), "rank": options.get("rank", 0), "world_size": options.get("world_size", 1)}
     if "fingerprint" in start:
         base["fingerprint"] = start["fingerprint"]
-    parts: list[Part] = []
+    parts: list[PlannedPart] = []
     first_epoch, first_position = start.get("epoch", 0), start.get("position", 0)
     for epoch in range(first_epoch, len(sizes)):
         position = first_position if epoch == first_epoch else 0
