@@ -27,23 +27,6 @@ def sign_v4(method: str, host: str, path: str, *, query: Sequence[tuple[str, str
     AWS Signature Version 4 of one request, as mmfeed's S3 client signs it. `path` and the query pairs are raw (unencoded). Returns canonical_request, string_to_sign, signature, authorization and the headers to send.
     """
 
-class _ImageProcessor:
-    def __init__(self, model: str, backend: str, min_pixels: int | None, max_pixels: int | None, patch_size: int | None, merge_size: int | None, image_mean: Sequence[float] | None, image_std: Sequence[float] | None, exif: bool, alpha: str, output: str, kernel: str, threads: int, fast: bool) -> None: ...
-
-    def process(self, images: list, alphas: Sequence[str] | None = None) -> tuple: ...
-
-    def plan(self, height: int, width: int) -> tuple: ...
-
-def resize(image: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu', writable=False)], width: int, height: int, filter: str = 'bicubic', kernel: str = 'auto') -> NDArray[numpy.uint8]:
-    """
-    Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); 'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.
-    """
-
-def decode(data: bytes, exif: bool = True, alpha: str = 'drop') -> NDArray[numpy.uint8]:
-    """
-    Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's open + exif_transpose + convert('RGB') (alpha per policy).
-    """
-
 def video_libraries() -> str:
     """
     The FFmpeg libraries videos are decoded with, or why this build has none.
@@ -67,6 +50,23 @@ def plan_video_frames(total_frames: int, video_fps: float, nframes: float | None
 def process_video(data: bytes, model: str = 'qwen2-vl', output: str = 'float32', nframes: float | None = None, fps: float | None = None, min_frames: float | None = None, max_frames: float | None = None, video_start: float | None = None, video_end: float | None = None, min_pixels: float | None = None, max_pixels: float | None = None, total_pixels: float | None = None) -> dict:
     """
     A video file's pixel_values_videos rows and video_grid_thw as the model's recipe makes them (Qwen2/2.5-VL: qwen-vl-utils' sampling and sizing, then the HF video processor; Qwen3-VL: its HF video processor), with the frames decoded (indices), their size, the file's and the sampled frame rate, Qwen2.5-VL's second_per_grid_t and Qwen3-VL's per-group timestamps. Keyword arguments are the content item's keys.
+    """
+
+class _ImageProcessor:
+    def __init__(self, model: str, backend: str, min_pixels: int | None, max_pixels: int | None, patch_size: int | None, merge_size: int | None, image_mean: Sequence[float] | None, image_std: Sequence[float] | None, exif: bool, alpha: str, output: str, kernel: str, threads: int, fast: bool) -> None: ...
+
+    def process(self, images: list, alphas: Sequence[str] | None = None) -> tuple: ...
+
+    def plan(self, height: int, width: int) -> tuple: ...
+
+def resize(image: Annotated[NDArray[numpy.uint8], dict(order='C', device='cpu', writable=False)], width: int, height: int, filter: str = 'bicubic', kernel: str = 'auto') -> NDArray[numpy.uint8]:
+    """
+    Pillow-exact resize of a uint8 (height, width, channels) array to (height, width, channels); 'bicubic-torch' is torch's antialiased bicubic on uint8 (torchvision's resize), byte for byte.
+    """
+
+def decode(data: bytes, exif: bool = True, alpha: str = 'drop') -> NDArray[numpy.uint8]:
+    """
+    Decodes JPEG/PNG/WebP bytes to a (height, width, 3) uint8 array exactly as Pillow's open + exif_transpose + convert('RGB') (alpha per policy).
     """
 
 def normalize_table(model: str, video: bool = False, backend: str = 'pil') -> tuple:

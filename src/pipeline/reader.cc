@@ -1,0 +1,50 @@
+// The concurrent driver's read stage (its "read" thread): this rank's positions in order, each a
+// Work admitted by the memory budget, its fetches submitted.
+#include "pipeline/concurrent_driver.h"
+
+#include "core/thread_pool.h"
+
+namespace mmfeed::pipeline {
+
+void ConcurrentDriver::run_reader() {
+  core::set_current_thread_name("read");
+  const LoaderState start = s_.start;
+  std::uint64_t tag = 0;
+  for (int epoch = start.epoch; epoch < config_.epochs && !stop_.load(); ++epoch) {
+    const std::vector<std::uint64_t> ord = order(epoch);
+    {
+      std::lock_guard lock(ready_mu_);
+      epoch_sizes_[epoch] = ord.size();
+    }
+    ready_cv_.notify_all();
+    for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
+      if (!memory_.admit()) return;
+      auto w = s_.processor.prepare(epoch, seq, ord[seq]);
+      if (w->error || w->media.empty()) {
+        submit_processing(std::move(w));
+        continue;
+      }
+      // The requests are made before the first is submitted: once the last is, the sample may
+      // complete, be processed and freed on other threads before this one reads it again.
+      Work* raw = w.get();
+      std::vector<storage::FetchRequest> requests;
+      for (std::size_t i = 0; i < raw->fetches(); ++i) requests.push_back(raw->fetch(i, tag + i));
+      {
+        std::lock_guard lock(pending_mu_);
+        for (std::size_t i = 0; i < requests.size(); ++i) pending_[tag++] = {raw, i};
+        owned_[raw] = std::move(w);
+      }
+      for (storage::FetchRequest& request : requests) {
+        if (!s_.fetcher.submit(std::move(request))) return;
+      }
+    }
+  }
+  {
+    std::lock_guard lock(ready_mu_);
+    reader_done_ = true;
+  }
+  ready_cv_.notify_all();
+  s_.fetcher.close();
+}
+
+}  // namespace mmfeed::pipeline
