@@ -75,6 +75,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,6 +232,86 @@ def train(batches, step, progress) -> dict:
     }
 
 
+def system_batches(args, ds: HFSample, manifest: Path, tokenizer: Path, workers: int, stages: dict):
+    """The batches of the system `args.one`: a Python peer over `ds`, or mmfeed's engine, which
+    fills `stages` once its last batch is taken."""
+    if args.one == "naive":
+        return naive_batches(ds, args.batch_size)
+    if args.one == "torch-dataloader":
+        return dataloader_batches(ds, args.batch_size, workers)
+    if args.one == "spdl":
+        return spdl_batches(ds, args.batch_size, workers)
+    if args.one == RAY_SYSTEM:
+        return mmfeed_ray_batches(
+            manifest,
+            tokenizer,
+            args.max_pixels,
+            args.batch_size,
+            workers,
+            args.ray_actors,
+            args.model,
+            stages,
+            args.image_backend,
+        )
+    concurrent = args.one == "mmfeed"  # mmfeed-serial: the same engine on one thread, untraced, on the host
+    return mmfeed_batches(
+        manifest,
+        tokenizer,
+        args.max_pixels,
+        args.batch_size,
+        "concurrent" if concurrent else "serial",
+        str(args.trace or "") if concurrent else "",
+        workers,
+        stages,
+        args.device if concurrent and args.trainer == "model" else None,
+        model=args.model,
+        image_backend=args.image_backend,
+    )
+
+
+def trainer_step(args):
+    """The trainer's step on a batch, and with the model trainer NVML's sampler of the GPU's busy
+    share, started (None without one)."""
+    if args.trainer != "model":
+        seconds = args.step_ms / 1000
+        return (lambda batch: time.sleep(seconds)), None
+    from bench_model import Nvml, Sampler, make_train_step
+
+    step = make_train_step(device=args.device, preset=args.model_preset)
+    gpu = Nvml.open()
+    sampler = None
+    if gpu:
+        sampler = Sampler(gpu)
+        sampler.start()
+    return step, sampler
+
+
+def system_figures(name: str, r: dict, workers: int, peak_pss_mb: float) -> dict:
+    """One system's reported figures from its trainer's timings `r` and this process's usage."""
+    affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "name": name,
+        "samples": r["samples"],
+        "workers": workers,
+        "cpus": len(affinity),
+        "affinity": affinity,
+        "gpu_utilization": r["computed"] / r["seconds"],
+        "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
+        "data_wait_share": r["waited"] / r["seconds"],
+        "samples_per_s": r["samples"] / r["seconds"],
+        "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
+        "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024,
+        "peak_pss_mb": peak_pss_mb,
+        "time_to_first_batch_s": r["first_batch"],
+        "seconds": r["seconds"],
+        "cpu_seconds": r["cpu"],
+        "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
+        "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1),
+        "timeline": r["timeline"],
+    }
+
+
 def run_one(args) -> dict:
     """Runs one system in this process and returns its figures. Every system's process imports
     torch and transformers first, as a training process has: imports are not timed."""
@@ -245,59 +326,8 @@ def run_one(args) -> dict:
     stages: dict = {}
     if args.one == RAY_SYSTEM:
         start_local_ray(workers)  # up before the trainer, as a cluster is; the actors start with the loader
-    batches = {
-        "naive": lambda: naive_batches(ds, args.batch_size),
-        "torch-dataloader": lambda: dataloader_batches(ds, args.batch_size, workers),
-        "spdl": lambda: spdl_batches(ds, args.batch_size, workers),
-        "mmfeed-serial": lambda: mmfeed_batches(
-            manifest,
-            tokenizer,
-            args.max_pixels,
-            args.batch_size,
-            "serial",
-            "",
-            workers,
-            stages,
-            model=args.model,
-            image_backend=args.image_backend,
-        ),
-        "mmfeed": lambda: mmfeed_batches(
-            manifest,
-            tokenizer,
-            args.max_pixels,
-            args.batch_size,
-            "concurrent",
-            str(args.trace or ""),
-            workers,
-            stages,
-            args.device if args.trainer == "model" else None,
-            model=args.model,
-            image_backend=args.image_backend,
-        ),
-        RAY_SYSTEM: lambda: mmfeed_ray_batches(
-            manifest,
-            tokenizer,
-            args.max_pixels,
-            args.batch_size,
-            workers,
-            args.ray_actors,
-            args.model,
-            stages,
-            args.image_backend,
-        ),
-    }[args.one]()
-    sampler = None
-    if args.trainer == "model":
-        from bench_model import Nvml, Sampler, make_train_step
-
-        step = make_train_step(device=args.device, preset=args.model_preset)
-        gpu = Nvml.open()
-        if gpu:
-            sampler = Sampler(gpu)
-            sampler.start()
-    else:
-        seconds = args.step_ms / 1000
-        step = lambda batch: time.sleep(seconds)  # noqa: E731
+    batches = system_batches(args, ds, manifest, tokenizer, workers, stages)
+    step, sampler = trainer_step(args)
 
     def progress(samples: int) -> None:
         print(f"progress {samples}", flush=True)
@@ -305,28 +335,7 @@ def run_one(args) -> dict:
     with memory.PeakPss() as peak:  # the loader's processes and threads start with the first batch
         r = train(batches, step, progress)
     r["cpu"] += stages.pop("actors_cpu_s", 0.0)
-    affinity = sorted(os.sched_getaffinity(0))  # what the run had: --cpus or --cores-needed's pinning
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {
-        "name": args.one,
-        "samples": r["samples"],
-        "workers": workers,
-        "cpus": len(affinity),
-        "affinity": affinity,
-        "gpu_utilization": r["computed"] / r["seconds"],
-        "steady_gpu_utilization": r["computed"] / max(r["seconds"] - r["first_batch"], 1e-9),
-        "data_wait_share": r["waited"] / r["seconds"],
-        "samples_per_s": r["samples"] / r["seconds"],
-        "cpu_s_per_sample": r["cpu"] / max(r["samples"], 1),
-        "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024,
-        "peak_pss_mb": peak.mb,
-        "time_to_first_batch_s": r["first_batch"],
-        "seconds": r["seconds"],
-        "cpu_seconds": r["cpu"],
-        "data_seconds_per_batch": r["waited"] / max(len(r["timeline"]), 1),
-        "step_ms_mean": 1000 * r["computed"] / max(len(r["timeline"]), 1),
-        "timeline": r["timeline"],
-    }
+    out = system_figures(args.one, r, workers, peak.mb)
     if stages:
         out["stages"] = {name: stage for name, stage in stages.items() if isinstance(stage, dict)}
     if sampler:
@@ -550,7 +559,21 @@ def print_cores_needed(rows: list[dict], step_label: str, cores: int) -> None:
         print(f"{r['source']:<7}{r['name']:<17}{r['cores_needed']:>13}  {tried}")
 
 
-def main(argv: list[str] | None = None) -> int:
+TRIED_FIELDS = (  # --cores-needed: the figures kept of each core count tried
+    "workers",
+    "cpus",
+    "gpu_utilization",
+    "steady_gpu_utilization",
+    "samples_per_s",
+    "cpu_s_per_sample",
+    "peak_rss_mb",
+    "peak_pss_mb",
+)
+
+
+def parser_of_experiments() -> argparse.ArgumentParser:
+    """The parser, with the flags that choose the experiments: the data set, the sources and
+    systems, the trainer's step, the CPU budget and where the results go."""
     parser = argparse.ArgumentParser(
         prog="mmfeed bench", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -590,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where the report, plot, traces go")
     parser.add_argument("--data", type=Path, help="the data set's directory (default OUT/data; reused if present)")
     parser.add_argument("--json", type=Path, help="the report (default OUT/bench.json)")
+    return parser
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of each run: the preprocessing every system does, the trainer, mmfeed-ray's actors,
+    and the internal ones a child process is started with."""
     parser.add_argument(
         "--model",
         choices=sorted(TEMPLATE_FILES),
@@ -630,13 +659,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
     parser.add_argument("--affinity", help=argparse.SUPPRESS)  # internal: the CPUs the one system runs on
-    args = parser.parse_args(argv)
-    if args.one:
-        if args.affinity:
-            os.sched_setaffinity(0, [int(cpu) for cpu in args.affinity.split(",")])
-        args.step_ms = float(args.step_ms)
-        print(json.dumps(run_one(args)), flush=True)
-        return 0
+
+
+@dataclass
+class Plan:
+    """What the driver runs, from the flags: the budget, the data set's size, and each experiment's
+    sources and systems (none where the experiment is not asked for)."""
+
+    cores: int
+    allowed: list[int]  # the CPUs this process may use, after --cpus
+    workers: int
+    samples: int
+    sources: list[str]
+    scaling_sources: list[str]
+    table_systems: list[str]
+    step0_systems: list[str]
+    scaling_systems: list[str]
+    cores_systems: list[str]
+    counts: list[int]  # the worker or core counts a sweep tries
+    calibration_samples: int  # the naive loop's samples timed for --step-ms auto; 0: no calibration
+
+    def total_samples(self) -> int:
+        """The samples every run together loads, for the progress line."""
+        runs = (
+            len(self.sources) * (len(self.table_systems) + len(self.step0_systems))
+            + len(self.scaling_sources) * len(self.scaling_systems) * len(self.counts)
+            + len(self.sources) * len(self.cores_systems) * len(self.counts)
+        )
+        return self.samples * runs + self.calibration_samples
+
+
+def plan_runs(args, parser: argparse.ArgumentParser) -> Plan:
+    """Checks the flags (a wrong one ends the program with parser.error), pins the CPUs of --cpus
+    and works out what to run."""
     import budget  # the driver's alone: a peer in .venv-tv (--image-backend torchvision) has no mmfeed
 
     if args.image_backend == "torchvision" and not Path(args.torchvision_python).exists():
@@ -651,12 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             parser.error(str(e))
     cores = budget.cores_available()
-    allowed = sorted(os.sched_getaffinity(0))
-    workers = args.workers or cores
-    samples = args.samples or (128 if args.quick else 256)
     tables = not (args.scaling or args.cores_needed)
     sources = (args.sources or ("s3" if args.quick else "s3,local")).split(",")
-    scaling_sources = (args.sources or "local").split(",")  # CPU scaling: no object-store latency in the way
     given = args.systems.split(",") if args.systems else None
     systems = given or [s for s in SYSTEMS if s != RAY_SYSTEM or args.ray]
     unknown = [s for s in systems if s not in SYSTEMS] + [s for s in sources if s not in SOURCES]
@@ -669,36 +720,33 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--step-ms takes a number of milliseconds or auto")
     step0 = tables and not args.quick and not args.no_step0 and args.trainer == "sleep"
     table_systems = systems if tables else []
-    step0_systems = [s for s in STEP0_SYSTEMS if s in systems] if step0 else []
     scaling_systems = [s for s in (given or SCALING_SYSTEMS) if s in PARALLEL] if args.scaling else []
     if args.scaling and not scaling_systems:
         parser.error(f"--scaling sweeps workers: give it one of {', '.join(PARALLEL)}")
     cores_systems = (given or [s for s in PARALLEL if s != RAY_SYSTEM or args.ray]) if args.cores_needed else []
-    counts = budget.doubling(cores)
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    report_path = args.json or out / "bench.json"
-
-    import datagen
-    from objectstore import Nginx, rewrite_images, s3_env
-
-    data = args.data or out / "data"
-    print(f"mmfeed bench: writing or reusing {samples} samples in {data}", file=sys.stderr, flush=True)
-    summary = datagen.generate(data, samples=samples, seed=0, workers=os.cpu_count())
-    manifest = data / "manifest.jsonl"
     # With the model trainer the step is the model's: nothing to calibrate.
     calibrate = args.step_ms == "auto" and args.trainer == "sleep" and bool(table_systems or cores_systems)
-    calibration_samples = 2 * args.batch_size if calibrate else 0
-    progress = Progress(
-        samples
-        * (
-            len(sources) * (len(table_systems) + len(step0_systems))
-            + len(scaling_sources) * len(scaling_systems) * len(counts)
-            + len(sources) * len(cores_systems) * len(counts)
-        )
-        + calibration_samples
+    return Plan(
+        cores=cores,
+        allowed=sorted(os.sched_getaffinity(0)),
+        workers=args.workers or cores,
+        samples=args.samples or (128 if args.quick else 256),
+        sources=sources,
+        scaling_sources=(args.sources or "local").split(","),  # CPU scaling: no object-store latency in the way
+        table_systems=table_systems,
+        step0_systems=[s for s in STEP0_SYSTEMS if s in systems] if step0 else [],
+        scaling_systems=scaling_systems,
+        cores_systems=cores_systems,
+        counts=budget.doubling(cores),
+        calibration_samples=2 * args.batch_size if calibrate else 0,
     )
-    config = {
+
+
+def bench_config(args, plan: Plan, summary: dict) -> dict:
+    """The report's "config": the data set, the preprocessing, the budget and the trainer."""
+    import budget
+
+    return {
         "samples": summary["samples"],
         "images": summary["images"],
         "bytes": summary["bytes"],
@@ -708,158 +756,191 @@ def main(argv: list[str] | None = None) -> int:
         "image_backend": args.image_backend,
         "cores": os.cpu_count(),
         "budget": {
-            "workers": workers,
-            "cores": cores,
+            "workers": plan.workers,
+            "cores": plan.cores,
             "cpus": args.cpus,
-            "affinity": allowed,
+            "affinity": plan.allowed,
             "cgroup_cpu_limit": budget.cgroup_cpu_limit(),
         },
         "trainer": args.trainer,
         "device": args.device if args.trainer == "model" else None,
         "object_store": {"first_byte_median_ms": 50, "first_byte_p99_ms": 200, "per_connection_mb_s": 32},
     }
-    report = {"config": config, "systems": [], "step0": [], "scaling": [], "cores_needed": []}
-    traces = []
 
-    def write_report() -> None:  # after every run, so that a run cut short still leaves its figures
-        report_path.write_text(json.dumps(report, indent=1) + "\n")
 
-    with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, contextlib.ExitStack() as stack:
-        paths, env = {"local": manifest}, dict(os.environ)
-        needed = (sources if table_systems or cores_systems else []) + (scaling_sources if scaling_systems else [])
-        if "s3" in needed:  # the object store only when a source reads from it
-            server = stack.enter_context(Nginx(data, Path(tmp) / "nginx"))
-            paths["s3"] = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", Path(tmp) / "remote.jsonl")
-            env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
+def source_manifests(plan: Plan, data: Path, tmp: Path, stack: contextlib.ExitStack) -> tuple[dict, dict]:
+    """The manifest each source reads and the runs' environment; the object server started on
+    `stack` only when a source reads from it."""
+    from objectstore import Nginx, rewrite_images, s3_env
 
-        def run(system: str, source: str, step_ms: float, label: str, run_workers: int, **options) -> dict:
-            return spawn(
-                system,
-                paths[source],
-                step_ms,
-                args,
-                env,
-                f"{source}: {label}",
-                progress,
-                samples,
-                run_workers,
-                **options,
-            )
+    manifest = data / "manifest.jsonl"
+    paths, env = {"local": manifest}, dict(os.environ)
+    needed = (plan.sources if plan.table_systems or plan.cores_systems else []) + (
+        plan.scaling_sources if plan.scaling_systems else []
+    )
+    if "s3" in needed:
+        server = stack.enter_context(Nginx(data, tmp / "nginx"))
+        paths["s3"] = rewrite_images(manifest, lambda ref: f"s3://{BUCKET}/{ref}", tmp / "remote.jsonl")
+        env = s3_env(f"http://127.0.0.1:{server.port}", "bench", "bench")  # nginx does not check signatures
+    return paths, env
 
-        calibration = None
-        if calibrate:
-            # The naive loop on the first two batches of the first source, with no step. The head
-            # lies elsewhere than the data set, so local image paths are made absolute.
-            probe_source = sources[0]
-            base = paths[probe_source].parent.resolve()
-            head = rewrite_images(
-                paths[probe_source], lambda ref: ref if "://" in ref else str(base / ref), Path(tmp) / "calibrate.jsonl"
-            )
-            head.write_text("\n".join(head.read_text().splitlines()[:calibration_samples]) + "\n")
-            r = spawn(
-                "naive", head, 0.0, args, env, f"calibrate: naive on {probe_source}", progress, calibration_samples, 1
-            )
-            per_batch = r["data_seconds_per_batch"]
-            step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
-            calibration = {"source": probe_source, "samples": calibration_samples, "naive_seconds_per_batch": per_batch}
-        elif args.trainer == "model" or args.step_ms == "auto":
-            step_ms = 0.0  # not used: the step is the model's, or only step-0 runs follow
-        else:
-            step_ms = float(args.step_ms)
-        config.update(
-            step_ms=step_ms,
-            calibration=calibration,
-            step_choice="the model's"
-            if args.trainer == "model"
-            else "auto: naive at 15% (the talk's ratio)"
-            if calibration
-            else "given",
+
+@dataclass
+class Runner:
+    """Runs systems in child processes on a source's manifest and keeps the report."""
+
+    args: argparse.Namespace
+    paths: dict  # source: its manifest
+    env: dict
+    progress: Progress
+    samples: int
+    report: dict
+    report_path: Path
+
+    def run(self, system: str, source: str, step_ms: float, label: str, workers: int, **options) -> dict:
+        """Runs `system` on `source`'s manifest in a child process; returns its figures."""
+        return spawn(
+            system,
+            self.paths[source],
+            step_ms,
+            self.args,
+            self.env,
+            f"{source}: {label}",
+            self.progress,
+            self.samples,
+            workers,
+            **options,
         )
-        for source in sources:
-            for system in table_systems:
-                trace = out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
-                r = run(system, source, step_ms, system, workers, trace=trace)
-                report["systems"].append({"source": source, "step_ms": step_ms, **r})
-                write_report()
-                if trace:
-                    traces.append(trace)
-        for source in sources:
-            for system in step0_systems:
-                r = run(system, source, 0.0, f"{system}, step 0", workers)
-                report["step0"].append({"source": source, "step_ms": 0.0, **r})
-                write_report()
-        for source in scaling_sources:
-            for system in scaling_systems:
-                sweep = []
-                for n in counts:
-                    r = run(system, source, 0.0, f"{system}, {n} workers, step 0", n, trainer="sleep")
-                    r.pop("timeline")
-                    # After the first batch: what a long run sees once the pipeline is full.
-                    # After the first batch: what a long run sees once the pipeline is full (none
-                    # when the data set is one batch).
-                    after = r["samples"] - args.batch_size
-                    r["steady_samples_per_s"] = (
-                        after / max(r["seconds"] - r["time_to_first_batch_s"], 1e-9) if after > 0 else None
-                    )
-                    r["cores_busy"] = r["cpu_seconds"] / max(r["seconds"], 1e-9)
-                    base = (sweep or [r])[0]
-                    steady = (
-                        r["steady_samples_per_s"] / base["steady_samples_per_s"]
-                        if r["steady_samples_per_s"] and base["steady_samples_per_s"]
-                        else None
-                    )
-                    sweep.append(
-                        {
-                            "source": source,
-                            "step_ms": 0.0,
-                            "speedup": r["samples_per_s"] / base["samples_per_s"],
-                            "steady_speedup": steady,
-                            **r,
-                        }
-                    )
-                    report["scaling"].append(sweep[-1])
-                    write_report()
-                if system == "mmfeed":
-                    budget.serial_share(sweep)  # Amdahl: what runs on one thread bounds the speed-up
-                    write_report()
-        for source in sources:
-            for system in cores_systems:
-                row = {"source": source, "name": system, "cores_needed": f"more than {cores}", "tried": []}
-                report["cores_needed"].append(row)
-                for n in counts:
-                    r = run(system, source, step_ms, f"{system} on {n} cores", n, affinity=allowed[:n])
-                    row["tried"].append(
-                        {
-                            "cores": n,
-                            **{
-                                k: r[k]
-                                for k in (
-                                    "workers",
-                                    "cpus",
-                                    "gpu_utilization",
-                                    "steady_gpu_utilization",
-                                    "samples_per_s",
-                                    "cpu_s_per_sample",
-                                    "peak_rss_mb",
-                                    "peak_pss_mb",
-                                )
-                            },
-                        }
-                    )
-                    write_report()
-                    if r["steady_gpu_utilization"] >= BUSY_ENOUGH:
-                        row["cores_needed"] = n
-                        write_report()
-                        break
 
-    pinned = f", pinned with --cpus {args.cpus} (CPUs {','.join(map(str, allowed))})" if args.cpus else ""
+    def write_report(self) -> None:  # after every run, so that a run cut short still leaves its figures
+        self.report_path.write_text(json.dumps(self.report, indent=1) + "\n")
+
+
+def calibrate_step(runner: Runner, source: str, samples: int, tmp: Path) -> tuple[float, dict]:
+    """--step-ms auto: times the naive loop on the first `samples` of `source` with no step, and
+    returns the step that puts it at NAIVE_SHARE, with what was measured."""
+    from objectstore import rewrite_images
+
+    # The head lies elsewhere than the data set, so local image paths are made absolute.
+    base = runner.paths[source].parent.resolve()
+    head = rewrite_images(
+        runner.paths[source], lambda ref: ref if "://" in ref else str(base / ref), tmp / "calibrate.jsonl"
+    )
+    head.write_text("\n".join(head.read_text().splitlines()[:samples]) + "\n")
+    r = spawn("naive", head, 0.0, runner.args, runner.env, f"calibrate: naive on {source}", runner.progress, samples, 1)
+    per_batch = r["data_seconds_per_batch"]
+    step_ms = 1000 * per_batch * NAIVE_SHARE / (1 - NAIVE_SHARE)
+    return step_ms, {"source": source, "samples": samples, "naive_seconds_per_batch": per_batch}
+
+
+def choose_step(runner: Runner, plan: Plan, tmp: Path) -> tuple[float, dict | None]:
+    """The trainer's step in ms and its calibration (None when given or not needed), both also
+    recorded in the report's config."""
+    args, calibration = runner.args, None
+    if plan.calibration_samples:
+        step_ms, calibration = calibrate_step(runner, plan.sources[0], plan.calibration_samples, tmp)
+    elif args.trainer == "model" or args.step_ms == "auto":
+        step_ms = 0.0  # not used: the step is the model's, or only step-0 runs follow
+    else:
+        step_ms = float(args.step_ms)
+    runner.report["config"].update(
+        step_ms=step_ms,
+        calibration=calibration,
+        step_choice="the model's"
+        if args.trainer == "model"
+        else "auto: naive at 15% (the talk's ratio)"
+        if calibration
+        else "given",
+    )
+    return step_ms, calibration
+
+
+def run_tables(runner: Runner, plan: Plan, step_ms: float) -> list[Path]:
+    """The utilisation table's runs at `step_ms`, then the step-0 table's; returns mmfeed's traces."""
+    traces = []
+    for source in plan.sources:
+        for system in plan.table_systems:
+            trace = runner.args.out / f"mmfeed-trace-{source}.json" if system == "mmfeed" else None
+            r = runner.run(system, source, step_ms, system, plan.workers, trace=trace)
+            runner.report["systems"].append({"source": source, "step_ms": step_ms, **r})
+            runner.write_report()
+            if trace:
+                traces.append(trace)
+    for source in plan.sources:
+        for system in plan.step0_systems:
+            r = runner.run(system, source, 0.0, f"{system}, step 0", plan.workers)
+            runner.report["step0"].append({"source": source, "step_ms": 0.0, **r})
+            runner.write_report()
+    return traces
+
+
+def scaling_row(r: dict, first: dict | None, source: str, batch_size: int) -> dict:
+    """A --scaling row from a run's figures `r`: its steady rate, cores busy and speed-ups over the
+    sweep's first row (`first`; None: this is the first)."""
+    r.pop("timeline")
+    # After the first batch: what a long run sees once the pipeline is full (none when the data
+    # set is one batch).
+    after = r["samples"] - batch_size
+    r["steady_samples_per_s"] = after / max(r["seconds"] - r["time_to_first_batch_s"], 1e-9) if after > 0 else None
+    r["cores_busy"] = r["cpu_seconds"] / max(r["seconds"], 1e-9)
+    base = first or r
+    steady = (
+        r["steady_samples_per_s"] / base["steady_samples_per_s"]
+        if r["steady_samples_per_s"] and base["steady_samples_per_s"]
+        else None
+    )
+    return {
+        "source": source,
+        "step_ms": 0.0,
+        "speedup": r["samples_per_s"] / base["samples_per_s"],
+        "steady_speedup": steady,
+        **r,
+    }
+
+
+def run_scaling(runner: Runner, plan: Plan) -> None:
+    """--scaling: each system at step 0 for each worker count, and mmfeed's serial share."""
+    import budget
+
+    for source in plan.scaling_sources:
+        for system in plan.scaling_systems:
+            sweep: list[dict] = []
+            for n in plan.counts:
+                r = runner.run(system, source, 0.0, f"{system}, {n} workers, step 0", n, trainer="sleep")
+                sweep.append(scaling_row(r, sweep[0] if sweep else None, source, runner.args.batch_size))
+                runner.report["scaling"].append(sweep[-1])
+                runner.write_report()
+            if system == "mmfeed":
+                budget.serial_share(sweep)  # Amdahl: what runs on one thread bounds the speed-up
+                runner.write_report()
+
+
+def run_cores_needed(runner: Runner, plan: Plan, step_ms: float) -> None:
+    """--cores-needed: each system on 1, 2, 4, ... cores until the trainer is busy enough."""
+    for source in plan.sources:
+        for system in plan.cores_systems:
+            row = {"source": source, "name": system, "cores_needed": f"more than {plan.cores}", "tried": []}
+            runner.report["cores_needed"].append(row)
+            for n in plan.counts:
+                r = runner.run(system, source, step_ms, f"{system} on {n} cores", n, affinity=plan.allowed[:n])
+                row["tried"].append({"cores": n, **{k: r[k] for k in TRIED_FIELDS}})
+                runner.write_report()
+                if r["steady_gpu_utilization"] >= BUSY_ENOUGH:
+                    row["cores_needed"] = n
+                    runner.write_report()
+                    break
+
+
+def print_results(args, plan: Plan, summary: dict, report: dict, step_ms: float, calibration: dict | None) -> None:
+    """The run's heading, its budget and the tables of the experiments that ran."""
+    pinned = f", pinned with --cpus {args.cpus} (CPUs {','.join(map(str, plan.allowed))})" if args.cpus else ""
     print(
         f"\nmmfeed bench: {summary['samples']} samples ({summary['images']} images, {summary['bytes'] / 1e6:.0f} MB), "
         f"{args.model}, batches of {args.batch_size}, max_pixels {args.max_pixels}, trainer: {args.trainer}"
     )
     print(
-        f"budget: {workers} workers per system (DataLoader num_workers, SPDL processing concurrency, mmfeed "
-        f"workers; naive and mmfeed-serial use one thread) on {cores} cores{pinned}"
+        f"budget: {plan.workers} workers per system (DataLoader num_workers, SPDL processing concurrency, mmfeed "
+        f"workers; naive and mmfeed-serial use one thread) on {plan.cores} cores{pinned}"
     )
     if args.trainer == "model":
         title = f"Trainer: a Qwen-VL-shaped training step on {args.device}"
@@ -874,13 +955,18 @@ def main(argv: list[str] | None = None) -> int:
     if report["step0"]:
         print_table("Trainer step 0 (infinitely fast): how fast each system delivers", report["step0"])
     if report["scaling"]:
-        print_scaling(report["scaling"], cores)
+        print_scaling(report["scaling"], plan.cores)
     if report["cores_needed"]:
-        print_cores_needed(report["cores_needed"], step_label, cores)
-    write_report()
-    print(f"\nreport: {report_path}")
+        print_cores_needed(report["cores_needed"], step_label, plan.cores)
+
+
+def write_outputs(runner: Runner, step_ms: float, traces: list[Path]) -> None:
+    """The report, the utilisation plot (when the tables ran) and where they and the traces are."""
+    args, report = runner.args, runner.report
+    runner.write_report()
+    print(f"\nreport: {runner.report_path}")
     if report["systems"]:
-        plot_path = out / "utilization.png"
+        plot_path = args.out / "utilization.png"
         plot(
             report["systems"],
             plot_path,
@@ -890,6 +976,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot:   {plot_path}")
     for trace in traces:
         print(f"trace:  {trace} (open in ui.perfetto.dev)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The driver: plans the runs, runs each system in a child process, prints and writes the
+    results; with --one, the child that runs one system."""
+    parser = parser_of_experiments()
+    add_run_flags(parser)
+    args = parser.parse_args(argv)
+    if args.one:
+        if args.affinity:
+            os.sched_setaffinity(0, [int(cpu) for cpu in args.affinity.split(",")])
+        args.step_ms = float(args.step_ms)
+        print(json.dumps(run_one(args)), flush=True)
+        return 0
+    plan = plan_runs(args, parser)
+    args.out.mkdir(parents=True, exist_ok=True)
+    import datagen
+
+    data = args.data or args.out / "data"
+    print(f"mmfeed bench: writing or reusing {plan.samples} samples in {data}", file=sys.stderr, flush=True)
+    summary = datagen.generate(data, samples=plan.samples, seed=0, workers=os.cpu_count())
+    report = {
+        "config": bench_config(args, plan, summary),
+        "systems": [],
+        "step0": [],
+        "scaling": [],
+        "cores_needed": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="mmfeed-bench-") as tmp, contextlib.ExitStack() as stack:
+        paths, env = source_manifests(plan, data, Path(tmp), stack)
+        progress = Progress(plan.total_samples())
+        runner = Runner(args, paths, env, progress, plan.samples, report, args.json or args.out / "bench.json")
+        step_ms, calibration = choose_step(runner, plan, Path(tmp))
+        traces = run_tables(runner, plan, step_ms)
+        run_scaling(runner, plan)
+        run_cores_needed(runner, plan, step_ms)
+    print_results(args, plan, summary, report, step_ms, calibration)
+    write_outputs(runner, step_ms, traces)
     return 0
 
 

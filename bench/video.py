@@ -67,105 +67,117 @@ def timed(repeat: int, fn):
     return out, best * 1e3, cpu * 1e3
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--models", default="qwen2.5-vl,qwen3-vl")
-    parser.add_argument("--peer-python", default=str(ROOT / ".venv-tv" / "bin" / "python"))
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    if not Path(args.peer_python).exists():
-        sys.exit(f"{args.peer_python} not found: `make test-oracles` makes the torchvision environment")
-    cores = _mmfeed.usable_cpus()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        make_clips(folder)
-        rows, jobs = [], []
-        for model in args.models.split(","):
-            for name in CLIPS:
-                data = (folder / name).read_bytes()
-                out, ms, cpu_ms = timed(args.repeat, lambda: mmfeed.process_video(data, model=model))
-                rows.append(
-                    {
-                        "clip": name,
-                        "model": model,
-                        "frames": len(out["indices"]),
-                        "grid": out["video_grid_thw"],
-                        "size": out["size"],
-                        "mmfeed_ms": ms,
-                        "mmfeed_cpu_ms": cpu_ms,
-                    }
-                )
-                jobs.append(
-                    {"path": str(folder / name), "model": model, "indices": list(out["indices"]), "size": out["size"]}
-                )
-        (folder / "jobs.json").write_text(json.dumps(jobs))
-        peer = subprocess.run(
-            [args.peer_python, str(ROOT / "bench" / "video_peer.py"), str(folder / "jobs.json"), str(args.repeat)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=3600,
+def time_mmfeed(folder: Path, models: list[str], repeat: int) -> tuple[list[dict], list[dict]]:
+    """mmfeed.process_video on one thread over every clip and model: a row each, and the job the
+    peer repeats on the same frames at the same size."""
+    rows, jobs = [], []
+    for model in models:
+        for name in CLIPS:
+            data = (folder / name).read_bytes()
+            out, ms, cpu_ms = timed(repeat, lambda: mmfeed.process_video(data, model=model))
+            rows.append(
+                {
+                    "clip": name,
+                    "model": model,
+                    "frames": len(out["indices"]),
+                    "grid": out["video_grid_thw"],
+                    "size": out["size"],
+                    "mmfeed_ms": ms,
+                    "mmfeed_cpu_ms": cpu_ms,
+                }
+            )
+            jobs.append(
+                {"path": str(folder / name), "model": model, "indices": list(out["indices"]), "size": out["size"]}
+            )
+    return rows, jobs
+
+
+def time_peer(folder: Path, jobs: list[dict], rows: list[dict], peer_python: str, repeat: int) -> dict:
+    """Runs the peer on `jobs` in the torchvision environment, checks its grids against mmfeed's
+    and adds its times and the speedup to `rows`; returns its report."""
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    peer = subprocess.run(
+        [peer_python, str(ROOT / "bench" / "video_peer.py"), str(folder / "jobs.json"), str(repeat)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
+    )
+    report = json.loads(peer.stdout.strip().splitlines()[-1])
+    for row, result in zip(rows, report["results"]):
+        assert result["grid"] == row["grid"], (row, result)
+        row["peer_decode_ms"], row["peer_process_ms"] = result["decode_ms"], result["process_ms"]
+        row["speedup"] = (result["decode_ms"] + result["process_ms"]) / row["mmfeed_ms"]
+    return report
+
+
+def time_pool(folder: Path, rows: list[dict], cores: int, repeat: int) -> tuple[float, float]:
+    """The clips processed concurrently by mmfeed on every core (the binding releases the GIL):
+    the best of `repeat` passes over every clip and the sum of the clips' best one-thread times,
+    in seconds."""
+    datas = [((folder / r["clip"]).read_bytes(), r["model"]) for r in rows]
+    with ThreadPoolExecutor(cores) as pool:
+        _, pool_ms, _ = timed(
+            repeat, lambda: list(pool.map(lambda job: mmfeed.process_video(job[0], model=job[1]), datas))
         )
-        report = json.loads(peer.stdout.strip().splitlines()[-1])
-        for row, result in zip(rows, report["results"]):
-            assert result["grid"] == row["grid"], (row, result)
-            row["peer_decode_ms"], row["peer_process_ms"] = result["decode_ms"], result["process_ms"]
-            row["speedup"] = (result["decode_ms"] + result["process_ms"]) / row["mmfeed_ms"]
+    return pool_ms / 1e3, sum(r["mmfeed_ms"] for r in rows) / 1e3
 
-        # Every core: the clips processed concurrently by mmfeed (the binding releases the GIL).
-        # Best of `repeat` passes over every clip, against the sum of the clips' best one-thread times.
-        datas = [((folder / r["clip"]).read_bytes(), r["model"]) for r in rows]
-        with ThreadPoolExecutor(cores) as pool:
-            _, pool_ms, _ = timed(
-                args.repeat, lambda: list(pool.map(lambda job: mmfeed.process_video(job[0], model=job[1]), datas))
-            )
-        pool_s, serial_s = pool_ms / 1e3, sum(r["mmfeed_ms"] for r in rows) / 1e3
 
-        # The whole sample through mmfeed.Loader on every core: the clips read from files, the
-        # text rendered and tokenized, the batch assembled; what the loader adds to processing.
-        loader_rates = {}
-        for model in args.models.split(","):
-            manifest = folder / f"{model}.jsonl"
-            manifest.write_text(
-                "".join(
-                    json.dumps(
+def write_manifest(path: Path, repeat: int) -> None:
+    """A conversation per clip, `repeat` times over: the clip and a question, and an answer."""
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"{name}-{k}",
+                    "messages": [
                         {
-                            "id": f"{name}-{k}",
-                            "messages": [
-                                {
-                                    "role": "user",
-                                    "content": [
-                                        {"type": "video", "video": name},
-                                        {"type": "text", "text": "What happens?"},
-                                    ],
-                                },
-                                {"role": "assistant", "content": "A test pattern moves."},
+                            "role": "user",
+                            "content": [
+                                {"type": "video", "video": name},
+                                {"type": "text", "text": "What happens?"},
                             ],
-                        }
-                    )
-                    + "\n"
-                    for k in range(args.repeat)
-                    for name in CLIPS
-                )
+                        },
+                        {"role": "assistant", "content": "A test pattern moves."},
+                    ],
+                }
             )
-            t, c = time.perf_counter(), time.process_time()
-            with mmfeed.Loader(
-                manifest,
-                tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
-                model=model,
-                batch_size=1,
-                workers=cores,
-                shuffle=False,
-                tensors="np",
-            ) as loader:
-                n = sum(len(b["sample_ids"]) for b in loader)
-                assert not loader.errors(), loader.errors()
-            loader_rates[model] = (n / (time.perf_counter() - t), (time.process_time() - c) / n * 1e3)
+            + "\n"
+            for k in range(repeat)
+            for name in CLIPS
+        )
+    )
 
+
+def time_loader(folder: Path, models: list[str], cores: int, repeat: int) -> dict[str, tuple[float, float]]:
+    """The whole sample through mmfeed.Loader on every core: the clips read from files, the text
+    rendered and tokenized, the batch assembled; what the loader adds to processing. Per model:
+    samples/s and CPU ms per sample."""
+    loader_rates = {}
+    for model in models:
+        manifest = folder / f"{model}.jsonl"
+        write_manifest(manifest, repeat)
+        t, c = time.perf_counter(), time.process_time()
+        with mmfeed.Loader(
+            manifest,
+            tokenizer=str(ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"),
+            model=model,
+            batch_size=1,
+            workers=cores,
+            shuffle=False,
+            tensors="np",
+        ) as loader:
+            n = sum(len(b["sample_ids"]) for b in loader)
+            assert not loader.errors(), loader.errors()
+        loader_rates[model] = (n / (time.perf_counter() - t), (time.process_time() - c) / n * 1e3)
+    return loader_rates
+
+
+def print_rows(rows: list[dict], torch_version: str, repeat: int) -> None:
+    """The one-thread table: per clip and model, mmfeed's and the peer's times and rates."""
     print(
-        f"PyAV + transformers {report['torch']} video processors vs mmfeed ({mmfeed.__version__}, "
-        f"{_mmfeed.video_libraries()}), one thread, best of {args.repeat}\n"
+        f"PyAV + transformers {torch_version} video processors vs mmfeed ({mmfeed.__version__}, "
+        f"{_mmfeed.video_libraries()}), one thread, best of {repeat}\n"
     )
     print(
         f"{'clip':<15}{'model':<12}{'frames':>7}{'grid':>14}{'mmfeed ms':>11}{'cpu ms':>9}{'PyAV ms':>10}"
@@ -178,11 +190,32 @@ def main() -> int:
             f"{r['mmfeed_ms']:>11.1f}{r['mmfeed_cpu_ms']:>9.1f}{r['peer_decode_ms']:>10.1f}{r['peer_process_ms']:>9.1f}"
             f"{r['frames'] / r['mmfeed_ms'] * 1e3:>13.1f}{r['frames'] / peer_ms * 1e3:>11.1f}{r['speedup']:>8.1f}x"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--models", default="qwen2.5-vl,qwen3-vl")
+    parser.add_argument("--peer-python", default=str(ROOT / ".venv-tv" / "bin" / "python"))
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not Path(args.peer_python).exists():
+        sys.exit(f"{args.peer_python} not found: `make test-oracles` makes the torchvision environment")
+    cores, models = _mmfeed.usable_cpus(), args.models.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        make_clips(folder)
+        rows, jobs = time_mmfeed(folder, models, args.repeat)
+        report = time_peer(folder, jobs, rows, args.peer_python, args.repeat)
+        pool_s, serial_s = time_pool(folder, rows, cores, args.repeat)
+        loader_rates = time_loader(folder, models, cores, args.repeat)
+
+    print_rows(rows, report["torch"], args.repeat)
     speedups = [r["speedup"] for r in rows]
     print(
         f"\nspeedup on one thread: median {statistics.median(speedups):.1f}x ({min(speedups):.1f}x-{max(speedups):.1f}x)"
     )
-    print(f"mmfeed on {cores} threads: {len(datas) / pool_s:.2f} clips/s, {serial_s / pool_s:.2f}x its one-thread rate")
+    print(f"mmfeed on {cores} threads: {len(rows) / pool_s:.2f} clips/s, {serial_s / pool_s:.2f}x its one-thread rate")
     for model, (rate, cpu_ms) in loader_rates.items():
         print(
             f"mmfeed.Loader, {model}, {cores} workers: {rate:.2f} samples/s (one clip each), "
