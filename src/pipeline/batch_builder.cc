@@ -12,10 +12,10 @@
 
 namespace mmfeed::pipeline {
 
-BatchBuilder::BatchBuilder(const LoaderConfig& config, const SampleProcessor& processor, ErrorBudget& errors,
+BatchBuilder::BatchBuilder(const BatchOptions& options, const SampleProcessor& processor, ErrorBudget& errors,
                            Progress& progress, core::BufferPool& buffers, core::MetricsRegistry& metrics,
                            core::TraceWriter* trace)
-    : config_(config),
+    : options_(options),
       processor_(processor),
       errors_(errors),
       progress_(progress),
@@ -24,7 +24,7 @@ BatchBuilder::BatchBuilder(const LoaderConfig& config, const SampleProcessor& pr
       assemble_ns_(metrics.histogram("loader.assemble_batch_ns")),
       pixels_ns_(metrics.histogram("loader.write_pixels_ns")) {}
 
-std::size_t BatchBuilder::group_size() const { return group_positions(config_); }
+std::size_t BatchBuilder::group_size() const { return options_.group_positions; }
 
 Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, int epoch, std::uint64_t index,
                              BatchEnd after, core::ThreadPool* cpu) {
@@ -33,10 +33,10 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
     core::TraceSpan span(trace_, "assemble batch", "batch");
     const core::Stopwatch sw;
     const LoadedTokenizer& tok = processor_.tokenizer();  // loaded: every sample was tokenized
-    const BatchLayout layout{.packed = config_.token_budget > 0,
-                             .format = config_.packed_format,
-                             .pad_to_multiple_of = config_.pad_to_multiple_of,
-                             .mrope = config_.mrope,
+    const BatchLayout layout{.packed = options_.token_budget > 0,
+                             .format = options_.packed_format,
+                             .pad_to_multiple_of = options_.pad_to_multiple_of,
+                             .mrope = options_.mrope,
                              .pad_id = tok.pad_id,
                              .image_pad_id = tok.image_pad_id,
                              .video_pad_id = tok.video_pad_id,
@@ -58,8 +58,8 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
 
 AudioPadding BatchBuilder::audio_padding() const {
   const auto& audio = processor_.audio_model();
-  if (config_.audio_padding == AudioPadding::kModel && audio && audio->pads_to_longest) return AudioPadding::kLongest;
-  return config_.audio_padding;
+  if (options_.audio_padding == AudioPadding::kModel && audio && audio->pads_to_longest) return AudioPadding::kLongest;
+  return options_.audio_padding;
 }
 
 // The jobs go to up to `workers` pool tasks, put ahead of the queue: each takes the next job until
@@ -94,7 +94,7 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
   };
   bool queued = false;
   if (cpu != nullptr) {
-    const std::size_t tasks = std::min(n, static_cast<std::size_t>(std::max(1, config_.workers)));
+    const std::size_t tasks = std::min(n, static_cast<std::size_t>(options_.workers));
     for (std::size_t k = 0; k < tasks; ++k) {
       if (!cpu->submit_first([shared, work] { work(*shared); })) break;
       queued = true;
@@ -110,10 +110,10 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
 std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<std::unique_ptr<Work>> window) const {
   std::vector<std::size_t> lengths;
   for (const auto& w : window) {
-    lengths.push_back(packed_span(w->input_ids.size(), config_.packed_format, config_.pad_to_multiple_of));
+    lengths.push_back(packed_span(w->input_ids.size(), options_.packed_format, options_.pad_to_multiple_of));
   }
   std::vector<std::vector<std::unique_ptr<Work>>> rows;
-  for (const std::vector<std::size_t>& row : pack_rows(lengths, config_.token_budget)) {
+  for (const std::vector<std::size_t>& row : pack_rows(lengths, options_.token_budget)) {
     rows.emplace_back();
     for (std::size_t i : row) rows.back().push_back(std::move(window[i]));
   }
@@ -125,7 +125,7 @@ std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<s
 Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
                                  std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index,
                                  core::ThreadPool* cpu, const std::atomic<bool>& stop, const Sink& sink) {
-  if (config_.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}, cpu));
+  if (options_.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}, cpu));
   struct Decoding {
     std::vector<std::vector<std::unique_ptr<Work>>> rows;
     std::vector<std::size_t> left;  // per row: samples still being decoded

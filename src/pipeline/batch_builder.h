@@ -12,7 +12,7 @@
 // tasks it submits run on the pool and touch only their own sample.
 //
 // Example:
-//   BatchBuilder builder(config, processor, errors, progress, pool_buffers, metrics, &trace);
+//   BatchBuilder builder(settings.batch, processor, errors, progress, pool_buffers, metrics, &trace);
 //   std::uint64_t index = 0;
 //   MMFEED_ASSIGN_OR_RETURN(bool go_on, builder.build(std::move(group), epoch, 0, 64, 0, index, &cpu, stop,
 //                                                     [&](Batch b) { return queue.push(std::move(b)); }));
@@ -36,13 +36,14 @@
 #include "pipeline/progress.h"
 #include "pipeline/sample.h"
 #include "pipeline/sample_processor.h"
+#include "pipeline/stage_options.h"
 
 namespace mmfeed::pipeline {
 
 class BatchBuilder {
  public:
   // Every reference must outlive the builder.
-  BatchBuilder(const LoaderConfig& config, const SampleProcessor& processor, ErrorBudget& errors, Progress& progress,
+  BatchBuilder(const BatchOptions& options, const SampleProcessor& processor, ErrorBudget& errors, Progress& progress,
                core::BufferPool& buffers, core::MetricsRegistry& metrics, core::TraceWriter* trace);
 
   // Samples gathered before batches are formed: a padded batch, or a packing window.
@@ -76,7 +77,7 @@ class BatchBuilder {
   AudioPadding audio_padding() const;
   std::vector<std::vector<std::unique_ptr<Work>>> pack(std::vector<std::unique_ptr<Work>> window) const;
 
-  const LoaderConfig& config_;
+  const BatchOptions options_;
   const SampleProcessor& processor_;
   ErrorBudget& errors_;
   Progress& progress_;

@@ -18,14 +18,7 @@ void ConcurrentDriver::run_collector() {
       if (it == pending_.end()) continue;
       auto [w, index] = it->second;
       pending_.erase(it);
-      if (!r->data.ok()) {
-        if (!w->error) {
-          w->error = SampleError{w->id, "fetch", r->data.error().to_string(), r->data.error().code()};
-        }
-      } else {
-        w->bytes[index] = std::move(r->data).value();
-        memory_.hold(*w, static_cast<std::int64_t>(w->bytes[index].capacity()));
-      }
+      memory_.hold(*w, w->receive(index, std::move(r->data)));
       if (++w->arrived == w->fetches()) {
         complete = std::move(owned_[w]);
         owned_.erase(w);
@@ -53,7 +46,7 @@ void ConcurrentDriver::submit_processing(std::unique_ptr<Work> w) {
       fetched_.erase(fetched_.begin());
     }
     try {
-      s_.processor.process(*next, /*defer_images=*/config_.token_budget > 0);
+      s_.processor.process(*next, /*defer_images=*/options_.packed);
     } catch (const std::bad_alloc&) {  // the sample's error, as any other limit it passes
       next->error =
           SampleError{next->id, "process", "out of memory while processing it", ErrorCode::kResourceExhausted};

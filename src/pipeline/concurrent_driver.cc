@@ -12,7 +12,7 @@ namespace mmfeed::pipeline {
 ConcurrentDriver::ConcurrentDriver(Stages stages)
     : Driver(std::move(stages)),
       memory_(*s_.memory),
-      depth_(config_.prefetch_batches, config_.batch_size),
+      depth_(options_.prefetch_batches, options_.batch_size),
       out_(depth_.batches()),
       buffered_gauge_(s_.metrics.gauge("loader.buffered_bytes")),
       prefetched_gauge_(s_.metrics.gauge("loader.prefetched_batches")),
@@ -25,10 +25,9 @@ ConcurrentDriver::ConcurrentDriver(Stages stages)
 void ConcurrentDriver::start() {
   // The pool's queue holds the widest window the depth and its allowance may grow to.
   const std::size_t widest =
-      sample_window(config_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches()) +
+      sample_window(options_, depth_.automatic() ? PrefetchDepth::kMostAutomatic : depth_.batches()) +
       depth_.most_extra_samples();
-  cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(std::max(1, config_.workers)),
-                                            widest + 16);
+  cpu_ = std::make_unique<core::ThreadPool>("process", static_cast<std::size_t>(options_.workers), widest + 16);
   reader_ = std::thread([this] { guarded("read", [this] { run_reader(); }); });
   collector_ = std::thread([this] { guarded("collect", [this] { run_collector(); }); });
   batcher_ = std::thread([this] { guarded("batch", [this] { run_batcher(); }); });

@@ -225,6 +225,49 @@ text::SftOptions sft_options(const LoaderConfig& config, const Settings& out) {
 
 }  // namespace
 
+OrderOptions order_options(const LoaderConfig& config) {
+  return OrderOptions{.seed = config.seed,
+                      .shuffle = config.shuffle,
+                      .rank = config.rank,
+                      .world_size = config.world_size,
+                      .remainder = config.shard_remainder,
+                      .epochs = config.epochs,
+                      .end_position = config.end_position};
+}
+
+namespace {
+
+// Each stage's few options, from the resolved `c` (workers known).
+void stage_options(const LoaderConfig& c, Settings& out) {
+  out.order = order_options(c);
+  out.sample = SampleOptions{.model = c.model,
+                             .max_images_per_sample = c.max_images_per_sample,
+                             .max_object_bytes = c.max_object_bytes,
+                             .max_buffered_bytes = c.max_buffered_bytes,
+                             .media_root = c.media_root,
+                             .allow_local_media_from_remote_manifest = c.allow_local_media_from_remote_manifest,
+                             .use_audio_in_video = c.use_audio_in_video,
+                             .token_budget = c.token_budget,
+                             .packed_format = c.packed_format,
+                             .pad_to_multiple_of = c.pad_to_multiple_of};
+  out.batch = BatchOptions{.group_positions = group_positions(c),
+                           .token_budget = c.token_budget,
+                           .packed_format = c.packed_format,
+                           .pad_to_multiple_of = c.pad_to_multiple_of,
+                           .mrope = c.mrope,
+                           .audio_padding = c.audio_padding,
+                           .workers = std::max(1, c.workers)};
+  out.drive = DriveOptions{.order = out.order,
+                           .packed = c.token_budget > 0,
+                           .ordered = c.ordered,
+                           .workers = std::max(1, c.workers),
+                           .batch_size = c.batch_size,
+                           .prefetch_batches = c.prefetch_batches,
+                           .max_buffered_bytes = c.max_buffered_bytes};
+}
+
+}  // namespace
+
 Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_RETURN_IF_ERROR(check_sources(config));
   MMFEED_RETURN_IF_ERROR(check_batches(config));
@@ -236,6 +279,7 @@ Result<Settings> check_config(const LoaderConfig& config) {
   MMFEED_RETURN_IF_ERROR(media_settings(config, out));
   MMFEED_RETURN_IF_ERROR(source_settings(config, out));
   out.sft = sft_options(config, out);
+  stage_options(out.options, out);
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
 #include "pipeline/order.h"
+#include "pipeline/stage_options.h"
 #include "text/chat_encode.h"
 #include "vision/image_transform.h"
 #include "vision/video_processor.h"
@@ -28,7 +29,13 @@
 namespace mmfeed::pipeline {
 
 struct Settings {
-  LoaderConfig options;             // as given
+  // As given, workers and pin_device resolved: the Loader's own (its fetcher, inputs, state). The
+  // stages read theirs below (stage_options.h).
+  LoaderConfig options;
+  OrderOptions order;
+  SampleOptions sample;
+  BatchOptions batch;
+  DriveOptions drive;
   const ModelRow* model = nullptr;  // LoaderConfig::model's row (core/models.h)
   vision::ProcessorConfig vision;
   vision::VideoProfile video;  // the model's video recipe
@@ -54,6 +61,9 @@ inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::siz
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
 // is the error.
 Result<Settings> check_config(const LoaderConfig& config);
+
+// What the run's order reads of `config` (Settings::order; resume_state.cc's checks, before Settings).
+OrderOptions order_options(const LoaderConfig& config);
 
 // An error about option `field`: its context is "LoaderConfig.<field>".
 Error config_error(const std::string& field, const std::string& message);

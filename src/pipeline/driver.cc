@@ -9,14 +9,12 @@ namespace mmfeed::pipeline {
 
 Driver::Driver(Stages stages)
     : s_(std::move(stages)),
-      config_(s_.settings.options),
+      options_(s_.settings.drive),
       duplicate_ids_(s_.metrics.counter("loader.duplicate_sample_ids")) {
   for (std::size_t i = 0; s_.population.blend() && i < s_.population.sizes.size(); ++i) {
     per_source_.push_back(&s_.metrics.counter("loader.source" + std::to_string(i) + ".samples"));
   }
 }
-
-std::vector<std::uint64_t> Driver::order(int epoch) const { return run_order(s_.population, config_, s_.start, epoch); }
 
 Status Driver::account(const Work& w) {
   if (w.epoch == s_.start.epoch) {
@@ -31,7 +29,7 @@ Status Driver::account(const Work& w) {
 Status Driver::end_of_run() {
   ended_.store(true);
   count_duplicate_ids();
-  if (config_.end_position > 0) return ok_status();  // a part: the whole run is judged by its owner
+  if (options_.order.end_position > 0) return ok_status();  // a part: the whole run is judged by its owner
   return s_.errors.at_end();
 }
 

@@ -23,6 +23,7 @@
 #include "pipeline/order.h"
 #include "pipeline/progress.h"
 #include "pipeline/sample_processor.h"
+#include "pipeline/walk.h"
 #include "storage/fetcher.h"
 
 namespace mmfeed::pipeline {
@@ -58,15 +59,13 @@ class Driver {
   bool ended() const { return ended_.load(); }
 
  protected:
-  // The rank's order of `epoch` (resharded for the epoch a resume under another world started in).
-  std::vector<std::uint64_t> order(int epoch) const;
   // A finished sample: counted, a failure recorded, the error policy applied. Accounting thread.
   Status account(const Work& w);
   // The data is over: the end-of-run checks. Accounting thread.
   Status end_of_run();
 
   const Stages s_;
-  const LoaderConfig& config_;
+  const DriveOptions& options_;
 
  private:
   std::atomic<bool> ended_{false};

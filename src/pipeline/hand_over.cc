@@ -18,7 +18,7 @@ void ConcurrentDriver::trainer_waits() {
 
 void ConcurrentDriver::depth_changed() {
   out_.set_capacity(depth_.batches());
-  memory_.set_window(sample_window(config_, depth_));
+  memory_.set_window(sample_window(options_, depth_));
   depth_gauge_.set(static_cast<std::int64_t>(depth_.batches()));
   window_gauge_.set(static_cast<std::int64_t>(memory_.window()));
   if (s_.trace != nullptr) s_.trace->counter("prefetch depth", static_cast<double>(depth_.batches()));

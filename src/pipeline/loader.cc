@@ -94,12 +94,12 @@ class LoaderImpl final : public Loader {
         s3_(std::move(s3)),
         trace_(core::TraceOptions{.enabled = !config_.trace_path.empty(), .max_events = 1 << 22}),
         fetcher_(fetch_options(config_, serial_), s3_, &metrics_, trace_.enabled() ? &trace_ : nullptr),
-        memory_(serial_ ? nullptr : pipeline::memory_budget_for(config_)),
+        memory_(serial_ ? nullptr : pipeline::memory_budget_for(settings_.drive)),
         errors_(config_.on_error == OnError::kFail, config_.max_error_fraction, metrics_),
         progress_(start),
         batch_memory_(config_),
         processor_(settings_, manifests_, inputs_->data().tokenizer, memory_.get(), metrics_, &trace_),
-        builder_(config_, processor_, errors_, progress_, batch_memory_.pool(), metrics_, &trace_) {
+        builder_(settings_.batch, processor_, errors_, progress_, batch_memory_.pool(), metrics_, &trace_) {
     const pipeline::Stages stages{.settings = settings_,
                                   .population = std::move(population),
                                   .start = start,
@@ -369,7 +369,7 @@ Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& confi
   MMFEED_ASSIGN_OR_RETURN(LoaderState start, pipeline::start_state(config, *manifests, population, resume));
   std::vector<std::uint64_t> sizes;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
-    sizes.push_back(pipeline::run_order(population, settings.options, start, epoch).size());
+    sizes.push_back(pipeline::run_order(population, settings.order, start, epoch).size());
   }
   return sizes;
 }

@@ -92,20 +92,20 @@ void MemoryBudget::wake() {
   cv_.notify_all();
 }
 
-std::size_t sample_window(const LoaderConfig& config, std::size_t batches) {
-  const auto per_worker = static_cast<std::size_t>(2 * std::max(1, config.workers));
-  return std::max<std::size_t>(config.batch_size * (batches + 2) + per_worker, 16);
+std::size_t sample_window(const DriveOptions& options, std::size_t batches) {
+  const auto per_worker = static_cast<std::size_t>(2 * std::max(1, options.workers));
+  return std::max<std::size_t>(options.batch_size * (batches + 2) + per_worker, 16);
 }
 
-std::size_t sample_window(const LoaderConfig& config, const PrefetchDepth& depth) {
-  return sample_window(config, depth.batches()) + depth.extra_samples();
+std::size_t sample_window(const DriveOptions& options, const PrefetchDepth& depth) {
+  return sample_window(options, depth.batches()) + depth.extra_samples();
 }
 
-std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config) {
-  const std::size_t window = sample_window(config, PrefetchDepth(config.prefetch_batches));
+std::unique_ptr<MemoryBudget> memory_budget_for(const DriveOptions& options) {
+  const std::size_t window = sample_window(options, PrefetchDepth(options.prefetch_batches));
   const auto first =
-      std::max<std::int64_t>(2 * std::max(1, config.workers), static_cast<std::int64_t>(config.batch_size));
-  return std::make_unique<MemoryBudget>(config.max_buffered_bytes, window, first);
+      std::max<std::int64_t>(2 * std::max(1, options.workers), static_cast<std::int64_t>(options.batch_size));
+  return std::make_unique<MemoryBudget>(options.max_buffered_bytes, window, first);
 }
 
 }  // namespace mmfeed::pipeline

@@ -32,6 +32,7 @@
 #include "mmfeed/loader.h"
 #include "pipeline/prefetch_depth.h"
 #include "pipeline/sample.h"
+#include "pipeline/stage_options.h"
 
 namespace mmfeed::pipeline {
 
@@ -84,12 +85,12 @@ class MemoryBudget {
 // The samples the reader keeps ahead at a prefetch depth of `batches`: the prefetched batches'
 // samples, two more batches' and two per worker (at least 16): what the pool is working on and
 // what is being fetched for it.
-std::size_t sample_window(const LoaderConfig& config, std::size_t batches);
+std::size_t sample_window(const DriveOptions& options, std::size_t batches);
 // The window at `depth`: its batches' window and its fetch allowance.
-std::size_t sample_window(const LoaderConfig& config, const PrefetchDepth& depth);
+std::size_t sample_window(const DriveOptions& options, const PrefetchDepth& depth);
 
 // The loader's budget: max_buffered_bytes; the window at the first prefetch depth; before any
 // estimate, one batch or two samples per worker.
-std::unique_ptr<MemoryBudget> memory_budget_for(const LoaderConfig& config);
+std::unique_ptr<MemoryBudget> memory_budget_for(const DriveOptions& options);
 
 }  // namespace mmfeed::pipeline

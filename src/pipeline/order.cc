@@ -247,16 +247,16 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
   return mine;
 }
 
-std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config, const LoaderState& start,
-                                     int epoch) {
+std::vector<std::uint64_t> run_order(const Population& population, const OrderOptions& options,
+                                     const LoaderState& start, int epoch) {
+  const OrderOptions& o = options;
   std::vector<std::uint64_t> order =
       epoch == start.epoch && start.old_world_size > 0
-          ? resharded_order(population, config.seed, epoch, config.shuffle, start.old_world_size, start.old_positions,
-                            start.old_windows, config.rank, config.world_size, config.shard_remainder)
-          : rank_order(population, config.seed, epoch, config.rank, config.world_size, config.shuffle,
-                       config.shard_remainder);
-  if (config.end_position > 0 && epoch == config.epochs - 1 && config.end_position < order.size()) {
-    order.resize(config.end_position);  // a part of the epoch: its groups are the full run's
+          ? resharded_order(population, o.seed, epoch, o.shuffle, start.old_world_size, start.old_positions,
+                            start.old_windows, o.rank, o.world_size, o.remainder)
+          : rank_order(population, o.seed, epoch, o.rank, o.world_size, o.shuffle, o.remainder);
+  if (o.end_position > 0 && epoch == o.epochs - 1 && o.end_position < order.size()) {
+    order.resize(o.end_position);  // a part of the epoch: its groups are the full run's
   }
   return order;
 }

@@ -30,6 +30,7 @@
 #include "dataset/manifest.h"
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
+#include "pipeline/stage_options.h"
 
 namespace mmfeed::pipeline {
 
@@ -82,9 +83,9 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
-// The order a run of `config` that started at `start` has in `epoch`: resharded for the epoch a
-// resume under another world started in, cut at end_position in its last epoch.
-std::vector<std::uint64_t> run_order(const Population& population, const LoaderConfig& config, const LoaderState& start,
-                                     int epoch);
+// The order a run that started at `start` has in `epoch`: resharded for the epoch a resume under
+// another world started in, cut at end_position in its last epoch.
+std::vector<std::uint64_t> run_order(const Population& population, const OrderOptions& options,
+                                     const LoaderState& start, int epoch);
 
 }  // namespace mmfeed::pipeline

@@ -8,35 +8,37 @@ namespace mmfeed::pipeline {
 
 void ConcurrentDriver::run_reader() {
   core::set_current_thread_name("read");
-  const LoaderState start = s_.start;
+  Walk walk(s_.population, options_.order, s_.start);
   std::uint64_t tag = 0;
-  for (int epoch = start.epoch; epoch < config_.epochs && !stop_.load(); ++epoch) {
-    const std::vector<std::uint64_t> ord = order(epoch);
-    {
-      std::lock_guard lock(ready_mu_);
-      epoch_sizes_[epoch] = ord.size();
-    }
-    ready_cv_.notify_all();
-    for (std::uint64_t seq = epoch == start.epoch ? start.position : 0; seq < ord.size(); ++seq) {
-      if (!memory_.admit()) return;
-      auto w = s_.processor.prepare(epoch, seq, ord[seq]);
-      if (w->error || w->media.empty()) {
-        submit_processing(std::move(w));
-        continue;
-      }
-      // The requests are made before the first is submitted: once the last is, the sample may
-      // complete, be processed and freed on other threads before this one reads it again.
-      Work* raw = w.get();
-      std::vector<storage::FetchRequest> requests;
-      for (std::size_t i = 0; i < raw->fetches(); ++i) requests.push_back(raw->fetch(i, tag + i));
+  int announced = -1;
+  for (auto step = walk.next(); step && !stop_.load(); step = walk.next()) {
+    if (step->epoch != announced) {  // the batcher learns where the epoch ends
       {
-        std::lock_guard lock(pending_mu_);
-        for (std::size_t i = 0; i < requests.size(); ++i) pending_[tag++] = {raw, i};
-        owned_[raw] = std::move(w);
+        std::lock_guard lock(ready_mu_);
+        epoch_sizes_[step->epoch] = step->epoch_size;
       }
-      for (storage::FetchRequest& request : requests) {
-        if (!s_.fetcher.submit(std::move(request))) return;
-      }
+      ready_cv_.notify_all();
+      announced = step->epoch;
+    }
+    if (step->end) continue;
+    if (!memory_.admit()) return;
+    auto w = s_.processor.prepare(step->epoch, step->seq, step->index);
+    if (w->error || w->media.empty()) {
+      submit_processing(std::move(w));
+      continue;
+    }
+    // The requests are made before the first is submitted: once the last is, the sample may
+    // complete, be processed and freed on other threads before this one reads it again.
+    Work* raw = w.get();
+    std::vector<storage::FetchRequest> requests;
+    for (std::size_t i = 0; i < raw->fetches(); ++i) requests.push_back(raw->fetch(i, tag + i));
+    {
+      std::lock_guard lock(pending_mu_);
+      for (std::size_t i = 0; i < requests.size(); ++i) pending_[tag++] = {raw, i};
+      owned_[raw] = std::move(w);
+    }
+    for (storage::FetchRequest& request : requests) {
+      if (!s_.fetcher.submit(std::move(request))) return;
     }
   }
   {

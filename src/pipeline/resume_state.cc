@@ -370,7 +370,7 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
         }
       }
     }
-    const std::uint64_t epoch_size = run_order(population, config, start, start.epoch).size();
+    const std::uint64_t epoch_size = run_order(population, order_options(config), start, start.epoch).size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
                    "the resume state is at position " + std::to_string(start.position) + " of epoch " +

@@ -12,6 +12,7 @@
 #include "core/buffer_pool.h"
 #include "dataset/manifest.h"
 #include "mmfeed/loader.h"
+#include "pipeline/media_bytes.h"
 #include "storage/uri.h"
 #include "text/conversation.h"
 #include "vision/image_transform.h"
@@ -46,18 +47,7 @@ struct Work {
   // The images' URIs, then the videos', then the audio clips': fetched into `bytes`, index for index.
   std::vector<dataset::MediaSource> media;  // objects, or members of tar shards (byte ranges)
   std::size_t image_count = 0;
-  std::vector<core::Buffer> bytes;
-  // A shard sample whose media lie together in one shard (with only their headers and small
-  // members between) is fetched as one span: `bytes` then holds that one buffer, medium i being
-  // slices[i] of it, freed once every medium is released from it.
-  std::optional<dataset::MediaSource> span;
-  std::vector<storage::ByteRange> slices;
-  std::size_t released = 0;
-  // A sample with Parquet images: once fetched, every medium's bytes (a cell decoded from its
-  // pages, or an object's bytes) are copied into `cells`, medium i being slices[i] of it; the
-  // fetched buffers are freed then, `cells` with its last medium.
-  bool extracted = false;
-  std::vector<std::byte> cells;
+  MediaBytes bytes;  // what is fetched for them, and where each medium's bytes lie (media_bytes.h)
   std::vector<vision::VideoRequest> video_requests;  // each video item's keys
   std::vector<text::AudioKeys> audio_requests;       // each audio item's keys (its crop)
   bool soundtracks = false;                          // its videos bring their soundtracks (use_audio_in_video)
@@ -77,11 +67,17 @@ struct Work {
 
   const dataset::MediaSource& video_uri(std::size_t v) const { return media[image_count + v]; }
   std::size_t audio_index(std::size_t a) const { return image_count + video_requests.size() + a; }
-  // What is fetched for it: the span, or each medium.
-  std::size_t fetches() const { return span ? 1 : media.size(); }
-  storage::FetchRequest fetch(std::size_t i, std::uint64_t tag) const {
-    return span ? storage::FetchRequest{span->uri, tag, span->range}
-                : storage::FetchRequest{media[i].uri, tag, media[i].range};
+  // What is fetched for it: bytes' blocks.
+  std::size_t fetches() const { return bytes.blocks(); }
+  storage::FetchRequest fetch(std::size_t i, std::uint64_t tag) const { return bytes.fetch(i, tag); }
+  // Fetch i's result: its bytes kept, or the sample's error (its first) recorded. Returns the
+  // bytes it now holds more.
+  std::int64_t receive(std::size_t i, Result<core::Buffer> data) {
+    if (!data.ok()) {
+      if (!error) error = SampleError{id, "fetch", data.error().to_string(), data.error().code()};
+      return 0;
+    }
+    return bytes.fill(i, std::move(data).value());
   }
 };
 

@@ -34,35 +34,35 @@ TokenizerFuture load_tokenizer(const std::string& path) {
 
 namespace {
 
-// Medium i's fetched bytes: its own buffer, or its slice of the sample's span.
-std::span<const std::byte> medium_bytes(const Work& w, std::size_t i) {
-  if (w.extracted) return std::span<const std::byte>(w.cells).subspan(w.slices[i].offset, w.slices[i].length);
-  if (!w.span) return w.bytes[i].span();
-  return w.bytes[0].span().subspan(w.slices[i].offset, w.slices[i].length);
-}
-
 std::span<const std::uint8_t> bytes_of(const Work& w, std::size_t i) {
-  const std::span<const std::byte> b = medium_bytes(w, i);
+  const std::span<const std::byte> b = w.bytes.medium(i);
   return {reinterpret_cast<const std::uint8_t*>(b.data()), b.size()};
 }
 
-std::span<const std::byte> video_bytes(const Work& w, std::size_t v) { return medium_bytes(w, w.image_count + v); }
+std::span<const std::byte> video_bytes(const Work& w, std::size_t v) { return w.bytes.medium(w.image_count + v); }
 
-// Media of one shard, close together: the span from the first to the last, when what lies
-// between them (headers, the .json, small members) is small beside them.
-void plan_span(Work& w, std::uint64_t max_object_bytes) {
+// The sample's fetches: its media one by one, or, a shard's media close together, the span from
+// the first to the last when what lies between them (headers, the .json, small members) is small
+// beside them.
+void plan_fetches(Work& w, std::uint64_t max_object_bytes) {
   constexpr std::uint64_t kGapPerMedium = 64 << 10;
-  if (w.media.size() < 2 || !w.media[0].range) return;
-  std::uint64_t lo = UINT64_MAX, hi = 0, total = 0;
-  for (const dataset::MediaSource& m : w.media) {
-    if (!m.range || m.uri != w.media[0].uri) return;
-    lo = std::min(lo, m.range->offset);
-    hi = std::max(hi, m.range->offset + m.range->length);
-    total += m.range->length;
-  }
-  if (hi - lo > max_object_bytes || hi - lo > total + kGapPerMedium * w.media.size()) return;
-  w.span = dataset::MediaSource{w.media[0].uri, storage::ByteRange{lo, hi - lo}, "", nullptr};
-  for (const dataset::MediaSource& m : w.media) w.slices.push_back({m.range->offset - lo, m.range->length});
+  const auto one_span = [&] {
+    if (w.media.size() < 2 || !w.media[0].range) return false;
+    std::uint64_t lo = UINT64_MAX, hi = 0, total = 0;
+    for (const dataset::MediaSource& m : w.media) {
+      if (!m.range || m.uri != w.media[0].uri) return false;
+      lo = std::min(lo, m.range->offset);
+      hi = std::max(hi, m.range->offset + m.range->length);
+      total += m.range->length;
+    }
+    if (hi - lo > max_object_bytes || hi - lo > total + kGapPerMedium * w.media.size()) return false;
+    std::vector<storage::ByteRange> places;
+    for (const dataset::MediaSource& m : w.media) places.push_back({m.range->offset - lo, m.range->length});
+    w.bytes.plan_span(dataset::MediaSource{w.media[0].uri, storage::ByteRange{lo, hi - lo}, "", nullptr},
+                      std::move(places));
+    return true;
+  };
+  if (!one_span()) w.bytes.plan_objects(w.media);
 }
 
 // A video's plan, its frame count checked against the byte budget before its frames are listed
@@ -89,7 +89,7 @@ Result<vision::VideoPlan> plan_within(const vision::VideoProcessor& videos, std:
 SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manifests& manifests,
                                  TokenizerFuture tokenizer, MemoryBudget* budget, core::MetricsRegistry& metrics,
                                  core::TraceWriter* trace)
-    : config_(settings.options),
+    : options_(settings.sample),
       manifests_(manifests),
       tokenizer_(std::move(tokenizer)),
       vision_(settings.vision),
@@ -137,28 +137,28 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   if (!c->id.empty()) w->id = c->id;
   if (const std::size_t audio = c->count(text::ContentItem::Type::kAudio); audio > 0 && !audio_) {
     w->error = SampleError{w->id, "manifest",
-                           "sample holds " + std::to_string(audio) + " audio items, which model \"" + config_.model +
+                           "sample holds " + std::to_string(audio) + " audio items, which model \"" + options_.model +
                                "\" takes none of (models with audio: " + model_names(true) + ")",
                            ErrorCode::kUnsupported};
     return w;
   }
   const std::size_t images = c->count(text::ContentItem::Type::kImage);
   const std::size_t videos = c->count(text::ContentItem::Type::kVideo);
-  w->soundtracks = videos > 0 && c->use_audio_in_video.value_or(config_.use_audio_in_video);
+  w->soundtracks = videos > 0 && c->use_audio_in_video.value_or(options_.use_audio_in_video);
   if (w->soundtracks && !audio_) {
     w->error = SampleError{w->id, "manifest",
                            "sample asks for its videos' soundtracks (use_audio_in_video), which model \"" +
-                               config_.model + "\" takes none of (models with audio: " + model_names(true) + ")",
+                               options_.model + "\" takes none of (models with audio: " + model_names(true) + ")",
                            ErrorCode::kUnsupported};
     return w;
   }
-  if (images + videos > config_.max_images_per_sample) {
+  if (images + videos > options_.max_images_per_sample) {
     const std::string named = videos == 0
                                   ? std::to_string(images) + " images"
                                   : std::to_string(images) + " images and " + std::to_string(videos) + " videos";
     w->error = SampleError{w->id, "manifest",
                            "sample names " + named + ", more than max_images_per_sample (" +
-                               std::to_string(config_.max_images_per_sample) + ")",
+                               std::to_string(options_.max_images_per_sample) + ")",
                            ErrorCode::kResourceExhausted};
     return w;
   }
@@ -167,17 +167,17 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   for (std::string& ref : c->media(text::ContentItem::Type::kAudio)) refs.push_back(std::move(ref));
   for (const std::string& ref : refs) {
     auto parsed =
-        dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(config_.media_root, line.manifest),
-                               config_.allow_local_media_from_remote_manifest);
+        dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(options_.media_root, line.manifest),
+                               options_.allow_local_media_from_remote_manifest);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;
     }
-    if (parsed->range && parsed->range->length > config_.max_object_bytes) {  // refused before it is fetched
+    if (parsed->range && parsed->range->length > options_.max_object_bytes) {  // refused before it is fetched
       w->error = SampleError{w->id, "fetch",
                              parsed->to_string() + (parsed->cell ? ": its page" : ": member") + " of " +
                                  std::to_string(parsed->range->length) + " bytes exceeds max_object_bytes (" +
-                                 std::to_string(config_.max_object_bytes) + ")",
+                                 std::to_string(options_.max_object_bytes) + ")",
                              ErrorCode::kResourceExhausted};
       return w;
     }
@@ -193,8 +193,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   }
   w->audio_requests = c->audio_keys();
   w->conversation = std::move(c).value();
-  plan_span(*w, config_.max_object_bytes);
-  w->bytes.resize(w->fetches());
+  plan_fetches(*w, options_.max_object_bytes);
   return w;
 }
 
@@ -202,51 +201,33 @@ bool SampleProcessor::extract_cells(Work& w) const {
   if (std::none_of(w.media.begin(), w.media.end(), [](const dataset::MediaSource& m) { return m.cell != nullptr; })) {
     return true;
   }
-  std::vector<storage::ByteRange> slices;
+  std::vector<std::byte> cells;
+  std::vector<storage::ByteRange> places;
   for (std::size_t i = 0; i < w.media.size(); ++i) {
-    const std::span<const std::byte> fetched = medium_bytes(w, i);
+    const std::span<const std::byte> fetched = w.bytes.medium(i);
     if (!w.media[i].cell) {
-      slices.push_back({w.cells.size(), fetched.size()});
-      w.cells.insert(w.cells.end(), fetched.begin(), fetched.end());
+      places.push_back({cells.size(), fetched.size()});
+      cells.insert(cells.end(), fetched.begin(), fetched.end());
       continue;
     }
     // Its pages decompressed within what one fetched object may be (as the fetch itself).
     auto place = dataset::parquet_value(*w.media[i].cell, fetched,
-                                        std::min(config_.max_object_bytes, config_.max_buffered_bytes), w.cells);
+                                        std::min(options_.max_object_bytes, options_.max_buffered_bytes), cells);
     if (!place.ok()) {
       const char* stage = i < w.image_count ? "image" : i < w.audio_index(0) ? "video" : "audio";
       w.error = SampleError{w.id, stage, place.error().with_context(w.media[i].to_string()).to_string(),
                             place.error().code()};
       return false;
     }
-    slices.push_back(*place);
+    places.push_back(*place);
   }
-  std::int64_t freed = 0;
-  for (core::Buffer& b : w.bytes) {
-    freed += static_cast<std::int64_t>(b.capacity());
-    b.reset();
-  }
-  hold(w, static_cast<std::int64_t>(w.cells.capacity()) - freed);
-  w.slices = std::move(slices);
-  w.span.reset();
-  w.released = 0;
-  w.extracted = true;
+  hold(w, w.bytes.replace(std::move(cells), std::move(places)));
   return true;
 }
 
 void SampleProcessor::release_bytes(Work& w, std::size_t i, bool account) const {
-  if (w.extracted) {  // the cells go with the last medium
-    if (++w.released < w.media.size()) return;
-    if (account) hold(w, -static_cast<std::int64_t>(w.cells.capacity()));
-    w.cells = {};
-    return;
-  }
-  if (w.span) {  // the span goes with its last medium
-    if (++w.released < w.media.size()) return;
-    i = 0;
-  }
-  if (account) hold(w, -static_cast<std::int64_t>(w.bytes[i].capacity()));
-  w.bytes[i].reset();
+  const std::int64_t freed = w.bytes.release(i);
+  if (account) hold(w, -freed);
 }
 
 void SampleProcessor::process(Work& w, bool defer_images) const {
@@ -289,7 +270,7 @@ bool SampleProcessor::plan_media(Work& w) const {
     w.grids.push_back(*grid);
   }
   for (std::size_t v = 0; v < w.video_requests.size(); ++v) {
-    auto plan = plan_within(videos_, video_bytes(w, v), w.video_requests[v], config_.max_buffered_bytes);
+    auto plan = plan_within(videos_, video_bytes(w, v), w.video_requests[v], options_.max_buffered_bytes);
     if (!plan.ok()) {
       w.error = SampleError{w.id, "video", plan.error().with_context(w.video_uri(v).to_string()).to_string(),
                             plan.error().code()};
@@ -308,7 +289,7 @@ bool SampleProcessor::check_pixel_budget(Work& w) const {
   for (const vision::VideoPlan& p : w.video_plans) {
     pixel_bytes += static_cast<std::uint64_t>(p.grid.rows()) * videos_.row_bytes();
   }
-  if (pixel_bytes > config_.max_buffered_bytes) {
+  if (pixel_bytes > options_.max_buffered_bytes) {
     const std::size_t n = w.grids.size(), m = w.video_plans.size();
     const std::string what = m == 0   ? std::to_string(n) + (n == 1 ? " image needs " : " images need ")
                              : n == 0 ? std::to_string(m) + (m == 1 ? " video needs " : " videos need ")
@@ -317,7 +298,7 @@ bool SampleProcessor::check_pixel_budget(Work& w) const {
                           "its " + what + std::to_string(pixel_bytes) +
                               " bytes of pixel rows, more than "
                               "max_buffered_bytes (" +
-                              std::to_string(config_.max_buffered_bytes) + "); lower max_pixels or raise the budget",
+                              std::to_string(options_.max_buffered_bytes) + "); lower max_pixels or raise the budget",
                           ErrorCode::kResourceExhausted};
     return false;
   }
@@ -391,12 +372,12 @@ void SampleProcessor::drop_truncated_media(Work& w, const text::SftSample& s) co
 }
 
 bool SampleProcessor::check_token_budget(Work& w, const text::SftSample& s) const {
-  if (const std::size_t in_row = packed_span(s.input_ids.size(), config_.packed_format, config_.pad_to_multiple_of);
-      config_.token_budget > 0 && in_row > config_.token_budget) {
+  if (const std::size_t in_row = packed_span(s.input_ids.size(), options_.packed_format, options_.pad_to_multiple_of);
+      options_.token_budget > 0 && in_row > options_.token_budget) {
     const std::string padded = in_row > s.input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
     w.error = SampleError{w.id, "text",
                           "sample has " + std::to_string(s.input_ids.size()) + " tokens" + padded +
-                              ", more than token_budget " + std::to_string(config_.token_budget),
+                              ", more than token_budget " + std::to_string(options_.token_budget),
                           ErrorCode::kOutOfRange};
     return false;
   }
@@ -454,8 +435,8 @@ bool SampleProcessor::load_audio_clips(Work& w) const {
     o.end = clip.soundtrack ? w.video_requests[clip.index].sampling.video_end : w.audio_requests[clip.index].audio_end;
     // Refused before it is decoded when its samples alone, at the file's own rate and resampled,
     // would pass the byte budget.
-    o.max_bytes = config_.max_buffered_bytes;
-    auto samples = load_audio(medium_bytes(w, clip.medium), o);
+    o.max_bytes = options_.max_buffered_bytes;
+    auto samples = load_audio(w.bytes.medium(clip.medium), o);
     // A video without an audio stream keeps its tokens alone, as transformers' processor keeps it.
     if (clip.soundtrack && !samples.ok() && samples.error().code() == ErrorCode::kNotFound) continue;
     if (!samples.ok()) return fail(clip, samples.error());

@@ -92,7 +92,7 @@ class SampleProcessor {
   bool check_trainable(Work& w, const text::SftSample& s) const;
   void drop_truncated_media(Work& w, const text::SftSample& s) const;
   bool check_token_budget(Work& w, const text::SftSample& s) const;
-  // Decodes the sample's Parquet images from their fetched pages into `w.cells` (false, with
+  // Decodes the sample's Parquet images from their fetched pages into one block of `w.bytes` (false, with
   // w.error set, when one does not decode); nothing for a sample without them.
   bool extract_cells(Work& w) const;
   // Frees the fetched bytes of media `i`, counted against the budget when `account`.
@@ -102,7 +102,7 @@ class SampleProcessor {
   // frames); false, with w.error set, when one fails. A video without audio has no soundtrack.
   bool load_audio_clips(Work& w) const;
 
-  const LoaderConfig& config_;
+  const SampleOptions options_;
   const dataset::Manifests& manifests_;
   const TokenizerFuture tokenizer_;
   // The image processor and chat template of the sample's source: the loader's, or its own.

@@ -13,66 +13,51 @@ Result<std::optional<Batch>> SerialDriver::next(std::optional<std::chrono::milli
 }
 
 Result<std::optional<Batch>> SerialDriver::gather() {
-  if (stop_.load()) return std::optional<Batch>();
-  if (!ready_.empty()) {
-    Batch b = std::move(ready_.front());
-    ready_.pop_front();
-    return std::optional<Batch>(std::move(b));
-  }
-  std::vector<std::unique_ptr<Work>> samples;
-  std::uint64_t start = seq_;
-  while (true) {
-    if (epoch_ >= config_.epochs) break;
-    if (loaded_epoch_ != epoch_) {
-      order_ = order(epoch_);
-      loaded_epoch_ = epoch_;
-      seq_ = 0;
-      batch_ = 0;
-      start = 0;
+  while (ready_.empty()) {
+    if (stop_.load()) return std::optional<Batch>();
+    const std::optional<Walk::Step> step = walk_.next();
+    if (!step) {  // the run is over
+      if (!final_checked_) {
+        final_checked_ = true;
+        MMFEED_RETURN_IF_ERROR(end_of_run());
+      }
+      return std::optional<Batch>();
     }
-    if (seq_ - start == s_.builder.group_size()) {  // a group is positions (concurrent_driver.cc)
-      if (!samples.empty()) break;
-      start = seq_;  // every sample of the group failed: the next group
-    }
-    if (seq_ >= order_.size()) {
-      if (!samples.empty()) break;  // the epoch's last, partial group
-      ++epoch_;
+    if (step->end) {  // the epoch's last, partial group
+      MMFEED_RETURN_IF_ERROR(build());
+      gathering_.next_epoch();
       continue;
     }
-    auto w = s_.processor.prepare(epoch_, seq_, order_[seq_]);
-    ++seq_;
-    for (std::size_t i = 0; !w->error && i < w->fetches(); ++i) {
-      if (!s_.fetcher.submit(w->fetch(i, i))) return std::optional<Batch>();
-      auto r = s_.fetcher.next();
-      if (!r) return std::optional<Batch>();
-      if (!r->data.ok()) {
-        w->error = SampleError{w->id, "fetch", r->data.error().to_string(), r->data.error().code()};
-      } else {
-        w->bytes[i] = std::move(r->data).value();
-      }
-    }
-    if (!w->error) s_.processor.process(*w, /*defer_images=*/config_.token_budget > 0);
+    std::unique_ptr<Work> w = load(*step);
+    if (!w) return std::optional<Batch>();
     MMFEED_RETURN_IF_ERROR(account(*w));
-    if (!w->error) samples.push_back(std::move(w));
+    if (gathering_.take(std::move(w))) MMFEED_RETURN_IF_ERROR(build());
   }
-  if (samples.empty()) {  // the run is over
-    if (!final_checked_) {
-      final_checked_ = true;
-      MMFEED_RETURN_IF_ERROR(end_of_run());
-    }
-    return std::optional<Batch>();
-  }
-  const int epoch = samples.front()->epoch;
-  const std::atomic<bool> never{false};
-  MMFEED_RETURN_IF_ERROR(
-      s_.builder.build(std::move(samples), epoch, start, seq_, 0, batch_, /*cpu=*/nullptr, never, [&](Batch b) {
-        ready_.push_back(std::move(b));
-        return true;
-      }));
-  if (ready_.empty()) return gather();  // every sample of the group failed late
   Batch b = std::move(ready_.front());
   ready_.pop_front();
   return std::optional<Batch>(std::move(b));
+}
+
+std::unique_ptr<Work> SerialDriver::load(const Walk::Step& step) {
+  std::unique_ptr<Work> w = s_.processor.prepare(step.epoch, step.seq, step.index);
+  for (std::size_t i = 0; !w->error && i < w->fetches(); ++i) {
+    if (!s_.fetcher.submit(w->fetch(i, i))) return nullptr;
+    auto r = s_.fetcher.next();
+    if (!r) return nullptr;
+    w->receive(i, std::move(r->data));
+  }
+  if (!w->error) s_.processor.process(*w, /*defer_images=*/options_.packed);
+  return w;
+}
+
+Status SerialDriver::build() {
+  const std::atomic<bool> never{false};
+  auto built = gathering_.build(/*cpu=*/nullptr, never, [&](Batch b) {
+    ready_.push_back(std::move(b));
+    return true;
+  });
+  if (!built.ok()) return std::move(built).error();
+  return ok_status();
 }
 
 }  // namespace mmfeed::pipeline

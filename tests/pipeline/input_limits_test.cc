@@ -101,8 +101,9 @@ class SampleLimitsTest : public ::testing::Test {
     for (std::size_t i = 0; i < w->media.size(); ++i) {
       std::ifstream in(w->media[i].uri.path, std::ios::binary);
       const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-      w->bytes[i] = pool_.acquire(bytes.size());
-      std::memcpy(w->bytes[i].data(), bytes.data(), bytes.size());
+      core::Buffer fetched = pool_.acquire(bytes.size());
+      std::memcpy(fetched.data(), bytes.data(), bytes.size());
+      w->receive(i, std::move(fetched));
     }
     processor.process(*w, defer);
     return w;

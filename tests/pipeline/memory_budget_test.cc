@@ -85,7 +85,7 @@ TEST(MemoryBudgetTest, AWiderWindowLetsTheWaitingReaderIn) {
 }
 
 TEST(MemoryBudgetTest, TheWindowFollowsThePrefetchDepth) {
-  LoaderConfig config;
+  DriveOptions config;
   config.batch_size = 8;
   config.workers = 1;
   EXPECT_EQ(sample_window(config, 1), 26u);  // the prefetched batch's samples, two more batches', two per worker
@@ -137,7 +137,7 @@ TEST(PrefetchDepthTest, AutomaticShrinksWhenABatchWasAlwaysSpare) {
 }
 
 TEST(PrefetchDepthTest, AStarvedLoaderGetsMoreSamplesInFlight) {
-  LoaderConfig config;
+  DriveOptions config;
   config.batch_size = 8;
   config.workers = 1;
   PrefetchDepth depth(0, /*step=*/8);

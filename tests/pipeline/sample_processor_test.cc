@@ -57,8 +57,9 @@ class SampleProcessorTest : public ::testing::Test {
       std::ifstream in(w->media[i].uri.path, std::ios::binary);
       const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       EXPECT_FALSE(bytes.empty()) << w->media[i].to_string();
-      w->bytes[i] = pool_.acquire(bytes.size());
-      std::memcpy(w->bytes[i].data(), bytes.data(), bytes.size());
+      core::Buffer fetched = pool_.acquire(bytes.size());
+      std::memcpy(fetched.data(), bytes.data(), bytes.size());
+      w->receive(i, std::move(fetched));
     }
     std::thread worker([&] { processor.process(*w, /*defer_images=*/false); });
     if (before) before();
@@ -114,7 +115,7 @@ TEST_F(SampleProcessorTest, MediaDecodedWhileTheTokenizerLoadsGiveTheSameSample)
   ASSERT_EQ(w->resized.size(), 1u);  // the second image, decoded, was dropped with its tokens
   EXPECT_TRUE(std::equal(w->resized[0].image.pixels.begin(), w->resized[0].image.pixels.end(),
                          ready->resized[0].image.pixels.begin(), ready->resized[0].image.pixels.end()));
-  for (const core::Buffer& b : w->bytes) EXPECT_EQ(b.data(), nullptr);  // every fetched byte released
+  EXPECT_EQ(w->bytes.held(), 0);  // every fetched byte released
 }
 
 }  // namespace
