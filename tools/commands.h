@@ -13,5 +13,6 @@ int exec_python(const std::vector<std::string>& args);
 int run_fetch(int argc, char** argv);
 int run_loader(int argc, char** argv);
 int run_inspect(int argc, char** argv);
+int run_index(int argc, char** argv);
 
 }  // namespace mmfeed::tools

@@ -1,15 +1,21 @@
 #include "dataset/manifest.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <span>
 
 #include "core/buffer_pool.h"
 #include "dataset/arrow_files.h"
+#include "dataset/index.h"
 #include "dataset/parquet.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
@@ -235,11 +241,65 @@ Result<Manifest> read_text_file(const std::string& path, std::size_t limit, stor
   return m;
 }
 
+// A file descriptor closed on every way out, unless released.
+struct OwnedFd {
+  explicit OwnedFd(int f) : fd(f) {}
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int release() { return std::exchange(fd, -1); }
+  int fd;
+};
+
+// The local JSONL or JSON file `file` opened from its index beside it (index.h), as manifest
+// number `manifest`; nullopt when it has none. An index that does not check out is an error
+// naming it: never used, never silently passed over.
+Result<std::optional<Manifest>> open_indexed(const std::string& file, std::uint32_t manifest,
+                                             std::vector<ManifestLine>& out) {
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
+  if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
+  const std::string index = index_path_of(uri.path);
+  std::error_code ec;
+  if (!std::filesystem::exists(index, ec)) return std::optional<Manifest>();
+  Manifest m;
+  m.name = storage::redact_uri(file);
+  // The file is opened before its index is checked against it, and checked again once open: the
+  // text read later is the text indexed, whatever replaces the path since.
+  OwnedFd fd(::open(uri.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) return Error(ErrorCode::kNotFound, "cannot open it", m.name);
+  const std::size_t first = out.size();
+  auto header = read_index(index, file, [&](const IndexRecord& r) {
+    out.push_back({r.offset, r.length, manifest, r.number});
+  });
+  struct stat st {};
+  if (header.ok() && (::fstat(fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != header->source_size)) {
+    header = Error(ErrorCode::kInvalidArgument, "stale: " + m.name + " changed while it was opened", index);
+  }
+  if (!header.ok()) {
+    out.resize(first);
+    return std::move(header).error();
+  }
+  for (std::size_t i = first; i < out.size(); ++i) out[i].offset -= header->text_start;
+  m.indexed =
+      std::make_shared<IndexedText>(fd.release(), m.name, header->text_start, header->source_size - header->text_start);
+  m.crc32 = header->source_crc32;
+  m.array = header->array;
+  m.base_dir = base_dir_of(uri);
+  return std::optional<Manifest>(std::move(m));
+}
+
 // The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:
 // one file's as it is, several as parts of one text (each indexed on its own, numbered from its
 // own first line), within `limit` together.
 Result<Manifest> read_text_files(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
-                                 storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out) {
+                                 storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out,
+                                 bool use_indexes) {
+  if (files.size() == 1 && use_indexes) {
+    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], manifest, out));
+    if (indexed) return std::move(*indexed);
+  }
   Manifest whole;
   for (const std::string& file : files) {
     MMFEED_ASSIGN_OR_RETURN(Manifest m, read_text_file(file, limit - std::min(limit, whole.text.size()), fetcher));
@@ -268,9 +328,9 @@ Result<Manifest> read_text_files(const std::string& source, const std::vector<st
 // Source `source` (its files `files`) read as manifest number `manifest`.
 Result<Manifest> read_source(const std::string& source, const SourceFiles& files, std::size_t limit,
                              const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
-                             std::vector<ManifestLine>& lines) {
+                             std::vector<ManifestLine>& lines, bool use_indexes) {
   switch (files.layout) {
-    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines);
+    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines, use_indexes);
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines);
     case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
@@ -281,9 +341,30 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
 
 }  // namespace
 
+IndexedText::~IndexedText() { ::close(fd_); }
+
+Result<std::string_view> IndexedText::read(std::uint64_t offset, std::uint32_t length, std::string& buffer) const {
+  buffer.resize(length);
+  std::size_t got = 0;
+  while (got < length) {
+    const ssize_t n = ::pread(fd_, buffer.data() + got, length - got, static_cast<off_t>(start_ + offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(ErrorCode::kIoError, std::string("read failed: ") + std::strerror(errno), name_);
+    if (n == 0) {
+      return Error(ErrorCode::kCorruptData,
+                   "ends at byte " + std::to_string(start_ + offset + got) +
+                       ", before the sample its index places at " + std::to_string(start_ + offset) + " (" +
+                       std::to_string(length) + " bytes): the file was cut since it was indexed",
+                   name_);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return std::string_view(buffer);
+}
+
 // Reads each source as one manifest (manifest.h), whatever layout its files have.
-Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit,
-                                 const storage::S3Options& s3) {
+Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit, const storage::S3Options& s3,
+                                 bool use_indexes) {
   Manifests out;
   storage::FetchOptions options;
   options.part_size = 0;
@@ -291,8 +372,9 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
     MMFEED_ASSIGN_OR_RETURN(SourceFiles source, source_files(path, s3));
-    MMFEED_ASSIGN_OR_RETURN(Manifest m, read_source(path, source, limit, s3, fetcher,
-                                                    static_cast<std::uint32_t>(out.files.size()), out.lines));
+    MMFEED_ASSIGN_OR_RETURN(Manifest m,
+                            read_source(path, source, limit, s3, fetcher, static_cast<std::uint32_t>(out.files.size()),
+                                        out.lines, use_indexes));
     if (!m.shards.empty()) m.base_dir = base_dir_of(m.shards.front().uri);
     out.files.push_back(std::move(m));
   }
@@ -302,13 +384,15 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
 
 Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
                                        bool allow_local_from_remote) {
+  std::string buffer;
   std::vector<MediaRef> out;
   for (const ManifestLine& line : manifests.lines) {
     const std::string where = manifests.where(line);
     if (const Manifest& m = manifests.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
       return Error(*m.samples[line.number].error).with_context(where);
     }
-    auto c = text::parse_conversation(manifests.text(line));
+    MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
+    auto c = text::parse_conversation(text);
     if (!c.ok()) return std::move(c).error().with_context(where);
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type :

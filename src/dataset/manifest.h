@@ -1,14 +1,17 @@
 // Manifests: JSONL files, or files holding one JSON array of samples (local, file://, s3://,
 // http(s)://; plain, gzip or zstd, recognised by their bytes), read once into memory, each sample
-// indexed (a line, an element), and the media their samples name. The
-// Loader and `mmfeed fetch --from-manifest` read manifests through this one reader.
+// indexed (a line, an element), and the media their samples name. A local file with a valid
+// index beside it (`mmfeed index`, index.h) is opened from the index alone: its text is not read,
+// each sample's is read by its byte range when asked for. The Loader and `mmfeed fetch
+// --from-manifest` read manifests through this one reader.
 //
 // Every size is bounded before memory is committed: the fetched object and the decompressed text
 // by `max_bytes` each (gzip input is fed to zlib in pieces, so one over 4 GiB is read whole).
 //
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(Manifests m, read_manifests({"s3://b/train.jsonl.gz"}, kDefaultMaxManifestBytes, s3));
-//   for (const ManifestLine& line : m.lines) parse(m.text(line));   // errors name m.where(line)
+//   std::string buffer;
+//   for (const ManifestLine& line : m.lines) parse(m.text(line, buffer).value());   // errors name m.where(line)
 #pragma once
 
 #include <algorithm>
@@ -80,6 +83,29 @@ struct ManifestPart {
   bool array = false;
 };
 
+// A manifest opened from its index (index.h): its text stays in its file, each sample's read by
+// its byte range when asked for (the file held open: a file replaced since still reads as indexed).
+class IndexedText {
+ public:
+  // `fd` is owned (closed with this).
+  IndexedText(int fd, std::string name, std::uint32_t start, std::uint64_t size)
+      : fd_(fd), name_(std::move(name)), start_(start), size_(size) {}
+  ~IndexedText();
+  IndexedText(const IndexedText&) = delete;
+  IndexedText& operator=(const IndexedText&) = delete;
+
+  // The text at `offset` (from the text's start, after a byte-order mark), `length` bytes, into
+  // `buffer`; an error naming the file when it reads short (the file was cut since).
+  Result<std::string_view> read(std::uint64_t offset, std::uint32_t length, std::string& buffer) const;
+  std::uint64_t size() const { return size_; }  // the text's, as read_manifests would hold it
+
+ private:
+  const int fd_;
+  const std::string name_;
+  const std::uint32_t start_;
+  const std::uint64_t size_;
+};
+
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
 // For tar shards (shards.h) the text is the samples' .json members, one per line, and the
 // samples' media are members of their shard. For Parquet files (parquet.h) `shards` are the
@@ -87,7 +113,8 @@ struct ManifestPart {
 struct Manifest {
   std::string name;      // as given, credentials redacted: messages, traces and the resume state show it
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
-  std::string text;
+  std::string text;      // empty when `indexed`
+  std::shared_ptr<const IndexedText> indexed;  // opened from its index: the text stays in the file
   std::uint32_t crc32 = 0;    // of text (and, for shards, the members' names and places): the fingerprint's
   bool array = false;         // one JSON array (its first non-blank byte is '['), not JSONL
   bool remote = false;        // fetched from s3:// or http(s)://: its origin wrote the references
@@ -98,6 +125,8 @@ struct Manifest {
   std::vector<std::shared_ptr<const ParquetChunk>> chunks;
   std::vector<CellPlace> cells;     // by member
   std::vector<ManifestPart> parts;  // a source of several JSONL/JSON files, in order; empty for one
+
+  std::uint64_t text_size() const { return indexed ? indexed->size() : text.size(); }
 
   // The file holding the text at `offset`: nullptr when the manifest is one file.
   const ManifestPart* part_at(std::uint64_t offset) const {
@@ -121,8 +150,11 @@ struct Manifests {
   std::vector<Manifest> files;
   std::vector<ManifestLine> lines;
 
-  std::string_view text(const ManifestLine& line) const {
-    return std::string_view(files[line.manifest].text).substr(line.offset, line.length);
+  // A sample's text: a view of the manifest's, or (opened from an index) read into `buffer`.
+  Result<std::string_view> text(const ManifestLine& line, std::string& buffer) const {
+    const Manifest& m = files[line.manifest];
+    if (m.indexed) return m.indexed->read(line.offset, line.length, buffer);
+    return std::string_view(m.text).substr(line.offset, line.length);
   }
   // "train.jsonl:12" (a line), "train.json[11]" (an element), "shard-003.tar[a1]" (a shard's
   // sample), "train.parquet[7]" (a Parquet file's row).
@@ -144,9 +176,11 @@ struct Manifests {
 // parts), tar shards, Energon datasets, Parquet and Arrow files. A UTF-8 byte-order mark is
 // skipped, blank lines are not indexed. An error names the source or file (fetch, decompression,
 // the limit, an array not closed or followed by more, a layout not read) or says that none holds
-// a sample.
+// a sample. A local JSONL or JSON file with an index beside it opens from the index (its text
+// not read; the limit does not apply to it) unless `use_indexes` is false (what `mmfeed index`,
+// which rebuilds them, reads with); an index that does not check out is an error naming it.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
-                                 const storage::S3Options& s3);
+                                 const storage::S3Options& s3, bool use_indexes = true);
 
 // Indexes the samples of `m` (its text and name set), appending them to `out` as samples of
 // manifest number `manifest`: a JSON array's elements when its first non-blank byte is '[' (and

@@ -246,7 +246,7 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, s
   for (std::size_t i = 0; i < m.files.size(); ++i) {
     const std::uint64_t lines = samples[i];
     std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
-    f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text.size()) +
+    f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text_size()) +
                                                         " bytes, " + std::to_string(lines) + " samples, crc32 " + crc +
                                                         ")");
   }

@@ -124,10 +124,16 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     w->error = SampleError{w->id, "manifest", e.to_string(), e.code()};
     return w;
   }
-  auto c = text::parse_conversation(manifests_.text(line));
+  std::string buffer;  // the sample's text, when its manifest was opened from an index
+  const Result<std::string_view> text = manifests_.text(line, buffer);
+  if (!text.ok()) {
+    w->error = SampleError{w->id, "manifest", text.error().to_string(), text.error().code()};
+    return w;
+  }
+  auto c = text::parse_conversation(*text);
   if (!c.ok()) {
     std::string reason = c.error().to_string();
-    if (auto id = text::sample_id_of(manifests_.text(line))) {  // keyed by its id, the line named in the reason
+    if (auto id = text::sample_id_of(*text)) {  // keyed by its id, the line named in the reason
       reason += " (" + w->id + ")";
       w->id = std::move(*id);
     }

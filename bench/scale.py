@@ -1,0 +1,214 @@
+"""Opening a data set at cluster scale: what rank 0 of 8 pays before its first batch, for a JSONL
+manifest of N samples (generated: one short image conversation a line, ~1.1 KB, every sample
+naming one small shared image), read whole (today's default) and from its index (`mmfeed index`),
+against Hugging Face `datasets` (its JSON loader: the Arrow conversion on first use, then its
+memory-mapped cache, sharded 8 ways), in one run on the same data and cores.
+
+Each figure comes from its own fresh process: the time to open (the Loader's constructor, or
+`load_dataset`), to the first batch (4 samples, tokenized and their image decoded; `datasets`:
+its first 4 rows of the shard), the peak RSS (ru_maxrss) and the RSS after the first batch, and
+the bytes the process read (/proc/self/io rchar: the page cache included) up to its first batch.
+Then eight rank processes together, from the index: the slowest rank's first batch, and their
+RSS summed.
+
+Usage:
+    python bench/scale.py [--samples 200000,2000000] [--out DIR] [--keep]
+Writes DIR/scale.json (default: a temporary folder, removed unless --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+CLI = Path(os.environ.get("MMFEED_CLI", ROOT / "build" / "mmfeed"))
+WORLD = 8
+
+# One process's measurement: runs as `python bench/scale.py --child KIND MANIFEST RANK`.
+CHILD = r"""
+import json, os, resource, sys, time
+def rchar():
+    with open("/proc/self/io") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("rchar"))
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))
+kind, manifest, rank, tokenizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+start_bytes, base_rss = rchar(), rss()
+t0 = time.perf_counter()
+if kind == "datasets":
+    import datasets
+    datasets.disable_progress_bars()
+    ds = datasets.load_dataset("json", data_files=manifest, split="train", cache_dir=os.environ["HF_CACHE"])
+    t1 = time.perf_counter()
+    shard = ds.shard(num_shards=8, index=rank)
+    rows = [shard[i] for i in range(4)]
+else:
+    import mmfeed
+    loader = mmfeed.Loader(manifest, tokenizer=tokenizer, rank=rank, world_size=8, batch_size=4, workers=1,
+                           max_pixels=50_000, tensors="np")
+    t1 = time.perf_counter()
+    batch = next(loader)
+t2 = time.perf_counter()
+print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
+                  "rss": rss() - base_rss, "read_bytes": rchar() - start_bytes}))
+"""
+
+
+def generate(out: Path, samples: int) -> Path:
+    """N conversations naming one small image, written in blocks."""
+    from PIL import Image
+
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (64, 48), (120, 80, 40)).save(out / "images" / "tiny.jpg", quality=90)
+    words = ("describe the scene in detail please, noting colours, shapes and what each object might be " * 9).strip()
+    manifest = out / f"manifest-{samples}.jsonl"
+    with manifest.open("w") as f:
+        block = []
+        for i in range(samples):
+            line = {
+                "id": f"s{i:09d}",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "image": "images/tiny.jpg"},
+                            {"type": "text", "text": f"{i}: {words}"},
+                        ],
+                    },
+                    {"role": "assistant", "content": [{"type": "text", "text": f"Sample {i}. " + words[:240]}]},
+                ],
+            }
+            block.append(json.dumps(line))
+            if len(block) == 10_000:
+                f.write("\n".join(block) + "\n")
+                block = []
+        if block:
+            f.write("\n".join(block) + "\n")
+    return manifest
+
+
+def child(kind: str, manifest: Path, rank: int = 0, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, kind, str(manifest), str(rank), str(TOKENIZER)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def measure(kind: str, manifest: Path, env: dict | None = None) -> dict:
+    p = child(kind, manifest, env=env)
+    out, err = p.communicate(timeout=3600)
+    if p.returncode != 0:
+        raise SystemExit(f"{kind} on {manifest.name} failed:\n{err}")
+    return json.loads(out)
+
+
+def eight_ranks(manifest: Path) -> dict:
+    procs = [child("mmfeed", manifest, rank) for rank in range(WORLD)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise SystemExit(f"a rank failed:\n{err}")
+        results.append(json.loads(out))
+    return {
+        "slowest_first_batch_s": max(r["first_batch_s"] for r in results),
+        "rss_sum": sum(r["rss"] for r in results),
+        "read_bytes_sum": sum(r["read_bytes"] for r in results),
+    }
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def run(samples: int, work: Path) -> dict:
+    manifest = generate(work, samples)
+    size = manifest.stat().st_size
+    row: dict = {"samples": samples, "manifest_bytes": size}
+    (manifest.parent / (manifest.name + ".mmidx")).unlink(missing_ok=True)
+    row["whole"] = measure("mmfeed", manifest)
+    t0 = time.perf_counter()
+    built = subprocess.run([str(CLI), "index", "--json", str(manifest)], capture_output=True, text=True, check=True)
+    row["index_build_s"] = time.perf_counter() - t0
+    row["index_bytes"] = json.loads(built.stdout)["index_bytes"]
+    row["indexed"] = measure("mmfeed", manifest)
+    row["indexed_8_ranks"] = eight_ranks(manifest)
+    hf_cache = work / "hf-cache"
+    row["datasets_first"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
+    row["datasets_cached"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
+    shutil.rmtree(hf_cache, ignore_errors=True)
+    manifest.unlink()
+    return row
+
+
+def report(row: dict) -> None:
+    n, size = row["samples"], row["manifest_bytes"]
+    print(
+        f"\n{n:,} samples, {mb(size)} of JSONL; index {mb(row['index_bytes'])} "
+        f"({row['index_bytes'] / n:.0f} bytes a sample), built in {row['index_build_s']:.1f} s"
+    )
+    print(f"  {'rank 0 of 8':<28}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'RSS after':>14}{'read':>14}")
+    for key, label in (
+        ("whole", "mmfeed, read whole"),
+        ("indexed", "mmfeed, from its index"),
+        ("datasets_first", "datasets, first load"),
+        ("datasets_cached", "datasets, cached"),
+    ):
+        r = row[key]
+        print(
+            f"  {label:<28}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
+            f"{mb(r['rss']):>14}{mb(r['read_bytes']):>14}"
+        )
+    w, i, d = row["whole"], row["indexed"], row["datasets_cached"]
+    print(
+        f"  from the index vs read whole: first batch {w['first_batch_s'] / i['first_batch_s']:.1f}x sooner, "
+        f"peak RSS {w['peak_rss'] / max(i['peak_rss'], 1):.1f}x less, bytes read "
+        f"{i['read_bytes'] / size:.2%} of the manifest"
+    )
+    print(
+        f"  from the index vs datasets (cached): first batch {d['first_batch_s'] / i['first_batch_s']:.1f}x, "
+        f"RSS after {d['rss'] / max(i['rss'], 1):.1f}x"
+    )
+    e = row["indexed_8_ranks"]
+    print(
+        f"  8 ranks together from the index: slowest first batch {e['slowest_first_batch_s']:.2f} s, "
+        f"RSS summed {mb(e['rss_sum'])}, read summed {mb(e['read_bytes_sum'])}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", default="200000,2000000", help="comma-separated sizes")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the generated data")
+    args = parser.parse_args()
+    work = args.out or Path(tempfile.mkdtemp(prefix="mmfeed-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for n in (int(s) for s in args.samples.split(",")):
+            rows.append(run(n, work))
+            report(rows[-1])
+        (work / "scale.json").write_text(json.dumps(rows, indent=1))
+        print(f"\nwritten: {work / 'scale.json'}")
+    finally:
+        if not args.keep and args.out is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+// The dataset index (include/mmfeed/index.h): its records are the Loader's own reading of the
+// manifest (read_manifests' lines, at file offsets, the same CRC-32), a JSON array and a
+// byte-order mark included; a stale, truncated, tampered, foreign or non-index file is refused
+// by name; bad samples are flagged and named; remote and compressed sources are refused.
+#include "mmfeed/index.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "dataset/manifest.h"
+
+namespace mmfeed {
+namespace {
+
+namespace fs = std::filesystem;
+
+class IndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mmfeed-index-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+  // Every record against the manifest as the Loader reads it, the text at its range the line's.
+  static void expect_as_loader(const std::string& source, const DatasetIndex& index) {
+    const dataset::Manifests m =
+        dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, /*use_indexes=*/false).value();
+    std::string buffer;
+    ASSERT_EQ(index.records.size(), m.lines.size());
+    EXPECT_EQ(index.source_crc32, m.files[0].crc32);
+    EXPECT_EQ(index.array, m.files[0].array);
+    const std::string file = read(source);
+    for (std::size_t i = 0; i < m.lines.size(); ++i) {
+      EXPECT_EQ(index.records[i].number, m.lines[i].number);
+      EXPECT_EQ(file.substr(index.records[i].offset, index.records[i].length), m.text(m.lines[i], buffer).value()) << i;
+    }
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kImage = R"({"messages": [{"role": "user", "content": [{"type": "image", "image": "a.jpg"},)"
+                               R"( {"type": "text", "text": "What?"}]}, {"role": "assistant", "content": "A."}]})";
+constexpr const char* kVideo = R"({"messages": [{"role": "user", "content": [{"type": "video", "video": "v.mp4"},)"
+                               R"( {"type": "image", "image": "b.png"}]}, {"role": "assistant", "content": "B."}]})";
+
+TEST_F(IndexTest, RecordsAreTheLoadersLinesAtFileOffsets) {
+  const std::string source = write(
+      "train.jsonl", std::string("\xEF\xBB\xBF") + kImage + "\n\n" + kVideo + "\n{\"not\": \"a conversation\"}\n");
+  const IndexSummary s = build_index(source, "").value();
+  EXPECT_EQ(s.path, source + ".mmidx");
+  EXPECT_EQ(s.samples, 3u);
+  EXPECT_EQ(s.images, 2u);
+  EXPECT_EQ(s.videos, 1u);
+  ASSERT_EQ(s.bad_count, 1u);
+  EXPECT_NE(s.bad[0].find("train.jsonl:4"), std::string::npos) << s.bad[0];
+  EXPECT_EQ(s.index_bytes, 64u + 3 * 32);
+  EXPECT_EQ(fs::file_size(s.path), s.index_bytes);
+  const DatasetIndex index = open_index(s.path, source).value();
+  expect_as_loader(source, index);
+  EXPECT_EQ(index.records[0].offset, 3u);  // after the byte-order mark
+  EXPECT_EQ(index.records[1].number, 3u);  // the blank line is not a sample
+  EXPECT_EQ(index.records[1].videos, 1u);
+  EXPECT_FALSE(index.records[1].bad);
+  EXPECT_TRUE(index.records[2].bad);
+  EXPECT_FALSE(fs::exists(s.path + ".partial"));
+}
+
+TEST_F(IndexTest, AJsonArraysElements) {
+  const std::string source = write("train.json", std::string("[\n  ") + kImage + ",\n  " + kVideo + "\n]\n");
+  const std::string out = (dir_ / "elsewhere.idx").string();
+  const IndexSummary s = build_index(source, out).value();
+  EXPECT_EQ(s.path, out);
+  const DatasetIndex index = open_index(out, source).value();
+  EXPECT_TRUE(index.array);
+  expect_as_loader(source, index);
+  EXPECT_EQ(index.records[1].number, 1u);
+}
+
+TEST_F(IndexTest, AStaleIndexIsRefused) {
+  const std::string source = write("train.jsonl", std::string(kImage) + "\n");
+  const std::string path = build_index(source, "").value().path;
+  write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");  // rewritten since
+  auto r = open_index(path, source);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().to_string().find("stale"), std::string::npos) << r.error().to_string();
+  EXPECT_NE(r.error().to_string().find(path), std::string::npos);
+  // Another file of the same name's index (another size) is refused the same way.
+  const std::string other = write("other.jsonl", std::string(kVideo) + "\n");
+  EXPECT_FALSE(open_index(path, other).ok());
+}
+
+TEST_F(IndexTest, ATruncatedOrTamperedIndexIsRefusedByName) {
+  const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
+  const std::string path = build_index(source, "").value().path;
+  const std::string good = read(path);
+  const auto refused = [&](const std::string& bytes, const std::string& says) {
+    const std::string bad = write("bad.mmidx", bytes);
+    auto r = open_index(bad, source);
+    ASSERT_FALSE(r.ok()) << says;
+    EXPECT_NE(r.error().to_string().find(says), std::string::npos) << r.error().to_string();
+    EXPECT_NE(r.error().to_string().find("bad.mmidx"), std::string::npos) << r.error().to_string();
+  };
+  refused(good.substr(0, good.size() - 1), "truncated");
+  refused(good + std::string(32, '\0'), "truncated or extended");
+  refused(good.substr(0, 10), "not an mmfeed index");
+  refused("x" + good.substr(1), "not an mmfeed index");
+  std::string record = good;
+  record[64 + 16] ^= 1;  // a record's length
+  refused(record, "records are damaged");
+  std::string header = good;
+  header[16] ^= 1;  // the sample count
+  refused(header, "header is damaged");
+  EXPECT_TRUE(open_index(path, source).ok());
+}
+
+// The manifest as read through its index and as read whole: the same samples, text, names and
+// CRC-32; the text is read only as asked for.
+TEST_F(IndexTest, AManifestOpensFromItsIndexAsItReadsWhole) {
+  for (const std::string& text : {std::string("\xEF\xBB\xBF") + kImage + "\n\n" + kVideo + "\n",
+                                  std::string("[") + kImage + ",\n " + kVideo + "]"}) {
+    const std::string source = write("m.jsonl", text);
+    fs::remove(source + ".mmidx");
+    const dataset::Manifests whole = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
+    ASSERT_TRUE(build_index(source, "").ok());
+    // A limit the text passes no more: the index is read, not the text.
+    const dataset::Manifests indexed = dataset::read_manifests({source}, /*max_bytes=*/8, {}).value();
+    ASSERT_NE(indexed.files[0].indexed, nullptr);
+    EXPECT_TRUE(indexed.files[0].text.empty());
+    EXPECT_EQ(indexed.files[0].crc32, whole.files[0].crc32);
+    EXPECT_EQ(indexed.files[0].text_size(), whole.files[0].text_size());
+    EXPECT_EQ(indexed.files[0].array, whole.files[0].array);
+    EXPECT_EQ(indexed.files[0].base_dir, whole.files[0].base_dir);
+    ASSERT_EQ(indexed.lines.size(), whole.lines.size());
+    std::string a, b;
+    for (std::size_t i = 0; i < whole.lines.size(); ++i) {
+      EXPECT_EQ(indexed.lines[i].offset, whole.lines[i].offset);
+      EXPECT_EQ(indexed.where(indexed.lines[i]), whole.where(whole.lines[i]));
+      EXPECT_EQ(indexed.text(indexed.lines[i], a).value(), whole.text(whole.lines[i], b).value());
+    }
+  }
+}
+
+TEST_F(IndexTest, AManifestWhoseIndexDoesNotCheckOutIsRefusedNotRead) {
+  const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
+  const std::string index = build_index(source, "").value().path;
+  write("train.jsonl", std::string(kVideo) + "\n");
+  auto stale = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {});
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.error().to_string().find("stale"), std::string::npos) << stale.error().to_string();
+  EXPECT_NE(stale.error().to_string().find(index), std::string::npos) << stale.error().to_string();
+  // `mmfeed index` reads the text itself, whatever index lies beside it.
+  ASSERT_TRUE(build_index(source, "").ok());
+  EXPECT_EQ(dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value().lines.size(), 1u);
+}
+
+TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
+  const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
+  ASSERT_TRUE(build_index(source, "").ok());
+  const dataset::Manifests m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
+  fs::resize_file(source, std::string(kImage).size() + 5);  // cut in place: the open file shrinks
+  std::string buffer;
+  EXPECT_EQ(m.text(m.lines[0], buffer).value(), kImage);
+  auto cut = m.text(m.lines[1], buffer);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().code(), ErrorCode::kCorruptData);
+  EXPECT_NE(cut.error().to_string().find("cut since it was indexed"), std::string::npos) << cut.error().to_string();
+}
+
+TEST_F(IndexTest, RemoteCompressedAndMissingSourcesAreRefused) {
+  EXPECT_EQ(build_index("s3://bucket/train.jsonl", "").error().code(), ErrorCode::kUnsupported);
+  const std::string gz = write("train.jsonl.gz", std::string("\x1f\x8b\x08\x00", 4) + "rest");
+  auto r = build_index(gz, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().to_string().find("compressed"), std::string::npos);
+  EXPECT_EQ(build_index((dir_ / "none.jsonl").string(), "").error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(open_index((dir_ / "none.mmidx").string(), gz).error().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace mmfeed

@@ -1,0 +1,156 @@
+"""Issue 51, the dataset index (first part): `mmfeed index` writes MANIFEST.mmidx beside a JSONL or
+JSON manifest; a Loader over that manifest opens from the index (the text read by byte range, per
+sample, as the rank reaches it) and delivers byte for byte the batches it delivers without one —
+padded, packed hf and thd, ranks, resume, blends, the serial mode. A stale index
+is refused by name; samples that are no conversation are named by the index and by the Loader."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import datagen
+import numpy as np
+import pytest
+from conftest import ROOT
+
+import mmfeed
+
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+CONFIGS = {
+    "padded": dict(batch_size=4, seed=3, epochs=2),
+    "packed hf": dict(token_budget=3000, pack_window=8, seed=5, mrope=True),
+    "packed thd": dict(token_budget=3000, pack_window=8, seed=5, packed_format="thd", pad_to_multiple_of=8),
+    "rank 1 of 3": dict(batch_size=2, rank=1, world_size=3, seed=7),
+    "serial": dict(batch_size=4, seed=3, mode="serial"),
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("index-data")
+    datagen.generate(out, samples=20, seed=11, max_megapixels=0.3, workers=2)
+    manifest = out / "manifest.jsonl"
+    # A byte-order mark, a blank line and a sample that is no conversation, as users' files have.
+    lines = manifest.read_text().splitlines()
+    lines.insert(5, "")
+    lines.insert(9, '{"id": "not-a-conversation", "text": "no messages"}')
+    manifest.write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+    return manifest
+
+
+def index(cli, *args):
+    proc = subprocess.run([str(cli), "index", "--json", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
+
+
+def batches(manifest, **options):
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=80_000, tensors="np", **options) as loader:
+        out = [dict(b) for b in loader]
+        return out, loader.errors(), loader.state_dict()
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x["sample_ids"] == y["sample_ids"]
+        assert x.keys() == y.keys()
+        for key in x.keys() - {"sample_ids", "epoch", "index", "buffer_address"}:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+
+
+def test_the_index_names_what_it_found(cli, dataset):
+    rc, (summary,), err = index(cli, dataset)
+    assert rc == 0, err
+    assert summary["index"] == f"{dataset}.mmidx"
+    assert summary["samples"] == 21
+    assert summary["images"] == sum(
+        1
+        for line in dataset.read_text(encoding="utf-8-sig").splitlines()
+        if line.strip()
+        for m in json.loads(line).get("messages", [])
+        for c in (m["content"] if isinstance(m["content"], list) else [])
+        if c.get("type") == "image"
+    )
+    assert summary["bad_count"] == 1 and "manifest.jsonl:10" in summary["bad"][0]
+    assert summary["index_bytes"] == 64 + 32 * 21 == Path(summary["index"]).stat().st_size
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_indexed_batches_are_the_unindexed_ones(cli, dataset, tmp_path, name):
+    copy = tmp_path / "indexed"
+    shutil.copytree(dataset.parent, copy)
+    assert index(cli, copy / dataset.name)[0] == 0
+    want, want_errors, want_state = batches(dataset, **CONFIGS[name])
+    got, got_errors, got_state = batches(copy / dataset.name, **CONFIGS[name])
+    assert_same(want, got)
+    assert [e["sample_id"] for e in got_errors] == [e["sample_id"] for e in want_errors]
+    # The same fingerprint (its size, count and CRC-32 of the manifest): an index changes nothing a
+    # resume checks; only the copy's path differs.
+    assert json.dumps(got_state).replace(str(copy), str(dataset.parent)) == json.dumps(want_state)
+
+
+def resumed(manifest, state, rank, world):
+    with mmfeed.Loader(
+        manifest,
+        tokenizer=TOKENIZER,
+        max_pixels=80_000,
+        batch_size=2,
+        seed=4,
+        tensors="np",
+        rank=rank,
+        world_size=world,
+    ) as loader:
+        loader.load_state_dict(state)
+        return [dict(b) for b in loader]
+
+
+def test_resume_and_blends_through_the_index(cli, dataset):
+    # States taken without the index (rank 0 of 1, rank 1 of 3) resume from it into the batches
+    # they resume into without it; the index lies beside the manifest (the resume state names the
+    # manifest's path) for this test only.
+    states = {}
+    for rank, world in ((0, 1), (1, 3)):
+        with mmfeed.Loader(
+            dataset,
+            tokenizer=TOKENIZER,
+            max_pixels=80_000,
+            batch_size=2,
+            seed=4,
+            rank=rank,
+            world_size=world,
+            tensors="np",
+        ) as loader:
+            next(loader)
+            next(loader)
+            states[rank, world] = loader.state_dict()
+    other = dataset.parent / "other.jsonl"  # beside the images its lines name
+    other.write_text("".join(line + "\n" for line in dataset.read_text(encoding="utf-8-sig").splitlines()[:7]))
+    blend = dict(weights=[0.4, 0.6], blend_samples=30, batch_size=3, seed=2)
+    want = {key: resumed(dataset, state, *key) for key, state in states.items()}
+    want_blend = batches([dataset, other], **blend)[0]
+    assert all(want.values())
+    assert index(cli, dataset)[0] == 0
+    try:
+        for key, state in states.items():
+            assert_same(want[key], resumed(dataset, state, *key))
+        assert_same(want_blend, batches([dataset, other], **blend)[0])
+    finally:
+        Path(f"{dataset}.mmidx").unlink()
+
+
+def test_a_stale_index_is_refused_by_name(cli, dataset, tmp_path):
+    copy = tmp_path / "stale"
+    shutil.copytree(dataset.parent, copy)
+    manifest = copy / dataset.name
+    assert index(cli, manifest)[0] == 0
+    with manifest.open("a") as f:
+        f.write(dataset.read_text(encoding="utf-8-sig").splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match=r"manifest\.jsonl\.mmidx.*stale.*build it again"):
+        with mmfeed.Loader(manifest, tokenizer=TOKENIZER) as loader:
+            next(loader)
+    assert index(cli, manifest)[0] == 0  # rebuilt: the Loader opens again
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=80_000, batch_size=4) as loader:
+        assert sum(len(b["sample_ids"]) for b in loader) == 21
+    rc, _, err = index(cli, tmp_path / "missing.jsonl")
+    assert rc == 1 and "missing.jsonl" in err

@@ -1,0 +1,108 @@
+// mmfeed index: build each manifest's dataset index (include/mmfeed/index.h) and say what it
+// found. Exit status 1 when a source could not be indexed, 2 on bad usage.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mmfeed/index.h"
+#include "mmfeed/json.h"
+#include "tools/commands.h"
+
+namespace mmfeed::tools {
+
+namespace {
+
+constexpr const char* kIndexUsage =
+    "usage: mmfeed index [--out FILE] [--json] SOURCE...\n"
+    "\n"
+    "Indexes each local, uncompressed JSONL or JSON-array manifest: where each sample's text lies\n"
+    "and the images, videos and audio clips it names, bound to the file's size, mtime and CRC-32.\n"
+    "Writes SOURCE.mmidx beside it and prints the samples, media and samples that are no\n"
+    "conversation (named).\n"
+    "\n"
+    "options:\n"
+    "  --out FILE   where to write the index (one SOURCE only; default SOURCE.mmidx)\n"
+    "  --json       print one JSON object a source instead of text\n";
+
+void print_text(const IndexSummary& s, double seconds) {
+  std::printf(
+      "%s: %llu samples (%llu images, %llu videos, %llu audio clips, %llu bytes of text), %llu bytes "
+      "of index, %.2f s\n",
+      s.path.c_str(), static_cast<unsigned long long>(s.samples), static_cast<unsigned long long>(s.images),
+      static_cast<unsigned long long>(s.videos), static_cast<unsigned long long>(s.audio),
+      static_cast<unsigned long long>(s.text_bytes), static_cast<unsigned long long>(s.index_bytes), seconds);
+  if (s.bad_count > 0)
+    std::printf("  %llu samples are no conversation:\n", static_cast<unsigned long long>(s.bad_count));
+  for (const std::string& b : s.bad) std::printf("    %s\n", b.c_str());
+}
+
+void print_json(const IndexSummary& s, double seconds) {
+  std::string out = "{\"index\":";
+  append_json_string(out, s.path);
+  const auto number = [&](const char* key, std::uint64_t v) {
+    out += std::string(",\"") + key + "\":" + std::to_string(v);
+  };
+  number("samples", s.samples);
+  number("images", s.images);
+  number("videos", s.videos);
+  number("audio", s.audio);
+  number("text_bytes", s.text_bytes);
+  number("index_bytes", s.index_bytes);
+  number("bad_count", s.bad_count);
+  out += ",\"bad\":[";
+  for (std::size_t i = 0; i < s.bad.size(); ++i) {
+    if (i > 0) out += ',';
+    append_json_string(out, s.bad[i]);
+  }
+  out += "],\"seconds\":" + std::to_string(seconds) + "}";
+  std::puts(out.c_str());
+}
+
+}  // namespace
+
+int run_index(int argc, char** argv) {
+  std::string out;
+  bool json = false;
+  std::vector<std::string> sources;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kIndexUsage, stdout);
+      return 0;
+    }
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (arg.starts_with("--")) {
+      std::fprintf(stderr, "mmfeed index: unknown option %s\n%s", arg.c_str(), kIndexUsage);
+      return 2;
+    } else {
+      sources.push_back(arg);
+    }
+  }
+  if (sources.empty() || (!out.empty() && sources.size() > 1)) {
+    std::fputs(kIndexUsage, stderr);
+    return 2;
+  }
+  int status = 0;
+  for (const std::string& source : sources) {
+    const auto start = std::chrono::steady_clock::now();
+    auto summary = build_index(source, out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!summary.ok()) {
+      std::fprintf(stderr, "mmfeed index: %s\n", summary.error().to_string().c_str());
+      status = 1;
+      continue;
+    }
+    if (json) {
+      print_json(*summary, seconds);
+    } else {
+      print_text(*summary, seconds);
+    }
+  }
+  return status;
+}
+
+}  // namespace mmfeed::tools
