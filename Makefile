@@ -133,6 +133,7 @@ bench: build test-oracles
 	$(PY) bench/video.py
 	$(PY) bench/audio.py
 	$(PY) bench/text.py
+	$(PY) bench/scale.py
 	build/mmfeed bench --out bench-results
 
 # bench/vision.py with the HF torchvision backend's column, timed in the torchvision environment
