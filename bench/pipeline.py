@@ -53,6 +53,10 @@ Two sizing experiments replace those tables when asked (either or both):
                   cores; workers = cores) at which the trainer stays >= 95% busy after the first
                   batch at the --step-ms demand (auto: the talk's ratio).
 
+One file of about 1,020 lines: every system's run, the measurements (GPU share, CPU, RSS, PSS),
+the tables and the sizing experiments read one row type and one run loop; the peers' pipelines
+are in bench/peers/.
+
 Usage: mmfeed bench [--quick] [--samples N] [--sources s3,local] [--systems ...]
                     [--step-ms auto|MS] [--out DIR] [--data DIR] [--trainer sleep|model]
                     [--workers N] [--cpus K] [--scaling] [--cores-needed] [--ray [--ray-actors N]]

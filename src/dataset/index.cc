@@ -12,7 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
+#include <thread>
 
+#include "core/cpus.h"
 #include "dataset/index.h"
 #include "dataset/manifest.h"
 #include "dataset/source_files.h"
@@ -107,6 +110,52 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
 
 std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
 
+// Sample `line`'s record: where it lies (the text starting at `start` in the file) and, its text
+// parsed, what it names.
+void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& line, std::uint32_t start,
+              std::string& buffer, IndexRecord& r) {
+  r.offset = start + line.offset;
+  r.number = line.number;
+  r.length = line.length;
+  const Result<std::string_view> text = manifests.text(line, buffer);  // the text was read whole
+  auto c = text.ok() ? text::parse_conversation(*text) : Result<text::Conversation>(text.error());
+  if (!c.ok()) {
+    r.bad = true;
+    return;
+  }
+  r.images = saturated(c->count(text::ContentItem::Type::kImage));
+  r.videos = saturated(c->count(text::ContentItem::Type::kVideo));
+  r.audio = saturated(c->count(text::ContentItem::Type::kAudio));
+}
+
+// Every sample's record, the samples parsed on the usable cores, a slice each (on this thread
+// alone where the system starts no more threads).
+std::vector<IndexRecord> describe_all(const dataset::Manifests& manifests, std::uint32_t start) {
+  const std::size_t n = manifests.lines.size();
+  std::vector<IndexRecord> records(n);
+  const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
+  const std::size_t per = (n + threads - 1) / threads;
+  const auto slice = [&](std::size_t t) {
+    std::string buffer;
+    for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
+      describe(manifests, manifests.lines[i], start, buffer, records[i]);
+    }
+  };
+  std::vector<std::thread> pool;
+  std::size_t inline_from = threads;
+  for (std::size_t t = 1; t < threads && inline_from == threads; ++t) {
+    try {
+      pool.emplace_back(slice, t);
+    } catch (const std::system_error&) {
+      inline_from = t;
+    }
+  }
+  slice(0);
+  for (std::size_t t = inline_from; t < threads; ++t) slice(t);
+  for (std::thread& th : pool) th.join();
+  return records;
+}
+
 }  // namespace
 
 Result<IndexSummary> build_index(const std::string& source, const std::string& out) {
@@ -123,25 +172,20 @@ Result<IndexSummary> build_index(const std::string& source, const std::string& o
   DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, {}};
   IndexSummary summary;
   summary.path = out.empty() ? dataset::index_path_of(file.path) : out;
-  index.records.reserve(manifests.lines.size());
+  index.records = describe_all(manifests, start);
   std::string buffer;
-  for (const dataset::ManifestLine& line : manifests.lines) {
-    IndexRecord& r = index.records.emplace_back();
-    r.offset = start + line.offset;
-    r.number = line.number;
-    r.length = line.length;
-    summary.text_bytes += line.length;
-    MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
-    auto c = text::parse_conversation(text);
-    if (!c.ok()) {
-      r.bad = true;
-      if (summary.bad.size() < kNamedBad) summary.bad.push_back(manifests.where(line) + ": " + c.error().to_string());
+  for (std::size_t i = 0; i < index.records.size(); ++i) {
+    const IndexRecord& r = index.records[i];
+    summary.text_bytes += r.length;
+    if (r.bad) {  // named with its reason, parsed again: few samples are bad
+      if (summary.bad.size() < kNamedBad) {
+        const dataset::ManifestLine& line = manifests.lines[i];
+        MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
+        summary.bad.push_back(manifests.where(line) + ": " + text::parse_conversation(text).error().to_string());
+      }
       ++summary.bad_count;
       continue;
     }
-    r.images = saturated(c->count(text::ContentItem::Type::kImage));
-    r.videos = saturated(c->count(text::ContentItem::Type::kVideo));
-    r.audio = saturated(c->count(text::ContentItem::Type::kAudio));
     summary.images += r.images;
     summary.videos += r.videos;
     summary.audio += r.audio;
