@@ -154,6 +154,12 @@ struct LoaderConfig {
   // One manifest, fetched and decompressed (a Parquet file's rows as decoded); also a blend
   // epoch's order, at 20 bytes a draw (blend_samples, source_repeats).
   std::size_t max_manifest_bytes = std::size_t{4} << 30;
+  // A node-local folder for dataset indexes: a local JSONL or JSON manifest with no index beside
+  // it is indexed here by the first rank of the node that opens it (under a file lock; the
+  // node's other ranks wait for it, then open from it), so each node reads the manifest once and
+  // every later open reads the index alone. Empty: none (an index beside the manifest is used
+  // either way; `mmfeed index` writes one).
+  std::string cache_dir;
   std::size_t max_images_per_sample = 256;  // images and videos one sample may name
   // A manifest fetched from http(s):// or s3:// is written by whoever controls that origin: the
   // local files it names (absolute paths, file:// URIs) are refused unless this is true. Local

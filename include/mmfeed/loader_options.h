@@ -103,6 +103,9 @@ void for_each_loader_option(F&& f) {
   f("max_manifest_bytes", &LoaderConfig::max_manifest_bytes,
     "largest manifest, fetched and decompressed (a Parquet file: its rows decoded); also bounds a blend epoch's order, "
     "20 bytes a draw");
+  f("cache_dir", &LoaderConfig::cache_dir,
+    "node-local folder where a local JSONL/JSON manifest without an index beside it is indexed once a node "
+    "(first rank, under a lock) and opened from then on (empty: none)");
   f("max_images_per_sample", &LoaderConfig::max_images_per_sample, "most images and videos one sample may name");
   f("allow_local_media_from_remote_manifest", &LoaderConfig::allow_local_media_from_remote_manifest,
     "let a manifest fetched from http(s):// or s3:// name local files (absolute paths, file:// URIs)");

@@ -70,6 +70,7 @@ class LoaderOptions(TypedDict, total=False):
     fetch_inflight: int | None
     max_object_bytes: int | None
     max_manifest_bytes: int | None
+    cache_dir: _Path | None
     max_images_per_sample: int | None
     allow_local_media_from_remote_manifest: bool | None
     max_length: int | None

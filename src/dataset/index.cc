@@ -167,7 +167,7 @@ Result<IndexSummary> build_index(const std::string& source, const std::string& o
   }
   MMFEED_ASSIGN_OR_RETURN(const dataset::Manifests manifests,
                           dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {},
-                                                  /*use_indexes=*/false));
+                                                  dataset::Indexes{.use = false, .cache_dir = ""}));
   const dataset::Manifest& m = manifests.files.front();
   DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, {}};
   IndexSummary summary;

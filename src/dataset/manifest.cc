@@ -1,6 +1,7 @@
 #include "dataset/manifest.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -8,10 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <thread>
 
 #include "core/buffer_pool.h"
 #include "dataset/arrow_files.h"
@@ -253,16 +257,10 @@ struct OwnedFd {
   int fd;
 };
 
-// The local JSONL or JSON file `file` opened from its index beside it (index.h), as manifest
-// number `manifest`; nullopt when it has none. An index that does not check out is an error
-// naming it: never used, never silently passed over.
-Result<std::optional<Manifest>> open_indexed(const std::string& file, std::uint32_t manifest,
-                                             std::vector<ManifestLine>& out) {
-  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
-  if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
-  const std::string index = index_path_of(uri.path);
-  std::error_code ec;
-  if (!std::filesystem::exists(index, ec)) return std::optional<Manifest>();
+// The local manifest `file` (at `path`) opened from the index at `index`, as manifest number
+// `manifest`. An index that does not check out is an error naming it.
+Result<Manifest> open_from_index(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
+                                 std::uint32_t manifest, std::vector<ManifestLine>& out) {
   Manifest m;
   m.name = storage::redact_uri(file);
   // The file is opened before its index is checked against it, and checked again once open: the
@@ -287,6 +285,78 @@ Result<std::optional<Manifest>> open_indexed(const std::string& file, std::uint3
   m.crc32 = header->source_crc32;
   m.array = header->array;
   m.base_dir = base_dir_of(uri);
+  return m;
+}
+
+// How long a reader waits for another reader of the node to finish indexing a manifest.
+constexpr std::chrono::minutes kIndexBuildWait{10};
+
+// The node cache's index of local manifest `path`: named by the file's absolute path (hashed)
+// and its name, so two manifests of one name do not share one.
+std::string cached_index_path(const std::string& dir, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  const std::string key = ec ? path : absolute.string();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
+  return (std::filesystem::path(dir) /
+          (std::string(hash) + "-" + std::filesystem::path(path).filename().string() + ".mmidx"))
+      .string();
+}
+
+// Makes sure the cached index `index` of `file` is there and current: under an exclusive lock of
+// "<index>.lock" (flock: released if its holder dies), the first reader of the node builds it and
+// the others, waiting at most kIndexBuildWait, find it built. True when this call built it; none
+// when the file is no manifest an index serves (compressed).
+Result<std::optional<bool>> ensure_cached_index(const std::string& file, const std::string& index) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
+  if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), index);
+  const std::string lock_path = index + ".lock";
+  const OwnedFd lock(::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644));
+  if (lock.fd < 0) {
+    return Error(ErrorCode::kIoError, std::string("cannot open the lock: ") + std::strerror(errno), lock_path);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kIndexBuildWait;
+  while (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      return Error(ErrorCode::kIoError, std::string("cannot lock: ") + std::strerror(errno), lock_path);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Error(ErrorCode::kTimeout,
+                   "another process held the lock for " + std::to_string(kIndexBuildWait.count()) +
+                       " minutes while indexing " + storage::redact_uri(file),
+                   lock_path);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Locked (closing the descriptor unlocks): built by another reader since, and current?
+  if (read_index(index, file, [](const IndexRecord&) {}).ok()) return std::optional<bool>(false);
+  auto built = build_index(file, index);
+  if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<bool>();
+  if (!built.ok()) return std::move(built).error().with_context("cache_dir");
+  return std::optional<bool>(true);
+}
+
+// The local JSONL or JSON file `file` opened from its index, as manifest number `manifest`: the
+// one beside it, else (with a cache_dir) the node cache's, built if need be; nullopt when it has
+// none. An index beside it that does not check out is an error naming it: never used, never
+// silently passed over (a stale one in the cache is the cache's to rebuild).
+Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
+                                             std::vector<ManifestLine>& out) {
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
+  if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
+  std::error_code ec;
+  if (const std::string beside = index_path_of(uri.path); std::filesystem::exists(beside, ec)) {
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, beside, manifest, out));
+    return std::optional<Manifest>(std::move(m));
+  }
+  if (indexes.cache_dir.empty()) return std::optional<Manifest>();
+  const std::string cached = cached_index_path(indexes.cache_dir, uri.path);
+  MMFEED_ASSIGN_OR_RETURN(const std::optional<bool> built, ensure_cached_index(file, cached));
+  if (!built) return std::optional<Manifest>();
+  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, cached, manifest, out));
+  m.index_built = *built;
   return std::optional<Manifest>(std::move(m));
 }
 
@@ -295,9 +365,9 @@ Result<std::optional<Manifest>> open_indexed(const std::string& file, std::uint3
 // own first line), within `limit` together.
 Result<Manifest> read_text_files(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
                                  storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out,
-                                 bool use_indexes) {
-  if (files.size() == 1 && use_indexes) {
-    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], manifest, out));
+                                 const Indexes& indexes) {
+  if (files.size() == 1 && indexes.use) {
+    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], indexes, manifest, out));
     if (indexed) return std::move(*indexed);
   }
   Manifest whole;
@@ -328,9 +398,9 @@ Result<Manifest> read_text_files(const std::string& source, const std::vector<st
 // Source `source` (its files `files`) read as manifest number `manifest`.
 Result<Manifest> read_source(const std::string& source, const SourceFiles& files, std::size_t limit,
                              const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
-                             std::vector<ManifestLine>& lines, bool use_indexes) {
+                             std::vector<ManifestLine>& lines, const Indexes& indexes) {
   switch (files.layout) {
-    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines, use_indexes);
+    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines, indexes);
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines);
     case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
@@ -364,7 +434,7 @@ Result<std::string_view> IndexedText::read(std::uint64_t offset, std::uint32_t l
 
 // Reads each source as one manifest (manifest.h), whatever layout its files have.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit, const storage::S3Options& s3,
-                                 bool use_indexes) {
+                                 const Indexes& indexes) {
   Manifests out;
   storage::FetchOptions options;
   options.part_size = 0;
@@ -372,9 +442,8 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
     MMFEED_ASSIGN_OR_RETURN(SourceFiles source, source_files(path, s3));
-    MMFEED_ASSIGN_OR_RETURN(Manifest m,
-                            read_source(path, source, limit, s3, fetcher, static_cast<std::uint32_t>(out.files.size()),
-                                        out.lines, use_indexes));
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, read_source(path, source, limit, s3, fetcher,
+                                                    static_cast<std::uint32_t>(out.files.size()), out.lines, indexes));
     if (!m.shards.empty()) m.base_dir = base_dir_of(m.shards.front().uri);
     out.files.push_back(std::move(m));
   }

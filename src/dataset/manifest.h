@@ -115,6 +115,7 @@ struct Manifest {
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;      // empty when `indexed`
   std::shared_ptr<const IndexedText> indexed;  // opened from its index: the text stays in the file
+  bool index_built = false;                    // this read built its index (into Indexes::cache_dir)
   std::uint32_t crc32 = 0;    // of text (and, for shards, the members' names and places): the fingerprint's
   bool array = false;         // one JSON array (its first non-blank byte is '['), not JSONL
   bool remote = false;        // fetched from s3:// or http(s)://: its origin wrote the references
@@ -171,16 +172,24 @@ struct Manifests {
   }
 };
 
+// How read_manifests treats dataset indexes (index.h).
+struct Indexes {
+  bool use = true;        // false: read the text even where an index lies (`mmfeed index` rebuilding one)
+  std::string cache_dir;  // where a local manifest without an index beside it is indexed once, under a lock
+};
+
 // Reads the sources in order, each one manifest, whatever files it names (source_files.h: a file,
 // a brace pattern, a glob, a folder): JSONL and JSON files (several of them one manifest of
 // parts), tar shards, Energon datasets, Parquet and Arrow files. A UTF-8 byte-order mark is
 // skipped, blank lines are not indexed. An error names the source or file (fetch, decompression,
 // the limit, an array not closed or followed by more, a layout not read) or says that none holds
 // a sample. A local JSONL or JSON file with an index beside it opens from the index (its text
-// not read; the limit does not apply to it) unless `use_indexes` is false (what `mmfeed index`,
-// which rebuilds them, reads with); an index that does not check out is an error naming it.
+// not read; the limit does not apply to it); an index beside it that does not check out is an
+// error naming it. Without one, and with `indexes.cache_dir`, the file is indexed there (the
+// first reader of the node builds it under a lock, the others wait for it), a stale one there
+// rebuilt, and opened from it.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
-                                 const storage::S3Options& s3, bool use_indexes = true);
+                                 const storage::S3Options& s3, const Indexes& indexes = {});
 
 // Indexes the samples of `m` (its text and name set), appending them to `out` as samples of
 // manifest number `manifest`: a JSON array's elements when its first non-blank byte is '[' (and

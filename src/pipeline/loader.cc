@@ -110,6 +110,10 @@ class LoaderImpl final : public Loader {
                                   .memory = memory_.get(),
                                   .metrics = metrics_,
                                   .trace = &trace_};
+    // The manifests this run's reading indexed into cache_dir (the node's first reader of each).
+    std::int64_t built = 0;
+    for (const dataset::Manifest& m : manifests_.files) built += m.index_built ? 1 : 0;
+    metrics_.counter("loader.indexes_built").add(built);
     if (serial_) {
       driver_ = std::make_unique<pipeline::SerialDriver>(stages);
     } else {
@@ -301,7 +305,8 @@ Result<std::shared_ptr<const LoaderInputs>> start_reading(const LoaderConfig& co
     return Error(ErrorCode::kResourceExhausted,
                  std::string("cannot start a thread to load the tokenizer: ") + e.what());
   }
-  MMFEED_ASSIGN_OR_RETURN(data->manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
+  MMFEED_ASSIGN_OR_RETURN(data->manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
+                                                                   {.use = true, .cache_dir = config.cache_dir}));
   return std::make_shared<const LoaderInputs>(std::move(data));
 }
 
@@ -362,7 +367,8 @@ Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& confi
     manifests = &inputs->data().manifests;
   } else {  // the manifests alone: no tokenizer is needed to count
     MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
-    MMFEED_ASSIGN_OR_RETURN(read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3));
+    MMFEED_ASSIGN_OR_RETURN(read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
+                                                          {.use = true, .cache_dir = config.cache_dir}));
     manifests = &read;
   }
   MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, *manifests));

@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dataset/manifest.h"
 
@@ -40,7 +43,8 @@ class IndexTest : public ::testing::Test {
   // Every record against the manifest as the Loader reads it, the text at its range the line's.
   static void expect_as_loader(const std::string& source, const DatasetIndex& index) {
     const dataset::Manifests m =
-        dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, /*use_indexes=*/false).value();
+        dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, {.use = false, .cache_dir = ""})
+            .value();
     std::string buffer;
     ASSERT_EQ(index.records.size(), m.lines.size());
     EXPECT_EQ(index.source_crc32, m.files[0].crc32);
@@ -182,6 +186,37 @@ TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code(), ErrorCode::kCorruptData);
   EXPECT_NE(cut.error().to_string().find("cut since it was indexed"), std::string::npos) << cut.error().to_string();
+}
+
+// Without an index beside it, a manifest is indexed once into the cache_dir: readers racing for
+// it build one between them, later ones open it, a changed manifest's is rebuilt there (the
+// cache's own). (A compressed manifest, read whole: tests/python/data/test_index.py.)
+TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
+  const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
+  const dataset::Indexes cache{.use = true, .cache_dir = (dir_ / "cache").string()};
+  std::vector<std::thread> readers;
+  std::atomic<int> built{0}, opened{0};
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&] {
+      auto m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, cache);
+      if (!m.ok() || m->files[0].indexed == nullptr || m->lines.size() != 2) return;
+      ++opened;
+      if (m->files[0].index_built) ++built;
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(opened.load(), 4);
+  EXPECT_EQ(built.load(), 1);
+  EXPECT_FALSE(fs::exists(source + ".mmidx"));  // the source's folder is left as it was
+  std::size_t indexes = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "cache")) indexes += e.path().extension() == ".mmidx" ? 1 : 0;
+  EXPECT_EQ(indexes, 1u);
+  auto again = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, cache).value();
+  EXPECT_FALSE(again.files[0].index_built);
+  write("train.jsonl", std::string(kVideo) + "\n");  // changed: the cache's index is rebuilt, not refused
+  auto changed = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, cache).value();
+  EXPECT_TRUE(changed.files[0].index_built);
+  EXPECT_EQ(changed.lines.size(), 1u);
 }
 
 TEST_F(IndexTest, RemoteCompressedAndMissingSourcesAreRefused) {

@@ -2,11 +2,14 @@
 JSON manifest; a Loader over that manifest opens from the index (the text read by byte range, per
 sample, as the rank reaches it) and delivers byte for byte the batches it delivers without one —
 padded, packed hf and thd, ranks, resume, blends, the serial mode. A stale index
-is refused by name; samples that are no conversation are named by the index and by the Loader."""
+is refused by name; samples that are no conversation are named by the index and by the Loader.
+Without an index beside it, `cache_dir=` has a node's first rank index it once for all."""
 
+import gzip
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import datagen
@@ -154,3 +157,54 @@ def test_a_stale_index_is_refused_by_name(cli, dataset, tmp_path):
         assert sum(len(b["sample_ids"]) for b in loader) == 21
     rc, _, err = index(cli, tmp_path / "missing.jsonl")
     assert rc == 1 and "missing.jsonl" in err
+
+
+RANK = """
+import json, sys
+import mmfeed
+manifest, cache, tokenizer, rank = sys.argv[1:5]
+with mmfeed.Loader(manifest, tokenizer=tokenizer, max_pixels=80_000, batch_size=2, seed=1, rank=int(rank),
+                   world_size=4, cache_dir=cache, tensors="np") as loader:
+    ids = [i for b in loader for i in b["sample_ids"]]
+    print(json.dumps({"ids": ids, "built": loader.metrics()["counters"]["loader.indexes_built"]}))
+"""
+
+
+def test_a_node_cache_indexes_the_manifest_once_for_its_ranks(dataset, tmp_path):
+    # Four rank processes of one node open the same manifest (no index beside it) with one
+    # cache_dir: one of them builds the index, all open from it, the ranks' samples are the ones
+    # they take without it; a later open builds nothing.
+    copy = tmp_path / "data"
+    shutil.copytree(dataset.parent, copy)
+    manifest, cache = copy / dataset.name, tmp_path / "cache"
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, str(manifest), str(cache), str(TOKENIZER), str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(4)
+    ]
+    results = []
+    for p in ranks:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    assert sum(r["built"] for r in results) == 1
+    assert len(list(cache.glob("*.mmidx"))) == 1 and not Path(f"{manifest}.mmidx").exists()
+    for rank, r in enumerate(results):
+        with mmfeed.Loader(
+            dataset, tokenizer=TOKENIZER, max_pixels=80_000, batch_size=2, seed=1, rank=rank, world_size=4
+        ) as loader:
+            assert r["ids"] == [i for b in loader for i in b["sample_ids"]]
+    with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=80_000, batch_size=4, cache_dir=cache) as loader:
+        assert sum(len(b["sample_ids"]) for b in loader) == 20
+        assert loader.metrics()["counters"]["loader.indexes_built"] == 0
+    # A compressed manifest is read whole: no index can serve it by byte range.
+    packed = copy / "packed.jsonl.gz"
+    packed.write_bytes(gzip.compress(manifest.read_bytes()))
+    with mmfeed.Loader(packed, tokenizer=TOKENIZER, max_pixels=80_000, batch_size=4, cache_dir=cache) as loader:
+        assert sum(len(b["sample_ids"]) for b in loader) == 20
+        assert loader.metrics()["counters"]["loader.indexes_built"] == 0
+    assert len(list(cache.glob("*.mmidx"))) == 1
