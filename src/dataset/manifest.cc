@@ -304,11 +304,13 @@ std::string cached_index_path(const std::string& dir, const std::string& path) {
       .string();
 }
 
-// Makes sure the cached index `index` of `file` is there and current: under an exclusive lock of
-// "<index>.lock" (flock: released if its holder dies), the first reader of the node builds it and
-// the others, waiting at most kIndexBuildWait, find it built. True when this call built it; none
+// `file` opened from the node cache's index `index`: under an exclusive lock of "<index>.lock"
+// (flock: released if its holder dies; the others wait at most kIndexBuildWait), the cached index
+// is opened when current, else built first (the first reader of the node) and opened; nullopt
 // when the file is no manifest an index serves (compressed).
-Result<std::optional<bool>> ensure_cached_index(const std::string& file, const std::string& index) {
+Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
+                                            const std::string& index, std::uint32_t manifest,
+                                            std::vector<ManifestLine>& out) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
   if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), index);
@@ -331,11 +333,13 @@ Result<std::optional<bool>> ensure_cached_index(const std::string& file, const s
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Locked (closing the descriptor unlocks): built by another reader since, and current?
-  if (read_index(index, file, [](const IndexRecord&) {}).ok()) return std::optional<bool>(false);
+  if (auto m = open_from_index(file, uri, index, manifest, out); m.ok()) return std::optional<Manifest>(std::move(*m));
   auto built = build_index(file, index);
-  if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<bool>();
+  if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
   if (!built.ok()) return std::move(built).error().with_context("cache_dir");
-  return std::optional<bool>(true);
+  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, manifest, out));
+  m.index_built = true;
+  return std::optional<Manifest>(std::move(m));
 }
 
 // The local JSONL or JSON file `file` opened from its index, as manifest number `manifest`: the
@@ -352,12 +356,7 @@ Result<std::optional<Manifest>> open_indexed(const std::string& file, const Inde
     return std::optional<Manifest>(std::move(m));
   }
   if (indexes.cache_dir.empty()) return std::optional<Manifest>();
-  const std::string cached = cached_index_path(indexes.cache_dir, uri.path);
-  MMFEED_ASSIGN_OR_RETURN(const std::optional<bool> built, ensure_cached_index(file, cached));
-  if (!built) return std::optional<Manifest>();
-  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, cached, manifest, out));
-  m.index_built = *built;
-  return std::optional<Manifest>(std::move(m));
+  return open_cached(file, uri, cached_index_path(indexes.cache_dir, uri.path), manifest, out);
 }
 
 // The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:

@@ -1,7 +1,10 @@
+// One file of about 600 lines, on purpose: its two halves share Arrow types (below) that a split
+// would export through a header.
+//
 // Parquet sources (parquet.h): a source's files opened (footer, page index, the columns read at
-// open, each row written as a JSON line) and a cell decoded from its fetched pages, in one file:
-// both halves read the same column chunk's page layout (ChunkPages) and report the same decoding
-// limits (LimitedPool's refusals), Arrow types that would otherwise be exported through a header.
+// open, each row written as a JSON line) and a cell decoded from its fetched pages. Both halves
+// read the same column chunk's page layout (ChunkPages) and report the same decoding limits
+// (LimitedPool's refusals).
 #include "dataset/parquet.h"
 
 #include <arrow/api.h>

@@ -33,9 +33,9 @@ Batch BatchBuilder::assemble(const std::vector<std::unique_ptr<Work>>& samples, 
     core::TraceSpan span(trace_, "assemble batch", "batch");
     const core::Stopwatch sw;
     const LoadedTokenizer& tok = processor_.tokenizer();  // loaded: every sample was tokenized
-    const BatchLayout layout{.packed = options_.token_budget > 0,
-                             .format = options_.packed_format,
-                             .pad_to_multiple_of = options_.pad_to_multiple_of,
+    const BatchLayout layout{.packed = options_.packing.token_budget > 0,
+                             .format = options_.packing.format,
+                             .pad_to_multiple_of = options_.packing.pad_to_multiple_of,
                              .mrope = options_.mrope,
                              .pad_id = tok.pad_id,
                              .image_pad_id = tok.image_pad_id,
@@ -110,10 +110,10 @@ void BatchBuilder::write_all_pixels(std::vector<PixelJob> jobs, core::ThreadPool
 std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<std::unique_ptr<Work>> window) const {
   std::vector<std::size_t> lengths;
   for (const auto& w : window) {
-    lengths.push_back(packed_span(w->input_ids.size(), options_.packed_format, options_.pad_to_multiple_of));
+    lengths.push_back(packed_span(w->input_ids.size(), options_.packing.format, options_.packing.pad_to_multiple_of));
   }
   std::vector<std::vector<std::unique_ptr<Work>>> rows;
-  for (const std::vector<std::size_t>& row : pack_rows(lengths, options_.token_budget)) {
+  for (const std::vector<std::size_t>& row : pack_rows(lengths, options_.packing.token_budget)) {
     rows.emplace_back();
     for (std::size_t i : row) rows.back().push_back(std::move(window[i]));
   }
@@ -125,7 +125,7 @@ std::vector<std::vector<std::unique_ptr<Work>>> BatchBuilder::pack(std::vector<s
 Result<bool> BatchBuilder::build(std::vector<std::unique_ptr<Work>> samples, int epoch, std::uint64_t start,
                                  std::uint64_t end, std::uint64_t skip_rows, std::uint64_t& index,
                                  core::ThreadPool* cpu, const std::atomic<bool>& stop, const Sink& sink) {
-  if (options_.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}, cpu));
+  if (options_.packing.token_budget == 0) return sink(assemble(samples, epoch, index++, BatchEnd{end, 0, {}}, cpu));
   struct Decoding {
     std::vector<std::vector<std::unique_ptr<Work>>> rows;
     std::vector<std::size_t> left;  // per row: samples still being decoded

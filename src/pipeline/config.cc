@@ -239,6 +239,8 @@ namespace {
 
 // Each stage's few options, from the resolved `c` (workers known).
 void stage_options(const LoaderConfig& c, Settings& out) {
+  const PackingOptions packing{
+      .token_budget = c.token_budget, .format = c.packed_format, .pad_to_multiple_of = c.pad_to_multiple_of};
   out.order = order_options(c);
   out.sample = SampleOptions{.model = c.model,
                              .max_images_per_sample = c.max_images_per_sample,
@@ -247,13 +249,9 @@ void stage_options(const LoaderConfig& c, Settings& out) {
                              .media_root = c.media_root,
                              .allow_local_media_from_remote_manifest = c.allow_local_media_from_remote_manifest,
                              .use_audio_in_video = c.use_audio_in_video,
-                             .token_budget = c.token_budget,
-                             .packed_format = c.packed_format,
-                             .pad_to_multiple_of = c.pad_to_multiple_of};
+                             .packing = packing};
   out.batch = BatchOptions{.group_positions = group_positions(c),
-                           .token_budget = c.token_budget,
-                           .packed_format = c.packed_format,
-                           .pad_to_multiple_of = c.pad_to_multiple_of,
+                           .packing = packing,
                            .mrope = c.mrope,
                            .audio_padding = c.audio_padding,
                            .workers = std::max(1, c.workers)};

@@ -9,7 +9,6 @@
 //   text::ChatTemplate t = settings.chat_template;
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -50,13 +49,6 @@ struct Settings {
 // workers = 0 ("auto"): this rank's share of the CPUs the process may use (`usable_cpus`, shared
 // by the LOCAL_WORLD_SIZE ranks of the node when set), less one for the rank's trainer; at least 1.
 int auto_workers(int usable_cpus, const char* local_world_size);
-
-// A packed sample's length in its row: PackedFormat::kThd pads each sample to a multiple of
-// pad_to_multiple_of; transformers' layout packs the samples as they are.
-inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::size_t pad_to_multiple_of) {
-  const std::size_t m = format == PackedFormat::kThd ? std::max<std::size_t>(pad_to_multiple_of, 1) : 1;
-  return (tokens + m - 1) / m * m;
-}
 
 // Checks `config` and builds its Settings (workers = 0 resolved); the first option out of range
 // is the error.

@@ -378,12 +378,13 @@ void SampleProcessor::drop_truncated_media(Work& w, const text::SftSample& s) co
 }
 
 bool SampleProcessor::check_token_budget(Work& w, const text::SftSample& s) const {
-  if (const std::size_t in_row = packed_span(s.input_ids.size(), options_.packed_format, options_.pad_to_multiple_of);
-      options_.token_budget > 0 && in_row > options_.token_budget) {
+  const PackingOptions& packing = options_.packing;
+  if (const std::size_t in_row = packed_span(s.input_ids.size(), packing.format, packing.pad_to_multiple_of);
+      packing.token_budget > 0 && in_row > packing.token_budget) {
     const std::string padded = in_row > s.input_ids.size() ? " (" + std::to_string(in_row) + " padded)" : "";
     w.error = SampleError{w.id, "text",
                           "sample has " + std::to_string(s.input_ids.size()) + " tokens" + padded +
-                              ", more than token_budget " + std::to_string(options_.token_budget),
+                              ", more than token_budget " + std::to_string(packing.token_budget),
                           ErrorCode::kOutOfRange};
     return false;
   }

@@ -3,6 +3,7 @@
 // one field here and one line in config.cc's stage_options().
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,21 @@ struct OrderOptions {
   std::uint64_t end_position = 0;  // > 0: the run ends there in its last epoch
 };
 
+// How samples are packed into rows: what the sample processor checks a sample's fit against and
+// the batch builder lays rows out by.
+struct PackingOptions {
+  std::size_t token_budget = 0;  // > 0: packed rows of this many tokens
+  PackedFormat format = PackedFormat::kHf;
+  std::size_t pad_to_multiple_of = 0;
+};
+
+// A packed sample's length in its row: PackedFormat::kThd pads each sample to a multiple of
+// pad_to_multiple_of; transformers' layout packs the samples as they are.
+inline std::size_t packed_span(std::size_t tokens, PackedFormat format, std::size_t pad_to_multiple_of) {
+  const std::size_t m = format == PackedFormat::kThd ? std::max<std::size_t>(pad_to_multiple_of, 1) : 1;
+  return (tokens + m - 1) / m * m;
+}
+
 // The sample processor's (sample_processor.h): what a sample may name and hold, and the packing
 // it must fit.
 struct SampleOptions {
@@ -34,17 +50,13 @@ struct SampleOptions {
   std::vector<std::string> media_root;
   bool allow_local_media_from_remote_manifest = false;
   bool use_audio_in_video = false;
-  std::size_t token_budget = 0;  // > 0: packed rows of this many tokens
-  PackedFormat packed_format = PackedFormat::kHf;
-  std::size_t pad_to_multiple_of = 0;
+  PackingOptions packing;
 };
 
 // The batch builder's (batch_builder.h): the group it gathers and the batch's layout.
 struct BatchOptions {
   std::size_t group_positions = 8;  // a padded batch's positions, or a packing window's
-  std::size_t token_budget = 0;
-  PackedFormat packed_format = PackedFormat::kHf;
-  std::size_t pad_to_multiple_of = 0;
+  PackingOptions packing;
   bool mrope = true;
   AudioPadding audio_padding = AudioPadding::kModel;
   int workers = 1;  // the pool's tasks writing a batch's pixels

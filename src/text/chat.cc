@@ -1,9 +1,10 @@
+// One file of about 610 lines, on purpose: the templates share their turn, content and tool-call
+// writers, which a split would export.
+//
 // Chat templates chosen by name or file and rendered in C++ (Qwen2-VL, Qwen3-VL Instruct and
 // Thinking, Qwen3.5, Qwen2.5-Omni, Qwen3-Omni Thinking, each tested byte-identical to transformers'
 // apply_chat_template), with the spans the labels need. Parsing is in conversation.cc, encoding for
-// SFT in chat_encode.cc, the published texts in templates/ (embedded at build time). One file of
-// about 610 lines: the templates share their turn, content and tool-call writers, which would
-// otherwise be exported.
+// SFT in chat_encode.cc, the published texts in templates/ (embedded at build time).
 #include "text/chat.h"
 
 #include <simdjson.h>

@@ -1,9 +1,11 @@
+// One stage in one file of about 740 lines, on purpose: a video's soundtrack (the Omni models'
+// use_audio_in_video) is written by the same token pass that expands the pads and numbered by the
+// same position pass, and its order is decided once for both here.
+//
 // A rendered conversation encoded for supervised fine-tuning: tokenized in one piece, each vision
 // pad expanded to its grid's tokens, labels by policy from the rendered spans (the loss mask),
 // truncation that never cuts a vision block, and optional mrope position ids. Rendering is in
-// chat.cc, parsing in conversation.cc. One stage in one file of about 740 lines: a video's
-// soundtrack (the Omni models' use_audio_in_video) is written by the same token pass that expands
-// the pads and numbered by the same position pass, and its order is decided once for both here.
+// chat.cc, parsing in conversation.cc.
 #include "text/chat_encode.h"
 
 #include <algorithm>

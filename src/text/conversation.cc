@@ -1,8 +1,10 @@
+// One stage in one file of about 710 lines, on purpose: every format's reader shares the same
+// path-naming helpers and the listed-media placement (the audio items and three kinds of listed
+// media included).
+//
 // Conversations read from a manifest line: the Qwen/OpenAI "messages" form, LLaVA and ShareGPT
 // "conversations", tool calls, reasoning and the sample's tools, normalised to one Conversation;
-// errors name the JSON path at fault. Rendering and encoding are in chat.cc. One stage kept in one
-// file (about 710 lines, with the audio items and the three kinds of listed media): every
-// format's reader shares the same path-naming helpers and the listed-media placement.
+// errors name the JSON path at fault. Rendering and encoding are in chat.cc.
 #include "text/conversation.h"
 
 #include <simdjson.h>
