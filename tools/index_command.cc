@@ -14,16 +14,19 @@ namespace mmfeed::tools {
 namespace {
 
 constexpr const char* kIndexUsage =
-    "usage: mmfeed index [--out FILE] [--json] SOURCE...\n"
+    "usage: mmfeed index [--out FILE] [--media-root DIR] [--no-media] [--json] SOURCE...\n"
     "\n"
-    "Indexes each local, uncompressed JSONL or JSON-array manifest: where each sample's text lies\n"
-    "and the images, videos and audio clips it names, bound to the file's size, mtime and CRC-32.\n"
-    "Writes SOURCE.mmidx beside it and prints the samples, media and samples that are no\n"
-    "conversation (named).\n"
+    "Indexes each local, uncompressed JSONL or JSON-array manifest: where each sample's text lies,\n"
+    "the images, videos and audio clips it names and their cost facts from the media's headers\n"
+    "(an image's size; a video's frame size, frame rate and duration; a clip's duration), bound to\n"
+    "the file's size, mtime and CRC-32. Writes SOURCE.mmidx beside it and prints the samples, media,\n"
+    "samples that are no conversation and media that could not be read (named).\n"
     "\n"
     "options:\n"
-    "  --out FILE   where to write the index (one SOURCE only; default SOURCE.mmidx)\n"
-    "  --json       print one JSON object a source instead of text\n";
+    "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx)\n"
+    "  --media-root DIR  where relative media references resolve (the Loader's media_root)\n"
+    "  --no-media        read no medium's header (their facts unknown)\n"
+    "  --json            print one JSON object a source instead of text\n";
 
 void print_text(const IndexSummary& s, double seconds) {
   std::printf(
@@ -35,6 +38,12 @@ void print_text(const IndexSummary& s, double seconds) {
   if (s.bad_count > 0)
     std::printf("  %llu samples are no conversation:\n", static_cast<unsigned long long>(s.bad_count));
   for (const std::string& b : s.bad) std::printf("    %s\n", b.c_str());
+  if (s.media_unreadable > 0)
+    std::printf("  %llu media could not be read:\n", static_cast<unsigned long long>(s.media_unreadable));
+  for (const std::string& u : s.unreadable) std::printf("    %s\n", u.c_str());
+  if (s.media_not_probed > 0)
+    std::printf("  %llu remote media not read (their facts unknown)\n",
+                static_cast<unsigned long long>(s.media_not_probed));
 }
 
 void print_json(const IndexSummary& s, double seconds) {
@@ -50,19 +59,26 @@ void print_json(const IndexSummary& s, double seconds) {
   number("text_bytes", s.text_bytes);
   number("index_bytes", s.index_bytes);
   number("bad_count", s.bad_count);
-  out += ",\"bad\":[";
-  for (std::size_t i = 0; i < s.bad.size(); ++i) {
-    if (i > 0) out += ',';
-    append_json_string(out, s.bad[i]);
-  }
-  out += "],\"seconds\":" + std::to_string(seconds) + "}";
+  number("media_unreadable", s.media_unreadable);
+  number("media_not_probed", s.media_not_probed);
+  const auto strings = [&](const char* key, const std::vector<std::string>& values) {
+    out += std::string(",\"") + key + "\":[";
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) out += ',';
+      append_json_string(out, values[i]);
+    }
+    out += "]";
+  };
+  strings("bad", s.bad);
+  strings("unreadable", s.unreadable);
+  out += ",\"seconds\":" + std::to_string(seconds) + "}";
   std::puts(out.c_str());
 }
 
 }  // namespace
 
 int run_index(int argc, char** argv) {
-  std::string out;
+  IndexOptions options;
   bool json = false;
   std::vector<std::string> sources;
   for (int i = 0; i < argc; ++i) {
@@ -74,7 +90,11 @@ int run_index(int argc, char** argv) {
     if (arg == "--json") {
       json = true;
     } else if (arg == "--out" && i + 1 < argc) {
-      out = argv[++i];
+      options.out = argv[++i];
+    } else if (arg == "--media-root" && i + 1 < argc) {
+      options.media_root = argv[++i];
+    } else if (arg == "--no-media") {
+      options.probe_media = false;
     } else if (arg.starts_with("--")) {
       std::fprintf(stderr, "mmfeed index: unknown option %s\n%s", arg.c_str(), kIndexUsage);
       return 2;
@@ -82,14 +102,14 @@ int run_index(int argc, char** argv) {
       sources.push_back(arg);
     }
   }
-  if (sources.empty() || (!out.empty() && sources.size() > 1)) {
+  if (sources.empty() || (!options.out.empty() && sources.size() > 1)) {
     std::fputs(kIndexUsage, stderr);
     return 2;
   }
   int status = 0;
   for (const std::string& source : sources) {
     const auto start = std::chrono::steady_clock::now();
-    auto summary = build_index(source, out);
+    auto summary = build_index(source, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!summary.ok()) {
       std::fprintf(stderr, "mmfeed index: %s\n", summary.error().to_string().c_str());

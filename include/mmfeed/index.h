@@ -1,21 +1,29 @@
 // A dataset index (the first part of opening at cluster scale): for each sample of a JSONL or
-// JSON-array manifest, where its text lies in the file (a byte range) and what it names (its
-// images, videos and audio clips), in fixed-width records behind a checksummed header bound to
+// JSON-array manifest, where its text lies in the file (a byte range), what it names (its
+// images, videos and audio clips) and their cost facts, read from the media's headers (an
+// image's size, a video's frame size, frame rate and duration, a clip's duration: what balancing
+// ranks by compute needs without decoding), in fixed-width records behind a checksummed header bound to
 // the file it was built from (its size, modification time and CRC-32). A stale index (the file
 // changed since), a foreign one (another file's), a truncated or tampered one is refused by
 // name, never used. Written by `mmfeed index SOURCE` beside the source (SOURCE.mmidx).
 //
 // The layout (little-endian; docs/data.md, "The dataset index"):
-//   header, 64 bytes: magic "mmfeedIX", version (u32) 1, record size (u32) 32, samples (u64),
+//   header, 96 bytes: magic "mmfeedIX", version (u32) 2, record size (u32) 40, samples (u64),
 //     the source's size (u64), its mtime in ns (i64), its CRC-32 (u32), the records' CRC-32 (u32),
 //     where its text starts (u32: 3 after a UTF-8 byte-order mark), flags (u32: bit 0 a JSON
-//     array), 4 reserved bytes, the CRC-32 of the 60 bytes before (u32);
-//   a record a sample, 32 bytes: its byte offset in the file (u64), its line number (JSONL,
-//     1-based) or element index (array) (u64), its length (u32), its images, videos and audio
-//     clips (u16 each), flags (u16: bit 0 its text is no conversation), 4 reserved bytes.
-//
+//     array), media entries (u64), their CRC-32 (u32), the media entry size (u32) 16, 20
+//     reserved bytes, the CRC-32 of the 92 bytes before (u32);
+//   a record a sample, 40 bytes: its byte offset in the file (u64), its line number (JSONL,
+//     1-based) or element index (array) (u64), its first media entry (u64), its length (u32), its
+//     text's tokens (u32, 0: not counted), its images, videos and audio clips (u16 each), flags
+//     (u16: bit 0 its text is no conversation);
+//   a media entry a medium, the sample's images, then its videos, then its audio clips, in the
+//     order its text names them, 16 bytes: width and height (u32 each: an image's upright, a
+//     video's frame), duration in ms (u32: a video's or a clip's), frame rate in 1/100 fps (u16),
+//     kind (u8: 1 image, 2 video, 3 audio), what is known (u8: 0 read from the medium's header,
+//     1 unreadable, 2 not probed).
 // Example:
-//   MMFEED_ASSIGN_OR_RETURN(IndexSummary s, build_index("train.jsonl", ""));   // train.jsonl.mmidx
+//   MMFEED_ASSIGN_OR_RETURN(IndexSummary s, build_index("train.jsonl"));   // train.jsonl.mmidx
 //   MMFEED_ASSIGN_OR_RETURN(DatasetIndex index, open_index(s.path, "train.jsonl"));
 //   index.records[7].offset;   // where sample 7's line begins in train.jsonl
 #pragma once
@@ -28,14 +36,29 @@
 
 namespace mmfeed {
 
-inline constexpr std::uint32_t kIndexVersion = 1;
+inline constexpr std::uint32_t kIndexVersion = 2;
 
 struct IndexRecord {
-  std::uint64_t offset = 0;  // of the sample's text in the source file
-  std::uint64_t number = 0;  // its line (1-based) or array element (0-based)
-  std::uint32_t length = 0;  // bytes of its text
+  std::uint64_t offset = 0;       // of the sample's text in the source file
+  std::uint64_t number = 0;       // its line (1-based) or array element (0-based)
+  std::uint64_t first_media = 0;  // its first entry in DatasetIndex::media
+  std::uint32_t length = 0;       // bytes of its text
+  std::uint32_t text_tokens = 0;  // its text's tokens; 0: not counted (its length stands for them)
   std::uint16_t images = 0, videos = 0, audio = 0;
   bool bad = false;  // its text is no conversation (the Loader skips it and names it)
+
+  std::uint32_t media() const { return std::uint32_t{images} + videos + audio; }
+};
+
+// What a medium's header says of its cost (how many patches, frames, seconds it becomes).
+struct MediaFacts {
+  enum class Kind : std::uint8_t { kImage = 1, kVideo = 2, kAudio = 3 };
+  enum class Known : std::uint8_t { kRead = 0, kUnreadable = 1, kNotProbed = 2 };
+  Kind kind = Kind::kImage;
+  Known known = Known::kNotProbed;
+  std::uint32_t width = 0, height = 0;  // an image's, upright (EXIF applied); a video's frame
+  std::uint32_t duration_ms = 0;        // a video's or an audio clip's
+  std::uint16_t fps_centi = 0;          // a video's frame rate, in 1/100 frames a second
 };
 
 struct DatasetIndex {
@@ -44,21 +67,34 @@ struct DatasetIndex {
   std::uint32_t source_crc32 = 0;  // of the text the Loader reads (after a byte-order mark)
   bool array = false;              // the source is one JSON array
   std::vector<IndexRecord> records;
+  std::vector<MediaFacts> media;  // by IndexRecord::first_media
 };
 
 struct IndexSummary {
   std::string path;  // the index written
   std::uint64_t samples = 0, images = 0, videos = 0, audio = 0;
-  std::uint64_t text_bytes = 0;   // the samples' text, summed
-  std::uint64_t index_bytes = 0;  // the index file's size
-  std::vector<std::string> bad;   // "train.jsonl:12: reason", the samples that are no conversation
-  std::uint64_t bad_count = 0;    // all of them (`bad` names the first 100)
+  std::uint64_t text_bytes = 0;         // the samples' text, summed
+  std::uint64_t index_bytes = 0;        // the index file's size
+  std::vector<std::string> bad;         // "train.jsonl:12: reason", the samples that are no conversation
+  std::uint64_t bad_count = 0;          // all of them (`bad` names the first 100)
+  std::uint64_t media_unreadable = 0;   // media whose header could not be read (missing, not media)
+  std::vector<std::string> unreadable;  // "train.jsonl:12: img/a.jpg: reason", the first 100
+  std::uint64_t media_not_probed = 0;   // remote media (not read: their facts are unknown)
 };
 
-// Indexes the local, uncompressed JSONL or JSON-array manifest `source` into `out` (empty:
-// source + ".mmidx"), written whole to a temporary file and renamed into place, so a reader never
-// meets half an index. A sample that is no conversation is indexed, flagged and named.
-Result<IndexSummary> build_index(const std::string& source, const std::string& out);
+struct IndexOptions {
+  std::string out;  // where to write the index; empty: source + ".mmidx"
+  // Where relative media references resolve (the Loader's media_root); empty: the source's folder.
+  std::string media_root;
+  bool probe_media = true;  // false: no medium's header read (its facts "not probed")
+};
+
+// Indexes the local, uncompressed JSONL or JSON-array manifest `source` into options.out,
+// written whole to a temporary file and renamed into place (never rewritten in place: readers
+// map it), so a reader never meets half an index. A sample that is no conversation is indexed,
+// flagged and named; a local medium's header is read (a remote one's is not yet), one that cannot
+// be read is counted and named, its facts marked unreadable.
+Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 
 // The index at `path`, checked whole against itself and against `source` (its size and mtime):
 // an error naming the index and what is wrong otherwise (not an index, another version,

@@ -18,6 +18,7 @@
 #include "core/cpus.h"
 #include "dataset/index.h"
 #include "dataset/manifest.h"
+#include "dataset/media_facts.h"
 #include "dataset/source_files.h"
 #include "storage/uri.h"
 #include "text/conversation.h"
@@ -27,22 +28,23 @@ namespace mmfeed {
 namespace {
 
 constexpr std::array<char, 8> kMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'X'};
-constexpr std::size_t kHeaderBytes = 64;
-constexpr std::size_t kRecordBytes = 32;
-constexpr std::size_t kNamedBad = 100;
+constexpr std::size_t kHeaderBytes = 96;
+constexpr std::size_t kRecordBytes = 40;
+constexpr std::size_t kMediaBytes = 16;
+constexpr std::size_t kNamed = 100;  // bad samples and unreadable media named in a summary
 
 void put(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-std::uint64_t get(const std::string& in, std::size_t at, int bytes) {
+std::uint64_t get(const std::byte* in, std::size_t at, int bytes) {
   std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(in[at + i]) << (8 * i);
   return v;
 }
 
-std::uint32_t crc_of(const char* data, std::size_t size) {
-  return static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(data), size));
+std::uint32_t crc_of(const void* data, std::size_t size) {
+  return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), size));
 }
 
 // A local file's path, size and modification time; remote sources are refused (for now).
@@ -86,12 +88,23 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
   for (const IndexRecord& r : index.records) {
     put(records, r.offset, 8);
     put(records, r.number, 8);
+    put(records, r.first_media, 8);
     put(records, r.length, 4);
+    put(records, r.text_tokens, 4);
     put(records, r.images, 2);
     put(records, r.videos, 2);
     put(records, r.audio, 2);
     put(records, r.bad ? 1 : 0, 2);
-    put(records, 0, 4);
+  }
+  std::string media;
+  media.reserve(index.media.size() * kMediaBytes);
+  for (const MediaFacts& f : index.media) {
+    put(media, f.width, 4);
+    put(media, f.height, 4);
+    put(media, f.duration_ms, 4);
+    put(media, f.fps_centi, 2);
+    put(media, static_cast<std::uint8_t>(f.kind), 1);
+    put(media, static_cast<std::uint8_t>(f.known), 1);
   }
   std::string out(kMagic.begin(), kMagic.end());
   put(out, kIndexVersion, 4);
@@ -103,42 +116,87 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
   put(out, crc_of(records.data(), records.size()), 4);
   put(out, start, 4);
   put(out, index.array ? 1 : 0, 4);
-  put(out, 0, 4);
+  put(out, index.media.size(), 8);
+  put(out, crc_of(media.data(), media.size()), 4);
+  put(out, kMediaBytes, 4);
+  out.append(20, '\0');
   put(out, crc_of(out.data(), out.size()), 4);
-  return out + records;
+  return out + records + media;
 }
 
 std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
 
+// What a slice of the samples adds to the index beside its records: its media entries (the
+// records' first_media counted from the slice's first) and its unreadable media.
+struct Slice {
+  std::vector<MediaFacts> media;
+  std::vector<std::string> unreadable;  // the first kNamed
+  std::uint64_t unreadable_count = 0, not_probed = 0;
+};
+
+// The facts of each medium of `refs` (of `kind`) for sample `line`, appended to `out`.
+void probe_all(const dataset::Manifests& manifests, const dataset::ManifestLine& line, const IndexOptions& options,
+               MediaFacts::Kind kind, const std::vector<std::string>& refs, Slice& out) {
+  for (const std::string& ref : refs) {
+    MediaFacts f;
+    f.kind = kind;
+    if (options.probe_media) {
+      auto source = dataset::resolve_media(ref, manifests, line, options.media_root, false);
+      auto read = source.ok() ? dataset::media_facts(kind, source->uri) : Result<MediaFacts>(source.error());
+      if (read.ok()) {
+        f = *read;
+      } else {
+        f.known = MediaFacts::Known::kUnreadable;
+        if (out.unreadable.size() < kNamed) {
+          out.unreadable.push_back(manifests.where(line) + ": " + ref + ": " + read.error().to_string());
+        }
+        ++out.unreadable_count;
+      }
+    }
+    out.not_probed += f.known == MediaFacts::Known::kNotProbed ? 1 : 0;
+    out.media.push_back(f);
+  }
+}
+
 // Sample `line`'s record: where it lies (the text starting at `start` in the file) and, its text
-// parsed, what it names.
+// parsed, what it names, its media's facts appended to `out`.
 void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& line, std::uint32_t start,
-              std::string& buffer, IndexRecord& r) {
+              const IndexOptions& options, std::string& buffer, IndexRecord& r, Slice& out) {
   r.offset = start + line.offset;
   r.number = line.number;
   r.length = line.length;
+  r.first_media = out.media.size();
   const Result<std::string_view> text = manifests.text(line, buffer);  // the text was read whole
   auto c = text.ok() ? text::parse_conversation(*text) : Result<text::Conversation>(text.error());
   if (!c.ok()) {
     r.bad = true;
     return;
   }
-  r.images = saturated(c->count(text::ContentItem::Type::kImage));
-  r.videos = saturated(c->count(text::ContentItem::Type::kVideo));
-  r.audio = saturated(c->count(text::ContentItem::Type::kAudio));
+  using Type = text::ContentItem::Type;
+  const std::vector<std::string> images = c->media(Type::kImage), videos = c->media(Type::kVideo),
+                                 audio = c->media(Type::kAudio);
+  r.images = saturated(images.size());
+  r.videos = saturated(videos.size());
+  r.audio = saturated(audio.size());
+  probe_all(manifests, line, options, MediaFacts::Kind::kImage, {images.begin(), images.begin() + r.images}, out);
+  probe_all(manifests, line, options, MediaFacts::Kind::kVideo, {videos.begin(), videos.begin() + r.videos}, out);
+  probe_all(manifests, line, options, MediaFacts::Kind::kAudio, {audio.begin(), audio.begin() + r.audio}, out);
 }
 
-// Every sample's record, the samples parsed on the usable cores, a slice each (on this thread
-// alone where the system starts no more threads).
-std::vector<IndexRecord> describe_all(const dataset::Manifests& manifests, std::uint32_t start) {
+// Every sample's record and its media's facts (into `index`, and what could not be read into
+// `summary`), the samples described on the usable cores, a slice each (on this thread alone
+// where the system starts no more threads).
+void describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
+                  DatasetIndex& index, IndexSummary& summary) {
   const std::size_t n = manifests.lines.size();
-  std::vector<IndexRecord> records(n);
+  index.records.assign(n, {});
   const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
   const std::size_t per = (n + threads - 1) / threads;
+  std::vector<Slice> slices(threads);
   const auto slice = [&](std::size_t t) {
     std::string buffer;
     for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
-      describe(manifests, manifests.lines[i], start, buffer, records[i]);
+      describe(manifests, manifests.lines[i], start, options, buffer, index.records[i], slices[t]);
     }
   };
   std::vector<std::thread> pool;
@@ -153,12 +211,21 @@ std::vector<IndexRecord> describe_all(const dataset::Manifests& manifests, std::
   slice(0);
   for (std::size_t t = inline_from; t < threads; ++t) slice(t);
   for (std::thread& th : pool) th.join();
-  return records;
+  for (std::size_t t = 0; t < threads; ++t) {
+    const std::uint64_t base = index.media.size();
+    for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) index.records[i].first_media += base;
+    index.media.insert(index.media.end(), slices[t].media.begin(), slices[t].media.end());
+    for (std::string& u : slices[t].unreadable) {
+      if (summary.unreadable.size() < kNamed) summary.unreadable.push_back(std::move(u));
+    }
+    summary.media_unreadable += slices[t].unreadable_count;
+    summary.media_not_probed += slices[t].not_probed;
+  }
 }
 
 }  // namespace
 
-Result<IndexSummary> build_index(const std::string& source, const std::string& out) {
+Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options) {
   MMFEED_ASSIGN_OR_RETURN(const LocalFile file, local_file(source));
   MMFEED_ASSIGN_OR_RETURN(const std::uint32_t start, text_start(file, source));
   MMFEED_ASSIGN_OR_RETURN(dataset::SourceFiles files, dataset::source_files(source, {}));
@@ -167,18 +234,18 @@ Result<IndexSummary> build_index(const std::string& source, const std::string& o
   }
   MMFEED_ASSIGN_OR_RETURN(const dataset::Manifests manifests,
                           dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {},
-                                                  dataset::Indexes{.use = false, .cache_dir = ""}));
+                                                  dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}}));
   const dataset::Manifest& m = manifests.files.front();
-  DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, {}};
+  DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, {}, {}};
   IndexSummary summary;
-  summary.path = out.empty() ? dataset::index_path_of(file.path) : out;
-  index.records = describe_all(manifests, start);
+  summary.path = options.out.empty() ? dataset::index_path_of(file.path) : options.out;
+  describe_all(manifests, start, options, index, summary);
   std::string buffer;
   for (std::size_t i = 0; i < index.records.size(); ++i) {
     const IndexRecord& r = index.records[i];
     summary.text_bytes += r.length;
     if (r.bad) {  // named with its reason, parsed again: few samples are bad
-      if (summary.bad.size() < kNamedBad) {
+      if (summary.bad.size() < kNamed) {
         const dataset::ManifestLine& line = manifests.lines[i];
         MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
         summary.bad.push_back(manifests.where(line) + ": " + text::parse_conversation(text).error().to_string());
@@ -209,37 +276,38 @@ namespace dataset {
 
 std::string index_path_of(const std::string& file_path) { return file_path + ".mmidx"; }
 
-Result<IndexHeader> read_index(const std::string& path, const std::string& source,
-                               const std::function<void(const IndexRecord&)>& sink) {
+Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& path, const std::string& source) {
   const auto refuse = [&](const std::string& why, ErrorCode code = ErrorCode::kCorruptData) {
     return Error(code, why, path);
   };
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return Error(ErrorCode::kNotFound, "no index: " + ec.message(), path);
+  auto mapped = core::MappedFile::open(path);
+  if (!mapped.ok()) return Error(ErrorCode::kNotFound, "no index: " + mapped.error().message(), path);
+  const std::size_t size = mapped->size();
+  const std::byte* at = mapped->bytes().data();
   if (size < kHeaderBytes) return refuse("not an mmfeed index (" + std::to_string(size) + " bytes)");
-  std::ifstream in(path, std::ios::binary);
-  std::string header(kHeaderBytes, '\0');
-  in.read(header.data(), kHeaderBytes);
-  if (!std::equal(kMagic.begin(), kMagic.end(), header.begin())) return refuse("not an mmfeed index");
-  if (get(header, 60, 4) != crc_of(header.data(), 60)) return refuse("its header is damaged (CRC-32)");
-  if (const std::uint64_t v = get(header, 8, 4); v != kIndexVersion || get(header, 12, 4) != kRecordBytes) {
+  if (std::memcmp(at, kMagic.data(), kMagic.size()) != 0) return refuse("not an mmfeed index");
+  if (const std::uint64_t v = get(at, 8, 4); v != kIndexVersion) {
     return refuse("index version " + std::to_string(v) + ", this mmfeed reads version " +
-                      std::to_string(kIndexVersion) + "; build it again",
+                      std::to_string(kIndexVersion) + "; build it again (mmfeed index)",
                   ErrorCode::kUnsupported);
   }
+  if (get(at, kHeaderBytes - 4, 4) != crc_of(at, kHeaderBytes - 4)) return refuse("its header is damaged (CRC-32)");
+  if (get(at, 12, 4) != kRecordBytes || get(at, 68, 4) != kMediaBytes) return refuse("its record sizes are wrong");
   IndexHeader h;
-  h.samples = get(header, 16, 8);
-  // The count the header claims is checked against the file's size before anything is read.
-  if (h.samples > (size - kHeaderBytes) / kRecordBytes || size - kHeaderBytes != h.samples * kRecordBytes) {
+  h.samples = get(at, 16, 8);
+  h.media = get(at, 56, 8);
+  // The counts the header claims are checked against the file's size before anything is read.
+  const std::uint64_t room = size - kHeaderBytes;
+  if (h.samples > room / kRecordBytes || h.media > (room - h.samples * kRecordBytes) / kMediaBytes ||
+      room != h.samples * kRecordBytes + h.media * kMediaBytes) {
     return refuse("truncated or extended: " + std::to_string(size) + " bytes for " + std::to_string(h.samples) +
-                  " samples");
+                  " samples and " + std::to_string(h.media) + " media");
   }
-  h.source_size = get(header, 24, 8);
-  h.source_mtime_ns = static_cast<std::int64_t>(get(header, 32, 8));
-  h.source_crc32 = static_cast<std::uint32_t>(get(header, 40, 4));
-  h.text_start = static_cast<std::uint32_t>(get(header, 48, 4));
-  h.array = (get(header, 52, 4) & 1) != 0;
+  h.source_size = get(at, 24, 8);
+  h.source_mtime_ns = static_cast<std::int64_t>(get(at, 32, 8));
+  h.source_crc32 = static_cast<std::uint32_t>(get(at, 40, 4));
+  h.text_start = static_cast<std::uint32_t>(get(at, 48, 4));
+  h.array = (get(at, 52, 4) & 1) != 0;
   MMFEED_ASSIGN_OR_RETURN(const LocalFile file, local_file(source));
   if (file.size != h.source_size || file.mtime_ns != h.source_mtime_ns) {
     return refuse("stale: " + source + " changed since it was indexed (" + std::to_string(h.source_size) +
@@ -248,46 +316,65 @@ Result<IndexHeader> read_index(const std::string& path, const std::string& sourc
                       "); build it again (mmfeed index) or delete it",
                   ErrorCode::kInvalidArgument);
   }
-  // Read in pieces of kChunkRecords, each record checked and handed on, the CRC-32 kept running.
-  constexpr std::uint64_t kChunkRecords = 1 << 15;
-  std::string chunk;
-  uLong crc = crc32_z(0, nullptr, 0);
-  for (std::uint64_t first = 0; first < h.samples; first += kChunkRecords) {
-    const std::uint64_t n = std::min(kChunkRecords, h.samples - first);
-    chunk.resize(n * kRecordBytes);
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    if (static_cast<std::uint64_t>(in.gcount()) != chunk.size()) return refuse("could not be read whole");
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(chunk.data()), chunk.size());
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const std::size_t at = i * kRecordBytes;
-      IndexRecord r;
-      r.offset = get(chunk, at, 8);
-      r.number = get(chunk, at + 8, 8);
-      r.length = static_cast<std::uint32_t>(get(chunk, at + 16, 4));
-      r.images = static_cast<std::uint16_t>(get(chunk, at + 20, 2));
-      r.videos = static_cast<std::uint16_t>(get(chunk, at + 22, 2));
-      r.audio = static_cast<std::uint16_t>(get(chunk, at + 24, 2));
-      r.bad = (get(chunk, at + 26, 2) & 1) != 0;
-      if (r.offset < h.text_start || r.offset > file.size || r.length > file.size - r.offset) {
-        return refuse("record " + std::to_string(first + i) + " lies outside " + source);
-      }
-      sink(r);
+  const std::byte* records = at + kHeaderBytes;
+  const std::byte* media = records + h.samples * kRecordBytes;
+  if (get(at, 44, 4) != crc_of(records, h.samples * kRecordBytes)) return refuse("its records are damaged (CRC-32)");
+  if (get(at, 64, 4) != crc_of(media, h.media * kMediaBytes)) return refuse("its media entries are damaged (CRC-32)");
+  auto index = std::make_shared<const MappedIndex>(std::move(mapped).value(), h);
+  std::uint64_t next_media = 0;
+  for (std::uint64_t i = 0; i < h.samples; ++i) {
+    const IndexRecord r = index->record(i);
+    if (r.offset < h.text_start || r.offset > file.size || r.length > file.size - r.offset) {
+      return refuse("record " + std::to_string(i) + " lies outside " + source);
     }
+    if (r.first_media != next_media || r.media() > h.media - next_media) {
+      return refuse("record " + std::to_string(i) + "'s media are not where its entries lie");
+    }
+    next_media += r.media();
   }
-  if (get(header, 44, 4) != static_cast<std::uint32_t>(crc)) return refuse("its records are damaged (CRC-32)");
-  return h;
+  if (next_media != h.media) return refuse("its records name fewer media than it holds");
+  return index;
+}
+
+IndexRecord MappedIndex::record(std::uint64_t i) const {
+  const std::byte* at = file_.bytes().data() + kHeaderBytes + i * kRecordBytes;
+  IndexRecord r;
+  r.offset = get(at, 0, 8);
+  r.number = get(at, 8, 8);
+  r.first_media = get(at, 16, 8);
+  r.length = static_cast<std::uint32_t>(get(at, 24, 4));
+  r.text_tokens = static_cast<std::uint32_t>(get(at, 28, 4));
+  r.images = static_cast<std::uint16_t>(get(at, 32, 2));
+  r.videos = static_cast<std::uint16_t>(get(at, 34, 2));
+  r.audio = static_cast<std::uint16_t>(get(at, 36, 2));
+  r.bad = (get(at, 38, 2) & 1) != 0;
+  return r;
+}
+
+MediaFacts MappedIndex::media(std::uint64_t j) const {
+  const std::byte* at = file_.bytes().data() + kHeaderBytes + header_.samples * kRecordBytes + j * kMediaBytes;
+  MediaFacts f;
+  f.width = static_cast<std::uint32_t>(get(at, 0, 4));
+  f.height = static_cast<std::uint32_t>(get(at, 4, 4));
+  f.duration_ms = static_cast<std::uint32_t>(get(at, 8, 4));
+  f.fps_centi = static_cast<std::uint16_t>(get(at, 12, 2));
+  const auto kind = static_cast<std::uint8_t>(get(at, 14, 1));
+  const auto known = static_cast<std::uint8_t>(get(at, 15, 1));
+  f.kind = kind >= 1 && kind <= 3 ? static_cast<MediaFacts::Kind>(kind) : MediaFacts::Kind::kImage;
+  f.known = known <= 2 ? static_cast<MediaFacts::Known>(known) : MediaFacts::Known::kUnreadable;
+  return f;
 }
 
 }  // namespace dataset
 
 Result<DatasetIndex> open_index(const std::string& path, const std::string& source) {
-  DatasetIndex index;
-  MMFEED_ASSIGN_OR_RETURN(const dataset::IndexHeader h,
-                          dataset::read_index(path, source, [&](const IndexRecord& r) { index.records.push_back(r); }));
-  index.source_size = h.source_size;
-  index.source_mtime_ns = h.source_mtime_ns;
-  index.source_crc32 = h.source_crc32;
-  index.array = h.array;
+  MMFEED_ASSIGN_OR_RETURN(const auto mapped, dataset::MappedIndex::open(path, source));
+  const dataset::IndexHeader& h = mapped->header();
+  DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, {}, {}};
+  index.records.reserve(h.samples);
+  for (std::uint64_t i = 0; i < h.samples; ++i) index.records.push_back(mapped->record(i));
+  index.media.reserve(h.media);
+  for (std::uint64_t j = 0; j < h.media; ++j) index.media.push_back(mapped->media(j));
   return index;
 }
 

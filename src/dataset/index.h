@@ -1,17 +1,17 @@
 // The dataset index as the manifest reader opens it (the format and its public face:
-// include/mmfeed/index.h; built and read in index.cc).
+// include/mmfeed/index.h; built and read in index.cc): mapped, so the node's ranks hold its pages
+// once, and each record decoded where it lies when asked for.
 //
 // Example:
-//   std::vector<ManifestLine> lines;
-//   MMFEED_ASSIGN_OR_RETURN(IndexHeader h, read_index(index_path_of(path), path, [&](const IndexRecord& r) {
-//     lines.push_back({r.offset - start, r.length, 0, r.number});
-//   }));
+//   MMFEED_ASSIGN_OR_RETURN(auto index, MappedIndex::open(index_path_of(path), path));
+//   for (std::uint64_t i = 0; i < index->samples(); ++i) lines.push_back(index->record(i).offset);
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 
+#include "core/mapped_file.h"
 #include "mmfeed/error.h"
 #include "mmfeed/index.h"
 
@@ -22,6 +22,7 @@ std::string index_path_of(const std::string& file_path);
 
 struct IndexHeader {
   std::uint64_t samples = 0;
+  std::uint64_t media = 0;  // media entries
   std::uint64_t source_size = 0;
   std::int64_t source_mtime_ns = 0;
   std::uint32_t source_crc32 = 0;
@@ -29,11 +30,25 @@ struct IndexHeader {
   bool array = false;
 };
 
-// The index at `path` of the local file `source`, read in pieces: its header checked (magic,
-// version, CRC-32, the size it claims against the file's, `source`'s size and mtime), then each
-// record checked to lie within `source` and handed to `sink` in order, then the records' CRC-32.
-// On an error (naming `path`) what `sink` was given must be dropped.
-Result<IndexHeader> read_index(const std::string& path, const std::string& source,
-                               const std::function<void(const IndexRecord&)>& sink);
+class MappedIndex {
+ public:
+  // The index at `path` of the local file `source`, mapped and checked whole before anything is
+  // trusted: its header (magic, version, CRC-32, the sizes it claims against the file's, `source`'s
+  // size and mtime), its records' and media entries' CRC-32, each record within `source` and its
+  // media where the entries lie. An error names `path` and what is wrong.
+  static Result<std::shared_ptr<const MappedIndex>> open(const std::string& path, const std::string& source);
+
+  const IndexHeader& header() const { return header_; }
+  std::uint64_t samples() const { return header_.samples; }
+  IndexRecord record(std::uint64_t i) const;  // i < samples()
+  MediaFacts media(std::uint64_t j) const;    // j < header().media
+  std::size_t bytes() const { return file_.size(); }
+
+  MappedIndex(core::MappedFile file, IndexHeader header) : file_(std::move(file)), header_(header) {}
+
+ private:
+  core::MappedFile file_;
+  IndexHeader header_;
+};
 
 }  // namespace mmfeed::dataset

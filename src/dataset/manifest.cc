@@ -267,23 +267,23 @@ Result<Manifest> open_from_index(const std::string& file, const storage::ObjectU
   // text read later is the text indexed, whatever replaces the path since.
   OwnedFd fd(::open(uri.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return Error(ErrorCode::kNotFound, "cannot open it", m.name);
-  const std::size_t first = out.size();
-  auto header = read_index(index, file, [&](const IndexRecord& r) {
-    out.push_back({r.offset, r.length, manifest, r.number});
-  });
+  MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const MappedIndex> mapped, MappedIndex::open(index, file));
+  const IndexHeader& header = mapped->header();
   struct stat st {};
-  if (header.ok() && (::fstat(fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != header->source_size)) {
-    header = Error(ErrorCode::kInvalidArgument, "stale: " + m.name + " changed while it was opened", index);
+  if (::fstat(fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != header.source_size) {
+    return Error(ErrorCode::kInvalidArgument, "stale: " + m.name + " changed while it was opened", index);
   }
-  if (!header.ok()) {
-    out.resize(first);
-    return std::move(header).error();
+  m.first_line = out.size();
+  out.reserve(out.size() + header.samples);
+  for (std::uint64_t i = 0; i < header.samples; ++i) {
+    const IndexRecord r = mapped->record(i);
+    out.push_back({r.offset - header.text_start, r.length, manifest, r.number});
   }
-  for (std::size_t i = first; i < out.size(); ++i) out[i].offset -= header->text_start;
   m.indexed =
-      std::make_shared<IndexedText>(fd.release(), m.name, header->text_start, header->source_size - header->text_start);
-  m.crc32 = header->source_crc32;
-  m.array = header->array;
+      std::make_shared<IndexedText>(fd.release(), m.name, header.text_start, header.source_size - header.text_start);
+  m.crc32 = header.source_crc32;
+  m.array = header.array;
+  m.index = std::move(mapped);
   m.base_dir = base_dir_of(uri);
   return m;
 }
@@ -309,8 +309,8 @@ std::string cached_index_path(const std::string& dir, const std::string& path) {
 // is opened when current, else built first (the first reader of the node) and opened; nullopt
 // when the file is no manifest an index serves (compressed).
 Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
-                                            const std::string& index, std::uint32_t manifest,
-                                            std::vector<ManifestLine>& out) {
+                                            const std::string& index, std::string_view media_root,
+                                            std::uint32_t manifest, std::vector<ManifestLine>& out) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
   if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), index);
@@ -334,7 +334,7 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
   }
   // Locked (closing the descriptor unlocks): built by another reader since, and current?
   if (auto m = open_from_index(file, uri, index, manifest, out); m.ok()) return std::optional<Manifest>(std::move(*m));
-  auto built = build_index(file, index);
+  auto built = build_index(file, IndexOptions{.out = index, .media_root = std::string(media_root)});
   if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
   if (!built.ok()) return std::move(built).error().with_context("cache_dir");
   MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, manifest, out));
@@ -356,7 +356,8 @@ Result<std::optional<Manifest>> open_indexed(const std::string& file, const Inde
     return std::optional<Manifest>(std::move(m));
   }
   if (indexes.cache_dir.empty()) return std::optional<Manifest>();
-  return open_cached(file, uri, cached_index_path(indexes.cache_dir, uri.path), manifest, out);
+  return open_cached(file, uri, cached_index_path(indexes.cache_dir, uri.path),
+                     media_root_of(indexes.media_root, manifest), manifest, out);
 }
 
 // The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dataset/index.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
 #include "storage/fetcher.h"
@@ -115,6 +116,8 @@ struct Manifest {
   std::string base_dir;  // relative image references resolve against it (a URI prefix when remote)
   std::string text;      // empty when `indexed`
   std::shared_ptr<const IndexedText> indexed;  // opened from its index: the text stays in the file
+  std::shared_ptr<const MappedIndex> index;    // that index, mapped: its samples' records and media facts
+  std::uint64_t first_line = 0;                // of Manifests::lines: its index's record 0
   bool index_built = false;                    // this read built its index (into Indexes::cache_dir)
   std::uint32_t crc32 = 0;    // of text (and, for shards, the members' names and places): the fingerprint's
   bool array = false;         // one JSON array (its first non-blank byte is '['), not JSONL
@@ -176,6 +179,7 @@ struct Manifests {
 struct Indexes {
   bool use = true;        // false: read the text even where an index lies (`mmfeed index` rebuilding one)
   std::string cache_dir;  // where a local manifest without an index beside it is indexed once, under a lock
+  std::vector<std::string> media_root;  // the Loader's: where an index built reads relative media's headers
 };
 
 // Reads the sources in order, each one manifest, whatever files it names (source_files.h: a file,

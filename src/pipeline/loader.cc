@@ -305,8 +305,10 @@ Result<std::shared_ptr<const LoaderInputs>> start_reading(const LoaderConfig& co
     return Error(ErrorCode::kResourceExhausted,
                  std::string("cannot start a thread to load the tokenizer: ") + e.what());
   }
-  MMFEED_ASSIGN_OR_RETURN(data->manifests, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
-                                                                   {.use = true, .cache_dir = config.cache_dir}));
+  MMFEED_ASSIGN_OR_RETURN(
+      data->manifests,
+      dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
+                              {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
   return std::make_shared<const LoaderInputs>(std::move(data));
 }
 
@@ -367,8 +369,9 @@ Result<std::vector<std::uint64_t>> Loader::epoch_sizes(const LoaderConfig& confi
     manifests = &inputs->data().manifests;
   } else {  // the manifests alone: no tokenizer is needed to count
     MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
-    MMFEED_ASSIGN_OR_RETURN(read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
-                                                          {.use = true, .cache_dir = config.cache_dir}));
+    MMFEED_ASSIGN_OR_RETURN(
+        read, dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
+                                      {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
     manifests = &read;
   }
   MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, *manifests));

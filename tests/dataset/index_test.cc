@@ -1,13 +1,15 @@
 // The dataset index (include/mmfeed/index.h): its records are the Loader's own reading of the
 // manifest (read_manifests' lines, at file offsets, the same CRC-32), a JSON array and a
 // byte-order mark included; a stale, truncated, tampered, foreign or non-index file is refused
-// by name; bad samples are flagged and named; remote and compressed sources are refused.
+// by name; bad samples are flagged and named; media facts are their headers'; remote and
+// compressed sources are refused.
 #include "mmfeed/index.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +17,9 @@
 #include <vector>
 
 #include "dataset/manifest.h"
+#include "mmfeed/audio.h"
+#include "vision/decode.h"
+#include "vision/video.h"
 
 namespace mmfeed {
 namespace {
@@ -42,9 +47,9 @@ class IndexTest : public ::testing::Test {
 
   // Every record against the manifest as the Loader reads it, the text at its range the line's.
   static void expect_as_loader(const std::string& source, const DatasetIndex& index) {
-    const dataset::Manifests m =
-        dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, {.use = false, .cache_dir = ""})
-            .value();
+    const dataset::Manifests m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {},
+                                                         {.use = false, .cache_dir = "", .media_root = {}})
+                                     .value();
     std::string buffer;
     ASSERT_EQ(index.records.size(), m.lines.size());
     EXPECT_EQ(index.source_crc32, m.files[0].crc32);
@@ -67,14 +72,15 @@ constexpr const char* kVideo = R"({"messages": [{"role": "user", "content": [{"t
 TEST_F(IndexTest, RecordsAreTheLoadersLinesAtFileOffsets) {
   const std::string source = write(
       "train.jsonl", std::string("\xEF\xBB\xBF") + kImage + "\n\n" + kVideo + "\n{\"not\": \"a conversation\"}\n");
-  const IndexSummary s = build_index(source, "").value();
+  const IndexSummary s = build_index(source).value();
   EXPECT_EQ(s.path, source + ".mmidx");
   EXPECT_EQ(s.samples, 3u);
   EXPECT_EQ(s.images, 2u);
   EXPECT_EQ(s.videos, 1u);
   ASSERT_EQ(s.bad_count, 1u);
   EXPECT_NE(s.bad[0].find("train.jsonl:4"), std::string::npos) << s.bad[0];
-  EXPECT_EQ(s.index_bytes, 64u + 3 * 32);
+  EXPECT_EQ(s.index_bytes, 96u + 3 * 40 + 3 * 16);  // three media: a.jpg; v.mp4 and b.png
+  EXPECT_EQ(s.media_unreadable, 3u);                // none of them is there
   EXPECT_EQ(fs::file_size(s.path), s.index_bytes);
   const DatasetIndex index = open_index(s.path, source).value();
   expect_as_loader(source, index);
@@ -89,7 +95,7 @@ TEST_F(IndexTest, RecordsAreTheLoadersLinesAtFileOffsets) {
 TEST_F(IndexTest, AJsonArraysElements) {
   const std::string source = write("train.json", std::string("[\n  ") + kImage + ",\n  " + kVideo + "\n]\n");
   const std::string out = (dir_ / "elsewhere.idx").string();
-  const IndexSummary s = build_index(source, out).value();
+  const IndexSummary s = build_index(source, {.out = out, .media_root = "", .probe_media = true}).value();
   EXPECT_EQ(s.path, out);
   const DatasetIndex index = open_index(out, source).value();
   EXPECT_TRUE(index.array);
@@ -99,7 +105,7 @@ TEST_F(IndexTest, AJsonArraysElements) {
 
 TEST_F(IndexTest, AStaleIndexIsRefused) {
   const std::string source = write("train.jsonl", std::string(kImage) + "\n");
-  const std::string path = build_index(source, "").value().path;
+  const std::string path = build_index(source).value().path;
   write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");  // rewritten since
   auto r = open_index(path, source);
   ASSERT_FALSE(r.ok());
@@ -113,7 +119,7 @@ TEST_F(IndexTest, AStaleIndexIsRefused) {
 
 TEST_F(IndexTest, ATruncatedOrTamperedIndexIsRefusedByName) {
   const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
-  const std::string path = build_index(source, "").value().path;
+  const std::string path = build_index(source).value().path;
   const std::string good = read(path);
   const auto refused = [&](const std::string& bytes, const std::string& says) {
     const std::string bad = write("bad.mmidx", bytes);
@@ -123,12 +129,15 @@ TEST_F(IndexTest, ATruncatedOrTamperedIndexIsRefusedByName) {
     EXPECT_NE(r.error().to_string().find("bad.mmidx"), std::string::npos) << r.error().to_string();
   };
   refused(good.substr(0, good.size() - 1), "truncated");
-  refused(good + std::string(32, '\0'), "truncated or extended");
+  refused(good + std::string(40, '\0'), "truncated or extended");
   refused(good.substr(0, 10), "not an mmfeed index");
   refused("x" + good.substr(1), "not an mmfeed index");
   std::string record = good;
-  record[64 + 16] ^= 1;  // a record's length
+  record[96 + 24] ^= 1;  // a record's length
   refused(record, "records are damaged");
+  std::string media = good;
+  media[media.size() - 16] ^= 1;  // the last medium's width
+  refused(media, "media entries are damaged");
   std::string header = good;
   header[16] ^= 1;  // the sample count
   refused(header, "header is damaged");
@@ -143,7 +152,7 @@ TEST_F(IndexTest, AManifestOpensFromItsIndexAsItReadsWhole) {
     const std::string source = write("m.jsonl", text);
     fs::remove(source + ".mmidx");
     const dataset::Manifests whole = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
-    ASSERT_TRUE(build_index(source, "").ok());
+    ASSERT_TRUE(build_index(source).ok());
     // A limit the text passes no more: the index is read, not the text.
     const dataset::Manifests indexed = dataset::read_manifests({source}, /*max_bytes=*/8, {}).value();
     ASSERT_NE(indexed.files[0].indexed, nullptr);
@@ -164,20 +173,20 @@ TEST_F(IndexTest, AManifestOpensFromItsIndexAsItReadsWhole) {
 
 TEST_F(IndexTest, AManifestWhoseIndexDoesNotCheckOutIsRefusedNotRead) {
   const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
-  const std::string index = build_index(source, "").value().path;
+  const std::string index = build_index(source).value().path;
   write("train.jsonl", std::string(kVideo) + "\n");
   auto stale = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {});
   ASSERT_FALSE(stale.ok());
   EXPECT_NE(stale.error().to_string().find("stale"), std::string::npos) << stale.error().to_string();
   EXPECT_NE(stale.error().to_string().find(index), std::string::npos) << stale.error().to_string();
   // `mmfeed index` reads the text itself, whatever index lies beside it.
-  ASSERT_TRUE(build_index(source, "").ok());
+  ASSERT_TRUE(build_index(source).ok());
   EXPECT_EQ(dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value().lines.size(), 1u);
 }
 
 TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
   const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
-  ASSERT_TRUE(build_index(source, "").ok());
+  ASSERT_TRUE(build_index(source).ok());
   const dataset::Manifests m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
   fs::resize_file(source, std::string(kImage).size() + 5);  // cut in place: the open file shrinks
   std::string buffer;
@@ -193,7 +202,7 @@ TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
 // cache's own). (A compressed manifest, read whole: tests/python/data/test_index.py.)
 TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
   const std::string source = write("train.jsonl", std::string(kImage) + "\n" + kVideo + "\n");
-  const dataset::Indexes cache{.use = true, .cache_dir = (dir_ / "cache").string()};
+  const dataset::Indexes cache{.use = true, .cache_dir = (dir_ / "cache").string(), .media_root = {}};
   std::vector<std::thread> readers;
   std::atomic<int> built{0}, opened{0};
   for (int i = 0; i < 4; ++i) {
@@ -219,13 +228,86 @@ TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
   EXPECT_EQ(changed.lines.size(), 1u);
 }
 
+// The media's facts are their headers' (the decoders' own probes: tested against Pillow, PyAV and
+// librosa in their suites), a medium that cannot be read is counted and named, a remote one is
+// left unread, and media_root moves where relative references resolve.
+TEST_F(IndexTest, MediaFactsAreTheirHeaders) {
+  const fs::path corpus = fs::path(MMFEED_TEST_DATA_DIR) / "corpus";
+  const auto bytes = [&](const std::string& name) { return read((corpus / name).string()); };
+  const auto item = [](const std::string& type, const std::string& ref) {
+    return "{\"type\": \"" + type + "\", \"" + type + "\": \"" + ref + "\"}";
+  };
+  const auto sample = [&](const std::vector<std::string>& items) {
+    std::string content;
+    for (const std::string& i : items) content += (content.empty() ? "" : ", ") + i;
+    return R"({"messages": [{"role": "user", "content": [)" + content +
+           R"(]}, {"role": "assistant", "content": "A."}]})" + "\n";
+  };
+  write("exif6.jpg", bytes("decode/exif6.jpg"));
+  write("rgb.png", bytes("decode/rgb.png"));
+  write("h264.mp4", bytes("video/h264.mp4"));
+  write("tone.wav", bytes("audio/tone.wav"));
+  write("not.jpg", bytes("decode/wrong-magic.gif"));
+  const std::string source = write("train.jsonl", sample({item("audio", "tone.wav"), item("image", "exif6.jpg"),
+                                                          item("video", "h264.mp4"), item("image", "rgb.png")}) +
+                                                      sample({item("image", "not.jpg"), item("image", "missing.png"),
+                                                              item("image", "https://example.com/a.jpg")}));
+  const IndexSummary s = build_index(source).value();
+  EXPECT_EQ(s.media_unreadable, 2u);
+  ASSERT_EQ(s.unreadable.size(), 2u);
+  EXPECT_NE(s.unreadable[0].find("train.jsonl:2: not.jpg"), std::string::npos) << s.unreadable[0];
+  EXPECT_NE(s.unreadable[1].find("missing.png"), std::string::npos) << s.unreadable[1];
+  EXPECT_EQ(s.media_not_probed, 1u);
+  const DatasetIndex index = open_index(s.path, source).value();
+  ASSERT_EQ(index.media.size(), 7u);
+  EXPECT_EQ(index.records[1].first_media, 4u);
+  // The first sample's: its images in order, its video, its clip.
+  const auto image = [&](const std::string& name) {
+    const std::string b = bytes(name);
+    return vision::probe({reinterpret_cast<const std::uint8_t*>(b.data()), b.size()}).value();
+  };
+  const vision::ImageInfo exif = image("decode/exif6.jpg"), png = image("decode/rgb.png");
+  using Kind = MediaFacts::Kind;
+  using Known = MediaFacts::Known;
+  const MediaFacts& f0 = index.media[0];
+  EXPECT_EQ(f0.kind, Kind::kImage);
+  EXPECT_EQ(f0.known, Known::kRead);
+  EXPECT_EQ(f0.width, static_cast<std::uint32_t>(exif.upright_width()));
+  EXPECT_EQ(f0.height, static_cast<std::uint32_t>(exif.upright_height()));
+  EXPECT_NE(exif.width, exif.upright_width());  // the EXIF orientation turns it
+  EXPECT_EQ(index.media[1].width, static_cast<std::uint32_t>(png.width));
+  const std::string mp4 = bytes("video/h264.mp4");
+  const VideoInfo video = vision::probe_video({reinterpret_cast<const std::byte*>(mp4.data()), mp4.size()}, {}).value();
+  EXPECT_EQ(index.media[2].kind, Kind::kVideo);
+  EXPECT_EQ(index.media[2].width, static_cast<std::uint32_t>(video.width));
+  EXPECT_EQ(index.media[2].fps_centi, static_cast<std::uint16_t>(std::lround(video.fps * 100)));
+  EXPECT_EQ(index.media[2].duration_ms, static_cast<std::uint32_t>(std::lround(video.duration_s * 1000)));
+  const std::string wav = bytes("audio/tone.wav");
+  const AudioInfo clip = probe_audio({reinterpret_cast<const std::byte*>(wav.data()), wav.size()}).value();
+  EXPECT_EQ(index.media[3].kind, Kind::kAudio);
+  EXPECT_GT(index.media[3].duration_ms, 0u);
+  EXPECT_EQ(index.media[3].duration_ms, static_cast<std::uint32_t>(std::lround(clip.duration_s * 1000)));
+  EXPECT_EQ(index.media[4].known, Known::kUnreadable);
+  EXPECT_EQ(index.media[5].known, Known::kUnreadable);
+  EXPECT_EQ(index.media[6].known, Known::kNotProbed);
+  // Without probing nothing is read; with a media_root the references resolve there.
+  const IndexSummary unprobed = build_index(source, {.out = "", .media_root = "", .probe_media = false}).value();
+  EXPECT_EQ(unprobed.media_unreadable, 0u);
+  EXPECT_EQ(open_index(unprobed.path, source).value().media[0].known, Known::kNotProbed);
+  fs::create_directories(dir_ / "sub");
+  const std::string moved = write("sub/train.jsonl", sample({item("image", "rgb.png")}));
+  EXPECT_EQ(build_index(moved).value().media_unreadable, 1u);
+  EXPECT_EQ(build_index(moved, {.out = "", .media_root = dir_.string(), .probe_media = true}).value().media_unreadable,
+            0u);
+}
+
 TEST_F(IndexTest, RemoteCompressedAndMissingSourcesAreRefused) {
-  EXPECT_EQ(build_index("s3://bucket/train.jsonl", "").error().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(build_index("s3://bucket/train.jsonl").error().code(), ErrorCode::kUnsupported);
   const std::string gz = write("train.jsonl.gz", std::string("\x1f\x8b\x08\x00", 4) + "rest");
-  auto r = build_index(gz, "");
+  auto r = build_index(gz);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().to_string().find("compressed"), std::string::npos);
-  EXPECT_EQ(build_index((dir_ / "none.jsonl").string(), "").error().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(build_index((dir_ / "none.jsonl").string()).error().code(), ErrorCode::kNotFound);
   EXPECT_EQ(open_index((dir_ / "none.mmidx").string(), gz).error().code(), ErrorCode::kNotFound);
 }
 

@@ -8,6 +8,7 @@ Without an index beside it, `cache_dir=` has a node's first rank index it once f
 import gzip
 import json
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,54 @@ def test_the_index_names_what_it_found(cli, dataset):
         if c.get("type") == "image"
     )
     assert summary["bad_count"] == 1 and "manifest.jsonl:10" in summary["bad"][0]
-    assert summary["index_bytes"] == 64 + 32 * 21 == Path(summary["index"]).stat().st_size
+    media = summary["images"] + summary["videos"] + summary["audio"]
+    assert summary["index_bytes"] == 96 + 40 * 21 + 16 * media == Path(summary["index"]).stat().st_size
+    assert summary["media_unreadable"] == 0 and summary["media_not_probed"] == 0
+
+
+def read_index(path):
+    """The index's records and media entries, read from its documented layout (docs/data.md)."""
+    data = Path(path).read_bytes()
+    magic, version, record_size, samples = struct.unpack_from("<8sIIQ", data, 0)
+    assert (magic, version, record_size) == (b"mmfeedIX", 2, 40)
+    (media,) = struct.unpack_from("<Q", data, 56)
+    records = [struct.unpack_from("<QQQIIHHHH", data, 96 + 40 * i) for i in range(samples)]
+    at = 96 + 40 * samples
+    entries = [struct.unpack_from("<IIIHBB", data, at + 16 * j) for j in range(media)]
+    return records, entries
+
+
+def test_image_facts_are_pillows_sizes(cli, dataset, tmp_path):
+    # Each image's width and height in the index are Pillow's, upright (EXIF transposed) as the
+    # Hugging Face processors load it; the records' media counts lay the entries out in order.
+    from PIL import Image, ImageOps
+
+    copy = tmp_path / "facts"
+    shutil.copytree(dataset.parent, copy)
+    manifest = copy / dataset.name
+    assert index(cli, manifest)[0] == 0
+    records, entries = read_index(f"{manifest}.mmidx")
+    lines = [line for line in manifest.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    checked = 0
+    for record, line in zip(records, lines):
+        _, _, first, _, _, images, _, _, flags = record
+        if flags & 1:
+            continue
+        refs = [
+            c["image"]
+            for m in json.loads(line)["messages"]
+            if isinstance(m["content"], list)
+            for c in m["content"]
+            if c.get("type") == "image"
+        ]
+        assert len(refs) == images
+        for j, ref in enumerate(refs):
+            width, height, _, _, kind, known = entries[first + j]
+            with Image.open(copy / ref) as img:
+                upright = ImageOps.exif_transpose(img)
+                assert (kind, known, width, height) == (1, 0, *upright.size), ref
+            checked += 1
+    assert checked == sum(r[5] for r in records) > 0
 
 
 @pytest.mark.parametrize("name", CONFIGS)
