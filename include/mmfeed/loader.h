@@ -54,6 +54,15 @@ template <>
 struct Choices<ShardRemainder> {
   static constexpr std::array<std::string_view, 3> names{"pad", "drop", "keep"};
 };
+// How each optimizer step's samples are split across the ranks (docs/loading.md, "Ranks balanced
+// by compute"): kNone as drawn; kTokens and kCompute by each sample's cost (its tokens; or the
+// FLOPs of its tokens and vision patches), the same samples per rank, the largest rank's cost
+// least.
+enum class Balance { kNone, kTokens, kCompute };
+template <>
+struct Choices<Balance> {
+  static constexpr std::array<std::string_view, 3> names{"none", "tokens", "compute"};
+};
 // How a packed row is laid out (token_budget > 0), for the trainer that reads it:
 // kHf, transformers': position_ids [4, 1, T] (a text row restarting at 0 for each sample, then
 // the three mrope rows), no attention mask, cu_seq_lens_q/k int32 and max_length_q/k for flash
@@ -131,6 +140,14 @@ struct LoaderConfig {
   // count, at most world_size - 1 left out) or kKeep (disjoint and complete, but the first
   // ranks one sample more: a data-parallel job whose ranks run different step counts hangs).
   ShardRemainder shard_remainder = ShardRemainder::kPad;
+  // Each optimizer step takes world_size x gradient_accumulation_steps x batch_size samples as
+  // drawn; with balance, they are split across the ranks (and each rank's across its
+  // gradient_accumulation_steps batches) by cost, each rank batch_size a batch as before.
+  Balance balance = Balance::kNone;
+  std::size_t gradient_accumulation_steps = 1;
+  // kCompute's cost coefficients, FLOPs per LLM token, LLM token pair (attention), vision patch,
+  // vision patch pair; empty: Qwen2-VL-7B's forward shape (docs/loading.md).
+  std::vector<double> balance_cost;
   Mode mode = Mode::kConcurrent;
   // false: batches take samples as they finish (within the epoch) instead of in order: no
   // waiting for a slow sample, but the order depends on timing and the run cannot be resumed.

@@ -89,6 +89,13 @@ void for_each_loader_option(F&& f) {
   f("shard_remainder", &LoaderConfig::shard_remainder,
     "when world_size does not divide the samples: pad (equal shards, at most world_size - 1 samples twice), "
     "drop (equal, at most world_size - 1 left out) or keep (disjoint, ranks may differ by one)");
+  f("balance", &LoaderConfig::balance,
+    "split each optimizer step's samples across the ranks by cost: none (as drawn), tokens, or compute (FLOPs of "
+    "tokens and vision patches); the same samples per rank, the largest rank's cost least (padded batches)");
+  f("gradient_accumulation_steps", &LoaderConfig::gradient_accumulation_steps,
+    "batches a rank takes per optimizer step: what balance splits together");
+  f("balance_cost", &LoaderConfig::balance_cost,
+    "balance=compute's FLOPs per LLM token, LLM token pair, vision patch, vision patch pair (empty: Qwen2-VL-7B's)");
   f("mode", &LoaderConfig::mode, "concurrent, or serial: one sample after another on the caller's thread");
   f("ordered", &LoaderConfig::ordered,
     "false: batches take samples as they finish (no waiting for a slow one; no resume)");

@@ -62,6 +62,9 @@ class LoaderOptions(TypedDict, total=False):
     rank: int | None
     world_size: int | None
     shard_remainder: Literal["pad", "drop", "keep"] | None
+    balance: Literal["none", "tokens", "compute"] | None
+    gradient_accumulation_steps: int | None
+    balance_cost: Sequence[float] | None
     mode: Literal["concurrent", "serial"] | None
     ordered: bool | None
     workers: int | None

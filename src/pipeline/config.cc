@@ -93,6 +93,33 @@ Status check_sources(const LoaderConfig& config) {
   return ok_status();
 }
 
+// Balancing the ranks (balance.h): padded batches, a step of at most kMaxBatch samples a rank,
+// four finite non-negative coefficients.
+Status check_balance(const LoaderConfig& config) {
+  const std::size_t steps = config.gradient_accumulation_steps;
+  if (steps == 0 || steps > std::max<std::size_t>(1, kMaxBatch / config.batch_size)) {
+    return config_error("gradient_accumulation_steps", "must be 1 to " + std::to_string(kMaxBatch / config.batch_size) +
+                                                           " (a rank's samples a step, " +
+                                                           "gradient_accumulation_steps x batch_size, at most " +
+                                                           std::to_string(kMaxBatch) + ")");
+  }
+  if (config.balance != Balance::kNone && config.token_budget > 0) {
+    return config_error("balance", "balances padded batches; packed rows (token_budget > 0) are not balanced yet");
+  }
+  if (!config.balance_cost.empty()) {
+    if (config.balance_cost.size() != 4) {
+      return config_error("balance_cost",
+                          "takes four coefficients (FLOPs per LLM token, LLM token pair, vision patch, vision patch "
+                          "pair), not " +
+                              std::to_string(config.balance_cost.size()));
+    }
+    for (const double c : config.balance_cost) {
+      if (!std::isfinite(c) || c < 0 || c > 1e15) return config_error("balance_cost", "each must be 0 to 1e15");
+    }
+  }
+  return ok_status();
+}
+
 // The batches: their size, packing, ranks, epochs and end.
 Status check_batches(const LoaderConfig& config) {
   if (config.batch_size == 0) return config_error("batch_size", "must be positive");
@@ -113,6 +140,7 @@ Status check_batches(const LoaderConfig& config) {
         "rank", "rank " + std::to_string(config.rank) + " is outside world_size " + std::to_string(config.world_size));
   }
   if (config.epochs < 1) return config_error("epochs", "must be at least 1");
+  MMFEED_RETURN_IF_ERROR(check_balance(config));
   if (const std::size_t group = group_positions(config); config.end_position % group != 0) {
     return config_error("end_position", "must be a multiple of " +
                                             std::string(config.token_budget > 0 ? "pack_window (" : "batch_size (") +
@@ -232,7 +260,9 @@ OrderOptions order_options(const LoaderConfig& config) {
                       .world_size = config.world_size,
                       .remainder = config.shard_remainder,
                       .epochs = config.epochs,
-                      .end_position = config.end_position};
+                      .end_position = config.end_position,
+                      .balance_batch = config.balance == Balance::kNone ? 0 : config.batch_size,
+                      .balance_batches = config.gradient_accumulation_steps};
 }
 
 namespace {

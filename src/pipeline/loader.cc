@@ -16,6 +16,7 @@
 #include "core/metrics.h"
 #include "core/trace.h"
 #include "dataset/manifest.h"
+#include "pipeline/balance.h"
 #include "pipeline/batch_builder.h"
 #include "pipeline/batch_memory.h"
 #include "pipeline/concurrent_driver.h"
@@ -339,6 +340,9 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
   MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const LoaderInputs> inputs, inputs_for(config, s3, std::move(given)));
   MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, inputs->data().manifests));
+  if (config.balance != Balance::kNone) {
+    population.cost = pipeline::sample_costs(settings, inputs->data().manifests, inputs);
+  }
   MMFEED_ASSIGN_OR_RETURN(LoaderState start,
                           pipeline::start_state(config, inputs->data().manifests, population, resume));
   // The loader starts fetching while the tokenizer loads; a tokenizer that fails to load still

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <numeric>
 #include <queue>
+#include <span>
 #include <string>
+
+#include "pipeline/balance.h"
 
 namespace mmfeed::pipeline {
 
@@ -197,25 +200,25 @@ std::uint64_t rank_epoch_size(std::uint64_t n, int rank, int world_size, ShardRe
   return r < total ? (total - r + w - 1) / w : 0;
 }
 
-std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank,
-                                      int world_size, bool shuffle, ShardRemainder remainder) {
-  const std::vector<std::uint64_t> all =
-      even_out(epoch_permutation(population, seed, epoch, shuffle), world_size, remainder);
+namespace {
+
+// Rank `rank`'s entries of `dealt` (positions rank, rank + world, ...).
+std::vector<std::uint64_t> dealt_to(const std::vector<std::uint64_t>& dealt, int rank, int world_size) {
   std::vector<std::uint64_t> mine;
-  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < all.size();
+  for (std::uint64_t p = static_cast<std::uint64_t>(rank); p < dealt.size();
        p += static_cast<std::uint64_t>(world_size)) {
-    mine.push_back(all[p]);
+    mine.push_back(dealt[p]);
   }
   return mine;
 }
 
-std::vector<std::uint64_t> resharded_order(const Population& population, std::uint64_t seed, int epoch, bool shuffle,
-                                           int old_world, const std::vector<std::uint64_t>& old_positions,
-                                           const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
-                                           int world_size, ShardRemainder remainder) {
-  // The old world's positions index its evened-out permutation.
-  const std::vector<std::uint64_t> all =
-      even_out(epoch_permutation(population, seed, epoch, shuffle), old_world, remainder);
+// What the old world (`old_world` ranks at `old_positions`, and the window positions of
+// `old_windows`) had not consumed of `all`, its epoch as it dealt it, in epoch order, evened out
+// over `world_size` ranks.
+std::vector<std::uint64_t> left_over(const std::vector<std::uint64_t>& all, int old_world,
+                                     const std::vector<std::uint64_t>& old_positions,
+                                     const std::vector<std::vector<std::uint64_t>>& old_windows, int world_size,
+                                     ShardRemainder remainder) {
   std::vector<bool> consumed(all.size(), false);
   for (int r = 0; r < old_world; ++r) {
     // Old rank r took permutation positions r, r + W, ...; its first old_positions[r] are done,
@@ -238,27 +241,92 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
   for (std::uint64_t p = 0; p < all.size(); ++p) {
     if (!consumed[p]) left.push_back(all[p]);
   }
-  left = even_out(std::move(left), world_size, remainder);
-  std::vector<std::uint64_t> mine;
-  for (std::uint64_t i = static_cast<std::uint64_t>(rank); i < left.size();
-       i += static_cast<std::uint64_t>(world_size)) {
-    mine.push_back(left[i]);
+  return even_out(std::move(left), world_size, remainder);
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> rank_order(const Population& population, std::uint64_t seed, int epoch, int rank,
+                                      int world_size, bool shuffle, ShardRemainder remainder) {
+  return dealt_to(even_out(epoch_permutation(population, seed, epoch, shuffle), world_size, remainder), rank,
+                  world_size);
+}
+
+std::vector<std::uint64_t> resharded_order(const Population& population, std::uint64_t seed, int epoch, bool shuffle,
+                                           int old_world, const std::vector<std::uint64_t>& old_positions,
+                                           const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
+                                           int world_size, ShardRemainder remainder) {
+  // The old world's positions index its evened-out permutation.
+  const std::vector<std::uint64_t> all =
+      even_out(epoch_permutation(population, seed, epoch, shuffle), old_world, remainder);
+  return dealt_to(left_over(all, old_world, old_positions, old_windows, world_size, remainder), rank, world_size);
+}
+
+EpochOrder::EpochOrder(std::vector<std::uint64_t> dealt, const Population& population, const OrderOptions& options,
+                       int world_size, std::uint64_t end)
+    : dealt_(std::move(dealt)),
+      cost_(population.cost),
+      world_(static_cast<std::size_t>(world_size)),
+      rank_(static_cast<std::size_t>(options.rank)),
+      batch_(options.balance_batch) {
+  if (batch_ > 0 && cost_) step_ = world_ * batch_ * std::max<std::size_t>(options.balance_batches, 1);
+  size_ = rank_ < dealt_.size() ? (dealt_.size() - rank_ + world_ - 1) / world_ : 0;
+  if (end > 0) size_ = std::min(size_, end);
+}
+
+std::uint64_t EpochOrder::at(std::uint64_t seq) {
+  const std::uint64_t p = seq * world_ + rank_;
+  arrange_through(p);
+  return dealt_[p];
+}
+
+void EpochOrder::arrange_through(std::uint64_t p) {
+  while (step_ > 0 && balanced_ <= p) {
+    const std::uint64_t last = std::min<std::uint64_t>(balanced_ + step_, dealt_.size());
+    const std::span<std::uint64_t> slab(dealt_.data() + balanced_, last - balanced_);
+    std::vector<std::uint64_t> costs(slab.size());
+    for (std::size_t i = 0; i < slab.size(); ++i) costs[i] = cost_(slab[i]);
+    const StepCost drawn = step_cost(costs, static_cast<int>(world_));
+    balance_step(slab, costs, static_cast<int>(world_), batch_);
+    const StepCost planned = step_cost(costs, static_cast<int>(world_));
+    if (drawn.mean > 0) {
+      ++stats_.steps;
+      stats_.drawn += static_cast<double>(drawn.max) / drawn.mean;
+      stats_.planned += static_cast<double>(planned.max) / planned.mean;
+    }
+    balanced_ = last;
   }
+}
+
+std::vector<std::uint64_t> EpochOrder::all() {
+  std::vector<std::uint64_t> mine(size_);
+  for (std::uint64_t s = 0; s < size_; ++s) mine[s] = at(s);
   return mine;
 }
 
-std::vector<std::uint64_t> run_order(const Population& population, const OrderOptions& options,
-                                     const LoaderState& start, int epoch) {
+const std::vector<std::uint64_t>& EpochOrder::dealt() {
+  if (!dealt_.empty()) arrange_through(dealt_.size() - 1);
+  return dealt_;
+}
+
+EpochOrder run_order(const Population& population, const OrderOptions& options, const LoaderState& start, int epoch) {
   const OrderOptions& o = options;
-  std::vector<std::uint64_t> order =
-      epoch == start.epoch && start.old_world_size > 0
-          ? resharded_order(population, o.seed, epoch, o.shuffle, start.old_world_size, start.old_positions,
-                            start.old_windows, o.rank, o.world_size, o.remainder)
-          : rank_order(population, o.seed, epoch, o.rank, o.world_size, o.shuffle, o.remainder);
-  if (o.end_position > 0 && epoch == o.epochs - 1 && o.end_position < order.size()) {
-    order.resize(o.end_position);  // a part of the epoch: its groups are the full run's
+  const std::uint64_t end = o.end_position > 0 && epoch == o.epochs - 1 ? o.end_position : 0;
+  std::vector<std::uint64_t> all =
+      even_out(epoch_permutation(population, o.seed, epoch, o.shuffle),
+               epoch == start.epoch && start.old_world_size > 0 ? start.old_world_size : o.world_size, o.remainder);
+  if (epoch != start.epoch || start.old_world_size <= 0) {
+    return EpochOrder(std::move(all), population, o, o.world_size, end);
   }
-  return order;
+  // A resume under another world: the old world's steps as it arranged them (balanced, when it
+  // balanced), what it left dealt to this world (and balanced in this world's steps).
+  EpochOrder old(std::move(all), population,
+                 OrderOptions{o.seed, o.shuffle, 0, start.old_world_size, o.remainder, o.epochs, 0, o.balance_batch,
+                              o.balance_batches},
+                 start.old_world_size, 0);
+  return EpochOrder(
+      left_over(old.dealt(), start.old_world_size, start.old_positions, start.old_windows, o.world_size, o.remainder),
+      population, o, o.world_size, end);
 }
 
 }  // namespace mmfeed::pipeline

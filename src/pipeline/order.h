@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dataset/manifest.h"
@@ -36,12 +37,17 @@ namespace mmfeed::pipeline {
 
 using mmfeed::ShardRemainder;  // loader.h: kPad, kDrop, kKeep
 
+// A sample's cost by its index in the population (balance.h); integers, so that every rank adds
+// them up alike. Thread-safe.
+using CostFn = std::function<std::uint64_t(std::uint64_t)>;
+
 // What an epoch draws from: the sources' sample counts (sample indices run through the sources
 // in order) and, for a blend, their weights.
 struct Population {
   std::vector<std::uint64_t> sizes;  // samples per source
   std::vector<double> weights;       // empty: the sources concatenated; else one per source
   std::uint64_t draws = 0;           // a blend's epoch length; 0: the sources' total
+  CostFn cost;                       // set when the run balances its ranks by cost (balance.h)
 
   Population(std::uint64_t n) : sizes{n} {}  // NOLINT(google-explicit-constructor): one source of n
   Population(std::vector<std::uint64_t> source_sizes, std::vector<double> source_weights, std::uint64_t epoch_draws)
@@ -83,9 +89,46 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
+// A rank's order of an epoch: its position s is entry s x world + r of the epoch as dealt (the
+// permutation evened out; after a resharding, what the old world left). When the run balances
+// (options.balance_batch > 0 and population.cost), each step's world x balance_batches x
+// balance_batch entries are split by cost (balance_step) when the step is first reached, so an
+// epoch's plan costs nothing before its first batch. Not thread-safe (the walk's own).
+class EpochOrder {
+ public:
+  EpochOrder(std::vector<std::uint64_t> dealt, const Population& population, const OrderOptions& options,
+             int world_size, std::uint64_t end);
+
+  std::uint64_t size() const { return size_; }
+  // The sample at position `seq` < size().
+  std::uint64_t at(std::uint64_t seq);
+  // Every position's sample, in order.
+  std::vector<std::uint64_t> all();
+  // The whole epoch as dealt to every rank, every step arranged.
+  const std::vector<std::uint64_t>& dealt();
+
+  // The steps balanced so far: the largest rank cost over the mean, as drawn and as planned,
+  // summed (their ratio to `steps` the mean).
+  struct Stats {
+    std::uint64_t steps = 0;
+    double drawn = 0, planned = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void arrange_through(std::uint64_t p);  // every step up to the one holding entry p, balanced
+
+  std::vector<std::uint64_t> dealt_;
+  CostFn cost_;
+  std::size_t world_ = 1, rank_ = 0, batch_ = 0, step_ = 0;  // step_: a step's entries; 0: not balancing
+  std::uint64_t size_ = 0;
+  std::uint64_t balanced_ = 0;  // entries [0, balanced_) of dealt_ are arranged
+  Stats stats_;
+};
+
 // The order a run that started at `start` has in `epoch`: resharded for the epoch a resume under
-// another world started in, cut at end_position in its last epoch.
-std::vector<std::uint64_t> run_order(const Population& population, const OrderOptions& options,
-                                     const LoaderState& start, int epoch);
+// another world started in, cut at end_position in its last epoch, balanced by cost when the run
+// balances (the old world's steps as it balanced them, what they left as the new world's).
+EpochOrder run_order(const Population& population, const OrderOptions& options, const LoaderState& start, int epoch);
 
 }  // namespace mmfeed::pipeline

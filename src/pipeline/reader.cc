@@ -8,7 +8,7 @@ namespace mmfeed::pipeline {
 
 void ConcurrentDriver::run_reader() {
   core::set_current_thread_name("read");
-  Walk walk(s_.population, options_.order, s_.start);
+  Walk walk(s_.population, options_.order, s_.start, &s_.metrics);
   std::uint64_t tag = 0;
   int announced = -1;
   for (auto step = walk.next(); step && !stop_.load(); step = walk.next()) {

@@ -266,6 +266,18 @@ Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, s
   f.emplace_back("shuffle", c.shuffle ? "true" : "false");
   f.emplace_back("shard_remainder", std::string(choice_name(c.shard_remainder)));
   f.emplace_back("batch_size", std::to_string(c.batch_size));
+  if (c.balance != Balance::kNone) {  // the plan's inputs (balance.h)
+    f.emplace_back("balance", std::string(choice_name(c.balance)));
+    f.emplace_back("gradient_accumulation_steps", std::to_string(c.gradient_accumulation_steps));
+    std::string cost;
+    for (const double v : c.balance_cost) cost += (cost.empty() ? "" : ",") + std::to_string(v);
+    if (!cost.empty()) f.emplace_back("balance_cost", cost);
+    if (c.token_budget == 0) {  // (a packed run names them below)
+      f.emplace_back("model", c.model);
+      f.emplace_back("min_pixels", std::to_string(c.min_pixels));
+      f.emplace_back("max_pixels", std::to_string(c.max_pixels));
+    }
+  }
   f.emplace_back("token_budget", std::to_string(c.token_budget));
   if (c.token_budget > 0) {
     f.emplace_back("pack_window", std::to_string(c.pack_window));

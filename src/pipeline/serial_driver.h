@@ -16,7 +16,9 @@ namespace mmfeed::pipeline {
 class SerialDriver final : public Driver {
  public:
   explicit SerialDriver(Stages stages)
-      : Driver(std::move(stages)), walk_(s_.population, options_.order, s_.start), gathering_(s_.builder, s_.start) {}
+      : Driver(std::move(stages)),
+        walk_(s_.population, options_.order, s_.start, &s_.metrics),
+        gathering_(s_.builder, s_.start) {}
 
   Result<std::optional<Batch>> next(std::optional<std::chrono::milliseconds> timeout, bool* timed_out) override;
   void stop() override { stop_.store(true); }

@@ -23,6 +23,10 @@ struct OrderOptions {
   ShardRemainder remainder = ShardRemainder::kPad;
   int epochs = 1;
   std::uint64_t end_position = 0;  // > 0: the run ends there in its last epoch
+  // Balancing (balance.h): each step's world_size x balance_batches x balance_batch samples split
+  // across the ranks by cost (Population::cost); balance_batch 0: as drawn.
+  std::size_t balance_batch = 0;
+  std::size_t balance_batches = 1;  // a rank's batches a step (gradient accumulation)
 };
 
 // How samples are packed into rows: what the sample processor checks a sample's fit against and

@@ -2,24 +2,46 @@
 
 namespace mmfeed::pipeline {
 
-Walk::Walk(const Population& population, const OrderOptions& options, LoaderState start)
-    : population_(population), options_(options), start_(std::move(start)), epoch_(start_.epoch) {}
+Walk::Walk(const Population& population, const OrderOptions& options, LoaderState start, core::MetricsRegistry* metrics)
+    : population_(population), options_(options), start_(std::move(start)), epoch_(start_.epoch), metrics_(metrics) {}
+
+EpochOrder::Stats Walk::balance() const {
+  EpochOrder::Stats s = balance_;
+  if (order_) {
+    s.steps += order_->stats().steps;
+    s.drawn += order_->stats().drawn;
+    s.planned += order_->stats().planned;
+  }
+  return s;
+}
+
+void Walk::publish() {
+  const EpochOrder::Stats s = balance();
+  if (metrics_ == nullptr || s.steps == published_) return;
+  published_ = s.steps;
+  const auto ppm = [&](double sum) { return static_cast<std::int64_t>(sum / static_cast<double>(s.steps) * 1e6); };
+  metrics_->gauge("balance.steps").set(static_cast<std::int64_t>(s.steps));
+  metrics_->gauge("balance.drawn_max_over_mean_ppm").set(ppm(s.drawn));
+  metrics_->gauge("balance.planned_max_over_mean_ppm").set(ppm(s.planned));
+}
 
 std::optional<Walk::Step> Walk::next() {
   if (epoch_ >= options_.epochs) return std::nullopt;
-  if (!begun_) {
-    order_ = run_order(population_, options_, start_, epoch_);
+  if (!order_) {
+    order_.emplace(run_order(population_, options_, start_, epoch_));
     seq_ = epoch_ == start_.epoch ? start_.position : 0;
-    begun_ = true;
   }
-  Step step{epoch_, order_.size(), seq_ >= order_.size(), seq_, 0};
+  Step step{epoch_, order_->size(), seq_ >= order_->size(), seq_, 0};
   if (step.end) {
     ++epoch_;
-    begun_ = false;
-    order_ = {};
+    balance_.steps += order_->stats().steps;
+    balance_.drawn += order_->stats().drawn;
+    balance_.planned += order_->stats().planned;
+    order_.reset();
     return step;
   }
-  step.index = order_[seq_++];
+  step.index = order_->at(seq_++);
+  publish();
   return step;
 }
 

@@ -6,6 +6,10 @@
 // A group is positions, not good samples: a batch is the good samples of its positions, so the
 // batches of any part of an epoch are the whole run's, whatever failed before it.
 //
+// With balancing (balance.h) the walk publishes, per balanced step, the largest rank's planned
+// cost over the mean ("balance.planned_max_over_mean_ppm", the steps' mean in millionths) beside
+// the drawn split's ("balance.drawn_max_over_mean_ppm") and the steps ("balance.steps").
+//
 // Thread safety: none; each is its stage's own.
 //
 // Example:
@@ -25,6 +29,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/metrics.h"
 #include "core/thread_pool.h"
 #include "mmfeed/error.h"
 #include "mmfeed/loader.h"
@@ -36,8 +41,10 @@ namespace mmfeed::pipeline {
 
 class Walk {
  public:
-  // `population` must outlive the walk.
-  Walk(const Population& population, const OrderOptions& options, LoaderState start);
+  // `population` (and `metrics`, where the balanced steps are published: null for none) must
+  // outlive the walk.
+  Walk(const Population& population, const OrderOptions& options, LoaderState start,
+       core::MetricsRegistry* metrics = nullptr);
 
   struct Step {
     int epoch = 0;
@@ -49,14 +56,21 @@ class Walk {
   // The next position of the run, or the end of its epoch; nullopt once every epoch has ended.
   std::optional<Step> next();
 
+  // The steps balanced so far (EpochOrder::Stats), the current epoch's included.
+  EpochOrder::Stats balance() const;
+
  private:
+  void publish();  // balance() into the metrics, when a step was balanced since
+
   const Population& population_;
   const OrderOptions options_;
   const LoaderState start_;
   int epoch_;
-  bool begun_ = false;  // epoch_'s order is made
   std::uint64_t seq_ = 0;
-  std::vector<std::uint64_t> order_;
+  std::optional<EpochOrder> order_;  // epoch_'s, once begun
+  EpochOrder::Stats balance_;        // the ended epochs'
+  core::MetricsRegistry* metrics_;
+  std::uint64_t published_ = 0;  // balance().steps when last published
 };
 
 class Gathering {

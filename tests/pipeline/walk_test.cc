@@ -107,7 +107,7 @@ TEST(WalkTest, EveryPositionOfEveryEpochInTheRunsOrder) {
   options.epochs = 2;
   std::vector<std::string> expected;
   for (int epoch = 0; epoch < 2; ++epoch) {
-    const std::vector<std::uint64_t> order = run_order(population, options, LoaderState{}, epoch);
+    const std::vector<std::uint64_t> order = run_order(population, options, LoaderState{}, epoch).all();
     for (std::size_t i = 0; i < order.size(); ++i) {
       expected.push_back(std::to_string(epoch) + ":" + std::to_string(i) + "=" + std::to_string(order[i]));
     }
@@ -129,7 +129,7 @@ TEST(WalkTest, AResumeStartsAtItsPositionAndAnEmptyEpochStillEnds) {
   LoaderState start;
   start.epoch = 1;
   start.position = 2;
-  const std::vector<std::uint64_t> order = run_order(population, options, start, 1);
+  const std::vector<std::uint64_t> order = run_order(population, options, start, 1).all();
   EXPECT_EQ(steps(Walk(population, options, start)),
             (std::vector<std::string>{"1:2=" + std::to_string(order[2]), "1:end/3"}));
 }

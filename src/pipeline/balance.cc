@@ -1,0 +1,283 @@
+// Ranks balanced by compute (balance.h): samples' shapes from their facts, their costs, and the
+// split of a step's samples across ranks and batches.
+#include "pipeline/balance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <queue>
+#include <string>
+#include <utility>
+
+#include "text/conversation.h"
+#include "vision/profile.h"
+#include "vision/video_processor.h"
+
+namespace mmfeed::pipeline {
+
+namespace {
+
+// Without a header to read: an image of 512 x 512, a video of 8 s of 640 x 360 at 30 fps, a clip
+// of 10 s; a text token for every 4 bytes of a sample's JSON.
+constexpr std::uint32_t kNominalSide = 512;
+constexpr MediaFacts kNominalVideo{MediaFacts::Kind::kVideo, MediaFacts::Known::kNotProbed, 640, 360, 8000, 3000};
+constexpr double kNominalClipSeconds = 10;
+constexpr std::uint64_t kBytesPerToken = 4;
+// The audio encoders' tokens a second (Qwen2.5-Omni's: 100 mel frames, pooled by 4).
+constexpr double kAudioTokensPerSecond = 25;
+
+// What the cost rules read of the settings, copied so the cost function outlives them.
+struct Rules {
+  CostModel model;
+  Balance balance = Balance::kCompute;
+  std::vector<vision::ModelProfile> images;  // one, or one per manifest
+  vision::VideoProfile video;
+
+  const vision::ModelProfile& image(std::uint32_t manifest) const {
+    return images.size() == 1 ? images.front() : images.at(manifest);
+  }
+};
+
+Rules rules_of(const Settings& settings) {
+  Rules r;
+  r.model = cost_model(settings.options);
+  r.balance = settings.options.balance;
+  if (settings.source_vision.empty()) {
+    r.images.push_back(settings.vision.profile);
+  } else {
+    for (const vision::ProcessorConfig& v : settings.source_vision) r.images.push_back(v.profile);
+  }
+  r.video = settings.video;
+  return r;
+}
+
+void add_image(const vision::ModelProfile& p, std::uint32_t width, std::uint32_t height, SampleShape& shape) {
+  auto size = smart_resize(static_cast<int>(std::min<std::uint32_t>(height, 1 << 20)),
+                           static_cast<int>(std::min<std::uint32_t>(width, 1 << 20)), p);
+  if (!size.ok()) size = smart_resize(static_cast<int>(kNominalSide), static_cast<int>(kNominalSide), p);
+  if (!size.ok()) return;
+  const vision::Grid grid = vision::grid_for(*size, p);
+  shape.patches.push_back(static_cast<std::uint64_t>(grid.rows()));
+  shape.tokens += static_cast<std::uint64_t>(grid.tokens(p.merge_size));
+}
+
+void add_video(const vision::VideoProfile& profile, MediaFacts f, SampleShape& shape) {
+  if (f.known != MediaFacts::Known::kRead || f.fps_centi == 0) f = kNominalVideo;
+  VideoInfo info;
+  info.width = static_cast<int>(std::min<std::uint32_t>(f.width, 1 << 16));
+  info.height = static_cast<int>(std::min<std::uint32_t>(f.height, 1 << 16));
+  info.fps = f.fps_centi / 100.0;
+  info.duration_s = f.duration_ms / 1000.0;
+  info.frames = std::max<std::int64_t>(1, std::llround(info.duration_s * info.fps));
+  auto plan = vision::plan_video(profile, info, {});
+  if (!plan.ok()) return;  // a clip its recipe refuses fails where it is processed
+  const vision::Grid& g = plan->grid;
+  for (int t = 0; t < g.t; ++t) shape.patches.push_back(static_cast<std::uint64_t>(g.h) * g.w);
+  shape.tokens += static_cast<std::uint64_t>(g.tokens(profile.model.merge_size));
+}
+
+void add_medium(const Rules& rules, std::uint32_t manifest, const MediaFacts& f, SampleShape& shape) {
+  const bool known = f.known == MediaFacts::Known::kRead;
+  switch (f.kind) {
+    case MediaFacts::Kind::kImage:
+      add_image(rules.image(manifest), known ? f.width : kNominalSide, known ? f.height : kNominalSide, shape);
+      break;
+    case MediaFacts::Kind::kVideo: add_video(rules.video, f, shape); break;
+    case MediaFacts::Kind::kAudio:
+      shape.tokens += static_cast<std::uint64_t>(
+          std::llround((known ? f.duration_ms / 1000.0 : kNominalClipSeconds) * kAudioTokensPerSecond));
+      break;
+  }
+}
+
+SampleShape shape_of(const Rules& rules, const dataset::Manifests& manifests, std::uint64_t index) {
+  SampleShape shape;
+  const dataset::ManifestLine& line = manifests.lines[index];
+  const dataset::Manifest& m = manifests.files[line.manifest];
+  shape.tokens = line.length / kBytesPerToken;
+  if (m.index != nullptr) {  // the facts the index read from the media's headers
+    const IndexRecord r = m.index->record(index - m.first_line);
+    if (r.text_tokens > 0) shape.tokens = r.text_tokens;
+    for (std::uint64_t j = r.first_media; j < r.first_media + r.media(); ++j) {
+      add_medium(rules, line.manifest, m.index->media(j), shape);
+    }
+    return shape;
+  }
+  std::string buffer;
+  const auto text = manifests.text(line, buffer);
+  auto c = text.ok() ? text::parse_conversation(*text) : Result<text::Conversation>(text.error());
+  if (!c.ok()) return shape;
+  using Type = text::ContentItem::Type;
+  const auto add = [&](Type type, MediaFacts::Kind kind) {
+    for (std::size_t i = c->count(type); i > 0; --i) {
+      add_medium(rules, line.manifest, MediaFacts{.kind = kind}, shape);
+    }
+  };
+  add(Type::kImage, MediaFacts::Kind::kImage);
+  add(Type::kVideo, MediaFacts::Kind::kVideo);
+  add(Type::kAudio, MediaFacts::Kind::kAudio);
+  return shape;
+}
+
+struct Item {
+  std::uint64_t cost = 0;
+  std::uint32_t at = 0;  // its place in the slab (or the rank's list)
+};
+
+struct Bin {
+  std::vector<Item> items;
+  std::uint64_t load = 0;
+  std::size_t room = 0;
+};
+
+// The largest-first fill: each item, the costliest first, to the least loaded bin with room
+// (ties: the lower bin).
+void fill(std::vector<Item> items, std::vector<Bin>& bins) {
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.cost != b.cost ? a.cost > b.cost : a.at < b.at; });
+  using Entry = std::pair<std::uint64_t, std::size_t>;  // load, bin
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> open;
+  for (std::size_t b = 0; b < bins.size(); ++b) {
+    if (bins[b].room > 0) open.emplace(0, b);
+  }
+  for (const Item& item : items) {
+    const std::size_t b = open.top().second;
+    open.pop();
+    bins[b].items.push_back(item);
+    bins[b].load += item.cost;
+    if (--bins[b].room > 0) open.emplace(bins[b].load, b);
+  }
+}
+
+// The swap between the fullest bin `hi` and bin `lo` that best lowers the larger of the two: an
+// item a of hi for an item x of lo with d = a - x in (0, gap), closest to gap / 2; false if none.
+bool swap_best(Bin& hi, Bin& lo) {
+  const std::uint64_t gap = hi.load - lo.load;
+  std::vector<std::size_t> order(lo.items.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return lo.items[a].cost != lo.items[b].cost ? lo.items[a].cost < lo.items[b].cost : a < b;
+  });
+  std::uint64_t best_gain = 0;
+  std::size_t best_a = 0, best_x = 0;
+  for (std::size_t a = 0; a < hi.items.size(); ++a) {
+    const std::uint64_t ca = hi.items[a].cost;
+    // Wanted: x near ca - gap / 2, and x > ca - gap (d < gap), x < ca (d > 0).
+    const std::uint64_t target = ca > gap / 2 ? ca - gap / 2 : 0;
+    auto it = std::lower_bound(order.begin(), order.end(), target,
+                               [&](std::size_t i, std::uint64_t v) { return lo.items[i].cost < v; });
+    for (auto c : {it, it == order.begin() ? order.end() : it - 1}) {
+      if (c == order.end()) continue;
+      const std::uint64_t cx = lo.items[*c].cost;
+      if (cx >= ca || ca - cx >= gap) continue;
+      const std::uint64_t d = ca - cx;
+      const std::uint64_t gain = std::min(d, gap - d);  // how much the larger of the two falls
+      if (gain > best_gain) {
+        best_gain = gain;
+        best_a = a;
+        best_x = *c;
+      }
+    }
+  }
+  if (best_gain == 0) return false;
+  const std::uint64_t d = hi.items[best_a].cost - lo.items[best_x].cost;
+  std::swap(hi.items[best_a], lo.items[best_x]);
+  hi.load -= d;
+  lo.load += d;
+  return true;
+}
+
+// Swaps that lower the fullest bin, against the emptiest bins first, until none does.
+void refine(std::vector<Bin>& bins) {
+  std::vector<std::size_t> by_load(bins.size());
+  for (std::size_t round = 0; round < 4 * bins.size() + 16; ++round) {
+    std::iota(by_load.begin(), by_load.end(), 0);
+    std::sort(by_load.begin(), by_load.end(), [&](std::size_t a, std::size_t b) {
+      return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
+    });
+    Bin& hi = bins[by_load.back()];
+    bool swapped = false;
+    for (std::size_t k = 0; k + 1 < by_load.size() && !swapped; ++k) {
+      Bin& lo = bins[by_load[k]];
+      if (hi.load - lo.load < 2) break;  // the others are fuller still
+      swapped = swap_best(hi, lo);
+    }
+    if (!swapped) return;
+  }
+}
+
+// `items` split into bins of the given rooms, the largest load least.
+std::vector<Bin> partition(std::vector<Item> items, const std::vector<std::size_t>& rooms) {
+  std::vector<Bin> bins(rooms.size());
+  for (std::size_t b = 0; b < rooms.size(); ++b) bins[b].room = rooms[b];
+  fill(std::move(items), bins);
+  refine(bins);
+  return bins;
+}
+
+}  // namespace
+
+CostModel cost_model(const LoaderConfig& config) {
+  if (config.balance != Balance::kCompute) return CostModel{1, 0, 0, 0};
+  if (config.balance_cost.size() == 4) {
+    const auto& c = config.balance_cost;
+    return CostModel{c[0], c[1], c[2], c[3]};
+  }
+  // Forward FLOPs: 2 a parameter a token; attention 4 x layers x width a (query, key) pair.
+  return CostModel{2 * 7.6e9, 4.0 * 28 * 3584, 2 * 6.75e8, 4.0 * 32 * 1280};
+}
+
+std::uint64_t cost_of(const SampleShape& shape, const CostModel& model) {
+  const auto n = static_cast<double>(shape.tokens);
+  double flops = model.llm_token * n + model.llm_pair * n * (n + 1) / 2;  // causal: each token its past
+  for (const std::uint64_t p : shape.patches) {
+    const auto v = static_cast<double>(p);
+    flops += model.vision_patch * v + model.vision_pair * v * v;  // the ViT attends both ways
+  }
+  // In millions (a unit of 1 where the model counts tokens), saturated far below 2^64.
+  const double unit = model.llm_pair == 0 && model.vision_patch == 0 && model.vision_pair == 0 ? 1 : 1e6;
+  return static_cast<std::uint64_t>(std::llround(std::min(flops / unit, 1e18)));
+}
+
+SampleShape sample_shape(const Settings& settings, const dataset::Manifests& manifests, std::uint64_t index) {
+  return shape_of(rules_of(settings), manifests, index);
+}
+
+CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifests, std::shared_ptr<const void> owner) {
+  return [rules = rules_of(settings), &manifests, owner = std::move(owner)](std::uint64_t index) {
+    return cost_of(shape_of(rules, manifests, index), rules.model);
+  };
+}
+
+void balance_step(std::span<std::uint64_t> slab, std::span<std::uint64_t> costs, int world, std::size_t batch) {
+  const auto w = static_cast<std::size_t>(world);
+  if (slab.size() % w != 0 || slab.empty() || batch == 0) return;
+  const std::size_t n = slab.size() / w;
+  std::vector<Item> items(slab.size());
+  for (std::size_t i = 0; i < slab.size(); ++i) items[i] = {costs[i], static_cast<std::uint32_t>(i)};
+  std::vector<Bin> ranks = partition(items, std::vector<std::size_t>(w, n));
+  std::vector<std::size_t> rooms(n / batch, batch);
+  if (n % batch != 0) rooms.push_back(n % batch);
+  const std::vector<std::uint64_t> drawn(slab.begin(), slab.end());
+  for (std::size_t r = 0; r < w; ++r) {
+    std::size_t k = 0;
+    for (Bin& b : partition(std::move(ranks[r].items), rooms)) {
+      std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) { return x.at < y.at; });
+      for (const Item& item : b.items) {
+        slab[k * w + r] = drawn[item.at];
+        costs[k * w + r] = item.cost;
+        ++k;
+      }
+    }
+  }
+}
+
+StepCost step_cost(std::span<const std::uint64_t> costs, int world) {
+  const auto w = static_cast<std::size_t>(world);
+  std::vector<std::uint64_t> ranks(w, 0);
+  for (std::size_t i = 0; i < costs.size(); ++i) ranks[i % w] += costs[i];
+  const std::uint64_t total = std::accumulate(ranks.begin(), ranks.end(), std::uint64_t{0});
+  return {*std::max_element(ranks.begin(), ranks.end()), static_cast<double>(total) / static_cast<double>(w)};
+}
+
+}  // namespace mmfeed::pipeline

@@ -1,0 +1,174 @@
+// Ranks balanced by cost (pipeline/balance.h): a step's samples are the drawn step's, each rank
+// keeps its count, the largest rank's cost falls to within one sample of the mean, each rank's
+// batches are balanced too, and the epoch's order is one pure function: the same however far each
+// rank has walked, from a resume, and after a resharding (what the old world consumed as it
+// balanced it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "pipeline/balance.h"
+#include "pipeline/order.h"
+
+namespace mmfeed::pipeline {
+namespace {
+
+// Heavy-tailed costs, as images of mixed sizes and a few long videos give: sample i's is fixed.
+std::uint64_t cost_of_sample(std::uint64_t i) {
+  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + 17;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  const std::uint64_t base = 100 + x % 900;
+  return x % 16 == 0 ? base * 40 : base;  // one in 16 forty times as costly
+}
+
+std::vector<std::uint64_t> rank_costs(const std::vector<std::uint64_t>& slab, int world) {
+  std::vector<std::uint64_t> ranks(static_cast<std::size_t>(world), 0);
+  for (std::size_t i = 0; i < slab.size(); ++i) ranks[i % static_cast<std::size_t>(world)] += cost_of_sample(slab[i]);
+  return ranks;
+}
+
+TEST(BalanceTest, AStepKeepsItsSamplesAndCountsAndItsLargestRankFalls) {
+  for (const int world : {8, 64}) {
+    for (const std::size_t n : {1u, 4u, 8u}) {
+      std::vector<std::uint64_t> slab(static_cast<std::size_t>(world) * n);
+      std::iota(slab.begin(), slab.end(), 1000);
+      std::vector<std::uint64_t> costs(slab.size());
+      std::transform(slab.begin(), slab.end(), costs.begin(), cost_of_sample);
+      const std::vector<std::uint64_t> drawn = slab;
+      balance_step(slab, costs, world, n);
+      for (std::size_t i = 0; i < slab.size(); ++i) EXPECT_EQ(costs[i], cost_of_sample(slab[i]));
+      std::vector<std::uint64_t> a = drawn, b = slab;
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      EXPECT_EQ(a, b) << "the step's samples are the drawn step's";
+      const std::vector<std::uint64_t> before = rank_costs(drawn, world), after = rank_costs(slab, world);
+      const std::uint64_t total = std::accumulate(after.begin(), after.end(), std::uint64_t{0});
+      const std::uint64_t largest_sample = *std::max_element(costs.begin(), costs.end());
+      const std::uint64_t max_after = *std::max_element(after.begin(), after.end());
+      EXPECT_LE(max_after, *std::max_element(before.begin(), before.end()));
+      // Largest-first: no rank above the mean by more than one sample (n = 1: the largest sample).
+      EXPECT_LE(max_after, total / static_cast<std::uint64_t>(world) + largest_sample) << world << " x " << n;
+      const StepCost planned = step_cost(costs, world);
+      EXPECT_EQ(planned.max, max_after);
+    }
+  }
+}
+
+TEST(BalanceTest, ARanksBatchesAreBalancedTooAndThePlanIsPure) {
+  const int world = 4;
+  const std::size_t batch = 2, batches = 3;  // gradient accumulation: 3 batches of 2 a step
+  std::vector<std::uint64_t> slab(world * batch * batches);
+  std::iota(slab.begin(), slab.end(), 40);
+  std::vector<std::uint64_t> costs(slab.size());
+  std::transform(slab.begin(), slab.end(), costs.begin(), cost_of_sample);
+  std::vector<std::uint64_t> again = slab, again_costs = costs;
+  balance_step(slab, costs, world, batch);
+  balance_step(again, again_costs, world, batch);
+  EXPECT_EQ(slab, again);
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::uint64_t> loads;
+    std::uint64_t largest = 0;
+    for (std::size_t k = 0; k < batch * batches; k += batch) {
+      std::uint64_t load = 0;
+      for (std::size_t j = k; j < k + batch; ++j) {
+        load += costs[j * world + static_cast<std::size_t>(r)];
+        largest = std::max(largest, costs[j * world + static_cast<std::size_t>(r)]);
+      }
+      loads.push_back(load);
+    }
+    const std::uint64_t total = std::accumulate(loads.begin(), loads.end(), std::uint64_t{0});
+    EXPECT_LE(*std::max_element(loads.begin(), loads.end()), total / batches + largest) << "rank " << r;
+  }
+  // A slab not a multiple of the world (a kept remainder) is left as drawn.
+  std::vector<std::uint64_t> odd{1, 2, 3, 4, 5}, odd_costs{9, 1, 9, 1, 9};
+  balance_step(odd, odd_costs, 2, 2);
+  EXPECT_EQ(odd, (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
+}
+
+OrderOptions balanced(int rank, int world) {
+  OrderOptions o;
+  o.seed = 5;
+  o.rank = rank;
+  o.world_size = world;
+  o.remainder = ShardRemainder::kPad;
+  o.balance_batch = 2;
+  o.balance_batches = 2;
+  return o;
+}
+
+Population costed(std::uint64_t n) {
+  Population p(n);
+  p.cost = cost_of_sample;
+  return p;
+}
+
+TEST(BalanceTest, AnEpochsStepsAreTheDrawnStepsSplitTheSameOnEveryRank) {
+  const Population population = costed(101);
+  const int world = 4;
+  const std::size_t step = 4 * 2 * 2;
+  std::vector<std::vector<std::uint64_t>> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(run_order(population, balanced(r, world), LoaderState{}, 0).all());
+  const std::vector<std::uint64_t> drawn = rank_order(population, 5, 0, 0, world, true, ShardRemainder::kPad);
+  ASSERT_EQ(ranks[0].size(), drawn.size());  // the counts of the unbalanced run
+  std::vector<std::vector<std::uint64_t>> unbalanced;
+  for (int r = 0; r < world; ++r)
+    unbalanced.push_back(rank_order(population, 5, 0, r, world, true, ShardRemainder::kPad));
+  double drawn_ratio = 0, planned_ratio = 0;
+  for (std::size_t first = 0; first < drawn.size(); first += step / world) {
+    std::vector<std::uint64_t> want, got;
+    for (int r = 0; r < world; ++r) {
+      for (std::size_t k = first; k < std::min(first + step / world, drawn.size()); ++k) {
+        want.push_back(unbalanced[static_cast<std::size_t>(r)][k]);
+        got.push_back(ranks[static_cast<std::size_t>(r)][k]);
+      }
+    }
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << "the step at " << first;
+  }
+  // The walk's own statistics: the planned split's largest rank below the drawn one's.
+  EpochOrder order = run_order(population, balanced(0, world), LoaderState{}, 0);
+  order.all();
+  ASSERT_GT(order.stats().steps, 0u);
+  drawn_ratio = order.stats().drawn / static_cast<double>(order.stats().steps);
+  planned_ratio = order.stats().planned / static_cast<double>(order.stats().steps);
+  EXPECT_LT(planned_ratio, drawn_ratio);
+  // Walked lazily to a late position first, or from a resume's: the same samples.
+  EpochOrder late = run_order(population, balanced(2, world), LoaderState{}, 0);
+  EXPECT_EQ(late.at(20), ranks[2][20]);
+  EXPECT_EQ(late.at(3), ranks[2][3]);
+  LoaderState start;
+  start.position = 12;
+  EXPECT_EQ(run_order(population, balanced(1, world), start, 0).at(12), ranks[1][12]);
+}
+
+TEST(BalanceTest, AReshardedEpochLeavesWhatTheOldWorldConsumedAsItBalancedIt) {
+  const Population population = costed(64);
+  const int old_world = 4;
+  LoaderState start;
+  start.old_world_size = old_world;
+  start.old_positions = {4, 4, 4, 4};  // a step of 4 ranks x 2 batches x 2 samples done
+  std::vector<std::uint64_t> consumed;
+  for (int r = 0; r < old_world; ++r) {
+    const std::vector<std::uint64_t> old = run_order(population, balanced(r, old_world), LoaderState{}, 0).all();
+    consumed.insert(consumed.end(), old.begin(), old.begin() + 4);
+  }
+  std::vector<std::uint64_t> rest;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<std::uint64_t> mine = run_order(population, balanced(r, 2), start, 0).all();
+    rest.insert(rest.end(), mine.begin(), mine.end());
+  }
+  std::vector<std::uint64_t> all = consumed;
+  all.insert(all.end(), rest.begin(), rest.end());
+  std::sort(all.begin(), all.end());
+  std::vector<std::uint64_t> every(64);
+  std::iota(every.begin(), every.end(), 0);
+  EXPECT_EQ(all, every) << "every sample once: the old world's as it balanced them, the rest after";
+}
+
+}  // namespace
+}  // namespace mmfeed::pipeline
