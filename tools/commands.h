@@ -14,5 +14,6 @@ int run_fetch(int argc, char** argv);
 int run_loader(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_index(int argc, char** argv);
+int run_balance_report(int argc, char** argv);
 
 }  // namespace mmfeed::tools

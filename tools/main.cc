@@ -4,6 +4,7 @@
 //   mmfeed run MANIFEST --tokenizer F    run the loader, report throughput, waiting and skipped samples
 //   mmfeed inspect MANIFEST --tokenizer F  show a batch, trained spans marked
 //   mmfeed index SOURCE...               index JSONL/JSON manifests: byte ranges and media a sample
+//   mmfeed balance-report MANIFEST...    each step's largest rank cost over the mean, drawn and balanced
 //   mmfeed fetch URI...                  fetch objects, report throughput, latency and failures
 //   mmfeed make-dataset --out DIR ...    write the deterministic demo data set
 //   mmfeed bench [--quick]               mmfeed against the Python pipelines, feeding a trainer
@@ -36,6 +37,7 @@ constexpr const char* kUsage =
     "  run             run the loader over a manifest and report what it delivered; --help for options\n"
     "  inspect         show one batch: tensor shapes, decoded text with the trained spans marked\n"
     "  index           index JSONL or JSON manifests (SOURCE.mmidx): each sample's byte range and media\n"
+    "  balance-report  each step's largest rank cost over the mean, as drawn and balanced; --help for options\n"
     "  fetch           fetch objects (S3, HTTP, files) and report throughput; --help for options\n"
     "  make-dataset    write the demo data set (images + JSONL manifest); --help for options; needs a checkout\n"
     "  bench           feed a trainer from an object store: mmfeed against the Python pipelines; needs a checkout\n"
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   if (command == "run") return flushed(mmfeed::tools::run_loader(argc - 2, argv + 2));
   if (command == "inspect") return flushed(mmfeed::tools::run_inspect(argc - 2, argv + 2));
   if (command == "index") return flushed(mmfeed::tools::run_index(argc - 2, argv + 2));
+  if (command == "balance-report") return flushed(mmfeed::tools::run_balance_report(argc - 2, argv + 2));
   if (command == "make-dataset") return exec_source_tool(kMakeDataset, argc - 2, argv + 2);
   if (command == "bench" && argc > 2 && std::string_view(argv[2]) == "--layouts") {
     return exec_source_tool(kBenchLayouts, argc - 3, argv + 3);

@@ -3,12 +3,17 @@
 #include "pipeline/balance.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <queue>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "mmfeed/balance.h"
+#include "storage/credentials.h"
 #include "text/conversation.h"
 #include "vision/profile.h"
 #include "vision/video_processor.h"
@@ -78,6 +83,8 @@ void add_video(const vision::VideoProfile& profile, MediaFacts f, SampleShape& s
 
 void add_medium(const Rules& rules, std::uint32_t manifest, const MediaFacts& f, SampleShape& shape) {
   const bool known = f.known == MediaFacts::Known::kRead;
+  ++shape.media;
+  shape.nominal += known ? 0 : 1;
   switch (f.kind) {
     case MediaFacts::Kind::kImage:
       add_image(rules.image(manifest), known ? f.width : kNominalSide, known ? f.height : kNominalSide, shape);
@@ -130,52 +137,53 @@ struct Bin {
   std::size_t room = 0;
 };
 
-// The largest-first fill: each item, the costliest first, to the least loaded bin with room
-// (ties: the lower bin).
+// The largest-first fill, a round at a time: of the items sorted costliest first, each round of
+// as many as there are bins with room goes one to each, the costliest to the least loaded (ties:
+// the lower bin).
 void fill(std::vector<Item> items, std::vector<Bin>& bins) {
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.cost != b.cost ? a.cost > b.cost : a.at < b.at; });
-  using Entry = std::pair<std::uint64_t, std::size_t>;  // load, bin
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> open;
-  for (std::size_t b = 0; b < bins.size(); ++b) {
-    if (bins[b].room > 0) open.emplace(0, b);
-  }
-  for (const Item& item : items) {
-    const std::size_t b = open.top().second;
-    open.pop();
-    bins[b].items.push_back(item);
-    bins[b].load += item.cost;
-    if (--bins[b].room > 0) open.emplace(bins[b].load, b);
+  std::vector<std::size_t> open;
+  for (std::size_t next = 0; next < items.size();) {
+    open.clear();
+    for (std::size_t b = 0; b < bins.size(); ++b) {
+      if (bins[b].room > 0) open.push_back(b);
+    }
+    std::sort(open.begin(), open.end(), [&](std::size_t a, std::size_t b) {
+      return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
+    });
+    for (std::size_t k = 0; k < open.size() && next < items.size(); ++k, ++next) {
+      Bin& bin = bins[open[k]];
+      bin.items.push_back(items[next]);
+      bin.load += items[next].cost;
+      --bin.room;
+    }
   }
 }
 
-// The swap between the fullest bin `hi` and bin `lo` that best lowers the larger of the two: an
-// item a of hi for an item x of lo with d = a - x in (0, gap), closest to gap / 2; false if none.
+bool cheaper(const Item& a, const Item& b) { return a.cost != b.cost ? a.cost < b.cost : a.at < b.at; }
+
+// The swap between the fullest bin `hi` and bin `lo` (each sorted by cost) that best lowers the
+// larger of the two: an item a of hi for an item x of lo with d = a - x in (0, gap), closest to
+// gap / 2; false if none.
 bool swap_best(Bin& hi, Bin& lo) {
   const std::uint64_t gap = hi.load - lo.load;
-  std::vector<std::size_t> order(lo.items.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return lo.items[a].cost != lo.items[b].cost ? lo.items[a].cost < lo.items[b].cost : a < b;
-  });
   std::uint64_t best_gain = 0;
   std::size_t best_a = 0, best_x = 0;
   for (std::size_t a = 0; a < hi.items.size(); ++a) {
     const std::uint64_t ca = hi.items[a].cost;
     // Wanted: x near ca - gap / 2, and x > ca - gap (d < gap), x < ca (d > 0).
     const std::uint64_t target = ca > gap / 2 ? ca - gap / 2 : 0;
-    auto it = std::lower_bound(order.begin(), order.end(), target,
-                               [&](std::size_t i, std::uint64_t v) { return lo.items[i].cost < v; });
-    for (auto c : {it, it == order.begin() ? order.end() : it - 1}) {
-      if (c == order.end()) continue;
-      const std::uint64_t cx = lo.items[*c].cost;
-      if (cx >= ca || ca - cx >= gap) continue;
-      const std::uint64_t d = ca - cx;
+    const auto it = std::lower_bound(lo.items.begin(), lo.items.end(), target,
+                                     [](const Item& i, std::uint64_t v) { return i.cost < v; });
+    for (const auto c : {it, it == lo.items.begin() ? lo.items.end() : it - 1}) {
+      if (c == lo.items.end() || c->cost >= ca || ca - c->cost >= gap) continue;
+      const std::uint64_t d = ca - c->cost;
       const std::uint64_t gain = std::min(d, gap - d);  // how much the larger of the two falls
       if (gain > best_gain) {
         best_gain = gain;
         best_a = a;
-        best_x = *c;
+        best_x = static_cast<std::size_t>(c - lo.items.begin());
       }
     }
   }
@@ -184,25 +192,45 @@ bool swap_best(Bin& hi, Bin& lo) {
   std::swap(hi.items[best_a], lo.items[best_x]);
   hi.load -= d;
   lo.load += d;
+  std::sort(hi.items.begin(), hi.items.end(), cheaper);
+  std::sort(lo.items.begin(), lo.items.end(), cheaper);
   return true;
 }
 
-// Swaps that lower the fullest bin, against the emptiest bins first, until none does.
+// Swaps that lower the fullest bin, tried against the others (the emptiest first), until none
+// does, the fullest is within 1/kClose of the mean, or kTries x bins swaps were tried (a bound on
+// the plan's time that every rank meets at the same swap). The bins are kept ordered by load
+// (ties: the lower bin), so a round costs a few set updates, not a sort.
+constexpr std::uint64_t kClose = 256;
+constexpr std::size_t kTries = 32;
+
 void refine(std::vector<Bin>& bins) {
-  std::vector<std::size_t> by_load(bins.size());
-  for (std::size_t round = 0; round < 4 * bins.size() + 16; ++round) {
-    std::iota(by_load.begin(), by_load.end(), 0);
-    std::sort(by_load.begin(), by_load.end(), [&](std::size_t a, std::size_t b) {
-      return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
-    });
-    Bin& hi = bins[by_load.back()];
-    bool swapped = false;
-    for (std::size_t k = 0; k + 1 < by_load.size() && !swapped; ++k) {
-      Bin& lo = bins[by_load[k]];
-      if (hi.load - lo.load < 2) break;  // the others are fuller still
-      swapped = swap_best(hi, lo);
+  std::uint64_t total = 0;
+  std::set<std::pair<std::uint64_t, std::size_t>> by_load;
+  for (std::size_t b = 0; b < bins.size(); ++b) {
+    std::sort(bins[b].items.begin(), bins[b].items.end(), cheaper);
+    by_load.emplace(bins[b].load, b);
+    total += bins[b].load;
+  }
+  const std::uint64_t floor_mean = total / std::max<std::size_t>(bins.size(), 1);
+  std::size_t tries = kTries * bins.size();
+  while (by_load.size() > 1) {
+    const std::size_t h = std::prev(by_load.end())->second;
+    if (bins[h].load <= floor_mean + 1 + floor_mean / kClose) return;  // at the mean, near enough
+    std::optional<std::size_t> partner;
+    const std::uint64_t was_h = bins[h].load;
+    std::uint64_t was_l = 0;
+    for (auto it = by_load.begin(); it->second != h && !partner; ++it) {
+      if (bins[h].load - it->first < 2 || tries == 0) return;  // the others are fuller still; or time is up
+      --tries;
+      was_l = it->first;
+      if (swap_best(bins[h], bins[it->second])) partner = it->second;
     }
-    if (!swapped) return;
+    if (!partner) return;
+    by_load.erase({was_h, h});  // (the loop above no longer walks the set)
+    by_load.erase({was_l, *partner});
+    by_load.emplace(bins[h].load, h);
+    by_load.emplace(bins[*partner].load, *partner);
   }
 }
 
@@ -261,7 +289,13 @@ void balance_step(std::span<std::uint64_t> slab, std::span<std::uint64_t> costs,
   const std::vector<std::uint64_t> drawn(slab.begin(), slab.end());
   for (std::size_t r = 0; r < w; ++r) {
     std::size_t k = 0;
-    for (Bin& b : partition(std::move(ranks[r].items), rooms)) {
+    std::vector<Bin> batches;
+    if (rooms.size() == 1) {
+      batches.push_back(std::move(ranks[r]));  // one batch a step: nothing to split
+    } else {
+      batches = partition(std::move(ranks[r].items), rooms);
+    }
+    for (Bin& b : batches) {
       std::sort(b.items.begin(), b.items.end(), [](const Item& x, const Item& y) { return x.at < y.at; });
       for (const Item& item : b.items) {
         slab[k * w + r] = drawn[item.at];
@@ -281,3 +315,64 @@ StepCost step_cost(std::span<const std::uint64_t> costs, int world) {
 }
 
 }  // namespace mmfeed::pipeline
+
+namespace mmfeed {
+
+double BalanceReport::mean_drawn() const {
+  double sum = 0;
+  for (const BalanceStep& s : steps) sum += s.mean > 0 ? static_cast<double>(s.drawn_max) / s.mean : 1;
+  return steps.empty() ? 1 : sum / static_cast<double>(steps.size());
+}
+
+double BalanceReport::mean_planned() const {
+  double sum = 0;
+  for (const BalanceStep& s : steps) sum += s.mean > 0 ? static_cast<double>(s.planned_max) / s.mean : 1;
+  return steps.empty() ? 1 : sum / static_cast<double>(steps.size());
+}
+
+Result<BalanceReport> balance_report(const LoaderConfig& given) {
+  LoaderConfig config = given;
+  if (config.balance == Balance::kNone) config.balance = Balance::kCompute;
+  config.rank = 0;
+  if (config.tokenizer.empty()) config.tokenizer = "(none: the report reads no tokenizer)";
+  MMFEED_ASSIGN_OR_RETURN(const pipeline::Settings settings, pipeline::check_config(config));
+  MMFEED_ASSIGN_OR_RETURN(storage::S3Options s3, storage::s3_options_from_environment());
+  MMFEED_ASSIGN_OR_RETURN(
+      const dataset::Manifests manifests,
+      dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
+                              {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
+  MMFEED_ASSIGN_OR_RETURN(const pipeline::Population population, pipeline::population_of(config, manifests));
+  const pipeline::Rules rules = pipeline::rules_of(settings);
+  const std::size_t world = static_cast<std::size_t>(config.world_size);
+  const std::size_t step = world * config.batch_size * config.gradient_accumulation_steps;
+  BalanceReport report;
+  std::vector<std::uint64_t> costs;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    // The epoch's permutation, as the ranks deal it; its whole steps (a last short one is not
+    // balanced differently).
+    std::vector<std::uint64_t> dealt = pipeline::rank_order(population, config.seed, epoch, 0, 1, config.shuffle);
+    for (std::size_t first = 0; first + step <= dealt.size(); first += step) {
+      const std::span<std::uint64_t> slab(dealt.data() + first, step);
+      costs.resize(step);
+      auto t0 = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < step; ++i) {
+        const pipeline::SampleShape shape = pipeline::shape_of(rules, manifests, slab[i]);
+        costs[i] = pipeline::cost_of(shape, rules.model);
+        report.media += shape.media;
+        report.media_nominal += shape.nominal;
+      }
+      auto t1 = std::chrono::steady_clock::now();
+      const pipeline::StepCost before = pipeline::step_cost(costs, config.world_size);
+      pipeline::balance_step(slab, costs, config.world_size, config.batch_size);
+      auto t2 = std::chrono::steady_clock::now();
+      const pipeline::StepCost after = pipeline::step_cost(costs, config.world_size);
+      report.cost_seconds += std::chrono::duration<double>(t1 - t0).count();
+      report.plan_seconds += std::chrono::duration<double>(t2 - t1).count();
+      report.steps.push_back({before.max, after.max, before.mean});
+      report.samples += step;
+    }
+  }
+  return report;
+}
+
+}  // namespace mmfeed

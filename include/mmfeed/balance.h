@@ -1,0 +1,48 @@
+// What balancing the ranks by cost gives a data set (LoaderConfig::balance; docs/loading.md,
+// "Ranks balanced by compute"): for every step of the run, the largest rank's cost against the
+// mean, as drawn and as the plan splits it, and what planning costs. `mmfeed balance-report` and
+// mmfeed.balance_report print it; bench/balance.py runs it over worlds and step sizes.
+//
+// Example:
+//   LoaderConfig c;
+//   c.manifests = {"train.jsonl"};
+//   c.world_size = 64;
+//   c.balance = Balance::kCompute;
+//   MMFEED_ASSIGN_OR_RETURN(BalanceReport r, balance_report(c));
+//   r.mean_drawn();    // 1.66: the largest rank's cost over the mean, as drawn
+//   r.mean_planned();  // 1.02: as balanced
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mmfeed/error.h"
+#include "mmfeed/loader.h"
+
+namespace mmfeed {
+
+struct BalanceStep {
+  std::uint64_t drawn_max = 0;    // the largest rank's cost as drawn
+  std::uint64_t planned_max = 0;  // as the plan splits the step
+  double mean = 0;                // the ranks' mean cost (the same both ways)
+};
+
+struct BalanceReport {
+  std::vector<BalanceStep> steps;   // every whole step of the run's epochs (world_size x batch_size x
+                                    // gradient_accumulation_steps samples)
+  std::uint64_t samples = 0;        // in those steps
+  std::uint64_t media = 0;          // their media
+  std::uint64_t media_nominal = 0;  // of them, costed at a nominal size (no header read: no index)
+  double cost_seconds = 0;          // the samples' costs, evaluated on this thread
+  double plan_seconds = 0;          // the steps' plans given the costs, on this thread
+
+  double mean_drawn() const;    // the steps' mean of max / mean, as drawn
+  double mean_planned() const;  // as planned
+};
+
+// The report for `config`'s run (its manifests read as a Loader reads them: from their index
+// when they have one), balanced as config.balance says (kNone: as kCompute would); this rank's
+// view is every rank's, so rank does not matter.
+Result<BalanceReport> balance_report(const LoaderConfig& config);
+
+}  // namespace mmfeed
