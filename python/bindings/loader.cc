@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "mmfeed/balance.h"
 #include "mmfeed/config_file.h"
 #include "mmfeed/loader.h"
 #include "mmfeed/loader_options.h"
@@ -315,6 +316,31 @@ void bind_loader(nb::module_& m) {
       },
       nb::arg("options"), nb::arg("state").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
+  m.def(
+      "balance_report",
+      [](nb::dict options) {
+        const LoaderConfig c = config_from(options);
+        Result<BalanceReport> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = balance_report(c);
+        }
+        if (!r.ok()) python::raise_error(r.error());
+        nb::list steps;
+        for (const BalanceStep& s : r->steps) steps.append(nb::make_tuple(s.drawn_max, s.planned_max, s.mean));
+        nb::dict out;
+        out["steps"] = steps;
+        out["samples"] = r->samples;
+        out["media"] = r->media;
+        out["media_nominal"] = r->media_nominal;
+        out["mean_drawn"] = r->mean_drawn();
+        out["mean_planned"] = r->mean_planned();
+        out["cost_seconds"] = r->cost_seconds;
+        out["plan_seconds"] = r->plan_seconds;
+        return out;
+      },
+      nb::arg("options"),
+      "Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).");
   m.def(
       "group_positions", [](nb::dict options) { return group_positions(config_from(options)); }, nb::arg("options"),
       "The positions of one batch's group for these options: batch_size, or pack_window when packing.");

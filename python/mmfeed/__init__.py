@@ -20,7 +20,7 @@ from mmfeed._mmfeed import (  # type: ignore[attr-defined]
 )
 from mmfeed.audio import AudioProcessor, load_audio, resample_audio
 from mmfeed.batch import Batch
-from mmfeed.loader import Loader, LoaderInputs, read_config
+from mmfeed.loader import Loader, LoaderInputs, balance_report, read_config
 from mmfeed.text import Tokenizer, encode_conversation, render_chat
 from mmfeed.vision import ImageProcessor, normalize_pixels
 
@@ -33,6 +33,7 @@ __all__ = [
     "Tokenizer",
     "__version__",
     "audio_libraries",
+    "balance_report",
     "cuda_runtime",
     "decode",
     "decode_video",

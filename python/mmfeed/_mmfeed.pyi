@@ -149,6 +149,11 @@ def epoch_sizes(options: dict, state: str | None = None, inputs: _LoaderInputs |
     The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.
     """
 
+def balance_report(options: dict) -> dict:
+    """
+    Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).
+    """
+
 def group_positions(options: dict) -> int:
     """
     The positions of one batch's group for these options: batch_size, or pack_window when packing.

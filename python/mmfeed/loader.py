@@ -169,6 +169,17 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(_mmfeed.read_config(os.fspath(path)))
 
 
+def balance_report(manifest=None, **options) -> dict[str, Any]:
+    """What balancing the ranks by cost gives a run of these Loader options (world_size,
+    batch_size, gradient_accumulation_steps, balance: "compute" unless given, balance_cost, the
+    model and its pixel bounds), without starting it: ``steps``, one (drawn_max, planned_max,
+    mean) a step; ``mean_drawn`` and ``mean_planned``, the steps' mean largest rank cost over
+    the mean; ``samples``, ``media`` and ``media_nominal`` (costed at a nominal size: no index);
+    ``cost_seconds`` and ``plan_seconds``, what the costs and the plans took on one core. As
+    ``mmfeed balance-report``; docs/loading.md, "Ranks balanced by compute"."""
+    return _mmfeed.balance_report(engine_options(manifest, dict(options)))
+
+
 class LoaderInputs:
     """The manifests as read and the tokenizer as loaded, for opening many Loaders over the same
     data without reading them again (a 150k-token tokenizer takes about 0.25 s to load, a large

@@ -1,0 +1,154 @@
+"""Issue 52, ranks balanced by compute: with balance="compute" each optimizer step's samples are the
+step's as drawn without it (the same global batch), split across the ranks so that the largest
+rank's cost falls, every rank the same count, every sample of the epoch once; resumed exactly; the
+plan made by each rank alone agrees across ranks. The cost is checked on what the Loader delivers:
+each sample's tokens and image grids as the processor made them, priced with the documented
+Qwen2-VL-7B forward FLOPs (docs/loading.md), independently of the engine's estimate from the index."""
+
+import json
+import shutil
+import subprocess
+
+import datagen
+import numpy as np
+import pytest
+from conftest import ROOT
+
+import mmfeed
+
+TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+OPTIONS = dict(tokenizer=TOKENIZER, max_pixels=1_003_520, tensors="np", seed=3)
+WORLD = 4
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory, cli):
+    out = tmp_path_factory.mktemp("balance-data")
+    datagen.generate(out, samples=48, seed=21, max_megapixels=2.0, workers=2)
+    manifest = out / "manifest.jsonl"
+    proc = subprocess.run([str(cli), "index", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def true_costs(dataset):
+    """Each sample's forward FLOPs from what the Loader delivers for it alone."""
+    costs = {}
+    with mmfeed.Loader(dataset, batch_size=1, shuffle=False, **OPTIONS) as loader:
+        for b in loader:
+            tokens = int(b["attention_mask"].sum())
+            flops = 2 * 7.6e9 * tokens + 4 * 28 * 3584 * tokens * (tokens + 1) / 2
+            for t, h, w in b["image_grid_thw"].tolist():
+                for _ in range(t):
+                    flops += 2 * 6.75e8 * h * w + 4 * 32 * 1280 * (h * w) ** 2
+            costs[b["sample_ids"][0]] = flops
+    return costs
+
+
+def rank_batches(manifest, **options):
+    runs = []
+    for rank in range(WORLD):
+        with mmfeed.Loader(manifest, rank=rank, world_size=WORLD, **{**OPTIONS, **options}) as loader:
+            runs.append(([list(b["sample_ids"]) for b in loader], loader.metrics()))
+    return runs
+
+
+def max_over_mean(runs, costs, per_step):
+    """The steps' mean of the largest rank's true cost over the ranks' mean."""
+    ratios = []
+    for step in range(len(runs[0][0]) // per_step):
+        loads = [
+            sum(costs[s] for b in batches[step * per_step : (step + 1) * per_step] for s in b) for batches, _ in runs
+        ]
+        ratios.append(max(loads) / (sum(loads) / len(loads)))
+    return float(np.mean(ratios))
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_a_steps_samples_are_the_drawn_steps_split_by_cost(dataset, true_costs, accumulation):
+    options = dict(batch_size=2, gradient_accumulation_steps=accumulation)
+    drawn = rank_batches(dataset, **options)
+    balanced = rank_batches(dataset, balance="compute", **options)
+    steps = len(drawn[0][0]) // accumulation
+    assert steps >= 2 and all(len(batches) == len(drawn[0][0]) for batches, _ in balanced)
+    for step in range(steps):
+        window = slice(step * accumulation, (step + 1) * accumulation)
+
+        def step_samples(runs):
+            return sorted(s for batches, _ in runs for b in batches[window] for s in b)
+
+        assert step_samples(balanced) == step_samples(drawn), f"step {step}: the global batch changed"
+    every = [s for batches, _ in balanced for b in batches for s in b]
+    assert sorted(every) == sorted(true_costs)  # each sample once (48 = 4 ranks x 12)
+    assert all(len(b) == 2 for batches, _ in balanced for b in batches)
+    # The largest rank's true cost falls, and the Loader says by how much it planned.
+    assert max_over_mean(balanced, true_costs, accumulation) < max_over_mean(drawn, true_costs, accumulation)
+    for _, metrics in balanced:
+        gauges = metrics["gauges"]
+        assert gauges["balance.steps"]["value"] == steps
+        assert gauges["balance.planned_max_over_mean_ppm"]["value"] < gauges["balance.drawn_max_over_mean_ppm"]["value"]
+    assert "balance.steps" not in drawn[0][1]["gauges"]
+
+
+def test_a_balanced_run_resumes_exactly(dataset):
+    options = dict(OPTIONS, batch_size=2, balance="compute", rank=1, world_size=WORLD, epochs=2)
+    with mmfeed.Loader(dataset, **options) as loader:
+        whole = [dict(b) for b in loader]
+    with mmfeed.Loader(dataset, **options) as loader:
+        it = iter(loader)
+        for _ in range(7):  # into the second epoch
+            next(it)
+        state = loader.state_dict()
+    with mmfeed.Loader(dataset, **options) as loader:
+        loader.load_state_dict(state)
+        rest = [dict(b) for b in loader]
+    assert [b["sample_ids"] for b in rest] == [b["sample_ids"] for b in whole[7:]]
+    for a, b in zip(rest, whole[7:]):
+        np.testing.assert_array_equal(a["pixel_values"], b["pixel_values"])
+    # A state of a run balanced otherwise is refused by name, not resumed into other samples.
+    with mmfeed.Loader(dataset, **{**options, "balance": "tokens"}) as loader:
+        loader.load_state_dict(state)
+        with pytest.raises(ValueError, match="balance"):
+            next(iter(loader))
+
+
+def test_the_report_is_the_loaders_plan_and_the_cli_prints_it(dataset, cli):
+    report = mmfeed.balance_report(dataset, world_size=WORLD, batch_size=2, tokenizer=TOKENIZER, max_pixels=1_003_520)
+    assert report["media_nominal"] == 0 and report["media"] > 0  # every image's size from the index
+    assert report["mean_planned"] < report["mean_drawn"]
+    assert len(report["steps"]) == 48 // (WORLD * 2)
+    proc = subprocess.run(
+        [
+            str(cli),
+            "balance-report",
+            "--json",
+            str(dataset),
+            "--world-size",
+            str(WORLD),
+            "--batch-size",
+            "2",
+            "--max-pixels",
+            "1003520",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert [tuple(s[:2]) for s in printed["steps"]] == [tuple(s[:2]) for s in report["steps"]]
+    # Without the index each image counts at a nominal size, and the report says so.
+    bare = dataset.parent / "bare"
+    bare.mkdir(exist_ok=True)
+    shutil.copy(dataset, bare / dataset.name)
+    nominal = mmfeed.balance_report(
+        bare / dataset.name, media_root=dataset.parent, world_size=WORLD, batch_size=2, tokenizer=TOKENIZER
+    )
+    assert nominal["media_nominal"] == nominal["media"] > 0
+
+
+def test_packed_rows_are_not_balanced_yet(dataset):
+    with pytest.raises(ValueError, match="balance"):
+        with mmfeed.Loader(dataset, token_budget=4096, balance="compute", **OPTIONS) as loader:
+            next(iter(loader))
