@@ -134,6 +134,7 @@ bench: build test-oracles
 	$(PY) bench/audio.py
 	$(PY) bench/text.py
 	$(PY) bench/scale.py
+	$(PY) bench/balance.py
 	build/mmfeed bench --out bench-results
 
 # bench/vision.py with the HF torchvision backend's column, timed in the torchvision environment

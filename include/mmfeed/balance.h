@@ -1,6 +1,7 @@
 // What balancing the ranks by cost gives a data set (LoaderConfig::balance; docs/loading.md,
-// "Ranks balanced by compute"): for every step of the run, the largest rank's cost against the
-// mean, as drawn and as the plan splits it, and what planning costs. `mmfeed balance-report` and
+// "Ranks balanced by compute"): for every step of the run, the largest rank's forward FLOPs (the
+// kCompute cost model, balance_cost's when given) against the mean, as drawn and as the plan
+// (by balance's own cost: tokens or FLOPs) splits it, and what planning costs. `mmfeed balance-report` and
 // mmfeed.balance_report print it; bench/balance.py runs it over worlds and step sizes.
 //
 // Example:
@@ -21,10 +22,10 @@
 
 namespace mmfeed {
 
-struct BalanceStep {
-  std::uint64_t drawn_max = 0;    // the largest rank's cost as drawn
+struct BalanceStep {  // in millions of FLOPs
+  std::uint64_t drawn_max = 0;    // the largest rank's as drawn
   std::uint64_t planned_max = 0;  // as the plan splits the step
-  double mean = 0;                // the ranks' mean cost (the same both ways)
+  double mean = 0;                // the ranks' mean (the same both ways)
 };
 
 struct BalanceReport {
@@ -33,7 +34,7 @@ struct BalanceReport {
   std::uint64_t samples = 0;        // in those steps
   std::uint64_t media = 0;          // their media
   std::uint64_t media_nominal = 0;  // of them, costed at a nominal size (no header read: no index)
-  double cost_seconds = 0;          // the samples' costs, evaluated on this thread
+  double cost_seconds = 0;          // the samples' costs (balance's), evaluated on this thread
   double plan_seconds = 0;          // the steps' plans given the costs, on this thread
 
   double mean_drawn() const;    // the steps' mean of max / mean, as drawn

@@ -10,6 +10,7 @@
 #include <queue>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "mmfeed/balance.h"
@@ -202,7 +203,7 @@ bool swap_best(Bin& hi, Bin& lo) {
 // the plan's time that every rank meets at the same swap). The bins are kept ordered by load
 // (ties: the lower bin), so a round costs a few set updates, not a sort.
 constexpr std::uint64_t kClose = 256;
-constexpr std::size_t kTries = 32;
+constexpr std::size_t kTries = 24;
 
 void refine(std::vector<Bin>& bins) {
   std::uint64_t total = 0;
@@ -342,32 +343,40 @@ Result<BalanceReport> balance_report(const LoaderConfig& given) {
       dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
                               {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
   MMFEED_ASSIGN_OR_RETURN(const pipeline::Population population, pipeline::population_of(config, manifests));
-  const pipeline::Rules rules = pipeline::rules_of(settings);
-  const std::size_t world = static_cast<std::size_t>(config.world_size);
-  const std::size_t step = world * config.batch_size * config.gradient_accumulation_steps;
+  const pipeline::Rules plan = pipeline::rules_of(settings);  // what the plan balances
+  pipeline::Rules judge = plan;                               // what the report counts: FLOPs
+  LoaderConfig flops = config;
+  flops.balance = Balance::kCompute;
+  judge.model = pipeline::cost_model(flops);
+  const std::size_t step =
+      static_cast<std::size_t>(config.world_size) * config.batch_size * config.gradient_accumulation_steps;
   BalanceReport report;
-  std::vector<std::uint64_t> costs;
+  std::vector<std::uint64_t> costs(step), judged(step);
+  std::unordered_map<std::uint64_t, std::uint64_t> flops_of;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
-    // The epoch's permutation, as the ranks deal it; its whole steps (a last short one is not
-    // balanced differently).
+    // The epoch's permutation, as the ranks deal it; its whole steps.
     std::vector<std::uint64_t> dealt = pipeline::rank_order(population, config.seed, epoch, 0, 1, config.shuffle);
     for (std::size_t first = 0; first + step <= dealt.size(); first += step) {
       const std::span<std::uint64_t> slab(dealt.data() + first, step);
-      costs.resize(step);
-      auto t0 = std::chrono::steady_clock::now();
+      flops_of.clear();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < step; ++i)
+        costs[i] = pipeline::cost_of(pipeline::shape_of(plan, manifests, slab[i]), plan.model);
+      const auto t1 = std::chrono::steady_clock::now();
       for (std::size_t i = 0; i < step; ++i) {
-        const pipeline::SampleShape shape = pipeline::shape_of(rules, manifests, slab[i]);
-        costs[i] = pipeline::cost_of(shape, rules.model);
+        const pipeline::SampleShape shape = pipeline::shape_of(judge, manifests, slab[i]);
+        judged[i] = flops_of[slab[i]] = pipeline::cost_of(shape, judge.model);
         report.media += shape.media;
         report.media_nominal += shape.nominal;
       }
-      auto t1 = std::chrono::steady_clock::now();
-      const pipeline::StepCost before = pipeline::step_cost(costs, config.world_size);
+      const pipeline::StepCost before = pipeline::step_cost(judged, config.world_size);
+      const auto t2 = std::chrono::steady_clock::now();
       pipeline::balance_step(slab, costs, config.world_size, config.batch_size);
-      auto t2 = std::chrono::steady_clock::now();
-      const pipeline::StepCost after = pipeline::step_cost(costs, config.world_size);
+      const auto t3 = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < step; ++i) judged[i] = flops_of[slab[i]];
+      const pipeline::StepCost after = pipeline::step_cost(judged, config.world_size);
       report.cost_seconds += std::chrono::duration<double>(t1 - t0).count();
-      report.plan_seconds += std::chrono::duration<double>(t2 - t1).count();
+      report.plan_seconds += std::chrono::duration<double>(t3 - t2).count();
       report.steps.push_back({before.max, after.max, before.mean});
       report.samples += step;
     }
