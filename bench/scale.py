@@ -7,9 +7,10 @@ memory-mapped cache, sharded 8 ways), in one run on the same data and cores.
 Each figure comes from its own fresh process: the time to open (the Loader's constructor, or
 `load_dataset`), to the first batch (4 samples, tokenized and their image decoded; `datasets`:
 its first 4 rows of the shard), the peak RSS (ru_maxrss) and the RSS after the first batch, and
-the bytes the process read (/proc/self/io rchar: the page cache included) up to its first batch.
+the bytes the process read (/proc/self/io rchar: the page cache included; plus the index's pages
+it touched through its mapping, /proc/self/smaps) up to its first batch.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
-RSS summed.
+RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
 Usage:
     python bench/scale.py [--samples 200000,2000000] [--out DIR] [--keep]
@@ -42,8 +43,21 @@ def rchar():
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))
+def pss():
+    with open("/proc/self/smaps_rollup") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("Pss:"))
+def mapped_index():  # the index's pages this process touched (read through its mapping, not read())
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for l in f:
+            head = l.split()
+            if head and "-" in head[0] and not head[0].endswith(":"):
+                inside = l.rstrip().endswith(".mmidx")
+            elif inside and l.startswith("Rss:"):
+                total += int(head[1]) * 1024
+    return total
 kind, manifest, rank, tokenizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-start_bytes, base_rss = rchar(), rss()
+start_bytes, base_rss, base_pss = rchar(), rss(), pss()
 t0 = time.perf_counter()
 if kind == "datasets":
     import datasets
@@ -60,7 +74,8 @@ else:
     batch = next(loader)
 t2 = time.perf_counter()
 print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
-                  "rss": rss() - base_rss, "read_bytes": rchar() - start_bytes}))
+                  "rss": rss() - base_rss, "pss": pss() - base_pss, "index_mapped": mapped_index(),
+                  "read_bytes": rchar() - start_bytes + mapped_index()}))
 """
 
 
@@ -126,6 +141,7 @@ def eight_ranks(manifest: Path) -> dict:
     return {
         "slowest_first_batch_s": max(r["first_batch_s"] for r in results),
         "rss_sum": sum(r["rss"] for r in results),
+        "pss_sum": sum(r["pss"] for r in results),
         "read_bytes_sum": sum(r["read_bytes"] for r in results),
     }
 
@@ -185,7 +201,8 @@ def report(row: dict) -> None:
     e = row["indexed_8_ranks"]
     print(
         f"  8 ranks together from the index: slowest first batch {e['slowest_first_batch_s']:.2f} s, "
-        f"RSS summed {mb(e['rss_sum'])}, read summed {mb(e['read_bytes_sum'])}"
+        f"RSS summed {mb(e['rss_sum'])} (PSS, the shared index counted once: {mb(e['pss_sum'])}), "
+        f"read summed {mb(e['read_bytes_sum'])}"
     )
 
 

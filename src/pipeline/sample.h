@@ -42,6 +42,7 @@ struct Work {
   std::uint64_t seq = 0;  // position in this rank's order for the epoch
   int epoch = 0;
   std::uint32_t source = 0;  // the manifest it came from
+  std::uint64_t line = 0;    // its sample (Manifests::lines)
   std::string id;
   text::Conversation conversation;
   // The images' URIs, then the videos', then the audio clips': fetched into `bytes`, index for index.

@@ -102,7 +102,9 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       budget_(budget),
       trace_(trace),
       process_ns_(metrics.histogram("loader.process_sample_ns")),
-      decode_ns_(metrics.histogram("loader.decode_media_ns")) {
+      decode_ns_(metrics.histogram("loader.decode_media_ns")),
+      facts_checked_(metrics.counter("index.facts_checked")),
+      facts_disagreed_(metrics.counter("index.facts_disagreed")) {
   for (const vision::ProcessorConfig& c : settings.source_vision) {
     source_images_.push_back(std::make_unique<const vision::ImageTransform>(c));
   }
@@ -118,6 +120,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   w->seq = seq;
   const dataset::ManifestLine& line = manifests_.lines[line_index];
   w->source = line.manifest;
+  w->line = line_index;
   w->id = manifests_.where(line);
   if (const dataset::Manifest& m = manifests_.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
     const Error& e = *m.samples[line.number].error;
@@ -263,6 +266,22 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
   process_ns_.record(static_cast<std::uint64_t>(sw.elapsed_ns()));
 }
 
+void SampleProcessor::check_facts(const Work& w) const {
+  const dataset::Manifest& m = manifests_.files[w.source];
+  if (m.index == nullptr) return;
+  const IndexRecord r = m.index->record(w.line - m.first_line);
+  for (std::size_t i = 0; i < std::min<std::size_t>(r.images, w.infos.size()); ++i) {
+    const MediaFacts f = m.index->media(r.first_media + i);
+    if (f.known != MediaFacts::Known::kRead) continue;
+    facts_checked_.add();
+    const vision::ImageInfo& info = w.infos[i];
+    if (f.width != static_cast<std::uint32_t>(info.upright_width()) ||
+        f.height != static_cast<std::uint32_t>(info.upright_height())) {
+      facts_disagreed_.add();
+    }
+  }
+}
+
 bool SampleProcessor::plan_media(Work& w) const {
   for (std::size_t i = 0; i < w.image_count; ++i) {
     auto info = vision::probe(bytes_of(w, i));
@@ -275,6 +294,7 @@ bool SampleProcessor::plan_media(Work& w) const {
     w.infos.push_back(*info);
     w.grids.push_back(*grid);
   }
+  check_facts(w);
   for (std::size_t v = 0; v < w.video_requests.size(); ++v) {
     auto plan = plan_within(videos_, video_bytes(w, v), w.video_requests[v], options_.max_buffered_bytes);
     if (!plan.ok()) {

@@ -86,6 +86,10 @@ class SampleProcessor {
   // grids from their headers and the videos' plans; the pixel rows they make against the byte
   // budget; the text encoded with them (waiting for the tokenizer); a sample that trains nothing
   // refused; the media truncation cut released; a sample too long for a packed row refused.
+  // The images' sizes against the index's facts, when the sample's manifest has one: each one
+  // counted in index.facts_checked, each that differs (the image replaced since it was indexed)
+  // in index.facts_disagreed; never trusted over the header.
+  void check_facts(const Work& w) const;
   bool plan_media(Work& w) const;
   bool check_pixel_budget(Work& w) const;
   Result<text::SftSample> encode_text(const Work& w) const;
@@ -125,6 +129,9 @@ class SampleProcessor {
   core::TraceWriter* const trace_;
   core::Histogram& process_ns_;
   core::Histogram& decode_ns_;
+  // The images whose size the index gave (dataset/index.h), and those whose header says otherwise.
+  core::Counter& facts_checked_;
+  core::Counter& facts_disagreed_;
 };
 
 }  // namespace mmfeed::pipeline

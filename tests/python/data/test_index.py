@@ -256,3 +256,40 @@ def test_a_node_cache_indexes_the_manifest_once_for_its_ranks(dataset, tmp_path)
         assert sum(len(b["sample_ids"]) for b in loader) == 20
         assert loader.metrics()["counters"]["loader.indexes_built"] == 0
     assert len(list(cache.glob("*.mmidx"))) == 1
+
+
+def test_the_loader_counts_whether_the_index_facts_agree(cli, dataset, tmp_path):
+    # Each image's header, probed as the Loader processes it, is checked against the size the index
+    # read: all agree; an image replaced since the index was built (the manifest unchanged, so the
+    # index is not stale) is counted, not trusted.
+    from PIL import Image
+
+    copy = tmp_path / "agree"
+    shutil.copytree(dataset.parent, copy)
+    manifest = copy / dataset.name
+    assert index(cli, manifest)[0] == 0
+
+    def counters():
+        with mmfeed.Loader(manifest, tokenizer=TOKENIZER, max_pixels=80_000, tensors="np", batch_size=4) as loader:
+            for _ in loader:
+                pass
+            return loader.metrics()["counters"]
+
+    records, entries = read_index(f"{manifest}.mmidx")
+    images = sum(r[5] for r in records if not r[8] & 1)
+    first = counters()
+    assert first["index.facts_checked"] == images > 0
+    assert first["index.facts_disagreed"] == 0
+    line = next(json.loads(x) for x in manifest.read_text(encoding="utf-8-sig").splitlines()[1:] if "image" in x)
+    ref = next(
+        c["image"]
+        for m in line["messages"]
+        if isinstance(m["content"], list)
+        for c in m["content"]
+        if c.get("type") == "image"
+    )
+    with Image.open(copy / ref) as img:
+        img.resize((img.width // 2 + 1, img.height // 2 + 1)).save(copy / ref, format=img.format)
+    second = counters()
+    assert second["index.facts_checked"] == images
+    assert second["index.facts_disagreed"] >= 1
