@@ -256,6 +256,29 @@ class PyLoader {
   const pid_t pid_ = getpid();
 };
 
+// mmfeed.balance_report: the report as a dict (steps as (drawn_max, planned_max, mean)).
+nb::dict balance_report_dict(nb::dict options) {
+  const LoaderConfig c = config_from(options);
+  Result<BalanceReport> r = Error(ErrorCode::kInternal, "unset");
+  {
+    nb::gil_scoped_release release;
+    r = balance_report(c);
+  }
+  if (!r.ok()) python::raise_error(r.error());
+  nb::list steps;
+  for (const BalanceStep& s : r->steps) steps.append(nb::make_tuple(s.drawn_max, s.planned_max, s.mean));
+  nb::dict out;
+  out["steps"] = steps;
+  out["samples"] = r->samples;
+  out["media"] = r->media;
+  out["media_nominal"] = r->media_nominal;
+  out["mean_drawn"] = r->mean_drawn();
+  out["mean_planned"] = r->mean_planned();
+  out["cost_seconds"] = r->cost_seconds;
+  out["plan_seconds"] = r->plan_seconds;
+  return out;
+}
+
 }  // namespace
 
 void bind_loader(nb::module_& m) {
@@ -316,31 +339,8 @@ void bind_loader(nb::module_& m) {
       },
       nb::arg("options"), nb::arg("state").none() = nb::none(), nb::arg("inputs").none() = nb::none(),
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
-  m.def(
-      "balance_report",
-      [](nb::dict options) {
-        const LoaderConfig c = config_from(options);
-        Result<BalanceReport> r = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          r = balance_report(c);
-        }
-        if (!r.ok()) python::raise_error(r.error());
-        nb::list steps;
-        for (const BalanceStep& s : r->steps) steps.append(nb::make_tuple(s.drawn_max, s.planned_max, s.mean));
-        nb::dict out;
-        out["steps"] = steps;
-        out["samples"] = r->samples;
-        out["media"] = r->media;
-        out["media_nominal"] = r->media_nominal;
-        out["mean_drawn"] = r->mean_drawn();
-        out["mean_planned"] = r->mean_planned();
-        out["cost_seconds"] = r->cost_seconds;
-        out["plan_seconds"] = r->plan_seconds;
-        return out;
-      },
-      nb::arg("options"),
-      "Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).");
+  m.def("balance_report", &balance_report_dict, nb::arg("options"),
+        "Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).");
   m.def(
       "group_positions", [](nb::dict options) { return group_positions(config_from(options)); }, nb::arg("options"),
       "The positions of one batch's group for these options: batch_size, or pack_window when packing.");

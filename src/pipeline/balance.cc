@@ -280,7 +280,8 @@ CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifest
 
 void balance_step(std::span<std::uint64_t> slab, std::span<std::uint64_t> costs, int world, std::size_t batch) {
   const auto w = static_cast<std::size_t>(world);
-  if (slab.size() % w != 0 || slab.empty() || batch == 0) return;
+  // (Items name their place in 32 bits: a step of more samples is left as drawn.)
+  if (slab.size() % w != 0 || slab.empty() || batch == 0 || slab.size() > UINT32_MAX) return;
   const std::size_t n = slab.size() / w;
   std::vector<Item> items(slab.size());
   for (std::size_t i = 0; i < slab.size(); ++i) items[i] = {costs[i], static_cast<std::uint32_t>(i)};
