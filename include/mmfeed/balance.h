@@ -22,7 +22,7 @@
 
 namespace mmfeed {
 
-struct BalanceStep {  // in millions of FLOPs
+struct BalanceStep {              // in millions of FLOPs
   std::uint64_t drawn_max = 0;    // the largest rank's as drawn
   std::uint64_t planned_max = 0;  // as the plan splits the step
   double mean = 0;                // the ranks' mean (the same both ways)

@@ -43,7 +43,7 @@ CostModel cost_model(const LoaderConfig& config);
 // group's vision patches.
 struct SampleShape {
   std::uint64_t tokens = 0;
-  std::vector<std::uint64_t> patches;  // per image, per video frame group
+  std::vector<std::uint64_t> patches;    // per image, per video frame group
   std::uint32_t media = 0, nominal = 0;  // its media, and those at a nominal size (no facts)
 };
 std::uint64_t cost_of(const SampleShape& shape, const CostModel& model);
