@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
-#include <queue>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -35,7 +34,6 @@ constexpr double kAudioTokensPerSecond = 25;
 // What the cost rules read of the settings, copied so the cost function outlives them.
 struct Rules {
   CostModel model;
-  Balance balance = Balance::kCompute;
   std::vector<vision::ModelProfile> images;  // one, or one per manifest
   vision::VideoProfile video;
 
@@ -47,7 +45,6 @@ struct Rules {
 Rules rules_of(const Settings& settings) {
   Rules r;
   r.model = cost_model(settings.options);
-  r.balance = settings.options.balance;
   if (settings.source_vision.empty()) {
     r.images.push_back(settings.vision.profile);
   } else {
