@@ -30,7 +30,8 @@ a group whose samples all fail, may not).
 The Trainer's arguments about data meet the loader's options: those naming a loader option, when
 given (not at their default), fill the options a loader dict leaves unset (per_device_train_batch_size -> batch_size,
 per_device_eval_batch_size -> the eval loader's batch_size, data_seed -> seed,
-dataloader_pin_memory -> pin_memory); where the loader sets its own (or is an mmfeed.Loader), its
+dataloader_pin_memory -> pin_memory, gradient_accumulation_steps -> the train loader's, so that
+balance= splits each optimizer step's batches together); where the loader sets its own (or is an mmfeed.Loader), its
 value applies, and an argument given another value than its default is warned of by name. The
 arguments the loader has no counterpart for (dataloader_num_workers, auto_find_batch_size, ...)
 are warned of when given. per_device_train_batch_size (and per_device_eval_batch_size) are then
@@ -166,6 +167,7 @@ class _MmfeedTrainer:
     MAPPED: tuple[tuple[str, str, tuple[str, ...], dict], ...] = (
         ("data_seed", "seed", ("train",), {}),
         ("dataloader_pin_memory", "pin_memory", ("train", "eval"), {}),
+        ("gradient_accumulation_steps", "gradient_accumulation_steps", ("train",), {}),
     )
     # The Trainer's arguments about data that the loader has no counterpart for: what it does instead.
     NOT_APPLIED: dict[str, str] = {

@@ -229,6 +229,23 @@ def test_per_device_train_batch_size_fills_the_loaders_batch_size(manifest, tmp_
     assert not_applied(record) == []
 
 
+def test_gradient_accumulation_fills_the_loaders_so_balancing_splits_each_step(manifest, tmp_path):
+    # The Trainer's accumulation is the loader's step for balance= (ranks balanced by compute):
+    # filled when the loader's options leave it unset, warned of when they set another.
+    trainer = mmfeed.hf.Trainer(
+        model=tiny_vl.tiny_model("qwen2-vl"),
+        args=arguments(tmp_path, gradient_accumulation_steps=3),
+        train_loader=loader_options(manifest, balance="compute"),
+    )
+    assert trainer.train_loader.options()["gradient_accumulation_steps"] == 3
+    with pytest.warns(UserWarning, match=r"gradient_accumulation_steps=3 is not applied: the train loader's "):
+        mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=arguments(tmp_path, gradient_accumulation_steps=3),
+            train_loader=loader_options(manifest, gradient_accumulation_steps=2),
+        )
+
+
 def test_a_per_device_batch_size_the_loader_overrides_is_warned_of(manifest, tmp_path):
     loader = mmfeed.Loader(**loader_options(manifest))
     with pytest.warns(
