@@ -120,6 +120,12 @@ def _open(loader, rank: int, world_size: int, **defaults) -> Loader:
     return Loader(options.pop("manifest", None), **options)
 
 
+def _matters(options: dict, name: str) -> bool:
+    """Whether the loader option `name` changes what a loader of `options` delivers: a loader's
+    gradient_accumulation_steps only when it balances its ranks (balance=)."""
+    return name != "gradient_accumulation_steps" or _option(options, "balance") != "none"
+
+
 def _option(options: dict, name: str):
     """The loader option `name` as `options` set it, else the option table's default."""
     if options.get(name) is not None:
@@ -215,7 +221,7 @@ class _MmfeedTrainer:
                         continue
                     filled[option] = value
                     filled.update({k: v for k, v in beside.items() if given.get(k) is None})
-                elif _option(given, option) != value and _chosen(config, argument):
+                elif _option(given, option) != value and _chosen(config, argument) and _matters(given, option):
                     _warn_not_applied(
                         config, argument, f"the {role} loader's {option}={_option(given, option)!r} applies"
                     )

@@ -242,8 +242,17 @@ def test_gradient_accumulation_fills_the_loaders_so_balancing_splits_each_step(m
         mmfeed.hf.Trainer(
             model=tiny_vl.tiny_model("qwen2-vl"),
             args=arguments(tmp_path, gradient_accumulation_steps=3),
-            train_loader=loader_options(manifest, gradient_accumulation_steps=2),
+            train_loader=loader_options(manifest, gradient_accumulation_steps=2, balance="tokens"),
         )
+    # A loader that does not balance delivers the same batches whatever its accumulation: no warning.
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        mmfeed.hf.Trainer(
+            model=tiny_vl.tiny_model("qwen2-vl"),
+            args=arguments(tmp_path, gradient_accumulation_steps=3),
+            train_loader=mmfeed.Loader(**loader_options(manifest)),
+        )
+    assert not_applied(record) == []
 
 
 def test_a_per_device_batch_size_the_loader_overrides_is_warned_of(manifest, tmp_path):
