@@ -76,17 +76,26 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+// `n` distinct ports that were free: every socket stays bound until all are chosen, so the kernel
+// cannot hand the same port out twice (the plain and the TLS server on one port make nginx refuse
+// its config: "no ssl_certificate is defined for the listen ... ssl directive").
+std::vector<int> free_ports(int n) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (const int fd : fds) ::close(fd);
+  return ports;
 }
 
 bool accepts_connections(int port) {
@@ -104,6 +113,28 @@ void replace_all(std::string& text, std::string_view key, const std::string& val
   for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) {
     text.replace(at, key.size(), value);
   }
+}
+
+// Starts nginx on `workdir`/nginx.conf and waits (30 s at most) until it accepts on `port`.
+Result<pid_t> launch(const std::string& nginx, const fs::path& workdir, int port) {
+  auto pid = spawn(nginx, {"-c", (workdir / "nginx.conf").string(), "-p", workdir.string()}, workdir / "stderr.log");
+  if (!pid.ok()) return pid.error();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!accepts_connections(port)) {
+    int status = 0;
+    if (::waitpid(*pid, &status, WNOHANG) == *pid) {
+      return Error(ErrorCode::kIoError, "nginx exited before listening: " + read_text(workdir / "stderr.log") +
+                                            read_text(workdir / "error.log"));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(*pid, SIGKILL);
+      wait_exit(*pid);
+      return Error(ErrorCode::kIoError, "nginx did not listen on port " + std::to_string(port) +
+                                            " within 30 s: " + read_text(workdir / "error.log"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return *pid;
 }
 
 }  // namespace
@@ -137,37 +168,29 @@ Result<std::unique_ptr<NginxServer>> NginxServer::start(const fs::path& root, co
   }
 
   const fs::path servers = MMFEED_TEST_SERVERS_DIR;
-  std::string conf = read_text(servers / "nginx.conf.in");
-  if (conf.empty()) return Error(ErrorCode::kNotFound, "cannot read " + (servers / "nginx.conf.in").string());
-  const int port = free_port();
-  const int tls_port = free_port();
-  replace_all(conf, "@PREFIX@", fs::absolute(workdir).string());
-  replace_all(conf, "@PORT@", std::to_string(port));
-  replace_all(conf, "@TLSPORT@", std::to_string(tls_port));
-  replace_all(conf, "@ROOT@", fs::absolute(root).string());
-  replace_all(conf, "@USER@", ::geteuid() == 0 ? "user root root;" : "");
-  replace_all(conf, "@SERVERS@", servers.string());
-  std::ofstream(workdir / "nginx.conf") << conf;
-
-  auto pid = spawn(nginx, {"-c", (workdir / "nginx.conf").string(), "-p", workdir.string()}, workdir / "stderr.log");
-  if (!pid.ok()) return pid.error();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!accepts_connections(port)) {
-    int status = 0;
-    if (::waitpid(*pid, &status, WNOHANG) == *pid) {
-      return Error(ErrorCode::kIoError, "nginx exited before listening: " + read_text(workdir / "stderr.log") +
-                                            read_text(workdir / "error.log"));
+  const std::string conf_in = read_text(servers / "nginx.conf.in");
+  if (conf_in.empty()) return Error(ErrorCode::kNotFound, "cannot read " + (servers / "nginx.conf.in").string());
+  // A port chosen free may be taken by another process before nginx binds it: that start is
+  // tried again on new ports, a few times.
+  for (int attempt = 1;; ++attempt) {
+    const std::vector<int> ports = free_ports(2);
+    std::string conf = conf_in;
+    replace_all(conf, "@PREFIX@", fs::absolute(workdir).string());
+    replace_all(conf, "@PORT@", std::to_string(ports[0]));
+    replace_all(conf, "@TLSPORT@", std::to_string(ports[1]));
+    replace_all(conf, "@ROOT@", fs::absolute(root).string());
+    replace_all(conf, "@USER@", ::geteuid() == 0 ? "user root root;" : "");
+    replace_all(conf, "@SERVERS@", servers.string());
+    std::ofstream(workdir / "nginx.conf") << conf;
+    auto pid = launch(nginx, workdir, ports[0]);
+    if (pid.ok()) {
+      return std::unique_ptr<NginxServer>(
+          new NginxServer(*pid, ports[0], ports[1], (fs::absolute(workdir) / "cert.pem").string()));
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(*pid, SIGKILL);
-      wait_exit(*pid);
-      return Error(ErrorCode::kIoError, "nginx did not listen on port " + std::to_string(port) +
-                                            " within 30 s: " + read_text(workdir / "error.log"));
+    if (attempt == 3 || pid.error().message().find("Address already in use") == std::string::npos) {
+      return pid.error();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return std::unique_ptr<NginxServer>(
-      new NginxServer(*pid, port, tls_port, (fs::absolute(workdir) / "cert.pem").string()));
 }
 
 NginxServer::~NginxServer() {

@@ -24,10 +24,21 @@ from pathlib import Path
 SERVERS_DIR = Path(__file__).resolve().parent / "servers"
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports that were free: every socket stays bound until all are chosen, so the
+    kernel cannot hand one port out twice."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = None, timeout: float = 30.0) -> None:
@@ -94,8 +105,7 @@ class Nginx:
     def __init__(self, root: Path, workdir: Path):
         self.root = Path(root).resolve()
         self.workdir = Path(workdir).resolve()
-        self.port = free_port()
-        self.tls_port = free_port()
+        self.port, self.tls_port = free_ports(2)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -126,6 +136,20 @@ class Nginx:
             check=True,
             capture_output=True,
         )
+        # A port chosen free may be taken by another process before nginx binds it: that start is
+        # tried again on new ports, a few times.
+        for attempt in range(3):
+            if attempt:
+                self.port, self.tls_port = free_ports(2)
+            try:
+                self._launch()
+                break
+            except RuntimeError as e:
+                if attempt == 2 or "Address already in use" not in str(e):
+                    raise
+        return self
+
+    def _launch(self) -> None:
         text = (SERVERS_DIR / "nginx.conf.in").read_text()
         user = "user root root;" if os.geteuid() == 0 else ""
         for key, value in {
@@ -144,7 +168,6 @@ class Nginx:
             [nginx, "-c", str(conf), "-p", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         wait_for_port(self.port, self.proc, "nginx", self.workdir / "error.log")
-        return self
 
     def url(self, location: str, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{location}/{name}"
