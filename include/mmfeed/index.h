@@ -36,7 +36,7 @@
 
 namespace mmfeed {
 
-inline constexpr std::uint32_t kIndexVersion = 2;
+inline constexpr std::uint32_t kIndexVersion = 3;
 
 struct IndexRecord {
   std::uint64_t offset = 0;       // of the sample's text in the source file

@@ -1,6 +1,7 @@
 // The dataset index (include/mmfeed/index.h): built from the manifest as the Loader reads it
 // (read_manifests: the same lines, the same elements, the same CRC-32), written little-endian
-// in fixed-width records, and read back checked whole before any record is trusted.
+// in fixed-width records checked a block at a time: the header and the block table when opened,
+// each block of records and its media entries when first touched.
 #include "mmfeed/index.h"
 
 #include <sys/stat.h>
@@ -31,6 +32,10 @@ constexpr std::array<char, 8> kMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'X'};
 constexpr std::size_t kHeaderBytes = 96;
 constexpr std::size_t kRecordBytes = 40;
 constexpr std::size_t kMediaBytes = 16;
+constexpr std::size_t kBlockRecords = 256;  // records a block: 10 KiB, checked when first touched
+constexpr std::size_t kBlockBytes = 16;     // a block table entry
+
+std::uint64_t blocks_of(std::uint64_t samples) { return (samples + kBlockRecords - 1) / kBlockRecords; }
 constexpr std::size_t kNamed = 100;  // bad samples and unreadable media named in a summary
 
 void put(std::string& out, std::uint64_t v, int bytes) {
@@ -106,22 +111,34 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
     put(media, static_cast<std::uint8_t>(f.kind), 1);
     put(media, static_cast<std::uint8_t>(f.known), 1);
   }
+  // A block's records, and the media entries from its first record's to the next block's first.
+  const std::uint64_t n = index.records.size();
+  std::string table;
+  for (std::uint64_t b = 0; b < blocks_of(n); ++b) {
+    const std::uint64_t first = b * kBlockRecords, end = std::min<std::uint64_t>(n, first + kBlockRecords);
+    const std::uint64_t media_from = index.records[first].first_media;
+    const std::uint64_t media_to = end < n ? index.records[end].first_media : index.media.size();
+    put(table, crc_of(records.data() + first * kRecordBytes, (end - first) * kRecordBytes), 4);
+    put(table, crc_of(media.data() + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes), 4);
+    put(table, media_from, 8);
+  }
   std::string out(kMagic.begin(), kMagic.end());
   put(out, kIndexVersion, 4);
   put(out, kRecordBytes, 4);
-  put(out, index.records.size(), 8);
+  put(out, n, 8);
   put(out, index.source_size, 8);
   put(out, static_cast<std::uint64_t>(index.source_mtime_ns), 8);
   put(out, index.source_crc32, 4);
-  put(out, crc_of(records.data(), records.size()), 4);
+  put(out, crc_of(table.data(), table.size()), 4);
   put(out, start, 4);
   put(out, index.array ? 1 : 0, 4);
   put(out, index.media.size(), 8);
-  put(out, crc_of(media.data(), media.size()), 4);
+  put(out, kBlockRecords, 4);
   put(out, kMediaBytes, 4);
-  out.append(20, '\0');
+  put(out, kBlockBytes, 4);
+  out.append(16, '\0');
   put(out, crc_of(out.data(), out.size()), 4);
-  return out + records + media;
+  return out + table + records + media;
 }
 
 std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
@@ -188,7 +205,7 @@ void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& 
 // where the system starts no more threads).
 void describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
                   DatasetIndex& index, IndexSummary& summary) {
-  const std::size_t n = manifests.lines.size();
+  const std::size_t n = manifests.size();
   index.records.assign(n, {});
   const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
   const std::size_t per = (n + threads - 1) / threads;
@@ -196,7 +213,7 @@ void describe_all(const dataset::Manifests& manifests, std::uint32_t start, cons
   const auto slice = [&](std::size_t t) {
     std::string buffer;
     for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
-      describe(manifests, manifests.lines[i], start, options, buffer, index.records[i], slices[t]);
+      describe(manifests, manifests.held[i], start, options, buffer, index.records[i], slices[t]);
     }
   };
   std::vector<std::thread> pool;
@@ -246,7 +263,7 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     summary.text_bytes += r.length;
     if (r.bad) {  // named with its reason, parsed again: few samples are bad
       if (summary.bad.size() < kNamed) {
-        const dataset::ManifestLine& line = manifests.lines[i];
+        const dataset::ManifestLine& line = manifests.held[i];
         MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
         summary.bad.push_back(manifests.where(line) + ": " + text::parse_conversation(text).error().to_string());
       }
@@ -292,14 +309,19 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
                   ErrorCode::kUnsupported);
   }
   if (get(at, kHeaderBytes - 4, 4) != crc_of(at, kHeaderBytes - 4)) return refuse("its header is damaged (CRC-32)");
-  if (get(at, 12, 4) != kRecordBytes || get(at, 68, 4) != kMediaBytes) return refuse("its record sizes are wrong");
+  if (get(at, 12, 4) != kRecordBytes || get(at, 64, 4) != kBlockRecords || get(at, 68, 4) != kMediaBytes ||
+      get(at, 72, 4) != kBlockBytes) {
+    return refuse("its record sizes are wrong");
+  }
   IndexHeader h;
   h.samples = get(at, 16, 8);
   h.media = get(at, 56, 8);
   // The counts the header claims are checked against the file's size before anything is read.
   const std::uint64_t room = size - kHeaderBytes;
-  if (h.samples > room / kRecordBytes || h.media > (room - h.samples * kRecordBytes) / kMediaBytes ||
-      room != h.samples * kRecordBytes + h.media * kMediaBytes) {
+  const std::uint64_t fixed = room / kRecordBytes < h.samples
+                                  ? room + 1
+                                  : blocks_of(h.samples) * kBlockBytes + h.samples * kRecordBytes;
+  if (fixed > room || h.media > (room - fixed) / kMediaBytes || room != fixed + h.media * kMediaBytes) {
     return refuse("truncated or extended: " + std::to_string(size) + " bytes for " + std::to_string(h.samples) +
                   " samples and " + std::to_string(h.media) + " media");
   }
@@ -316,28 +338,72 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
                       "); build it again (mmfeed index) or delete it",
                   ErrorCode::kInvalidArgument);
   }
-  const std::byte* records = at + kHeaderBytes;
-  const std::byte* media = records + h.samples * kRecordBytes;
-  if (get(at, 44, 4) != crc_of(records, h.samples * kRecordBytes)) return refuse("its records are damaged (CRC-32)");
-  if (get(at, 64, 4) != crc_of(media, h.media * kMediaBytes)) return refuse("its media entries are damaged (CRC-32)");
-  auto index = std::make_shared<const MappedIndex>(std::move(mapped).value(), h);
-  std::uint64_t next_media = 0;
-  for (std::uint64_t i = 0; i < h.samples; ++i) {
-    const IndexRecord r = index->record(i);
-    if (r.offset < h.text_start || r.offset > file.size || r.length > file.size - r.offset) {
-      return refuse("record " + std::to_string(i) + " lies outside " + source);
+  const std::byte* table = at + kHeaderBytes;
+  const std::uint64_t blocks = blocks_of(h.samples);
+  if (get(at, 44, 4) != crc_of(table, blocks * kBlockBytes)) return refuse("its block table is damaged (CRC-32)");
+  for (std::uint64_t b = 0, previous = 0; b < blocks; ++b) {
+    const std::uint64_t first = get(table, b * kBlockBytes + 8, 8);
+    if ((b == 0 && first != 0) || first < previous || first > h.media) {
+      return refuse("its block table names media entries it does not hold");
     }
-    if (r.first_media != next_media || r.media() > h.media - next_media) {
-      return refuse("record " + std::to_string(i) + "'s media are not where its entries lie");
+    previous = first;
+  }
+  return std::make_shared<const MappedIndex>(std::move(mapped).value(), h, path, source);
+}
+
+MappedIndex::MappedIndex(core::MappedFile file, IndexHeader header, std::string path, std::string source)
+    : file_(std::move(file)),
+      header_(header),
+      path_(std::move(path)),
+      source_(std::move(source)),
+      table_(file_.bytes().data() + kHeaderBytes),
+      records_(table_ + blocks_of(header_.samples) * kBlockBytes),
+      media_(records_ + header_.samples * kRecordBytes),
+      checked_(std::make_unique<std::atomic<bool>[]>(blocks_of(header_.samples))) {}
+
+Status MappedIndex::check_block(std::uint64_t b) const {
+  const std::uint64_t first = b * kBlockRecords, end = std::min<std::uint64_t>(header_.samples, first + kBlockRecords);
+  const auto refuse = [&](const std::string& why) {
+    return Error(ErrorCode::kCorruptData,
+                 "block " + std::to_string(b) + " (samples " + std::to_string(first) + "-" + std::to_string(end - 1) +
+                     ")" + why,
+                 path_);
+  };
+  const std::uint64_t media_from = get(table_, b * kBlockBytes + 8, 8);
+  const std::uint64_t media_to = end < header_.samples ? get(table_, (b + 1) * kBlockBytes + 8, 8) : header_.media;
+  if (get(table_, b * kBlockBytes, 4) != crc_of(records_ + first * kRecordBytes, (end - first) * kRecordBytes)) {
+    return refuse(" is damaged (CRC-32)");
+  }
+  if (get(table_, b * kBlockBytes + 4, 4) !=
+      crc_of(media_ + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes)) {
+    return refuse(": its media entries are damaged (CRC-32)");
+  }
+  std::uint64_t next_media = media_from;
+  for (std::uint64_t i = first; i < end; ++i) {
+    const IndexRecord r = decode(i);
+    if (r.offset < header_.text_start || r.offset > header_.source_size || r.length > header_.source_size - r.offset) {
+      return refuse(": record " + std::to_string(i) + " lies outside " + source_);
+    }
+    if (r.first_media != next_media || r.media() > media_to - next_media) {
+      return refuse(": record " + std::to_string(i) + "'s media are not where its entries lie");
     }
     next_media += r.media();
   }
-  if (next_media != h.media) return refuse("its records name fewer media than it holds");
-  return index;
+  if (next_media != media_to) return refuse(": its records name fewer media than it holds");
+  return {};
 }
 
-IndexRecord MappedIndex::record(std::uint64_t i) const {
-  const std::byte* at = file_.bytes().data() + kHeaderBytes + i * kRecordBytes;
+Result<IndexRecord> MappedIndex::record(std::uint64_t i) const {
+  const std::uint64_t b = i / kBlockRecords;
+  if (!checked_[b].load(std::memory_order_acquire)) {
+    MMFEED_RETURN_IF_ERROR(check_block(b));
+    if (!checked_[b].exchange(true, std::memory_order_acq_rel)) blocks_checked_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return decode(i);
+}
+
+IndexRecord MappedIndex::decode(std::uint64_t i) const {
+  const std::byte* at = records_ + i * kRecordBytes;
   IndexRecord r;
   r.offset = get(at, 0, 8);
   r.number = get(at, 8, 8);
@@ -352,7 +418,7 @@ IndexRecord MappedIndex::record(std::uint64_t i) const {
 }
 
 MediaFacts MappedIndex::media(std::uint64_t j) const {
-  const std::byte* at = file_.bytes().data() + kHeaderBytes + header_.samples * kRecordBytes + j * kMediaBytes;
+  const std::byte* at = media_ + j * kMediaBytes;
   MediaFacts f;
   f.width = static_cast<std::uint32_t>(get(at, 0, 4));
   f.height = static_cast<std::uint32_t>(get(at, 4, 4));
@@ -372,7 +438,10 @@ Result<DatasetIndex> open_index(const std::string& path, const std::string& sour
   const dataset::IndexHeader& h = mapped->header();
   DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, {}, {}};
   index.records.reserve(h.samples);
-  for (std::uint64_t i = 0; i < h.samples; ++i) index.records.push_back(mapped->record(i));
+  for (std::uint64_t i = 0; i < h.samples; ++i) {
+    MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, mapped->record(i));
+    index.records.push_back(r);
+  }
   index.media.reserve(h.media);
   for (std::uint64_t j = 0; j < h.media; ++j) index.media.push_back(mapped->media(j));
   return index;

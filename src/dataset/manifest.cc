@@ -257,10 +257,9 @@ struct OwnedFd {
   int fd;
 };
 
-// The local manifest `file` (at `path`) opened from the index at `index`, as manifest number
-// `manifest`. An index that does not check out is an error naming it.
-Result<Manifest> open_from_index(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
-                                 std::uint32_t manifest, std::vector<ManifestLine>& out) {
+// The local manifest `file` (at `path`) opened from the index at `index`: its samples stay in the
+// index. An index whose header or block table does not check out is an error naming it.
+Result<Manifest> open_from_index(const std::string& file, const storage::ObjectUri& uri, const std::string& index) {
   Manifest m;
   m.name = storage::redact_uri(file);
   // The file is opened before its index is checked against it, and checked again once open: the
@@ -272,12 +271,6 @@ Result<Manifest> open_from_index(const std::string& file, const storage::ObjectU
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != header.source_size) {
     return Error(ErrorCode::kInvalidArgument, "stale: " + m.name + " changed while it was opened", index);
-  }
-  m.first_line = out.size();
-  out.reserve(out.size() + header.samples);
-  for (std::uint64_t i = 0; i < header.samples; ++i) {
-    const IndexRecord r = mapped->record(i);
-    out.push_back({r.offset - header.text_start, r.length, manifest, r.number});
   }
   m.indexed =
       std::make_shared<IndexedText>(fd.release(), m.name, header.text_start, header.source_size - header.text_start);
@@ -309,8 +302,7 @@ std::string cached_index_path(const std::string& dir, const std::string& path) {
 // is opened when current, else built first (the first reader of the node) and opened; nullopt
 // when the file is no manifest an index serves (compressed).
 Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
-                                            const std::string& index, std::string_view media_root,
-                                            std::uint32_t manifest, std::vector<ManifestLine>& out) {
+                                            const std::string& index, std::string_view media_root) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
   if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), index);
@@ -333,11 +325,11 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Locked (closing the descriptor unlocks): built by another reader since, and current?
-  if (auto m = open_from_index(file, uri, index, manifest, out); m.ok()) return std::optional<Manifest>(std::move(*m));
+  if (auto m = open_from_index(file, uri, index); m.ok()) return std::optional<Manifest>(std::move(*m));
   auto built = build_index(file, IndexOptions{.out = index, .media_root = std::string(media_root)});
   if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
   if (!built.ok()) return std::move(built).error().with_context("cache_dir");
-  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, manifest, out));
+  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index));
   m.index_built = true;
   return std::optional<Manifest>(std::move(m));
 }
@@ -346,18 +338,18 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
 // one beside it, else (with a cache_dir) the node cache's, built if need be; nullopt when it has
 // none. An index beside it that does not check out is an error naming it: never used, never
 // silently passed over (a stale one in the cache is the cache's to rebuild).
-Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
-                                             std::vector<ManifestLine>& out) {
+Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes,
+                                             std::uint32_t manifest) {
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
   if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
   std::error_code ec;
   if (const std::string beside = index_path_of(uri.path); std::filesystem::exists(beside, ec)) {
-    MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, beside, manifest, out));
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, beside));
     return std::optional<Manifest>(std::move(m));
   }
   if (indexes.cache_dir.empty()) return std::optional<Manifest>();
   return open_cached(file, uri, cached_index_path(indexes.cache_dir, uri.path),
-                     media_root_of(indexes.media_root, manifest), manifest, out);
+                     media_root_of(indexes.media_root, manifest));
 }
 
 // The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:
@@ -367,7 +359,7 @@ Result<Manifest> read_text_files(const std::string& source, const std::vector<st
                                  storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out,
                                  const Indexes& indexes) {
   if (files.size() == 1 && indexes.use) {
-    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], indexes, manifest, out));
+    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], indexes, manifest));
     if (indexed) return std::move(*indexed);
   }
   Manifest whole;
@@ -442,20 +434,33 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
   storage::Fetcher fetcher(options, s3);
   for (const std::string& path : paths) {
     MMFEED_ASSIGN_OR_RETURN(SourceFiles source, source_files(path, s3));
+    const std::uint64_t held = out.held.size();
     MMFEED_ASSIGN_OR_RETURN(Manifest m, read_source(path, source, limit, s3, fetcher,
-                                                    static_cast<std::uint32_t>(out.files.size()), out.lines, indexes));
+                                                    static_cast<std::uint32_t>(out.files.size()), out.held, indexes));
     if (!m.shards.empty()) m.base_dir = base_dir_of(m.shards.front().uri);
+    m.first_line = out.size();
+    m.lines_from = held;
+    m.line_count = m.index ? m.index->samples() : out.held.size() - held;
     out.files.push_back(std::move(m));
   }
-  if (out.lines.empty()) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
+  if (out.size() == 0) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
   return out;
+}
+
+Result<ManifestLine> Manifests::line(std::uint64_t i) const {
+  const std::uint32_t n = manifest_of(i);
+  const Manifest& m = files[n];
+  if (m.index == nullptr) return held[m.lines_from + (i - m.first_line)];
+  MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, m.index->record(i - m.first_line));
+  return ManifestLine{r.offset - m.index->header().text_start, r.length, n, r.number};
 }
 
 Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
                                        bool allow_local_from_remote) {
   std::string buffer;
   std::vector<MediaRef> out;
-  for (const ManifestLine& line : manifests.lines) {
+  for (std::uint64_t i = 0; i < manifests.size(); ++i) {
+    MMFEED_ASSIGN_OR_RETURN(const ManifestLine line, manifests.line(i));
     const std::string where = manifests.where(line);
     if (const Manifest& m = manifests.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
       return Error(*m.samples[line.number].error).with_context(where);

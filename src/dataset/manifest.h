@@ -11,7 +11,7 @@
 // Example:
 //   MMFEED_ASSIGN_OR_RETURN(Manifests m, read_manifests({"s3://b/train.jsonl.gz"}, kDefaultMaxManifestBytes, s3));
 //   std::string buffer;
-//   for (const ManifestLine& line : m.lines) parse(m.text(line, buffer).value());   // errors name m.where(line)
+//   for (std::uint64_t i = 0; i < m.size(); ++i) parse(m.text(*m.line(i), buffer).value());  // errors: m.where(line)
 #pragma once
 
 #include <algorithm>
@@ -117,7 +117,9 @@ struct Manifest {
   std::string text;      // empty when `indexed`
   std::shared_ptr<const IndexedText> indexed;  // opened from its index: the text stays in the file
   std::shared_ptr<const MappedIndex> index;    // that index, mapped: its samples' records and media facts
-  std::uint64_t first_line = 0;                // of Manifests::lines: its index's record 0
+  std::uint64_t first_line = 0;                // its first sample's number among all manifests' samples
+  std::uint64_t line_count = 0;                // its samples
+  std::uint64_t lines_from = 0;                // where its lines begin in Manifests::held (not when indexed)
   bool index_built = false;                    // this read built its index (into Indexes::cache_dir)
   std::uint32_t crc32 = 0;    // of text (and, for shards, the members' names and places): the fingerprint's
   bool array = false;         // one JSON array (its first non-blank byte is '['), not JSONL
@@ -150,10 +152,22 @@ struct ManifestLine {
   std::uint64_t number = 0;  // for messages: the 1-based line number, or the 0-based array index
 };
 
+// The manifests' samples, numbered 0.. across them in order: a manifest opened from its index
+// keeps its samples in the index (decoded when asked for), the others' lines are held.
 struct Manifests {
   std::vector<Manifest> files;
-  std::vector<ManifestLine> lines;
+  std::vector<ManifestLine> held;  // the lines of the manifests not opened from an index
 
+  std::uint64_t size() const { return files.empty() ? 0 : files.back().first_line + files.back().line_count; }
+  // The manifest holding sample `i` (< size()).
+  std::uint32_t manifest_of(std::uint64_t i) const {
+    auto it = std::upper_bound(files.begin(), files.end(), i,
+                               [](std::uint64_t at, const Manifest& m) { return at < m.first_line; });
+    return static_cast<std::uint32_t>(it - files.begin() - 1);
+  }
+  // Sample `i` (< size()): its held line, or its index record (an error where the index's block
+  // holding it does not check out, naming the index).
+  Result<ManifestLine> line(std::uint64_t i) const;
   // A sample's text: a view of the manifest's, or (opened from an index) read into `buffer`.
   Result<std::string_view> text(const ManifestLine& line, std::string& buffer) const {
     const Manifest& m = files[line.manifest];

@@ -97,11 +97,15 @@ void add_medium(const Rules& rules, std::uint32_t manifest, const MediaFacts& f,
 
 SampleShape shape_of(const Rules& rules, const dataset::Manifests& manifests, std::uint64_t index) {
   SampleShape shape;
-  const dataset::ManifestLine& line = manifests.lines[index];
+  const Result<dataset::ManifestLine> found = manifests.line(index);
+  if (!found.ok()) return shape;  // the sample's own processing names what is wrong
+  const dataset::ManifestLine& line = *found;
   const dataset::Manifest& m = manifests.files[line.manifest];
   shape.tokens = line.length / kBytesPerToken;
   if (m.index != nullptr) {  // the facts the index read from the media's headers
-    const IndexRecord r = m.index->record(index - m.first_line);
+    const Result<IndexRecord> record = m.index->record(index - m.first_line);
+    if (!record.ok()) return shape;
+    const IndexRecord& r = *record;
     if (r.text_tokens > 0) shape.tokens = r.text_tokens;
     for (std::uint64_t j = r.first_media; j < r.first_media + r.media(); ++j) {
       add_medium(rules, line.manifest, m.index->media(j), shape);

@@ -142,9 +142,9 @@ std::vector<std::uint64_t> Population::shares() const {
 }
 
 Result<Population> population_of(const LoaderConfig& config, const dataset::Manifests& manifests) {
-  std::vector<std::uint64_t> sizes(manifests.files.size(), 0);
-  for (const dataset::ManifestLine& line : manifests.lines) ++sizes[line.manifest];
-  if (config.weights.empty() && config.source_repeats.empty()) return Population(manifests.lines.size());
+  std::vector<std::uint64_t> sizes;
+  for (const dataset::Manifest& m : manifests.files) sizes.push_back(m.line_count);
+  if (config.weights.empty() && config.source_repeats.empty()) return Population(manifests.size());
   const bool by_repeats = !config.source_repeats.empty();
   std::vector<double> weights = by_repeats ? config.source_repeats : config.weights;
   double draws = 0;  // by repeats: each source's repeats times its size

@@ -240,11 +240,9 @@ namespace pipeline {
 
 Fingerprint fingerprint_of(const LoaderConfig& c, const dataset::Manifests& m, std::uint64_t epoch_length) {
   Fingerprint f;
-  std::vector<std::uint64_t> samples(m.files.size(), 0);  // per manifest, in one pass over the lines
-  for (const dataset::ManifestLine& l : m.lines) ++samples[l.manifest];
   char crc[16];
   for (std::size_t i = 0; i < m.files.size(); ++i) {
-    const std::uint64_t lines = samples[i];
+    const std::uint64_t lines = m.files[i].line_count;
     std::snprintf(crc, sizeof crc, "%08x", m.files[i].crc32);
     f.emplace_back("manifest " + std::to_string(i), m.files[i].name + " (" + std::to_string(m.files[i].text_size()) +
                                                         " bytes, " + std::to_string(lines) + " samples, crc32 " + crc +

@@ -118,9 +118,17 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   auto w = std::make_unique<Work>();
   w->epoch = epoch;
   w->seq = seq;
-  const dataset::ManifestLine& line = manifests_.lines[line_index];
-  w->source = line.manifest;
   w->line = line_index;
+  const Result<dataset::ManifestLine> found = manifests_.line(line_index);
+  if (!found.ok()) {  // its index's block does not check out
+    w->source = manifests_.manifest_of(line_index);
+    const dataset::Manifest& m = manifests_.files[w->source];
+    w->id = m.name + " sample " + std::to_string(line_index - m.first_line);
+    w->error = SampleError{w->id, "manifest", found.error().to_string(), found.error().code()};
+    return w;
+  }
+  const dataset::ManifestLine& line = *found;
+  w->source = line.manifest;
   w->id = manifests_.where(line);
   if (const dataset::Manifest& m = manifests_.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
     const Error& e = *m.samples[line.number].error;
@@ -269,7 +277,9 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
 void SampleProcessor::check_facts(const Work& w) const {
   const dataset::Manifest& m = manifests_.files[w.source];
   if (m.index == nullptr) return;
-  const IndexRecord r = m.index->record(w.line - m.first_line);
+  const Result<IndexRecord> found = m.index->record(w.line - m.first_line);  // checked by prepare()
+  if (!found.ok()) return;
+  const IndexRecord& r = *found;
   for (std::size_t i = 0; i < std::min<std::size_t>(r.images, w.infos.size()); ++i) {
     const MediaFacts f = m.index->media(r.first_media + i);
     if (f.known != MediaFacts::Known::kRead) continue;

@@ -51,13 +51,13 @@ class IndexTest : public ::testing::Test {
                                                          {.use = false, .cache_dir = "", .media_root = {}})
                                      .value();
     std::string buffer;
-    ASSERT_EQ(index.records.size(), m.lines.size());
+    ASSERT_EQ(index.records.size(), m.size());
     EXPECT_EQ(index.source_crc32, m.files[0].crc32);
     EXPECT_EQ(index.array, m.files[0].array);
     const std::string file = read(source);
-    for (std::size_t i = 0; i < m.lines.size(); ++i) {
-      EXPECT_EQ(index.records[i].number, m.lines[i].number);
-      EXPECT_EQ(file.substr(index.records[i].offset, index.records[i].length), m.text(m.lines[i], buffer).value()) << i;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      EXPECT_EQ(index.records[i].number, m.held[i].number);
+      EXPECT_EQ(file.substr(index.records[i].offset, index.records[i].length), m.text(m.held[i], buffer).value()) << i;
     }
   }
 
@@ -79,7 +79,7 @@ TEST_F(IndexTest, RecordsAreTheLoadersLinesAtFileOffsets) {
   EXPECT_EQ(s.videos, 1u);
   ASSERT_EQ(s.bad_count, 1u);
   EXPECT_NE(s.bad[0].find("train.jsonl:4"), std::string::npos) << s.bad[0];
-  EXPECT_EQ(s.index_bytes, 96u + 3 * 40 + 3 * 16);  // three media: a.jpg; v.mp4 and b.png
+  EXPECT_EQ(s.index_bytes, 96u + 16 + 3 * 40 + 3 * 16);  // a block; three media: a.jpg; v.mp4 and b.png
   EXPECT_EQ(s.media_unreadable, 3u);                // none of them is there
   EXPECT_EQ(fs::file_size(s.path), s.index_bytes);
   const DatasetIndex index = open_index(s.path, source).value();
@@ -132,16 +132,49 @@ TEST_F(IndexTest, ATruncatedOrTamperedIndexIsRefusedByName) {
   refused(good + std::string(40, '\0'), "truncated or extended");
   refused(good.substr(0, 10), "not an mmfeed index");
   refused("x" + good.substr(1), "not an mmfeed index");
+  std::string table = good;
+  table[96 + 8] ^= 1;  // where the first block's media begin
+  refused(table, "block table is damaged");
   std::string record = good;
-  record[96 + 24] ^= 1;  // a record's length
-  refused(record, "records are damaged");
+  record[96 + 16 + 24] ^= 1;  // a record's length
+  refused(record, "block 0 (samples 0-1) is damaged");
   std::string media = good;
   media[media.size() - 16] ^= 1;  // the last medium's width
-  refused(media, "media entries are damaged");
+  refused(media, "block 0 (samples 0-1): its media entries are damaged");
   std::string header = good;
   header[16] ^= 1;  // the sample count
   refused(header, "header is damaged");
   EXPECT_TRUE(open_index(path, source).ok());
+}
+
+// A rank reads the blocks of the samples it asks for: a block is checked when first touched, a
+// damaged one found then and named (the index and its block), the others still read.
+TEST_F(IndexTest, BlocksAreCheckedWhenFirstTouched) {
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += std::string(i % 2 == 0 ? kImage : kVideo) + "\n";  // 3 blocks of 256
+  const std::string source = write("train.jsonl", text);
+  const std::string path = build_index(source).value().path;
+  std::string bytes = read(path);
+  bytes[96 + 3 * 16 + 599 * 40 + 24] ^= 1;  // the last record's length, in block 2
+  write("train.jsonl.mmidx", bytes);
+  auto index = dataset::MappedIndex::open(path, source);
+  ASSERT_TRUE(index.ok()) << index.error().to_string();  // the header and block table check out
+  EXPECT_EQ((*index)->blocks_checked(), 0u);
+  EXPECT_EQ((*index)->record(0).value().number, 1u);
+  EXPECT_EQ((*index)->record(300).value().number, 301u);
+  EXPECT_EQ((*index)->record(1).value().number, 2u);
+  EXPECT_EQ((*index)->blocks_checked(), 2u);
+  auto damaged = (*index)->record(598);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(damaged.error().code(), ErrorCode::kCorruptData);
+  EXPECT_NE(damaged.error().to_string().find("block 2 (samples 512-599) is damaged"), std::string::npos)
+      << damaged.error().to_string();
+  EXPECT_NE(damaged.error().to_string().find(path), std::string::npos);
+  // Through the manifest reader: the samples of the good blocks read, the damaged one's an error.
+  const dataset::Manifests m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
+  std::string buffer;
+  EXPECT_EQ(m.text(m.line(10).value(), buffer).value(), kImage);
+  EXPECT_FALSE(m.line(599).ok());
 }
 
 // The manifest as read through its index and as read whole: the same samples, text, names and
@@ -161,12 +194,15 @@ TEST_F(IndexTest, AManifestOpensFromItsIndexAsItReadsWhole) {
     EXPECT_EQ(indexed.files[0].text_size(), whole.files[0].text_size());
     EXPECT_EQ(indexed.files[0].array, whole.files[0].array);
     EXPECT_EQ(indexed.files[0].base_dir, whole.files[0].base_dir);
-    ASSERT_EQ(indexed.lines.size(), whole.lines.size());
+    ASSERT_EQ(indexed.size(), whole.size());
+    EXPECT_TRUE(indexed.held.empty());  // the samples stay in the index
     std::string a, b;
-    for (std::size_t i = 0; i < whole.lines.size(); ++i) {
-      EXPECT_EQ(indexed.lines[i].offset, whole.lines[i].offset);
-      EXPECT_EQ(indexed.where(indexed.lines[i]), whole.where(whole.lines[i]));
-      EXPECT_EQ(indexed.text(indexed.lines[i], a).value(), whole.text(whole.lines[i], b).value());
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      const dataset::ManifestLine line = indexed.line(i).value();
+      EXPECT_EQ(line.offset, whole.held[i].offset);
+      EXPECT_EQ(line.number, whole.held[i].number);
+      EXPECT_EQ(indexed.where(line), whole.where(whole.held[i]));
+      EXPECT_EQ(indexed.text(line, a).value(), whole.text(whole.held[i], b).value());
     }
   }
 }
@@ -181,7 +217,7 @@ TEST_F(IndexTest, AManifestWhoseIndexDoesNotCheckOutIsRefusedNotRead) {
   EXPECT_NE(stale.error().to_string().find(index), std::string::npos) << stale.error().to_string();
   // `mmfeed index` reads the text itself, whatever index lies beside it.
   ASSERT_TRUE(build_index(source).ok());
-  EXPECT_EQ(dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value().lines.size(), 1u);
+  EXPECT_EQ(dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value().size(), 1u);
 }
 
 TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
@@ -190,8 +226,8 @@ TEST_F(IndexTest, ASampleCutFromItsFileAfterOpeningIsItsErrorNotACrash) {
   const dataset::Manifests m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}).value();
   fs::resize_file(source, std::string(kImage).size() + 5);  // cut in place: the open file shrinks
   std::string buffer;
-  EXPECT_EQ(m.text(m.lines[0], buffer).value(), kImage);
-  auto cut = m.text(m.lines[1], buffer);
+  EXPECT_EQ(m.text(m.line(0).value(), buffer).value(), kImage);
+  auto cut = m.text(m.line(1).value(), buffer);
   ASSERT_FALSE(cut.ok());
   EXPECT_EQ(cut.error().code(), ErrorCode::kCorruptData);
   EXPECT_NE(cut.error().to_string().find("cut since it was indexed"), std::string::npos) << cut.error().to_string();
@@ -208,7 +244,7 @@ TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
   for (int i = 0; i < 4; ++i) {
     readers.emplace_back([&] {
       auto m = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, cache);
-      if (!m.ok() || m->files[0].indexed == nullptr || m->lines.size() != 2) return;
+      if (!m.ok() || m->files[0].indexed == nullptr || m->size() != 2) return;
       ++opened;
       if (m->files[0].index_built) ++built;
     });
@@ -225,7 +261,7 @@ TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
   write("train.jsonl", std::string(kVideo) + "\n");  // changed: the cache's index is rebuilt, not refused
   auto changed = dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {}, cache).value();
   EXPECT_TRUE(changed.files[0].index_built);
-  EXPECT_EQ(changed.lines.size(), 1u);
+  EXPECT_EQ(changed.size(), 1u);
 }
 
 // The media's facts are their headers' (the decoders' own probes: tested against Pillow, PyAV and

@@ -27,9 +27,10 @@ dataset::Manifests manifests_of(std::size_t n) {
   file.name = "memory.jsonl";
   for (std::size_t i = 0; i < n; ++i) {
     const std::string line = "{\"id\": \"s" + std::to_string(i) + "\"}";
-    m.lines.push_back({file.text.size(), static_cast<std::uint32_t>(line.size()), 0, i + 1});
+    m.held.push_back({file.text.size(), static_cast<std::uint32_t>(line.size()), 0, i + 1});
     file.text += line + "\n";
   }
+  file.line_count = n;
   m.files.push_back(std::move(file));
   return m;
 }
@@ -44,7 +45,7 @@ TEST(ResumeLimitsTest, OldPositionsPastTheOldRanksEpochAreRefusedBeforeTheOrderI
   LoaderState state;
   state.old_world_size = 2;
   state.old_positions = {std::uint64_t{1} << 62, 0};
-  const auto r = start_state(config, manifests, manifests.lines.size(), state);
+  const auto r = start_state(config, manifests, manifests.size(), state);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("old rank 0"), std::string::npos) << r.error().message();
   EXPECT_NE(r.error().message().find("4611686018427387904"), std::string::npos) << r.error().message();

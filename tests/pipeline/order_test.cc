@@ -240,7 +240,9 @@ TEST(BlendTest, AWeightedManifestWithoutSamplesIsRefusedByName) {
   m.files.resize(2);
   m.files[0].name = "a.jsonl";
   m.files[1].name = "empty.jsonl";
-  m.lines.push_back({0, 2, 0, 1});
+  m.held.push_back({0, 2, 0, 1});
+  m.files[0].line_count = 1;
+  m.files[1].first_line = 1;
   LoaderConfig config;
   config.manifests = {"a.jsonl", "empty.jsonl"};
   config.weights = {1, 0.5};

@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import datagen
@@ -78,19 +79,34 @@ def test_the_index_names_what_it_found(cli, dataset):
     )
     assert summary["bad_count"] == 1 and "manifest.jsonl:10" in summary["bad"][0]
     media = summary["images"] + summary["videos"] + summary["audio"]
-    assert summary["index_bytes"] == 96 + 40 * 21 + 16 * media == Path(summary["index"]).stat().st_size
+    assert summary["index_bytes"] == 96 + 16 + 40 * 21 + 16 * media == Path(summary["index"]).stat().st_size
     assert summary["media_unreadable"] == 0 and summary["media_not_probed"] == 0
 
 
 def read_index(path):
-    """The index's records and media entries, read from its documented layout (docs/data.md)."""
+    """The index's records and media entries, read from its documented layout (docs/data.md),
+    every checksum it holds checked with zlib's CRC-32."""
     data = Path(path).read_bytes()
     magic, version, record_size, samples = struct.unpack_from("<8sIIQ", data, 0)
-    assert (magic, version, record_size) == (b"mmfeedIX", 2, 40)
+    assert (magic, version, record_size) == (b"mmfeedIX", 3, 40)
+    assert struct.unpack_from("<I", data, 92)[0] == zlib.crc32(data[:92])
+    (table_crc,) = struct.unpack_from("<I", data, 44)
     (media,) = struct.unpack_from("<Q", data, 56)
-    records = [struct.unpack_from("<QQQIIHHHH", data, 96 + 40 * i) for i in range(samples)]
-    at = 96 + 40 * samples
-    entries = [struct.unpack_from("<IIIHBB", data, at + 16 * j) for j in range(media)]
+    block, media_size, entry_size = struct.unpack_from("<III", data, 64)
+    assert (block, media_size, entry_size) == (256, 16, 16)
+    blocks = (samples + block - 1) // block
+    table = [struct.unpack_from("<IIQ", data, 96 + 16 * b) for b in range(blocks)]
+    assert zlib.crc32(data[96 : 96 + 16 * blocks]) == table_crc
+    at = 96 + 16 * blocks
+    records = [struct.unpack_from("<QQQIIHHHH", data, at + 40 * i) for i in range(samples)]
+    media_at = at + 40 * samples
+    entries = [struct.unpack_from("<IIIHBB", data, media_at + 16 * j) for j in range(media)]
+    for b, (records_crc, media_crc, first_media) in enumerate(table):
+        first, end = b * block, min(samples, (b + 1) * block)
+        assert first_media == records[first][2]
+        media_end = records[end][2] if end < samples else media
+        assert zlib.crc32(data[at + 40 * first : at + 40 * end]) == records_crc
+        assert zlib.crc32(data[media_at + 16 * first_media : media_at + 16 * media_end]) == media_crc
     return records, entries
 
 
