@@ -7,8 +7,10 @@ memory-mapped cache, sharded 8 ways), in one run on the same data and cores.
 Each figure comes from its own fresh process: the time to open (the Loader's constructor, or
 `load_dataset`), to the first batch (4 samples, tokenized and their image decoded; `datasets`:
 its first 4 rows of the shard), the peak RSS (ru_maxrss) and the RSS after the first batch, and
-the bytes the process read (/proc/self/io rchar: the page cache included; plus the index's pages
-it touched through its mapping, /proc/self/smaps) up to its first batch.
+the bytes the process read from storage up to its first batch (/proc/self/io read_bytes: read()
+and the pages its mappings faulted in alike), the data set's files (manifest, index, image,
+`datasets`' cache) dropped from the page cache before each run (posix_fadvise DONTNEED), the
+tokenizer and the libraries warm.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
 RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
@@ -37,29 +39,24 @@ WORLD = 8
 # One process's measurement: runs as `python bench/scale.py --child KIND MANIFEST RANK`.
 CHILD = r"""
 import json, os, resource, sys, time
-def rchar():
-    with open("/proc/self/io") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("rchar"))
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))
 def pss():
     with open("/proc/self/smaps_rollup") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("Pss:"))
-def mapped_index():  # the index's pages this process touched (read through its mapping, not read())
-    total, inside = 0, False
-    with open("/proc/self/smaps") as f:
-        for l in f:
-            head = l.split()
-            if head and "-" in head[0] and not head[0].endswith(":"):
-                inside = l.rstrip().endswith(".mmidx")
-            elif inside and l.startswith("Rss:"):
-                total += int(head[1]) * 1024
-    return total
+def storage():  # bytes this process had read from storage (page faults of its mappings included)
+    with open("/proc/self/io") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("read_bytes"))
 kind, manifest, rank, tokenizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-start_bytes, base_rss, base_pss = rchar(), rss(), pss()
+start_bytes, base_rss, base_pss = storage(), rss(), pss()
 t0 = time.perf_counter()
-if kind == "datasets":
+if kind == "warm":  # the libraries and the tokenizer into the page cache, before anything is measured
+    import datasets, mmfeed, tokenizers
+    tokenizers.Tokenizer.from_file(tokenizer)
+    print("{}")
+    sys.exit(0)
+elif kind == "datasets":
     import datasets
     datasets.disable_progress_bars()
     ds = datasets.load_dataset("json", data_files=manifest, split="train", cache_dir=os.environ["HF_CACHE"])
@@ -74,8 +71,7 @@ else:
     batch = next(loader)
 t2 = time.perf_counter()
 print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
-                  "rss": rss() - base_rss, "pss": pss() - base_pss, "index_mapped": mapped_index(),
-                  "read_bytes": rchar() - start_bytes + mapped_index()}))
+                  "rss": rss() - base_rss, "pss": pss() - base_pss, "read_bytes": storage() - start_bytes}))
 """
 
 
@@ -122,7 +118,21 @@ def child(kind: str, manifest: Path, rank: int = 0, env: dict | None = None) -> 
     )
 
 
+def evict(work: Path) -> None:
+    """The data set's files out of the page cache (written back first: only clean pages no process
+    maps are dropped), so each run reads what it needs from storage."""
+    for path in work.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def measure(kind: str, manifest: Path, env: dict | None = None) -> dict:
+    evict(manifest.parent)
     p = child(kind, manifest, env=env)
     out, err = p.communicate(timeout=3600)
     if p.returncode != 0:
@@ -131,6 +141,7 @@ def measure(kind: str, manifest: Path, env: dict | None = None) -> dict:
 
 
 def eight_ranks(manifest: Path) -> dict:
+    evict(manifest.parent)
     procs = [child("mmfeed", manifest, rank) for rank in range(WORLD)]
     results = []
     for p in procs:
@@ -154,6 +165,7 @@ def run(samples: int, work: Path) -> dict:
     manifest = generate(work, samples)
     size = manifest.stat().st_size
     row: dict = {"samples": samples, "manifest_bytes": size}
+    measure("warm", manifest)
     (manifest.parent / (manifest.name + ".mmidx")).unlink(missing_ok=True)
     row["whole"] = measure("mmfeed", manifest)
     t0 = time.perf_counter()

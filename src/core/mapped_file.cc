@@ -37,6 +37,10 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   return m;
 }
 
+void MappedFile::advise_random() const {
+  if (data_ != nullptr) ::madvise(data_, size_, MADV_RANDOM);  // advice only: a refusal changes nothing read
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),

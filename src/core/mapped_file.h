@@ -33,6 +33,9 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
   std::size_t size() const { return size_; }
+  // Tells the kernel that the pages are read in no order (a dataset index, a rank's samples drawn
+  // across it): a page touched is read alone, without the readahead that would read the file whole.
+  void advise_random() const;
   // The open file's identity when mapped: its device and inode (what a path renamed over since no
   // longer names).
   unsigned long long inode() const { return inode_; }

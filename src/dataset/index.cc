@@ -299,6 +299,7 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   };
   auto mapped = core::MappedFile::open(path);
   if (!mapped.ok()) return Error(ErrorCode::kNotFound, "no index: " + mapped.error().message(), path);
+  mapped->advise_random();
   const std::size_t size = mapped->size();
   const std::byte* at = mapped->bytes().data();
   if (size < kHeaderBytes) return refuse("not an mmfeed index (" + std::to_string(size) + " bytes)");

@@ -104,7 +104,8 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       process_ns_(metrics.histogram("loader.process_sample_ns")),
       decode_ns_(metrics.histogram("loader.decode_media_ns")),
       facts_checked_(metrics.counter("index.facts_checked")),
-      facts_disagreed_(metrics.counter("index.facts_disagreed")) {
+      facts_disagreed_(metrics.counter("index.facts_disagreed")),
+      index_blocks_(metrics.gauge("index.blocks_checked")) {
   for (const vision::ProcessorConfig& c : settings.source_vision) {
     source_images_.push_back(std::make_unique<const vision::ImageTransform>(c));
   }
@@ -130,6 +131,11 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   const dataset::ManifestLine& line = *found;
   w->source = line.manifest;
   w->id = manifests_.where(line);
+  if (manifests_.files[line.manifest].index != nullptr) {
+    std::uint64_t blocks = 0;
+    for (const dataset::Manifest& m : manifests_.files) blocks += m.index ? m.index->blocks_checked() : 0;
+    index_blocks_.set(static_cast<std::int64_t>(blocks));
+  }
   if (const dataset::Manifest& m = manifests_.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
     const Error& e = *m.samples[line.number].error;
     w->error = SampleError{w->id, "manifest", e.to_string(), e.code()};

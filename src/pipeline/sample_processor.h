@@ -132,6 +132,7 @@ class SampleProcessor {
   // The images whose size the index gave (dataset/index.h), and those whose header says otherwise.
   core::Counter& facts_checked_;
   core::Counter& facts_disagreed_;
+  core::Gauge& index_blocks_;  // the indexes' blocks this process checked (read) so far
 };
 
 }  // namespace mmfeed::pipeline
