@@ -8,11 +8,14 @@
 // name, never used. Written by `mmfeed index SOURCE` beside the source (SOURCE.mmidx).
 //
 // The layout (little-endian; docs/data.md, "The dataset index"):
-//   header, 96 bytes: magic "mmfeedIX", version (u32) 2, record size (u32) 40, samples (u64),
-//     the source's size (u64), its mtime in ns (i64), its CRC-32 (u32), the records' CRC-32 (u32),
-//     where its text starts (u32: 3 after a UTF-8 byte-order mark), flags (u32: bit 0 a JSON
-//     array), media entries (u64), their CRC-32 (u32), the media entry size (u32) 16, 20
-//     reserved bytes, the CRC-32 of the 92 bytes before (u32);
+//   header, 96 bytes: magic "mmfeedIX", version (u32) 3, record size (u32) 40, samples (u64),
+//     the source's size (u64), its mtime in ns (i64), its CRC-32 (u32), the block table's CRC-32
+//     (u32), where its text starts (u32: 3 after a UTF-8 byte-order mark), flags (u32: bit 0 a
+//     JSON array), media entries (u64), records a block (u32) 256, the media entry size (u32) 16,
+//     the block table entry size (u32) 16, 16 reserved bytes, the CRC-32 of the 92 bytes before (u32);
+//   the block table, an entry for each 256 records (the last block holds the rest), 16 bytes: the
+//     CRC-32 of its records (u32), the CRC-32 of its media entries (u32: from its first record's
+//     first entry to the next block's), its first record's first media entry (u64);
 //   a record a sample, 40 bytes: its byte offset in the file (u64), its line number (JSONL,
 //     1-based) or element index (array) (u64), its first media entry (u64), its length (u32), its
 //     text's tokens (u32, 0: not counted), its images, videos and audio clips (u16 each), flags

@@ -319,9 +319,8 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   h.media = get(at, 56, 8);
   // The counts the header claims are checked against the file's size before anything is read.
   const std::uint64_t room = size - kHeaderBytes;
-  const std::uint64_t fixed = room / kRecordBytes < h.samples
-                                  ? room + 1
-                                  : blocks_of(h.samples) * kBlockBytes + h.samples * kRecordBytes;
+  const std::uint64_t fixed =
+      room / kRecordBytes < h.samples ? room + 1 : blocks_of(h.samples) * kBlockBytes + h.samples * kRecordBytes;
   if (fixed > room || h.media > (room - fixed) / kMediaBytes || room != fixed + h.media * kMediaBytes) {
     return refuse("truncated or extended: " + std::to_string(size) + " bytes for " + std::to_string(h.samples) +
                   " samples and " + std::to_string(h.media) + " media");
@@ -365,10 +364,10 @@ MappedIndex::MappedIndex(core::MappedFile file, IndexHeader header, std::string 
 Status MappedIndex::check_block(std::uint64_t b) const {
   const std::uint64_t first = b * kBlockRecords, end = std::min<std::uint64_t>(header_.samples, first + kBlockRecords);
   const auto refuse = [&](const std::string& why) {
-    return Error(ErrorCode::kCorruptData,
-                 "block " + std::to_string(b) + " (samples " + std::to_string(first) + "-" + std::to_string(end - 1) +
-                     ")" + why,
-                 path_);
+    return Error(
+        ErrorCode::kCorruptData,
+        "block " + std::to_string(b) + " (samples " + std::to_string(first) + "-" + std::to_string(end - 1) + ")" + why,
+        path_);
   };
   const std::uint64_t media_from = get(table_, b * kBlockBytes + 8, 8);
   const std::uint64_t media_to = end < header_.samples ? get(table_, (b + 1) * kBlockBytes + 8, 8) : header_.media;

@@ -338,8 +338,7 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
 // one beside it, else (with a cache_dir) the node cache's, built if need be; nullopt when it has
 // none. An index beside it that does not check out is an error naming it: never used, never
 // silently passed over (a stale one in the cache is the cache's to rebuild).
-Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes,
-                                             std::uint32_t manifest) {
+Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest) {
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
   if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
   std::error_code ec;

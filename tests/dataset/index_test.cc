@@ -80,7 +80,7 @@ TEST_F(IndexTest, RecordsAreTheLoadersLinesAtFileOffsets) {
   ASSERT_EQ(s.bad_count, 1u);
   EXPECT_NE(s.bad[0].find("train.jsonl:4"), std::string::npos) << s.bad[0];
   EXPECT_EQ(s.index_bytes, 96u + 16 + 3 * 40 + 3 * 16);  // a block; three media: a.jpg; v.mp4 and b.png
-  EXPECT_EQ(s.media_unreadable, 3u);                // none of them is there
+  EXPECT_EQ(s.media_unreadable, 3u);                     // none of them is there
   EXPECT_EQ(fs::file_size(s.path), s.index_bytes);
   const DatasetIndex index = open_index(s.path, source).value();
   expect_as_loader(source, index);
