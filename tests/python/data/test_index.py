@@ -2,7 +2,7 @@
 JSON manifest; a Loader over that manifest opens from the index (the text read by byte range, per
 sample, as the rank reaches it) and delivers byte for byte the batches it delivers without one —
 padded, packed hf and thd, ranks, resume, blends, the serial mode. A stale index
-is refused by name; samples that are no conversation are named by the index and by the Loader.
+is refused by name, a damaged block is the error of each sample it holds; samples that are no conversation are named by the index and by the Loader.
 Without an index beside it, `cache_dir=` has a node's first rank index it once for all."""
 
 import gzip
@@ -221,6 +221,29 @@ def test_a_stale_index_is_refused_by_name(cli, dataset, tmp_path):
         assert sum(len(b["sample_ids"]) for b in loader) == 21
     rc, _, err = index(cli, tmp_path / "missing.jsonl")
     assert rc == 1 and "missing.jsonl" in err
+
+
+def test_a_damaged_block_is_each_of_its_samples_error_naming_the_index(cli, dataset, tmp_path):
+    # 300 samples, two blocks of the index: the header and block table check out at open; block 1
+    # is checked when its first sample is read, and each sample it holds fails naming the index
+    # and the block, while block 0's samples are delivered.
+    copy = tmp_path / "damaged"
+    shutil.copytree(dataset.parent, copy)
+    manifest = copy / dataset.name
+    good = [line for line in dataset.read_text(encoding="utf-8-sig").splitlines() if '"messages"' in line]
+    manifest.write_text("\n".join(good[i % len(good)] for i in range(300)) + "\n")
+    assert index(cli, manifest)[0] == 0
+    path = Path(f"{manifest}.mmidx")
+    data = bytearray(path.read_bytes())
+    data[96 + 2 * 16 + 40 * 299 + 24] ^= 1  # the last sample's length, in block 1
+    path.write_bytes(bytes(data))
+    with mmfeed.Loader(
+        manifest, tokenizer=TOKENIZER, max_pixels=20_000, batch_size=8, max_error_fraction=1.0, tensors="np"
+    ) as loader:
+        delivered = sum(len(b["sample_ids"]) for b in loader)
+        errors = loader.errors()
+    assert delivered == 256 and len(errors) == 44
+    assert all(f"{path}: block 1 (samples 256-299) is damaged (CRC-32)" in e["reason"] for e in errors), errors[0]
 
 
 RANK = """
