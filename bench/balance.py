@@ -2,7 +2,8 @@
 the largest rank's forward FLOPs over the ranks' mean, averaged over the steps, as drawn
 (balance="none", what every loader does), split by tokens (balance="tokens") and by FLOPs
 (balance="compute"), with the plan's time a step on one core. One run, the same data and steps
-for every column (mmfeed.balance_report: the Loader's own plan, costed from each data set's index).
+for every column (mmfeed.balance_report: the Loader's own plan, costed from each data set's index,
+its text tokens counted with the Loader's tokenizer and template: `mmfeed index --tokenizer`).
 
 Data: the demo set (`mmfeed make-dataset`: photographs of up to 12 MP in conversations), a
 video-heavy mix (the demo's images and its clips drawn half and half), and a held-out set (another
@@ -40,7 +41,9 @@ MAX_PIXELS = 1_003_520
 
 
 def indexed(manifest: Path) -> Path:
-    subprocess.run([str(CLI), "index", str(manifest)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [str(CLI), "index", "--tokenizer", str(TOKENIZER), str(manifest)], check=True, capture_output=True, timeout=600
+    )
     return manifest
 
 

@@ -14,8 +14,12 @@ tokenizer and the libraries warm.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
 RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
+Then WebDataset shards (the conversations, each with a ~100 KB image, in 20 shards written by
+webdataset's TarWriter): read by a brace pattern (scanned: their headers found by reading them),
+and as an Energon dataset (`energon prepare`'s own .tar.idx beside each shard), rank 0 of 8 alike.
+
 Usage:
-    python bench/scale.py [--samples 200000,2000000] [--out DIR] [--keep]
+    python bench/scale.py [--samples 200000,2000000] [--shards 2000x20] [--out DIR] [--keep]
 Writes DIR/scale.json (default: a temporary folder, removed unless --keep).
 """
 
@@ -75,12 +79,18 @@ print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resou
 """
 
 
-def generate(out: Path, samples: int) -> Path:
-    """N conversations naming one small image, written in blocks."""
+def generate(out: Path, samples: int, side: int = 0) -> Path:
+    """N conversations naming one image, written in blocks: a flat 64 x 48 one, or with `side` a
+    side x side one of noise (~100 KB at 256: a photograph's bytes)."""
+    import numpy as np
     from PIL import Image
 
     (out / "images").mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (64, 48), (120, 80, 40)).save(out / "images" / "tiny.jpg", quality=90)
+    if side:
+        noise = np.random.default_rng(0).integers(0, 256, (side, side, 3), dtype=np.uint8)
+        Image.fromarray(noise).save(out / "images" / "tiny.jpg", quality=90)
+    else:
+        Image.new("RGB", (64, 48), (120, 80, 40)).save(out / "images" / "tiny.jpg", quality=90)
     words = ("describe the scene in detail please, noting colours, shapes and what each object might be " * 9).strip()
     manifest = out / f"manifest-{samples}.jsonl"
     with manifest.open("w") as f:
@@ -157,6 +167,71 @@ def eight_ranks(manifest: Path) -> dict:
     }
 
 
+def shard_run(samples: int, shards: int, work: Path) -> dict:
+    """The same conversations, each with a ~100 KB image, as WebDataset shards (webdataset's own
+    TarWriter), read by a pattern (scanned) and, prepared by Energon's own `energon prepare`, as an
+    Energon dataset (opened from its .tar.idx)."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    import datagen
+
+    folder = work / f"shards-{samples}"
+    manifest = generate(folder, samples, side=256)
+    root = folder / "energon"
+    datagen.write_shards(manifest, root, per_shard=samples // shards)
+    manifest.unlink()
+    size = sum(p.stat().st_size for p in root.glob("*.tar"))
+    row: dict = {"samples": samples, "shards": shards, "shard_bytes": size}
+    pattern = str(root / f"shard-{{000..{shards - 1:03d}}}.tar")
+    measure("warm", Path(pattern))
+    row["scanned"] = measure("mmfeed", Path(pattern))
+    prepare = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "megatron.energon.cli.main",
+            "prepare",
+            str(root),
+            "--non-interactive",
+            "--skip-dataset-yaml",
+            "--split-parts",
+            f"train:shard-{{000..{shards - 1:03d}}}.tar",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / ".oracles" / "energon")},
+    )
+    if prepare.returncode == 0:
+        row["energon"] = measure("mmfeed", root)
+    else:
+        print(
+            f"(energon prepare is not installed here: scripts/setup.sh puts it in .oracles/energon)\n{prepare.stderr[-500:]}"
+        )
+    shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def shard_report(row: dict) -> None:
+    print(
+        f"\n{row['samples']:,} samples in {row['shards']} shards, {mb(row['shard_bytes'])} "
+        f"(each sample a conversation and a ~100 KB image)"
+    )
+    print(f"  {'rank 0 of 8':<36}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'RSS after':>14}{'read':>14}")
+    for key, label in (("scanned", "shards by a pattern, scanned"), ("energon", "Energon dataset, from its .tar.idx")):
+        if key in row:
+            r = row[key]
+            print(
+                f"  {label:<36}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
+                f"{mb(r['rss']):>14}{mb(r['read_bytes']):>14}"
+            )
+    if "energon" in row:
+        s, e = row["scanned"], row["energon"]
+        print(
+            f"  from the .tar.idx vs scanned: first batch {s['first_batch_s'] / e['first_batch_s']:.1f}x sooner, "
+            f"bytes read {e['read_bytes'] / row['shard_bytes']:.2%} of the shards (scanned: "
+            f"{s['read_bytes'] / row['shard_bytes']:.0%})"
+        )
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
@@ -222,15 +297,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", default="200000,2000000", help="comma-separated sizes")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--shards", default="2000x20", help="SAMPLESxSHARDS for the shard rows; 0: none")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="mmfeed-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     try:
-        for n in (int(s) for s in args.samples.split(",")):
+        for n in (int(s) for s in args.samples.split(",") if s):
             rows.append(run(n, work))
             report(rows[-1])
+        if args.shards != "0":
+            samples, shards = (int(x) for x in args.shards.split("x"))
+            rows.append(shard_run(samples, shards, work))
+            shard_report(rows[-1])
         (work / "scale.json").write_text(json.dumps(rows, indent=1))
         print(f"\nwritten: {work / 'scale.json'}")
     finally:

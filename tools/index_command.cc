@@ -14,7 +14,8 @@ namespace mmfeed::tools {
 namespace {
 
 constexpr const char* kIndexUsage =
-    "usage: mmfeed index [--out FILE] [--media-root DIR] [--no-media] [--json] SOURCE...\n"
+    "usage: mmfeed index [--out FILE] [--media-root DIR] [--no-media] [--tokenizer FILE [--model NAME]\n"
+    "                    [--chat-template NAME]] [--json] SOURCE...\n"
     "\n"
     "Indexes each local, uncompressed JSONL or JSON-array manifest: where each sample's text lies,\n"
     "the images, videos and audio clips it names and their cost facts from the media's headers\n"
@@ -26,6 +27,10 @@ constexpr const char* kIndexUsage =
     "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx)\n"
     "  --media-root DIR  where relative media references resolve (the Loader's media_root)\n"
     "  --no-media        read no medium's header (their facts unknown)\n"
+    "  --tokenizer FILE  count each sample's text tokens as the Loader encodes it with this\n"
+    "                    tokenizer.json and the chat template (its media's placeholders apart)\n"
+    "  --model NAME      whose chat template counts them (default qwen2-vl), as the Loader's model=\n"
+    "  --chat-template NAME  the template, where not the model's (the Loader's chat_template=)\n"
     "  --json            print one JSON object a source instead of text\n";
 
 void print_text(const IndexSummary& s, double seconds) {
@@ -35,6 +40,7 @@ void print_text(const IndexSummary& s, double seconds) {
       s.path.c_str(), static_cast<unsigned long long>(s.samples), static_cast<unsigned long long>(s.images),
       static_cast<unsigned long long>(s.videos), static_cast<unsigned long long>(s.audio),
       static_cast<unsigned long long>(s.text_bytes), static_cast<unsigned long long>(s.index_bytes), seconds);
+  if (s.text_tokens > 0) std::printf("  %llu text tokens\n", static_cast<unsigned long long>(s.text_tokens));
   if (s.bad_count > 0)
     std::printf("  %llu samples are no conversation:\n", static_cast<unsigned long long>(s.bad_count));
   for (const std::string& b : s.bad) std::printf("    %s\n", b.c_str());
@@ -57,6 +63,7 @@ void print_json(const IndexSummary& s, double seconds) {
   number("videos", s.videos);
   number("audio", s.audio);
   number("text_bytes", s.text_bytes);
+  number("text_tokens", s.text_tokens);
   number("index_bytes", s.index_bytes);
   number("bad_count", s.bad_count);
   number("media_unreadable", s.media_unreadable);
@@ -95,6 +102,12 @@ int run_index(int argc, char** argv) {
       options.media_root = argv[++i];
     } else if (arg == "--no-media") {
       options.probe_media = false;
+    } else if (arg == "--tokenizer" && i + 1 < argc) {
+      options.tokenizer = argv[++i];
+    } else if (arg == "--model" && i + 1 < argc) {
+      options.model = argv[++i];
+    } else if (arg == "--chat-template" && i + 1 < argc) {
+      options.chat_template = argv[++i];
     } else if (arg.starts_with("--")) {
       std::fprintf(stderr, "mmfeed index: unknown option %s\n%s", arg.c_str(), kIndexUsage);
       return 2;

@@ -12,7 +12,9 @@
 //     the source's size (u64), its mtime in ns (i64), its CRC-32 (u32), the block table's CRC-32
 //     (u32), where its text starts (u32: 3 after a UTF-8 byte-order mark), flags (u32: bit 0 a
 //     JSON array), media entries (u64), records a block (u32) 256, the media entry size (u32) 16,
-//     the block table entry size (u32) 16, 16 reserved bytes, the CRC-32 of the 92 bytes before (u32);
+//     the block table entry size (u32) 16, the text tokens' key (u32: text_tokens_key() of the
+//     tokenizer and chat template that counted them; 0: not counted), 12 reserved bytes, the
+//     CRC-32 of the 92 bytes before (u32);
 //   the block table, an entry for each 256 records (the last block holds the rest), 16 bytes: the
 //     CRC-32 of its records (u32), the CRC-32 of its media entries (u32: from its first record's
 //     first entry to the next block's), its first record's first media entry (u64);
@@ -33,6 +35,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mmfeed/error.h"
@@ -69,6 +72,7 @@ struct DatasetIndex {
   std::int64_t source_mtime_ns = 0;
   std::uint32_t source_crc32 = 0;  // of the text the Loader reads (after a byte-order mark)
   bool array = false;              // the source is one JSON array
+  std::uint32_t tokens_key = 0;    // text_tokens_key() of what counted the records' text_tokens; 0: none
   std::vector<IndexRecord> records;
   std::vector<MediaFacts> media;  // by IndexRecord::first_media
 };
@@ -83,6 +87,7 @@ struct IndexSummary {
   std::uint64_t media_unreadable = 0;   // media whose header could not be read (missing, not media)
   std::vector<std::string> unreadable;  // "train.jsonl:12: img/a.jpg: reason", the first 100
   std::uint64_t media_not_probed = 0;   // remote media (not read: their facts are unknown)
+  std::uint64_t text_tokens = 0;        // the samples' text tokens, summed (0: not counted)
 };
 
 struct IndexOptions {
@@ -90,7 +95,19 @@ struct IndexOptions {
   // Where relative media references resolve (the Loader's media_root); empty: the source's folder.
   std::string media_root;
   bool probe_media = true;  // false: no medium's header read (its facts "not probed")
+  // Where given, each sample's text tokens are counted as the Loader encodes its conversation with
+  // this tokenizer.json and chat template (text/chat.h's names; empty: `model`'s, as the Loader
+  // takes it), each medium's placeholder apart: what the media add is their facts' to say.
+  std::string tokenizer{};
+  std::string model = "qwen2-vl";
+  std::string chat_template{};
 };
+
+// What binds an index's text tokens to what counted them: the CRC-32 of the tokenizer file's
+// bytes, continued over a NUL and the chat template's name as mmfeed shows it ("Qwen2-VL",
+// text/chat.h's chat_template_name) (never 0). A Loader trusts an index's text
+// tokens only where its own tokenizer and template give the same key.
+Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::string_view chat_template);
 
 // Indexes the local, uncompressed JSONL or JSON-array manifest `source` into options.out,
 // written whole to a temporary file and renamed into place (never rewritten in place: readers

@@ -13,16 +13,23 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
 
 #include "core/cpus.h"
+#include "core/mapped_file.h"
+#include "core/models.h"
 #include "dataset/index.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
 #include "dataset/source_files.h"
 #include "storage/uri.h"
+#include "text/chat.h"
+#include "text/chat_encode.h"
 #include "text/conversation.h"
+#include "text/tokenizer.h"
 
 namespace mmfeed {
 
@@ -136,7 +143,8 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
   put(out, kBlockRecords, 4);
   put(out, kMediaBytes, 4);
   put(out, kBlockBytes, 4);
-  out.append(16, '\0');
+  put(out, index.tokens_key, 4);
+  out.append(12, '\0');
   put(out, crc_of(out.data(), out.size()), 4);
   return out + table + records + media;
 }
@@ -175,10 +183,30 @@ void probe_all(const dataset::Manifests& manifests, const dataset::ManifestLine&
   }
 }
 
+// What counts the samples' text tokens (IndexOptions::tokenizer).
+struct TokenCounter {
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  text::ChatTemplate chat_template{};
+};
+
+// The tokens of conversation `c` as the Loader encodes it with `counter`, its media's placeholders
+// apart (each encoded as one token, then taken away); 0 where it does not encode, or past u32.
+std::uint32_t text_tokens(const TokenCounter& counter, const text::Conversation& c, std::size_t images,
+                          std::size_t videos, std::size_t audio) {
+  const std::vector<text::Grid3> grids(images, text::Grid3{1, 2, 2});
+  const std::vector<text::VideoGrid> clips(videos, text::VideoGrid{{1, 2, 2}, 1.0, {0.0}, 0});
+  const std::vector<std::int64_t> sounds(audio, 1);
+  auto s = text::encode_conversation(*counter.tokenizer, c, counter.chat_template, grids, clips, sounds);
+  if (!s.ok() || s->input_ids.size() < images + videos + audio) return 0;
+  return static_cast<std::uint32_t>(std::min<std::size_t>(s->input_ids.size() - images - videos - audio, UINT32_MAX));
+}
+
 // Sample `line`'s record: where it lies (the text starting at `start` in the file) and, its text
-// parsed, what it names, its media's facts appended to `out`.
+// parsed, what it names, its text's tokens (where `counter` is given) and its media's facts
+// appended to `out`.
 void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& line, std::uint32_t start,
-              const IndexOptions& options, std::string& buffer, IndexRecord& r, Slice& out) {
+              const IndexOptions& options, const TokenCounter* counter, std::string& buffer, IndexRecord& r,
+              Slice& out) {
   r.offset = start + line.offset;
   r.number = line.number;
   r.length = line.length;
@@ -195,6 +223,7 @@ void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& 
   r.images = saturated(images.size());
   r.videos = saturated(videos.size());
   r.audio = saturated(audio.size());
+  if (counter != nullptr) r.text_tokens = text_tokens(*counter, *c, images.size(), videos.size(), audio.size());
   probe_all(manifests, line, options, MediaFacts::Kind::kImage, {images.begin(), images.begin() + r.images}, out);
   probe_all(manifests, line, options, MediaFacts::Kind::kVideo, {videos.begin(), videos.begin() + r.videos}, out);
   probe_all(manifests, line, options, MediaFacts::Kind::kAudio, {audio.begin(), audio.begin() + r.audio}, out);
@@ -204,7 +233,7 @@ void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& 
 // `summary`), the samples described on the usable cores, a slice each (on this thread alone
 // where the system starts no more threads).
 void describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
-                  DatasetIndex& index, IndexSummary& summary) {
+                  const TokenCounter* counter, DatasetIndex& index, IndexSummary& summary) {
   const std::size_t n = manifests.size();
   index.records.assign(n, {});
   const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
@@ -213,7 +242,7 @@ void describe_all(const dataset::Manifests& manifests, std::uint32_t start, cons
   const auto slice = [&](std::size_t t) {
     std::string buffer;
     for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
-      describe(manifests, manifests.held[i], start, options, buffer, index.records[i], slices[t]);
+      describe(manifests, manifests.held[i], start, options, counter, buffer, index.records[i], slices[t]);
     }
   };
   std::vector<std::thread> pool;
@@ -253,14 +282,26 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
                           dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {},
                                                   dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}}));
   const dataset::Manifest& m = manifests.files.front();
-  DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, {}, {}};
+  DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, 0, {}, {}};
+  std::optional<TokenCounter> counter;
+  if (!options.tokenizer.empty()) {
+    MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(options.model));
+    counter.emplace();
+    MMFEED_ASSIGN_OR_RETURN(
+        counter->chat_template,
+        text::chat_template(options.chat_template.empty() ? model->default_template : options.chat_template));
+    MMFEED_ASSIGN_OR_RETURN(counter->tokenizer, text::Tokenizer::from_file(options.tokenizer));
+    MMFEED_ASSIGN_OR_RETURN(index.tokens_key,
+                            text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
+  }
   IndexSummary summary;
   summary.path = options.out.empty() ? dataset::index_path_of(file.path) : options.out;
-  describe_all(manifests, start, options, index, summary);
+  describe_all(manifests, start, options, counter ? &*counter : nullptr, index, summary);
   std::string buffer;
   for (std::size_t i = 0; i < index.records.size(); ++i) {
     const IndexRecord& r = index.records[i];
     summary.text_bytes += r.length;
+    summary.text_tokens += r.text_tokens;
     if (r.bad) {  // named with its reason, parsed again: few samples are bad
       if (summary.bad.size() < kNamed) {
         const dataset::ManifestLine& line = manifests.held[i];
@@ -287,6 +328,16 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   if (ec) return Error(ErrorCode::kIoError, "cannot move the index into place: " + ec.message(), summary.path);
   summary.index_bytes = bytes.size();
   return summary;
+}
+
+Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::string_view chat_template) {
+  auto mapped = core::MappedFile::open(tokenizer_path);
+  if (!mapped.ok()) return Error(ErrorCode::kNotFound, "no tokenizer: " + mapped.error().message(), tokenizer_path);
+  auto crc =
+      static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(mapped->bytes().data()), mapped->size()));
+  const std::string tail = std::string(1, '\0') + std::string(chat_template);
+  crc = static_cast<std::uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(tail.data()), tail.size()));
+  return crc == 0 ? 1u : crc;
 }
 
 namespace dataset {
@@ -330,6 +381,7 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   h.source_crc32 = static_cast<std::uint32_t>(get(at, 40, 4));
   h.text_start = static_cast<std::uint32_t>(get(at, 48, 4));
   h.array = (get(at, 52, 4) & 1) != 0;
+  h.tokens_key = static_cast<std::uint32_t>(get(at, 76, 4));
   MMFEED_ASSIGN_OR_RETURN(const LocalFile file, local_file(source));
   if (file.size != h.source_size || file.mtime_ns != h.source_mtime_ns) {
     return refuse("stale: " + source + " changed since it was indexed (" + std::to_string(h.source_size) +
@@ -436,7 +488,7 @@ MediaFacts MappedIndex::media(std::uint64_t j) const {
 Result<DatasetIndex> open_index(const std::string& path, const std::string& source) {
   MMFEED_ASSIGN_OR_RETURN(const auto mapped, dataset::MappedIndex::open(path, source));
   const dataset::IndexHeader& h = mapped->header();
-  DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, {}, {}};
+  DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, h.tokens_key, {}, {}};
   index.records.reserve(h.samples);
   for (std::uint64_t i = 0; i < h.samples; ++i) {
     MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, mapped->record(i));

@@ -30,6 +30,7 @@ struct IndexHeader {
   std::int64_t source_mtime_ns = 0;
   std::uint32_t source_crc32 = 0;
   std::uint32_t text_start = 0;  // 3 after a UTF-8 byte-order mark
+  std::uint32_t tokens_key = 0;  // text_tokens_key() of what counted the text tokens; 0: not counted
   bool array = false;
 };
 

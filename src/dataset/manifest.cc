@@ -326,7 +326,10 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
   }
   // Locked (closing the descriptor unlocks): built by another reader since, and current?
   if (auto m = open_from_index(file, uri, index); m.ok()) return std::optional<Manifest>(std::move(*m));
-  auto built = build_index(file, IndexOptions{.out = index, .media_root = std::string(media_root)});
+  IndexOptions options;
+  options.out = index;
+  options.media_root = std::string(media_root);
+  auto built = build_index(file, options);
   if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
   if (!built.ok()) return std::move(built).error().with_context("cache_dir");
   MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index));
@@ -439,7 +442,7 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
     if (!m.shards.empty()) m.base_dir = base_dir_of(m.shards.front().uri);
     m.first_line = out.size();
     m.lines_from = held;
-    m.line_count = m.index ? m.index->samples() : out.held.size() - held;
+    m.line_count = m.index ? m.index->samples() : m.ranges ? m.ranges->samples() : out.held.size() - held;
     out.files.push_back(std::move(m));
   }
   if (out.size() == 0) return Error(ErrorCode::kInvalidArgument, "the manifests hold no samples");
@@ -449,9 +452,24 @@ Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::siz
 Result<ManifestLine> Manifests::line(std::uint64_t i) const {
   const std::uint32_t n = manifest_of(i);
   const Manifest& m = files[n];
+  if (m.ranges) {
+    const std::uint64_t k = i - m.first_line;
+    const std::size_t shard = m.ranges->shard_of(k);
+    const std::vector<std::uint64_t>& starts = m.ranges->starts[shard];
+    const std::uint64_t j = k - m.ranges->first_sample[shard];
+    return ManifestLine{starts[j], static_cast<std::uint32_t>(starts[j + 1] - starts[j]), n, k};
+  }
   if (m.index == nullptr) return held[m.lines_from + (i - m.first_line)];
   MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, m.index->record(i - m.first_line));
   return ManifestLine{r.offset - m.index->header().text_start, r.length, n, r.number};
+}
+
+Result<RangeSample> Manifests::read_range(const ManifestLine& line, std::size_t limit) const {
+  const Manifest& m = files[line.manifest];
+  const Shard& shard = m.shards[m.ranges->shard_of(line.number)];
+  auto read = read_shard_range(shard.uri.path, line.offset, line.length, limit);
+  if (!read.ok()) return std::move(read).error().with_context(where(line));
+  return read;
 }
 
 Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::vector<std::string>& media_roots,
@@ -460,19 +478,25 @@ Result<std::vector<MediaRef>> media_of(const Manifests& manifests, const std::ve
   std::vector<MediaRef> out;
   for (std::uint64_t i = 0; i < manifests.size(); ++i) {
     MMFEED_ASSIGN_OR_RETURN(const ManifestLine line, manifests.line(i));
-    const std::string where = manifests.where(line);
-    if (const Manifest& m = manifests.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
+    const Manifest& m = manifests.files[line.manifest];
+    std::string where = manifests.where(line);
+    std::optional<RangeSample> range;
+    if (m.ranges) {
+      MMFEED_ASSIGN_OR_RETURN(range, manifests.read_range(line, kDefaultMaxManifestBytes));
+      where = m.shards[m.ranges->shard_of(line.number)].name + "[" + range->key + "]";
+    } else if (!m.shards.empty() && m.samples[line.number].error) {
       return Error(*m.samples[line.number].error).with_context(where);
     }
-    MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
+    MMFEED_ASSIGN_OR_RETURN(const std::string_view text,
+                            range ? Result<std::string_view>(range->json) : manifests.text(line, buffer));
     auto c = text::parse_conversation(text);
     if (!c.ok()) return std::move(c).error().with_context(where);
     const std::string id = c->id.empty() ? where : c->id;
     for (auto type :
          {text::ContentItem::Type::kImage, text::ContentItem::Type::kVideo, text::ContentItem::Type::kAudio}) {
       for (const std::string& ref : c->media(type)) {
-        auto source =
-            resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest), allow_local_from_remote);
+        auto source = resolve_media(ref, manifests, line, media_root_of(media_roots, line.manifest),
+                                    allow_local_from_remote, range ? &*range : nullptr);
         if (!source.ok()) return std::move(source).error().with_context(where + " (sample " + id + ")");
         out.push_back({std::move(source).value(), id});
       }
@@ -509,7 +533,7 @@ Result<storage::ObjectUri> resolve(std::string_view ref, const Manifest& manifes
 }
 
 Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifests, const ManifestLine& line,
-                                  std::string_view media_root, bool allow_local_from_remote) {
+                                  std::string_view media_root, bool allow_local_from_remote, const RangeSample* range) {
   const Manifest& m = manifests.files[line.manifest];
   if (m.parquet) {  // a cell the row's JSON names, else a path
     const ShardSample& s = m.samples[line.number];
@@ -522,23 +546,30 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
     }
   }
   const bool bare = ref.find('/') == std::string_view::npos && ref.find("://") == std::string_view::npos;
+  if (m.ranges && range == nullptr) {
+    return Error(ErrorCode::kInternal, "a shard sample known by its range is resolved with what it read");
+  }
   if (!m.shards.empty() && !m.parquet && bare) {
-    const ShardSample& s = m.samples[line.number];
-    const bool full = ref.size() > s.key.size() && ref.starts_with(s.key) && ref[s.key.size()] == '.';
-    const std::string_view suffix = full ? ref.substr(s.key.size() + 1) : ref;
-    const auto first = m.members.begin() + static_cast<std::ptrdiff_t>(s.first_member);
-    const auto last = first + s.member_count;
+    // The sample's key, shard and members: as read by its range, else as the scan found them.
+    const ShardSample* scanned = range ? nullptr : &m.samples[line.number];
+    const std::string& key = range ? range->key : scanned->key;
+    const Shard& shard = m.shards[range ? m.ranges->shard_of(line.number) : scanned->shard];
+    const auto first =
+        range ? range->members.begin() : m.members.begin() + static_cast<std::ptrdiff_t>(scanned->first_member);
+    const auto last = range ? range->members.end() : first + scanned->member_count;
+    const bool full = ref.size() > key.size() && ref.starts_with(key) && ref[key.size()] == '.';
+    const std::string_view suffix = full ? ref.substr(key.size() + 1) : ref;
     if (const auto member = std::find_if(first, last, [&](const ShardMember& x) { return x.suffix == suffix; });
         member != last) {
-      return MediaSource{m.shards[s.shard].uri, storage::ByteRange{member->offset, member->size},
-                         s.key + "." + member->suffix, nullptr};
+      return MediaSource{shard.uri, storage::ByteRange{member->offset, member->size}, key + "." + member->suffix,
+                         nullptr};
     }
     if (media_root.empty()) {
       std::string members;
       for (auto it = first; it != last; ++it) members += (members.empty() ? "" : ", ") + it->suffix;
-      return Error(ErrorCode::kNotFound, "names " + std::string(ref) + ", but sample " + s.key + " of " +
-                                             m.shards[s.shard].name + " has no member " + s.key + "." +
-                                             std::string(suffix) + " (its members: " + members + ")");
+      return Error(ErrorCode::kNotFound, "names " + std::string(ref) + ", but sample " + key + " of " + shard.name +
+                                             " has no member " + key + "." + std::string(suffix) +
+                                             " (its members: " + members + ")");
     }
   }
   const ManifestPart* part = m.part_at(line.offset);

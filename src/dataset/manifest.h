@@ -75,6 +75,29 @@ struct Shard {
   std::string name;  // as shown (redacted)
 };
 
+// A sample of a shard read from its byte range (read_shard_sample, shards.h): its key, its
+// members (offsets in the shard) and its .json member's text.
+struct RangeSample {
+  std::string key;
+  std::vector<ShardMember> members;
+  std::string json;
+};
+
+// The samples of local tar shards as Energon's own index lists them (`energon prepare` writes
+// "<shard>.tar.idx" beside each shard: each sample's first byte, then the end of the last): held
+// 8 bytes a sample, each sample's members and .json read by its byte range when it is prepared.
+struct ShardRanges {
+  std::vector<std::vector<std::uint64_t>> starts;  // per shard: its samples' first bytes, then their end
+  std::vector<std::uint64_t> first_sample;         // per shard: its first sample's number in the manifest
+
+  std::uint64_t samples() const { return first_sample.empty() ? 0 : first_sample.back() + starts.back().size() - 1; }
+  // The shard holding the manifest's sample `number` (< samples()).
+  std::size_t shard_of(std::uint64_t number) const {
+    return static_cast<std::size_t>(std::upper_bound(first_sample.begin(), first_sample.end(), number) -
+                                    first_sample.begin() - 1);
+  }
+};
+
 // One file of a source of several JSONL or JSON files (a glob, a folder): its text lies in the
 // manifest's from `offset`, and its own references resolve against its own directory.
 struct ManifestPart {
@@ -129,8 +152,9 @@ struct Manifest {
   std::vector<ShardSample> samples;  // by ManifestLine::number
   bool parquet = false;              // rows of Parquet files: members are cells (below), other references paths
   std::vector<std::shared_ptr<const ParquetChunk>> chunks;
-  std::vector<CellPlace> cells;     // by member
-  std::vector<ManifestPart> parts;  // a source of several JSONL/JSON files, in order; empty for one
+  std::vector<CellPlace> cells;       // by member
+  std::vector<ManifestPart> parts;    // a source of several JSONL/JSON files, in order; empty for one
+  std::optional<ShardRanges> ranges;  // shards opened from Energon's .tar.idx: `samples` and `text` empty
 
   std::uint64_t text_size() const { return indexed ? indexed->size() : text.size(); }
 
@@ -168,16 +192,27 @@ struct Manifests {
   // Sample `i` (< size()): its held line, or its index record (an error where the index's block
   // holding it does not check out, naming the index).
   Result<ManifestLine> line(std::uint64_t i) const;
-  // A sample's text: a view of the manifest's, or (opened from an index) read into `buffer`.
+  // A sample's text: a view of the manifest's, or (opened from an index) read into `buffer`. A
+  // shard sample known by its byte range (Manifest::ranges) is read whole by read_range() instead.
   Result<std::string_view> text(const ManifestLine& line, std::string& buffer) const {
     const Manifest& m = files[line.manifest];
     if (m.indexed) return m.indexed->read(line.offset, line.length, buffer);
+    if (m.ranges) return Error(ErrorCode::kInternal, "a shard sample's text is read with its range", where(line));
     return std::string_view(m.text).substr(line.offset, line.length);
   }
+  // A shard sample of a manifest with `ranges`: its byte range read and its members decoded; an
+  // error naming the sample and what is wrong (a header that does not decode, a range that cuts a
+  // member or holds two samples, no .json member).
+  Result<RangeSample> read_range(const ManifestLine& line, std::size_t limit) const;
   // "train.jsonl:12" (a line), "train.json[11]" (an element), "shard-003.tar[a1]" (a shard's
-  // sample), "train.parquet[7]" (a Parquet file's row).
+  // sample), "shard-003.tar[#17]" (its 18th, known by its range), "train.parquet[7]" (a Parquet
+  // file's row).
   std::string where(const ManifestLine& line) const {
     const Manifest& m = files[line.manifest];
+    if (m.ranges) {
+      const std::size_t shard = m.ranges->shard_of(line.number);
+      return m.shards[shard].name + "[#" + std::to_string(line.number - m.ranges->first_sample[shard]) + "]";
+    }
     if (!m.shards.empty()) {
       const ShardSample& s = m.samples[line.number];
       return m.shards[s.shard].name + "[" + s.key + "]";
@@ -246,9 +281,11 @@ struct MediaSource {
 
 // A sample's media reference: a member of its shard when the sample comes from tar shards and
 // the reference names one of its members by suffix ("0.jpg", "jpg") or full name, else resolve().
-// A bare name that is no member of a shard sample is an error listing the members it has.
+// A bare name that is no member of a shard sample is an error listing the members it has. A shard
+// sample known by its range gives `range`, what read_range() read of it.
 Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifests, const ManifestLine& line,
-                                  std::string_view media_root, bool allow_local_from_remote);
+                                  std::string_view media_root, bool allow_local_from_remote,
+                                  const RangeSample* range = nullptr);
 
 struct MediaRef {
   MediaSource source;

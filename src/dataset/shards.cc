@@ -1,14 +1,21 @@
 #include "dataset/shards.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <unordered_set>
 
+#include "core/mapped_file.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 
@@ -20,6 +27,9 @@ constexpr std::size_t kBlock = 512;
 constexpr std::size_t kMaxShardsInFlight = 64;
 
 std::uint64_t padded(std::uint64_t size) { return (size + kBlock - 1) / kBlock * kBlock; }
+
+// A regular file's type flag (what a sample's member is).
+bool is_file(char type) { return type == '0' || type == '\0' || type == '7'; }
 
 // A header's numeric field: octal text (spaces and NULs around it), or GNU base-256 (the first
 // byte's top bit set) for values past the octal field's range.
@@ -209,8 +219,6 @@ class ShardScan {
     std::optional<std::string> json;
     std::optional<Error> error;
   };
-
-  static bool is_file(char type) { return type == '0' || type == '\0' || type == '7'; }
 
   static bool is_json(const TarHeader& h) {
     const auto split = split_member_name(h.name);
@@ -415,7 +423,175 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
   return m;
 }
 
+// A file descriptor closed on every way out.
+struct Fd {
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int fd;
+};
+
+// Reads `size` bytes at `at` of `fd` into `into`; a short read is the shard's end.
+Status read_at(int fd, std::uint64_t at, void* into, std::size_t size) {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(into) + got, size - got, static_cast<off_t>(at + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(ErrorCode::kIoError, std::string("cannot read it: ") + std::strerror(errno));
+    if (n == 0) return Error(ErrorCode::kCorruptData, "the shard ends before byte " + std::to_string(at + size));
+    got += static_cast<std::size_t>(n);
+  }
+  return ok_status();
+}
+
+// The .tar.idx `data` of a shard of `shard_size` bytes (`where` names it): its samples' first
+// bytes and their end, checked to rise within the shard (each sample at least a header).
+Result<std::vector<std::uint64_t>> parse_tar_index(std::span<const std::byte> data, std::uint64_t shard_size,
+                                                   const std::string& where) {
+  if (data.empty() || data.size() % 8 != 0 || data.size() / 8 > shard_size / kBlock + 1) {
+    return Error(ErrorCode::kCorruptData,
+                 "is not Energon's index of this shard (" + std::to_string(data.size()) + " bytes for a shard of " +
+                     std::to_string(shard_size) + "); run energon prepare again",
+                 where);
+  }
+  std::vector<std::uint64_t> starts(data.size() / 8);
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    std::uint64_t v = 0;
+    for (int b = 0; b < 8; ++b)
+      v |= static_cast<std::uint64_t>(std::to_integer<unsigned char>(data[i * 8 + b])) << (8 * b);
+    starts[i] = v;
+    const bool rises = i == 0 || (v >= starts[i - 1] + kBlock && v - starts[i - 1] <= UINT32_MAX);
+    if (v > shard_size || !rises) {
+      return Error(ErrorCode::kCorruptData,
+                   "entry " + std::to_string(i) + " (" + std::to_string(v) +
+                       ") does not follow its samples through the shard; run energon prepare again",
+                   where);
+    }
+  }
+  return starts;
+}
+
+// The local shards `names` of an Energon dataset as manifest `source`, opened from the .tar.idx
+// energon prepare wrote beside each; nullopt where a shard is remote or has none (then scanned).
+Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, const std::vector<std::string>& names) {
+  Manifest m;
+  m.name = storage::redact_uri(source);
+  ShardRanges ranges;
+  uLong crc = crc32_z(0, nullptr, 0);
+  std::uint64_t samples = 0;
+  for (const std::string& name : names) {
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
+    if (uri.scheme != storage::Scheme::kFile || !uri.path.ends_with(".tar")) return std::optional<Manifest>();
+    const std::string idx = uri.path + ".idx";
+    struct stat tar {
+    }, index{};
+    if (::stat(idx.c_str(), &index) != 0) return std::optional<Manifest>();
+    if (::stat(uri.path.c_str(), &tar) != 0) return Error(ErrorCode::kNotFound, "no such shard", name);
+    const auto ns = [](const struct stat& st) {
+      return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    };
+    if (ns(index) < ns(tar)) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "stale: its shard was written after it; run energon prepare again (or delete it)", idx);
+    }
+    auto mapped = core::MappedFile::open(idx);
+    if (!mapped.ok()) return Error(ErrorCode::kNotFound, mapped.error().message(), idx);
+    MMFEED_ASSIGN_OR_RETURN(std::vector<std::uint64_t> starts,
+                            parse_tar_index(mapped->bytes(), static_cast<std::uint64_t>(tar.st_size), idx));
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(name.data()), name.size());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(mapped->bytes().data()), mapped->size());
+    ranges.first_sample.push_back(samples);
+    samples += starts.size() - 1;
+    ranges.starts.push_back(std::move(starts));
+    m.shards.push_back(Shard{std::move(uri), storage::redact_uri(name)});
+  }
+  m.crc32 = static_cast<std::uint32_t>(crc);
+  m.ranges = std::move(ranges);
+  return std::optional<Manifest>(std::move(m));
+}
+
 }  // namespace
+
+Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offset, std::uint64_t length,
+                                     std::size_t limit) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) return Error(ErrorCode::kNotFound, std::string("cannot open it: ") + std::strerror(errno));
+  const std::uint64_t end = offset + length;
+  const auto at_byte = [](const Error& e, std::uint64_t at) {
+    return Error(e.code(), e.message() + " (at byte " + std::to_string(at) + ")");
+  };
+  RangeSample out;
+  std::optional<std::string> long_name;
+  std::optional<std::uint64_t> pax_size;
+  std::array<std::byte, kBlock> block{};
+  for (std::uint64_t pos = offset; pos + kBlock <= end;) {
+    if (Status st = read_at(fd.fd, pos, block.data(), kBlock); !st.ok()) return at_byte(st.error(), pos);
+    auto parsed = parse_tar_header(block);
+    if (!parsed.ok()) return at_byte(parsed.error(), pos);
+    if (!*parsed) break;  // the end-of-archive blocks
+    TarHeader h = std::move(**parsed);
+    const bool named_before = h.type != 'x' && h.type != 'g' && h.type != 'L';
+    if (named_before && pax_size) h.size = *pax_size;
+    if (named_before && long_name) h.name = *long_name;
+    const std::uint64_t data_at = pos + kBlock;
+    if (h.size > end - data_at) {
+      return Error(ErrorCode::kCorruptData, "its member " + h.name + " runs past the sample's range (bytes " +
+                                                std::to_string(offset) + "-" + std::to_string(end) +
+                                                " by the shard's .tar.idx: run energon prepare again)");
+    }
+    const bool meta = h.type == 'L' || h.type == 'x';
+    const auto split = is_file(h.type) ? split_member_name(h.name) : std::nullopt;
+    const bool json = split && split->second == "json";
+    std::string content;
+    if (meta || json) {
+      if (h.size > limit) {
+        return at_byte(Error(ErrorCode::kResourceExhausted,
+                             "its member " + h.name + " declares " + std::to_string(h.size) +
+                                 " bytes, more than max_manifest_bytes (" + std::to_string(limit) + ")"),
+                       pos);
+      }
+      content.resize(h.size);
+      if (Status st = read_at(fd.fd, data_at, content.data(), h.size); !st.ok()) return at_byte(st.error(), data_at);
+    }
+    if (h.type == 'L') {
+      long_name = content.substr(0, content.find('\0'));
+    } else if (h.type == 'x') {
+      std::optional<std::string> path_record;
+      if (Status st = apply_pax(content, path_record, pax_size); !st.ok()) return at_byte(st.error(), pos);
+      if (path_record) long_name = std::move(path_record);
+    } else if (h.type != 'g') {
+      long_name.reset();
+      pax_size.reset();
+      if (split) {
+        const auto [key, suffix] = *split;
+        if (out.key.empty()) out.key = key;
+        if (key != out.key) {
+          return at_byte(Error(ErrorCode::kCorruptData, "the range holds two samples' members (" + out.key + ", " +
+                                                            std::string(key) + "): run energon prepare again"),
+                         pos);
+        }
+        for (const ShardMember& other : out.members) {
+          if (other.suffix == suffix) {
+            return at_byte(Error(ErrorCode::kCorruptData, "the sample has two members named " + h.name), pos);
+          }
+        }
+        if (json) out.json = std::move(content);
+        out.members.push_back({std::string(suffix), data_at, h.size});
+      }
+    }
+    pos = data_at + padded(h.size);
+  }
+  if (out.members.empty()) return Error(ErrorCode::kCorruptData, "its range holds no sample's member");
+  if (std::none_of(out.members.begin(), out.members.end(), [](const ShardMember& x) { return x.suffix == "json"; })) {
+    std::string suffixes;
+    for (const ShardMember& x : out.members) suffixes += (suffixes.empty() ? "" : ", ") + x.suffix;
+    return Error(ErrorCode::kCorruptData, "the sample has no .json member (its members: " + suffixes + ")");
+  }
+  return out;
+}
 
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
@@ -489,6 +665,10 @@ Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit,
   if (!fetched->data.ok()) return std::move(fetched->data).error();
   const std::string_view text(reinterpret_cast<const char*>(fetched->data->data()), fetched->data->size());
   MMFEED_ASSIGN_OR_RETURN(EnergonSplit split, parse_energon_split(text, root, storage::redact_uri(split_file)));
+  if (split.excluded_samples.empty()) {  // (a left-out sample is known by its key: the shards are scanned)
+    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_tar_indexes(dir, split.shards));
+    if (indexed) return std::move(*indexed);
+  }
   return read_shard_list(dir, split.shards, split.excluded_samples, limit, s3, manifest, lines);
 }
 

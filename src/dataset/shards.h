@@ -59,6 +59,14 @@ std::optional<std::pair<std::string_view, std::string_view>> split_member_name(s
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
 
+// The sample whose tar headers lie in bytes [offset, offset + length) of the local shard at `path`
+// (its range by the shard's .tar.idx): its key, its members and its .json text, its headers read
+// one by one and its .json (and extended headers) within `limit` bytes, never its media. An error
+// says what is wrong (a header that does not decode, a member running past the range, members of
+// two samples, no .json member), naming the byte.
+Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offset, std::uint64_t length,
+                                     std::size_t limit);
+
 // True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
 // remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).
 bool is_energon_dataset(std::string_view path);
@@ -78,7 +86,10 @@ Result<EnergonSplit> parse_energon_split(std::string_view yaml, const std::strin
 
 // The train split of an Energon-prepared dataset (`energon prepare`): its shards as
 // .nv-meta/split.yaml lists them (brace patterns, relative to `dir`), less its excluded shards
-// ("a.tar") and samples ("a.tar/key"), read as one source like read_shards.
+// ("a.tar") and samples ("a.tar/key"), read as one source. Local shards with the .tar.idx energon
+// prepare writes beside each (and no sample left out by key) open from those: 8 bytes a sample
+// read and held, each sample's headers read when it is prepared (Manifest::ranges); a .tar.idx
+// older than its shard is refused by name. Otherwise the shards are scanned as read_shards scans.
 Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit, const storage::S3Options& s3,
                                       std::uint32_t manifest, std::vector<ManifestLine>& lines);
 

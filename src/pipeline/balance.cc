@@ -14,6 +14,7 @@
 
 #include "mmfeed/balance.h"
 #include "storage/credentials.h"
+#include "text/chat.h"
 #include "text/conversation.h"
 #include "vision/profile.h"
 #include "vision/video_processor.h"
@@ -36,14 +37,16 @@ struct Rules {
   CostModel model;
   std::vector<vision::ModelProfile> images;  // one, or one per manifest
   vision::VideoProfile video;
+  std::vector<bool> text_tokens;  // per manifest: its index's text tokens are this run's (trusted_text_tokens)
 
   const vision::ModelProfile& image(std::uint32_t manifest) const {
     return images.size() == 1 ? images.front() : images.at(manifest);
   }
 };
 
-Rules rules_of(const Settings& settings) {
+Rules rules_of(const Settings& settings, const dataset::Manifests& manifests) {
   Rules r;
+  r.text_tokens = trusted_text_tokens(settings, manifests);
   r.model = cost_model(settings.options);
   if (settings.source_vision.empty()) {
     r.images.push_back(settings.vision.profile);
@@ -106,14 +109,23 @@ SampleShape shape_of(const Rules& rules, const dataset::Manifests& manifests, st
     const Result<IndexRecord> record = m.index->record(index - m.first_line);
     if (!record.ok()) return shape;
     const IndexRecord& r = *record;
-    if (r.text_tokens > 0) shape.tokens = r.text_tokens;
+    if (r.text_tokens > 0 && rules.text_tokens[line.manifest]) shape.tokens = r.text_tokens;
     for (std::uint64_t j = r.first_media; j < r.first_media + r.media(); ++j) {
       add_medium(rules, line.manifest, m.index->media(j), shape);
     }
     return shape;
   }
   std::string buffer;
-  const auto text = manifests.text(line, buffer);
+  Result<std::string_view> text = std::string_view();
+  if (m.ranges) {  // a shard sample known by its range: its headers and .json read
+    auto range = manifests.read_range(line, dataset::kDefaultMaxManifestBytes);
+    if (!range.ok()) return shape;
+    buffer = std::move(range->json);
+    text = std::string_view(buffer);
+    shape.tokens = buffer.size() / kBytesPerToken;  // (its range's length counts its media too)
+  } else {
+    text = manifests.text(line, buffer);
+  }
   auto c = text.ok() ? text::parse_conversation(*text) : Result<text::Conversation>(text.error());
   if (!c.ok()) return shape;
   using Type = text::ContentItem::Type;
@@ -269,12 +281,31 @@ std::uint64_t cost_of(const SampleShape& shape, const CostModel& model) {
   return static_cast<std::uint64_t>(std::llround(std::min(flops / unit, 1e18)));
 }
 
+std::vector<bool> trusted_text_tokens(const Settings& settings, const dataset::Manifests& manifests) {
+  std::vector<bool> out(manifests.files.size(), false);
+  std::unordered_map<std::string, std::uint32_t> keys;  // by chat template: the tokenizer read once each
+  for (std::size_t i = 0; i < manifests.files.size(); ++i) {
+    const dataset::Manifest& m = manifests.files[i];
+    if (m.index == nullptr || m.index->header().tokens_key == 0) continue;
+    const text::ChatTemplate t =
+        i < settings.source_templates.size() ? settings.source_templates[i] : settings.chat_template;
+    const std::string name(text::chat_template_name(t));
+    auto it = keys.find(name);
+    if (it == keys.end()) {
+      const Result<std::uint32_t> key = text_tokens_key(settings.options.tokenizer, name);
+      it = keys.emplace(name, key.ok() ? *key : 0).first;
+    }
+    out[i] = it->second == m.index->header().tokens_key;
+  }
+  return out;
+}
+
 SampleShape sample_shape(const Settings& settings, const dataset::Manifests& manifests, std::uint64_t index) {
-  return shape_of(rules_of(settings), manifests, index);
+  return shape_of(rules_of(settings, manifests), manifests, index);
 }
 
 CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifests, std::shared_ptr<const void> owner) {
-  return [rules = rules_of(settings), &manifests, owner = std::move(owner)](std::uint64_t index) {
+  return [rules = rules_of(settings, manifests), &manifests, owner = std::move(owner)](std::uint64_t index) {
     return cost_of(shape_of(rules, manifests, index), rules.model);
   };
 }
@@ -345,8 +376,8 @@ Result<BalanceReport> balance_report(const LoaderConfig& given) {
       dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
                               {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
   MMFEED_ASSIGN_OR_RETURN(const pipeline::Population population, pipeline::population_of(config, manifests));
-  const pipeline::Rules plan = pipeline::rules_of(settings);  // what the plan balances
-  pipeline::Rules judge = plan;                               // what the report counts: FLOPs
+  const pipeline::Rules plan = pipeline::rules_of(settings, manifests);  // what the plan balances
+  pipeline::Rules judge = plan;                                          // what the report counts: FLOPs
   LoaderConfig flops = config;
   flops.balance = Balance::kCompute;
   judge.model = pipeline::cost_model(flops);

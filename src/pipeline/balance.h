@@ -54,6 +54,12 @@ std::uint64_t cost_of(const SampleShape& shape, const CostModel& model);
 // or parsed costs nothing (it fails where it is processed, as without balancing).
 CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifests, std::shared_ptr<const void> owner);
 
+// Per manifest: whether its dataset index's text tokens were counted with this run's tokenizer and
+// the manifest's chat template (their text_tokens_key() alike): only then are they its samples'
+// text cost (else their length stands for them). The tokenizer file is read (once a template)
+// only where an index holds text tokens.
+std::vector<bool> trusted_text_tokens(const Settings& settings, const dataset::Manifests& manifests);
+
 // The shape sample_costs() gives sample `index` (for `mmfeed balance-report` and tests).
 SampleShape sample_shape(const Settings& settings, const dataset::Manifests& manifests, std::uint64_t index);
 

@@ -276,6 +276,7 @@ void stage_options(const LoaderConfig& c, Settings& out) {
                              .max_images_per_sample = c.max_images_per_sample,
                              .max_object_bytes = c.max_object_bytes,
                              .max_buffered_bytes = c.max_buffered_bytes,
+                             .max_manifest_bytes = c.max_manifest_bytes,
                              .media_root = c.media_root,
                              .allow_local_media_from_remote_manifest = c.allow_local_media_from_remote_manifest,
                              .use_audio_in_video = c.use_audio_in_video,

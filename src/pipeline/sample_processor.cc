@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "dataset/parquet.h"
 #include "mmfeed/audio.h"
+#include "pipeline/balance.h"
 #include "text/chat_encode.h"
 
 namespace mmfeed::pipeline {
@@ -105,7 +106,10 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       decode_ns_(metrics.histogram("loader.decode_media_ns")),
       facts_checked_(metrics.counter("index.facts_checked")),
       facts_disagreed_(metrics.counter("index.facts_disagreed")),
-      index_blocks_(metrics.gauge("index.blocks_checked")) {
+      index_blocks_(metrics.gauge("index.blocks_checked")),
+      trusted_tokens_(trusted_text_tokens(settings, manifests)),
+      tokens_checked_(metrics.counter("index.tokens_checked")),
+      tokens_disagreed_(metrics.counter("index.tokens_disagreed")) {
   for (const vision::ProcessorConfig& c : settings.source_vision) {
     source_images_.push_back(std::make_unique<const vision::ImageTransform>(c));
   }
@@ -136,13 +140,24 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
     for (const dataset::Manifest& m : manifests_.files) blocks += m.index ? m.index->blocks_checked() : 0;
     index_blocks_.set(static_cast<std::int64_t>(blocks));
   }
-  if (const dataset::Manifest& m = manifests_.files[line.manifest]; !m.shards.empty() && m.samples[line.number].error) {
+  const dataset::Manifest& m = manifests_.files[line.manifest];
+  std::optional<dataset::RangeSample> range;  // a shard sample known by its range: its headers read now
+  if (m.ranges) {
+    auto read = manifests_.read_range(line, options_.max_manifest_bytes);
+    if (!read.ok()) {
+      w->error = SampleError{w->id, "manifest", read.error().to_string(), read.error().code()};
+      return w;
+    }
+    range = std::move(read).value();
+    w->id = m.shards[m.ranges->shard_of(line.number)].name + "[" + range->key + "]";  // as where() names it scanned
+  } else if (!m.shards.empty() && m.samples[line.number].error) {
     const Error& e = *m.samples[line.number].error;
     w->error = SampleError{w->id, "manifest", e.to_string(), e.code()};
     return w;
   }
   std::string buffer;  // the sample's text, when its manifest was opened from an index
-  const Result<std::string_view> text = manifests_.text(line, buffer);
+  const Result<std::string_view> text =
+      range ? Result<std::string_view>(std::string_view(range->json)) : manifests_.text(line, buffer);
   if (!text.ok()) {
     w->error = SampleError{w->id, "manifest", text.error().to_string(), text.error().code()};
     return w;
@@ -191,7 +206,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   for (const std::string& ref : refs) {
     auto parsed =
         dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(options_.media_root, line.manifest),
-                               options_.allow_local_media_from_remote_manifest);
+                               options_.allow_local_media_from_remote_manifest, range ? &*range : nullptr);
     if (!parsed.ok()) {
       w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
       return w;
@@ -266,6 +281,7 @@ void SampleProcessor::process(Work& w, bool defer_images) const {
     w.error = SampleError{w.id, "text", s.error().to_string(), s.error().code()};
     return;
   }
+  check_tokens(w, *s);
   if (!check_trainable(w, *s)) return;
   drop_truncated_media(w, *s);
   if (!check_token_budget(w, *s)) return;
@@ -296,6 +312,21 @@ void SampleProcessor::check_facts(const Work& w) const {
       facts_disagreed_.add();
     }
   }
+}
+
+void SampleProcessor::check_tokens(const Work& w, const text::SftSample& s) const {
+  if (w.source >= trusted_tokens_.size() || !trusted_tokens_[w.source] || s.truncated || !w.video_plans.empty() ||
+      !w.audio.empty()) {
+    return;
+  }
+  const dataset::Manifest& m = manifests_.files[w.source];
+  const Result<IndexRecord> found = m.index->record(w.line - m.first_line);  // checked by prepare()
+  if (!found.ok() || found->text_tokens == 0) return;
+  const auto merge = static_cast<std::uint64_t>(sft_.merge_size) * sft_.merge_size;
+  std::uint64_t expected = found->text_tokens;
+  for (const vision::Grid& g : w.grids) expected += static_cast<std::uint64_t>(g.t) * g.h * g.w / merge;
+  tokens_checked_.add();
+  if (s.input_ids.size() != expected) tokens_disagreed_.add();
 }
 
 bool SampleProcessor::plan_media(Work& w) const {

@@ -90,6 +90,10 @@ class SampleProcessor {
   // counted in index.facts_checked, each that differs (the image replaced since it was indexed)
   // in index.facts_disagreed; never trusted over the header.
   void check_facts(const Work& w) const;
+  // The sample's tokens against its index's text tokens plus its images' (a sample of images
+  // alone, not truncated, whose index counted them with this run's tokenizer and template):
+  // counted in index.tokens_checked, each that differs in index.tokens_disagreed.
+  void check_tokens(const Work& w, const text::SftSample& s) const;
   bool plan_media(Work& w) const;
   bool check_pixel_budget(Work& w) const;
   Result<text::SftSample> encode_text(const Work& w) const;
@@ -132,7 +136,10 @@ class SampleProcessor {
   // The images whose size the index gave (dataset/index.h), and those whose header says otherwise.
   core::Counter& facts_checked_;
   core::Counter& facts_disagreed_;
-  core::Gauge& index_blocks_;  // the indexes' blocks this process checked (read) so far
+  core::Gauge& index_blocks_;               // the indexes' blocks this process checked (read) so far
+  const std::vector<bool> trusted_tokens_;  // per manifest (balance.h, trusted_text_tokens)
+  core::Counter& tokens_checked_;
+  core::Counter& tokens_disagreed_;
 };
 
 }  // namespace mmfeed::pipeline

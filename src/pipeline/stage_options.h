@@ -51,6 +51,7 @@ struct SampleOptions {
   std::size_t max_images_per_sample = 256;
   std::uint64_t max_object_bytes = 0;
   std::uint64_t max_buffered_bytes = 0;
+  std::size_t max_manifest_bytes = 0;  // a shard sample's .json read by its range (dataset::Manifest::ranges)
   std::vector<std::string> media_root;
   bool allow_local_media_from_remote_manifest = false;
   bool use_audio_in_video = false;

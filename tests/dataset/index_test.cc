@@ -18,6 +18,9 @@
 
 #include "dataset/manifest.h"
 #include "mmfeed/audio.h"
+#include "text/chat_encode.h"
+#include "text/conversation.h"
+#include "text/tokenizer.h"
 #include "vision/decode.h"
 #include "vision/video.h"
 
@@ -175,6 +178,29 @@ TEST_F(IndexTest, BlocksAreCheckedWhenFirstTouched) {
   std::string buffer;
   EXPECT_EQ(m.text(m.line(10).value(), buffer).value(), kImage);
   EXPECT_FALSE(m.line(599).ok());
+}
+
+// `mmfeed index --tokenizer`: each sample's text tokens, counted as the Loader encodes it (whom
+// they are trusted by: tests/pipeline/balance_test.cc; that they are the Loader's:
+// tests/python/data/test_index.py).
+TEST_F(IndexTest, TextTokensAreCountedAsTheLoaderEncodes) {
+  constexpr const char* kText = R"({"messages": [{"role": "user", "content": "How many tokens is this?"},)"
+                                R"( {"role": "assistant", "content": "A few."}]})";
+  const std::string source = write("text.jsonl", std::string(kText) + "\n" + kImage + "\n");
+  const std::string tokenizer = MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json";
+  IndexOptions options;
+  options.tokenizer = tokenizer;
+  options.probe_media = false;
+  const IndexSummary s = build_index(source, options).value();
+  const DatasetIndex index = open_index(s.path, source).value();
+  EXPECT_EQ(index.tokens_key, text_tokens_key(tokenizer, "Qwen2-VL").value());
+  // The template's text around the turns: "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n..."
+  auto tok = text::Tokenizer::from_file(tokenizer).value();
+  const auto c = text::parse_conversation(kText).value();
+  const auto encoded = text::encode_conversation(*tok, c, text::ChatTemplate::kQwen2VL, {}, {}, {}).value();
+  EXPECT_EQ(index.records[0].text_tokens, encoded.input_ids.size());
+  EXPECT_GT(index.records[1].text_tokens, 0u);  // the image's placeholder apart
+  EXPECT_EQ(s.text_tokens, index.records[0].text_tokens + index.records[1].text_tokens);
 }
 
 // The manifest as read through its index and as read whole: the same samples, text, names and

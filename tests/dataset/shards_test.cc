@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -280,6 +281,90 @@ TEST_F(ShardTest, BracePatternsReadEveryShardAsOneSource) {
   ASSERT_EQ(m->samples.size(), 3u);
   EXPECT_EQ(m->samples[2].shard, 2u);
   EXPECT_EQ(m->samples[2].key, "k2");
+}
+
+// A sample read by its byte range (Energon's .tar.idx gives it): its members and .json as the scan
+// finds them, long names and PAX records included; a range that cuts a member, holds two samples
+// or no .json is that sample's error.
+TEST_F(ShardTest, ASampleReadByItsRangeIsTheScannedSample) {
+  const std::string image(700, 'i');
+  const std::string long_key = "sub/" + std::string(120, 'k');
+  const std::string a = member("a1.json", R"({"id":"one"})") + member("a1.0.jpg", image);
+  const std::string b = member("././@LongLink", long_key + ".json", 'L') + member("ignored", R"({"id":"L"})");
+  const std::string shard = a + b + member("c3.0.jpg", image) + end_blocks();
+  const std::string path = write("r-0.tar", shard);
+  const Manifest scanned = read(path).value();
+  const RangeSample first = read_shard_range(path, 0, a.size(), 1 << 20).value();
+  EXPECT_EQ(first.key, "a1");
+  EXPECT_EQ(first.json, R"({"id":"one"})");
+  ASSERT_EQ(first.members.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const ShardMember& expected = scanned.members[scanned.samples[0].first_member + i];
+    EXPECT_EQ(first.members[i].suffix, expected.suffix);
+    EXPECT_EQ(first.members[i].offset, expected.offset);
+    EXPECT_EQ(first.members[i].size, expected.size);
+  }
+  EXPECT_EQ(read_shard_range(path, a.size(), b.size(), 1 << 20).value().key, long_key);
+
+  const auto refused = [&](std::uint64_t offset, std::uint64_t length, std::size_t limit, const std::string& says) {
+    auto r = read_shard_range(path, offset, length, limit);
+    ASSERT_FALSE(r.ok()) << says;
+    EXPECT_NE(r.error().message().find(says), std::string::npos) << r.error().to_string();
+  };
+  refused(0, a.size() - 512, 1 << 20, "runs past the sample's range");
+  refused(0, a.size() + b.size(), 1 << 20, "two samples' members (a1, " + long_key + ")");
+  refused(a.size() + b.size(), 1536, 1 << 20, "no .json member (its members: 0.jpg)");
+  refused(0, a.size(), 4, "more than max_manifest_bytes");
+  refused(100, 512, 1 << 20, "not a tar header");
+  EXPECT_EQ(read_shard_range((dir_ / "missing.tar").string(), 0, 512, 1 << 20).error().code(), ErrorCode::kNotFound);
+}
+
+// An Energon dataset whose shards have the .tar.idx energon prepare writes opens from them: its
+// samples' ranges, not its shards' bytes (energon prepare's own output: tests/python/data/test_shards.py).
+TEST_F(ShardTest, AnEnergonDatasetOpensFromItsTarIndexes) {
+  std::filesystem::create_directories(dir_ / "e" / ".nv-meta");
+  std::ofstream(dir_ / "e" / ".nv-meta" / "split.yaml") << "split_parts:\n  train:\n  - s-{0..1}.tar\nexclude: []\n";
+  const std::string a = member("a.json", R"({"id":"a"})") + member("a.0.jpg", "jpeg");
+  const std::string b = member("b.json", R"({"id":"b"})");
+  const auto index_of = [](std::initializer_list<std::uint64_t> starts) {
+    std::string out;
+    for (std::uint64_t v : starts) {
+      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    }
+    return out;
+  };
+  write("e/s-0.tar", a + b + end_blocks());
+  write("e/s-1.tar", b + end_blocks());
+  std::vector<ManifestLine> lines;
+  // Without a .tar.idx beside every shard, they are scanned.
+  write("e/s-0.tar.idx", index_of({0, a.size(), a.size() + b.size()}));
+  auto scanned = read_energon_dataset((dir_ / "e").string(), 1 << 20, {}, 0, lines);
+  ASSERT_TRUE(scanned.ok()) << scanned.error().to_string();
+  EXPECT_FALSE(scanned->ranges.has_value());
+  write("e/s-1.tar.idx", index_of({0, b.size()}));
+  lines.clear();
+  auto m = read_energon_dataset((dir_ / "e").string(), 1 << 20, {}, 0, lines);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  ASSERT_TRUE(m->ranges.has_value());
+  EXPECT_TRUE(lines.empty() && m->text.empty() && m->samples.empty());
+  EXPECT_EQ(m->ranges->samples(), 3u);
+  EXPECT_EQ(m->ranges->shard_of(2), 1u);
+  // A .tar.idx older than its shard, or not rising through it, is refused by name.
+  const auto touch_later = [&](const std::string& name) {
+    std::filesystem::last_write_time(
+        dir_ / name, std::filesystem::last_write_time(dir_ / "e/s-1.tar.idx") + std::chrono::seconds(5));
+  };
+  touch_later("e/s-1.tar");
+  auto stale = read_energon_dataset((dir_ / "e").string(), 1 << 20, {}, 0, lines);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.error().to_string().find("s-1.tar.idx"), std::string::npos) << stale.error().to_string();
+  EXPECT_NE(stale.error().to_string().find("stale"), std::string::npos) << stale.error().to_string();
+  write("e/s-1.tar.idx", index_of({0, 100}));
+  touch_later("e/s-1.tar.idx");
+  auto damaged = read_energon_dataset((dir_ / "e").string(), 1 << 20, {}, 0, lines);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.error().to_string().find("does not follow its samples"), std::string::npos)
+      << damaged.error().to_string();
 }
 
 }  // namespace

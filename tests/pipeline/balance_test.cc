@@ -5,11 +5,20 @@
 // balanced it).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
+#include <string>
+#include <vector>
 
+#include "dataset/manifest.h"
+#include "mmfeed/index.h"
 #include "pipeline/balance.h"
+#include "pipeline/config.h"
 #include "pipeline/order.h"
 
 namespace mmfeed::pipeline {
@@ -168,6 +177,40 @@ TEST(BalanceTest, AReshardedEpochLeavesWhatTheOldWorldConsumedAsItBalancedIt) {
   std::vector<std::uint64_t> every(64);
   std::iota(every.begin(), every.end(), 0);
   EXPECT_EQ(all, every) << "every sample once: the old world's as it balanced them, the rest after";
+}
+
+// A dataset index's text tokens (`mmfeed index --tokenizer`) are a sample's text cost only for a
+// Loader whose tokenizer and chat template counted them; another template's Loader costs the text
+// by its length, as without them.
+TEST(BalanceTest, IndexTextTokensAreTrustedOnlyWithTheTokenizerAndTemplateThatCountedThem) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mmfeed-balance-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string source = (dir / "text.jsonl").string();
+  const std::string text = R"({"messages": [{"role": "user", "content": "How many tokens is this?"},)"
+                           R"( {"role": "assistant", "content": "A few."}]})";
+  std::ofstream(source) << text << "\n";
+  LoaderConfig config;
+  config.manifests = {source};
+  config.tokenizer = MMFEED_TEST_DATA_DIR "/qwen3-tokenizer/tokenizer.json";
+  config.balance = Balance::kTokens;
+  const dataset::Manifests unindexed =
+      dataset::read_manifests(config.manifests, dataset::kDefaultMaxManifestBytes, {}).value();
+  IndexOptions options;
+  options.tokenizer = config.tokenizer;
+  const DatasetIndex index = open_index(build_index(source, options).value().path, source).value();
+  ASSERT_GT(index.records[0].text_tokens, 0u);
+  const dataset::Manifests m = dataset::read_manifests(config.manifests, dataset::kDefaultMaxManifestBytes, {}).value();
+  const Settings same = check_config(config).value();
+  EXPECT_EQ(trusted_text_tokens(same, m), std::vector<bool>{true});
+  EXPECT_EQ(sample_shape(same, m, 0).tokens, index.records[0].text_tokens);
+  EXPECT_EQ(trusted_text_tokens(same, unindexed), std::vector<bool>{false});
+  EXPECT_EQ(sample_shape(same, unindexed, 0).tokens, text.size() / 4);  // its length stands for them
+  config.chat_template = "qwen3-vl";
+  const Settings other = check_config(config).value();
+  EXPECT_EQ(trusted_text_tokens(other, m), std::vector<bool>{false});
+  EXPECT_EQ(sample_shape(other, m, 0).tokens, text.size() / 4);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

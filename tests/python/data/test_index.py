@@ -297,6 +297,42 @@ def test_a_node_cache_indexes_the_manifest_once_for_its_ranks(dataset, tmp_path)
     assert len(list(cache.glob("*.mmidx"))) == 1
 
 
+def test_text_tokens_are_the_loaders_with_the_same_tokenizer_and_template(cli, dataset, tmp_path):
+    # `mmfeed index --tokenizer` counts each sample's text tokens as the Loader encodes its
+    # conversation: a sample's tokens are its text tokens plus its images' (t * h * w / 4 each).
+    # The header binds them to the tokenizer's bytes and the template's name: a Loader with another
+    # template neither checks nor balances by them.
+    copy = tmp_path / "tokens"
+    shutil.copytree(dataset.parent, copy)
+    manifest = copy / dataset.name
+    rc, (summary,), err = index(cli, manifest, "--tokenizer", TOKENIZER, "--model", "qwen2-vl")
+    assert rc == 0, err
+    records, _ = read_index(f"{manifest}.mmidx")
+    (key,) = struct.unpack_from("<I", Path(f"{manifest}.mmidx").read_bytes(), 76)
+    assert key == zlib.crc32(b"\0Qwen2-VL", zlib.crc32(TOKENIZER.read_bytes()))
+    good = [r for r in records if not r[8] & 1]
+    assert summary["text_tokens"] == sum(r[4] for r in good) > 0
+    assert all(r[4] > 0 for r in good)
+    options = dict(tokenizer=TOKENIZER, max_pixels=80_000, tensors="np", batch_size=1, shuffle=False)
+    with mmfeed.Loader(manifest, **options) as loader:
+        batches = list(loader)
+        counters = loader.metrics()["counters"]
+    assert len(batches) == len(good)
+    images_only = 0
+    for r, b in zip(good, batches):
+        if r[6] or r[7]:
+            continue  # videos' and clips' tokens are theirs to count
+        images_only += 1
+        grids = b.get("image_grid_thw")
+        image_tokens = int(np.prod(grids, axis=-1).sum()) // 4 if grids is not None else 0
+        assert int(b["attention_mask"].sum()) == r[4] + image_tokens, b["sample_ids"]
+    assert counters["index.tokens_checked"] == images_only > 0
+    assert counters["index.tokens_disagreed"] == 0
+    with mmfeed.Loader(manifest, chat_template="qwen3-vl", **options) as loader:
+        next(loader)
+        assert loader.metrics()["counters"]["index.tokens_checked"] == 0
+
+
 def test_the_loader_counts_whether_the_index_facts_agree(cli, dataset, tmp_path):
     # Each image's header, probed as the Loader processes it, is checked against the size the index
     # read: all agree; an image replaced since the index was built (the manifest unchanged, so the

@@ -256,12 +256,16 @@ def test_an_energon_prepared_dataset_loads_by_its_directory(dataset, tmp_path):
     shutil.copytree(shards, root)
     energon_prepare(root, "train:shard-{000..003}.tar", "val:shard-004.tar")
     ids = [json.loads(l)["id"] for l in manifest.read_text().splitlines()]
-    # The train split: shards 0-3, the same batches as those shards named by a pattern.
+    # Opened from the .tar.idx energon prepare wrote beside each shard (each sample's headers read by
+    # its range as it is prepared), the train split, shards 0-3: the same batches as those shards
+    # named by a pattern, scanned whole.
+    assert all((root / f"shard-{i:03d}.tar.idx").is_file() for i in range(4))
     got, errors, _ = load(root)
     assert not errors
     assert_same_batches(got, load(str(shards / "shard-{000..003}.tar"))[0])
     assert sorted(i for b in got for i in b["sample_ids"]) == sorted(ids[:20])
-    # Excluded samples ("shard.tar/key") are left out, as Energon leaves them out.
+    # Excluded samples ("shard.tar/key") are left out, as Energon leaves them out (known by their
+    # keys: these shards are scanned).
     split = root / ".nv-meta" / "split.yaml"
     split.write_text(split.read_text().replace("exclude: []", f"exclude:\n- shard-001.tar/{ids[6]}\n- shard-002.tar"))
     got, errors, _ = load(root)
