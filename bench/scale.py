@@ -177,11 +177,15 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
     folder = work / f"shards-{samples}"
     manifest = generate(folder, samples, side=256)
     root = folder / "energon"
-    datagen.write_shards(manifest, root, per_shard=samples // shards)
+    written = datagen.write_shards(manifest, root, per_shard=samples // shards)
     manifest.unlink()
+    width = max(3, len(str(len(written) - 1)))  # names of one width, for one brace pattern
+    for i, path in enumerate(written):
+        path.rename(root / f"shard-{i:0{width}d}.tar")
+    parts = f"shard-{{{0:0{width}d}..{len(written) - 1:0{width}d}}}.tar"
     size = sum(p.stat().st_size for p in root.glob("*.tar"))
-    row: dict = {"samples": samples, "shards": shards, "shard_bytes": size}
-    pattern = str(root / f"shard-{{000..{shards - 1:03d}}}.tar")
+    row: dict = {"samples": samples, "shards": len(written), "shard_bytes": size}
+    pattern = str(root / parts)
     measure("warm", Path(pattern))
     row["scanned"] = measure("mmfeed", Path(pattern))
     prepare = subprocess.run(
@@ -194,7 +198,7 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
             "--non-interactive",
             "--skip-dataset-yaml",
             "--split-parts",
-            f"train:shard-{{000..{shards - 1:03d}}}.tar",
+            f"train:{parts}",
         ],
         capture_output=True,
         text=True,

@@ -200,27 +200,7 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
                            ErrorCode::kResourceExhausted};
     return w;
   }
-  std::vector<std::string> refs = c->media(text::ContentItem::Type::kImage);
-  for (std::string& ref : c->media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
-  for (std::string& ref : c->media(text::ContentItem::Type::kAudio)) refs.push_back(std::move(ref));
-  for (const std::string& ref : refs) {
-    auto parsed =
-        dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(options_.media_root, line.manifest),
-                               options_.allow_local_media_from_remote_manifest, range ? &*range : nullptr);
-    if (!parsed.ok()) {
-      w->error = SampleError{w->id, "manifest", parsed.error().to_string(), parsed.error().code()};
-      return w;
-    }
-    if (parsed->range && parsed->range->length > options_.max_object_bytes) {  // refused before it is fetched
-      w->error = SampleError{w->id, "fetch",
-                             parsed->to_string() + (parsed->cell ? ": its page" : ": member") + " of " +
-                                 std::to_string(parsed->range->length) + " bytes exceeds max_object_bytes (" +
-                                 std::to_string(options_.max_object_bytes) + ")",
-                             ErrorCode::kResourceExhausted};
-      return w;
-    }
-    w->media.push_back(std::move(parsed).value());
-  }
+  if (!resolve_refs(*w, *c, line, range ? &*range : nullptr)) return w;
   w->image_count = images;
   for (const text::VideoKeys& k : c->video_keys()) {
     vision::VideoRequest& r = w->video_requests.emplace_back();
@@ -233,6 +213,32 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   w->conversation = std::move(c).value();
   plan_fetches(*w, options_.max_object_bytes);
   return w;
+}
+
+bool SampleProcessor::resolve_refs(Work& w, const text::Conversation& c, const dataset::ManifestLine& line,
+                                   const dataset::RangeSample* range) const {
+  std::vector<std::string> refs = c.media(text::ContentItem::Type::kImage);
+  for (std::string& ref : c.media(text::ContentItem::Type::kVideo)) refs.push_back(std::move(ref));
+  for (std::string& ref : c.media(text::ContentItem::Type::kAudio)) refs.push_back(std::move(ref));
+  for (const std::string& ref : refs) {
+    auto parsed =
+        dataset::resolve_media(ref, manifests_, line, dataset::media_root_of(options_.media_root, line.manifest),
+                               options_.allow_local_media_from_remote_manifest, range);
+    if (!parsed.ok()) {
+      w.error = SampleError{w.id, "manifest", parsed.error().to_string(), parsed.error().code()};
+      return false;
+    }
+    if (parsed->range && parsed->range->length > options_.max_object_bytes) {  // refused before it is fetched
+      w.error = SampleError{w.id, "fetch",
+                            parsed->to_string() + (parsed->cell ? ": its page" : ": member") + " of " +
+                                std::to_string(parsed->range->length) + " bytes exceeds max_object_bytes (" +
+                                std::to_string(options_.max_object_bytes) + ")",
+                            ErrorCode::kResourceExhausted};
+      return false;
+    }
+    w.media.push_back(std::move(parsed).value());
+  }
+  return true;
 }
 
 bool SampleProcessor::extract_cells(Work& w) const {

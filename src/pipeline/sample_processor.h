@@ -89,6 +89,10 @@ class SampleProcessor {
   // The images' sizes against the index's facts, when the sample's manifest has one: each one
   // counted in index.facts_checked, each that differs (the image replaced since it was indexed)
   // in index.facts_disagreed; never trusted over the header.
+  // The media sources of the sample's references (a shard sample known by its range gives what
+  // it read of it) into w.media; false, with w.error set, when one is refused.
+  bool resolve_refs(Work& w, const text::Conversation& c, const dataset::ManifestLine& line,
+                    const dataset::RangeSample* range) const;
   void check_facts(const Work& w) const;
   // The sample's tokens against its index's text tokens plus its images' (a sample of images
   // alone, not truncated, whose index counted them with this run's tokenizer and template):
