@@ -390,6 +390,7 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
                       "); build it again (mmfeed index) or delete it",
                   ErrorCode::kInvalidArgument);
   }
+  if (h.samples == 0 && h.media != 0) return refuse("it holds media entries but no sample");
   const std::byte* table = at + kHeaderBytes;
   const std::uint64_t blocks = blocks_of(h.samples);
   if (get(at, 44, 4) != crc_of(table, blocks * kBlockBytes)) return refuse("its block table is damaged (CRC-32)");

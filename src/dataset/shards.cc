@@ -463,7 +463,7 @@ Result<std::vector<std::uint64_t>> parse_tar_index(std::span<const std::byte> da
     for (int b = 0; b < 8; ++b)
       v |= static_cast<std::uint64_t>(std::to_integer<unsigned char>(data[i * 8 + b])) << (8 * b);
     starts[i] = v;
-    const bool rises = i == 0 || (v >= starts[i - 1] + kBlock && v - starts[i - 1] <= UINT32_MAX);
+    const bool rises = i == 0 || v >= starts[i - 1] + kBlock;
     if (v > shard_size || !rises) {
       return Error(ErrorCode::kCorruptData,
                    "entry " + std::to_string(i) + " (" + std::to_string(v) +
@@ -501,6 +501,9 @@ Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, cons
     if (!mapped.ok()) return Error(ErrorCode::kNotFound, mapped.error().message(), idx);
     MMFEED_ASSIGN_OR_RETURN(std::vector<std::uint64_t> starts,
                             parse_tar_index(mapped->bytes(), static_cast<std::uint64_t>(tar.st_size), idx));
+    for (std::size_t i = 1; i < starts.size(); ++i) {
+      if (starts[i] - starts[i - 1] > UINT32_MAX) return std::optional<Manifest>();  // a sample past 4 GiB: scanned
+    }
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(name.data()), name.size());
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(mapped->bytes().data()), mapped->size());
     ranges.first_sample.push_back(samples);
@@ -525,7 +528,8 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
   };
   RangeSample out;
   std::optional<std::string> long_name;
-  std::optional<std::uint64_t> pax_size;
+  std::uint64_t pax_size = 0;  // with has_pax_size: a PAX record's size for the next member
+  bool has_pax_size = false;
   std::array<std::byte, kBlock> block{};
   for (std::uint64_t pos = offset; pos + kBlock <= end;) {
     if (Status st = read_at(fd.fd, pos, block.data(), kBlock); !st.ok()) return at_byte(st.error(), pos);
@@ -534,7 +538,7 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
     if (!*parsed) break;  // the end-of-archive blocks
     TarHeader h = std::move(**parsed);
     const bool named_before = h.type != 'x' && h.type != 'g' && h.type != 'L';
-    if (named_before && pax_size) h.size = *pax_size;
+    if (named_before && has_pax_size) h.size = pax_size;
     if (named_before && long_name) h.name = *long_name;
     const std::uint64_t data_at = pos + kBlock;
     if (h.size > end - data_at) {
@@ -560,11 +564,14 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
       long_name = content.substr(0, content.find('\0'));
     } else if (h.type == 'x') {
       std::optional<std::string> path_record;
-      if (Status st = apply_pax(content, path_record, pax_size); !st.ok()) return at_byte(st.error(), pos);
+      std::optional<std::uint64_t> size_record;
+      if (Status st = apply_pax(content, path_record, size_record); !st.ok()) return at_byte(st.error(), pos);
       if (path_record) long_name = std::move(path_record);
+      has_pax_size = size_record.has_value();  // as the scan takes it: this record's size, or none
+      pax_size = size_record.value_or(0);
     } else if (h.type != 'g') {
       long_name.reset();
-      pax_size.reset();
+      has_pax_size = false;
       if (split) {
         const auto [key, suffix] = *split;
         if (out.key.empty()) out.key = key;
