@@ -1,3 +1,8 @@
+// One file of about 700 lines, on purpose: the shard scan, the read of one sample by its range
+// and Energon's split and .tar.idx share the tar decoding below (headers, PAX records, member
+// names), which a split would export through a header for these readers alone.
+//
+// WebDataset tar shards and Energon datasets (shards.h).
 #include "dataset/shards.h"
 
 #include <fcntl.h>
