@@ -14,17 +14,20 @@ namespace mmfeed::tools {
 namespace {
 
 constexpr const char* kIndexUsage =
-    "usage: mmfeed index [--out FILE] [--media-root DIR] [--no-media] [--tokenizer FILE [--model NAME]\n"
-    "                    [--chat-template NAME]] [--json] SOURCE...\n"
+    "usage: mmfeed index [--out FILE | --cache-dir DIR] [--media-root DIR] [--no-media]\n"
+    "                    [--tokenizer FILE [--model NAME] [--chat-template NAME]] [--json] SOURCE...\n"
     "\n"
-    "Indexes each local, uncompressed JSONL or JSON-array manifest: where each sample's text lies,\n"
-    "the images, videos and audio clips it names and their cost facts from the media's headers\n"
-    "(an image's size; a video's frame size, frame rate and duration; a clip's duration), bound to\n"
-    "the file's size, mtime and CRC-32. Writes SOURCE.mmidx beside it and prints the samples, media,\n"
-    "samples that are no conversation and media that could not be read (named).\n"
+    "Indexes each uncompressed JSONL or JSON-array manifest, local or remote (s3://, http(s)://):\n"
+    "where each sample's text lies, the images, videos and audio clips it names and their cost facts\n"
+    "from the media's headers (an image's size; a video's frame size, frame rate and duration; a\n"
+    "clip's duration), bound to the file's size, its mtime (remote: its ETag) and CRC-32. Writes\n"
+    "SOURCE.mmidx beside a local SOURCE and prints the samples, media, samples that are no\n"
+    "conversation and media that could not be read (named).\n"
     "\n"
     "options:\n"
-    "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx)\n"
+    "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx; a remote\n"
+    "                    SOURCE's, uploaded beside it as SOURCE.mmidx, is fetched by Loaders)\n"
+    "  --cache-dir DIR   write it where a Loader with cache_dir=DIR looks for SOURCE's index\n"
     "  --media-root DIR  where relative media references resolve (the Loader's media_root)\n"
     "  --no-media        read no medium's header (their facts unknown)\n"
     "  --tokenizer FILE  count each sample's text tokens as the Loader encodes it with this\n"
@@ -98,6 +101,8 @@ int run_index(int argc, char** argv) {
       json = true;
     } else if (arg == "--out" && i + 1 < argc) {
       options.out = argv[++i];
+    } else if (arg == "--cache-dir" && i + 1 < argc) {
+      options.cache_dir = argv[++i];
     } else if (arg == "--media-root" && i + 1 < argc) {
       options.media_root = argv[++i];
     } else if (arg == "--no-media") {

@@ -3,17 +3,19 @@
 // images, videos and audio clips) and their cost facts, read from the media's headers (an
 // image's size, a video's frame size, frame rate and duration, a clip's duration: what balancing
 // ranks by compute needs without decoding), in fixed-width records behind a checksummed header bound to
-// the file it was built from (its size, modification time and CRC-32). A stale index (the file
-// changed since), a foreign one (another file's), a truncated or tampered one is refused by
-// name, never used. Written by `mmfeed index SOURCE` beside the source (SOURCE.mmidx).
+// the file it was built from (its size, its modification time or, remote, its ETag, and its
+// CRC-32). A stale index (the file changed since), a foreign one (another file's), a truncated or
+// tampered one is refused by name, never used. Written by `mmfeed index SOURCE` beside a local
+// SOURCE (SOURCE.mmidx); a remote one's (s3://, http(s)://) where --out or --cache-dir says.
 //
 // The layout (little-endian; docs/data.md, "The dataset index"):
 //   header, 96 bytes: magic "mmfeedIX", version (u32) 3, record size (u32) 40, samples (u64),
-//     the source's size (u64), its mtime in ns (i64), its CRC-32 (u32), the block table's CRC-32
-//     (u32), where its text starts (u32: 3 after a UTF-8 byte-order mark), flags (u32: bit 0 a
-//     JSON array), media entries (u64), records a block (u32) 256, the media entry size (u32) 16,
-//     the block table entry size (u32) 16, the text tokens' key (u32: text_tokens_key() of the
-//     tokenizer and chat template that counted them; 0: not counted), 12 reserved bytes, the
+//     the source's size (u64), its mtime in ns (i64; 0 remote), its CRC-32 (u32), the block
+//     table's CRC-32 (u32), where its text starts (u32: 3 after a UTF-8 byte-order mark), flags
+//     (u32: bit 0 a JSON array), media entries (u64), records a block (u32) 256, the media entry
+//     size (u32) 16, the block table entry size (u32) 16, the text tokens' key (u32:
+//     text_tokens_key() of the tokenizer and chat template that counted them; 0: not counted), the
+//     CRC-32 of a remote source's ETag (u32; 0 local, never 0 remote), 8 reserved bytes, the
 //     CRC-32 of the 92 bytes before (u32);
 //   the block table, an entry for each 256 records (the last block holds the rest), 16 bytes: the
 //     CRC-32 of its records (u32), the CRC-32 of its media entries (u32: from its first record's
@@ -70,9 +72,10 @@ struct MediaFacts {
 struct DatasetIndex {
   std::uint64_t source_size = 0;
   std::int64_t source_mtime_ns = 0;
-  std::uint32_t source_crc32 = 0;  // of the text the Loader reads (after a byte-order mark)
-  bool array = false;              // the source is one JSON array
-  std::uint32_t tokens_key = 0;    // text_tokens_key() of what counted the records' text_tokens; 0: none
+  std::uint32_t source_crc32 = 0;     // of the text the Loader reads (after a byte-order mark)
+  bool array = false;                 // the source is one JSON array
+  std::uint32_t tokens_key = 0;       // text_tokens_key() of what counted the records' text_tokens; 0: none
+  std::uint32_t source_etag_crc = 0;  // a remote source's: the CRC-32 of its ETag; 0: a local file
   std::vector<IndexRecord> records;
   std::vector<MediaFacts> media;  // by IndexRecord::first_media
 };
@@ -91,7 +94,9 @@ struct IndexSummary {
 };
 
 struct IndexOptions {
-  std::string out;  // where to write the index; empty: source + ".mmidx"
+  // Where to write the index; empty: source + ".mmidx" beside a local source (a remote one's needs
+  // `out` or `cache_dir`: it is written here, then uploaded beside it or kept in a node cache).
+  std::string out;
   // Where relative media references resolve (the Loader's media_root); empty: the source's folder.
   std::string media_root;
   bool probe_media = true;  // false: no medium's header read (its facts "not probed")
@@ -101,6 +106,9 @@ struct IndexOptions {
   std::string tokenizer{};
   std::string model = "qwen2-vl";
   std::string chat_template{};
+  // Where given (and `out` not), the index is written where a Loader with this cache_dir looks
+  // for the source's index: a node cache filled ahead of the ranks.
+  std::string cache_dir{};
 };
 
 // What binds an index's text tokens to what counted them: the CRC-32 of the tokenizer file's
@@ -109,14 +117,17 @@ struct IndexOptions {
 // tokens only where its own tokenizer and template give the same key.
 Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::string_view chat_template);
 
-// Indexes the local, uncompressed JSONL or JSON-array manifest `source` into options.out,
-// written whole to a temporary file and renamed into place (never rewritten in place: readers
-// map it), so a reader never meets half an index. A sample that is no conversation is indexed,
-// flagged and named; a local medium's header is read (a remote one's is not yet), one that cannot
-// be read is counted and named, its facts marked unreadable.
+// Indexes the uncompressed JSONL or JSON-array manifest `source` (a local file, or an s3:// or
+// http(s):// object whose server sends an ETag; S3 credentials from the environment, as the
+// Loader's) into options.out, written whole to a temporary file and renamed into place (never
+// rewritten in place: readers map it), so a reader never meets half an index. A remote object
+// replaced while it is read is an error. A sample that is no conversation is indexed, flagged and
+// named; a local medium's header is read (a remote one's is not yet), one that cannot be read is
+// counted and named, its facts marked unreadable.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 
-// The index at `path`, checked whole against itself and against `source` (its size and mtime):
+// The index at `path`, checked whole against itself and against `source` (its size, and its mtime
+// or ETag):
 // an error naming the index and what is wrong otherwise (not an index, another version,
 // truncated, its header or records altered, its source changed since it was built).
 Result<DatasetIndex> open_index(const std::string& path, const std::string& source);

@@ -25,6 +25,8 @@
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
 #include "dataset/source_files.h"
+#include "storage/fetcher.h"
+#include "storage/redact.h"
 #include "storage/uri.h"
 #include "text/chat.h"
 #include "text/chat_encode.h"
@@ -59,39 +61,57 @@ std::uint32_t crc_of(const void* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), size));
 }
 
-// A local file's path, size and modification time; remote sources are refused (for now).
-struct LocalFile {
-  std::string path;
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
-};
-
-Result<LocalFile> local_file(const std::string& source) {
-  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(source));
-  if (uri.scheme != storage::Scheme::kFile) {
-    return Error(ErrorCode::kUnsupported, "only local manifests are indexed so far; copy it here first", source);
-  }
-  struct stat st {};
-  if (::stat(uri.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Error(ErrorCode::kNotFound, "no such file", source);
-  }
-  return LocalFile{uri.path, static_cast<std::uint64_t>(st.st_size),
-                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
-
-// The first bytes of the file: compressed manifests cannot be read by byte range, and a
-// byte-order mark moves the text.
-Result<std::uint32_t> text_start(const LocalFile& file, const std::string& source) {
-  std::ifstream in(file.path, std::ios::binary);
-  std::array<unsigned char, 4> head{};
-  in.read(reinterpret_cast<char*>(head.data()), head.size());
-  const auto got = static_cast<std::size_t>(in.gcount());
-  if ((got >= 2 && head[0] == 0x1f && head[1] == 0x8b) ||
-      (got >= 4 && head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd)) {
+// Where the text starts in a file whose first bytes are `head`: compressed manifests cannot be
+// read by byte range, and a byte-order mark moves the text.
+Result<std::uint32_t> text_start(std::string_view head, const std::string& source) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(head[i]); };
+  if (dataset::compressed(head)) {
     return Error(ErrorCode::kUnsupported, "a compressed manifest cannot be read by byte range; index it decompressed",
                  source);
   }
-  return got >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF ? 3u : 0u;
+  return head.size() >= 3 && byte(0) == 0xEF && byte(1) == 0xBB && byte(2) == 0xBF ? 3u : 0u;
+}
+
+constexpr std::size_t kHeadBytes = 4;  // of a source, read with its stamp
+
+Result<dataset::SourceStamp> stamp_local(const std::string& path, const std::string& source) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return Error(ErrorCode::kNotFound, "no such file", source);
+  dataset::SourceStamp stamp;
+  stamp.size = static_cast<std::uint64_t>(st.st_size);
+  stamp.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  std::ifstream in(path, std::ios::binary);
+  stamp.head.resize(kHeadBytes);
+  in.read(stamp.head.data(), kHeadBytes);
+  stamp.head.resize(static_cast<std::size_t>(in.gcount()));
+  return stamp;
+}
+
+// A remote object's stamp: one GET of its first bytes gives its size (Content-Range's total) and
+// its ETag.
+Result<dataset::SourceStamp> stamp_remote(const storage::ObjectUri& uri, const std::string& source,
+                                          const storage::S3Options& s3) {
+  storage::FetchOptions options;
+  options.part_size = 0;
+  storage::Fetcher fetcher(options, s3);
+  if (!fetcher.submit({uri, 0, storage::ByteRange{0, kHeadBytes}})) {
+    return Error(ErrorCode::kInternal, "fetcher closed", source);
+  }
+  fetcher.close();
+  std::optional<storage::FetchResult> r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "fetcher closed", source);
+  if (!r->data.ok()) return std::move(r->data).error().with_context("manifest");
+  if (r->etag.empty()) {
+    return Error(ErrorCode::kUnsupported, "its server sends no ETag, so no index can be bound to it", source);
+  }
+  dataset::SourceStamp stamp;
+  stamp.size = r->object_size;
+  stamp.etag = r->etag;
+  stamp.etag_crc = crc_of(stamp.etag.data(), stamp.etag.size());
+  if (stamp.etag_crc == 0) stamp.etag_crc = 1;
+  stamp.head.assign(reinterpret_cast<const char*>(r->data->data()), std::min(r->data->size(), kHeadBytes));
+  return stamp;
 }
 
 std::string encode(const DatasetIndex& index, std::uint32_t start) {
@@ -144,7 +164,8 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
   put(out, kMediaBytes, 4);
   put(out, kBlockBytes, 4);
   put(out, index.tokens_key, 4);
-  out.append(12, '\0');
+  put(out, index.source_etag_crc, 4);
+  out.append(8, '\0');
   put(out, crc_of(out.data(), out.size()), 4);
   return out + table + records + media;
 }
@@ -272,17 +293,48 @@ void describe_all(const dataset::Manifests& manifests, std::uint32_t start, cons
 }  // namespace
 
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options) {
-  MMFEED_ASSIGN_OR_RETURN(const LocalFile file, local_file(source));
-  MMFEED_ASSIGN_OR_RETURN(const std::uint32_t start, text_start(file, source));
-  MMFEED_ASSIGN_OR_RETURN(dataset::SourceFiles files, dataset::source_files(source, {}));
+  const std::string name = storage::redact_uri(source);
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(source));
+  const bool remote = uri.scheme != storage::Scheme::kFile;
+  storage::S3Options s3;
+  if (remote) {
+    MMFEED_ASSIGN_OR_RETURN(s3, storage::s3_options_from_environment());
+  }
+  IndexSummary summary;
+  if (!options.out.empty()) {
+    summary.path = options.out;
+  } else if (!options.cache_dir.empty()) {
+    summary.path = dataset::cached_index_path(options.cache_dir, source);
+    std::error_code ec;
+    std::filesystem::create_directories(options.cache_dir, ec);
+    if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), options.cache_dir);
+  } else if (remote) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "a remote manifest's index is written here: say where (--out FILE, then upload it beside the "
+                 "manifest as its name + .mmidx; or --cache-dir DIR, a Loader's cache_dir)",
+                 name);
+  } else {
+    summary.path = dataset::index_path_of(uri.path);
+  }
+  MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp stamp, dataset::stamp_source(source, s3));
+  MMFEED_ASSIGN_OR_RETURN(const std::uint32_t start, text_start(stamp.head, name));
+  MMFEED_ASSIGN_OR_RETURN(dataset::SourceFiles files, dataset::source_files(source, s3));
   if (files.layout != dataset::Layout::kManifest || files.files.size() != 1) {
-    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file at a time", source);
+    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file at a time", name);
   }
   MMFEED_ASSIGN_OR_RETURN(const dataset::Manifests manifests,
-                          dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, {},
+                          dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, s3,
                                                   dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}}));
+  if (remote) {  // the text read is the version stamped
+    MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp after, dataset::stamp_source(source, s3));
+    if (after.etag != stamp.etag || after.size != stamp.size) {
+      return Error(ErrorCode::kUnavailable,
+                   "replaced while it was indexed (ETag " + stamp.etag + ", then " + after.etag + "); index it again",
+                   name);
+    }
+  }
   const dataset::Manifest& m = manifests.files.front();
-  DatasetIndex index{file.size, file.mtime_ns, m.crc32, m.array, 0, {}, {}};
+  DatasetIndex index{stamp.size, stamp.mtime_ns, m.crc32, m.array, 0, stamp.etag_crc, {}, {}};
   std::optional<TokenCounter> counter;
   if (!options.tokenizer.empty()) {
     MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(options.model));
@@ -294,8 +346,6 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     MMFEED_ASSIGN_OR_RETURN(index.tokens_key,
                             text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
   }
-  IndexSummary summary;
-  summary.path = options.out.empty() ? dataset::index_path_of(file.path) : options.out;
   describe_all(manifests, start, options, counter ? &*counter : nullptr, index, summary);
   std::string buffer;
   for (std::size_t i = 0; i < index.records.size(); ++i) {
@@ -344,7 +394,38 @@ namespace dataset {
 
 std::string index_path_of(const std::string& file_path) { return file_path + ".mmidx"; }
 
-Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& path, const std::string& source) {
+bool compressed(std::string_view head) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(head[i]); };
+  return (head.size() >= 2 && byte(0) == 0x1f && byte(1) == 0x8b) ||
+         (head.size() >= 4 && byte(0) == 0x28 && byte(1) == 0xb5 && byte(2) == 0x2f && byte(3) == 0xfd);
+}
+
+std::string cached_index_path(const std::string& dir, const std::string& source) {
+  std::string key = source, file = source;
+  auto uri = storage::parse_uri(source);
+  if (uri.ok() && uri->scheme == storage::Scheme::kFile) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(uri->path, ec);
+    key = ec ? uri->path : absolute.string();
+    file = uri->path;
+  } else {
+    key = source.substr(0, source.find_first_of("?#"));  // a presigned URL's signature changes; its object does not
+    file = key;
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
+  const std::string base = file.substr(file.rfind('/') + 1);
+  return (std::filesystem::path(dir) / (std::string(hash) + "-" + base + ".mmidx")).string();
+}
+
+Result<SourceStamp> stamp_source(const std::string& source, const storage::S3Options& s3) {
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(source));
+  const std::string name = storage::redact_uri(source);
+  return uri.scheme == storage::Scheme::kFile ? stamp_local(uri.path, name) : stamp_remote(uri, name, s3);
+}
+
+Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& path, const std::string& source,
+                                                             const SourceStamp& now) {
   const auto refuse = [&](const std::string& why, ErrorCode code = ErrorCode::kCorruptData) {
     return Error(code, why, path);
   };
@@ -382,11 +463,14 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   h.text_start = static_cast<std::uint32_t>(get(at, 48, 4));
   h.array = (get(at, 52, 4) & 1) != 0;
   h.tokens_key = static_cast<std::uint32_t>(get(at, 76, 4));
-  MMFEED_ASSIGN_OR_RETURN(const LocalFile file, local_file(source));
-  if (file.size != h.source_size || file.mtime_ns != h.source_mtime_ns) {
+  h.etag_crc = static_cast<std::uint32_t>(get(at, 80, 4));
+  if (now.size != h.source_size || now.mtime_ns != h.source_mtime_ns || now.etag_crc != h.etag_crc) {
+    const char* since =
+        h.etag_crc != now.etag_crc
+            ? (h.etag_crc == 0 || now.etag_crc == 0 ? ", built for a local file and a remote one" : ", another ETag")
+            : ", modified since";
     return refuse("stale: " + source + " changed since it was indexed (" + std::to_string(h.source_size) +
-                      " bytes then, " + std::to_string(file.size) + " now" +
-                      (file.size == h.source_size ? ", modified since" : "") +
+                      " bytes then, " + std::to_string(now.size) + " now" + (now.size == h.source_size ? since : "") +
                       "); build it again (mmfeed index) or delete it",
                   ErrorCode::kInvalidArgument);
   }
@@ -487,9 +571,15 @@ MediaFacts MappedIndex::media(std::uint64_t j) const {
 }  // namespace dataset
 
 Result<DatasetIndex> open_index(const std::string& path, const std::string& source) {
-  MMFEED_ASSIGN_OR_RETURN(const auto mapped, dataset::MappedIndex::open(path, source));
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(source));
+  storage::S3Options s3;
+  if (uri.scheme != storage::Scheme::kFile) {
+    MMFEED_ASSIGN_OR_RETURN(s3, storage::s3_options_from_environment());
+  }
+  MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp now, dataset::stamp_source(source, s3));
+  MMFEED_ASSIGN_OR_RETURN(const auto mapped, dataset::MappedIndex::open(path, source, now));
   const dataset::IndexHeader& h = mapped->header();
-  DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, h.tokens_key, {}, {}};
+  DatasetIndex index{h.source_size, h.source_mtime_ns, h.source_crc32, h.array, h.tokens_key, h.etag_crc, {}, {}};
   index.records.reserve(h.samples);
   for (std::uint64_t i = 0; i < h.samples; ++i) {
     MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, mapped->record(i));

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <span>
 #include <thread>
@@ -257,62 +259,65 @@ struct OwnedFd {
   int fd;
 };
 
-// The local manifest `file` (at `path`) opened from the index at `index`: its samples stay in the
-// index. An index whose header or block table does not check out is an error naming it.
-Result<Manifest> open_from_index(const std::string& file, const storage::ObjectUri& uri, const std::string& index) {
+// What opening a manifest from an index needs beside the file's name.
+struct IndexContext {
+  const storage::S3Options& s3;
+  std::size_t limit;  // max_manifest_bytes: the longest sample text read
+};
+
+// The manifest `file` (at `uri`) opened from the index at `index`, its stamp `now`: its samples
+// stay in the index, its text where it lies. An index whose header or block table does not check
+// out, or bound to another version of the file, is an error naming it.
+Result<Manifest> open_from_index(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
+                                 const SourceStamp& now, const IndexContext& context) {
   Manifest m;
   m.name = storage::redact_uri(file);
+  m.base_dir = base_dir_of(uri);
+  if (uri.scheme != storage::Scheme::kFile) {
+    MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const MappedIndex> mapped, MappedIndex::open(index, m.name, now));
+    const IndexHeader& header = mapped->header();
+    m.indexed = std::make_shared<RemoteText>(uri, m.name, now.etag, header.text_start,
+                                             header.source_size - header.text_start, context.s3, context.limit);
+    m.remote = true;
+    m.crc32 = header.source_crc32;
+    m.array = header.array;
+    m.index = std::move(mapped);
+    return m;
+  }
   // The file is opened before its index is checked against it, and checked again once open: the
   // text read later is the text indexed, whatever replaces the path since.
   OwnedFd fd(::open(uri.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return Error(ErrorCode::kNotFound, "cannot open it", m.name);
-  MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const MappedIndex> mapped, MappedIndex::open(index, file));
+  MMFEED_ASSIGN_OR_RETURN(std::shared_ptr<const MappedIndex> mapped, MappedIndex::open(index, file, now));
   const IndexHeader& header = mapped->header();
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != header.source_size) {
     return Error(ErrorCode::kInvalidArgument, "stale: " + m.name + " changed while it was opened", index);
   }
   m.indexed =
-      std::make_shared<IndexedText>(fd.release(), m.name, header.text_start, header.source_size - header.text_start);
+      std::make_shared<LocalText>(fd.release(), m.name, header.text_start, header.source_size - header.text_start);
   m.crc32 = header.source_crc32;
   m.array = header.array;
   m.index = std::move(mapped);
-  m.base_dir = base_dir_of(uri);
   return m;
 }
 
 // How long a reader waits for another reader of the node to finish indexing a manifest.
 constexpr std::chrono::minutes kIndexBuildWait{10};
 
-// The node cache's index of local manifest `path`: named by the file's absolute path (hashed)
-// and its name, so two manifests of one name do not share one.
-std::string cached_index_path(const std::string& dir, const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  const std::string key = ec ? path : absolute.string();
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(key));
-  return (std::filesystem::path(dir) /
-          (std::string(hash) + "-" + std::filesystem::path(path).filename().string() + ".mmidx"))
-      .string();
-}
-
-// `file` opened from the node cache's index `index`: under an exclusive lock of "<index>.lock"
-// (flock: released if its holder dies; the others wait at most kIndexBuildWait), the cached index
-// is opened when current, else built first (the first reader of the node) and opened; nullopt
-// when the file is no manifest an index serves (compressed).
-Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
-                                            const std::string& index, std::string_view media_root) {
+// A lock of the node cache's "<index>.lock" (flock: released if its holder dies), taken within
+// kIndexBuildWait (another reader may be indexing `file`); closing the descriptor unlocks.
+Result<std::unique_ptr<OwnedFd>> lock_cache_entry(const std::string& index, const std::string& file) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
   if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), index);
   const std::string lock_path = index + ".lock";
-  const OwnedFd lock(::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644));
-  if (lock.fd < 0) {
+  auto lock = std::make_unique<OwnedFd>(::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644));
+  if (lock->fd < 0) {
     return Error(ErrorCode::kIoError, std::string("cannot open the lock: ") + std::strerror(errno), lock_path);
   }
   const auto deadline = std::chrono::steady_clock::now() + kIndexBuildWait;
-  while (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
+  while (::flock(lock->fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK && errno != EINTR) {
       return Error(ErrorCode::kIoError, std::string("cannot lock: ") + std::strerror(errno), lock_path);
     }
@@ -324,44 +329,108 @@ Result<std::optional<Manifest>> open_cached(const std::string& file, const stora
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // Locked (closing the descriptor unlocks): built by another reader since, and current?
-  if (auto m = open_from_index(file, uri, index); m.ok()) return std::optional<Manifest>(std::move(*m));
+  return lock;
+}
+
+// The index beside the remote manifest `file` ("<uri>.mmidx"; none for a URL with a query: its
+// signature is the manifest's) fetched into the node cache at `index`: false where there is none
+// (404, or 403 where the store hides what is missing).
+Result<bool> fetch_beside(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
+                          const IndexContext& context) {
+  if (uri.scheme != storage::Scheme::kS3 && uri.url.find_first_of("?#") != std::string::npos) return false;
+  const std::string beside = index_path_of(file);
+  MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri beside_uri, storage::parse_uri(beside));
+  storage::FetchOptions options;
+  options.max_object_bytes = std::max<std::uint64_t>(context.limit, std::uint64_t{1} << 30);
+  options.max_object_bytes_option = "max_manifest_bytes";
+  storage::Fetcher fetcher(options, context.s3);
+  if (!fetcher.submit({beside_uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", beside);
+  fetcher.close();
+  std::optional<storage::FetchResult> r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "fetcher closed", beside);
+  if (!r->data.ok()) {
+    const ErrorCode code = r->data.error().code();
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) return false;
+    return std::move(r->data).error().with_context("the index beside the manifest");
+  }
+  const std::string temporary = index + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(r->data->data()), static_cast<std::streamsize>(r->data->size()));
+    if (!out.flush()) return Error(ErrorCode::kIoError, "cannot write the index fetched", temporary);
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, index, ec);
+  if (ec) return Error(ErrorCode::kIoError, "cannot move the index into place: " + ec.message(), index);
+  return true;
+}
+
+// `file` opened from the node cache's index `index`: under the entry's lock, the cached index is
+// opened when current, else (a remote file) the one beside it fetched into the cache, else one
+// built there (the first reader of the node) and opened; nullopt when the file is no manifest an
+// index serves (compressed).
+Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
+                                            const std::string& index, std::string_view media_root,
+                                            const SourceStamp& now, const IndexContext& context) {
+  MMFEED_ASSIGN_OR_RETURN(const std::unique_ptr<OwnedFd> lock, lock_cache_entry(index, file));
+  // Locked: built or fetched by another reader since, and current?
+  if (auto m = open_from_index(file, uri, index, now, context); m.ok()) return std::optional<Manifest>(std::move(*m));
+  if (uri.scheme != storage::Scheme::kFile) {
+    MMFEED_ASSIGN_OR_RETURN(const bool fetched, fetch_beside(file, uri, index, context));
+    if (fetched) {
+      auto m = open_from_index(file, uri, index, now, context);
+      if (m.ok()) return std::optional<Manifest>(std::move(*m));
+      std::error_code ec;
+      std::filesystem::remove(index, ec);  // never used: the next reader fetches it again
+      return std::move(m).error().with_context(storage::redact_uri(index_path_of(file)) +
+                                               ", fetched into the cache_dir");
+    }
+  }
   IndexOptions options;
   options.out = index;
   options.media_root = std::string(media_root);
   auto built = build_index(file, options);
   if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
   if (!built.ok()) return std::move(built).error().with_context("cache_dir");
-  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index));
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp after, stamp_source(file, context.s3));
+  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, after, context));
   m.index_built = true;
   return std::optional<Manifest>(std::move(m));
 }
 
-// The local JSONL or JSON file `file` opened from its index, as manifest number `manifest`: the
-// one beside it, else (with a cache_dir) the node cache's, built if need be; nullopt when it has
-// none. An index beside it that does not check out is an error naming it: never used, never
-// silently passed over (a stale one in the cache is the cache's to rebuild).
-Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest) {
+// The JSONL or JSON file `file` opened from its index, as manifest number `manifest`: a local
+// one's beside it, else (with a cache_dir) the node cache's, fetched or built if need be; nullopt
+// when it has none, or is no file an index serves (compressed; remote without a cache_dir or an
+// ETag). An index beside a local file that does not check out is an error naming it: never used,
+// never silently passed over (a stale one in the cache is the cache's to replace).
+Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
+                                             const IndexContext& context) {
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(file));
-  if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
+  const bool local = uri.scheme == storage::Scheme::kFile;
+  if (!local && indexes.cache_dir.empty()) return std::optional<Manifest>();
+  auto now = stamp_source(file, context.s3);
+  if (!now.ok() && now.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();  // no ETag
+  if (!now.ok()) return std::move(now).error();
+  if (compressed(now->head)) return std::optional<Manifest>();
   std::error_code ec;
-  if (const std::string beside = index_path_of(uri.path); std::filesystem::exists(beside, ec)) {
-    MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, beside));
+  if (const std::string beside = index_path_of(uri.path); local && std::filesystem::exists(beside, ec)) {
+    MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, beside, *now, context));
     return std::optional<Manifest>(std::move(m));
   }
   if (indexes.cache_dir.empty()) return std::optional<Manifest>();
-  return open_cached(file, uri, cached_index_path(indexes.cache_dir, uri.path),
-                     media_root_of(indexes.media_root, manifest));
+  return open_cached(file, uri, cached_index_path(indexes.cache_dir, file), media_root_of(indexes.media_root, manifest),
+                     *now, context);
 }
 
 // The JSONL and JSON `files` of source `source` as one manifest, manifest number `manifest`:
 // one file's as it is, several as parts of one text (each indexed on its own, numbered from its
 // own first line), within `limit` together.
 Result<Manifest> read_text_files(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
-                                 storage::Fetcher& fetcher, std::uint32_t manifest, std::vector<ManifestLine>& out,
-                                 const Indexes& indexes) {
+                                 const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
+                                 std::vector<ManifestLine>& out, const Indexes& indexes) {
   if (files.size() == 1 && indexes.use) {
-    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_indexed(files[0], indexes, manifest));
+    MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed,
+                            open_indexed(files[0], indexes, manifest, IndexContext{s3, limit}));
     if (indexed) return std::move(*indexed);
   }
   Manifest whole;
@@ -394,7 +463,7 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
                              const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
                              std::vector<ManifestLine>& lines, const Indexes& indexes) {
   switch (files.layout) {
-    case Layout::kManifest: return read_text_files(source, files.files, limit, fetcher, manifest, lines, indexes);
+    case Layout::kManifest: return read_text_files(source, files.files, limit, s3, fetcher, manifest, lines, indexes);
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines);
     case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
@@ -404,27 +473,6 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
 }
 
 }  // namespace
-
-IndexedText::~IndexedText() { ::close(fd_); }
-
-Result<std::string_view> IndexedText::read(std::uint64_t offset, std::uint32_t length, std::string& buffer) const {
-  buffer.resize(length);
-  std::size_t got = 0;
-  while (got < length) {
-    const ssize_t n = ::pread(fd_, buffer.data() + got, length - got, static_cast<off_t>(start_ + offset + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error(ErrorCode::kIoError, std::string("read failed: ") + std::strerror(errno), name_);
-    if (n == 0) {
-      return Error(ErrorCode::kCorruptData,
-                   "ends at byte " + std::to_string(start_ + offset + got) +
-                       ", before the sample its index places at " + std::to_string(start_ + offset) + " (" +
-                       std::to_string(length) + " bytes): the file was cut since it was indexed",
-                   name_);
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  return std::string_view(buffer);
-}
 
 // Reads each source as one manifest (manifest.h), whatever layout its files have.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t limit, const storage::S3Options& s3,
@@ -462,6 +510,17 @@ Result<ManifestLine> Manifests::line(std::uint64_t i) const {
   if (m.index == nullptr) return held[m.lines_from + (i - m.first_line)];
   MMFEED_ASSIGN_OR_RETURN(const IndexRecord r, m.index->record(i - m.first_line));
   return ManifestLine{r.offset - m.index->header().text_start, r.length, n, r.number};
+}
+
+void Manifests::prefetch(std::span<const std::uint64_t> indexes) const {
+  std::map<std::uint32_t, std::vector<TextRange>> wanted;  // by manifest
+  for (const std::uint64_t i : indexes) {
+    const std::uint32_t n = manifest_of(i);
+    if (!files[n].indexed || !files[n].indexed->remote()) continue;
+    const Result<ManifestLine> found = line(i);
+    if (found.ok()) wanted[n].push_back({found->offset, found->length});  // else its own read names what is wrong
+  }
+  for (const auto& [n, ranges] : wanted) files[n].indexed->prefetch(ranges);
 }
 
 Result<RangeSample> Manifests::read_range(const ManifestLine& line, std::size_t limit) const {

@@ -1,8 +1,9 @@
 // Manifests: JSONL files, or files holding one JSON array of samples (local, file://, s3://,
 // http(s)://; plain, gzip or zstd, recognised by their bytes), read once into memory, each sample
-// indexed (a line, an element), and the media their samples name. A local file with a valid
-// index beside it (`mmfeed index`, index.h) is opened from the index alone: its text is not read,
-// each sample's is read by its byte range when asked for. The Loader and `mmfeed fetch
+// indexed (a line, an element), and the media their samples name. A file with a valid index
+// (`mmfeed index`, index.h: beside a local one; a remote one's in the node cache) is opened from
+// the index alone: its text is not read, each sample's is read by its byte range when asked for. The Loader and `mmfeed
+// fetch
 // --from-manifest` read manifests through this one reader.
 //
 // Every size is bounded before memory is committed: the fetched object and the decompressed text
@@ -19,11 +20,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dataset/index.h"
+#include "dataset/indexed_text.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
 #include "storage/fetcher.h"
@@ -107,29 +110,6 @@ struct ManifestPart {
   bool array = false;
 };
 
-// A manifest opened from its index (index.h): its text stays in its file, each sample's read by
-// its byte range when asked for (the file held open: a file replaced since still reads as indexed).
-class IndexedText {
- public:
-  // `fd` is owned (closed with this).
-  IndexedText(int fd, std::string name, std::uint32_t start, std::uint64_t size)
-      : fd_(fd), name_(std::move(name)), start_(start), size_(size) {}
-  ~IndexedText();
-  IndexedText(const IndexedText&) = delete;
-  IndexedText& operator=(const IndexedText&) = delete;
-
-  // The text at `offset` (from the text's start, after a byte-order mark), `length` bytes, into
-  // `buffer`; an error naming the file when it reads short (the file was cut since).
-  Result<std::string_view> read(std::uint64_t offset, std::uint32_t length, std::string& buffer) const;
-  std::uint64_t size() const { return size_; }  // the text's, as read_manifests would hold it
-
- private:
-  const int fd_;
-  const std::string name_;
-  const std::uint32_t start_;
-  const std::uint64_t size_;
-};
-
 // One manifest, read once: its text whole (decompressed), and where relative media resolve.
 // For tar shards (shards.h) the text is the samples' .json members, one per line, and the
 // samples' media are members of their shard. For Parquet files (parquet.h) `shards` are the
@@ -196,9 +176,16 @@ struct Manifests {
   // shard sample known by its byte range (Manifest::ranges) is read whole by read_range() instead.
   Result<std::string_view> text(const ManifestLine& line, std::string& buffer) const {
     const Manifest& m = files[line.manifest];
-    if (m.indexed) return m.indexed->read(line.offset, line.length, buffer);
+    if (m.indexed) return m.indexed->read({line.offset, line.length}, buffer);
     if (m.ranges) return Error(ErrorCode::kInternal, "a shard sample's text is read with its range", where(line));
     return std::string_view(m.text).substr(line.offset, line.length);
+  }
+  // Samples `indexes` (< size()) are to be read soon: the text of those of a remote manifest opened
+  // from its index is fetched ahead (indexed_text.h); the others need nothing.
+  void prefetch(std::span<const std::uint64_t> indexes) const;
+  // Whether prefetch() does anything (a remote manifest is opened from its index).
+  bool reads_text_remotely() const {
+    return std::any_of(files.begin(), files.end(), [](const Manifest& m) { return m.indexed && m.indexed->remote(); });
   }
   // A shard sample of a manifest with `ranges`: its byte range read and its members decoded; an
   // error naming the sample and what is wrong (a header that does not decode, a range that cuts a
@@ -226,8 +213,10 @@ struct Manifests {
 
 // How read_manifests treats dataset indexes (index.h).
 struct Indexes {
-  bool use = true;        // false: read the text even where an index lies (`mmfeed index` rebuilding one)
-  std::string cache_dir;  // where a local manifest without an index beside it is indexed once, under a lock
+  bool use = true;  // false: read the text even where an index lies (`mmfeed index` rebuilding one)
+  // Where a manifest without an index beside it (local), or any remote one, has its index kept:
+  // fetched from beside it (remote) or built, once a node, under a lock.
+  std::string cache_dir;
   std::vector<std::string> media_root;  // the Loader's: where an index built reads relative media's headers
 };
 
@@ -240,7 +229,10 @@ struct Indexes {
 // not read; the limit does not apply to it); an index beside it that does not check out is an
 // error naming it. Without one, and with `indexes.cache_dir`, the file is indexed there (the
 // first reader of the node builds it under a lock, the others wait for it), a stale one there
-// rebuilt, and opened from it.
+// rebuilt, and opened from it. A remote one (uncompressed, its server sending an ETag) with
+// `indexes.cache_dir` likewise: its index there when current, else the one beside it
+// ("<uri>.mmidx") fetched into it (an error naming that index where it does not check out), else
+// built there from its text (read once a node); then its samples' text is read by ranged GETs.
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
                                  const storage::S3Options& s3, const Indexes& indexes = {});
 

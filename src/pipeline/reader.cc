@@ -6,9 +6,49 @@
 
 namespace mmfeed::pipeline {
 
+namespace {
+
+constexpr std::uint64_t kTextAhead = 64;  // samples whose remote text is asked for ahead of the reader, at most
+constexpr std::uint64_t kTextBatch = 32;  // asked for together (their adjacent ranges one GET)
+
+// The positions the reader will reach next, walked ahead of it (the same walk, a step count
+// apart), their samples' remote text asked for in batches.
+class TextAhead {
+ public:
+  TextAhead(const Stages& s, const OrderOptions& order)
+      : processor_(s.processor), walk_(s.population, order, s.start, nullptr) {}
+
+  // The reader is at its `reached`-th sample: keep the text of the next ones asked for.
+  void reach(std::uint64_t reached) {
+    if (done_ || asked_ >= reached + kTextAhead - kTextBatch) return;
+    std::vector<std::uint64_t> batch;
+    while (batch.size() < kTextBatch) {
+      const std::optional<Walk::Step> step = walk_.next();
+      if (!step) {
+        done_ = true;
+        break;
+      }
+      if (!step->end) batch.push_back(step->index);
+    }
+    asked_ += batch.size();
+    processor_.prefetch_text(batch);
+  }
+
+ private:
+  const SampleProcessor& processor_;
+  Walk walk_;
+  std::uint64_t asked_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
 void ConcurrentDriver::run_reader() {
   core::set_current_thread_name("read");
   Walk walk(s_.population, options_.order, s_.start, &s_.metrics);
+  std::optional<TextAhead> ahead;  // only where a sample's text costs a round trip
+  if (s_.processor.reads_text_remotely()) ahead.emplace(s_, options_.order);
+  std::uint64_t reached = 0;
   std::uint64_t tag = 0;
   int announced = -1;
   for (auto step = walk.next(); step && !stop_.load(); step = walk.next()) {
@@ -22,6 +62,7 @@ void ConcurrentDriver::run_reader() {
     }
     if (step->end) continue;
     if (!memory_.admit()) return;
+    if (ahead) ahead->reach(reached++);
     auto w = s_.processor.prepare(step->epoch, step->seq, step->index);
     if (w->error || w->media.empty()) {
       submit_processing(std::move(w));

@@ -107,6 +107,8 @@ SampleProcessor::SampleProcessor(const Settings& settings, const dataset::Manife
       facts_checked_(metrics.counter("index.facts_checked")),
       facts_disagreed_(metrics.counter("index.facts_disagreed")),
       index_blocks_(metrics.gauge("index.blocks_checked")),
+      text_requests_(metrics.gauge("manifest.text_requests")),
+      text_bytes_(metrics.gauge("manifest.text_bytes")),
       trusted_tokens_(trusted_text_tokens(settings, manifests)),
       tokens_checked_(metrics.counter("index.tokens_checked")),
       tokens_disagreed_(metrics.counter("index.tokens_disagreed")) {
@@ -158,6 +160,16 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   std::string buffer;  // the sample's text, when its manifest was opened from an index
   const Result<std::string_view> text =
       range ? Result<std::string_view>(std::string_view(range->json)) : manifests_.text(line, buffer);
+  if (m.indexed && m.indexed->remote()) {
+    dataset::IndexedText::Reads reads;
+    for (const dataset::Manifest& f : manifests_.files) {
+      if (!f.indexed) continue;
+      reads.requests += f.indexed->reads().requests;
+      reads.bytes += f.indexed->reads().bytes;
+    }
+    text_requests_.set(static_cast<std::int64_t>(reads.requests));
+    text_bytes_.set(static_cast<std::int64_t>(reads.bytes));
+  }
   if (!text.ok()) {
     w->error = SampleError{w->id, "manifest", text.error().to_string(), text.error().code()};
     return w;

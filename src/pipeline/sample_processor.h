@@ -22,6 +22,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ class SampleProcessor {
   // The sample at `line_index` of the manifests, `seq`-th of the rank's order in `epoch`: its
   // conversation parsed, its image and video URIs resolved, one empty byte slot for each.
   std::unique_ptr<Work> prepare(int epoch, std::uint64_t seq, std::uint64_t line_index) const;
+  // The samples at `line_indexes` are to be prepared soon: a remote manifest's text is fetched
+  // ahead (where reads_text_remotely()).
+  void prefetch_text(std::span<const std::uint64_t> line_indexes) const { manifests_.prefetch(line_indexes); }
+  bool reads_text_remotely() const { return manifests_.reads_text_remotely(); }
 
   // The grids from the images' headers and the videos' plans, then the text (rendered and
   // tokenized with them), then, unless `defer_images` (packing: the batcher plans rows from the
@@ -141,6 +146,8 @@ class SampleProcessor {
   core::Counter& facts_checked_;
   core::Counter& facts_disagreed_;
   core::Gauge& index_blocks_;               // the indexes' blocks this process checked (read) so far
+  core::Gauge& text_requests_;              // GETs of remote manifests' sample text (opened from an index)
+  core::Gauge& text_bytes_;                 // the bytes they brought
   const std::vector<bool> trusted_tokens_;  // per manifest (balance.h, trusted_text_tokens)
   core::Counter& tokens_checked_;
   core::Counter& tokens_disagreed_;

@@ -234,6 +234,7 @@ FetchResult Fetcher::Engine::base_result(Job* job) {
   r.http_status = job->last_status;
   r.latency_ns = core::now_ns() - job->start_ns;
   r.object_size = job->object_size;
+  r.etag = job->etag;
   return r;
 }
 

@@ -58,6 +58,9 @@ struct FetchRequest {
   ObjectUri uri;
   std::uint64_t tag = 0;           // the caller's cookie (a sample index), returned as is
   std::optional<ByteRange> range;  // fetch only these bytes (one GET, no parts)
+  // Sent as If-Match on every GET of it: the bytes of this version of the object or none (a 412,
+  // the object replaced since its ETag was learned, is final at once: kUnavailable). Remote only.
+  std::string if_match{};
 };
 
 struct FetchResult {
@@ -72,6 +75,7 @@ struct FetchResult {
   // The whole object's size, when an HTTP answer declared it (a Content-Range total, or the body
   // of a 200); 0 when unknown (local files: the caller stats them).
   std::uint64_t object_size = 0;
+  std::string etag;  // the answer's ETag, as sent (quotes included); empty: none, or a local file
 };
 
 class Fetcher {

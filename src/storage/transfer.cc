@@ -43,6 +43,7 @@ void Fetcher::Engine::start_transfer(Job* job, int part, bool hedge) {
     t->asked = probe_range(options_.part_size);
   }
   if (t->asked.end != kUnknown) extra.emplace_back("range", range_header(t->asked));
+  if (!job->request.if_match.empty() && part < 0) extra.emplace_back("if-match", job->request.if_match);
 
   HttpRequest req;
   if (uri.scheme == Scheme::kS3) {
@@ -253,12 +254,14 @@ void Fetcher::Engine::finish_transfer(Transfer* t, CURLcode code) {
   if (t->times.first_byte_ns != 0)
     m_ttfb_->record(static_cast<std::uint64_t>(t->times.first_byte_ns - t->times.start_ns));
   const bool empty_object_probe = err && t->probe && t->response.status == 416;
-  const bool object_changed = err && (t->response.status == 412 || (t->refusal && t->refusal->object_changed));
+  const long answered = t->response.status;
+  const bool object_changed = err && (answered == 412 || (t->refusal && t->refusal->object_changed));
   int part = t->part;
   detach(t);
 
   if (!err) {
     m_bytes_->add(static_cast<std::int64_t>(t->received));
+    if (!job->multipart) job->etag = t->response.etag;
     if (t->response.range_total != kUnknown) {
       job->object_size = t->response.range_total;
     } else if (t->response.status == 200) {
@@ -288,7 +291,9 @@ void Fetcher::Engine::finish_transfer(Transfer* t, CURLcode code) {
   // still fails.
   int& failures = part >= 0 && !object_changed ? job->part_failures[part] : job->failures;
   ++failures;
-  if (!policy_.should_retry(err->code(), failures)) {
+  // Asked for one version (If-Match) and told it is gone: asking again cannot help.
+  const bool version_gone = answered == 412 && !job->request.if_match.empty();
+  if (version_gone || !policy_.should_retry(err->code(), failures)) {
     fail_job(job, final_error(*err, {.part = object_changed ? -1 : part,
                                      .parts = job->parts,
                                      .part_failures = failures,

@@ -97,6 +97,28 @@ TEST_F(FetcherHttpTest, ARangedGetArrivesAsTheBytesAsked) {
   EXPECT_EQ(bytes_of(r), big().substr(1000, 5000));
 }
 
+TEST_F(FetcherHttpTest, ARangedGetPinnedToItsEtagArrivesAndAnotherVersionIsFinalAtOnce) {
+  const FetchResult first = fetch(quick(), url("ok", "big.bin"), ByteRange{0, 4});
+  ASSERT_TRUE(first.data.ok()) << first.data.error().to_string();
+  ASSERT_FALSE(first.etag.empty());  // nginx's, quoted
+  EXPECT_EQ(first.object_size, big().size());
+  const auto pinned = [&](std::string etag) {
+    Fetcher fetcher(quick(), {});
+    EXPECT_TRUE(fetcher.submit({parse_uri(url("ok", "big.bin")).value(), 1, ByteRange{1000, 5000}, std::move(etag)}));
+    fetcher.close();
+    return fetcher.next_for(std::chrono::seconds(60)).value();
+  };
+  const FetchResult same = pinned(first.etag);
+  ASSERT_TRUE(same.data.ok()) << same.data.error().to_string();
+  EXPECT_EQ(bytes_of(same), big().substr(1000, 5000));
+  EXPECT_EQ(same.etag, first.etag);
+  const FetchResult other = pinned("\"another-version\"");
+  ASSERT_FALSE(other.data.ok());
+  EXPECT_EQ(other.data.error().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(other.data.error().message().find("412"), std::string::npos) << other.data.error().to_string();
+  EXPECT_EQ(other.attempts, 1);  // asking again cannot bring that version back
+}
+
 TEST_F(FetcherHttpTest, ALargeObjectArrivesInParallelRangedParts) {
   FetchOptions options = quick();
   options.part_size = 250'000;

@@ -368,3 +368,117 @@ def test_the_loader_counts_whether_the_index_facts_agree(cli, dataset, tmp_path)
     second = counters()
     assert second["index.facts_checked"] == images
     assert second["index.facts_disagreed"] >= 1
+
+
+def upload(s3, bucket, folder: Path, prefix: str) -> str:
+    s3.create_bucket(Bucket=bucket)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(folder)}", Body=path.read_bytes())
+    return f"s3://{bucket}/{prefix}"
+
+
+def remote_batches(source, **options):
+    with mmfeed.Loader(source, tokenizer=TOKENIZER, max_pixels=80_000, tensors="np", **options) as loader:
+        out = [dict(b) for b in loader]
+        return out, loader.errors(), loader.metrics()
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_remote_manifest_opens_from_its_index_in_the_node_cache(dataset, moto_s3, monkeypatch, tmp_path, name):
+    # An S3 manifest with cache_dir: the node's first reader indexes it into the cache (reading it
+    # once), every later one opens from that index; each sample's line is then read by a ranged
+    # GET pinned to the version indexed: the batches and errors are those read whole.
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    s3 = moto_s3.client()
+    source = upload(s3, f"idx-{name.replace(' ', '-')}", dataset.parent, "d") + "/" + dataset.name
+    whole, whole_errors, _ = remote_batches(source, **CONFIGS[name])
+    cache = tmp_path / "cache"
+    for built in (1, 0):
+        got, errors, metrics = remote_batches(source, cache_dir=cache, **CONFIGS[name])
+        assert_same(got, whole)
+        assert errors == whole_errors
+        assert metrics["counters"]["loader.indexes_built"] == built
+        gauges = metrics["gauges"]
+        assert gauges["manifest.text_requests"]["value"] > 0
+        if name == "rank 1 of 3":  # a rank reads its share of the text, not the file
+            assert gauges["manifest.text_bytes"]["value"] < dataset.stat().st_size / 2
+    assert len(list(cache.glob("*.mmidx"))) == 1
+
+
+def test_a_remote_index_uploaded_beside_is_fetched_and_checked(cli, dataset, moto_s3, monkeypatch, tmp_path):
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    s3 = moto_s3.client()
+    source = upload(s3, "idx-beside", dataset.parent, "d") + "/" + dataset.name
+    key = f"d/{dataset.name}"
+    rc, _, err = index(cli, source)  # where to write it is the user's to say
+    assert rc == 1 and "--out FILE" in err
+    built = tmp_path / "built.mmidx"
+    rc, (summary,), err = index(cli, "--out", built, source)
+    assert rc == 0, err
+    assert summary["samples"] == 21 and summary["bad_count"] == 1
+    s3.put_object(Bucket="idx-beside", Key=key + ".mmidx", Body=built.read_bytes())
+    whole, _, _ = remote_batches(source, batch_size=4, seed=3)
+    got, _, metrics = remote_batches(source, batch_size=4, seed=3, cache_dir=tmp_path / "a")
+    assert_same(got, whole)
+    assert metrics["counters"]["loader.indexes_built"] == 0  # fetched, not built
+    # `mmfeed index --cache-dir` fills a node cache ahead of the ranks.
+    rc, (summary,), err = index(cli, "--cache-dir", tmp_path / "b", source)
+    assert rc == 0 and Path(summary["index"]).parent == tmp_path / "b", err
+    # Damaged or stale, an uploaded index is refused by name, never used.
+    damaged = bytearray(built.read_bytes())
+    damaged[30] ^= 1
+    s3.put_object(Bucket="idx-beside", Key=key + ".mmidx", Body=bytes(damaged))
+    with pytest.raises(Exception, match=r"s3://idx-beside/d/manifest\.jsonl\.mmidx.*header is damaged"):
+        remote_batches(source, batch_size=4, cache_dir=tmp_path / "c")
+    s3.put_object(Bucket="idx-beside", Key=key + ".mmidx", Body=built.read_bytes())
+    lines = dataset.read_bytes().split(b"\n")
+    lines[1], lines[2] = lines[2], lines[1]  # the same size, another version
+    s3.put_object(Bucket="idx-beside", Key=key, Body=b"\n".join(lines))
+    with pytest.raises(Exception, match=r"manifest\.jsonl\.mmidx.*stale: .*another ETag"):
+        remote_batches(source, batch_size=4, cache_dir=tmp_path / "c")
+    # Without one beside it, the node cache's stale index is built again from the new text.
+    s3.delete_object(Bucket="idx-beside", Key=key + ".mmidx")
+    whole, _, _ = remote_batches(source, batch_size=4, seed=3)
+    got, _, metrics = remote_batches(source, batch_size=4, seed=3, cache_dir=tmp_path / "a")
+    assert_same(got, whole)
+    assert metrics["counters"]["loader.indexes_built"] == 1
+
+
+def test_a_remote_manifest_replaced_after_open_fails_its_samples_by_name(dataset, moto_s3, monkeypatch, tmp_path):
+    # The text read is the version indexed (If-Match on each ranged GET): a manifest replaced
+    # under a running Loader fails the samples read since, naming it, never mixing two versions.
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    s3 = moto_s3.client()
+    source = upload(s3, "idx-replaced", dataset.parent, "d") + "/" + dataset.name
+    with mmfeed.Loader(
+        source,
+        tokenizer=TOKENIZER,
+        max_pixels=80_000,
+        batch_size=4,
+        mode="serial",
+        max_error_fraction=1.0,
+        cache_dir=tmp_path / "cache",
+    ) as loader:
+        batches = iter(loader)
+        first = next(batches)  # opened from its index (the serial mode reads no sample ahead)
+        s3.put_object(Bucket="idx-replaced", Key=f"d/{dataset.name}", Body=dataset.read_bytes() + b"\n")
+        after = sum(len(b["sample_ids"]) for b in batches)
+        errors = loader.errors()
+    assert after == 0 and len(first["sample_ids"]) + len(errors) == 21
+    replaced = [e for e in errors if f"{source}: replaced since it was indexed" in e["reason"]]
+    assert len(replaced) >= len(errors) - 1, errors  # (and the sample that is no conversation, if not yet met)
+
+
+def test_an_http_manifest_opens_from_its_index_in_the_node_cache(dataset, nginx, object_dir, tmp_path):
+    shutil.copytree(dataset.parent, object_dir / "index-data", dirs_exist_ok=True)
+    source = nginx.url("ok", f"index-data/{dataset.name}")
+    whole, whole_errors, _ = remote_batches(source, batch_size=2, rank=1, world_size=3, seed=7)
+    got, errors, metrics = remote_batches(source, batch_size=2, rank=1, world_size=3, seed=7, cache_dir=tmp_path)
+    assert_same(got, whole)
+    assert errors == whole_errors
+    assert metrics["counters"]["loader.indexes_built"] == 1
+    assert 0 < metrics["gauges"]["manifest.text_bytes"]["value"] < dataset.stat().st_size / 2
