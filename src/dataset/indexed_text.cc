@@ -13,7 +13,7 @@ namespace mmfeed::dataset {
 namespace {
 
 constexpr std::uint64_t kAheadBytes = 16u << 20;  // text fetched ahead and not yet read, at most
-constexpr std::uint64_t kGap = 64;  // ranges this close (a line break, blank lines between) are one GET
+constexpr std::uint64_t kGap = 64;                // ranges this close (a line break, blank lines between) are one GET
 constexpr std::uint64_t kMaxSpan = 1u << 20;      // a coalesced GET's bytes, at most
 constexpr std::chrono::minutes kWait{10};         // for a GET to end (each attempt has its own deadlines)
 

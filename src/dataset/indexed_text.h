@@ -96,7 +96,7 @@ class RemoteText final : public IndexedText {
   };
   // The samples one GET brings: a span of the object.
   struct Span {
-    std::uint64_t begin = 0, end = 0;  // of the text
+    std::uint64_t begin = 0, end = 0;    // of the text
     std::vector<std::uint64_t> samples;  // their offsets (entries_' keys)
   };
   // Sends a GET of `span` (entries_ holds its samples). The lock is held.

@@ -236,6 +236,11 @@ struct Indexes {
 Result<Manifests> read_manifests(const std::vector<std::string>& paths, std::size_t max_bytes,
                                  const storage::S3Options& s3, const Indexes& indexes = {});
 
+// Where relative references of a manifest at `uri` resolve: its directory, or its URI prefix
+// in the URI's own spelling (to_string redacts) without its query: "https://h/d/m.jsonl?X-Amz-..."
+// -> "https://h/d".
+std::string base_dir_of(const storage::ObjectUri& uri);
+
 // Indexes the samples of `m` (its text and name set), appending them to `out` as samples of
 // manifest number `manifest`: a JSON array's elements when its first non-blank byte is '[' (and
 // sets m.array), else its non-blank lines. An array that is not closed, closes a bracket that is

@@ -1,0 +1,31 @@
+// Opening a JSONL or JSON manifest from its dataset index (index.h), for the manifest reader
+// (manifest.h): the local file's index beside it; else, with a node cache (`cache_dir`), the
+// cache's, current or replaced -- fetched from beside a remote file ("<uri>.mmidx") or built there
+// from its text, by the node's first reader under a lock while the others wait.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> m, open_indexed("s3://b/train.jsonl", indexes, 0, s3, limit));
+//   if (!m) ...  // no index serves it: read it whole
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dataset/manifest.h"
+#include "mmfeed/error.h"
+#include "storage/credentials.h"
+
+namespace mmfeed::dataset {
+
+// The JSONL or JSON file `file` opened from its index, as manifest number `manifest`: a local
+// one's beside it, else (with indexes.cache_dir) the node cache's, fetched or built if need be;
+// nullopt when it has none, or is no file an index serves (compressed; remote without a cache_dir
+// or an ETag). An index beside a local file, or fetched from beside a remote one, that does not
+// check out is an error naming it: never used, never silently passed over (a stale one in the
+// cache is the cache's to replace). `limit`: the longest sample text read (max_manifest_bytes).
+Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
+                                             const storage::S3Options& s3, std::size_t limit);
+
+}  // namespace mmfeed::dataset
