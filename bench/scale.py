@@ -14,12 +14,16 @@ tokenizer and the libraries warm.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
 RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
+Then the manifest in an object store (nginx with a first-byte delay and a per-connection rate,
+as bench/pipeline.py's), read whole and from its index in the node cache: the manifest bytes
+fetched before the first batch (mmfeed's own count of its ranged GETs).
+
 Then WebDataset shards (the conversations, each with a ~100 KB image, in 20 shards written by
 webdataset's TarWriter): read by a brace pattern (scanned: their headers found by reading them),
 and as an Energon dataset (`energon prepare`'s own .tar.idx beside each shard), rank 0 of 8 alike.
 
 Usage:
-    python bench/scale.py [--samples 200000,2000000] [--shards 2000x20] [--out DIR] [--keep]
+    python bench/scale.py [--samples 200000,2000000] [--remote 200000] [--shards 2000x20] [--out DIR] [--keep]
 Writes DIR/scale.json (default: a temporary folder, removed unless --keep).
 """
 
@@ -69,13 +73,17 @@ elif kind == "datasets":
     rows = [shard[i] for i in range(4)]
 else:
     import mmfeed
+    cache = {"cache_dir": os.environ["CACHE_DIR"]} if "CACHE_DIR" in os.environ else {}
     loader = mmfeed.Loader(manifest, tokenizer=tokenizer, rank=rank, world_size=8, batch_size=4, workers=1,
-                           max_pixels=50_000, tensors="np")
+                           max_pixels=50_000, tensors="np", **cache)
     t1 = time.perf_counter()
     batch = next(loader)
 t2 = time.perf_counter()
+text = loader.metrics().get("gauges", {}) if kind == "mmfeed" else {}
 print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
-                  "rss": rss() - base_rss, "pss": pss() - base_pss, "read_bytes": storage() - start_bytes}))
+                  "rss": rss() - base_rss, "pss": pss() - base_pss, "read_bytes": storage() - start_bytes,
+                  "text_bytes": text.get("manifest.text_bytes", {}).get("value", 0),
+                  "text_requests": text.get("manifest.text_requests", {}).get("value", 0)}))
 """
 
 
@@ -118,7 +126,7 @@ def generate(out: Path, samples: int, side: int = 0) -> Path:
     return manifest
 
 
-def child(kind: str, manifest: Path, rank: int = 0, env: dict | None = None) -> subprocess.Popen:
+def child(kind: str, manifest: Path | str, rank: int = 0, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, kind, str(manifest), str(rank), str(TOKENIZER)],
         stdout=subprocess.PIPE,
@@ -141,9 +149,9 @@ def evict(work: Path) -> None:
                 os.close(fd)
 
 
-def measure(kind: str, manifest: Path, env: dict | None = None) -> dict:
+def measure(kind: str, manifest: Path, env: dict | None = None, url: str | None = None) -> dict:
     evict(manifest.parent)
-    p = child(kind, manifest, env=env)
+    p = child(kind, url or manifest, env=env)
     out, err = p.communicate(timeout=3600)
     if p.returncode != 0:
         raise SystemExit(f"{kind} on {manifest.name} failed:\n{err}")
@@ -236,6 +244,56 @@ def shard_report(row: dict) -> None:
         )
 
 
+def remote_run(samples: int, work: Path) -> dict:
+    """The manifest in an object store (the benchmark's nginx, /s3/: a 50 ms median first byte,
+    32 MB/s a connection), rank 0 of 8: read whole, and from its index in the node cache (filled
+    ahead by `mmfeed index URL --cache-dir`, as a node's first rank would)."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from objectstore import Nginx
+
+    folder = work / f"remote-{samples}"
+    manifest = generate(folder, samples)
+    row: dict = {"samples": samples, "manifest_bytes": manifest.stat().st_size}
+    with Nginx(folder, work / "nginx") as server:
+        url = server.url("s3", manifest.name)
+        measure("warm", manifest)
+        row["whole"] = measure("mmfeed", manifest, url=url)
+        cache = work / "node-cache"
+        t0 = time.perf_counter()
+        built = subprocess.run(
+            [str(CLI), "index", "--json", "--cache-dir", str(cache), url], capture_output=True, text=True, check=True
+        )
+        row["index_build_s"] = time.perf_counter() - t0
+        row["index_bytes"] = json.loads(built.stdout)["index_bytes"]
+        row["indexed"] = measure("mmfeed", manifest, {"CACHE_DIR": str(cache)}, url=url)
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    return row
+
+
+def remote_report(row: dict) -> None:
+    n, size = row["samples"], row["manifest_bytes"]
+    print(
+        f"\n{n:,} samples, {mb(size)} of JSONL in an object store (50 ms first byte, 32 MB/s a connection); "
+        f"index {mb(row['index_bytes'])} in the node cache, built in {row['index_build_s']:.1f} s"
+    )
+    print(f"  {'rank 0 of 8':<28}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'manifest fetched':>18}{'GETs':>7}")
+    w, i = row["whole"], row["indexed"]
+    for r, label, fetched, gets in (
+        (w, "mmfeed, read whole", size, 1),
+        (i, "mmfeed, from its index", i["text_bytes"], i["text_requests"]),
+    ):
+        print(
+            f"  {label:<28}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
+            f"{mb(fetched):>18}{gets:>7}"
+        )
+    print(
+        f"  from the index vs read whole: first batch {w['first_batch_s'] / i['first_batch_s']:.1f}x sooner, "
+        f"peak RSS {w['peak_rss'] / max(i['peak_rss'], 1):.1f}x less, manifest bytes fetched "
+        f"{i['text_bytes'] / size:.3%} of it"
+    )
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
@@ -302,6 +360,7 @@ def main() -> int:
     parser.add_argument("--samples", default="200000,2000000", help="comma-separated sizes")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--shards", default="2000x20", help="SAMPLESxSHARDS for the shard rows; 0: none")
+    parser.add_argument("--remote", default="200000", help="samples of the object-store row; 0: none")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="mmfeed-scale-"))
@@ -311,6 +370,9 @@ def main() -> int:
         for n in (int(s) for s in args.samples.split(",") if s):
             rows.append(run(n, work))
             report(rows[-1])
+        if args.remote != "0":
+            rows.append(remote_run(int(args.remote), work))
+            remote_report(rows[-1])
         if args.shards != "0":
             samples, shards = (int(x) for x in args.shards.split("x"))
             rows.append(shard_run(samples, shards, work))

@@ -3,7 +3,9 @@ JSON manifest; a Loader over that manifest opens from the index (the text read b
 sample, as the rank reaches it) and delivers byte for byte the batches it delivers without one —
 padded, packed hf and thd, ranks, resume, blends, the serial mode. A stale index
 is refused by name, a damaged block is the error of each sample it holds; samples that are no conversation are named by the index and by the Loader.
-Without an index beside it, `cache_dir=` has a node's first rank index it once for all."""
+Without an index beside it, `cache_dir=` has a node's first rank index it once for all; a remote
+manifest (S3, HTTP) opens from its index in that node cache, fetched from beside it or built there,
+each sample's line read by a ranged GET pinned to the version indexed."""
 
 import gzip
 import json
