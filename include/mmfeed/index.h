@@ -89,7 +89,7 @@ struct IndexSummary {
   std::uint64_t bad_count = 0;          // all of them (`bad` names the first 100)
   std::uint64_t media_unreadable = 0;   // media whose header could not be read (missing, not media)
   std::vector<std::string> unreadable;  // "train.jsonl:12: img/a.jpg: reason", the first 100
-  std::uint64_t media_not_probed = 0;   // remote media (not read: their facts are unknown)
+  std::uint64_t media_not_probed = 0;   // media not read (remote videos and clips, --no-media): facts unknown
   std::uint64_t text_tokens = 0;        // the samples' text tokens, summed (0: not counted)
 };
 
@@ -122,7 +122,8 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 // Loader's) into options.out, written whole to a temporary file and renamed into place (never
 // rewritten in place: readers map it), so a reader never meets half an index. A remote object
 // replaced while it is read is an error. A sample that is no conversation is indexed, flagged and
-// named; a local medium's header is read (a remote one's is not yet), one that cannot be read is
+// named; a local medium's header is read, a remote image's from its first bytes (a ranged GET; a
+// remote video's or clip's not yet), one that cannot be read is
 // counted and named, its facts marked unreadable.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 

@@ -172,35 +172,18 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
 
 std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
 
-// What a slice of the samples adds to the index beside its records: its media entries (the
-// records' first_media counted from the slice's first) and its unreadable media.
-struct Slice {
-  std::vector<MediaFacts> media;
-  std::vector<std::string> unreadable;  // the first kNamed
-  std::uint64_t unreadable_count = 0, not_probed = 0;
-};
-
-// The facts of each medium of `refs` (of `kind`) for sample `line`, appended to `out`.
+// The facts of each medium of `refs` (of `kind`) for sample `line`, added to `out`.
 void probe_all(const dataset::Manifests& manifests, const dataset::ManifestLine& line, const IndexOptions& options,
-               MediaFacts::Kind kind, const std::vector<std::string>& refs, Slice& out) {
+               MediaFacts::Kind kind, const std::vector<std::string>& refs, dataset::MediaProber& out) {
   for (const std::string& ref : refs) {
-    MediaFacts f;
-    f.kind = kind;
-    if (options.probe_media) {
-      auto source = dataset::resolve_media(ref, manifests, line, options.media_root, false);
-      auto read = source.ok() ? dataset::media_facts(kind, source->uri) : Result<MediaFacts>(source.error());
-      if (read.ok()) {
-        f = *read;
-      } else {
-        f.known = MediaFacts::Known::kUnreadable;
-        if (out.unreadable.size() < kNamed) {
-          out.unreadable.push_back(manifests.where(line) + ": " + ref + ": " + read.error().to_string());
-        }
-        ++out.unreadable_count;
-      }
+    if (!options.probe_media) {
+      out.media.push_back(MediaFacts{.kind = kind});
+      ++out.not_probed;
+      continue;
     }
-    out.not_probed += f.known == MediaFacts::Known::kNotProbed ? 1 : 0;
-    out.media.push_back(f);
+    auto source = dataset::resolve_media(ref, manifests, line, options.media_root, false);
+    out.add(kind, source.ok() ? Result<storage::ObjectUri>(source->uri) : Result<storage::ObjectUri>(source.error()),
+            manifests.where(line) + ": " + ref);
   }
 }
 
@@ -227,7 +210,7 @@ std::uint32_t text_tokens(const TokenCounter& counter, const text::Conversation&
 // appended to `out`.
 void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& line, std::uint32_t start,
               const IndexOptions& options, const TokenCounter* counter, std::string& buffer, IndexRecord& r,
-              Slice& out) {
+              dataset::MediaProber& out) {
   r.offset = start + line.offset;
   r.number = line.number;
   r.length = line.length;
@@ -254,17 +237,21 @@ void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& 
 // `summary`), the samples described on the usable cores, a slice each (on this thread alone
 // where the system starts no more threads).
 void describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
-                  const TokenCounter* counter, DatasetIndex& index, IndexSummary& summary) {
+                  const storage::S3Options& s3, const TokenCounter* counter, DatasetIndex& index,
+                  IndexSummary& summary) {
   const std::size_t n = manifests.size();
   index.records.assign(n, {});
   const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
   const std::size_t per = (n + threads - 1) / threads;
-  std::vector<Slice> slices(threads);
+  std::vector<dataset::MediaProber> slices;
+  slices.reserve(threads);
+  for (std::size_t t = 0; t < threads; ++t) slices.emplace_back(s3, kNamed);
   const auto slice = [&](std::size_t t) {
     std::string buffer;
     for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
       describe(manifests, manifests.held[i], start, options, counter, buffer, index.records[i], slices[t]);
     }
+    slices[t].flush();
   };
   std::vector<std::thread> pool;
   std::size_t inline_from = threads;
@@ -346,7 +333,7 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     MMFEED_ASSIGN_OR_RETURN(index.tokens_key,
                             text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
   }
-  describe_all(manifests, start, options, counter ? &*counter : nullptr, index, summary);
+  describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, index, summary);
   std::string buffer;
   for (std::size_t i = 0; i < index.records.size(); ++i) {
     const IndexRecord& r = index.records[i];

@@ -19,6 +19,11 @@ std::uint32_t clamped(double v, double most) {
   return static_cast<std::uint32_t>(std::clamp(std::round(v), 0.0, most));
 }
 
+constexpr std::uint64_t kHead = 64u << 10;     // a remote image's first bytes asked for
+constexpr std::uint64_t kLongHead = 1u << 20;  // again, where its header lies past kHead
+constexpr std::size_t kWaiting = 256;          // remote images read together
+constexpr std::size_t kInFlight = 64;
+
 }  // namespace
 
 Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& uri) {
@@ -51,6 +56,67 @@ Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& 
   }
   f.known = MediaFacts::Known::kRead;
   return f;
+}
+
+void MediaProber::fail(std::size_t slot, const std::string& name, const Error& why) {
+  media[slot].known = MediaFacts::Known::kUnreadable;
+  if (unreadable.size() < named_) unreadable.push_back(name + ": " + why.to_string());
+  ++unreadable_count;
+}
+
+void MediaProber::add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std::string name) {
+  MediaFacts f;
+  f.kind = kind;
+  media.push_back(f);
+  const std::size_t slot = media.size() - 1;
+  if (!uri.ok()) return fail(slot, name, uri.error());
+  if (uri->scheme != storage::Scheme::kFile && kind == MediaFacts::Kind::kImage) {
+    waiting_.push_back({slot, std::move(uri).value(), std::move(name)});
+    if (waiting_.size() >= kWaiting) flush();
+    return;
+  }
+  auto read = media_facts(kind, *uri);
+  if (!read.ok()) return fail(slot, name, read.error());
+  media[slot] = *read;
+  not_probed += read->known == MediaFacts::Known::kNotProbed ? 1 : 0;
+}
+
+void MediaProber::flush() {
+  if (waiting_.empty()) return;
+  if (!fetcher_) {
+    storage::FetchOptions options;
+    options.part_size = 0;
+    options.max_inflight = kInFlight;
+    fetcher_ = std::make_unique<storage::Fetcher>(options, s3_);
+  }
+  std::size_t next = 0, outstanding = 0;
+  const auto ask = [&](std::size_t i, std::uint64_t bytes) {
+    outstanding += fetcher_->submit({waiting_[i].uri, i, storage::ByteRange{0, bytes}}) ? 1 : 0;
+  };
+  while (next < waiting_.size() || outstanding > 0) {
+    while (next < waiting_.size() && outstanding < kInFlight * 2) ask(next++, kHead);
+    if (outstanding == 0) break;                               // (the fetcher refused them: only once cancelled)
+    std::optional<storage::FetchResult> r = fetcher_->next();  // each GET ends within its deadlines
+    if (!r) break;
+    --outstanding;
+    const Waiting& w = waiting_[r->tag];
+    if (!r->data.ok()) {
+      fail(w.slot, w.name, r->data.error());
+      continue;
+    }
+    auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r->data->data()), r->data->size()});
+    if (info.ok()) {
+      media[w.slot].width = static_cast<std::uint32_t>(info->upright_width());
+      media[w.slot].height = static_cast<std::uint32_t>(info->upright_height());
+      media[w.slot].known = MediaFacts::Known::kRead;
+    } else if (r->data->size() == kHead && r->object_size > kHead) {
+      ask(r->tag, kLongHead);  // its header lies further in (a large EXIF block first)
+    } else {
+      fail(w.slot, w.name, info.error());
+    }
+  }
+  for (const Waiting& w : waiting_) not_probed += media[w.slot].known == MediaFacts::Known::kNotProbed ? 1 : 0;
+  waiting_.clear();
 }
 
 }  // namespace mmfeed::dataset

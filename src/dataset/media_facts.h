@@ -1,14 +1,23 @@
 // A medium's cost facts (include/mmfeed/index.h's MediaFacts) read from its header for the
 // dataset index: a local file mapped, so only what the header's parser touches is read (an
 // image's first pages; a video's packets, counted as the Loader counts them; an audio clip's
-// header).
+// header); a remote image's first bytes fetched by a ranged GET (64 KiB, then 1 MiB where its
+// header lies further), many in flight (MediaProber).
 //
 // Example:
 //   MediaFacts f = media_facts(MediaFacts::Kind::kImage, uri).value();   // f.width, f.height
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "mmfeed/error.h"
 #include "mmfeed/index.h"
+#include "storage/credentials.h"
+#include "storage/fetcher.h"
 #include "storage/uri.h"
 
 namespace mmfeed::dataset {
@@ -17,5 +26,36 @@ namespace mmfeed::dataset {
 // remote object (not read); an error (naming nothing: the caller names the sample and the
 // reference) when the file is missing or its header is not one of `kind`'s formats.
 Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& uri);
+
+// The facts of media in the order added (`media`): local ones read when added, remote images
+// gathered and read together by ranged GETs of their first bytes (at flush(), and whenever 256
+// wait), remote videos and audio clips not read (kNotProbed). A medium that cannot be read is
+// counted, named (the first `named`) and marked kUnreadable.
+class MediaProber {
+ public:
+  MediaProber(storage::S3Options s3, std::size_t named) : s3_(std::move(s3)), named_(named) {}
+
+  // Medium `uri` of `kind` (or why it did not resolve), `name` naming it ("train.jsonl:12: a.jpg").
+  void add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std::string name);
+  // Reads the remote images still waiting.
+  void flush();
+
+  std::vector<MediaFacts> media;
+  std::vector<std::string> unreadable;  // "NAME: reason", the first `named`
+  std::uint64_t unreadable_count = 0, not_probed = 0;
+
+ private:
+  struct Waiting {
+    std::size_t slot;  // in `media`
+    storage::ObjectUri uri;
+    std::string name;
+  };
+  void fail(std::size_t slot, const std::string& name, const Error& why);
+
+  storage::S3Options s3_;
+  std::size_t named_;
+  std::vector<Waiting> waiting_;
+  std::unique_ptr<storage::Fetcher> fetcher_;  // made for the first remote image
+};
 
 }  // namespace mmfeed::dataset

@@ -31,7 +31,8 @@ class RemoteTextTest : public storage::testing::NginxSuite<RemoteTextTest> {
   static const std::string& text() {
     static const std::string t = [] {
       std::string out;
-      for (int i = 0; i < 100; ++i) out += "{\"id\": \"" + std::to_string(i) + "\", \"pad\": \"" + std::string(i * 7 % 50, 'x') + "\"}\n";
+      for (int i = 0; i < 100; ++i)
+        out += "{\"id\": \"" + std::to_string(i) + "\", \"pad\": \"" + std::string(i * 7 % 50, 'x') + "\"}\n";
       return out;
     }();
     return t;

@@ -9,6 +9,7 @@ each sample's line read by a ranged GET pinned to the version indexed."""
 
 import gzip
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -484,3 +485,42 @@ def test_an_http_manifest_opens_from_its_index_in_the_node_cache(dataset, nginx,
     assert errors == whole_errors
     assert metrics["counters"]["loader.indexes_built"] == 1
     assert 0 < metrics["gauges"]["manifest.text_bytes"]["value"] < dataset.stat().st_size / 2
+
+
+def test_remote_images_facts_are_read_from_their_first_bytes(cli, dataset, moto_s3, monkeypatch, tmp_path):
+    # An index of a manifest in S3 naming images in S3 holds each image's upright size, read by
+    # ranged GETs of the image's first bytes (Pillow's sizes); the Loader checks them against the
+    # headers it probes and finds them all agreeing; an image missing is counted and named.
+    from PIL import Image, ImageOps
+
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    s3 = moto_s3.client()
+    source = upload(s3, "idx-facts", dataset.parent, "d") + "/" + dataset.name
+    built = tmp_path / "built.mmidx"
+    rc, (summary,), err = index(cli, "--out", built, source)
+    assert rc == 0, err
+    assert summary["media_unreadable"] == 0 and summary["media_not_probed"] == 0
+    records, entries = read_index(built)
+    lines = [line for line in dataset.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    checked = 0
+    for (_, _, first, _, _, images, _, _, flags), line in zip(records, lines):
+        if flags & 1:
+            continue
+        refs = [c["image"] for m in json.loads(line)["messages"] if isinstance(m["content"], list)
+                for c in m["content"] if c.get("type") == "image"]
+        for j, ref in enumerate(refs):
+            with Image.open(dataset.parent / ref) as img:
+                assert entries[first + j][:2] == ImageOps.exif_transpose(img).size and entries[first + j][5] == 0
+            checked += 1
+    assert checked == summary["images"] > 0
+    s3.put_object(Bucket="idx-facts", Key=f"d/{dataset.name}.mmidx", Body=built.read_bytes())
+    _, _, metrics = remote_batches(source, batch_size=4, cache_dir=tmp_path / "cache")
+    counters = metrics["counters"]
+    assert counters["loader.indexes_built"] == 0
+    assert counters["index.facts_checked"] == summary["images"] and counters["index.facts_disagreed"] == 0
+    missing = next(ref for line in lines[:3] for ref in re.findall(r'"image": "([^"]+)"', line))
+    s3.delete_object(Bucket="idx-facts", Key=f"d/{missing}")
+    rc, (summary,), err = index(cli, "--out", built, source)
+    assert rc == 0 and summary["media_unreadable"] >= 1, err
+    assert any(missing in u and "404" in u for u in summary["unreadable"]), summary["unreadable"]
