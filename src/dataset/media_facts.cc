@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/mapped_file.h"
 
@@ -89,30 +92,43 @@ void MediaProber::flush() {
     options.max_inflight = kInFlight;
     fetcher_ = std::make_unique<storage::Fetcher>(options, s3_);
   }
+  // One GET for each object, however many samples name it.
+  std::unordered_map<std::string, std::vector<std::size_t>> naming;
+  std::vector<std::size_t> first;  // of each object, in waiting_
+  for (std::size_t i = 0; i < waiting_.size(); ++i) {
+    std::vector<std::size_t>& same = naming[waiting_[i].uri.to_string()];
+    if (same.empty()) first.push_back(i);
+    same.push_back(i);
+  }
   std::size_t next = 0, outstanding = 0;
   const auto ask = [&](std::size_t i, std::uint64_t bytes) {
     outstanding += fetcher_->submit({waiting_[i].uri, i, storage::ByteRange{0, bytes}}) ? 1 : 0;
   };
-  while (next < waiting_.size() || outstanding > 0) {
-    while (next < waiting_.size() && outstanding < kInFlight * 2) ask(next++, kHead);
+  while (next < first.size() || outstanding > 0) {
+    while (next < first.size() && outstanding < kInFlight * 2) ask(first[next++], kHead);
     if (outstanding == 0) break;                               // (the fetcher refused them: only once cancelled)
     std::optional<storage::FetchResult> r = fetcher_->next();  // each GET ends within its deadlines
     if (!r) break;
     --outstanding;
-    const Waiting& w = waiting_[r->tag];
+    const std::vector<std::size_t>& same = naming[waiting_[r->tag].uri.to_string()];
     if (!r->data.ok()) {
-      fail(w.slot, w.name, r->data.error());
+      for (const std::size_t i : same) fail(waiting_[i].slot, waiting_[i].name, r->data.error());
       continue;
     }
     auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r->data->data()), r->data->size()});
-    if (info.ok()) {
-      media[w.slot].width = static_cast<std::uint32_t>(info->upright_width());
-      media[w.slot].height = static_cast<std::uint32_t>(info->upright_height());
-      media[w.slot].known = MediaFacts::Known::kRead;
-    } else if (r->data->size() == kHead && r->object_size > kHead) {
+    if (!info.ok() && r->data->size() == kHead && r->object_size > kHead) {
       ask(r->tag, kLongHead);  // its header lies further in (a large EXIF block first)
-    } else {
-      fail(w.slot, w.name, info.error());
+      continue;
+    }
+    for (const std::size_t i : same) {
+      MediaFacts& f = media[waiting_[i].slot];
+      if (!info.ok()) {
+        fail(waiting_[i].slot, waiting_[i].name, info.error());
+        continue;
+      }
+      f.width = static_cast<std::uint32_t>(info->upright_width());
+      f.height = static_cast<std::uint32_t>(info->upright_height());
+      f.known = MediaFacts::Known::kRead;
     }
   }
   for (const Waiting& w : waiting_) not_probed += media[w.slot].known == MediaFacts::Known::kNotProbed ? 1 : 0;

@@ -2,7 +2,8 @@
 // dataset index: a local file mapped, so only what the header's parser touches is read (an
 // image's first pages; a video's packets, counted as the Loader counts them; an audio clip's
 // header); a remote image's first bytes fetched by a ranged GET (64 KiB, then 1 MiB where its
-// header lies further), many in flight (MediaProber).
+// header lies further), many in flight, one for each object however many samples name it
+// (MediaProber).
 //
 // Example:
 //   MediaFacts f = media_facts(MediaFacts::Kind::kImage, uri).value();   // f.width, f.height
