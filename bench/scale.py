@@ -1,5 +1,5 @@
 """Opening a data set at cluster scale: what rank 0 of 8 pays before its first batch, for a JSONL
-manifest of N samples (generated: one short image conversation a line, ~1.1 KB, every sample
+manifest of N samples (10M: 12.8 GB, over max_manifest_bytes: refused read whole) (generated: one short image conversation a line, ~1.1 KB, every sample
 naming one small shared image), read whole (today's default) and from its index (`mmfeed index`),
 against Hugging Face `datasets` (its JSON loader: the Arrow conversion on first use, then its
 memory-mapped cache, sharded 8 ways), in one run on the same data and cores.
@@ -23,7 +23,8 @@ webdataset's TarWriter): read by a brace pattern (scanned: their headers found b
 and as an Energon dataset (`energon prepare`'s own .tar.idx beside each shard), rank 0 of 8 alike.
 
 Usage:
-    python bench/scale.py [--samples 200000,2000000] [--remote 200000] [--shards 2000x20] [--out DIR] [--keep]
+    python bench/scale.py [--samples 200000,2000000,10000000] [--datasets-up-to 2000000] [--remote 200000]
+                          [--shards 2000x20] [--out DIR] [--keep]
 Writes DIR/scale.json (default: a temporary folder, removed unless --keep).
 """
 
@@ -298,23 +299,27 @@ def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def run(samples: int, work: Path) -> dict:
+def run(samples: int, work: Path, with_datasets: bool) -> dict:
     manifest = generate(work, samples)
     size = manifest.stat().st_size
     row: dict = {"samples": samples, "manifest_bytes": size}
     measure("warm", manifest)
     (manifest.parent / (manifest.name + ".mmidx")).unlink(missing_ok=True)
-    row["whole"] = measure("mmfeed", manifest)
+    try:
+        row["whole"] = measure("mmfeed", manifest)
+    except SystemExit as refused:  # over max_manifest_bytes: what a rank meets without an index
+        row["whole_refused"] = str(refused).strip().splitlines()[-1]
     t0 = time.perf_counter()
     built = subprocess.run([str(CLI), "index", "--json", str(manifest)], capture_output=True, text=True, check=True)
     row["index_build_s"] = time.perf_counter() - t0
     row["index_bytes"] = json.loads(built.stdout)["index_bytes"]
     row["indexed"] = measure("mmfeed", manifest)
     row["indexed_8_ranks"] = eight_ranks(manifest)
-    hf_cache = work / "hf-cache"
-    row["datasets_first"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
-    row["datasets_cached"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
-    shutil.rmtree(hf_cache, ignore_errors=True)
+    if with_datasets:
+        hf_cache = work / "hf-cache"
+        row["datasets_first"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
+        row["datasets_cached"] = measure("datasets", manifest, {"HF_CACHE": str(hf_cache)})
+        shutil.rmtree(hf_cache, ignore_errors=True)
     manifest.unlink()
     return row
 
@@ -326,27 +331,35 @@ def report(row: dict) -> None:
         f"({row['index_bytes'] / n:.0f} bytes a sample), built in {row['index_build_s']:.1f} s"
     )
     print(f"  {'rank 0 of 8':<28}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'RSS after':>14}{'read':>14}")
+    if "whole_refused" in row:
+        print(f"  {'mmfeed, read whole':<28}refused: {row['whole_refused']}")
     for key, label in (
         ("whole", "mmfeed, read whole"),
         ("indexed", "mmfeed, from its index"),
         ("datasets_first", "datasets, first load"),
         ("datasets_cached", "datasets, cached"),
     ):
+        if key not in row:
+            continue
         r = row[key]
         print(
             f"  {label:<28}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
             f"{mb(r['rss']):>14}{mb(r['read_bytes']):>14}"
         )
-    w, i, d = row["whole"], row["indexed"], row["datasets_cached"]
-    print(
-        f"  from the index vs read whole: first batch {w['first_batch_s'] / i['first_batch_s']:.1f}x sooner, "
-        f"peak RSS {w['peak_rss'] / max(i['peak_rss'], 1):.1f}x less, bytes read "
-        f"{i['read_bytes'] / size:.2%} of the manifest"
-    )
-    print(
-        f"  from the index vs datasets (cached): first batch {d['first_batch_s'] / i['first_batch_s']:.1f}x, "
-        f"RSS after {d['rss'] / max(i['rss'], 1):.1f}x"
-    )
+    i = row["indexed"]
+    if "whole" in row:
+        w = row["whole"]
+        print(
+            f"  from the index vs read whole: first batch {w['first_batch_s'] / i['first_batch_s']:.1f}x sooner, "
+            f"peak RSS {w['peak_rss'] / max(i['peak_rss'], 1):.1f}x less, bytes read "
+            f"{i['read_bytes'] / size:.2%} of the manifest"
+        )
+    if "datasets_cached" in row:
+        d = row["datasets_cached"]
+        print(
+            f"  from the index vs datasets (cached): first batch {d['first_batch_s'] / i['first_batch_s']:.1f}x, "
+            f"RSS after {d['rss'] / max(i['rss'], 1):.1f}x"
+        )
     e = row["indexed_8_ranks"]
     print(
         f"  8 ranks together from the index: slowest first batch {e['slowest_first_batch_s']:.2f} s, "
@@ -357,7 +370,10 @@ def report(row: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", default="200000,2000000", help="comma-separated sizes")
+    parser.add_argument("--samples", default="200000,2000000,10000000", help="comma-separated sizes")
+    parser.add_argument(
+        "--datasets-up-to", type=int, default=2_000_000, help="compare `datasets` on sizes up to this (its first load of 10M takes many minutes)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--shards", default="2000x20", help="SAMPLESxSHARDS for the shard rows; 0: none")
     parser.add_argument("--remote", default="200000", help="samples of the object-store row; 0: none")
@@ -368,7 +384,7 @@ def main() -> int:
     rows = []
     try:
         for n in (int(s) for s in args.samples.split(",") if s):
-            rows.append(run(n, work))
+            rows.append(run(n, work, n <= args.datasets_up_to))
             report(rows[-1])
         if args.remote != "0":
             rows.append(remote_run(int(args.remote), work))

@@ -309,9 +309,12 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   if (files.layout != dataset::Layout::kManifest || files.files.size() != 1) {
     return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file at a time", name);
   }
-  MMFEED_ASSIGN_OR_RETURN(const dataset::Manifests manifests,
-                          dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, s3,
-                                                  dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}}));
+  // A local file is mapped, not copied (no size limit); a remote one's text fetched whole.
+  MMFEED_ASSIGN_OR_RETURN(
+      const dataset::Manifests manifests,
+      remote ? dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, s3,
+                                       dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}})
+             : dataset::read_mapped_manifest(source, name));
   if (remote) {  // the text read is the version stamped
     MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp after, dataset::stamp_source(source, s3));
     if (after.etag != stamp.etag || after.size != stamp.size) {

@@ -1,5 +1,6 @@
 #include "dataset/manifest.h"
 
+#include <fcntl.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -10,6 +11,7 @@
 #include <span>
 
 #include "core/buffer_pool.h"
+#include "core/mapped_file.h"
 #include "dataset/arrow_files.h"
 #include "dataset/index.h"
 #include "dataset/index_cache.h"
@@ -194,10 +196,37 @@ std::string base_dir_of(const storage::ObjectUri& uri) {
   return full.substr(0, full.rfind('/'));
 }
 
+Status index_samples(std::string_view text, const std::string& name, std::uint32_t manifest, bool& array,
+                     std::vector<ManifestLine>& out) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  array = first != std::string_view::npos && text[first] == '[';
+  return array ? index_array(text, first, manifest, name, out) : index_lines(text, manifest, name, out);
+}
+
 Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLine>& out) {
-  const std::size_t first = m.text.find_first_not_of(" \t\r\n");
-  m.array = first != std::string::npos && m.text[first] == '[';
-  return m.array ? index_array(m.text, first, manifest, m.name, out) : index_lines(m.text, manifest, m.name, out);
+  return index_samples(m.text, m.name, manifest, m.array, out);
+}
+
+Result<Manifests> read_mapped_manifest(const std::string& path, const std::string& name) {
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(path));
+  auto mapped = core::MappedFile::open(uri.path);
+  if (!mapped.ok()) return Error(ErrorCode::kNotFound, "cannot map it: " + mapped.error().message(), name);
+  std::string_view text(reinterpret_cast<const char*>(mapped->bytes().data()), mapped->size());
+  const std::uint32_t start = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte-order mark
+  text.remove_prefix(start);
+  Manifests out;
+  Manifest m;
+  m.name = name;
+  m.base_dir = base_dir_of(uri);
+  MMFEED_RETURN_IF_ERROR(index_samples(text, name, 0, m.array, out.held));
+  if (out.held.empty()) return Error(ErrorCode::kInvalidArgument, "it holds no sample", name);
+  m.crc32 = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(text.data()), text.size()));
+  const int fd = ::open(uri.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error(ErrorCode::kNotFound, "cannot open it", name);
+  m.indexed = std::make_shared<LocalText>(fd, name, start, text.size());
+  m.line_count = out.held.size();
+  out.files.push_back(std::move(m));
+  return out;
 }
 
 namespace {

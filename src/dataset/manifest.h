@@ -246,6 +246,15 @@ std::string base_dir_of(const storage::ObjectUri& uri);
 // sets m.array), else its non-blank lines. An array that is not closed, closes a bracket that is
 // not open or is followed by more is refused, naming the byte.
 Status index_samples(Manifest& m, std::uint32_t manifest, std::vector<ManifestLine>& out);
+// The same over `text` (named `name`), `array` set.
+Status index_samples(std::string_view text, const std::string& name, std::uint32_t manifest, bool& array,
+                     std::vector<ManifestLine>& out);
+
+// The local JSONL or JSON file at `path` (shown as `name`) read for indexing it: mapped and its
+// samples found in the mapping, each sample's text then read by its byte range, the CRC-32 the
+// Loader takes of it computed over the mapping. No copy of the file is held, so no
+// max_manifest_bytes bounds it (its lines are, 24 bytes each).
+Result<Manifests> read_mapped_manifest(const std::string& path, const std::string& name);
 
 // The media root manifest `manifest` takes from the media_root option: one root for every
 // manifest, or one per manifest (the caller checks the count); empty: none given.
