@@ -372,7 +372,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", default="200000,2000000,10000000", help="comma-separated sizes")
     parser.add_argument(
-        "--datasets-up-to", type=int, default=2_000_000, help="compare `datasets` on sizes up to this (its first load of 10M takes many minutes)"
+        "--datasets-up-to",
+        type=int,
+        default=2_000_000,
+        help="compare `datasets` on sizes up to this (its first load of 10M takes many minutes)",
     )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--shards", default="2000x20", help="SAMPLESxSHARDS for the shard rows; 0: none")

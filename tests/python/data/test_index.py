@@ -504,11 +504,16 @@ def test_remote_images_facts_are_read_from_their_first_bytes(cli, dataset, moto_
     records, entries = read_index(built)
     lines = [line for line in dataset.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     checked = 0
-    for (_, _, first, _, _, images, _, _, flags), line in zip(records, lines):
+    for (_, _, first, _, _, _, _, _, flags), line in zip(records, lines):
         if flags & 1:
             continue
-        refs = [c["image"] for m in json.loads(line)["messages"] if isinstance(m["content"], list)
-                for c in m["content"] if c.get("type") == "image"]
+        refs = [
+            c["image"]
+            for m in json.loads(line)["messages"]
+            if isinstance(m["content"], list)
+            for c in m["content"]
+            if c.get("type") == "image"
+        ]
         for j, ref in enumerate(refs):
             with Image.open(dataset.parent / ref) as img:
                 assert entries[first + j][:2] == ImageOps.exif_transpose(img).size and entries[first + j][5] == 0
