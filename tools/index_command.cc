@@ -24,6 +24,11 @@ constexpr const char* kIndexUsage =
     "SOURCE.mmidx beside a local SOURCE and prints the samples, media, samples that are no\n"
     "conversation and media that could not be read (named).\n"
     "\n"
+    "Local WebDataset shards (SOURCE a .tar, a brace pattern or glob of them) get the .tar.idx that\n"
+    "energon prepare writes, beside each shard; a Loader then opens them without reading the\n"
+    "shards. A shard whose .tar.idx is current is kept (an interrupted run resumes); a damaged one\n"
+    "gets none and is named (exit status 1).\n"
+    "\n"
     "options:\n"
     "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx; a remote\n"
     "                    SOURCE's, uploaded beside it as SOURCE.mmidx, is fetched by Loaders)\n"
@@ -36,7 +41,22 @@ constexpr const char* kIndexUsage =
     "  --chat-template NAME  the template, where not the model's (the Loader's chat_template=)\n"
     "  --json            print one JSON object a source instead of text\n";
 
+void print_shards(const IndexSummary& s, double seconds) {
+  std::printf("%s: %llu samples in %llu shards (%llu indexed now, %llu kept), %llu bytes of .tar.idx, %.2f s\n",
+              s.path.c_str(), static_cast<unsigned long long>(s.samples),
+              static_cast<unsigned long long>(s.shards_indexed + s.shards_kept),
+              static_cast<unsigned long long>(s.shards_indexed), static_cast<unsigned long long>(s.shards_kept),
+              static_cast<unsigned long long>(s.index_bytes), seconds);
+  if (s.shards_damaged > 0) {
+    std::printf("  %llu shards damaged, given no index (a Loader scans this set until they are mended)\n",
+                static_cast<unsigned long long>(s.shards_damaged));
+  }
+  if (s.bad_count > 0) std::printf("  %llu samples will fail\n", static_cast<unsigned long long>(s.bad_count));
+  for (const std::string& b : s.bad) std::printf("    %s\n", b.c_str());
+}
+
 void print_text(const IndexSummary& s, double seconds) {
+  if (s.shards_indexed + s.shards_kept + s.shards_damaged > 0) return print_shards(s, seconds);
   std::printf(
       "%s: %llu samples (%llu images, %llu videos, %llu audio clips, %llu bytes of text), %llu bytes "
       "of index, %.2f s\n",
@@ -71,6 +91,9 @@ void print_json(const IndexSummary& s, double seconds) {
   number("bad_count", s.bad_count);
   number("media_unreadable", s.media_unreadable);
   number("media_not_probed", s.media_not_probed);
+  number("shards_indexed", s.shards_indexed);
+  number("shards_kept", s.shards_kept);
+  number("shards_damaged", s.shards_damaged);
   const auto strings = [&](const char* key, const std::vector<std::string>& values) {
     out += std::string(",\"") + key + "\":[";
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -139,6 +162,7 @@ int run_index(int argc, char** argv) {
     } else {
       print_text(*summary, seconds);
     }
+    if (summary->shards_damaged > 0) status = 1;
   }
   return status;
 }

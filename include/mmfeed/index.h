@@ -91,6 +91,9 @@ struct IndexSummary {
   std::vector<std::string> unreadable;  // "train.jsonl:12: img/a.jpg: reason", the first 100
   std::uint64_t media_not_probed = 0;   // media not read (remote videos and clips, --no-media): facts unknown
   std::uint64_t text_tokens = 0;        // the samples' text tokens, summed (0: not counted)
+  // Of WebDataset shards: .tar.idx files written now, kept (current already), and shards given
+  // none (damaged: named in `bad`, with the samples that will fail; a Loader scans such a set).
+  std::uint64_t shards_indexed = 0, shards_kept = 0, shards_damaged = 0;
 };
 
 struct IndexOptions {
@@ -125,6 +128,10 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 // named; a local medium's header is read, a remote image's from its first bytes (a ranged GET; a
 // remote video's or clip's not yet), one that cannot be read is
 // counted and named, its facts marked unreadable.
+//
+// A source of local WebDataset shards ("shard-{000..127}.tar") gets the .tar.idx energon prepare
+// writes, beside each shard (the same bytes), from which a Loader opens it without reading the
+// shards; a shard whose .tar.idx is current is kept, so an interrupted run resumes.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 
 // The index at `path`, checked whole against itself and against `source` (its size, and its mtime

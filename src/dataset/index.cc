@@ -24,6 +24,7 @@
 #include "dataset/index.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
+#include "dataset/shards.h"
 #include "dataset/source_files.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
@@ -277,6 +278,31 @@ void describe_all(const dataset::Manifests& manifests, std::uint32_t start, cons
   }
 }
 
+// Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
+Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
+                                  const IndexOptions& options) {
+  if (!options.out.empty() || !options.cache_dir.empty()) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "shards' indexes lie beside them (SHARD.tar.idx): no --out or --cache-dir",
+                 storage::redact_uri(source));
+  }
+  MMFEED_ASSIGN_OR_RETURN(dataset::TarIndexesWritten w,
+                          dataset::write_tar_indexes(shards, dataset::kDefaultMaxManifestBytes, kNamed));
+  IndexSummary summary;
+  summary.path = storage::redact_uri(source) + ".idx";
+  summary.samples = w.samples;
+  summary.index_bytes = w.bytes;
+  summary.shards_indexed = w.written;
+  summary.shards_kept = w.kept;
+  summary.shards_damaged = w.damaged_count;
+  summary.bad = std::move(w.damaged);
+  for (std::string& b : w.bad) {
+    if (summary.bad.size() < kNamed) summary.bad.push_back(std::move(b));
+  }
+  summary.bad_count = w.bad_count;
+  return summary;
+}
+
 }  // namespace
 
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options) {
@@ -286,6 +312,10 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   storage::S3Options s3;
   if (remote) {
     MMFEED_ASSIGN_OR_RETURN(s3, storage::s3_options_from_environment());
+  }
+  if (dataset::layout_of(uri.path) == dataset::Layout::kShards) {
+    MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles shards, dataset::source_files(source, s3));
+    return index_shards(source, shards.files, options);
   }
   IndexSummary summary;
   if (!options.out.empty()) {
@@ -305,9 +335,9 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   }
   MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp stamp, dataset::stamp_source(source, s3));
   MMFEED_ASSIGN_OR_RETURN(const std::uint32_t start, text_start(stamp.head, name));
-  MMFEED_ASSIGN_OR_RETURN(dataset::SourceFiles files, dataset::source_files(source, s3));
+  MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles files, dataset::source_files(source, s3));
   if (files.layout != dataset::Layout::kManifest || files.files.size() != 1) {
-    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file at a time", name);
+    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file, or local WebDataset shards, at a time", name);
   }
   // A local file is mapped, not copied (no size limit); a remote one's text fetched whole.
   MMFEED_ASSIGN_OR_RETURN(

@@ -1,4 +1,4 @@
-// One file of about 700 lines, on purpose: the shard scan, the read of one sample by its range
+// One file of about 800 lines, on purpose: the shard scan, the read of one sample by its range
 // and Energon's split and .tar.idx share the tar decoding below (headers, PAX records, member
 // names), which a split would export through a header for these readers alone.
 //
@@ -18,6 +18,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <unordered_set>
 
 #include "core/mapped_file.h"
@@ -110,6 +111,27 @@ class ShardScan {
 
   const Shard& shard() const { return shard_; }
   bool done() const { return done_; }
+  // Each sample's first byte (its first member's first header, extended headers included), then
+  // where the last one ends: what energon prepare writes into the shard's .tar.idx.
+  std::vector<std::uint64_t> tar_index() const {
+    std::vector<std::uint64_t> out(starts_);
+    out.push_back(pos_);
+    return out;
+  }
+  // The reason the shard could not be read to its end (a header that does not decode, a member
+  // cut short), where one could not.
+  const std::optional<Error>& damage() const { return damage_; }
+  // Its samples that fail ("key: reason"), counted into `count` and the first of them into `named`.
+  void sample_errors(std::vector<std::string>& named, std::size_t most, std::uint64_t& count) const {
+    for (const Pending& p : pending_) {
+      if (!p.error && p.json) continue;
+      ++count;
+      if (named.size() < most) {
+        named.push_back(shard_.name + "/" + p.key + ": " +
+                        (p.error ? p.error->message() : std::string("the sample has no .json member")));
+      }
+    }
+  }
 
   storage::ByteRange next_read() const {
     const std::uint64_t lead = pos_ > 0 ? 1 : 0;
@@ -163,6 +185,7 @@ class ShardScan {
           meta || (json && h.size <= limit_)
               ? std::string_view(reinterpret_cast<const char*>(data.data()) + at + kBlock, h.size)
               : std::string_view();
+      if (meta && !chain_start_) chain_start_ = pos_;  // the member's offset, as Python's tarfile gives it
       if (h.type == 'L') {
         long_name_ = std::string(content.substr(0, content.find('\0')));
       } else if (h.type == 'x') {
@@ -175,6 +198,7 @@ class ShardScan {
         long_name_.reset();
         pax_size_.reset();
         if (is_file(h.type)) add_member(h, data_at, content);
+        chain_start_.reset();
       }
       pos_ = data_at + padded(h.size);
       last_end_ = data_at + h.size;
@@ -239,6 +263,7 @@ class ShardScan {
     if (!split) return;  // no suffix: not part of a sample (as WebDataset reads it)
     const auto [key, suffix] = *split;
     if (pending_.empty() || pending_.back().key != key) {
+      starts_.push_back(chain_start_.value_or(data_at - kBlock));
       pending_.push_back({std::string(key), {}, std::nullopt, std::nullopt});
       if (!keys_.insert(pending_.back().key).second) {
         pending_.back().error = sample_error(
@@ -272,6 +297,7 @@ class ShardScan {
     const std::string what = "the shard ends before byte " + std::to_string(last_end_) +
                              ", where its last member's header says that member ends (a truncated shard, or a header "
                              "lying about its size)";
+    damage_ = Error(ErrorCode::kCorruptData, what);
     if (!pending_.empty() && !pending_.back().members.empty() &&
         pending_.back().members.back().offset + pending_.back().members.back().size == last_end_) {
       if (!pending_.back().error) pending_.back().error = Error(ErrorCode::kCorruptData, what);
@@ -283,6 +309,7 @@ class ShardScan {
   // A header at pos_ does not decode: the rest of the shard is one failed entry.
   void unreadable(const Error& e) {
     done_ = true;
+    damage_ = Error(e.code(), e.message() + " (at byte " + std::to_string(pos_) + ")");
     pending_.push_back({"from byte " + std::to_string(pos_),
                         {},
                         std::nullopt,
@@ -298,8 +325,11 @@ class ShardScan {
   bool done_ = false;
   std::optional<std::string> long_name_;  // from a GNU 'L' or PAX header, for the next member
   std::optional<std::uint64_t> pax_size_;
-  std::vector<Pending> pending_;          // the samples so far, in order
-  std::unordered_set<std::string> keys_;  // theirs
+  std::vector<Pending> pending_;              // the samples so far, in order
+  std::unordered_set<std::string> keys_;      // theirs
+  std::optional<std::uint64_t> chain_start_;  // the extended headers' before the next member
+  std::vector<std::uint64_t> starts_;         // each sample's first byte
+  std::optional<Error> damage_;
 };
 
 }  // namespace
@@ -347,18 +377,13 @@ std::optional<std::pair<std::string_view, std::string_view>> split_member_name(s
 
 namespace {
 
-// The shards `names` as one source called `source`: scanned, many at once; `excluded` samples
-// ("shard.tar/key", by the shard's name as written in `names`) left out.
-Result<Manifest> read_shard_list(const std::string& source, const std::vector<std::string>& names,
-                                 const std::unordered_set<std::string>& excluded, std::size_t limit,
-                                 const storage::S3Options& s3, std::uint32_t manifest,
-                                 std::vector<ManifestLine>& lines) {
-  Manifest m;
-  m.name = storage::redact_uri(source);
+// The shards `names` scanned, many at once; `remote` set where one is not local.
+Result<std::vector<ShardScan>> scan_all(const std::vector<std::string>& names, std::size_t limit,
+                                        const storage::S3Options& s3, bool& remote) {
   std::vector<ShardScan> scans;
   for (const std::string& name : names) {
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
-    m.remote = m.remote || uri.scheme != storage::Scheme::kFile;
+    remote = remote || uri.scheme != storage::Scheme::kFile;
     scans.emplace_back(Shard{std::move(uri), storage::redact_uri(name)}, limit);
   }
   storage::FetchOptions options;
@@ -382,7 +407,7 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
   std::optional<Error> failure;
   while (in_flight > 0) {
     auto r = fetcher.next();
-    if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", m.name);
+    if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", names.empty() ? "" : names.front());
     --in_flight;
     ShardScan& scan = scans[r->tag];
     if (failed && r->tag > *failed) continue;
@@ -405,6 +430,18 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
     }
   }
   if (failure) return std::move(*failure);
+  return scans;
+}
+
+// The shards `names` as one source called `source`: scanned; `excluded` samples ("shard.tar/key",
+// by the shard's name as written in `names`) left out.
+Result<Manifest> read_shard_list(const std::string& source, const std::vector<std::string>& names,
+                                 const std::unordered_set<std::string>& excluded, std::size_t limit,
+                                 const storage::S3Options& s3, std::uint32_t manifest,
+                                 std::vector<ManifestLine>& lines) {
+  Manifest m;
+  m.name = storage::redact_uri(source);
+  MMFEED_ASSIGN_OR_RETURN(std::vector<ShardScan> scans, scan_all(names, limit, s3, m.remote));
   for (std::size_t i = 0; i < scans.size(); ++i) {
     const std::size_t first = m.samples.size(), first_line = lines.size();
     MMFEED_RETURN_IF_ERROR(scans[i].finish(m, static_cast<std::uint32_t>(i), lines, manifest));
@@ -479,43 +516,67 @@ Result<std::vector<std::uint64_t>> parse_tar_index(std::span<const std::byte> da
   return starts;
 }
 
-// The local shards `names` of an Energon dataset as manifest `source`, opened from the .tar.idx
-// energon prepare wrote beside each; nullopt where a shard is remote or has none (then scanned).
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// The .tar.idx beside the local shard at `path`, read and checked against it: nullopt where there
+// is none; an error naming it where it is older than its shard or does not follow its samples.
+Result<std::optional<std::vector<std::uint64_t>>> read_tar_index(const std::string& path, const std::string& name) {
+  const std::string idx = path + ".idx";
+  struct stat tar {
+  }, index{};
+  if (::stat(idx.c_str(), &index) != 0) return std::optional<std::vector<std::uint64_t>>();
+  if (::stat(path.c_str(), &tar) != 0) return Error(ErrorCode::kNotFound, "no such shard", name);
+  if (mtime_ns(index) < mtime_ns(tar)) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "stale: its shard was written after it; index the shards again (mmfeed index, or energon prepare), "
+                 "or delete it",
+                 idx);
+  }
+  auto mapped = core::MappedFile::open(idx);
+  if (!mapped.ok()) return Error(ErrorCode::kNotFound, mapped.error().message(), idx);
+  MMFEED_ASSIGN_OR_RETURN(std::vector<std::uint64_t> starts,
+                          parse_tar_index(mapped->bytes(), static_cast<std::uint64_t>(tar.st_size), idx));
+  return std::optional<std::vector<std::uint64_t>>(std::move(starts));
+}
+
+// A .tar.idx's bytes: each entry 8 bytes, little-endian.
+std::string encode_tar_index(const std::vector<std::uint64_t>& starts) {
+  std::string out;
+  out.reserve(starts.size() * 8);
+  for (const std::uint64_t v : starts) {
+    for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+  }
+  return out;
+}
+
+// The local shards `names` as manifest `source`, opened from the .tar.idx beside each (energon
+// prepare's or mmfeed index's); nullopt where a shard is remote or has none (then scanned).
 Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, const std::vector<std::string>& names) {
   Manifest m;
   m.name = storage::redact_uri(source);
   ShardRanges ranges;
   uLong crc = crc32_z(0, nullptr, 0);
   std::uint64_t samples = 0;
+  bool scanned = false;  // a shard has none, or a sample past 4 GiB: scanned (a stale one is still refused)
   for (const std::string& name : names) {
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
     if (uri.scheme != storage::Scheme::kFile || !uri.path.ends_with(".tar")) return std::optional<Manifest>();
-    const std::string idx = uri.path + ".idx";
-    struct stat tar {
-    }, index{};
-    if (::stat(idx.c_str(), &index) != 0) return std::optional<Manifest>();
-    if (::stat(uri.path.c_str(), &tar) != 0) return Error(ErrorCode::kNotFound, "no such shard", name);
-    const auto ns = [](const struct stat& st) {
-      return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    };
-    if (ns(index) < ns(tar)) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "stale: its shard was written after it; run energon prepare again (or delete it)", idx);
-    }
-    auto mapped = core::MappedFile::open(idx);
-    if (!mapped.ok()) return Error(ErrorCode::kNotFound, mapped.error().message(), idx);
-    MMFEED_ASSIGN_OR_RETURN(std::vector<std::uint64_t> starts,
-                            parse_tar_index(mapped->bytes(), static_cast<std::uint64_t>(tar.st_size), idx));
-    for (std::size_t i = 1; i < starts.size(); ++i) {
-      if (starts[i] - starts[i - 1] > UINT32_MAX) return std::optional<Manifest>();  // a sample past 4 GiB: scanned
-    }
+    MMFEED_ASSIGN_OR_RETURN(std::optional<std::vector<std::uint64_t>> read, read_tar_index(uri.path, name));
+    if (!read) scanned = true;
+    if (scanned) continue;
+    std::vector<std::uint64_t> starts = std::move(*read);
+    for (std::size_t i = 1; i < starts.size(); ++i) scanned = scanned || starts[i] - starts[i - 1] > UINT32_MAX;
+    const std::string bytes = encode_tar_index(starts);  // the file's bytes
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(name.data()), name.size());
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(mapped->bytes().data()), mapped->size());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
     ranges.first_sample.push_back(samples);
     samples += starts.size() - 1;
     ranges.starts.push_back(std::move(starts));
     m.shards.push_back(Shard{std::move(uri), storage::redact_uri(name)});
   }
+  if (scanned) return std::optional<Manifest>();
   m.crc32 = static_cast<std::uint32_t>(crc);
   m.ranges = std::move(ranges);
   return std::optional<Manifest>(std::move(m));
@@ -607,7 +668,64 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
 
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+  MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_tar_indexes(source, shards));
+  if (indexed) return std::move(*indexed);
   return read_shard_list(source, shards, {}, limit, s3, manifest, lines);
+}
+
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, std::size_t limit,
+                                            std::size_t most_named) {
+  TarIndexesWritten out;
+  std::vector<std::string> todo;  // the shards without a current .tar.idx, in order
+  for (const std::string& name : shards) {
+    MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(name));
+    if (uri.scheme != storage::Scheme::kFile || !uri.path.ends_with(".tar")) {
+      return Error(ErrorCode::kUnsupported,
+                   "only local .tar shards are indexed (a .tar.idx is written beside each); remote ones are scanned",
+                   storage::redact_uri(name));
+    }
+    auto current = read_tar_index(uri.path, name);
+    if (current.ok() && *current) {
+      ++out.kept;
+      out.samples += (*current)->size() - 1;
+      out.bytes += (*current)->size() * 8;
+    } else {
+      todo.push_back(name);  // none, or stale or damaged: written again
+    }
+  }
+  // A group of shards at a time: each one's index written as its group ends, so an interrupted
+  // run keeps what it wrote and memory holds one group's .json texts.
+  constexpr std::size_t kGroup = 4 * kMaxShardsInFlight;
+  for (std::size_t first = 0; first < todo.size(); first += kGroup) {
+    const std::vector<std::string> group(
+        todo.begin() + static_cast<std::ptrdiff_t>(first),
+        todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), first + kGroup)));
+    bool remote = false;
+    MMFEED_ASSIGN_OR_RETURN(const std::vector<ShardScan> scans, scan_all(group, limit, {}, remote));
+    for (const ShardScan& scan : scans) {
+      scan.sample_errors(out.bad, most_named, out.bad_count);
+      if (scan.damage()) {
+        ++out.damaged_count;
+        if (out.damaged.size() < most_named) out.damaged.push_back(scan.shard().name + ": " + scan.damage()->message());
+        continue;
+      }
+      const std::vector<std::uint64_t> starts = scan.tar_index();
+      const std::string bytes = encode_tar_index(starts), path = scan.shard().uri.path + ".idx",
+                        temporary = path + ".tmp";
+      {
+        std::ofstream o(temporary, std::ios::binary | std::ios::trunc);
+        o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!o.flush()) return Error(ErrorCode::kIoError, "cannot write it", temporary);
+      }
+      std::error_code ec;
+      std::filesystem::rename(temporary, path, ec);
+      if (ec) return Error(ErrorCode::kIoError, "cannot move it into place: " + ec.message(), path);
+      ++out.written;
+      out.samples += starts.size() - 1;
+      out.bytes += bytes.size();
+    }
+  }
+  return out;
 }
 
 bool is_energon_dataset(std::string_view path) {

@@ -54,7 +54,8 @@ Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> blo
 std::optional<std::pair<std::string_view, std::string_view>> split_member_name(std::string_view name);
 
 // Reads `shards`, the files source `source` names (source_files.h), into one manifest, manifest
-// number `manifest`: its text the samples' .json members, one per line, and its shards, members
+// number `manifest` (local shards with a .tar.idx beside each, current, opened from those as
+// read_energon_dataset opens them): its text the samples' .json members, one per line, and its shards, members
 // and samples; each sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
@@ -66,6 +67,23 @@ Result<Manifest> read_shards(const std::string& source, const std::vector<std::s
 // two samples, no .json member), naming the byte.
 Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offset, std::uint64_t length,
                                      std::size_t limit);
+
+// What write_tar_indexes did: shards indexed now and kept (their .tar.idx current), their samples
+// and index bytes; shards it could not read to their end (given no index: a Loader scans them),
+// and samples that will fail, the first `most_named` of each named ("shard.tar/key: reason").
+struct TarIndexesWritten {
+  std::uint64_t written = 0, kept = 0, samples = 0, bytes = 0;
+  std::uint64_t damaged_count = 0, bad_count = 0;
+  std::vector<std::string> damaged, bad;
+};
+
+// Writes the .tar.idx energon prepare writes beside each of the local shards `shards` (8 bytes
+// little-endian a sample: its first header's offset, extended headers included; then where the
+// last one ends), from a scan as read_shards scans (`limit`: max_manifest_bytes), written to a
+// temporary file and renamed into place. A shard whose .tar.idx is current (newer than it, and
+// following its samples) is kept, so an interrupted run resumes; a damaged shard gets none.
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, std::size_t limit,
+                                            std::size_t most_named);
 
 // True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
 // remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).

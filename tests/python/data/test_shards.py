@@ -271,3 +271,68 @@ def test_an_energon_prepared_dataset_loads_by_its_directory(dataset, tmp_path):
     got, errors, _ = load(root)
     assert not errors
     assert sorted(i for b in got for i in b["sample_ids"]) == sorted(set(ids[:10] + ids[15:20]) - {ids[6]})
+
+
+def test_mmfeed_index_writes_energons_tar_idx_and_a_pattern_opens_from_it(dataset, cli, tmp_path):
+    import os
+    import subprocess
+
+    import webdataset
+
+    manifest, shards = dataset
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    shutil.copytree(shards, ours)
+    # One more shard whose second sample's names outgrow a ustar header (a PAX header before each
+    # of its members: the sample starts at the first of those).
+    first, second = (datagen.shard_form(json.loads(l), manifest.parent) for l in manifest.read_text().splitlines()[:2])
+    long_key = "d/" + "k" * 120
+    with webdataset.TarWriter(str(ours / "shard-005.tar")) as writer:
+        writer.write({"__key__": first[0] + "-x", **first[1]})
+        writer.write({"__key__": long_key, **second[1]})
+    shutil.copytree(ours, theirs)
+    energon_prepare(theirs, "train:shard-{000..005}.tar")
+
+    def index(*args):
+        proc = subprocess.run(
+            [str(cli), "index", "--json", *map(str, args)], capture_output=True, text=True, timeout=120
+        )
+        return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
+
+    source = str(ours / "shard-{000..005}.tar")
+    rc, (summary,), err = index(source)
+    assert rc == 0, err
+    assert (summary["samples"], summary["shards_indexed"], summary["shards_kept"]) == (26, 6, 0)
+    # Byte for byte what energon prepare writes.
+    for i in range(6):
+        assert (ours / f"shard-{i:03d}.tar.idx").read_bytes() == (theirs / f"shard-{i:03d}.tar.idx").read_bytes(), i
+    assert summary["index_bytes"] == sum(p.stat().st_size for p in ours.glob("*.tar.idx"))
+    # The pattern opens from them: the batches of the same shards scanned.
+    scanned = tmp_path / "scanned"
+    shutil.copytree(ours, scanned, ignore=shutil.ignore_patterns("*.idx"))
+    got, errors, _ = load(source, batch_size=26, shuffle=False)
+    assert not errors
+    assert_same_batches(got, load(str(scanned / "shard-{000..005}.tar"), batch_size=26, shuffle=False)[0])
+    assert len(got[0]["sample_ids"]) == 26  # the long-named sample among them
+    # Interrupted (an index missing) or stale (its shard written since, which a Loader refuses by
+    # name), a second run writes only those and keeps the rest.
+    (ours / "shard-002.tar.idx").unlink()
+    later = (ours / "shard-004.tar.idx").stat().st_mtime_ns + 10**9
+    os.utime(ours / "shard-004.tar", ns=(later, later))
+    with pytest.raises(ValueError, match=r"shard-004\.tar\.idx: stale: its shard was written after it"):
+        load(source)
+    rc, (summary,), err = index(source)
+    assert rc == 0, err
+    assert (summary["samples"], summary["shards_indexed"], summary["shards_kept"]) == (26, 2, 4)
+    for i in range(6):
+        assert (ours / f"shard-{i:03d}.tar.idx").read_bytes() == (theirs / f"shard-{i:03d}.tar.idx").read_bytes(), i
+    # A damaged shard gets no index, named, exit status 1; the others are written.
+    cut = scanned / "shard-001.tar"
+    cut.write_bytes(cut.read_bytes()[: end_of_members(cut) - 700])
+    rc, (summary,), err = index(scanned / "shard-{000..002}.tar")
+    assert rc == 1
+    assert (summary["shards_indexed"], summary["shards_damaged"]) == (2, 1)
+    assert any("shard-001.tar: the shard ends before byte" in b for b in summary["bad"]), summary["bad"]
+    assert sorted(p.name for p in scanned.glob("*.idx")) == ["shard-000.tar.idx", "shard-002.tar.idx"]
+    # Remote shards, --out: refused by name.
+    rc, _, err = index("--out", tmp_path / "x", source)
+    assert rc == 1 and "no --out or --cache-dir" in err
