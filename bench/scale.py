@@ -20,7 +20,8 @@ fetched before the first batch (mmfeed's own count of its ranged GETs).
 
 Then WebDataset shards (the conversations, each with a ~100 KB image, in 20 shards written by
 webdataset's TarWriter): read by a brace pattern (scanned: their headers found by reading them),
-and as an Energon dataset (`energon prepare`'s own .tar.idx beside each shard), rank 0 of 8 alike.
+from the .tar.idx `mmfeed index` writes beside each shard (and the time it takes), and as an Energon
+dataset (`energon prepare`'s own .tar.idx, and its time), rank 0 of 8 alike.
 
 Usage:
     python bench/scale.py [--samples 200000,2000000,10000000] [--datasets-up-to 2000000] [--remote 200000]
@@ -197,6 +198,15 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
     pattern = str(root / parts)
     measure("warm", Path(pattern))
     row["scanned"] = measure("mmfeed", Path(pattern))
+    evict(root)
+    start = time.perf_counter()
+    subprocess.run([str(CLI), "index", "--json", pattern], capture_output=True, text=True, check=True)
+    row["mmfeed_index_s"] = time.perf_counter() - start
+    row["indexed"] = measure("mmfeed", Path(pattern))
+    for idx in root.glob("*.tar.idx"):  # energon prepare writes its own
+        idx.unlink()
+    evict(root)
+    start = time.perf_counter()
     prepare = subprocess.run(
         [
             sys.executable,
@@ -214,6 +224,7 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
         env={**os.environ, "PYTHONPATH": str(ROOT / ".oracles" / "energon")},
     )
     if prepare.returncode == 0:
+        row["energon_prepare_s"] = time.perf_counter() - start
         row["energon"] = measure("mmfeed", root)
     else:
         print(
@@ -229,13 +240,24 @@ def shard_report(row: dict) -> None:
         f"(each sample a conversation and a ~100 KB image)"
     )
     print(f"  {'rank 0 of 8':<36}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'RSS after':>14}{'read':>14}")
-    for key, label in (("scanned", "shards by a pattern, scanned"), ("energon", "Energon dataset, from its .tar.idx")):
+    for key, label in (
+        ("scanned", "shards by a pattern, scanned"),
+        ("indexed", "the pattern, from mmfeed's .tar.idx"),
+        ("energon", "Energon dataset, from its .tar.idx"),
+    ):
         if key in row:
             r = row[key]
             print(
                 f"  {label:<36}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
                 f"{mb(r['rss']):>14}{mb(r['read_bytes']):>14}"
             )
+    s, i = row["scanned"], row["indexed"]
+    print(
+        f"  from mmfeed index's .tar.idx vs scanned: first batch {s['first_batch_s'] / i['first_batch_s']:.1f}x "
+        f"sooner, bytes read {i['read_bytes'] / row['shard_bytes']:.2%} of the shards; "
+        f"mmfeed index took {row['mmfeed_index_s']:.2f} s"
+        + (f", energon prepare {row['energon_prepare_s']:.2f} s" if "energon_prepare_s" in row else "")
+    )
     if "energon" in row:
         s, e = row["scanned"], row["energon"]
         print(
