@@ -2,6 +2,7 @@
 // found. Exit status 1 when a source could not be indexed, 2 on bad usage.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ namespace {
 
 constexpr const char* kIndexUsage =
     "usage: mmfeed index [--out FILE | --cache-dir DIR] [--media-root DIR] [--no-media]\n"
-    "                    [--tokenizer FILE [--model NAME] [--chat-template NAME]] [--json] SOURCE...\n"
+    "                    [--tokenizer FILE [--model NAME] [--chat-template NAME]]\n"
+    "                    [--checkpoint-every N] [--json] SOURCE...\n"
     "\n"
     "Indexes each uncompressed JSONL or JSON-array manifest, local or remote (s3://, http(s)://):\n"
     "where each sample's text lies, the images, videos and audio clips it names and their cost facts\n"
@@ -39,6 +41,8 @@ constexpr const char* kIndexUsage =
     "                    tokenizer.json and the chat template (its media's placeholders apart)\n"
     "  --model NAME      whose chat template counts them (default qwen2-vl), as the Loader's model=\n"
     "  --chat-template NAME  the template, where not the model's (the Loader's chat_template=)\n"
+    "  --checkpoint-every N  samples described between checkpoints (default 65536): each kept in\n"
+    "                    INDEX.journal as it ends, so a stopped run, run again, resumes there\n"
     "  --json            print one JSON object a source instead of text\n";
 
 void print_shards(const IndexSummary& s, double seconds) {
@@ -63,6 +67,10 @@ void print_text(const IndexSummary& s, double seconds) {
       s.path.c_str(), static_cast<unsigned long long>(s.samples), static_cast<unsigned long long>(s.images),
       static_cast<unsigned long long>(s.videos), static_cast<unsigned long long>(s.audio),
       static_cast<unsigned long long>(s.text_bytes), static_cast<unsigned long long>(s.index_bytes), seconds);
+  if (s.resumed_samples > 0) {
+    std::printf("  %llu samples resumed from a stopped run's journal\n",
+                static_cast<unsigned long long>(s.resumed_samples));
+  }
   if (s.text_tokens > 0) std::printf("  %llu text tokens\n", static_cast<unsigned long long>(s.text_tokens));
   if (s.bad_count > 0)
     std::printf("  %llu samples are no conversation:\n", static_cast<unsigned long long>(s.bad_count));
@@ -91,6 +99,7 @@ void print_json(const IndexSummary& s, double seconds) {
   number("bad_count", s.bad_count);
   number("media_unreadable", s.media_unreadable);
   number("media_not_probed", s.media_not_probed);
+  number("resumed_samples", s.resumed_samples);
   number("shards_indexed", s.shards_indexed);
   number("shards_kept", s.shards_kept);
   number("shards_damaged", s.shards_damaged);
@@ -136,6 +145,14 @@ int run_index(int argc, char** argv) {
       options.model = argv[++i];
     } else if (arg == "--chat-template" && i + 1 < argc) {
       options.chat_template = argv[++i];
+    } else if (arg == "--checkpoint-every" && i + 1 < argc) {
+      char* end = nullptr;
+      const std::string value = argv[++i];
+      options.checkpoint_samples = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || value[0] == '-' || options.checkpoint_samples == 0) {
+        std::fprintf(stderr, "mmfeed index: --checkpoint-every takes a count of samples, not %s\n", value.c_str());
+        return 2;
+      }
     } else if (arg.starts_with("--")) {
       std::fprintf(stderr, "mmfeed index: unknown option %s\n%s", arg.c_str(), kIndexUsage);
       return 2;

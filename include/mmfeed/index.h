@@ -94,6 +94,7 @@ struct IndexSummary {
   // Of WebDataset shards: .tar.idx files written now, kept (current already), and shards given
   // none (damaged: named in `bad`, with the samples that will fail; a Loader scans such a set).
   std::uint64_t shards_indexed = 0, shards_kept = 0, shards_damaged = 0;
+  std::uint64_t resumed_samples = 0;  // described by a build stopped before, taken from its journal
 };
 
 struct IndexOptions {
@@ -112,6 +113,9 @@ struct IndexOptions {
   // Where given (and `out` not), the index is written where a Loader with this cache_dir looks
   // for the source's index: a node cache filled ahead of the ranks.
   std::string cache_dir{};
+  // Samples described between checkpoints: each chunk is kept in a journal beside the index as it
+  // ends (index.journal), so a build stopped part-way resumes from its last chunk (> 0).
+  std::uint64_t checkpoint_samples = 65536;
 };
 
 // What binds an index's text tokens to what counted them: the CRC-32 of the tokenizer file's

@@ -22,6 +22,7 @@
 #include "core/mapped_file.h"
 #include "core/models.h"
 #include "dataset/index.h"
+#include "dataset/index_journal.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
 #include "dataset/shards.h"
@@ -40,8 +41,8 @@ namespace {
 
 constexpr std::array<char, 8> kMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'X'};
 constexpr std::size_t kHeaderBytes = 96;
-constexpr std::size_t kRecordBytes = 40;
-constexpr std::size_t kMediaBytes = 16;
+using dataset::kMediaBytes;
+using dataset::kRecordBytes;
 constexpr std::size_t kBlockRecords = 256;  // records a block: 10 KiB, checked when first touched
 constexpr std::size_t kBlockBytes = 16;     // a block table entry
 
@@ -118,27 +119,10 @@ Result<dataset::SourceStamp> stamp_remote(const storage::ObjectUri& uri, const s
 std::string encode(const DatasetIndex& index, std::uint32_t start) {
   std::string records;
   records.reserve(index.records.size() * kRecordBytes);
-  for (const IndexRecord& r : index.records) {
-    put(records, r.offset, 8);
-    put(records, r.number, 8);
-    put(records, r.first_media, 8);
-    put(records, r.length, 4);
-    put(records, r.text_tokens, 4);
-    put(records, r.images, 2);
-    put(records, r.videos, 2);
-    put(records, r.audio, 2);
-    put(records, r.bad ? 1 : 0, 2);
-  }
+  for (const IndexRecord& r : index.records) dataset::put_record(records, r);
   std::string media;
   media.reserve(index.media.size() * kMediaBytes);
-  for (const MediaFacts& f : index.media) {
-    put(media, f.width, 4);
-    put(media, f.height, 4);
-    put(media, f.duration_ms, 4);
-    put(media, f.fps_centi, 2);
-    put(media, static_cast<std::uint8_t>(f.kind), 1);
-    put(media, static_cast<std::uint8_t>(f.known), 1);
-  }
+  for (const MediaFacts& f : index.media) dataset::put_media(media, f);
   // A block's records, and the media entries from its first record's to the next block's first.
   const std::uint64_t n = index.records.size();
   std::string table;
@@ -234,22 +218,21 @@ void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& 
   probe_all(manifests, line, options, MediaFacts::Kind::kAudio, {audio.begin(), audio.begin() + r.audio}, out);
 }
 
-// Every sample's record and its media's facts (into `index`, and what could not be read into
-// `summary`), the samples described on the usable cores, a slice each (on this thread alone
-// where the system starts no more threads).
-void describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
-                  const storage::S3Options& s3, const TokenCounter* counter, DatasetIndex& index,
-                  IndexSummary& summary) {
-  const std::size_t n = manifests.size();
-  index.records.assign(n, {});
+// Samples [first, end)'s records (into `index`, sized for every sample) and their media's facts
+// (appended to index.media), and what could not be read (into `chunk`), the samples described on
+// the usable cores, a slice each (on this thread alone where the system starts no more threads).
+void describe_range(const dataset::Manifests& manifests, std::uint64_t first, std::uint64_t end, std::uint32_t start,
+                    const IndexOptions& options, const storage::S3Options& s3, const TokenCounter* counter,
+                    DatasetIndex& index, dataset::ChunkCounts& chunk) {
+  const std::uint64_t n = end - first;
   const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
-  const std::size_t per = (n + threads - 1) / threads;
+  const std::uint64_t per = (n + threads - 1) / threads;
   std::vector<dataset::MediaProber> slices;
   slices.reserve(threads);
   for (std::size_t t = 0; t < threads; ++t) slices.emplace_back(s3, kNamed);
   const auto slice = [&](std::size_t t) {
     std::string buffer;
-    for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) {
+    for (std::uint64_t i = first + t * per; i < std::min(end, first + (t + 1) * per); ++i) {
       describe(manifests, manifests.held[i], start, options, counter, buffer, index.records[i], slices[t]);
     }
     slices[t].flush();
@@ -268,14 +251,36 @@ void describe_all(const dataset::Manifests& manifests, std::uint32_t start, cons
   for (std::thread& th : pool) th.join();
   for (std::size_t t = 0; t < threads; ++t) {
     const std::uint64_t base = index.media.size();
-    for (std::size_t i = t * per; i < std::min(n, (t + 1) * per); ++i) index.records[i].first_media += base;
+    for (std::uint64_t i = first + t * per; i < std::min(end, first + (t + 1) * per); ++i) {
+      index.records[i].first_media += base;
+    }
     index.media.insert(index.media.end(), slices[t].media.begin(), slices[t].media.end());
     for (std::string& u : slices[t].unreadable) {
-      if (summary.unreadable.size() < kNamed) summary.unreadable.push_back(std::move(u));
+      if (chunk.named.size() < kNamed) chunk.named.push_back(std::move(u));
     }
-    summary.media_unreadable += slices[t].unreadable_count;
-    summary.media_not_probed += slices[t].not_probed;
+    chunk.unreadable += slices[t].unreadable_count;
+    chunk.not_probed += slices[t].not_probed;
   }
+}
+
+// What a build's journal is bound to: the source's stamp and text, and the options its records'
+// facts depend on (a journal of anything else is started anew).
+std::string journal_key(const dataset::SourceStamp& stamp, const DatasetIndex& index, std::uint32_t start,
+                        const IndexOptions& options) {
+  std::string key = "mmfeedIJ";
+  put(key, 1, 4);  // the journal's version
+  put(key, kIndexVersion, 4);
+  put(key, stamp.size, 8);
+  put(key, static_cast<std::uint64_t>(stamp.mtime_ns), 8);
+  put(key, stamp.etag_crc, 4);
+  put(key, index.source_crc32, 4);
+  put(key, start, 4);
+  put(key, index.records.size(), 8);
+  put(key, index.tokens_key, 4);
+  put(key, options.probe_media ? 1 : 0, 1);
+  put(key, crc_of(options.media_root.data(), options.media_root.size()), 4);
+  put(key, options.checkpoint_samples, 8);
+  return key;
 }
 
 // Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
@@ -312,6 +317,9 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   storage::S3Options s3;
   if (remote) {
     MMFEED_ASSIGN_OR_RETURN(s3, storage::s3_options_from_environment());
+  }
+  if (options.checkpoint_samples == 0) {
+    return Error(ErrorCode::kInvalidArgument, "checkpoint_samples must be at least 1", name);
   }
   if (dataset::layout_of(uri.path) == dataset::Layout::kShards) {
     MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles shards, dataset::source_files(source, s3));
@@ -366,7 +374,27 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     MMFEED_ASSIGN_OR_RETURN(index.tokens_key,
                             text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
   }
-  describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, index, summary);
+  // A chunk at a time, each kept in the journal as it ends: a build stopped resumes from there.
+  index.records.assign(manifests.size(), {});
+  dataset::ChunkCounts counts;
+  MMFEED_ASSIGN_OR_RETURN(dataset::IndexJournal journal,
+                          dataset::IndexJournal::open(summary.path + ".journal",
+                                                      journal_key(stamp, index, start, options), index, counts));
+  summary.resumed_samples = journal.resumed();
+  for (std::uint64_t first = journal.resumed(); first < index.records.size(); first += options.checkpoint_samples) {
+    const std::uint64_t end = std::min<std::uint64_t>(index.records.size(), first + options.checkpoint_samples);
+    const std::uint64_t first_media = index.media.size();
+    dataset::ChunkCounts chunk;
+    describe_range(manifests, first, end, start, options, s3, counter ? &*counter : nullptr, index, chunk);
+    chunk.named.resize(std::min(chunk.named.size(), kNamed - std::min(kNamed, counts.named.size())));
+    MMFEED_RETURN_IF_ERROR(journal.append(index, first, end, first_media, chunk));
+    counts.unreadable += chunk.unreadable;
+    counts.not_probed += chunk.not_probed;
+    counts.named.insert(counts.named.end(), chunk.named.begin(), chunk.named.end());
+  }
+  summary.media_unreadable = counts.unreadable;
+  summary.media_not_probed = counts.not_probed;
+  summary.unreadable = std::move(counts.named);
   std::string buffer;
   for (std::size_t i = 0; i < index.records.size(); ++i) {
     const IndexRecord& r = index.records[i];
@@ -396,6 +424,7 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   std::error_code ec;
   std::filesystem::rename(temporary, summary.path, ec);
   if (ec) return Error(ErrorCode::kIoError, "cannot move the index into place: " + ec.message(), summary.path);
+  journal.remove();
   summary.index_bytes = bytes.size();
   return summary;
 }
@@ -559,8 +588,32 @@ Result<IndexRecord> MappedIndex::record(std::uint64_t i) const {
   return decode(i);
 }
 
-IndexRecord MappedIndex::decode(std::uint64_t i) const {
-  const std::byte* at = records_ + i * kRecordBytes;
+IndexRecord MappedIndex::decode(std::uint64_t i) const { return get_record(records_ + i * kRecordBytes); }
+
+MediaFacts MappedIndex::media(std::uint64_t j) const { return get_media(media_ + j * kMediaBytes); }
+
+void put_record(std::string& out, const IndexRecord& r) {
+  put(out, r.offset, 8);
+  put(out, r.number, 8);
+  put(out, r.first_media, 8);
+  put(out, r.length, 4);
+  put(out, r.text_tokens, 4);
+  put(out, r.images, 2);
+  put(out, r.videos, 2);
+  put(out, r.audio, 2);
+  put(out, r.bad ? 1 : 0, 2);
+}
+
+void put_media(std::string& out, const MediaFacts& f) {
+  put(out, f.width, 4);
+  put(out, f.height, 4);
+  put(out, f.duration_ms, 4);
+  put(out, f.fps_centi, 2);
+  put(out, static_cast<std::uint8_t>(f.kind), 1);
+  put(out, static_cast<std::uint8_t>(f.known), 1);
+}
+
+IndexRecord get_record(const std::byte* at) {
   IndexRecord r;
   r.offset = get(at, 0, 8);
   r.number = get(at, 8, 8);
@@ -574,8 +627,7 @@ IndexRecord MappedIndex::decode(std::uint64_t i) const {
   return r;
 }
 
-MediaFacts MappedIndex::media(std::uint64_t j) const {
-  const std::byte* at = media_ + j * kMediaBytes;
+MediaFacts get_media(const std::byte* at) {
   MediaFacts f;
   f.width = static_cast<std::uint32_t>(get(at, 0, 4));
   f.height = static_cast<std::uint32_t>(get(at, 4, 4));

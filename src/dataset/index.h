@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +63,16 @@ struct IndexHeader {
   std::uint32_t etag_crc = 0;    // a remote source's: SourceStamp::etag_crc; 0: a local file
   bool array = false;
 };
+
+inline constexpr std::size_t kRecordBytes = 40;  // a record's bytes in the index
+inline constexpr std::size_t kMediaBytes = 16;   // a media entry's
+
+// A record's and a media entry's bytes as the index holds them (include/mmfeed/index.h), appended
+// to `out`; and read back from the bytes at `at`.
+void put_record(std::string& out, const IndexRecord& r);
+void put_media(std::string& out, const MediaFacts& f);
+IndexRecord get_record(const std::byte* at);
+MediaFacts get_media(const std::byte* at);
 
 class MappedIndex {
  public:

@@ -529,3 +529,94 @@ def test_remote_images_facts_are_read_from_their_first_bytes(cli, dataset, moto_
     rc, (summary,), err = index(cli, "--out", built, source)
     assert rc == 0 and summary["media_unreadable"] >= 1, err
     assert any(missing in u and "404" in u for u in summary["unreadable"]), summary["unreadable"]
+
+
+def test_a_build_stopped_part_way_resumes_from_its_journal(cli, tmp_path):
+    """Killed while it reads the images of its fourth chunk (the request for one held by this
+    test's own HTTP server), `mmfeed index` resumes from its journal: the three chunks before are
+    taken, the index is byte for byte a fresh build's. A journal cut short loses its last chunk
+    alone; one of other options is not taken."""
+    import io
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (40, 30), (200, 10, 10)).save(png, "PNG")
+    body = png.getvalue()
+    asked, release = threading.Event(), threading.Event()
+
+    class Images(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/held.png":
+                asked.set()
+                release.wait(60)
+            first, last = 0, len(body) - 1
+            if m := re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", "")):
+                first, last = int(m[1]), min(last, int(m[2] or last))
+            self.send_response(206 if self.headers.get("Range") else 200)
+            if self.headers.get("Range"):
+                self.send_header("Content-Range", f"bytes {first}-{last}/{len(body)}")
+            self.send_header("Content-Length", str(last - first + 1))
+            self.end_headers()
+            self.wfile.write(body[first : last + 1])
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Images)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        manifest = tmp_path / "remote-images.jsonl"
+        manifest.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"s{i}",
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": [{"type": "image", "image": f"{url}/{'held' if i == 13 else i}.png"}],
+                            },
+                            {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+                        ],
+                    }
+                )
+                + "\n"
+                for i in range(20)
+            )
+        )
+        out, journal = tmp_path / "stopped.mmidx", tmp_path / "stopped.mmidx.journal"
+        args = ["--checkpoint-every", "4", "--out", out, manifest]
+        build = subprocess.Popen([str(cli), "index", "--json", *map(str, args)], stdout=subprocess.DEVNULL)
+        try:
+            assert asked.wait(60), "the build never asked for sample 13's image"
+        finally:
+            build.kill()
+            build.wait(60)
+        release.set()
+        assert journal.is_file() and not out.exists()
+        kept = journal.read_bytes()
+        rc, (fresh,), err = index(cli, "--checkpoint-every", "4", "--out", tmp_path / "fresh.mmidx", manifest)
+        assert rc == 0 and fresh["resumed_samples"] == 0 and fresh["media_unreadable"] == 0, err
+        rc, (resumed,), err = index(cli, *args)
+        assert rc == 0, err
+        assert resumed["resumed_samples"] == 12  # samples 0-11: the chunks before the one it was stopped in
+        assert not journal.exists()
+        assert out.read_bytes() == (tmp_path / "fresh.mmidx").read_bytes()
+        same = ("samples", "images", "index_bytes", "media_unreadable", "media_not_probed", "bad_count")
+        assert {k: resumed[k] for k in same} == {k: fresh[k] for k in same}
+        # Its last chunk cut short: that chunk is described again; other options: started anew.
+        for cut, options, taken in (
+            (kept[:-3], ["--checkpoint-every", "4"], 8),
+            (kept, ["--checkpoint-every", "5"], 0),
+        ):
+            out.unlink()
+            journal.write_bytes(cut)
+            rc, (again,), err = index(cli, *options, "--out", out, manifest)
+            assert rc == 0 and again["resumed_samples"] == taken, (err, again)
+            assert out.read_bytes() == (tmp_path / "fresh.mmidx").read_bytes()
+    finally:
+        server.shutdown()
