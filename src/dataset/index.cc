@@ -1,3 +1,6 @@
+// One file of about 700 lines, on purpose: the index is written and read here side by side (its
+// header's fields, its block table, its records' bytes), so that writer and reader cannot drift.
+//
 // The dataset index (include/mmfeed/index.h): built from the manifest as the Loader reads it
 // (read_manifests: the same lines, the same elements, the same CRC-32), written little-endian
 // in fixed-width records checked a block at a time: the header and the block table when opened,
@@ -25,6 +28,7 @@
 #include "dataset/index_journal.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
+#include "dataset/remote_copy.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
 #include "storage/fetcher.h"
@@ -283,6 +287,18 @@ std::string journal_key(const dataset::SourceStamp& stamp, const DatasetIndex& i
   return key;
 }
 
+// A file deleted when this goes out of scope (none where `path` is empty).
+struct RemoveOnExit {
+  explicit RemoveOnExit(std::string p) : path(std::move(p)) {}
+  std::string path;
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove(path, ec);
+  }
+};
+
 // Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
 Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
                                   const IndexOptions& options) {
@@ -347,19 +363,15 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   if (files.layout != dataset::Layout::kManifest || files.files.size() != 1) {
     return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file, or local WebDataset shards, at a time", name);
   }
-  // A local file is mapped, not copied (no size limit); a remote one's text fetched whole.
-  MMFEED_ASSIGN_OR_RETURN(
-      const dataset::Manifests manifests,
-      remote ? dataset::read_manifests({source}, dataset::kDefaultMaxManifestBytes, s3,
-                                       dataset::Indexes{.use = false, .cache_dir = "", .media_root = {}})
-             : dataset::read_mapped_manifest(source, name));
-  if (remote) {  // the text read is the version stamped
-    MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp after, dataset::stamp_source(source, s3));
-    if (after.etag != stamp.etag || after.size != stamp.size) {
-      return Error(ErrorCode::kUnavailable,
-                   "replaced while it was indexed (ETag " + stamp.etag + ", then " + after.etag + "); index it again",
-                   name);
-    }
+  // A local file is mapped, not copied; a remote one copied beside the index first (its parts
+  // pinned to the version stamped), then mapped: no size limit either way.
+  const RemoveOnExit copy{remote ? summary.path + ".source" : std::string()};
+  if (remote) MMFEED_RETURN_IF_ERROR(dataset::copy_remote(uri, name, stamp, s3, copy.path));
+  MMFEED_ASSIGN_OR_RETURN(dataset::Manifests manifests,
+                          dataset::read_mapped_manifest(remote ? copy.path : source, name));
+  if (remote) {  // its media resolve as the remote manifest's
+    manifests.files.front().base_dir = dataset::base_dir_of(uri);
+    manifests.files.front().remote = true;
   }
   const dataset::Manifest& m = manifests.files.front();
   DatasetIndex index{stamp.size, stamp.mtime_ns, m.crc32, m.array, 0, stamp.etag_crc, {}, {}};
@@ -377,9 +389,9 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   // A chunk at a time, each kept in the journal as it ends: a build stopped resumes from there.
   index.records.assign(manifests.size(), {});
   dataset::ChunkCounts counts;
-  MMFEED_ASSIGN_OR_RETURN(dataset::IndexJournal journal,
-                          dataset::IndexJournal::open(summary.path + ".journal",
-                                                      journal_key(stamp, index, start, options), index, counts));
+  MMFEED_ASSIGN_OR_RETURN(
+      dataset::IndexJournal journal,
+      dataset::IndexJournal::open(summary.path + ".journal", journal_key(stamp, index, start, options), index, counts));
   summary.resumed_samples = journal.resumed();
   for (std::uint64_t first = journal.resumed(); first < index.records.size(); first += options.checkpoint_samples) {
     const std::uint64_t end = std::min<std::uint64_t>(index.records.size(), first + options.checkpoint_samples);

@@ -86,7 +86,8 @@ Result<IndexJournal> IndexJournal::open(const std::string& path, const std::stri
   if (auto mapped = core::MappedFile::open(path); mapped.ok()) {
     const std::byte* in = mapped->bytes().data();
     const std::size_t size = mapped->size(), head = key.size() + 4;
-    if (size >= head && std::memcmp(in, key.data(), key.size()) == 0 && get(in + key.size(), 4) == crc_of(in, key.size())) {
+    if (size >= head && std::memcmp(in, key.data(), key.size()) == 0 &&
+        get(in + key.size(), 4) == crc_of(in, key.size())) {
       good_end = head;
       for (std::size_t at = head; size - at >= 8;) {
         const std::uint64_t length = get(in + at, 4);

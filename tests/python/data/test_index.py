@@ -620,3 +620,28 @@ def test_a_build_stopped_part_way_resumes_from_its_journal(cli, tmp_path):
             assert out.read_bytes() == (tmp_path / "fresh.mmidx").read_bytes()
     finally:
         server.shutdown()
+
+
+def test_a_remote_manifest_is_indexed_from_a_copy_in_parts(cli, dataset, moto_s3, monkeypatch, tmp_path):
+    """A remote manifest is copied beside the index by ranged GETs of 16 MiB, several at once,
+    each pinned to the version stamped, then indexed as a local file is (no max_manifest_bytes
+    bounds it): the records of an 18 MB manifest are those of the same file indexed locally, and
+    the copy is gone after."""
+    for key, value in moto_s3.env().items():
+        monkeypatch.setenv(key, value)
+    lines = dataset.read_text(encoding="utf-8-sig").splitlines()
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as f:
+        while f.tell() < 18 << 20:
+            f.write("\n".join(lines) + "\n")
+    s3 = moto_s3.client()
+    s3.create_bucket(Bucket="idx-big")
+    s3.put_object(Bucket="idx-big", Key="big.jsonl", Body=big.read_bytes())
+    out = tmp_path / "remote.mmidx"
+    rc, (remote,), err = index(cli, "--no-media", "--out", out, "s3://idx-big/big.jsonl")
+    assert rc == 0, err
+    rc, (local,), err = index(cli, "--no-media", big)
+    assert rc == 0, err
+    assert remote["samples"] == local["samples"] > 12_000 and remote["bad_count"] == local["bad_count"] > 0
+    assert read_index(out) == read_index(str(big) + ".mmidx")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("remote")) == ["remote.mmidx"]
