@@ -16,6 +16,7 @@
 #include "dataset/index.h"
 #include "dataset/index_cache.h"
 #include "dataset/parquet.h"
+#include "dataset/shard_reads.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
 #include "storage/fetcher.h"
@@ -354,20 +355,42 @@ Result<ManifestLine> Manifests::line(std::uint64_t i) const {
 }
 
 void Manifests::prefetch(std::span<const std::uint64_t> indexes) const {
-  std::map<std::uint32_t, std::vector<TextRange>> wanted;  // by manifest
+  std::map<std::uint32_t, std::vector<TextRange>> wanted;                 // by manifest
+  std::map<std::uint32_t, std::vector<RemoteShardReads::Range>> samples;  // of remote shards, by manifest
   for (const std::uint64_t i : indexes) {
     const std::uint32_t n = manifest_of(i);
-    if (!files[n].indexed || !files[n].indexed->remote()) continue;
+    const Manifest& m = files[n];
+    const bool shards = m.ranges && m.ranges->remote;
+    if (!shards && (!m.indexed || !m.indexed->remote())) continue;
     const Result<ManifestLine> found = line(i);
-    if (found.ok()) wanted[n].push_back({found->offset, found->length});  // else its own read names what is wrong
+    if (!found.ok()) continue;  // its own read names what is wrong
+    if (shards) {
+      samples[n].push_back({m.ranges->shard_of(found->number), found->offset, found->length});
+    } else {
+      wanted[n].push_back({found->offset, found->length});
+    }
   }
   for (const auto& [n, ranges] : wanted) files[n].indexed->prefetch(ranges);
+  for (const auto& [n, ranges] : samples) files[n].ranges->remote->prefetch(ranges);
+}
+
+IndexedText::Reads Manifests::remote_text_reads() const {
+  IndexedText::Reads out;
+  for (const Manifest& m : files) {
+    const IndexedText::Reads r = m.indexed                      ? m.indexed->reads()
+                                 : m.ranges && m.ranges->remote ? m.ranges->remote->reads()
+                                                                : IndexedText::Reads{};
+    out.requests += r.requests;
+    out.bytes += r.bytes;
+  }
+  return out;
 }
 
 Result<RangeSample> Manifests::read_range(const ManifestLine& line, std::size_t limit) const {
   const Manifest& m = files[line.manifest];
-  const Shard& shard = m.shards[m.ranges->shard_of(line.number)];
-  auto read = read_shard_range(shard.uri.path, line.offset, line.length, limit);
+  const std::size_t shard = m.ranges->shard_of(line.number);
+  auto read = m.ranges->remote ? m.ranges->remote->read({shard, line.offset, line.length}, limit)
+                               : read_shard_range(m.shards[shard].uri.path, line.offset, line.length, limit);
   if (!read.ok()) return std::move(read).error().with_context(where(line));
   return read;
 }

@@ -86,12 +86,15 @@ struct RangeSample {
   std::string json;
 };
 
+class RemoteShardReads;  // shard_reads.h
+
 // The samples of local tar shards as Energon's own index lists them (`energon prepare` writes
 // "<shard>.tar.idx" beside each shard: each sample's first byte, then the end of the last): held
 // 8 bytes a sample, each sample's members and .json read by its byte range when it is prepared.
 struct ShardRanges {
   std::vector<std::vector<std::uint64_t>> starts;  // per shard: its samples' first bytes, then their end
   std::vector<std::uint64_t> first_sample;         // per shard: its first sample's number in the manifest
+  std::shared_ptr<const RemoteShardReads> remote;  // remote shards: their samples' headers read by GETs
 
   std::uint64_t samples() const { return first_sample.empty() ? 0 : first_sample.back() + starts.back().size() - 1; }
   // The shard holding the manifest's sample `number` (< samples()).
@@ -185,8 +188,13 @@ struct Manifests {
   void prefetch(std::span<const std::uint64_t> indexes) const;
   // Whether prefetch() does anything (a remote manifest is opened from its index).
   bool reads_text_remotely() const {
-    return std::any_of(files.begin(), files.end(), [](const Manifest& m) { return m.indexed && m.indexed->remote(); });
+    return std::any_of(files.begin(), files.end(), [](const Manifest& m) {
+      return (m.indexed && m.indexed->remote()) || (m.ranges && m.ranges->remote);
+    });
   }
+  // What reading samples' text by ranged GETs has cost so far (remote manifests opened from their
+  // index, remote shards from their .tar.idx): GETs and bytes.
+  IndexedText::Reads remote_text_reads() const;
   // A shard sample of a manifest with `ranges`: its byte range read and its members decoded; an
   // error naming the sample and what is wrong (a header that does not decode, a range that cuts a
   // member or holds two samples, no .json member).

@@ -16,7 +16,8 @@ namespace {
 
 // A file descriptor closed on every way out.
 struct OutFile {
-  explicit OutFile(const std::string& path) : fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {}
+  explicit OutFile(const std::string& path)
+      : fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {}
   ~OutFile() {
     if (fd >= 0) ::close(fd);
   }
@@ -50,8 +51,7 @@ Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const
   const auto length_of = [&](std::uint64_t part) { return std::min(kCopyPart, stamp.size - part * kCopyPart); };
   std::uint64_t next = 0, in_flight = 0;
   const auto submit = [&]() {
-    const bool sent =
-        fetcher.submit({uri, next, storage::ByteRange{next * kCopyPart, length_of(next)}, stamp.etag});
+    const bool sent = fetcher.submit({uri, next, storage::ByteRange{next * kCopyPart, length_of(next)}, stamp.etag});
     ++next;
     ++in_flight;
     return sent ? ok_status() : Status(Error(ErrorCode::kInternal, "fetcher closed", name));

@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "core/mapped_file.h"
+#include "dataset/shard_reads.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 
@@ -582,12 +583,92 @@ Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, cons
   return std::optional<Manifest>(std::move(m));
 }
 
+constexpr std::uint64_t kMaxTarIndexBytes = std::uint64_t{256} << 20;  // 32M samples a shard
+
+// The remote shards `names` as manifest `source`, opened from the .tar.idx beside each (fetched,
+// 64 at once); nullopt where the first has none, or any other (then scanned). Nothing binds a
+// remote .tar.idx to its shard's version (Energon keeps none): a sample whose range does not hold
+// one sample is that sample's error, named.
+Result<std::optional<Manifest>> open_remote_tar_indexes(const std::string& source,
+                                                        const std::vector<std::string>& names,
+                                                        const storage::S3Options& s3) {
+  std::vector<storage::ObjectUri> uris, indexes;
+  for (const std::string& name : names) {
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
+    const bool plain = uri.scheme != storage::Scheme::kFile && name.find_first_of("?#") == std::string::npos;
+    if (!plain || !name.ends_with(".tar")) return std::optional<Manifest>();
+    MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri idx, storage::parse_uri(name + ".idx"));
+    uris.push_back(std::move(uri));
+    indexes.push_back(std::move(idx));
+  }
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = kMaxTarIndexBytes;
+  storage::Fetcher fetcher(options, s3);
+  std::vector<std::optional<core::Buffer>> got(names.size());
+  std::size_t next = 0, in_flight = 0;
+  bool missing = false;
+  const auto submit = [&]() {
+    const bool sent = fetcher.submit({indexes[next], next, std::nullopt});
+    ++next;
+    ++in_flight;
+    return sent ? ok_status() : Status(Error(ErrorCode::kInternal, "the fetcher closed", source));
+  };
+  MMFEED_RETURN_IF_ERROR(submit());  // the first alone: a set without indexes costs one GET
+  while (in_flight > 0) {
+    std::optional<storage::FetchResult> r = fetcher.next();
+    if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", source);
+    --in_flight;
+    if (!r->data.ok()) {
+      const ErrorCode code = r->data.error().code();
+      if (code != ErrorCode::kNotFound && code != ErrorCode::kPermissionDenied) return std::move(r->data).error();
+      missing = true;  // (403: a store that hides what is missing)
+    } else {
+      got[r->tag] = std::move(r->data).value();
+    }
+    while (!missing && next < names.size() && in_flight < kMaxShardsInFlight) MMFEED_RETURN_IF_ERROR(submit());
+  }
+  if (missing) return std::optional<Manifest>();
+  Manifest m;
+  m.name = storage::redact_uri(source);
+  m.remote = true;
+  ShardRanges ranges;
+  uLong crc = crc32_z(0, nullptr, 0);
+  std::uint64_t samples = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string where = storage::redact_uri(names[i] + ".idx");
+    MMFEED_ASSIGN_OR_RETURN(std::vector<std::uint64_t> starts, parse_tar_index(got[i]->span(), UINT64_MAX / 2, where));
+    if (std::adjacent_find(starts.begin(), starts.end(),
+                           [](std::uint64_t a, std::uint64_t b) { return b - a > UINT32_MAX; }) != starts.end()) {
+      return std::optional<Manifest>();  // a sample past 4 GiB: scanned
+    }
+    const std::string bytes = encode_tar_index(starts);
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(names[i].data()), names[i].size());
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+    ranges.first_sample.push_back(samples);
+    samples += starts.size() - 1;
+    ranges.starts.push_back(std::move(starts));
+    m.shards.push_back(Shard{uris[i], storage::redact_uri(names[i])});
+  }
+  m.crc32 = static_cast<std::uint32_t>(crc);
+  ranges.remote = std::make_shared<const RemoteShardReads>(std::move(uris), s3);
+  m.ranges = std::move(ranges);
+  return std::optional<Manifest>(std::move(m));
+}
+
 }  // namespace
 
 Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offset, std::uint64_t length,
                                      std::size_t limit) {
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return Error(ErrorCode::kNotFound, std::string("cannot open it: ") + std::strerror(errno));
+  return parse_shard_range(
+      [&](std::uint64_t at, void* into, std::size_t size) { return read_at(fd.fd, at, into, size); }, offset, length,
+      limit);
+}
+
+Result<RangeSample> parse_shard_range(const RangeReader& read, std::uint64_t offset, std::uint64_t length,
+                                      std::size_t limit) {
   const std::uint64_t end = offset + length;
   const auto at_byte = [](const Error& e, std::uint64_t at) {
     return Error(e.code(), e.message() + " (at byte " + std::to_string(at) + ")");
@@ -598,7 +679,7 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
   bool has_pax_size = false;
   std::array<std::byte, kBlock> block{};
   for (std::uint64_t pos = offset; pos + kBlock <= end;) {
-    if (Status st = read_at(fd.fd, pos, block.data(), kBlock); !st.ok()) return at_byte(st.error(), pos);
+    if (Status st = read(pos, block.data(), kBlock); !st.ok()) return at_byte(st.error(), pos);
     auto parsed = parse_tar_header(block);
     if (!parsed.ok()) return at_byte(parsed.error(), pos);
     if (!*parsed) break;  // the end-of-archive blocks
@@ -624,7 +705,7 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
                        pos);
       }
       content.resize(h.size);
-      if (Status st = read_at(fd.fd, data_at, content.data(), h.size); !st.ok()) return at_byte(st.error(), data_at);
+      if (Status st = read(data_at, content.data(), h.size); !st.ok()) return at_byte(st.error(), data_at);
     }
     if (h.type == 'L') {
       long_name = content.substr(0, content.find('\0'));
@@ -669,6 +750,9 @@ Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offs
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
   MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_tar_indexes(source, shards));
+  if (!indexed) {
+    MMFEED_ASSIGN_OR_RETURN(indexed, open_remote_tar_indexes(source, shards, s3));
+  }
   if (indexed) return std::move(*indexed);
   return read_shard_list(source, shards, {}, limit, s3, manifest, lines);
 }
@@ -797,6 +881,9 @@ Result<Manifest> read_energon_dataset(const std::string& dir, std::size_t limit,
   MMFEED_ASSIGN_OR_RETURN(EnergonSplit split, parse_energon_split(text, root, storage::redact_uri(split_file)));
   if (split.excluded_samples.empty()) {  // (a left-out sample is known by its key: the shards are scanned)
     MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_tar_indexes(dir, split.shards));
+    if (!indexed) {
+      MMFEED_ASSIGN_OR_RETURN(indexed, open_remote_tar_indexes(dir, split.shards, s3));
+    }
     if (indexed) return std::move(*indexed);
   }
   return read_shard_list(dir, split.shards, split.excluded_samples, limit, s3, manifest, lines);

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -84,6 +85,14 @@ struct TarIndexesWritten {
 // following its samples) is kept, so an interrupted run resumes; a damaged shard gets none.
 Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, std::size_t limit,
                                             std::size_t most_named);
+
+// Reads `size` bytes at byte `at` of a shard into `into`; an error where it cannot (the shard
+// ends before, unreachable).
+using RangeReader = std::function<Status(std::uint64_t at, void* into, std::size_t size)>;
+
+// What read_shard_range reads, from a shard read by `read`.
+Result<RangeSample> parse_shard_range(const RangeReader& read, std::uint64_t offset, std::uint64_t length,
+                                      std::size_t limit);
 
 // True for a Megatron-Energon dataset: a local directory holding .nv-meta/split.yaml, or a
 // remote prefix ending in '/' (whose .nv-meta/split.yaml is then read).

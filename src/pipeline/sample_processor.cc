@@ -160,13 +160,8 @@ std::unique_ptr<Work> SampleProcessor::prepare(int epoch, std::uint64_t seq, std
   std::string buffer;  // the sample's text, when its manifest was opened from an index
   const Result<std::string_view> text =
       range ? Result<std::string_view>(std::string_view(range->json)) : manifests_.text(line, buffer);
-  if (m.indexed && m.indexed->remote()) {
-    dataset::IndexedText::Reads reads;
-    for (const dataset::Manifest& f : manifests_.files) {
-      if (!f.indexed) continue;
-      reads.requests += f.indexed->reads().requests;
-      reads.bytes += f.indexed->reads().bytes;
-    }
+  if ((m.indexed && m.indexed->remote()) || (m.ranges && m.ranges->remote)) {
+    const dataset::IndexedText::Reads reads = manifests_.remote_text_reads();
     text_requests_.set(static_cast<std::int64_t>(reads.requests));
     text_bytes_.set(static_cast<std::int64_t>(reads.bytes));
   }

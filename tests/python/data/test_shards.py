@@ -336,3 +336,57 @@ def test_mmfeed_index_writes_energons_tar_idx_and_a_pattern_opens_from_it(datase
     # Remote shards, --out: refused by name.
     rc, _, err = index("--out", tmp_path / "x", source)
     assert rc == 1 and "no --out or --cache-dir" in err
+
+
+def test_remote_shards_open_from_the_tar_idx_beside_them(dataset, cli, moto_s3, monkeypatch, tmp_path):
+    """Shards in S3 with a .tar.idx beside each (mmfeed index's, uploaded; an Energon dataset's
+    own) open from those: each rank reads its samples' headers by ranged GETs, not the shards,
+    and the batches are those of the same shards scanned; a .tar.idx that does not match its shard
+    fails the samples it misplaces, each named."""
+    import subprocess
+
+    manifest, shards = dataset
+    local = tmp_path / "wds"
+    shutil.copytree(shards, local)
+    run = subprocess.run([str(cli), "index", pattern(local)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    upload_shards(moto_s3, monkeypatch, local, "remote-idx")
+    s3 = moto_s3.client()
+    for idx in local.glob("*.tar.idx"):
+        s3.put_object(Bucket="remote-idx", Key=idx.name, Body=idx.read_bytes())
+    source = "s3://remote-idx/shard-{000..004}.tar"
+    for options in ({}, {"token_budget": 4000, "pack_window": 8}, {"rank": 1, "world_size": 3, "batch_size": 2}):
+        want = run_loader(pattern(shards), **{**OPTIONS, **options})
+        got = run_loader(source, **{**OPTIONS, **options})
+        assert not got["errors"]
+        assert_same_batches(got["batches"], want["batches"])
+    # Rank 1 of 3 read headers and .json by ranges: a small part of the shards, never all of them.
+    gauges = got["metrics"]["gauges"]
+    shard_bytes = sum(p.stat().st_size for p in local.glob("*.tar"))
+    assert 0 < gauges["manifest.text_bytes"]["value"] < shard_bytes / 4, gauges
+    # Resumed mid-epoch as from local shards.
+    first = run_loader(source, **{**OPTIONS, "batch_size": 2})
+    mid = mmfeed.Loader(source, **{**OPTIONS, "batch_size": 2})
+    with mid:
+        it = iter(mid)
+        next(it), next(it)
+        state = mid.state_dict()
+    rest = run_loader(source, state, **{**OPTIONS, "batch_size": 2})
+    assert_same_batches(rest["batches"], first["batches"][2:])
+    # An Energon dataset in S3, by its prefix: its own .tar.idx read, its train split loaded.
+    root = tmp_path / "energon"
+    shutil.copytree(shards, root)
+    energon_prepare(root, "train:shard-{000..003}.tar", "val:shard-004.tar")
+    for path in root.rglob("*"):
+        if path.is_file():
+            s3.put_object(Bucket="remote-idx", Key=f"energon/{path.relative_to(root)}", Body=path.read_bytes())
+    got = run_loader("s3://remote-idx/energon/", **OPTIONS)
+    assert not got["errors"]
+    assert_same_batches(got["batches"], load(root)[0])
+    # shard-000's .tar.idx replaced by shard-001's: the samples it misplaces fail, named; the rest arrive.
+    s3.put_object(Bucket="remote-idx", Key="shard-000.tar.idx", Body=(local / "shard-001.tar.idx").read_bytes())
+    batches, errors, _ = load(source, on_error="skip", max_error_fraction=1.0)
+    assert errors and all("shard-000.tar[#" in e["sample_id"] for e in errors), errors
+    delivered = [i for b in batches for i in b["sample_ids"]]
+    ids = [json.loads(l)["id"] for l in manifest.read_text().splitlines()]
+    assert set(ids[5:]) <= set(delivered)
