@@ -301,16 +301,26 @@ struct RemoveOnExit {
 
 // Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
 Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
-                                  const IndexOptions& options) {
-  if (!options.out.empty() || !options.cache_dir.empty()) {
+                                  const IndexOptions& options, const storage::S3Options& s3) {
+  if (!options.cache_dir.empty()) {
     return Error(ErrorCode::kInvalidArgument,
-                 "shards' indexes lie beside them (SHARD.tar.idx): no --out or --cache-dir",
+                 "shards' indexes lie beside them (SHARD.tar.idx, or in --out DIR to upload there): no --cache-dir",
                  storage::redact_uri(source));
   }
-  MMFEED_ASSIGN_OR_RETURN(dataset::TarIndexesWritten w,
-                          dataset::write_tar_indexes(shards, dataset::kDefaultMaxManifestBytes, kNamed));
+  if (!options.out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.out, ec);
+    if (ec) return Error(ErrorCode::kIoError, "cannot create the --out folder: " + ec.message(), options.out);
+  }
+  MMFEED_ASSIGN_OR_RETURN(
+      dataset::TarIndexesWritten w,
+      dataset::write_tar_indexes(shards, options.out, dataset::kDefaultMaxManifestBytes, s3, kNamed));
   IndexSummary summary;
-  summary.path = storage::redact_uri(source) + ".idx";
+  const std::string pattern = storage::redact_uri(source);
+  summary.path =
+      options.out.empty()
+          ? pattern + ".idx"
+          : (std::filesystem::path(options.out) / (pattern.substr(pattern.rfind('/') + 1) + ".idx")).string();
   summary.samples = w.samples;
   summary.index_bytes = w.bytes;
   summary.shards_indexed = w.written;
@@ -337,9 +347,9 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   if (options.checkpoint_samples == 0) {
     return Error(ErrorCode::kInvalidArgument, "checkpoint_samples must be at least 1", name);
   }
-  if (dataset::layout_of(uri.path) == dataset::Layout::kShards) {
+  if (dataset::layout_of(source.substr(0, source.find_first_of("?#"))) == dataset::Layout::kShards) {
     MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles shards, dataset::source_files(source, s3));
-    return index_shards(source, shards.files, options);
+    return index_shards(source, shards.files, options, s3);
   }
   IndexSummary summary;
   if (!options.out.empty()) {

@@ -58,8 +58,8 @@ Status RemoteShardReads::wait(const Slot& slot) const {
   while (!slot.arrived) {
     std::optional<storage::FetchResult> r = fetcher_->next_for(kWait);
     if (!r) {
-      return Error(ErrorCode::kTimeout, "no answer to a read of its headers within " +
-                                            std::to_string(kWait.count()) + " minutes");
+      return Error(ErrorCode::kTimeout,
+                   "no answer to a read of its headers within " + std::to_string(kWait.count()) + " minutes");
     }
     const auto it = inflight_.find(r->tag);
     if (it == inflight_.end()) return Error(ErrorCode::kInternal, "an answer to no request");

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <unordered_set>
 
 #include "core/mapped_file.h"
@@ -757,18 +758,36 @@ Result<Manifest> read_shards(const std::string& source, const std::vector<std::s
   return read_shard_list(source, shards, {}, limit, s3, manifest, lines);
 }
 
-Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, std::size_t limit,
-                                            std::size_t most_named) {
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, const std::string& out_dir,
+                                            std::size_t limit, const storage::S3Options& s3, std::size_t most_named) {
   TarIndexesWritten out;
-  std::vector<std::string> todo;  // the shards without a current .tar.idx, in order
+  std::vector<std::string> todo;                  // the shards without a current .tar.idx, in order
+  std::map<std::string, std::string> written_to;  // each shard's .tar.idx, by shard
   for (const std::string& name : shards) {
     MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(name));
-    if (uri.scheme != storage::Scheme::kFile || !uri.path.ends_with(".tar")) {
-      return Error(ErrorCode::kUnsupported,
-                   "only local .tar shards are indexed (a .tar.idx is written beside each); remote ones are scanned",
+    const bool local = uri.scheme == storage::Scheme::kFile;
+    const std::string path = local ? uri.path : name.substr(0, name.find_first_of("?#"));
+    if (!path.ends_with(".tar") || (!local && out_dir.empty())) {
+      return Error(ErrorCode::kInvalidArgument,
+                   local ? "a shard's name ends in .tar"
+                         : "a remote shard's .tar.idx is written into --out DIR, to upload beside it",
                    storage::redact_uri(name));
     }
-    auto current = read_tar_index(uri.path, name);
+    std::string& idx = written_to[name];
+    idx = out_dir.empty() ? path + ".idx"
+                          : (std::filesystem::path(out_dir) / (path.substr(path.rfind('/') + 1) + ".idx")).string();
+    if (std::count_if(written_to.begin(), written_to.end(), [&](const auto& w) { return w.second == idx; }) > 1) {
+      return Error(ErrorCode::kInvalidArgument, "two shards of one name: their indexes would share " + idx,
+                   storage::redact_uri(name));
+    }
+    // Beside a local shard, current: newer than it. In a folder of their own: present and whole.
+    Result<std::optional<std::vector<std::uint64_t>>> current = std::optional<std::vector<std::uint64_t>>();
+    if (out_dir.empty()) {
+      current = read_tar_index(uri.path, name);
+    } else if (auto mapped = core::MappedFile::open(idx); mapped.ok()) {
+      auto starts = parse_tar_index(mapped->bytes(), UINT64_MAX / 2, idx);
+      if (starts.ok()) current = std::optional<std::vector<std::uint64_t>>(std::move(starts).value());
+    }
     if (current.ok() && *current) {
       ++out.kept;
       out.samples += (*current)->size() - 1;
@@ -785,8 +804,9 @@ Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shar
         todo.begin() + static_cast<std::ptrdiff_t>(first),
         todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), first + kGroup)));
     bool remote = false;
-    MMFEED_ASSIGN_OR_RETURN(const std::vector<ShardScan> scans, scan_all(group, limit, {}, remote));
-    for (const ShardScan& scan : scans) {
+    MMFEED_ASSIGN_OR_RETURN(const std::vector<ShardScan> scans, scan_all(group, limit, s3, remote));
+    for (std::size_t k = 0; k < scans.size(); ++k) {
+      const ShardScan& scan = scans[k];
       scan.sample_errors(out.bad, most_named, out.bad_count);
       if (scan.damage()) {
         ++out.damaged_count;
@@ -794,8 +814,7 @@ Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shar
         continue;
       }
       const std::vector<std::uint64_t> starts = scan.tar_index();
-      const std::string bytes = encode_tar_index(starts), path = scan.shard().uri.path + ".idx",
-                        temporary = path + ".tmp";
+      const std::string bytes = encode_tar_index(starts), path = written_to.at(group[k]), temporary = path + ".tmp";
       {
         std::ofstream o(temporary, std::ios::binary | std::ios::trunc);
         o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -81,10 +81,12 @@ struct TarIndexesWritten {
 // Writes the .tar.idx energon prepare writes beside each of the local shards `shards` (8 bytes
 // little-endian a sample: its first header's offset, extended headers included; then where the
 // last one ends), from a scan as read_shards scans (`limit`: max_manifest_bytes), written to a
-// temporary file and renamed into place. A shard whose .tar.idx is current (newer than it, and
-// following its samples) is kept, so an interrupted run resumes; a damaged shard gets none.
-Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, std::size_t limit,
-                                            std::size_t most_named);
+// temporary file and renamed into place; into `out_dir` instead where given (remote shards'
+// there alone, named as the shards, to upload beside them). A shard whose .tar.idx is current
+// (beside it: newer than it; in `out_dir`: there and whole) is kept, so an interrupted run
+// resumes; a damaged shard gets none.
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, const std::string& out_dir,
+                                            std::size_t limit, const storage::S3Options& s3, std::size_t most_named);
 
 // Reads `size` bytes at byte `at` of a shard into `into`; an error where it cannot (the shard
 // ends before, unreachable).

@@ -333,9 +333,9 @@ def test_mmfeed_index_writes_energons_tar_idx_and_a_pattern_opens_from_it(datase
     assert (summary["shards_indexed"], summary["shards_damaged"]) == (2, 1)
     assert any("shard-001.tar: the shard ends before byte" in b for b in summary["bad"]), summary["bad"]
     assert sorted(p.name for p in scanned.glob("*.idx")) == ["shard-000.tar.idx", "shard-002.tar.idx"]
-    # Remote shards, --out: refused by name.
-    rc, _, err = index("--out", tmp_path / "x", source)
-    assert rc == 1 and "no --out or --cache-dir" in err
+    # Into a node cache: refused by name (a Loader looks for a shard's .tar.idx beside it).
+    rc, _, err = index("--cache-dir", tmp_path / "x", source)
+    assert rc == 1 and "no --cache-dir" in err
 
 
 def test_remote_shards_open_from_the_tar_idx_beside_them(dataset, cli, moto_s3, monkeypatch, tmp_path):
@@ -355,6 +355,14 @@ def test_remote_shards_open_from_the_tar_idx_beside_them(dataset, cli, moto_s3, 
     for idx in local.glob("*.tar.idx"):
         s3.put_object(Bucket="remote-idx", Key=idx.name, Body=idx.read_bytes())
     source = "s3://remote-idx/shard-{000..004}.tar"
+    # mmfeed index of the remote shards writes the same .tar.idx files into --out DIR.
+    run = subprocess.run(
+        [str(cli), "index", "--out", tmp_path / "written", source], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in (tmp_path / "written").iterdir()) == sorted(p.name for p in local.glob("*.idx"))
+    for idx in local.glob("*.tar.idx"):
+        assert (tmp_path / "written" / idx.name).read_bytes() == idx.read_bytes()
     for options in ({}, {"token_budget": 4000, "pack_window": 8}, {"rank": 1, "world_size": 3, "batch_size": 2}):
         want = run_loader(pattern(shards), **{**OPTIONS, **options})
         got = run_loader(source, **{**OPTIONS, **options})
