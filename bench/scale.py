@@ -21,7 +21,8 @@ fetched before the first batch (mmfeed's own count of its ranged GETs).
 Then WebDataset shards (the conversations, each with a ~100 KB image, in 20 shards written by
 webdataset's TarWriter): read by a brace pattern (scanned: their headers found by reading them),
 from the .tar.idx `mmfeed index` writes beside each shard (and the time it takes), and as an Energon
-dataset (`energon prepare`'s own .tar.idx, and its time), rank 0 of 8 alike.
+dataset (`energon prepare`'s own .tar.idx, and its time), rank 0 of 8 alike; and the same shards in
+the object store, scanned and from the .tar.idx beside them.
 
 Usage:
     python bench/scale.py [--samples 200000,2000000,10000000] [--datasets-up-to 2000000] [--remote 200000]
@@ -198,11 +199,17 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
     pattern = str(root / parts)
     measure("warm", Path(pattern))
     row["scanned"] = measure("mmfeed", Path(pattern))
-    evict(root)
-    start = time.perf_counter()
-    subprocess.run([str(CLI), "index", "--json", pattern], capture_output=True, text=True, check=True)
-    row["mmfeed_index_s"] = time.perf_counter() - start
-    row["indexed"] = measure("mmfeed", Path(pattern))
+    from objectstore import Nginx
+
+    with Nginx(root, work / "nginx-shards") as server:  # the same shards in an object store
+        url = server.url("s3", parts)
+        row["remote_scanned"] = measure("mmfeed", Path(pattern), url=url)
+        evict(root)
+        start = time.perf_counter()
+        subprocess.run([str(CLI), "index", "--json", pattern], capture_output=True, text=True, check=True)
+        row["mmfeed_index_s"] = time.perf_counter() - start
+        row["indexed"] = measure("mmfeed", Path(pattern))
+        row["remote_indexed"] = measure("mmfeed", Path(pattern), url=url)
     for idx in root.glob("*.tar.idx"):  # energon prepare writes its own
         idx.unlink()
     evict(root)
@@ -257,6 +264,13 @@ def shard_report(row: dict) -> None:
         f"sooner, bytes read {i['read_bytes'] / row['shard_bytes']:.2%} of the shards; "
         f"mmfeed index took {row['mmfeed_index_s']:.2f} s"
         + (f", energon prepare {row['energon_prepare_s']:.2f} s" if "energon_prepare_s" in row else "")
+    )
+    s, i = row["remote_scanned"], row["remote_indexed"]
+    print(
+        f"  in an object store (50 ms first byte, 32 MB/s a connection): scanned, first batch "
+        f"{s['first_batch_s']:.2f} s (every shard's headers fetched); from the .tar.idx beside them "
+        f"{i['first_batch_s']:.2f} s, {i['text_requests']} GETs of headers and .json, {mb(i['text_bytes'])} "
+        f"({i['text_bytes'] / row['shard_bytes']:.2%} of the shards)"
     )
     if "energon" in row:
         s, e = row["scanned"], row["energon"]

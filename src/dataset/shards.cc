@@ -585,9 +585,10 @@ Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, cons
 }
 
 constexpr std::uint64_t kMaxTarIndexBytes = std::uint64_t{256} << 20;  // 32M samples a shard
+constexpr std::size_t kTarIndexesInFlight = 256;                       // small objects: their round trips are the cost
 
 // The remote shards `names` as manifest `source`, opened from the .tar.idx beside each (fetched,
-// 64 at once); nullopt where the first has none, or any other (then scanned). Nothing binds a
+// 256 at once); nullopt where the first has none, or any other (then scanned). Nothing binds a
 // remote .tar.idx to its shard's version (Energon keeps none): a sample whose range does not hold
 // one sample is that sample's error, named.
 Result<std::optional<Manifest>> open_remote_tar_indexes(const std::string& source,
@@ -605,6 +606,7 @@ Result<std::optional<Manifest>> open_remote_tar_indexes(const std::string& sourc
   storage::FetchOptions options;
   options.part_size = 0;
   options.max_object_bytes = kMaxTarIndexBytes;
+  options.max_inflight = kTarIndexesInFlight;
   storage::Fetcher fetcher(options, s3);
   std::vector<std::optional<core::Buffer>> got(names.size());
   std::size_t next = 0, in_flight = 0;
@@ -627,7 +629,7 @@ Result<std::optional<Manifest>> open_remote_tar_indexes(const std::string& sourc
     } else {
       got[r->tag] = std::move(r->data).value();
     }
-    while (!missing && next < names.size() && in_flight < kMaxShardsInFlight) MMFEED_RETURN_IF_ERROR(submit());
+    while (!missing && next < names.size() && in_flight < kTarIndexesInFlight) MMFEED_RETURN_IF_ERROR(submit());
   }
   if (missing) return std::optional<Manifest>();
   Manifest m;
