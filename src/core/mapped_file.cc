@@ -8,6 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 #include <utility>
 
 namespace mmfeed::core {
@@ -60,6 +63,19 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+Status write_file_whole(const std::string& path, std::span<const std::byte> bytes) {
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) return Error(ErrorCode::kIoError, "cannot write it", temporary);
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) return Error(ErrorCode::kIoError, "cannot move it into place: " + ec.message(), path);
+  return ok_status();
 }
 
 }  // namespace mmfeed::core

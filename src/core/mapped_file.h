@@ -47,4 +47,8 @@ class MappedFile {
   unsigned long long inode_ = 0, device_ = 0;
 };
 
+// `bytes` written to the file at `path` whole: into `path` + ".partial" first, then renamed into
+// place, so no reader (no mapping) ever meets half of it. An error names the file.
+Status write_file_whole(const std::string& path, std::span<const std::byte> bytes);
+
 }  // namespace mmfeed::core

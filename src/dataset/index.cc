@@ -334,6 +334,85 @@ Result<IndexSummary> index_shards(const std::string& source, const std::vector<s
   return summary;
 }
 
+// Where the index of manifest `source` is written: options.out, the cache_dir's place (created),
+// else beside a local manifest; a remote one's needs one of the first two.
+Result<std::string> index_destination(const std::string& source, const storage::ObjectUri& uri,
+                                      const IndexOptions& options) {
+  if (!options.out.empty()) return options.out;
+  if (!options.cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.cache_dir, ec);
+    if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), options.cache_dir);
+    return dataset::cached_index_path(options.cache_dir, source);
+  }
+  if (uri.scheme != storage::Scheme::kFile) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "a remote manifest's index is written here: say where (--out FILE, then upload it beside the "
+                 "manifest as its name + .mmidx; or --cache-dir DIR, a Loader's cache_dir)",
+                 storage::redact_uri(source));
+  }
+  return dataset::index_path_of(uri.path);
+}
+
+// What counts the samples' text tokens (options.tokenizer; nullopt without one), and its key into
+// `tokens_key`.
+Result<std::optional<TokenCounter>> token_counter(const IndexOptions& options, std::uint32_t& tokens_key) {
+  if (options.tokenizer.empty()) return std::optional<TokenCounter>();
+  MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(options.model));
+  std::optional<TokenCounter> counter(std::in_place);
+  MMFEED_ASSIGN_OR_RETURN(
+      counter->chat_template,
+      text::chat_template(options.chat_template.empty() ? model->default_template : options.chat_template));
+  MMFEED_ASSIGN_OR_RETURN(counter->tokenizer, text::Tokenizer::from_file(options.tokenizer));
+  MMFEED_ASSIGN_OR_RETURN(tokens_key,
+                          text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
+  return counter;
+}
+
+// Every sample described into `index`, a chunk at a time, each kept in `journal` as it ends (a
+// build stopped resumes from there); what could not be read added to `counts`.
+Status describe_all(const dataset::Manifests& manifests, std::uint32_t start, const IndexOptions& options,
+                    const storage::S3Options& s3, const TokenCounter* counter, dataset::IndexJournal& journal,
+                    DatasetIndex& index, dataset::ChunkCounts& counts) {
+  for (std::uint64_t first = journal.resumed(); first < index.records.size(); first += options.checkpoint_samples) {
+    const std::uint64_t end = std::min<std::uint64_t>(index.records.size(), first + options.checkpoint_samples);
+    const std::uint64_t first_media = index.media.size();
+    dataset::ChunkCounts chunk;
+    describe_range(manifests, first, end, start, options, s3, counter, index, chunk);
+    chunk.named.resize(std::min(chunk.named.size(), kNamed - std::min(kNamed, counts.named.size())));
+    MMFEED_RETURN_IF_ERROR(journal.append(index, first, end, first_media, chunk));
+    counts.unreadable += chunk.unreadable;
+    counts.not_probed += chunk.not_probed;
+    counts.named.insert(counts.named.end(), chunk.named.begin(), chunk.named.end());
+  }
+  return ok_status();
+}
+
+// The totals of `index` into `summary`, the samples that are no conversation named (parsed again
+// for their reason: few samples are bad).
+Status summarize(const dataset::Manifests& manifests, const DatasetIndex& index, IndexSummary& summary) {
+  std::string buffer;
+  for (std::size_t i = 0; i < index.records.size(); ++i) {
+    const IndexRecord& r = index.records[i];
+    summary.text_bytes += r.length;
+    summary.text_tokens += r.text_tokens;
+    if (r.bad) {
+      if (summary.bad.size() < kNamed) {
+        const dataset::ManifestLine& line = manifests.held[i];
+        MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
+        summary.bad.push_back(manifests.where(line) + ": " + text::parse_conversation(text).error().to_string());
+      }
+      ++summary.bad_count;
+      continue;
+    }
+    summary.images += r.images;
+    summary.videos += r.videos;
+    summary.audio += r.audio;
+  }
+  summary.samples = index.records.size();
+  return ok_status();
+}
+
 }  // namespace
 
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options) {
@@ -352,26 +431,12 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     return index_shards(source, shards.files, options, s3);
   }
   IndexSummary summary;
-  if (!options.out.empty()) {
-    summary.path = options.out;
-  } else if (!options.cache_dir.empty()) {
-    summary.path = dataset::cached_index_path(options.cache_dir, source);
-    std::error_code ec;
-    std::filesystem::create_directories(options.cache_dir, ec);
-    if (ec) return Error(ErrorCode::kIoError, "cannot create the cache_dir: " + ec.message(), options.cache_dir);
-  } else if (remote) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "a remote manifest's index is written here: say where (--out FILE, then upload it beside the "
-                 "manifest as its name + .mmidx; or --cache-dir DIR, a Loader's cache_dir)",
-                 name);
-  } else {
-    summary.path = dataset::index_path_of(uri.path);
-  }
+  MMFEED_ASSIGN_OR_RETURN(summary.path, index_destination(source, uri, options));
   MMFEED_ASSIGN_OR_RETURN(const dataset::SourceStamp stamp, dataset::stamp_source(source, s3));
   MMFEED_ASSIGN_OR_RETURN(const std::uint32_t start, text_start(stamp.head, name));
   MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles files, dataset::source_files(source, s3));
   if (files.layout != dataset::Layout::kManifest || files.files.size() != 1) {
-    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file, or local WebDataset shards, at a time", name);
+    return Error(ErrorCode::kUnsupported, "index one JSONL or JSON file, or WebDataset shards, at a time", name);
   }
   // A local file is mapped, not copied; a remote one copied beside the index first (its parts
   // pinned to the version stamped), then mapped: no size limit either way.
@@ -385,67 +450,21 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   }
   const dataset::Manifest& m = manifests.files.front();
   DatasetIndex index{stamp.size, stamp.mtime_ns, m.crc32, m.array, 0, stamp.etag_crc, {}, {}};
-  std::optional<TokenCounter> counter;
-  if (!options.tokenizer.empty()) {
-    MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(options.model));
-    counter.emplace();
-    MMFEED_ASSIGN_OR_RETURN(
-        counter->chat_template,
-        text::chat_template(options.chat_template.empty() ? model->default_template : options.chat_template));
-    MMFEED_ASSIGN_OR_RETURN(counter->tokenizer, text::Tokenizer::from_file(options.tokenizer));
-    MMFEED_ASSIGN_OR_RETURN(index.tokens_key,
-                            text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
-  }
-  // A chunk at a time, each kept in the journal as it ends: a build stopped resumes from there.
+  MMFEED_ASSIGN_OR_RETURN(const std::optional<TokenCounter> counter, token_counter(options, index.tokens_key));
   index.records.assign(manifests.size(), {});
   dataset::ChunkCounts counts;
   MMFEED_ASSIGN_OR_RETURN(
       dataset::IndexJournal journal,
       dataset::IndexJournal::open(summary.path + ".journal", journal_key(stamp, index, start, options), index, counts));
   summary.resumed_samples = journal.resumed();
-  for (std::uint64_t first = journal.resumed(); first < index.records.size(); first += options.checkpoint_samples) {
-    const std::uint64_t end = std::min<std::uint64_t>(index.records.size(), first + options.checkpoint_samples);
-    const std::uint64_t first_media = index.media.size();
-    dataset::ChunkCounts chunk;
-    describe_range(manifests, first, end, start, options, s3, counter ? &*counter : nullptr, index, chunk);
-    chunk.named.resize(std::min(chunk.named.size(), kNamed - std::min(kNamed, counts.named.size())));
-    MMFEED_RETURN_IF_ERROR(journal.append(index, first, end, first_media, chunk));
-    counts.unreadable += chunk.unreadable;
-    counts.not_probed += chunk.not_probed;
-    counts.named.insert(counts.named.end(), chunk.named.begin(), chunk.named.end());
-  }
+  MMFEED_RETURN_IF_ERROR(
+      describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, journal, index, counts));
   summary.media_unreadable = counts.unreadable;
   summary.media_not_probed = counts.not_probed;
   summary.unreadable = std::move(counts.named);
-  std::string buffer;
-  for (std::size_t i = 0; i < index.records.size(); ++i) {
-    const IndexRecord& r = index.records[i];
-    summary.text_bytes += r.length;
-    summary.text_tokens += r.text_tokens;
-    if (r.bad) {  // named with its reason, parsed again: few samples are bad
-      if (summary.bad.size() < kNamed) {
-        const dataset::ManifestLine& line = manifests.held[i];
-        MMFEED_ASSIGN_OR_RETURN(const std::string_view text, manifests.text(line, buffer));
-        summary.bad.push_back(manifests.where(line) + ": " + text::parse_conversation(text).error().to_string());
-      }
-      ++summary.bad_count;
-      continue;
-    }
-    summary.images += r.images;
-    summary.videos += r.videos;
-    summary.audio += r.audio;
-  }
-  summary.samples = index.records.size();
+  MMFEED_RETURN_IF_ERROR(summarize(manifests, index, summary));
   const std::string bytes = encode(index, start);
-  const std::string temporary = summary.path + ".partial";
-  {
-    std::ofstream o(temporary, std::ios::binary | std::ios::trunc);
-    o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!o.flush()) return Error(ErrorCode::kIoError, "cannot write the index", temporary);
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, summary.path, ec);
-  if (ec) return Error(ErrorCode::kIoError, "cannot move the index into place: " + ec.message(), summary.path);
+  MMFEED_RETURN_IF_ERROR(core::write_file_whole(summary.path, std::as_bytes(std::span(bytes))));
   journal.remove();
   summary.index_bytes = bytes.size();
   return summary;

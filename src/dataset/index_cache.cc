@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -130,15 +129,7 @@ Result<bool> fetch_beside(const std::string& file, const storage::ObjectUri& uri
     if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) return false;
     return std::move(r->data).error().with_context("the index beside the manifest");
   }
-  const std::string temporary = index + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(r->data->data()), static_cast<std::streamsize>(r->data->size()));
-    if (!out.flush()) return Error(ErrorCode::kIoError, "cannot write the index fetched", temporary);
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, index, ec);
-  if (ec) return Error(ErrorCode::kIoError, "cannot move the index into place: " + ec.message(), index);
+  MMFEED_RETURN_IF_ERROR(core::write_file_whole(index, r->data->span()));
   return true;
 }
 

@@ -18,7 +18,6 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <unordered_set>
 
@@ -816,15 +815,8 @@ Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shar
         continue;
       }
       const std::vector<std::uint64_t> starts = scan.tar_index();
-      const std::string bytes = encode_tar_index(starts), path = written_to.at(group[k]), temporary = path + ".tmp";
-      {
-        std::ofstream o(temporary, std::ios::binary | std::ios::trunc);
-        o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        if (!o.flush()) return Error(ErrorCode::kIoError, "cannot write it", temporary);
-      }
-      std::error_code ec;
-      std::filesystem::rename(temporary, path, ec);
-      if (ec) return Error(ErrorCode::kIoError, "cannot move it into place: " + ec.message(), path);
+      const std::string bytes = encode_tar_index(starts);
+      MMFEED_RETURN_IF_ERROR(core::write_file_whole(written_to.at(group[k]), std::as_bytes(std::span(bytes))));
       ++out.written;
       out.samples += starts.size() - 1;
       out.bytes += bytes.size();
