@@ -312,9 +312,18 @@ Result<IndexSummary> index_shards(const std::string& source, const std::vector<s
     std::filesystem::create_directories(options.out, ec);
     if (ec) return Error(ErrorCode::kIoError, "cannot create the --out folder: " + ec.message(), options.out);
   }
-  MMFEED_ASSIGN_OR_RETURN(
-      dataset::TarIndexesWritten w,
-      dataset::write_tar_indexes(shards, options.out, dataset::kDefaultMaxManifestBytes, s3, kNamed));
+  std::vector<std::string> paths;  // in --out DIR, each named as its shard
+  for (const std::string& name : shards) {
+    if (options.out.empty()) break;
+    const std::string plain = name.substr(0, name.find_first_of("?#"));
+    paths.push_back((std::filesystem::path(options.out) / (plain.substr(plain.rfind('/') + 1) + ".idx")).string());
+    if (std::count(paths.begin(), paths.end(), paths.back()) > 1) {
+      return Error(ErrorCode::kInvalidArgument, "two shards of one name: their indexes would share " + paths.back(),
+                   storage::redact_uri(name));
+    }
+  }
+  MMFEED_ASSIGN_OR_RETURN(dataset::TarIndexesWritten w,
+                          dataset::write_tar_indexes(shards, paths, dataset::kDefaultMaxManifestBytes, s3, kNamed));
   IndexSummary summary;
   const std::string pattern = storage::redact_uri(source);
   summary.path =

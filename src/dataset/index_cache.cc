@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dataset/index.h"
+#include "dataset/shards.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 
@@ -187,6 +188,28 @@ Result<std::optional<Manifest>> open_indexed(const std::string& file, const Inde
   if (compressed(now->head)) return std::optional<Manifest>();
   return open_cached(file, uri, cached_index_path(indexes.cache_dir, file), media_root_of(indexes.media_root, manifest),
                      *now, context);
+}
+
+Result<std::optional<Manifest>> open_cached_shards(const std::string& source, const std::vector<std::string>& shards,
+                                                   const std::string& cache_dir, std::size_t limit) {
+  std::vector<std::string> paths;
+  for (const std::string& name : shards) {
+    MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(name));
+    if (uri.scheme != storage::Scheme::kFile) return std::optional<Manifest>();
+    std::string path = cached_index_path(cache_dir, uri.path);
+    path.replace(path.size() - std::string_view(".mmidx").size(), std::string::npos, ".idx");
+    paths.push_back(std::move(path));
+  }
+  MMFEED_ASSIGN_OR_RETURN(const std::unique_ptr<OwnedFd> lock,
+                          lock_cache_entry(cached_index_path(cache_dir, source), source));
+  auto opened = open_tar_indexes(source, shards, paths);
+  if (opened.ok() && *opened) return opened;
+  // Missing or stale there: written (those current kept), then opened.
+  MMFEED_ASSIGN_OR_RETURN(const TarIndexesWritten written, write_tar_indexes(shards, paths, limit, {}, 0));
+  if (written.damaged_count > 0) return std::optional<Manifest>();
+  MMFEED_ASSIGN_OR_RETURN(opened, open_tar_indexes(source, shards, paths));
+  if (*opened) (*opened)->index_built = written.written > 0;
+  return opened;
 }
 
 }  // namespace mmfeed::dataset

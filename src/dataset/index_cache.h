@@ -28,4 +28,13 @@ namespace mmfeed::dataset {
 Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
                                              const storage::S3Options& s3, std::size_t limit);
 
+// The local shards `shards` (source `source`) opened from their .tar.idx in the node cache
+// `cache_dir` ("<hash>-<shard>.tar.idx", hashed by the shard's path): under the source's lock,
+// those missing there, or older than their shard, are written first (by the node's first reader,
+// scanning; the others wait and open them), so each node reads the shards' headers once. nullopt
+// where a shard is remote or damaged (then scanned, its damage named as a scan names it).
+// Manifest::index_built says whether this reader wrote any.
+Result<std::optional<Manifest>> open_cached_shards(const std::string& source, const std::vector<std::string>& shards,
+                                                   const std::string& cache_dir, std::size_t limit);
+
 }  // namespace mmfeed::dataset

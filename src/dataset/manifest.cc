@@ -306,7 +306,7 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
                              std::vector<ManifestLine>& lines, const Indexes& indexes) {
   switch (files.layout) {
     case Layout::kManifest: return read_text_files(source, files.files, limit, s3, fetcher, manifest, lines, indexes);
-    case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines);
+    case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines, indexes.cache_dir);
     case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
     case Layout::kEnergon: return read_energon_dataset(files.files.front(), limit, s3, manifest, lines);

@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "core/mapped_file.h"
+#include "dataset/index_cache.h"
 #include "dataset/shard_reads.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
@@ -521,10 +522,10 @@ std::int64_t mtime_ns(const struct stat& st) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
-// The .tar.idx beside the local shard at `path`, read and checked against it: nullopt where there
-// is none; an error naming it where it is older than its shard or does not follow its samples.
-Result<std::optional<std::vector<std::uint64_t>>> read_tar_index(const std::string& path, const std::string& name) {
-  const std::string idx = path + ".idx";
+// The .tar.idx at `idx` of the local shard at `path`, read and checked against it: nullopt where
+// there is none; an error naming it where it is older than its shard or does not follow its samples.
+Result<std::optional<std::vector<std::uint64_t>>> read_tar_index(const std::string& path, const std::string& name,
+                                                                 const std::string& idx) {
   struct stat tar {
   }, index{};
   if (::stat(idx.c_str(), &index) != 0) return std::optional<std::vector<std::uint64_t>>();
@@ -552,19 +553,22 @@ std::string encode_tar_index(const std::vector<std::uint64_t>& starts) {
   return out;
 }
 
-// The local shards `names` as manifest `source`, opened from the .tar.idx beside each (energon
-// prepare's or mmfeed index's); nullopt where a shard is remote or has none (then scanned).
-Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, const std::vector<std::string>& names) {
+}  // namespace
+
+Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, const std::vector<std::string>& names,
+                                                 const std::vector<std::string>& index_paths) {
   Manifest m;
   m.name = storage::redact_uri(source);
   ShardRanges ranges;
   uLong crc = crc32_z(0, nullptr, 0);
   std::uint64_t samples = 0;
   bool scanned = false;  // a shard has none, or a sample past 4 GiB: scanned (a stale one is still refused)
-  for (const std::string& name : names) {
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const std::string& name = names[k];
     MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(name));
     if (uri.scheme != storage::Scheme::kFile || !uri.path.ends_with(".tar")) return std::optional<Manifest>();
-    MMFEED_ASSIGN_OR_RETURN(std::optional<std::vector<std::uint64_t>> read, read_tar_index(uri.path, name));
+    const std::string idx = index_paths.empty() ? uri.path + ".idx" : index_paths[k];
+    MMFEED_ASSIGN_OR_RETURN(std::optional<std::vector<std::uint64_t>> read, read_tar_index(uri.path, name, idx));
     if (!read) scanned = true;
     if (scanned) continue;
     std::vector<std::uint64_t> starts = std::move(*read);
@@ -582,6 +586,8 @@ Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, cons
   m.ranges = std::move(ranges);
   return std::optional<Manifest>(std::move(m));
 }
+
+namespace {
 
 constexpr std::uint64_t kMaxTarIndexBytes = std::uint64_t{256} << 20;  // 32M samples a shard
 constexpr std::size_t kTarIndexesInFlight = 256;                       // small objects: their round trips are the cost
@@ -750,41 +756,40 @@ Result<RangeSample> parse_shard_range(const RangeReader& read, std::uint64_t off
 }
 
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
-                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
+                             const std::string& cache_dir) {
   MMFEED_ASSIGN_OR_RETURN(std::optional<Manifest> indexed, open_tar_indexes(source, shards));
   if (!indexed) {
     MMFEED_ASSIGN_OR_RETURN(indexed, open_remote_tar_indexes(source, shards, s3));
+  }
+  if (!indexed && !cache_dir.empty()) {
+    MMFEED_ASSIGN_OR_RETURN(indexed, open_cached_shards(source, shards, cache_dir, limit));
   }
   if (indexed) return std::move(*indexed);
   return read_shard_list(source, shards, {}, limit, s3, manifest, lines);
 }
 
-Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, const std::string& out_dir,
-                                            std::size_t limit, const storage::S3Options& s3, std::size_t most_named) {
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards,
+                                            const std::vector<std::string>& index_paths, std::size_t limit,
+                                            const storage::S3Options& s3, std::size_t most_named) {
   TarIndexesWritten out;
   std::vector<std::string> todo;                  // the shards without a current .tar.idx, in order
   std::map<std::string, std::string> written_to;  // each shard's .tar.idx, by shard
-  for (const std::string& name : shards) {
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const std::string& name = shards[k];
     MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(name));
     const bool local = uri.scheme == storage::Scheme::kFile;
-    const std::string path = local ? uri.path : name.substr(0, name.find_first_of("?#"));
-    if (!path.ends_with(".tar") || (!local && out_dir.empty())) {
+    if ((local && !uri.path.ends_with(".tar")) || (!local && index_paths.empty())) {
       return Error(ErrorCode::kInvalidArgument,
                    local ? "a shard's name ends in .tar"
                          : "a remote shard's .tar.idx is written into --out DIR, to upload beside it",
                    storage::redact_uri(name));
     }
-    std::string& idx = written_to[name];
-    idx = out_dir.empty() ? path + ".idx"
-                          : (std::filesystem::path(out_dir) / (path.substr(path.rfind('/') + 1) + ".idx")).string();
-    if (std::count_if(written_to.begin(), written_to.end(), [&](const auto& w) { return w.second == idx; }) > 1) {
-      return Error(ErrorCode::kInvalidArgument, "two shards of one name: their indexes would share " + idx,
-                   storage::redact_uri(name));
-    }
-    // Beside a local shard, current: newer than it. In a folder of their own: present and whole.
+    const std::string& idx = written_to[name] = index_paths.empty() ? uri.path + ".idx" : index_paths[k];
+    // A local shard's, current: newer than it. A remote one's: there and whole.
     Result<std::optional<std::vector<std::uint64_t>>> current = std::optional<std::vector<std::uint64_t>>();
-    if (out_dir.empty()) {
-      current = read_tar_index(uri.path, name);
+    if (local) {
+      current = read_tar_index(uri.path, name, idx);
     } else if (auto mapped = core::MappedFile::open(idx); mapped.ok()) {
       auto starts = parse_tar_index(mapped->bytes(), UINT64_MAX / 2, idx);
       if (starts.ok()) current = std::optional<std::vector<std::uint64_t>>(std::move(starts).value());

@@ -55,11 +55,22 @@ Result<std::optional<TarHeader>> parse_tar_header(std::span<const std::byte> blo
 std::optional<std::pair<std::string_view, std::string_view>> split_member_name(std::string_view name);
 
 // Reads `shards`, the files source `source` names (source_files.h), into one manifest, manifest
-// number `manifest` (local shards with a .tar.idx beside each, current, opened from those as
-// read_energon_dataset opens them): its text the samples' .json members, one per line, and its shards, members
-// and samples; each sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
+// number `manifest`: shards that each carry a .tar.idx (beside a local one, current; beside a
+// remote one) opened from those as read_energon_dataset opens them; else, local shards with a
+// node cache (`cache_dir`), from their .tar.idx there (open_cached_shards); else scanned, the
+// text the samples' .json members, one per line, and its shards, members and samples; each
+// sample's line appended to `lines`. `limit` bounds the text (max_manifest_bytes).
 Result<Manifest> read_shards(const std::string& source, const std::vector<std::string>& shards, std::size_t limit,
-                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
+                             const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
+                             const std::string& cache_dir = "");
+
+// The local shards `names` as manifest `source`, opened from their .tar.idx (at `index_paths`,
+// one a shard; empty: beside each, "<shard>.idx", energon prepare's or mmfeed index's): 8 bytes a
+// sample read and held, each sample's headers read when it is prepared (Manifest::ranges); nullopt
+// where a shard is remote or has none (then scanned). One older than its shard, or one that does
+// not follow its samples, is an error naming it.
+Result<std::optional<Manifest>> open_tar_indexes(const std::string& source, const std::vector<std::string>& names,
+                                                 const std::vector<std::string>& index_paths = {});
 
 // The sample whose tar headers lie in bytes [offset, offset + length) of the local shard at `path`
 // (its range by the shard's .tar.idx): its key, its members and its .json text, its headers read
@@ -78,15 +89,15 @@ struct TarIndexesWritten {
   std::vector<std::string> damaged, bad;
 };
 
-// Writes the .tar.idx energon prepare writes beside each of the local shards `shards` (8 bytes
-// little-endian a sample: its first header's offset, extended headers included; then where the
-// last one ends), from a scan as read_shards scans (`limit`: max_manifest_bytes), written to a
-// temporary file and renamed into place; into `out_dir` instead where given (remote shards'
-// there alone, named as the shards, to upload beside them). A shard whose .tar.idx is current
-// (beside it: newer than it; in `out_dir`: there and whole) is kept, so an interrupted run
-// resumes; a damaged shard gets none.
-Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards, const std::string& out_dir,
-                                            std::size_t limit, const storage::S3Options& s3, std::size_t most_named);
+// Writes the .tar.idx energon prepare writes for each of `shards` (8 bytes little-endian a
+// sample: its first header's offset, extended headers included; then where the last one ends),
+// from a scan as read_shards scans (`limit`: max_manifest_bytes), into `index_paths` (one a shard;
+// empty: beside each local shard), each written to a temporary file and renamed into place. A
+// shard whose .tar.idx is current (a local shard's: newer than it; a remote one's: there and
+// whole) is kept, so an interrupted run resumes; a damaged shard gets none.
+Result<TarIndexesWritten> write_tar_indexes(const std::vector<std::string>& shards,
+                                            const std::vector<std::string>& index_paths, std::size_t limit,
+                                            const storage::S3Options& s3, std::size_t most_named);
 
 // Reads `size` bytes at byte `at` of a shard into `into`; an error where it cannot (the shard
 // ends before, unreachable).
