@@ -113,7 +113,8 @@ void for_each_loader_option(F&& f) {
   f("cache_dir", &LoaderConfig::cache_dir,
     "node-local folder where a JSONL/JSON manifest's index is kept: a local one without an index beside it, and a "
     "remote one (its uploaded index fetched, else built), indexed once a node (first rank, under a lock) and opened "
-    "from then on (empty: none; remote manifests are then read whole)");
+    "from then on (empty: none; remote manifests are then read whole); local tar shards without a .tar.idx beside "
+    "them get theirs there the same way");
   f("max_images_per_sample", &LoaderConfig::max_images_per_sample, "most images and videos one sample may name");
   f("allow_local_media_from_remote_manifest", &LoaderConfig::allow_local_media_from_remote_manifest,
     "let a manifest fetched from http(s):// or s3:// name local files (absolute paths, file:// URIs)");
