@@ -3,45 +3,9 @@
 #include "pipeline/concurrent_driver.h"
 
 #include "core/thread_pool.h"
+#include "pipeline/text_ahead.h"
 
 namespace mmfeed::pipeline {
-
-namespace {
-
-constexpr std::uint64_t kTextAhead = 64;  // samples whose remote text is asked for ahead of the reader, at most
-constexpr std::uint64_t kTextBatch = 32;  // asked for together (their adjacent ranges one GET)
-
-// The positions the reader will reach next, walked ahead of it (the same walk, a step count
-// apart), their samples' remote text asked for in batches.
-class TextAhead {
- public:
-  TextAhead(const Stages& s, const OrderOptions& order)
-      : processor_(s.processor), walk_(s.population, order, s.start, nullptr) {}
-
-  // The reader is at its `reached`-th sample: keep the text of the next ones asked for.
-  void reach(std::uint64_t reached) {
-    if (done_ || asked_ >= reached + kTextAhead - kTextBatch) return;
-    std::vector<std::uint64_t> batch;
-    while (batch.size() < kTextBatch) {
-      const std::optional<Walk::Step> step = walk_.next();
-      if (!step) {
-        done_ = true;
-        break;
-      }
-      if (!step->end) batch.push_back(step->index);
-    }
-    asked_ += batch.size();
-    processor_.prefetch_text(batch);
-  }
-
- private:
-  const SampleProcessor& processor_;
-  Walk walk_;
-  std::uint64_t asked_ = 0;
-  bool done_ = false;
-};
-
-}  // namespace
 
 void ConcurrentDriver::run_reader() {
   core::set_current_thread_name("read");

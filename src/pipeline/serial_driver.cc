@@ -28,6 +28,7 @@ Result<std::optional<Batch>> SerialDriver::gather() {
       gathering_.next_epoch();
       continue;
     }
+    if (ahead_) ahead_->reach(reached_++);
     std::unique_ptr<Work> w = load(*step);
     if (!w) return std::optional<Batch>();
     MMFEED_RETURN_IF_ERROR(account(*w));

@@ -10,6 +10,7 @@
 #include <deque>
 
 #include "pipeline/driver.h"
+#include "pipeline/text_ahead.h"
 
 namespace mmfeed::pipeline {
 
@@ -18,7 +19,9 @@ class SerialDriver final : public Driver {
   explicit SerialDriver(Stages stages)
       : Driver(std::move(stages)),
         walk_(s_.population, options_.order, s_.start, &s_.metrics),
-        gathering_(s_.builder, s_.start) {}
+        gathering_(s_.builder, s_.start) {
+    if (s_.processor.reads_text_remotely()) ahead_.emplace(s_, options_.order);
+  }
 
   Result<std::optional<Batch>> next(std::optional<std::chrono::milliseconds> timeout, bool* timed_out) override;
   void stop() override { stop_.store(true); }
@@ -35,6 +38,8 @@ class SerialDriver final : public Driver {
   std::atomic<bool> stop_{false};
   // The trainer's thread's alone.
   Walk walk_;
+  std::optional<TextAhead> ahead_;  // only where a sample's text costs a round trip
+  std::uint64_t reached_ = 0;
   Gathering gathering_;
   std::deque<Batch> ready_;       // a group's batches not yet delivered
   bool final_checked_ = false;    // the end-of-run check is done
