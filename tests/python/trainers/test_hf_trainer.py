@@ -167,23 +167,27 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
     from transformers import PreTrainedTokenizerFast
 
     options = loader_options(manifest)
-    _, want = run(RecordingTrainer, tmp_path / "hf", options)
+    reference, want = run(RecordingTrainer, tmp_path / "hf", options)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_file=str(tiny_vl.TOKENIZER), pad_token="<|endoftext|>", eos_token="<|im_end|>"
     )
     config = sft_config(tmp_path / "trl")
-    trainer = mmfeed.hf.SFTTrainer(
+    trainer = recording_sft_trainer()(
         model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, processing_class=tokenizer, train_loader=options
     )
+    trainer.seen, trainer.widths = [], []
     trainer.train()
     got = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    # The same batches, step by step: the samples and their padded widths.
+    assert (trainer.seen, trainer.widths) == (reference.seen, reference.widths)
     assert got.keys() == want.keys()
     # TRL computes the loss through its fused, chunked LM head: the first step's loss is the
     # Trainer's to float32 rounding (1.2e-6 relative seen), and the weights after it differ by as
-    # little, so the later steps follow within 1e-4.
+    # little; over the next steps that difference grows with the CPU's kernels (2.4e-4 relative by
+    # step 5 on an AMD EPYC, under 1e-4 on another machine), so they follow within 1e-3.
     assert got[1] == pytest.approx(want[1], rel=1e-5)
     for step in want:
-        assert got[step] == pytest.approx(want[step], rel=1e-4), step
+        assert got[step] == pytest.approx(want[step], rel=1e-3), step
 
 
 @pytest.mark.parametrize("kind", ["Trainer", "SFTTrainer"])
