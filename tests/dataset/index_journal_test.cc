@@ -42,9 +42,8 @@ class IndexJournalTest : public ::testing::Test {
       r.first_media = index.media.size();
       r.images = static_cast<std::uint16_t>(i % 3);
       for (std::uint16_t k = 0; k < r.images; ++k) {
-        index.media.push_back(MediaFacts{.known = MediaFacts::Known::kRead,
-                                         .width = static_cast<std::uint32_t>(i),
-                                         .height = k});
+        index.media.push_back(
+            MediaFacts{.known = MediaFacts::Known::kRead, .width = static_cast<std::uint32_t>(i), .height = k});
       }
     }
   }
