@@ -1,6 +1,8 @@
-// One file of about 800 lines, on purpose: the shard scan, the read of one sample by its range
-// and Energon's split and .tar.idx share the tar decoding below (headers, PAX records, member
-// names), which a split would export through a header for these readers alone.
+// One file of about 900 lines, on purpose: the shard scan, the read of one sample by its range,
+// Energon's split and the .tar.idx read (local and remote) and written share the tar decoding
+// below (headers, PAX records, member names) and the scan's state, which a split would export
+// through a header for these readers alone. (The remote .tar.idx open and the writer are the
+// next to move out, with the scan exported, when this file grows again.)
 //
 // WebDataset tar shards and Energon datasets (shards.h).
 #include "dataset/shards.h"

@@ -1,3 +1,5 @@
+// One stage in one file of about 600 lines, on purpose: a sample's steps (its text read, its media
+// resolved and fetched, grids, the conversation encoded, the media decoded) share the Work they fill.
 #include "pipeline/sample_processor.h"
 
 #include <algorithm>
