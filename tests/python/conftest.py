@@ -137,3 +137,36 @@ def assert_same_batches(got, want) -> None:
             if isinstance(value, np.ndarray):
                 assert g[key].dtype == value.dtype and g[key].shape == value.shape, key
                 assert g[key].tobytes() == value.tobytes(), key
+
+
+RANK_SCRIPT = """
+import json, sys
+import mmfeed
+source, cache, options, rank = sys.argv[1:5]
+with mmfeed.Loader(source, cache_dir=cache, rank=int(rank), tensors="np", **json.loads(options)) as loader:
+    ids = [i for b in loader for i in b["sample_ids"]]
+    print(json.dumps({"ids": ids, "built": loader.metrics()["counters"]["loader.indexes_built"]}))
+"""
+
+
+def run_ranks(source, cache, world: int, **options) -> list[dict]:
+    """`world` rank processes of one node opening `source` together with one cache_dir (options
+    as JSON: paths as strings): each rank's sample ids, and whether it built an index."""
+    import json
+
+    args = json.dumps({**options, "world_size": world})
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK_SCRIPT, str(source), str(cache), args, str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world)
+    ]
+    results = []
+    for p in ranks:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    return results

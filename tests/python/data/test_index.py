@@ -13,14 +13,13 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import datagen
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_ranks
 
 import mmfeed
 
@@ -86,6 +85,17 @@ def test_the_index_names_what_it_found(cli, dataset):
     assert summary["media_unreadable"] == 0 and summary["media_not_probed"] == 0
 
 
+def image_refs(line: str) -> list[str]:
+    """The images a manifest line's conversation names, in order."""
+    return [
+        c["image"]
+        for m in json.loads(line)["messages"]
+        if isinstance(m["content"], list)
+        for c in m["content"]
+        if c.get("type") == "image"
+    ]
+
+
 def read_index(path):
     """The index's records and media entries, read from its documented layout (docs/data.md),
     every checksum it holds checked with zlib's CRC-32."""
@@ -129,13 +139,7 @@ def test_image_facts_are_pillows_sizes(cli, dataset, tmp_path):
         _, _, first, _, _, images, _, _, flags = record
         if flags & 1:
             continue
-        refs = [
-            c["image"]
-            for m in json.loads(line)["messages"]
-            if isinstance(m["content"], list)
-            for c in m["content"]
-            if c.get("type") == "image"
-        ]
+        refs = image_refs(line)
         assert len(refs) == images
         for j, ref in enumerate(refs):
             width, height, _, _, kind, known = entries[first + j]
@@ -249,17 +253,6 @@ def test_a_damaged_block_is_each_of_its_samples_error_naming_the_index(cli, data
     assert all(f"{path}: block 1 (samples 256-299) is damaged (CRC-32)" in e["reason"] for e in errors), errors[0]
 
 
-RANK = """
-import json, sys
-import mmfeed
-manifest, cache, tokenizer, rank = sys.argv[1:5]
-with mmfeed.Loader(manifest, tokenizer=tokenizer, max_pixels=80_000, batch_size=2, seed=1, rank=int(rank),
-                   world_size=4, cache_dir=cache, tensors="np") as loader:
-    ids = [i for b in loader for i in b["sample_ids"]]
-    print(json.dumps({"ids": ids, "built": loader.metrics()["counters"]["loader.indexes_built"]}))
-"""
-
-
 def test_a_node_cache_indexes_the_manifest_once_for_its_ranks(dataset, tmp_path):
     # Four rank processes of one node open the same manifest (no index beside it) with one
     # cache_dir: one of them builds the index, all open from it, the ranks' samples are the ones
@@ -267,20 +260,7 @@ def test_a_node_cache_indexes_the_manifest_once_for_its_ranks(dataset, tmp_path)
     copy = tmp_path / "data"
     shutil.copytree(dataset.parent, copy)
     manifest, cache = copy / dataset.name, tmp_path / "cache"
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", RANK, str(manifest), str(cache), str(TOKENIZER), str(rank)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(4)
-    ]
-    results = []
-    for p in ranks:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        results.append(json.loads(out))
+    results = run_ranks(manifest, cache, 4, tokenizer=str(TOKENIZER), max_pixels=80_000, batch_size=2, seed=1)
     assert sum(r["built"] for r in results) == 1
     assert len(list(cache.glob("*.mmidx"))) == 1 and not Path(f"{manifest}.mmidx").exists()
     for rank, r in enumerate(results):
@@ -517,13 +497,7 @@ def test_remote_images_facts_are_read_from_their_first_bytes(cli, dataset, moto_
     for (_, _, first, _, _, _, _, _, flags), line in zip(records, lines):
         if flags & 1:
             continue
-        refs = [
-            c["image"]
-            for m in json.loads(line)["messages"]
-            if isinstance(m["content"], list)
-            for c in m["content"]
-            if c.get("type") == "image"
-        ]
+        refs = image_refs(line)
         for j, ref in enumerate(refs):
             with Image.open(dataset.parent / ref) as img:
                 assert entries[first + j][:2] == ImageOps.exif_transpose(img).size and entries[first + j][5] == 0

@@ -9,7 +9,7 @@ import shutil
 
 import datagen
 import pytest
-from conftest import ROOT, assert_same_batches, run_loader
+from conftest import ROOT, assert_same_batches, run_loader, run_ranks
 
 import mmfeed
 
@@ -400,42 +400,18 @@ def test_remote_shards_open_from_the_tar_idx_beside_them(dataset, cli, moto_s3, 
     assert set(ids[5:]) <= set(delivered)
 
 
-RANK = """
-import json, sys
-import mmfeed
-source, cache, tokenizer, rank = sys.argv[1:5]
-with mmfeed.Loader(source, tokenizer=tokenizer, max_pixels=60_000, batch_size=2, seed=3, rank=int(rank),
-                   world_size=3, cache_dir=cache, tensors="np") as loader:
-    ids = [i for b in loader for i in b["sample_ids"]]
-    print(json.dumps({"ids": ids, "built": loader.metrics()["counters"]["loader.indexes_built"]}))
-"""
-
-
 def test_a_node_cache_reads_local_shards_once_for_its_ranks(dataset, tmp_path):
     """Three rank processes of one node open the same shards (no .tar.idx beside them) with one
     cache_dir: one scans them and writes their .tar.idx into the cache, all open from those, each
     rank's samples the ones it takes scanning; a shard rewritten since has its .tar.idx written again."""
     import os
-    import subprocess
-    import sys
 
     _, shards = dataset
     local, cache = tmp_path / "wds", tmp_path / "cache"
     shutil.copytree(shards, local)
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", RANK, pattern(local), str(cache), str(OPTIONS["tokenizer"]), str(rank)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(3)
-    ]
-    results = []
-    for p in ranks:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        results.append(json.loads(out))
+    results = run_ranks(
+        pattern(local), cache, 3, tokenizer=str(OPTIONS["tokenizer"]), max_pixels=60_000, batch_size=2, seed=3
+    )
     assert sum(r["built"] for r in results) == 1
     assert len(list(cache.glob("*.tar.idx"))) == 5 and not list(local.glob("*.idx"))
     for rank, r in enumerate(results):
