@@ -14,6 +14,10 @@ tokenizer and the libraries warm.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
 RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
+Then Parquet files as Hugging Face datasets writes them (the conversations, each with a ~100 KB
+image), read whole and from the index `mmfeed index` writes beside each file, local and in the
+object store: the bytes read (local) and the images' bytes fetched (mmfeed's count).
+
 Then the manifest in an object store (nginx with a first-byte delay and a per-connection rate,
 as bench/pipeline.py's), read whole and from its index in the node cache: the manifest bytes
 fetched before the first batch (mmfeed's own count of its ranged GETs).
@@ -26,7 +30,7 @@ the object store, scanned and from the .tar.idx beside them.
 
 Usage:
     python bench/scale.py [--samples 200000,2000000,10000000] [--datasets-up-to 2000000] [--remote 200000]
-                          [--shards 2000x20] [--out DIR] [--keep]
+                          [--shards 2000x20] [--parquet 2000x4] [--out DIR] [--keep]
 Writes DIR/scale.json (default: a temporary folder, removed unless --keep).
 """
 
@@ -83,7 +87,8 @@ else:
     batch = next(loader)
 t2 = time.perf_counter()
 text = loader.metrics().get("gauges", {}) if kind == "mmfeed" else {}
-print(json.dumps({"open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
+fetched = loader.metrics().get("counters", {}).get("fetch.bytes", 0) if kind == "mmfeed" else 0
+print(json.dumps({"fetch_bytes": fetched, "open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
                   "rss": rss() - base_rss, "pss": pss() - base_pss, "read_bytes": storage() - start_bytes,
                   "text_bytes": text.get("manifest.text_bytes", {}).get("value", 0),
                   "text_requests": text.get("manifest.text_requests", {}).get("value", 0)}))
@@ -281,6 +286,74 @@ def shard_report(row: dict) -> None:
         )
 
 
+def parquet_run(samples: int, files: int, work: Path) -> dict:
+    """The conversations, each with a ~100 KB image, as Parquet files written by Hugging Face
+    `datasets` (Image() bytes inline: uncompressed, PLAIN, a page index), rank 0 of 8: read whole
+    (each file's footer, page index and text columns at open; each sample's image by its data
+    page) and from the index `mmfeed index` writes beside each file (each image fetched alone);
+    local, and in the object store (its index built from the URLs with --out, uploaded beside)."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    import datagen
+    from objectstore import Nginx
+
+    folder = work / f"parquet-{samples}"
+    manifest = generate(folder, samples, side=256)
+    root = folder / "parquet"
+    written = datagen.write_parquet(manifest, root, per_file=samples // files)
+    parts = f"train-{{00000..{len(written) - 1:05d}}}.parquet"
+    pattern = root / parts
+    row: dict = {"samples": samples, "files": len(written), "bytes": sum(p.stat().st_size for p in written)}
+    measure("warm", pattern)
+    row["whole"] = measure("mmfeed", pattern)
+    with Nginx(root, work / "nginx-parquet") as server:
+        url = server.url("s3", parts)
+        row["remote_whole"] = measure("mmfeed", pattern, url=url)
+        up = work / "parquet-up"
+        start = time.perf_counter()
+        subprocess.run([str(CLI), "index", "--json", "--out", str(up), url], capture_output=True, text=True, check=True)
+        row["remote_index_s"] = time.perf_counter() - start
+        for built in up.glob("*.mmidx"):
+            shutil.copy(built, root / built.name)
+        row["index_bytes"] = sum(p.stat().st_size for p in up.glob("*.mmidx"))
+        row["remote_indexed"] = measure("mmfeed", pattern, url=url)
+    for built in root.glob("*.mmidx"):  # bound to the server's ETags; the local files' own next
+        built.unlink()
+    evict(root)
+    start = time.perf_counter()
+    subprocess.run([str(CLI), "index", "--json", str(pattern)], capture_output=True, text=True, check=True)
+    row["index_s"] = time.perf_counter() - start
+    row["indexed"] = measure("mmfeed", pattern)
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(work / "parquet-up", ignore_errors=True)
+    return row
+
+
+def parquet_report(row: dict) -> None:
+    print(
+        f"\n{row['samples']:,} samples in {row['files']} Parquet files written by datasets, {mb(row['bytes'])} "
+        f"(each row a conversation and a ~100 KB image); index {mb(row['index_bytes'])}, built in "
+        f"{row['index_s']:.2f} s (from the object store: {row['remote_index_s']:.2f} s)"
+    )
+    print(f"  {'rank 0 of 8':<40}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'read':>14}{'fetched':>14}")
+    for key, label in (
+        ("whole", "local files, read whole"),
+        ("indexed", "local files, from their index"),
+        ("remote_whole", "object store, read whole"),
+        ("remote_indexed", "object store, from the index beside"),
+    ):
+        r = row[key]
+        print(
+            f"  {label:<40}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
+            f"{mb(r['read_bytes']):>14}{mb(r['fetch_bytes']):>14}"
+        )
+    w, i = row["remote_whole"], row["remote_indexed"]
+    print(
+        f"  from the index vs read whole, in the object store: first batch "
+        f"{w['first_batch_s'] / i['first_batch_s']:.1f}x sooner, images' bytes fetched "
+        f"{w['fetch_bytes'] / max(i['fetch_bytes'], 1):.1f}x fewer"
+    )
+
+
 def remote_run(samples: int, work: Path) -> dict:
     """The manifest in an object store (the benchmark's nginx, /s3/: a 50 ms median first byte,
     32 MB/s a connection), rank 0 of 8: read whole, and from its index in the node cache (filled
@@ -416,6 +489,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--shards", default="2000x20", help="SAMPLESxSHARDS for the shard rows; 0: none")
     parser.add_argument("--remote", default="200000", help="samples of the object-store row; 0: none")
+    parser.add_argument("--parquet", default="2000x4", help="SAMPLESxFILES for the Parquet rows; 0: none")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="mmfeed-scale-"))
@@ -432,6 +506,10 @@ def main() -> int:
             samples, shards = (int(x) for x in args.shards.split("x"))
             rows.append(shard_run(samples, shards, work))
             shard_report(rows[-1])
+        if args.parquet != "0":
+            samples, files = (int(x) for x in args.parquet.split("x"))
+            rows.append(parquet_run(samples, files, work))
+            parquet_report(rows[-1])
         (work / "scale.json").write_text(json.dumps(rows, indent=1))
         print(f"\nwritten: {work / 'scale.json'}")
     finally:

@@ -32,6 +32,12 @@ constexpr const char* kIndexUsage =
     ".tar.idx is current is kept (an interrupted run resumes); a damaged one gets none and is\n"
     "named (exit status 1).\n"
     "\n"
+    "Parquet files (SOURCE a .parquet, a brace pattern or glob of them) get FILE.mmidx each,\n"
+    "beside each local file or in --out DIR: the rows' text and each image's own byte range (found\n"
+    "once, in its page) and size, bound to the file's version; a Loader then opens them without\n"
+    "reading them and fetches each image alone. Only images stored uncompressed and PLAIN (as\n"
+    "Hugging Face datasets writes them) have such ranges; another file is named (exit status 1).\n"
+    "\n"
     "options:\n"
     "  --out FILE        where to write the index (one SOURCE only; default SOURCE.mmidx; a remote\n"
     "                    SOURCE's, uploaded beside it as SOURCE.mmidx, is fetched by Loaders)\n"
@@ -47,21 +53,33 @@ constexpr const char* kIndexUsage =
     "  --json            print one JSON object a source instead of text\n";
 
 void print_shards(const IndexSummary& s, double seconds) {
-  std::printf("%s: %llu samples in %llu shards (%llu indexed now, %llu kept), %llu bytes of .tar.idx, %.2f s\n",
-              s.path.c_str(), static_cast<unsigned long long>(s.samples),
-              static_cast<unsigned long long>(s.shards_indexed + s.shards_kept),
+  std::printf("%s: %llu samples in %llu %s (%llu indexed now, %llu kept), %llu bytes of %s, %.2f s\n", s.path.c_str(),
+              static_cast<unsigned long long>(s.samples),
+              static_cast<unsigned long long>(s.shards_indexed + s.shards_kept), s.parquet ? "files" : "shards",
               static_cast<unsigned long long>(s.shards_indexed), static_cast<unsigned long long>(s.shards_kept),
-              static_cast<unsigned long long>(s.index_bytes), seconds);
-  if (s.shards_damaged > 0) {
-    std::printf("  %llu shards damaged, given no index (a Loader scans this set until they are mended)\n",
-                static_cast<unsigned long long>(s.shards_damaged));
+              static_cast<unsigned long long>(s.index_bytes), s.parquet ? "index" : ".tar.idx", seconds);
+  if (s.parquet) {
+    std::printf("  %llu images placed", static_cast<unsigned long long>(s.images));
+    if (s.media_unreadable > 0) {
+      std::printf(" (%llu whose header could not be read)", static_cast<unsigned long long>(s.media_unreadable));
+    }
+    std::printf("\n");
+    if (s.shards_damaged > 0) {
+      std::printf("  %llu files given no index (a Loader reads them whole):\n",
+                  static_cast<unsigned long long>(s.shards_damaged));
+    }
+  } else {
+    if (s.shards_damaged > 0) {
+      std::printf("  %llu shards damaged, given no index (a Loader scans this set until they are mended)\n",
+                  static_cast<unsigned long long>(s.shards_damaged));
+    }
+    if (s.bad_count > 0) std::printf("  %llu samples will fail\n", static_cast<unsigned long long>(s.bad_count));
   }
-  if (s.bad_count > 0) std::printf("  %llu samples will fail\n", static_cast<unsigned long long>(s.bad_count));
   for (const std::string& b : s.bad) std::printf("    %s\n", b.c_str());
 }
 
 void print_text(const IndexSummary& s, double seconds) {
-  if (s.shards_indexed + s.shards_kept + s.shards_damaged > 0) return print_shards(s, seconds);
+  if (s.parquet || s.shards_indexed + s.shards_kept + s.shards_damaged > 0) return print_shards(s, seconds);
   std::printf(
       "%s: %llu samples (%llu images, %llu videos, %llu audio clips, %llu bytes of text), %llu bytes "
       "of index, %.2f s\n",

@@ -93,7 +93,10 @@ struct IndexSummary {
   std::uint64_t text_tokens = 0;        // the samples' text tokens, summed (0: not counted)
   // Of WebDataset shards: .tar.idx files written now, kept (current already), and shards given
   // none (damaged: named in `bad`, with the samples that will fail; a Loader scans such a set).
+  // Of Parquet files (`parquet`): their indexes (FILE.mmidx) likewise, and the files given none
+  // (named in `bad`: unreadable, or their images in compressed pages; a Loader reads them whole).
   std::uint64_t shards_indexed = 0, shards_kept = 0, shards_damaged = 0;
+  bool parquet = false;
   std::uint64_t resumed_samples = 0;  // described by a build stopped before, taken from its journal
 };
 
@@ -135,7 +138,10 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 //
 // A source of local WebDataset shards ("shard-{000..127}.tar") gets the .tar.idx energon prepare
 // writes, beside each shard (the same bytes), from which a Loader opens it without reading the
-// shards; a shard whose .tar.idx is current is kept, so an interrupted run resumes.
+// shards; a shard whose .tar.idx is current is kept, so an interrupted run resumes. Parquet files
+// ("train-{00000..00009}.parquet") likewise get FILE.mmidx each (src/dataset/parquet_index.h: the
+// rows' text, each image's own byte range and size), from which a Loader opens them without
+// reading them and fetches each image alone.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 
 // The index at `path`, checked whole against itself and against `source` (its size, and its mtime

@@ -26,8 +26,10 @@
 #include "core/models.h"
 #include "dataset/index.h"
 #include "dataset/index_journal.h"
+#include "dataset/le_bytes.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
+#include "dataset/parquet_index.h"
 #include "dataset/remote_copy.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
@@ -43,6 +45,10 @@ namespace mmfeed {
 
 namespace {
 
+using dataset::crc32_of;
+using dataset::get_le;
+using dataset::put_le;
+
 constexpr std::array<char, 8> kMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'X'};
 constexpr std::size_t kHeaderBytes = 96;
 using dataset::kMediaBytes;
@@ -52,20 +58,6 @@ constexpr std::size_t kBlockBytes = 16;     // a block table entry
 
 std::uint64_t blocks_of(std::uint64_t samples) { return (samples + kBlockRecords - 1) / kBlockRecords; }
 constexpr std::size_t kNamed = 100;  // bad samples and unreadable media named in a summary
-
-void put(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-std::uint64_t get(const std::byte* in, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(in[at + i]) << (8 * i);
-  return v;
-}
-
-std::uint32_t crc_of(const void* data, std::size_t size) {
-  return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), size));
-}
 
 // Where the text starts in a file whose first bytes are `head`: compressed manifests cannot be
 // read by byte range, and a byte-order mark moves the text.
@@ -114,7 +106,7 @@ Result<dataset::SourceStamp> stamp_remote(const storage::ObjectUri& uri, const s
   dataset::SourceStamp stamp;
   stamp.size = r->object_size;
   stamp.etag = r->etag;
-  stamp.etag_crc = crc_of(stamp.etag.data(), stamp.etag.size());
+  stamp.etag_crc = crc32_of(stamp.etag.data(), stamp.etag.size());
   if (stamp.etag_crc == 0) stamp.etag_crc = 1;
   stamp.head.assign(reinterpret_cast<const char*>(r->data->data()), std::min(r->data->size(), kHeadBytes));
   return stamp;
@@ -134,28 +126,28 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
     const std::uint64_t first = b * kBlockRecords, end = std::min<std::uint64_t>(n, first + kBlockRecords);
     const std::uint64_t media_from = index.records[first].first_media;
     const std::uint64_t media_to = end < n ? index.records[end].first_media : index.media.size();
-    put(table, crc_of(records.data() + first * kRecordBytes, (end - first) * kRecordBytes), 4);
-    put(table, crc_of(media.data() + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes), 4);
-    put(table, media_from, 8);
+    put_le(table, crc32_of(records.data() + first * kRecordBytes, (end - first) * kRecordBytes), 4);
+    put_le(table, crc32_of(media.data() + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes), 4);
+    put_le(table, media_from, 8);
   }
   std::string out(kMagic.begin(), kMagic.end());
-  put(out, kIndexVersion, 4);
-  put(out, kRecordBytes, 4);
-  put(out, n, 8);
-  put(out, index.source_size, 8);
-  put(out, static_cast<std::uint64_t>(index.source_mtime_ns), 8);
-  put(out, index.source_crc32, 4);
-  put(out, crc_of(table.data(), table.size()), 4);
-  put(out, start, 4);
-  put(out, index.array ? 1 : 0, 4);
-  put(out, index.media.size(), 8);
-  put(out, kBlockRecords, 4);
-  put(out, kMediaBytes, 4);
-  put(out, kBlockBytes, 4);
-  put(out, index.tokens_key, 4);
-  put(out, index.source_etag_crc, 4);
+  put_le(out, kIndexVersion, 4);
+  put_le(out, kRecordBytes, 4);
+  put_le(out, n, 8);
+  put_le(out, index.source_size, 8);
+  put_le(out, static_cast<std::uint64_t>(index.source_mtime_ns), 8);
+  put_le(out, index.source_crc32, 4);
+  put_le(out, crc32_of(table.data(), table.size()), 4);
+  put_le(out, start, 4);
+  put_le(out, index.array ? 1 : 0, 4);
+  put_le(out, index.media.size(), 8);
+  put_le(out, kBlockRecords, 4);
+  put_le(out, kMediaBytes, 4);
+  put_le(out, kBlockBytes, 4);
+  put_le(out, index.tokens_key, 4);
+  put_le(out, index.source_etag_crc, 4);
   out.append(8, '\0');
-  put(out, crc_of(out.data(), out.size()), 4);
+  put_le(out, crc32_of(out.data(), out.size()), 4);
   return out + table + records + media;
 }
 
@@ -272,18 +264,18 @@ void describe_range(const dataset::Manifests& manifests, std::uint64_t first, st
 std::string journal_key(const dataset::SourceStamp& stamp, const DatasetIndex& index, std::uint32_t start,
                         const IndexOptions& options) {
   std::string key = "mmfeedIJ";
-  put(key, 1, 4);  // the journal's version
-  put(key, kIndexVersion, 4);
-  put(key, stamp.size, 8);
-  put(key, static_cast<std::uint64_t>(stamp.mtime_ns), 8);
-  put(key, stamp.etag_crc, 4);
-  put(key, index.source_crc32, 4);
-  put(key, start, 4);
-  put(key, index.records.size(), 8);
-  put(key, index.tokens_key, 4);
-  put(key, options.probe_media ? 1 : 0, 1);
-  put(key, crc_of(options.media_root.data(), options.media_root.size()), 4);
-  put(key, options.checkpoint_samples, 8);
+  put_le(key, 1, 4);  // the journal's version
+  put_le(key, kIndexVersion, 4);
+  put_le(key, stamp.size, 8);
+  put_le(key, static_cast<std::uint64_t>(stamp.mtime_ns), 8);
+  put_le(key, stamp.etag_crc, 4);
+  put_le(key, index.source_crc32, 4);
+  put_le(key, start, 4);
+  put_le(key, index.records.size(), 8);
+  put_le(key, index.tokens_key, 4);
+  put_le(key, options.probe_media ? 1 : 0, 1);
+  put_le(key, crc32_of(options.media_root.data(), options.media_root.size()), 4);
+  put_le(key, options.checkpoint_samples, 8);
   return key;
 }
 
@@ -299,37 +291,93 @@ struct RemoveOnExit {
   }
 };
 
-// Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
-Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
-                                  const IndexOptions& options, const storage::S3Options& s3) {
+// Where --out DIR puts the index of each of `files` (source `source`): DIR/<file's name><suffix>,
+// the folder created; none without --out (each beside its file).
+Result<std::vector<std::string>> indexes_in_out_dir(const std::string& source, const std::vector<std::string>& files,
+                                                    const IndexOptions& options, const std::string& suffix) {
   if (!options.cache_dir.empty()) {
-    return Error(ErrorCode::kInvalidArgument,
-                 "shards' indexes lie beside them (SHARD.tar.idx, or in --out DIR to upload there): no --cache-dir",
-                 storage::redact_uri(source));
+    return Error(
+        ErrorCode::kInvalidArgument,
+        "these files' indexes lie beside them (FILE" + suffix + ", or in --out DIR to upload there): no --cache-dir",
+        storage::redact_uri(source));
   }
-  if (!options.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.out, ec);
-    if (ec) return Error(ErrorCode::kIoError, "cannot create the --out folder: " + ec.message(), options.out);
-  }
-  std::vector<std::string> paths;  // in --out DIR, each named as its shard
-  for (const std::string& name : shards) {
-    if (options.out.empty()) break;
+  std::vector<std::string> paths;
+  if (options.out.empty()) return paths;
+  std::error_code ec;
+  std::filesystem::create_directories(options.out, ec);
+  if (ec) return Error(ErrorCode::kIoError, "cannot create the --out folder: " + ec.message(), options.out);
+  for (const std::string& name : files) {
     const std::string plain = name.substr(0, name.find_first_of("?#"));
-    paths.push_back((std::filesystem::path(options.out) / (plain.substr(plain.rfind('/') + 1) + ".idx")).string());
+    paths.push_back((std::filesystem::path(options.out) / (plain.substr(plain.rfind('/') + 1) + suffix)).string());
     if (std::count(paths.begin(), paths.end(), paths.back()) > 1) {
-      return Error(ErrorCode::kInvalidArgument, "two shards of one name: their indexes would share " + paths.back(),
+      return Error(ErrorCode::kInvalidArgument, "two files of one name: their indexes would share " + paths.back(),
                    storage::redact_uri(name));
     }
   }
+  return paths;
+}
+
+// What the summary of a set of files indexed one by one calls its index: the pattern's name with
+// `suffix`, beside it or in --out DIR.
+std::string set_index_name(const std::string& source, const IndexOptions& options, const std::string& suffix) {
+  const std::string pattern = storage::redact_uri(source);
+  return options.out.empty()
+             ? pattern + suffix
+             : (std::filesystem::path(options.out) / (pattern.substr(pattern.rfind('/') + 1) + suffix)).string();
+}
+
+// Parquet files `files` (source `source`): an index beside each local one (parquet_index.h), or
+// in --out DIR; one whose index is current is kept; one that cannot be indexed is named.
+Result<IndexSummary> index_parquet(const std::string& source, const std::vector<std::string>& files,
+                                   const IndexOptions& options, const storage::S3Options& s3) {
+  MMFEED_ASSIGN_OR_RETURN(const std::vector<std::string> paths, indexes_in_out_dir(source, files, options, ".mmidx"));
+  IndexSummary summary;
+  summary.parquet = true;
+  summary.path = set_index_name(source, options, ".mmidx");
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(files[k]));
+    if (uri.scheme != storage::Scheme::kFile && paths.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "a remote Parquet file's index is written into --out DIR, to upload beside it",
+                   storage::redact_uri(files[k]));
+    }
+    const std::string out = paths.empty() ? dataset::index_path_of(uri.path) : paths[k];
+    if (auto held = core::MappedFile::open(out); held.ok()) {  // current: kept
+      dataset::Manifest rows;
+      std::vector<dataset::ManifestLine> lines;
+      auto now = dataset::stamp_source(files[k], s3);
+      if (now.ok() && dataset::read_parquet_index(held->bytes(), out, *now, SIZE_MAX, 0, rows, lines).ok()) {
+        ++summary.shards_kept;
+        summary.samples += lines.size();
+        summary.images += rows.members.size();
+        summary.index_bytes += held->size();
+        continue;
+      }
+    }
+    auto built = dataset::write_parquet_index(files[k], out, s3);
+    if (!built.ok()) {
+      ++summary.shards_damaged;
+      ++summary.bad_count;
+      if (summary.bad.size() < kNamed) summary.bad.push_back(built.error().to_string());
+      continue;
+    }
+    ++summary.shards_indexed;
+    summary.samples += built->rows;
+    summary.images += built->images;
+    summary.index_bytes += built->bytes;
+    summary.media_unreadable += built->unreadable;
+  }
+  return summary;
+}
+
+// Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
+Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
+                                  const IndexOptions& options, const storage::S3Options& s3) {
+  MMFEED_ASSIGN_OR_RETURN(const std::vector<std::string> paths, indexes_in_out_dir(source, shards, options, ".idx"));
   MMFEED_ASSIGN_OR_RETURN(dataset::TarIndexesWritten w,
                           dataset::write_tar_indexes(shards, paths, dataset::kDefaultMaxManifestBytes, s3, kNamed));
   IndexSummary summary;
-  const std::string pattern = storage::redact_uri(source);
-  summary.path =
-      options.out.empty()
-          ? pattern + ".idx"
-          : (std::filesystem::path(options.out) / (pattern.substr(pattern.rfind('/') + 1) + ".idx")).string();
+  summary.path = set_index_name(source, options, ".idx");
   summary.samples = w.samples;
   summary.index_bytes = w.bytes;
   summary.shards_indexed = w.written;
@@ -435,9 +483,11 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   if (options.checkpoint_samples == 0) {
     return Error(ErrorCode::kInvalidArgument, "checkpoint_samples must be at least 1", name);
   }
-  if (dataset::layout_of(source.substr(0, source.find_first_of("?#"))) == dataset::Layout::kShards) {
-    MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles shards, dataset::source_files(source, s3));
-    return index_shards(source, shards.files, options, s3);
+  const dataset::Layout layout = dataset::layout_of(source.substr(0, source.find_first_of("?#")));
+  if (layout == dataset::Layout::kShards || layout == dataset::Layout::kParquet) {
+    MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles files, dataset::source_files(source, s3));
+    return layout == dataset::Layout::kShards ? index_shards(source, files.files, options, s3)
+                                              : index_parquet(source, files.files, options, s3);
   }
   IndexSummary summary;
   MMFEED_ASSIGN_OR_RETURN(summary.path, index_destination(source, uri, options));
@@ -535,19 +585,20 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   const std::byte* at = mapped->bytes().data();
   if (size < kHeaderBytes) return refuse("not an mmfeed index (" + std::to_string(size) + " bytes)");
   if (std::memcmp(at, kMagic.data(), kMagic.size()) != 0) return refuse("not an mmfeed index");
-  if (const std::uint64_t v = get(at, 8, 4); v != kIndexVersion) {
+  if (const std::uint64_t v = get_le(at + 8, 4); v != kIndexVersion) {
     return refuse("index version " + std::to_string(v) + ", this mmfeed reads version " +
                       std::to_string(kIndexVersion) + "; build it again (mmfeed index)",
                   ErrorCode::kUnsupported);
   }
-  if (get(at, kHeaderBytes - 4, 4) != crc_of(at, kHeaderBytes - 4)) return refuse("its header is damaged (CRC-32)");
-  if (get(at, 12, 4) != kRecordBytes || get(at, 64, 4) != kBlockRecords || get(at, 68, 4) != kMediaBytes ||
-      get(at, 72, 4) != kBlockBytes) {
+  if (get_le(at + kHeaderBytes - 4, 4) != crc32_of(at, kHeaderBytes - 4))
+    return refuse("its header is damaged (CRC-32)");
+  if (get_le(at + 12, 4) != kRecordBytes || get_le(at + 64, 4) != kBlockRecords || get_le(at + 68, 4) != kMediaBytes ||
+      get_le(at + 72, 4) != kBlockBytes) {
     return refuse("its record sizes are wrong");
   }
   IndexHeader h;
-  h.samples = get(at, 16, 8);
-  h.media = get(at, 56, 8);
+  h.samples = get_le(at + 16, 8);
+  h.media = get_le(at + 56, 8);
   // The counts the header claims are checked against the file's size before anything is read.
   const std::uint64_t room = size - kHeaderBytes;
   const std::uint64_t fixed =
@@ -556,13 +607,13 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
     return refuse("truncated or extended: " + std::to_string(size) + " bytes for " + std::to_string(h.samples) +
                   " samples and " + std::to_string(h.media) + " media");
   }
-  h.source_size = get(at, 24, 8);
-  h.source_mtime_ns = static_cast<std::int64_t>(get(at, 32, 8));
-  h.source_crc32 = static_cast<std::uint32_t>(get(at, 40, 4));
-  h.text_start = static_cast<std::uint32_t>(get(at, 48, 4));
-  h.array = (get(at, 52, 4) & 1) != 0;
-  h.tokens_key = static_cast<std::uint32_t>(get(at, 76, 4));
-  h.etag_crc = static_cast<std::uint32_t>(get(at, 80, 4));
+  h.source_size = get_le(at + 24, 8);
+  h.source_mtime_ns = static_cast<std::int64_t>(get_le(at + 32, 8));
+  h.source_crc32 = static_cast<std::uint32_t>(get_le(at + 40, 4));
+  h.text_start = static_cast<std::uint32_t>(get_le(at + 48, 4));
+  h.array = (get_le(at + 52, 4) & 1) != 0;
+  h.tokens_key = static_cast<std::uint32_t>(get_le(at + 76, 4));
+  h.etag_crc = static_cast<std::uint32_t>(get_le(at + 80, 4));
   if (now.size != h.source_size || now.mtime_ns != h.source_mtime_ns || now.etag_crc != h.etag_crc) {
     const char* since =
         h.etag_crc != now.etag_crc
@@ -576,9 +627,9 @@ Result<std::shared_ptr<const MappedIndex>> MappedIndex::open(const std::string& 
   if (h.samples == 0 && h.media != 0) return refuse("it holds media entries but no sample");
   const std::byte* table = at + kHeaderBytes;
   const std::uint64_t blocks = blocks_of(h.samples);
-  if (get(at, 44, 4) != crc_of(table, blocks * kBlockBytes)) return refuse("its block table is damaged (CRC-32)");
+  if (get_le(at + 44, 4) != crc32_of(table, blocks * kBlockBytes)) return refuse("its block table is damaged (CRC-32)");
   for (std::uint64_t b = 0, previous = 0; b < blocks; ++b) {
-    const std::uint64_t first = get(table, b * kBlockBytes + 8, 8);
+    const std::uint64_t first = get_le(table + b * kBlockBytes + 8, 8);
     if ((b == 0 && first != 0) || first < previous || first > h.media) {
       return refuse("its block table names media entries it does not hold");
     }
@@ -605,13 +656,13 @@ Status MappedIndex::check_block(std::uint64_t b) const {
         "block " + std::to_string(b) + " (samples " + std::to_string(first) + "-" + std::to_string(end - 1) + ")" + why,
         path_);
   };
-  const std::uint64_t media_from = get(table_, b * kBlockBytes + 8, 8);
-  const std::uint64_t media_to = end < header_.samples ? get(table_, (b + 1) * kBlockBytes + 8, 8) : header_.media;
-  if (get(table_, b * kBlockBytes, 4) != crc_of(records_ + first * kRecordBytes, (end - first) * kRecordBytes)) {
+  const std::uint64_t media_from = get_le(table_ + b * kBlockBytes + 8, 8);
+  const std::uint64_t media_to = end < header_.samples ? get_le(table_ + (b + 1) * kBlockBytes + 8, 8) : header_.media;
+  if (get_le(table_ + b * kBlockBytes, 4) != crc32_of(records_ + first * kRecordBytes, (end - first) * kRecordBytes)) {
     return refuse(" is damaged (CRC-32)");
   }
-  if (get(table_, b * kBlockBytes + 4, 4) !=
-      crc_of(media_ + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes)) {
+  if (get_le(table_ + b * kBlockBytes + 4, 4) !=
+      crc32_of(media_ + media_from * kMediaBytes, (media_to - media_from) * kMediaBytes)) {
     return refuse(": its media entries are damaged (CRC-32)");
   }
   std::uint64_t next_media = media_from;
@@ -643,48 +694,48 @@ IndexRecord MappedIndex::decode(std::uint64_t i) const { return get_record(recor
 MediaFacts MappedIndex::media(std::uint64_t j) const { return get_media(media_ + j * kMediaBytes); }
 
 void put_record(std::string& out, const IndexRecord& r) {
-  put(out, r.offset, 8);
-  put(out, r.number, 8);
-  put(out, r.first_media, 8);
-  put(out, r.length, 4);
-  put(out, r.text_tokens, 4);
-  put(out, r.images, 2);
-  put(out, r.videos, 2);
-  put(out, r.audio, 2);
-  put(out, r.bad ? 1 : 0, 2);
+  put_le(out, r.offset, 8);
+  put_le(out, r.number, 8);
+  put_le(out, r.first_media, 8);
+  put_le(out, r.length, 4);
+  put_le(out, r.text_tokens, 4);
+  put_le(out, r.images, 2);
+  put_le(out, r.videos, 2);
+  put_le(out, r.audio, 2);
+  put_le(out, r.bad ? 1 : 0, 2);
 }
 
 void put_media(std::string& out, const MediaFacts& f) {
-  put(out, f.width, 4);
-  put(out, f.height, 4);
-  put(out, f.duration_ms, 4);
-  put(out, f.fps_centi, 2);
-  put(out, static_cast<std::uint8_t>(f.kind), 1);
-  put(out, static_cast<std::uint8_t>(f.known), 1);
+  put_le(out, f.width, 4);
+  put_le(out, f.height, 4);
+  put_le(out, f.duration_ms, 4);
+  put_le(out, f.fps_centi, 2);
+  put_le(out, static_cast<std::uint8_t>(f.kind), 1);
+  put_le(out, static_cast<std::uint8_t>(f.known), 1);
 }
 
 IndexRecord get_record(const std::byte* at) {
   IndexRecord r;
-  r.offset = get(at, 0, 8);
-  r.number = get(at, 8, 8);
-  r.first_media = get(at, 16, 8);
-  r.length = static_cast<std::uint32_t>(get(at, 24, 4));
-  r.text_tokens = static_cast<std::uint32_t>(get(at, 28, 4));
-  r.images = static_cast<std::uint16_t>(get(at, 32, 2));
-  r.videos = static_cast<std::uint16_t>(get(at, 34, 2));
-  r.audio = static_cast<std::uint16_t>(get(at, 36, 2));
-  r.bad = (get(at, 38, 2) & 1) != 0;
+  r.offset = get_le(at, 8);
+  r.number = get_le(at + 8, 8);
+  r.first_media = get_le(at + 16, 8);
+  r.length = static_cast<std::uint32_t>(get_le(at + 24, 4));
+  r.text_tokens = static_cast<std::uint32_t>(get_le(at + 28, 4));
+  r.images = static_cast<std::uint16_t>(get_le(at + 32, 2));
+  r.videos = static_cast<std::uint16_t>(get_le(at + 34, 2));
+  r.audio = static_cast<std::uint16_t>(get_le(at + 36, 2));
+  r.bad = (get_le(at + 38, 2) & 1) != 0;
   return r;
 }
 
 MediaFacts get_media(const std::byte* at) {
   MediaFacts f;
-  f.width = static_cast<std::uint32_t>(get(at, 0, 4));
-  f.height = static_cast<std::uint32_t>(get(at, 4, 4));
-  f.duration_ms = static_cast<std::uint32_t>(get(at, 8, 4));
-  f.fps_centi = static_cast<std::uint16_t>(get(at, 12, 2));
-  const auto kind = static_cast<std::uint8_t>(get(at, 14, 1));
-  const auto known = static_cast<std::uint8_t>(get(at, 15, 1));
+  f.width = static_cast<std::uint32_t>(get_le(at, 4));
+  f.height = static_cast<std::uint32_t>(get_le(at + 4, 4));
+  f.duration_ms = static_cast<std::uint32_t>(get_le(at + 8, 4));
+  f.fps_centi = static_cast<std::uint16_t>(get_le(at + 12, 2));
+  const auto kind = static_cast<std::uint8_t>(get_le(at + 14, 1));
+  const auto known = static_cast<std::uint8_t>(get_le(at + 15, 1));
   f.kind = kind >= 1 && kind <= 3 ? static_cast<MediaFacts::Kind>(kind) : MediaFacts::Kind::kImage;
   f.known = known <= 2 ? static_cast<MediaFacts::Known>(known) : MediaFacts::Known::kUnreadable;
   return f;

@@ -1,6 +1,8 @@
 // The journal of an index being built (index_journal.h).
 #include "dataset/index_journal.h"
 
+#include "dataset/le_bytes.h"
+
 #include <zlib.h>
 
 #include <cstring>
@@ -17,20 +19,6 @@ namespace {
 
 constexpr std::size_t kFixedBytes = 8 + 4 + 8 + 8 + 8 + 4;  // a chunk's counts, before its names
 
-std::uint64_t get(const std::byte* in, std::size_t bytes) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(in[i]) << (8 * i);
-  return v;
-}
-
-void put(std::string& out, std::uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-std::uint32_t crc_of(const void* data, std::size_t size) {
-  return static_cast<std::uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), size));
-}
-
 // One chunk read back, not yet taken.
 struct Chunk {
   std::uint64_t first = 0;
@@ -46,16 +34,16 @@ std::optional<Chunk> read_chunk(const std::byte* in, std::size_t size, std::uint
                                 std::uint64_t capacity) {
   if (size < kFixedBytes) return std::nullopt;
   Chunk c;
-  c.first = get(in, 8);
-  const std::uint64_t count = get(in + 8, 4), media_count = get(in + 12, 8);
-  c.counts.unreadable = get(in + 20, 8);
-  c.counts.not_probed = get(in + 28, 8);
-  const std::uint64_t names = get(in + 36, 4);
+  c.first = get_le(in, 8);
+  const std::uint64_t count = get_le(in + 8, 4), media_count = get_le(in + 12, 8);
+  c.counts.unreadable = get_le(in + 20, 8);
+  c.counts.not_probed = get_le(in + 28, 8);
+  const std::uint64_t names = get_le(in + 36, 4);
   if (c.first != samples || count > capacity - samples) return std::nullopt;
   std::size_t at = kFixedBytes;
   for (std::uint64_t i = 0; i < names; ++i) {
     if (size - at < 4) return std::nullopt;
-    const std::uint64_t length = get(in + at, 4);
+    const std::uint64_t length = get_le(in + at, 4);
     at += 4;
     if (length > size - at) return std::nullopt;
     c.counts.named.emplace_back(reinterpret_cast<const char*>(in + at), length);
@@ -87,11 +75,11 @@ Result<IndexJournal> IndexJournal::open(const std::string& path, const std::stri
     const std::byte* in = mapped->bytes().data();
     const std::size_t size = mapped->size(), head = key.size() + 4;
     if (size >= head && std::memcmp(in, key.data(), key.size()) == 0 &&
-        get(in + key.size(), 4) == crc_of(in, key.size())) {
+        get_le(in + key.size(), 4) == crc32_of(in, key.size())) {
       good_end = head;
       for (std::size_t at = head; size - at >= 8;) {
-        const std::uint64_t length = get(in + at, 4);
-        if (length > size - at - 8 || get(in + at + 4 + length, 4) != crc_of(in + at, 4 + length)) break;
+        const std::uint64_t length = get_le(in + at, 4);
+        if (length > size - at - 8 || get_le(in + at + 4 + length, 4) != crc32_of(in + at, 4 + length)) break;
         std::optional<Chunk> c = read_chunk(in + at + 4, length, samples, index.media.size(), index.records.size());
         if (!c) break;
         std::copy(c->records.begin(), c->records.end(), index.records.begin() + static_cast<std::ptrdiff_t>(samples));
@@ -109,7 +97,7 @@ Result<IndexJournal> IndexJournal::open(const std::string& path, const std::stri
   if (good_end == 0) {  // none, or another build's: a new one
     journal.out_.open(path, std::ios::binary | std::ios::trunc);
     std::string head = key;
-    put(head, crc_of(key.data(), key.size()), 4);
+    put_le(head, crc32_of(key.data(), key.size()), 4);
     journal.out_.write(head.data(), static_cast<std::streamsize>(head.size()));
   } else {  // what followed the last whole chunk cut away
     std::error_code ec;
@@ -124,15 +112,15 @@ Result<IndexJournal> IndexJournal::open(const std::string& path, const std::stri
 Status IndexJournal::append(const DatasetIndex& index, std::uint64_t first, std::uint64_t end,
                             std::uint64_t first_media, const ChunkCounts& counts) {
   std::string chunk;
-  put(chunk, 0, 4);  // its length, set below
-  put(chunk, first, 8);
-  put(chunk, end - first, 4);
-  put(chunk, index.media.size() - first_media, 8);
-  put(chunk, counts.unreadable, 8);
-  put(chunk, counts.not_probed, 8);
-  put(chunk, counts.named.size(), 4);
+  put_le(chunk, 0, 4);  // its length, set below
+  put_le(chunk, first, 8);
+  put_le(chunk, end - first, 4);
+  put_le(chunk, index.media.size() - first_media, 8);
+  put_le(chunk, counts.unreadable, 8);
+  put_le(chunk, counts.not_probed, 8);
+  put_le(chunk, counts.named.size(), 4);
   for (const std::string& n : counts.named) {
-    put(chunk, n.size(), 4);
+    put_le(chunk, n.size(), 4);
     chunk += n;
   }
   for (std::uint64_t i = first; i < end; ++i) put_record(chunk, index.records[i]);
@@ -140,7 +128,7 @@ Status IndexJournal::append(const DatasetIndex& index, std::uint64_t first, std:
   const std::uint64_t length = chunk.size() - 4;
   if (length > UINT32_MAX) return Error(ErrorCode::kInternal, "a journal chunk past 4 GiB", path_);
   for (int i = 0; i < 4; ++i) chunk[static_cast<std::size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
-  put(chunk, crc_of(chunk.data(), chunk.size()), 4);
+  put_le(chunk, crc32_of(chunk.data(), chunk.size()), 4);
   out_.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
   if (!out_.flush()) return Error(ErrorCode::kIoError, "cannot write the journal", path_);
   return ok_status();

@@ -307,7 +307,7 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
   switch (files.layout) {
     case Layout::kManifest: return read_text_files(source, files.files, limit, s3, fetcher, manifest, lines, indexes);
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines, indexes.cache_dir);
-    case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines);
+    case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines, indexes.use);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
     case Layout::kEnergon: return read_energon_dataset(files.files.front(), limit, s3, manifest, lines);
   }
@@ -463,8 +463,10 @@ Result<MediaSource> resolve_media(std::string_view ref, const Manifests& manifes
     for (std::uint64_t k = s.first_member; k < s.first_member + s.member_count; ++k) {
       if (m.members[k].suffix != ref) continue;
       const CellPlace& p = m.cells[k];
+      std::string member = "row " + s.key + ", " + m.members[k].suffix;
+      if (p.value) return MediaSource{m.shards[s.shard].uri, *p.value, std::move(member), nullptr};
       return MediaSource{m.shards[s.shard].uri, storage::ByteRange{m.members[k].offset, m.members[k].size},
-                         "row " + s.key + ", " + m.members[k].suffix,
+                         std::move(member),
                          std::make_shared<ParquetCell>(ParquetCell{m.chunks[p.chunk], p.first_row, p.row, p.element})};
     }
   }

@@ -65,12 +65,15 @@ struct ParquetCell {
   std::uint32_t element = 0;
 };
 
-// A Parquet sample's member (parallel to Manifest::members): its chunk (in Manifest::chunks).
+// A Parquet sample's member (parallel to Manifest::members): its chunk (in Manifest::chunks). Read
+// from the file's index (parquet_index.h): `value`, the image's own bytes in the file, fetched
+// alone (no chunk: nothing to decode).
 struct CellPlace {
   std::uint32_t chunk = 0;
   std::uint32_t element = 0;
   std::uint64_t first_row = 0;
   std::uint64_t row = 0;
+  std::optional<storage::ByteRange> value;
 };
 
 struct Shard {

@@ -16,9 +16,11 @@
 #include <parquet/metadata.h>
 #include <parquet/page_index.h>
 #include <parquet/statistics.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -26,6 +28,8 @@
 #include "dataset/arrow_file.h"
 #include "dataset/arrow_json.h"
 #include "dataset/arrow_pool.h"
+#include "dataset/index.h"
+#include "dataset/parquet_index.h"
 #include "dataset/shards.h"
 #include "mmfeed/json.h"
 #include "storage/fetcher.h"
@@ -401,7 +405,7 @@ class ParquetReader {
         append_json_string(out, ref);
         const auto [range, first_row] = pages[k]->range_of(row);
         m_.members.push_back({ref, range.offset, range.length});
-        m_.cells.push_back({chunk_ids[k], static_cast<std::uint32_t>(e), first_row, row});
+        m_.cells.push_back({chunk_ids[k], static_cast<std::uint32_t>(e), first_row, row, std::nullopt});
         ++sample.member_count;
       }
       if (col.image == ImageColumn::kList) out += ']';
@@ -427,14 +431,64 @@ struct FilePart {
   Status status = ok_status();
 };
 
+// The index beside file `uri` (parquet_index.h), its bytes: nullopt where there is none (a remote
+// store's 403 taken as none: stores hide what is missing).
+Result<std::optional<core::Buffer>> index_beside(const storage::ObjectUri& uri, const std::string& path,
+                                                 std::size_t limit, const storage::S3Options& s3) {
+  if (uri.scheme == storage::Scheme::kFile) {
+    struct stat st {};
+    if (::stat(index_path_of(uri.path).c_str(), &st) != 0) return std::optional<core::Buffer>();
+  } else if (path.find_first_of("?#") != std::string::npos) {
+    return std::optional<core::Buffer>();  // a signed URL: nothing beside it to name
+  }
+  MMFEED_ASSIGN_OR_RETURN(
+      storage::ObjectUri index,
+      storage::parse_uri(uri.scheme == storage::Scheme::kFile ? index_path_of(uri.path) : index_path_of(path)));
+  storage::FetchOptions options;
+  options.part_size = 0;
+  // Its rows' text is held to `limit` when read; its entries (64 bytes an image) come besides.
+  options.max_object_bytes = limit > SIZE_MAX / 2 ? SIZE_MAX : 2 * limit;
+  storage::Fetcher fetcher(options, s3);
+  if (!fetcher.submit({std::move(index), 0, std::nullopt})) {
+    return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
+  }
+  std::optional<storage::FetchResult> r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
+  if (!r->data.ok()) {
+    const ErrorCode code = r->data.error().code();
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) return std::optional<core::Buffer>();
+    return std::move(r->data).error();
+  }
+  return std::optional<core::Buffer>(std::move(r->data).value());
+}
+
+// File `path` read from its index, when it has one beside it: whether it did.
+Result<bool> read_indexed_part(const storage::ObjectUri& uri, const std::string& path, std::size_t limit,
+                               const storage::S3Options& s3, std::uint32_t manifest, FilePart& part) {
+  MMFEED_ASSIGN_OR_RETURN(std::optional<core::Buffer> index, index_beside(uri, path, limit, s3));
+  if (!index) return false;
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, s3));
+  MMFEED_RETURN_IF_ERROR(read_parquet_index(index->span(), storage::redact_uri(index_path_of(path)), now, limit,
+                                            manifest, part.rows, part.lines));
+  return true;
+}
+
 void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
-                        std::uint32_t manifest, FilePart& part) {
+                        std::uint32_t manifest, bool use_indexes, FilePart& part) {
   auto uri = storage::parse_uri(path);
   if (!uri.ok()) {
     part.status = uri.error();
     return;
   }
   const std::string name = storage::redact_uri(path);
+  if (use_indexes) {
+    auto indexed = read_indexed_part(*uri, path, limit, s3, manifest, part);
+    if (!indexed.ok() || *indexed) {
+      part.status = indexed.ok() ? ok_status() : Status(std::move(indexed).error());
+      part.rows.shards.push_back(Shard{std::move(uri).value(), name});
+      return;
+    }
+  }
   storage::FetchOptions options;
   options.part_size = 0;
   options.max_object_bytes = limit;
@@ -451,9 +505,9 @@ void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool&
 // One file read on a thread of its own: what it cannot get (a thread of the fetcher, memory) is
 // its error, not the process's end.
 void read_part(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
-               std::uint32_t manifest, FilePart& part) {
+               std::uint32_t manifest, bool use_indexes, FilePart& part) {
   try {
-    read_part_or_throw(path, limit, pool, s3, manifest, part);
+    read_part_or_throw(path, limit, pool, s3, manifest, use_indexes, part);
   } catch (const std::exception& e) {
     part.status =
         Error(ErrorCode::kResourceExhausted, std::string("cannot read it: ") + e.what(), storage::redact_uri(path));
@@ -490,7 +544,8 @@ void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<Manifest
 }  // namespace
 
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& names, std::size_t limit,
-                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines) {
+                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
+                              bool use_indexes) {
   Manifest m;
   m.name = storage::redact_uri(source);
   m.parquet = true;
@@ -508,7 +563,7 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
     for (std::size_t k = 0; k < count; ++k) {
       try {
         threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::ref(pool), std::cref(s3), manifest,
-                             std::ref(parts[k]));
+                             use_indexes, std::ref(parts[k]));
       } catch (const std::system_error& e) {
         started = Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what(), m.name);
         break;
@@ -537,8 +592,13 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
   return m;
 }
 
-Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
-                                         std::uint64_t max_bytes, std::vector<std::byte>& out) {
+namespace {
+
+// Finds cell `cell` in `pages` and hands its bytes to `use` (while the decoded pages live). A null
+// cell, or pages that do not hold the cell's row, are errors naming the column and the row;
+// pages that decompress past `max_bytes` are refused when the decoder asks for the memory.
+Status with_value(const ParquetCell& cell, std::span<const std::byte> pages, std::uint64_t max_bytes,
+                  const std::function<Status(const parquet::ByteArray&)>& use) {
   const ParquetChunk& chunk = *cell.chunk;
   const std::string where = chunk.column + " of row " + std::to_string(cell.row);
   // The decompressed pages and the decoded values: a page's header may say it inflates a
@@ -583,10 +643,7 @@ Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<cons
                              std::to_string(max_bytes) + ")",
                          where);
           }
-          const storage::ByteRange place{out.size(), b.len};
-          const auto* p = reinterpret_cast<const std::byte*>(b.ptr);
-          out.insert(out.end(), p, p + b.len);
-          return place;
+          return use(b);
         }
         if (present) ++v;
       }
@@ -601,6 +658,35 @@ Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<cons
     if (pool.refused() > 0) return refused();
     return Error(ErrorCode::kCorruptData, e.what(), where);
   }
+}
+
+}  // namespace
+
+Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
+                                         std::uint64_t max_bytes, std::vector<std::byte>& out) {
+  storage::ByteRange place;
+  MMFEED_RETURN_IF_ERROR(with_value(cell, pages, max_bytes, [&](const parquet::ByteArray& b) {
+    place = {out.size(), b.len};
+    const auto* p = reinterpret_cast<const std::byte*>(b.ptr);
+    out.insert(out.end(), p, p + b.len);
+    return ok_status();
+  }));
+  return place;
+}
+
+Result<std::optional<storage::ByteRange>> parquet_value_place(const ParquetCell& cell, std::span<const std::byte> pages,
+                                                              std::uint64_t max_bytes) {
+  std::optional<storage::ByteRange> place;
+  MMFEED_RETURN_IF_ERROR(with_value(cell, pages, max_bytes, [&](const parquet::ByteArray& b) {
+    // Stored as it is, the value is a view of the fetched bytes themselves (an uncompressed,
+    // PLAIN page is not copied by the reader); decompressed or decoded, it lies elsewhere.
+    const auto* p = reinterpret_cast<const std::byte*>(b.ptr);
+    if (p >= pages.data() && p + b.len <= pages.data() + pages.size()) {
+      place = storage::ByteRange{static_cast<std::uint64_t>(p - pages.data()), b.len};
+    }
+    return ok_status();
+  }));
+  return place;
 }
 
 }  // namespace mmfeed::dataset

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,8 +39,13 @@ namespace mmfeed::dataset {
 // number `manifest`, each row a sample (its line appended to `lines`). `limit` (max_manifest_bytes) bounds the columns
 // read at open, as the footer states them and as they really decode (every Arrow allocation counted), and the text
 // written from them, all files of the source together. Errors name the file (and the row group or row).
+// A file with a current index beside it (parquet_index.h; `use_indexes`) is read from the index
+// instead (its rows' text, its images' places): nothing of the file is read at open but the
+// first bytes that stamp its version, and each image is then fetched alone; an index there that
+// does not check out (the file changed since, the index damaged) is an error naming it.
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
-                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines);
+                              const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
+                              bool use_indexes = true);
 
 // Cell `cell`'s bytes decoded from `pages`, the bytes of its MediaSource's range: appended to
 // `out`, their place in it returned. A null cell, or pages that do not hold the cell's row, are
@@ -48,5 +54,12 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
 // committed (kResourceExhausted).
 Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte> pages,
                                          std::uint64_t max_bytes, std::vector<std::byte>& out);
+
+// Where cell `cell`'s bytes lie in `pages` as they are stored (an uncompressed, PLAIN-encoded
+// page holds each value as it is): what an index keeps so that a sample fetches its image alone.
+// nullopt where the page is compressed or the value decoded (no byte range of the file is the
+// image). Errors as parquet_value's.
+Result<std::optional<storage::ByteRange>> parquet_value_place(const ParquetCell& cell, std::span<const std::byte> pages,
+                                                              std::uint64_t max_bytes);
 
 }  // namespace mmfeed::dataset

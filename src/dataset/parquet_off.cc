@@ -13,7 +13,7 @@ Error no_parquet(const std::string& where) {
 }  // namespace
 
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>&, std::size_t,
-                              const storage::S3Options&, std::uint32_t, std::vector<ManifestLine>&) {
+                              const storage::S3Options&, std::uint32_t, std::vector<ManifestLine>&, bool) {
   return no_parquet(source);
 }
 
@@ -24,6 +24,11 @@ Result<Manifest> read_arrow_files(const std::string& source, const std::vector<s
 
 Result<storage::ByteRange> parquet_value(const ParquetCell& cell, std::span<const std::byte>, std::uint64_t,
                                          std::vector<std::byte>&) {
+  return no_parquet("row " + std::to_string(cell.row));
+}
+
+Result<std::optional<storage::ByteRange>> parquet_value_place(const ParquetCell& cell, std::span<const std::byte>,
+                                                              std::uint64_t) {
   return no_parquet("row " + std::to_string(cell.row));
 }
 
