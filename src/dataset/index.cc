@@ -33,6 +33,7 @@
 #include "dataset/remote_copy.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
+#include "dataset/wids.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 #include "storage/uri.h"
@@ -391,6 +392,25 @@ Result<IndexSummary> index_shards(const std::string& source, const std::vector<s
   return summary;
 }
 
+// The local .json file at `path` (shown as `name`) as a wids descriptor; nullopt where it is none.
+Result<std::optional<dataset::WidsShards>> wids_descriptor(const std::string& path, const std::string& name) {
+  constexpr std::size_t kMaxDescriptorBytes = std::size_t{64} << 20;
+  std::ifstream in(path, std::ios::binary);
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (!dataset::parse_wids_descriptor(text, name, "").ok()) {  // its head names "wids_version": read it whole
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec || size > kMaxDescriptorBytes) return std::optional<dataset::WidsShards>();
+    in.seekg(0);
+    text.assign(static_cast<std::size_t>(size), '\0');
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+  }
+  return dataset::parse_wids_descriptor(text, name, std::filesystem::path(path).parent_path().string());
+}
+
 // Where the index of manifest `source` is written: options.out, the cache_dir's place (created),
 // else beside a local manifest; a remote one's needs one of the first two.
 Result<std::string> index_destination(const std::string& source, const storage::ObjectUri& uri,
@@ -488,6 +508,10 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
     MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles files, dataset::source_files(source, s3));
     return layout == dataset::Layout::kShards ? index_shards(source, files.files, options, s3)
                                               : index_parquet(source, files.files, options, s3);
+  }
+  if (!remote && source.ends_with(".json")) {  // a wids descriptor: its shards get their .tar.idx
+    MMFEED_ASSIGN_OR_RETURN(std::optional<dataset::WidsShards> wids, wids_descriptor(uri.path, name));
+    if (wids) return index_shards(source, wids->urls, options, s3);
   }
   IndexSummary summary;
   MMFEED_ASSIGN_OR_RETURN(summary.path, index_destination(source, uri, options));

@@ -19,6 +19,7 @@
 #include "dataset/shard_reads.h"
 #include "dataset/shards.h"
 #include "dataset/source_files.h"
+#include "dataset/wids.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 #include "text/conversation.h"
@@ -305,7 +306,19 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
                              const storage::S3Options& s3, storage::Fetcher& fetcher, std::uint32_t manifest,
                              std::vector<ManifestLine>& lines, const Indexes& indexes) {
   switch (files.layout) {
-    case Layout::kManifest: return read_text_files(source, files.files, limit, s3, fetcher, manifest, lines, indexes);
+    case Layout::kManifest: {
+      const std::size_t held = lines.size();
+      MMFEED_ASSIGN_OR_RETURN(Manifest m,
+                              read_text_files(source, files.files, limit, s3, fetcher, manifest, lines, indexes));
+      if (files.files.size() != 1 || !files.files[0].ends_with(".json") || m.indexed) return m;
+      MMFEED_ASSIGN_OR_RETURN(std::optional<WidsShards> wids, parse_wids_descriptor(m.text, m.name, m.base_dir));
+      if (!wids) return m;
+      lines.resize(held);  // a wids descriptor: its shards are the source
+      MMFEED_ASSIGN_OR_RETURN(Manifest shards,
+                              read_shards(source, wids->urls, limit, s3, manifest, lines, indexes.cache_dir));
+      MMFEED_RETURN_IF_ERROR(check_wids_counts(shards, *wids, m.name));
+      return shards;
+    }
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines, indexes.cache_dir);
     case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines, indexes.use);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);

@@ -108,8 +108,7 @@ TEST(ParquetIndexTest, RefusesCountsTheBytesDoNotHold) {
   Manifest rows;
   std::vector<ManifestLine> lines;
   EXPECT_FALSE(read(cut, rows, lines).ok());
-  EXPECT_NE(read("short", rows, lines).error().to_string().find("not the index of a Parquet file"),
-            std::string::npos);
+  EXPECT_NE(read("short", rows, lines).error().to_string().find("not the index of a Parquet file"), std::string::npos);
 }
 
 TEST(ParquetIndexTest, RefusesEntriesOutsideTheirTextNamesOrFile) {
