@@ -22,9 +22,22 @@ std::uint32_t clamped(double v, double most) {
   return static_cast<std::uint32_t>(std::clamp(std::round(v), 0.0, most));
 }
 
-constexpr std::uint64_t kHead = 64u << 10;     // a remote image's first bytes asked for
-constexpr std::uint64_t kLongHead = 1u << 20;  // again, where its header lies past kHead
-constexpr std::size_t kWaiting = 256;          // remote images read together
+constexpr std::uint64_t kHead = 64u << 10;               // a remote image's first bytes asked for
+constexpr std::uint64_t kLongHead = 1u << 20;            // again, where its header lies past kHead
+constexpr std::uint64_t kVideoTail = 4u << 20;           // a remote video's last bytes, where its header is not first
+constexpr std::size_t kWaiting = 256;                    // remote images and videos read together
+constexpr std::uint64_t kTail = std::uint64_t{1} << 63;  // a request's tag: for its object's last bytes
+
+MediaFacts video_facts(const VideoInfo& info) {
+  MediaFacts f;
+  f.kind = MediaFacts::Kind::kVideo;
+  f.width = static_cast<std::uint32_t>(info.width);
+  f.height = static_cast<std::uint32_t>(info.height);
+  f.duration_ms = clamped(info.duration_s * 1000, UINT32_MAX);
+  f.fps_centi = static_cast<std::uint16_t>(clamped(info.fps * 100, UINT16_MAX));
+  f.known = MediaFacts::Known::kRead;
+  return f;
+}
 constexpr std::size_t kInFlight = 64;
 
 }  // namespace
@@ -45,11 +58,7 @@ Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& 
     }
     case MediaFacts::Kind::kVideo: {
       MMFEED_ASSIGN_OR_RETURN(const VideoInfo info, vision::probe_video(bytes, {}));
-      f.width = static_cast<std::uint32_t>(info.width);
-      f.height = static_cast<std::uint32_t>(info.height);
-      f.duration_ms = clamped(info.duration_s * 1000, UINT32_MAX);
-      f.fps_centi = static_cast<std::uint16_t>(clamped(info.fps * 100, UINT16_MAX));
-      break;
+      return video_facts(info);
     }
     case MediaFacts::Kind::kAudio: {
       MMFEED_ASSIGN_OR_RETURN(const AudioInfo info, probe_audio(bytes));
@@ -73,8 +82,8 @@ void MediaProber::add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std
   media.push_back(f);
   const std::size_t slot = media.size() - 1;
   if (!uri.ok()) return fail(slot, name, uri.error());
-  if (uri->scheme != storage::Scheme::kFile && kind == MediaFacts::Kind::kImage) {
-    waiting_.push_back({slot, std::move(uri).value(), std::move(name)});
+  if (uri->scheme != storage::Scheme::kFile && kind != MediaFacts::Kind::kAudio) {
+    waiting_.push_back({slot, kind, std::move(uri).value(), std::move(name)});
     if (waiting_.size() >= kWaiting) flush();
     return;
   }
@@ -101,34 +110,77 @@ void MediaProber::flush() {
     same.push_back(i);
   }
   std::size_t next = 0, outstanding = 0;
-  const auto ask = [&](std::size_t i, std::uint64_t bytes) {
-    outstanding += fetcher_->submit({waiting_[i].uri, i, storage::ByteRange{0, bytes}}) ? 1 : 0;
+  const auto ask = [&](std::uint64_t tag, storage::ByteRange range) {
+    outstanding += fetcher_->submit({waiting_[tag & ~kTail].uri, tag, range}) ? 1 : 0;
   };
+  std::unordered_map<std::size_t, core::Buffer> heads;  // videos' first bytes, while their last are fetched
   while (next < first.size() || outstanding > 0) {
-    while (next < first.size() && outstanding < kInFlight * 2) ask(first[next++], kHead);
+    while (next < first.size() && outstanding < kInFlight * 2) {
+      const std::size_t i = first[next++];
+      ask(i, {0, waiting_[i].kind == MediaFacts::Kind::kImage ? kHead : kLongHead});
+    }
     if (outstanding == 0) break;                               // (the fetcher refused them: only once cancelled)
     std::optional<storage::FetchResult> r = fetcher_->next();  // each GET ends within its deadlines
     if (!r) break;
     --outstanding;
-    const std::vector<std::size_t>& same = naming[waiting_[r->tag].uri.to_string()];
+    const std::size_t i = r->tag & ~kTail;
+    const std::vector<std::size_t>& same = naming[waiting_[i].uri.to_string()];
+    const auto fail_all = [&](const Error& why) {
+      for (const std::size_t k : same) fail(waiting_[k].slot, waiting_[k].name, why);
+    };
     if (!r->data.ok()) {
-      for (const std::size_t i : same) fail(waiting_[i].slot, waiting_[i].name, r->data.error());
+      fail_all(r->data.error());
       continue;
     }
-    auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r->data->data()), r->data->size()});
-    if (!info.ok() && r->data->size() == kHead && r->object_size > kHead) {
-      ask(r->tag, kLongHead);  // its header lies further in (a large EXIF block first)
-      continue;
-    }
-    for (const std::size_t i : same) {
-      MediaFacts& f = media[waiting_[i].slot];
+    MediaFacts facts;
+    if (waiting_[i].kind == MediaFacts::Kind::kVideo) {
+      // Whole (a short clip): probed as the Loader probes it. Else its header's facts from its
+      // first bytes, or from its first and last (an MP4 written without faststart ends with moov).
+      const std::uint64_t size = r->object_size;
+      const bool whole = (r->tag & kTail) == 0 && (size == 0 || size <= r->data->size());
+      Result<VideoInfo> info = Error(ErrorCode::kInternal, "unset");
+      if (whole) {
+        info = vision::probe_video(r->data->span(), {});
+      } else if ((r->tag & kTail) == 0) {
+        info = vision::probe_video_header(r->data->span(), {}, size, {});
+        if (!info.ok() && size > r->data->size()) {
+          // Its last 4 MiB, or all the rest where less would leave a gap too short to be seeked
+          // over (FFmpeg reads through a short one).
+          const std::uint64_t rest = size - r->data->size();
+          const std::uint64_t tail = rest <= kVideoTail + kLongHead ? rest : kVideoTail;
+          heads.emplace(i, std::move(r->data).value());
+          ask(i | kTail, {size - tail, tail});
+          continue;
+        }
+      } else {
+        core::Buffer head = std::move(heads.at(i));
+        heads.erase(i);
+        info = vision::probe_video_header(head.span(), r->data->span(), size, {});
+      }
       if (!info.ok()) {
-        fail(waiting_[i].slot, waiting_[i].name, info.error());
+        fail_all(info.error());
         continue;
       }
-      f.width = static_cast<std::uint32_t>(info->upright_width());
-      f.height = static_cast<std::uint32_t>(info->upright_height());
-      f.known = MediaFacts::Known::kRead;
+      facts = video_facts(*info);
+    } else {
+      auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r->data->data()), r->data->size()});
+      if (!info.ok() && r->data->size() == kHead && r->object_size > kHead) {
+        ask(i, {0, kLongHead});  // its header lies further in (a large EXIF block first)
+        continue;
+      }
+      if (!info.ok()) {
+        fail_all(info.error());
+        continue;
+      }
+      facts.width = static_cast<std::uint32_t>(info->upright_width());
+      facts.height = static_cast<std::uint32_t>(info->upright_height());
+      facts.known = MediaFacts::Known::kRead;
+    }
+    for (const std::size_t k : same) {
+      MediaFacts& f = media[waiting_[k].slot];
+      const MediaFacts::Kind kind = f.kind;  // as the sample names it
+      f = facts;
+      f.kind = kind;
     }
   }
   for (const Waiting& w : waiting_) not_probed += media[w.slot].known == MediaFacts::Known::kNotProbed ? 1 : 0;

@@ -2,8 +2,9 @@
 // dataset index: a local file mapped, so only what the header's parser touches is read (an
 // image's first pages; a video's packets, counted as the Loader counts them; an audio clip's
 // header); a remote image's first bytes fetched by a ranged GET (64 KiB, then 1 MiB where its
-// header lies further), many in flight, one for each object however many samples name it
-// (MediaProber).
+// header lies further), a remote video's container header from its first MiB (and its last 4 MiB
+// where the header is not first: an MP4's moov at its end; a video within the first MiB is probed
+// whole), many in flight, one for each object however many samples name it (MediaProber).
 //
 // Example:
 //   MediaFacts f = media_facts(MediaFacts::Kind::kImage, uri).value();   // f.width, f.height
@@ -28,9 +29,9 @@ namespace mmfeed::dataset {
 // reference) when the file is missing or its header is not one of `kind`'s formats.
 Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& uri);
 
-// The facts of media in the order added (`media`): local ones read when added, remote images
-// gathered and read together by ranged GETs of their first bytes (at flush(), and whenever 256
-// wait), remote videos and audio clips not read (kNotProbed). A medium that cannot be read is
+// The facts of media in the order added (`media`): local ones read when added, remote images and
+// videos gathered and read together by ranged GETs of their first (a video's, and last) bytes
+// (at flush(), and whenever 256 wait), remote audio clips not read (kNotProbed). A medium that cannot be read is
 // counted, named (the first `named`) and marked kUnreadable.
 class MediaProber {
  public:
@@ -38,7 +39,7 @@ class MediaProber {
 
   // Medium `uri` of `kind` (or why it did not resolve), `name` naming it ("train.jsonl:12: a.jpg").
   void add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std::string name);
-  // Reads the remote images still waiting.
+  // Reads the remote images and videos still waiting.
   void flush();
 
   std::vector<MediaFacts> media;
@@ -48,6 +49,7 @@ class MediaProber {
  private:
   struct Waiting {
     std::size_t slot;  // in `media`
+    MediaFacts::Kind kind;
     storage::ObjectUri uri;
     std::string name;
   };
@@ -56,7 +58,7 @@ class MediaProber {
   storage::S3Options s3_;
   std::size_t named_;
   std::vector<Waiting> waiting_;
-  std::unique_ptr<storage::Fetcher> fetcher_;  // made for the first remote image
+  std::unique_ptr<storage::Fetcher> fetcher_;  // made for the first remote image or video
 };
 
 }  // namespace mmfeed::dataset

@@ -14,17 +14,21 @@ std::string av_message(int status) {
 
 int MediaFile::Reader::read(void* opaque, std::uint8_t* out, int size) {
   auto* self = static_cast<Reader*>(opaque);
-  const std::int64_t left = static_cast<std::int64_t>(self->bytes.size()) - self->position;
-  if (left <= 0) return AVERROR_EOF;
+  // The part holding the position: the bytes from 0, else the tail; a gap between them is not read.
+  const bool in_tail = self->position >= self->tail_at && !self->tail.empty();
+  const std::span<const std::byte> part = in_tail ? self->tail : self->bytes;
+  const std::int64_t at = self->position - (in_tail ? self->tail_at : 0);
+  const std::int64_t left = static_cast<std::int64_t>(part.size()) - at;
+  if (left <= 0) return self->position >= self->size ? AVERROR_EOF : AVERROR(EIO);
   const int n = static_cast<int>(std::min<std::int64_t>(left, size));
-  std::memcpy(out, self->bytes.data() + self->position, static_cast<std::size_t>(n));
+  std::memcpy(out, part.data() + at, static_cast<std::size_t>(n));
   self->position += n;
   return n;
 }
 
 std::int64_t MediaFile::Reader::seek(void* opaque, std::int64_t offset, int whence) {
   auto* self = static_cast<Reader*>(opaque);
-  const auto size = static_cast<std::int64_t>(self->bytes.size());
+  const std::int64_t size = self->size;
   if (whence == AVSEEK_SIZE) return size;
   std::int64_t to = offset;
   switch (whence & ~AVSEEK_FORCE) {
@@ -47,12 +51,21 @@ MediaFile::~MediaFile() = default;
 
 Result<std::unique_ptr<MediaFile> > MediaFile::open(std::span<const std::byte> bytes, std::string_view what,
                                                     bool probe_packets) {
+  return open_parts(bytes, {}, static_cast<std::int64_t>(bytes.size()), what, probe_packets);
+}
+
+Result<std::unique_ptr<MediaFile> > MediaFile::open_parts(std::span<const std::byte> head,
+                                                          std::span<const std::byte> tail, std::int64_t size,
+                                                          std::string_view what, bool probe_packets) {
   // FFmpeg's own messages would go to stderr for every damaged sample; ours carry the reason.
   static std::once_flag quiet;
   std::call_once(quiet, [] { av_log_set_level(AV_LOG_QUIET); });
   const std::string prefix = std::string(what) + ": ";
   auto file = std::unique_ptr<MediaFile>(new MediaFile);
-  file->reader_.bytes = bytes;
+  file->reader_.bytes = head;
+  file->reader_.tail = tail;
+  file->reader_.size = size;
+  file->reader_.tail_at = size - static_cast<std::int64_t>(tail.size());
   constexpr int kBuffer = 1 << 16;
   auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBuffer));
   if (buffer == nullptr) return Error(ErrorCode::kResourceExhausted, prefix + "cannot allocate the read buffer");

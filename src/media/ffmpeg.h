@@ -45,6 +45,12 @@ class MediaFile {
   // or DTS) has its packets probed for another; libsndfile never does, and it costs more than decoding.
   static Result<std::unique_ptr<MediaFile> > open(std::span<const std::byte> bytes, std::string_view what,
                                                   bool probe_packets = true);
+  // A file of `size` bytes of which only its first bytes `head` and its last `tail` are at hand
+  // (a remote one's, fetched by two ranged GETs): a read in the gap between them fails (EIO).
+  // Enough for what a container's header says (an MP4's moov lies at one end), not its packets.
+  static Result<std::unique_ptr<MediaFile> > open_parts(std::span<const std::byte> head,
+                                                        std::span<const std::byte> tail, std::int64_t size,
+                                                        std::string_view what, bool probe_packets = true);
   // Reads packets (and decodes some) to fill in the streams' parameters the header does not
   // state; costly where a demuxer asks for its packets to be probed (PCM in WAV: ~1 ms a second).
   Status find_stream_info();
@@ -56,7 +62,9 @@ class MediaFile {
 
  private:
   struct Reader {
-    std::span<const std::byte> bytes;
+    std::span<const std::byte> bytes;  // from byte 0
+    std::span<const std::byte> tail;   // from tail_at to size
+    std::int64_t tail_at = 0, size = 0;
     std::int64_t position = 0;
     static int read(void* opaque, std::uint8_t* out, int size);
     static std::int64_t seek(void* opaque, std::int64_t offset, int whence);

@@ -32,6 +32,10 @@ Error no_video() {
 }  // namespace
 
 Result<VideoInfo> probe_video(std::span<const std::byte>, const VideoLimits&) { return no_video(); }
+Result<VideoInfo> probe_video_header(std::span<const std::byte>, std::span<const std::byte>, std::uint64_t,
+                                     const VideoLimits&) {
+  return no_video();
+}
 Status for_each_video_frame(std::span<const std::byte>, std::span<const std::int64_t>, const VideoLimits&,
                             const VideoFrameSink&) {
   return no_video();
@@ -169,6 +173,39 @@ Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimit
   if (info.fps <= 0) return Error(ErrorCode::kCorruptData, "video: the stream declares no frame rate");
   info.frames = frames;
   info.duration_s = static_cast<double>(frames) / info.fps;
+  return info;
+}
+
+Result<VideoInfo> probe_video_header(std::span<const std::byte> head, std::span<const std::byte> tail,
+                                     std::uint64_t size, const VideoLimits& limits) {
+  auto file = media::MediaFile::open_parts(head, tail, static_cast<std::int64_t>(size), "video");
+  if (!file.ok()) return std::move(file).error();
+  AVFormatContext* format = (*file)->format();
+  AVStream* stream = nullptr;  // the first video stream that is no cover picture
+  for (unsigned i = 0; i < format->nb_streams && stream == nullptr; ++i) {
+    AVStream* s = format->streams[i];
+    if (s->codecpar->codec_type == AVMEDIA_TYPE_VIDEO && !(s->disposition & AV_DISPOSITION_ATTACHED_PIC)) stream = s;
+  }
+  if (stream == nullptr) return Error(ErrorCode::kCorruptData, "video: its header names no video stream");
+  VideoInfo info;
+  info.width = stream->codecpar->width;
+  info.height = stream->codecpar->height;
+  if (Status st = check_frame_size(info.width, info.height, limits); !st.ok()) return st.error();
+  info.codec = avcodec_get_name(stream->codecpar->codec_id);
+  info.rotation = rotation_of(stream);
+  const AVRational rate = stream->avg_frame_rate.num > 0 ? stream->avg_frame_rate : stream->r_frame_rate;
+  info.fps = rate.den > 0 ? av_q2d(rate) : 0;
+  if (info.fps <= 0) return Error(ErrorCode::kCorruptData, "video: its header states no frame rate");
+  // The frames the header counts (MP4, MOV), else its duration's (Matroska states none).
+  double seconds = stream->duration > 0 ? static_cast<double>(stream->duration) * av_q2d(stream->time_base) : 0;
+  if (seconds <= 0 && format->duration > 0) seconds = static_cast<double>(format->duration) / AV_TIME_BASE;
+  info.frames = stream->nb_frames > 0 ? stream->nb_frames : std::llround(seconds * info.fps);
+  if (info.frames <= 0) return Error(ErrorCode::kCorruptData, "video: its header states neither frames nor duration");
+  if (info.frames > limits.max_frames) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "video: more than " + std::to_string(limits.max_frames) + " frames (the limit)");
+  }
+  info.duration_s = static_cast<double>(info.frames) / info.fps;
   return info;
 }
 

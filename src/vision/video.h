@@ -54,6 +54,15 @@ std::string video_libraries();
 // What the container holds (its best video stream).
 Result<VideoInfo> probe_video(std::span<const std::byte> bytes, const VideoLimits& limits);
 
+// What the container's header alone says of a video of `size` bytes of which only its first
+// bytes `head` and its last `tail` are at hand (a remote one's; an MP4's moov lies at one end):
+// no packet read, so its frames are the header's count (MP4, MOV) or its duration times its frame
+// rate (Matroska), not counted as probe_video counts them (an edit list's cut frames included).
+// The cost facts of a remote video without fetching it. An error where the header does not lie
+// within those bytes, or states no frame size, rate or length.
+Result<VideoInfo> probe_video_header(std::span<const std::byte> head, std::span<const std::byte> tail,
+                                     std::uint64_t size, const VideoLimits& limits);
+
 // Hands each frame at `indices` to `sink` as it is decoded: (k, rgb, width, height) for
 // indices[k], height x width x 3 bytes valid during the call. Only one frame is held at a time;
 // a frame may be handed over again (the same k, the same pixels) when decoding had to restart

@@ -110,6 +110,36 @@ TEST_F(VideoTest, AClipCutShortOfTheFramesItsIndexDeclaresIsRefused) {
   EXPECT_EQ(decode_video_frames(cut, std::vector<std::int64_t>{0}, {}).error().code(), ErrorCode::kCorruptData);
 }
 
+TEST_F(VideoTest, TheHeaderAloneGivesTheFactsFromEitherEndOfTheFile) {
+  // moov at the end (ffmpeg's default; the file in two parts, read across their seam), then in
+  // front (faststart; its last third, packets, never at hand): the header gives the probe's facts.
+  // (tests/python/data/test_index.py reads remote videos with a gap of MiBs between the parts.)
+  for (const std::vector<std::byte>* clip : {clip_, faststart_}) {
+    const std::span<const std::byte> all(*clip);
+    const std::size_t third = all.size() / 3;
+    const bool moov_first = clip == faststart_;
+    const auto head = all.first(moov_first ? all.size() - third : third);
+    const auto tail = moov_first ? std::span<const std::byte>() : all.last(all.size() - third);
+    SCOPED_TRACE(moov_first ? "moov first" : "moov last");
+    auto probed = probe_video_header(head, tail, all.size(), {});
+    ASSERT_TRUE(probed.ok()) << probed.error().to_string();
+    const VideoInfo& info = *probed;
+    EXPECT_EQ(info.width, 96);
+    EXPECT_EQ(info.height, 64);
+    EXPECT_EQ(info.frames, 30);
+    EXPECT_DOUBLE_EQ(info.fps, 30.0);
+    EXPECT_DOUBLE_EQ(info.duration_s, 1.0);
+  }
+  // Neither end holding the header: an error, no read past what is at hand.
+  const std::span<const std::byte> all(*clip_);
+  auto missing = probe_video_header(all.first(all.size() / 3), all.last(16), all.size(), {});
+  EXPECT_FALSE(missing.ok());
+  VideoLimits small;
+  small.max_frame_pixels = 96 * 64 - 1;
+  EXPECT_EQ(probe_video_header(*faststart_, {}, faststart_->size(), small).error().code(),
+            ErrorCode::kResourceExhausted);
+}
+
 TEST(VideoSamplingTest, TheRecipesEdges) {
   // Defaults: 2 frames per second, at least 4, even counts.
   EXPECT_EQ(plan_qwen2_video_frames({}, 300, 30.0).value().indices.size(), 20u);

@@ -515,6 +515,56 @@ def test_remote_images_facts_are_read_from_their_first_bytes(cli, dataset, moto_
     assert any(missing in u and "404" in u for u in summary["unreadable"]), summary["unreadable"]
 
 
+def test_remote_videos_facts_are_read_from_their_container_headers(cli, nginx, object_dir, tmp_path):
+    # A manifest over HTTP naming videos over HTTP: each video's frame size, frame rate and
+    # duration in its index come from its container's header, read by ranged GETs of its first
+    # MiB (and its last 4 MiB where the header is not first: an MP4 written without faststart),
+    # agreeing with the facts of the same videos indexed as local files (probed whole, their
+    # packets counted) within one frame. A short clip inside the first MiB is probed whole.
+    from conftest import make_test_video
+
+    folder = object_dir / "video-facts"
+    folder.mkdir()
+    h264 = ["-c:v", "libx264", "-pix_fmt", "yuv420p"]
+    make_test_video(folder / "short.mp4", "160x120", 25, 2, h264)  # a few KB: whole
+    # Noise at a high bitrate: over 6 MiB, so only its ends are fetched (1 and 4 MiB: a gap of MiBs).
+    noise = ["-f", "lavfi", "-i", "nullsrc=size=320x240:rate=30:duration=7", "-vf", "noise=alls=100:allf=t"]
+    ffmpeg = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *noise, *h264, "-b:v", "8M"]
+    subprocess.run([*ffmpeg, str(folder / "moov-last.mp4")], check=True, timeout=300)
+    subprocess.run([*ffmpeg, "-movflags", "+faststart", str(folder / "moov-first.mp4")], check=True, timeout=300)
+    subprocess.run([*ffmpeg, str(folder / "clip.mkv")], check=True, timeout=300)  # Matroska: no frame count
+    names = ["short.mp4", "moov-last.mp4", "moov-first.mp4", "clip.mkv"]
+    sizes = [(folder / n).stat().st_size for n in names]
+    assert sizes[0] < 1 << 20 and all(size > 6 << 20 for size in sizes[1:]), sizes
+    lines = [
+        json.dumps(
+            {
+                "id": f"v{i}",
+                "messages": [
+                    {"role": "user", "content": [{"type": "video", "video": name}, {"type": "text", "text": "?"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "A pattern."}]},
+                ],
+            }
+        )
+        for i, name in enumerate(names)
+    ]
+    (folder / "videos.jsonl").write_text("\n".join(lines) + "\n")
+    rc, (local,), err = index(cli, folder / "videos.jsonl")
+    assert rc == 0 and local["videos"] == 4 and local["media_not_probed"] == 0, err
+    _, local_entries = read_index(folder / "videos.jsonl.mmidx")
+    (folder / "videos.jsonl.mmidx").unlink()
+    built = tmp_path / "remote.mmidx"
+    rc, (remote,), err = index(cli, "--out", built, nginx.url("ok", "video-facts/videos.jsonl"))
+    assert rc == 0, err
+    assert remote["media_not_probed"] == 0 and remote["media_unreadable"] == 0, remote
+    _, entries = read_index(built)
+    for name, got, want in zip(names, entries, local_entries):
+        width, height, duration_ms, fps_centi, kind, known = got
+        assert (kind, known) == (2, 0), name
+        assert (width, height, fps_centi) == want[:2] + (want[3],), (name, got, want)
+        assert abs(duration_ms - want[2]) <= 100_000 / fps_centi, (name, got, want)  # one frame
+
+
 def test_a_build_stopped_part_way_resumes_from_its_journal(cli, tmp_path):
     """Killed while it reads the images of its fourth chunk (the request for one held by this
     test's own HTTP server), `mmfeed index` resumes from its journal: the three chunks before are
