@@ -14,7 +14,7 @@ tokenizer and the libraries warm.
 Then eight rank processes together, from the index: the slowest rank's first batch, and their
 RSS summed (and PSS: pages the ranks share, the mapped index's, counted once between them).
 
-Then Parquet files as Hugging Face datasets writes them (the conversations, each with a ~100 KB
+Then Parquet files as Hugging Face datasets writes them (the conversations, each with a ~60 KB
 image), read whole and from the index `mmfeed index` writes beside each file, local and in the
 object store: the bytes read (local) and the images' bytes fetched (mmfeed's count).
 
@@ -287,7 +287,7 @@ def shard_report(row: dict) -> None:
 
 
 def parquet_run(samples: int, files: int, work: Path) -> dict:
-    """The conversations, each with a ~100 KB image, as Parquet files written by Hugging Face
+    """The conversations, each with a ~60 KB image, as Parquet files written by Hugging Face
     `datasets` (Image() bytes inline: uncompressed, PLAIN, a page index), rank 0 of 8: read whole
     (each file's footer, page index and text columns at open; each sample's image by its data
     page) and from the index `mmfeed index` writes beside each file (each image fetched alone);
@@ -331,7 +331,7 @@ def parquet_run(samples: int, files: int, work: Path) -> dict:
 def parquet_report(row: dict) -> None:
     print(
         f"\n{row['samples']:,} samples in {row['files']} Parquet files written by datasets, {mb(row['bytes'])} "
-        f"(each row a conversation and a ~100 KB image); index {mb(row['index_bytes'])}, built in "
+        f"(each row a conversation and a ~60 KB image); index {mb(row['index_bytes'])}, built in "
         f"{row['index_s']:.2f} s (from the object store: {row['remote_index_s']:.2f} s)"
     )
     print(f"  {'rank 0 of 8':<40}{'open':>9}{'1st batch':>11}{'peak RSS':>14}{'read':>14}{'fetched':>14}")
