@@ -40,6 +40,60 @@ MediaFacts video_facts(const VideoInfo& info) {
 }
 constexpr std::size_t kInFlight = 64;
 
+// A request for an object's bytes: its tag (its first in MediaProber's waiting list, kTail set
+// for its last bytes) and the range.
+struct Ask {
+  std::uint64_t tag = 0;
+  storage::ByteRange range;
+};
+
+// A remote image's facts from the answer `r` to a GET of its first bytes; an error where its
+// header does not read, or (`again` set) where a longer head is to be fetched first.
+Result<MediaFacts> image_answer(const storage::FetchResult& r, std::optional<Ask>& again) {
+  auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r.data->data()), r.data->size()});
+  if (!info.ok() && r.data->size() == kHead && r.object_size > kHead) {
+    again = Ask{r.tag, {0, kLongHead}};  // its header lies further in (a large EXIF block first)
+    return Error(ErrorCode::kUnavailable, "its header lies further");
+  }
+  if (!info.ok()) return std::move(info).error();
+  MediaFacts f;
+  f.width = static_cast<std::uint32_t>(info->upright_width());
+  f.height = static_cast<std::uint32_t>(info->upright_height());
+  f.known = MediaFacts::Known::kRead;
+  return f;
+}
+
+// A remote video's facts from the answer `r` to a GET of its first bytes, or of its last (tag
+// with kTail; its first kept in `heads` meanwhile). Whole (a short clip): probed as the Loader
+// probes it. Else its header's facts from its first bytes, or from its first and last (an MP4
+// written without faststart ends with moov): `again` set where its last are to be fetched first.
+Result<MediaFacts> video_answer(storage::FetchResult& r, std::unordered_map<std::size_t, core::Buffer>& heads,
+                                std::optional<Ask>& again) {
+  const std::size_t i = r.tag & ~kTail;
+  const std::uint64_t size = r.object_size;
+  Result<VideoInfo> info = Error(ErrorCode::kInternal, "unset");
+  if ((r.tag & kTail) != 0) {
+    const core::Buffer head = std::move(heads.at(i));
+    heads.erase(i);
+    info = vision::probe_video_header(head.span(), r.data->span(), size, {});
+  } else if (size == 0 || size <= r.data->size()) {
+    info = vision::probe_video(r.data->span(), {});
+  } else {
+    info = vision::probe_video_header(r.data->span(), {}, size, {});
+    if (!info.ok()) {
+      // Its last 4 MiB, or all the rest where less would leave a gap too short to be seeked
+      // over (FFmpeg reads through a short one).
+      const std::uint64_t rest = size - r.data->size();
+      const std::uint64_t tail = rest <= kVideoTail + kLongHead ? rest : kVideoTail;
+      heads.emplace(i, std::move(r.data).value());
+      again = Ask{i | kTail, {size - tail, tail}};
+      return Error(ErrorCode::kUnavailable, "its header lies at its end");
+    }
+  }
+  if (!info.ok()) return std::move(info).error();
+  return video_facts(*info);
+}
+
 }  // namespace
 
 Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& uri) {
@@ -132,54 +186,21 @@ void MediaProber::flush() {
       fail_all(r->data.error());
       continue;
     }
-    MediaFacts facts;
-    if (waiting_[i].kind == MediaFacts::Kind::kVideo) {
-      // Whole (a short clip): probed as the Loader probes it. Else its header's facts from its
-      // first bytes, or from its first and last (an MP4 written without faststart ends with moov).
-      const std::uint64_t size = r->object_size;
-      const bool whole = (r->tag & kTail) == 0 && (size == 0 || size <= r->data->size());
-      Result<VideoInfo> info = Error(ErrorCode::kInternal, "unset");
-      if (whole) {
-        info = vision::probe_video(r->data->span(), {});
-      } else if ((r->tag & kTail) == 0) {
-        info = vision::probe_video_header(r->data->span(), {}, size, {});
-        if (!info.ok() && size > r->data->size()) {
-          // Its last 4 MiB, or all the rest where less would leave a gap too short to be seeked
-          // over (FFmpeg reads through a short one).
-          const std::uint64_t rest = size - r->data->size();
-          const std::uint64_t tail = rest <= kVideoTail + kLongHead ? rest : kVideoTail;
-          heads.emplace(i, std::move(r->data).value());
-          ask(i | kTail, {size - tail, tail});
-          continue;
-        }
-      } else {
-        core::Buffer head = std::move(heads.at(i));
-        heads.erase(i);
-        info = vision::probe_video_header(head.span(), r->data->span(), size, {});
-      }
-      if (!info.ok()) {
-        fail_all(info.error());
-        continue;
-      }
-      facts = video_facts(*info);
-    } else {
-      auto info = vision::probe({reinterpret_cast<const std::uint8_t*>(r->data->data()), r->data->size()});
-      if (!info.ok() && r->data->size() == kHead && r->object_size > kHead) {
-        ask(i, {0, kLongHead});  // its header lies further in (a large EXIF block first)
-        continue;
-      }
-      if (!info.ok()) {
-        fail_all(info.error());
-        continue;
-      }
-      facts.width = static_cast<std::uint32_t>(info->upright_width());
-      facts.height = static_cast<std::uint32_t>(info->upright_height());
-      facts.known = MediaFacts::Known::kRead;
+    std::optional<Ask> again;  // what to fetch of it next, where this answer is not enough
+    Result<MediaFacts> facts = waiting_[i].kind == MediaFacts::Kind::kVideo ? video_answer(*r, heads, again)
+                                                                            : image_answer(*r, again);
+    if (again) {
+      ask(again->tag, again->range);
+      continue;
+    }
+    if (!facts.ok()) {
+      fail_all(facts.error());
+      continue;
     }
     for (const std::size_t k : same) {
       MediaFacts& f = media[waiting_[k].slot];
       const MediaFacts::Kind kind = f.kind;  // as the sample names it
-      f = facts;
+      f = *facts;
       f.kind = kind;
     }
   }
