@@ -59,8 +59,11 @@ test-oracles:
 test-cpp:
 	cd build && ctest --output-on-failure -j $(JOBS)
 
+# The suite's files shared between PYTEST_WORKERS processes (pytest-xdist), each file's tests in
+# one (its module fixtures built once); the slowest tests named at the end.
+PYTEST_WORKERS ?= 2
 test-python:
-	$(PY) -m pytest -q tests/python
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15 tests/python
 
 # The core runtime's, storage's (fetch engine, HTTP fetches against nginx included), loader's and
 # copy stage's (against the test CUDA runtime) tests under ThreadSanitizer, in a separate build tree.
