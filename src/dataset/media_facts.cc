@@ -187,8 +187,8 @@ void MediaProber::flush() {
       continue;
     }
     std::optional<Ask> again;  // what to fetch of it next, where this answer is not enough
-    Result<MediaFacts> facts = waiting_[i].kind == MediaFacts::Kind::kVideo ? video_answer(*r, heads, again)
-                                                                            : image_answer(*r, again);
+    Result<MediaFacts> facts =
+        waiting_[i].kind == MediaFacts::Kind::kVideo ? video_answer(*r, heads, again) : image_answer(*r, again);
     if (again) {
       ask(again->tag, again->range);
       continue;
