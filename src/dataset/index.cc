@@ -1,5 +1,7 @@
-// One file of about 700 lines, on purpose: the index is written and read here side by side (its
+// One file of about 800 lines, on purpose: the index is written and read here side by side (its
 // header's fields, its block table, its records' bytes), so that writer and reader cannot drift.
+// (The builds of file sets -- shards' .tar.idx, Parquet files' indexes, a wids descriptor's
+// shards -- are dispatched here too; they are the part to move out next.)
 //
 // The dataset index (include/mmfeed/index.h): built from the manifest as the Loader reads it
 // (read_manifests: the same lines, the same elements, the same CRC-32), written little-endian

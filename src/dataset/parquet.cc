@@ -1,5 +1,5 @@
-// One file of about 600 lines, on purpose: its two halves share Arrow types (below) that a split
-// would export through a header.
+// One file of about 700 lines, on purpose: its two halves share Arrow types (below) that a split
+// would export through a header. (A file's index is read in parquet_index.cc, found here.)
 //
 // Parquet sources (parquet.h): a source's files opened (footer, page index, the columns read at
 // open, each row written as a JSON line) and a cell decoded from its fetched pages. Both halves
