@@ -1,7 +1,6 @@
-// One file of about 800 lines, on purpose: the index is written and read here side by side (its
+// One file of about 700 lines, on purpose: the index is written and read here side by side (its
 // header's fields, its block table, its records' bytes), so that writer and reader cannot drift.
-// (The builds of file sets -- shards' .tar.idx, Parquet files' indexes, a wids descriptor's
-// shards -- are dispatched here too; they are the part to move out next.)
+// (File sets -- shards, Parquet files, a wids descriptor's shards -- are indexed in index_sets.cc.)
 //
 // The dataset index (include/mmfeed/index.h): built from the manifest as the Loader reads it
 // (read_manifests: the same lines, the same elements, the same CRC-32), written little-endian
@@ -28,14 +27,12 @@
 #include "core/models.h"
 #include "dataset/index.h"
 #include "dataset/index_journal.h"
+#include "dataset/index_sets.h"
 #include "dataset/le_bytes.h"
 #include "dataset/manifest.h"
 #include "dataset/media_facts.h"
-#include "dataset/parquet_index.h"
 #include "dataset/remote_copy.h"
-#include "dataset/shards.h"
 #include "dataset/source_files.h"
-#include "dataset/wids.h"
 #include "storage/fetcher.h"
 #include "storage/redact.h"
 #include "storage/uri.h"
@@ -60,7 +57,7 @@ constexpr std::size_t kBlockRecords = 256;  // records a block: 10 KiB, checked 
 constexpr std::size_t kBlockBytes = 16;     // a block table entry
 
 std::uint64_t blocks_of(std::uint64_t samples) { return (samples + kBlockRecords - 1) / kBlockRecords; }
-constexpr std::size_t kNamed = 100;  // bad samples and unreadable media named in a summary
+constexpr std::size_t kNamed = dataset::kSummaryNamed;
 
 // Where the text starts in a file whose first bytes are `head`: compressed manifests cannot be
 // read by byte range, and a byte-order mark moves the text.
@@ -294,125 +291,6 @@ struct RemoveOnExit {
   }
 };
 
-// Where --out DIR puts the index of each of `files` (source `source`): DIR/<file's name><suffix>,
-// the folder created; none without --out (each beside its file).
-Result<std::vector<std::string>> indexes_in_out_dir(const std::string& source, const std::vector<std::string>& files,
-                                                    const IndexOptions& options, const std::string& suffix) {
-  if (!options.cache_dir.empty()) {
-    return Error(
-        ErrorCode::kInvalidArgument,
-        "these files' indexes lie beside them (FILE" + suffix + ", or in --out DIR to upload there): no --cache-dir",
-        storage::redact_uri(source));
-  }
-  std::vector<std::string> paths;
-  if (options.out.empty()) return paths;
-  std::error_code ec;
-  std::filesystem::create_directories(options.out, ec);
-  if (ec) return Error(ErrorCode::kIoError, "cannot create the --out folder: " + ec.message(), options.out);
-  for (const std::string& name : files) {
-    const std::string plain = name.substr(0, name.find_first_of("?#"));
-    paths.push_back((std::filesystem::path(options.out) / (plain.substr(plain.rfind('/') + 1) + suffix)).string());
-    if (std::count(paths.begin(), paths.end(), paths.back()) > 1) {
-      return Error(ErrorCode::kInvalidArgument, "two files of one name: their indexes would share " + paths.back(),
-                   storage::redact_uri(name));
-    }
-  }
-  return paths;
-}
-
-// What the summary of a set of files indexed one by one calls its index: the pattern's name with
-// `suffix`, beside it or in --out DIR.
-std::string set_index_name(const std::string& source, const IndexOptions& options, const std::string& suffix) {
-  const std::string pattern = storage::redact_uri(source);
-  return options.out.empty()
-             ? pattern + suffix
-             : (std::filesystem::path(options.out) / (pattern.substr(pattern.rfind('/') + 1) + suffix)).string();
-}
-
-// Parquet files `files` (source `source`): an index beside each local one (parquet_index.h), or
-// in --out DIR; one whose index is current is kept; one that cannot be indexed is named.
-Result<IndexSummary> index_parquet(const std::string& source, const std::vector<std::string>& files,
-                                   const IndexOptions& options, const storage::S3Options& s3) {
-  MMFEED_ASSIGN_OR_RETURN(const std::vector<std::string> paths, indexes_in_out_dir(source, files, options, ".mmidx"));
-  IndexSummary summary;
-  summary.parquet = true;
-  summary.path = set_index_name(source, options, ".mmidx");
-  for (std::size_t k = 0; k < files.size(); ++k) {
-    MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(files[k]));
-    if (uri.scheme != storage::Scheme::kFile && paths.empty()) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "a remote Parquet file's index is written into --out DIR, to upload beside it",
-                   storage::redact_uri(files[k]));
-    }
-    const std::string out = paths.empty() ? dataset::index_path_of(uri.path) : paths[k];
-    if (auto held = core::MappedFile::open(out); held.ok()) {  // current: kept
-      dataset::Manifest rows;
-      std::vector<dataset::ManifestLine> lines;
-      auto now = dataset::stamp_source(files[k], s3);
-      if (now.ok() && dataset::read_parquet_index(held->bytes(), out, *now, SIZE_MAX, 0, rows, lines).ok()) {
-        ++summary.shards_kept;
-        summary.samples += lines.size();
-        summary.images += rows.members.size();
-        summary.index_bytes += held->size();
-        continue;
-      }
-    }
-    auto built = dataset::write_parquet_index(files[k], out, s3);
-    if (!built.ok()) {
-      ++summary.shards_damaged;
-      ++summary.bad_count;
-      if (summary.bad.size() < kNamed) summary.bad.push_back(built.error().to_string());
-      continue;
-    }
-    ++summary.shards_indexed;
-    summary.samples += built->rows;
-    summary.images += built->images;
-    summary.index_bytes += built->bytes;
-    summary.media_unreadable += built->unreadable;
-  }
-  return summary;
-}
-
-// Local WebDataset shards `shards` (source `source`): a .tar.idx beside each.
-Result<IndexSummary> index_shards(const std::string& source, const std::vector<std::string>& shards,
-                                  const IndexOptions& options, const storage::S3Options& s3) {
-  MMFEED_ASSIGN_OR_RETURN(const std::vector<std::string> paths, indexes_in_out_dir(source, shards, options, ".idx"));
-  MMFEED_ASSIGN_OR_RETURN(dataset::TarIndexesWritten w,
-                          dataset::write_tar_indexes(shards, paths, dataset::kDefaultMaxManifestBytes, s3, kNamed));
-  IndexSummary summary;
-  summary.path = set_index_name(source, options, ".idx");
-  summary.samples = w.samples;
-  summary.index_bytes = w.bytes;
-  summary.shards_indexed = w.written;
-  summary.shards_kept = w.kept;
-  summary.shards_damaged = w.damaged_count;
-  summary.bad = std::move(w.damaged);
-  for (std::string& b : w.bad) {
-    if (summary.bad.size() < kNamed) summary.bad.push_back(std::move(b));
-  }
-  summary.bad_count = w.bad_count;
-  return summary;
-}
-
-// The local .json file at `path` (shown as `name`) as a wids descriptor; nullopt where it is none.
-Result<std::optional<dataset::WidsShards>> wids_descriptor(const std::string& path, const std::string& name) {
-  constexpr std::size_t kMaxDescriptorBytes = std::size_t{64} << 20;
-  std::ifstream in(path, std::ios::binary);
-  std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (!dataset::parse_wids_descriptor(text, name, "").ok()) {  // its head names "wids_version": read it whole
-    std::error_code ec;
-    const std::uintmax_t size = std::filesystem::file_size(path, ec);
-    if (ec || size > kMaxDescriptorBytes) return std::optional<dataset::WidsShards>();
-    in.seekg(0);
-    text.assign(static_cast<std::size_t>(size), '\0');
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-  }
-  return dataset::parse_wids_descriptor(text, name, std::filesystem::path(path).parent_path().string());
-}
-
 // Where the index of manifest `source` is written: options.out, the cache_dir's place (created),
 // else beside a local manifest; a remote one's needs one of the first two.
 Result<std::string> index_destination(const std::string& source, const storage::ObjectUri& uri,
@@ -508,12 +386,12 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   const dataset::Layout layout = dataset::layout_of(source.substr(0, source.find_first_of("?#")));
   if (layout == dataset::Layout::kShards || layout == dataset::Layout::kParquet) {
     MMFEED_ASSIGN_OR_RETURN(const dataset::SourceFiles files, dataset::source_files(source, s3));
-    return layout == dataset::Layout::kShards ? index_shards(source, files.files, options, s3)
-                                              : index_parquet(source, files.files, options, s3);
+    return layout == dataset::Layout::kShards ? dataset::index_shards(source, files.files, options, s3)
+                                              : dataset::index_parquet(source, files.files, options, s3);
   }
   if (!remote && source.ends_with(".json")) {  // a wids descriptor: its shards get their .tar.idx
-    MMFEED_ASSIGN_OR_RETURN(std::optional<dataset::WidsShards> wids, wids_descriptor(uri.path, name));
-    if (wids) return index_shards(source, wids->urls, options, s3);
+    MMFEED_ASSIGN_OR_RETURN(std::optional<dataset::WidsShards> wids, dataset::local_wids_descriptor(uri.path, name));
+    if (wids) return dataset::index_shards(source, wids->urls, options, s3);
   }
   IndexSummary summary;
   MMFEED_ASSIGN_OR_RETURN(summary.path, index_destination(source, uri, options));

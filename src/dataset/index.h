@@ -64,6 +64,8 @@ struct IndexHeader {
   bool array = false;
 };
 
+inline constexpr std::size_t kSummaryNamed = 100;  // bad samples, unreadable media, files named in a summary
+
 inline constexpr std::size_t kRecordBytes = 40;  // a record's bytes in the index
 inline constexpr std::size_t kMediaBytes = 16;   // a media entry's
 
