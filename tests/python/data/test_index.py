@@ -529,7 +529,8 @@ def test_remote_videos_facts_are_read_from_their_container_headers(cli, nginx, o
     make_test_video(folder / "short.mp4", "160x120", 25, 2, h264)  # a few KB: whole
     # Noise at a high bitrate: over 6 MiB, so only its ends are fetched (1 and 4 MiB: a gap of MiBs).
     noise = ["-f", "lavfi", "-i", "nullsrc=size=320x240:rate=30:duration=7", "-vf", "noise=alls=100:allf=t"]
-    ffmpeg = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *noise, *h264, "-b:v", "8M"]
+    # One encoder thread: the same bytes on any machine (sizes well past the 6 MiB asked for).
+    ffmpeg = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *noise, *h264, "-threads", "1", "-b:v", "8M"]
     subprocess.run([*ffmpeg, str(folder / "moov-last.mp4")], check=True, timeout=300)
     subprocess.run([*ffmpeg, "-movflags", "+faststart", str(folder / "moov-first.mp4")], check=True, timeout=300)
     subprocess.run([*ffmpeg, str(folder / "clip.mkv")], check=True, timeout=300)  # Matroska: no frame count
