@@ -119,6 +119,10 @@ struct IndexOptions {
   // Samples described between checkpoints: each chunk is kept in a journal beside the index as it
   // ends (index.journal), so a build stopped part-way resumes from its last chunk (> 0).
   std::uint64_t checkpoint_samples = 65536;
+  // Where given: the samples described elsewhere (describe_index_part over the ranges of
+  // plan_index_parts, in order), taken instead of describing them here; each checked to be of
+  // this version of the source and these options and to hold exactly its range's samples.
+  std::vector<std::string> parts{};
 };
 
 // What binds an index's text tokens to what counted them: the CRC-32 of the tokenizer file's
@@ -143,6 +147,32 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 // rows' text, each image's own byte range and size), from which a Loader opens them without
 // reading them and fetches each image alone.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
+
+// A manifest's index built in parts on many machines (mmfeed.ray.build_index): its text cut into
+// byte ranges (plan_index_parts), each range's samples described apart (describe_index_part: the
+// range read by itself, its media's headers, its text tokens: the costly part of a build), and
+// the parts handed to build_index (IndexOptions::parts), which writes the index a whole build
+// writes, the same bytes.
+//
+// Example:
+//   MMFEED_ASSIGN_OR_RETURN(std::vector<IndexPartRange> ranges, plan_index_parts("s3://b/train.jsonl", 64));
+//   for (const IndexPartRange& r : ranges) options.parts.push_back(describe_index_part(source, r, options).value());
+//   MMFEED_ASSIGN_OR_RETURN(IndexSummary s, build_index(source, options));
+struct IndexPartRange {
+  std::uint64_t begin = 0, end = 0;  // bytes of the text (after a byte-order mark)
+};
+
+// `source`'s text cut into about `parts` ranges of equal bytes (at least 1 MiB each), which
+// describe_index_part moves to line starts; a JSON array's text (its elements are no lines) in
+// one. An error names the source: not found, compressed (kUnsupported).
+Result<std::vector<IndexPartRange>> plan_index_parts(const std::string& source, std::uint64_t parts);
+
+// The samples whose lines start in `range` (a line starting before range.begin belongs to the part
+// before), described as build_index describes them, as bytes for IndexOptions::parts: the range
+// read alone (a ranged GET, pinned to the object's ETag, where remote), at most 4 GiB of it held.
+// An error names the source: not found, compressed, a range past its text, a JSON array's text cut.
+Result<std::string> describe_index_part(const std::string& source, IndexPartRange range,
+                                        const IndexOptions& options);
 
 // The index at `path`, checked whole against itself and against `source` (its size, and its mtime
 // or ETag):

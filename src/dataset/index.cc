@@ -26,7 +26,9 @@
 #include "core/mapped_file.h"
 #include "core/models.h"
 #include "dataset/index.h"
+#include "dataset/index_describe.h"
 #include "dataset/index_journal.h"
+#include "dataset/index_parts.h"
 #include "dataset/index_sets.h"
 #include "dataset/le_bytes.h"
 #include "dataset/manifest.h"
@@ -46,6 +48,10 @@ namespace mmfeed {
 namespace {
 
 using dataset::crc32_of;
+using dataset::describe_range;
+using dataset::text_start;
+using dataset::token_counter;
+using dataset::TokenCounter;
 using dataset::get_le;
 using dataset::put_le;
 
@@ -58,17 +64,6 @@ constexpr std::size_t kBlockBytes = 16;     // a block table entry
 
 std::uint64_t blocks_of(std::uint64_t samples) { return (samples + kBlockRecords - 1) / kBlockRecords; }
 constexpr std::size_t kNamed = dataset::kSummaryNamed;
-
-// Where the text starts in a file whose first bytes are `head`: compressed manifests cannot be
-// read by byte range, and a byte-order mark moves the text.
-Result<std::uint32_t> text_start(std::string_view head, const std::string& source) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(head[i]); };
-  if (dataset::compressed(head)) {
-    return Error(ErrorCode::kUnsupported, "a compressed manifest cannot be read by byte range; index it decompressed",
-                 source);
-  }
-  return head.size() >= 3 && byte(0) == 0xEF && byte(1) == 0xBB && byte(2) == 0xBF ? 3u : 0u;
-}
 
 constexpr std::size_t kHeadBytes = 4;  // of a source, read with its stamp
 
@@ -151,114 +146,6 @@ std::string encode(const DatasetIndex& index, std::uint32_t start) {
   return out + table + records + media;
 }
 
-std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
-
-// The facts of each medium of `refs` (of `kind`) for sample `line`, added to `out`.
-void probe_all(const dataset::Manifests& manifests, const dataset::ManifestLine& line, const IndexOptions& options,
-               MediaFacts::Kind kind, const std::vector<std::string>& refs, dataset::MediaProber& out) {
-  for (const std::string& ref : refs) {
-    if (!options.probe_media) {
-      out.media.push_back(MediaFacts{.kind = kind});
-      ++out.not_probed;
-      continue;
-    }
-    auto source = dataset::resolve_media(ref, manifests, line, options.media_root, false);
-    out.add(kind, source.ok() ? Result<storage::ObjectUri>(source->uri) : Result<storage::ObjectUri>(source.error()),
-            manifests.where(line) + ": " + ref);
-  }
-}
-
-// What counts the samples' text tokens (IndexOptions::tokenizer).
-struct TokenCounter {
-  std::unique_ptr<text::Tokenizer> tokenizer;
-  text::ChatTemplate chat_template{};
-};
-
-// The tokens of conversation `c` as the Loader encodes it with `counter`, its media's placeholders
-// apart (each encoded as one token, then taken away); 0 where it does not encode, or past u32.
-std::uint32_t text_tokens(const TokenCounter& counter, const text::Conversation& c, std::size_t images,
-                          std::size_t videos, std::size_t audio) {
-  const std::vector<text::Grid3> grids(images, text::Grid3{1, 2, 2});
-  const std::vector<text::VideoGrid> clips(videos, text::VideoGrid{{1, 2, 2}, 1.0, {0.0}, 0});
-  const std::vector<std::int64_t> sounds(audio, 1);
-  auto s = text::encode_conversation(*counter.tokenizer, c, counter.chat_template, grids, clips, sounds);
-  if (!s.ok() || s->input_ids.size() < images + videos + audio) return 0;
-  return static_cast<std::uint32_t>(std::min<std::size_t>(s->input_ids.size() - images - videos - audio, UINT32_MAX));
-}
-
-// Sample `line`'s record: where it lies (the text starting at `start` in the file) and, its text
-// parsed, what it names, its text's tokens (where `counter` is given) and its media's facts
-// appended to `out`.
-void describe(const dataset::Manifests& manifests, const dataset::ManifestLine& line, std::uint32_t start,
-              const IndexOptions& options, const TokenCounter* counter, std::string& buffer, IndexRecord& r,
-              dataset::MediaProber& out) {
-  r.offset = start + line.offset;
-  r.number = line.number;
-  r.length = line.length;
-  r.first_media = out.media.size();
-  const Result<std::string_view> text = manifests.text(line, buffer);  // the text was read whole
-  auto c = text.ok() ? text::parse_conversation(*text) : Result<text::Conversation>(text.error());
-  if (!c.ok()) {
-    r.bad = true;
-    return;
-  }
-  using Type = text::ContentItem::Type;
-  const std::vector<std::string> images = c->media(Type::kImage), videos = c->media(Type::kVideo),
-                                 audio = c->media(Type::kAudio);
-  r.images = saturated(images.size());
-  r.videos = saturated(videos.size());
-  r.audio = saturated(audio.size());
-  if (counter != nullptr) r.text_tokens = text_tokens(*counter, *c, images.size(), videos.size(), audio.size());
-  probe_all(manifests, line, options, MediaFacts::Kind::kImage, {images.begin(), images.begin() + r.images}, out);
-  probe_all(manifests, line, options, MediaFacts::Kind::kVideo, {videos.begin(), videos.begin() + r.videos}, out);
-  probe_all(manifests, line, options, MediaFacts::Kind::kAudio, {audio.begin(), audio.begin() + r.audio}, out);
-}
-
-// Samples [first, end)'s records (into `index`, sized for every sample) and their media's facts
-// (appended to index.media), and what could not be read (into `chunk`), the samples described on
-// the usable cores, a slice each (on this thread alone where the system starts no more threads).
-void describe_range(const dataset::Manifests& manifests, std::uint64_t first, std::uint64_t end, std::uint32_t start,
-                    const IndexOptions& options, const storage::S3Options& s3, const TokenCounter* counter,
-                    DatasetIndex& index, dataset::ChunkCounts& chunk) {
-  const std::uint64_t n = end - first;
-  const auto threads = static_cast<std::size_t>(std::clamp(core::usable_cpus(), 1, 64));
-  const std::uint64_t per = (n + threads - 1) / threads;
-  std::vector<dataset::MediaProber> slices;
-  slices.reserve(threads);
-  for (std::size_t t = 0; t < threads; ++t) slices.emplace_back(s3, kNamed);
-  const auto slice = [&](std::size_t t) {
-    std::string buffer;
-    for (std::uint64_t i = first + t * per; i < std::min(end, first + (t + 1) * per); ++i) {
-      describe(manifests, manifests.held[i], start, options, counter, buffer, index.records[i], slices[t]);
-    }
-    slices[t].flush();
-  };
-  std::vector<std::thread> pool;
-  std::size_t inline_from = threads;
-  for (std::size_t t = 1; t < threads && inline_from == threads; ++t) {
-    try {
-      pool.emplace_back(slice, t);
-    } catch (const std::system_error&) {
-      inline_from = t;
-    }
-  }
-  slice(0);
-  for (std::size_t t = inline_from; t < threads; ++t) slice(t);
-  for (std::thread& th : pool) th.join();
-  for (std::size_t t = 0; t < threads; ++t) {
-    const std::uint64_t base = index.media.size();
-    for (std::uint64_t i = first + t * per; i < std::min(end, first + (t + 1) * per); ++i) {
-      index.records[i].first_media += base;
-    }
-    index.media.insert(index.media.end(), slices[t].media.begin(), slices[t].media.end());
-    for (std::string& u : slices[t].unreadable) {
-      if (chunk.named.size() < kNamed) chunk.named.push_back(std::move(u));
-    }
-    chunk.unreadable += slices[t].unreadable_count;
-    chunk.not_probed += slices[t].not_probed;
-  }
-}
-
 // What a build's journal is bound to: the source's stamp and text, and the options its records'
 // facts depend on (a journal of anything else is started anew).
 std::string journal_key(const dataset::SourceStamp& stamp, const DatasetIndex& index, std::uint32_t start,
@@ -309,21 +196,6 @@ Result<std::string> index_destination(const std::string& source, const storage::
                  storage::redact_uri(source));
   }
   return dataset::index_path_of(uri.path);
-}
-
-// What counts the samples' text tokens (options.tokenizer; nullopt without one), and its key into
-// `tokens_key`.
-Result<std::optional<TokenCounter>> token_counter(const IndexOptions& options, std::uint32_t& tokens_key) {
-  if (options.tokenizer.empty()) return std::optional<TokenCounter>();
-  MMFEED_ASSIGN_OR_RETURN(const ModelRow* model, find_model(options.model));
-  std::optional<TokenCounter> counter(std::in_place);
-  MMFEED_ASSIGN_OR_RETURN(
-      counter->chat_template,
-      text::chat_template(options.chat_template.empty() ? model->default_template : options.chat_template));
-  MMFEED_ASSIGN_OR_RETURN(counter->tokenizer, text::Tokenizer::from_file(options.tokenizer));
-  MMFEED_ASSIGN_OR_RETURN(tokens_key,
-                          text_tokens_key(options.tokenizer, text::chat_template_name(counter->chat_template)));
-  return counter;
 }
 
 // Every sample described into `index`, a chunk at a time, each kept in `journal` as it ends (a
@@ -416,19 +288,24 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   MMFEED_ASSIGN_OR_RETURN(const std::optional<TokenCounter> counter, token_counter(options, index.tokens_key));
   index.records.assign(manifests.size(), {});
   dataset::ChunkCounts counts;
-  MMFEED_ASSIGN_OR_RETURN(
-      dataset::IndexJournal journal,
-      dataset::IndexJournal::open(summary.path + ".journal", journal_key(stamp, index, start, options), index, counts));
-  summary.resumed_samples = journal.resumed();
-  MMFEED_RETURN_IF_ERROR(
-      describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, journal, index, counts));
+  std::optional<dataset::IndexJournal> journal;
+  if (options.parts.empty()) {
+    MMFEED_ASSIGN_OR_RETURN(journal, dataset::IndexJournal::open(summary.path + ".journal",
+                                                                 journal_key(stamp, index, start, options), index,
+                                                                 counts));
+    summary.resumed_samples = journal->resumed();
+    MMFEED_RETURN_IF_ERROR(
+        describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, *journal, index, counts));
+  } else {
+    MMFEED_RETURN_IF_ERROR(dataset::take_index_parts(options.parts, manifests, stamp, start, options, index, counts));
+  }
   summary.media_unreadable = counts.unreadable;
   summary.media_not_probed = counts.not_probed;
   summary.unreadable = std::move(counts.named);
   MMFEED_RETURN_IF_ERROR(summarize(manifests, index, summary));
   const std::string bytes = encode(index, start);
   MMFEED_RETURN_IF_ERROR(core::write_file_whole(summary.path, std::as_bytes(std::span(bytes))));
-  journal.remove();
+  if (journal) journal->remove();
   summary.index_bytes = bytes.size();
   return summary;
 }

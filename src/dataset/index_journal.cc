@@ -19,17 +19,8 @@ namespace {
 
 constexpr std::size_t kFixedBytes = 8 + 4 + 8 + 8 + 8 + 4;  // a chunk's counts, before its names
 
-// One chunk read back, not yet taken.
-struct Chunk {
-  std::uint64_t first = 0;
-  std::vector<IndexRecord> records;
-  std::vector<MediaFacts> media;
-  ChunkCounts counts;
-};
+}  // namespace
 
-// The chunk whose bytes (after its length, before its CRC) are `in[0, size)`, checked to follow
-// `samples` samples and `media` media entries and to fit `capacity` samples; nullopt where it
-// does not.
 std::optional<Chunk> read_chunk(const std::byte* in, std::size_t size, std::uint64_t samples, std::uint64_t media,
                                 std::uint64_t capacity) {
   if (size < kFixedBytes) return std::nullopt;
@@ -66,7 +57,23 @@ std::optional<Chunk> read_chunk(const std::byte* in, std::size_t size, std::uint
   return c;
 }
 
-}  // namespace
+std::string chunk_bytes(const DatasetIndex& index, std::uint64_t first, std::uint64_t end, std::uint64_t first_media,
+                        const ChunkCounts& counts) {
+  std::string chunk;
+  put_le(chunk, first, 8);
+  put_le(chunk, end - first, 4);
+  put_le(chunk, index.media.size() - first_media, 8);
+  put_le(chunk, counts.unreadable, 8);
+  put_le(chunk, counts.not_probed, 8);
+  put_le(chunk, counts.named.size(), 4);
+  for (const std::string& n : counts.named) {
+    put_le(chunk, n.size(), 4);
+    chunk += n;
+  }
+  for (std::uint64_t i = first; i < end; ++i) put_record(chunk, index.records[i]);
+  for (std::uint64_t j = first_media; j < index.media.size(); ++j) put_media(chunk, index.media[j]);
+  return chunk;
+}
 
 Result<IndexJournal> IndexJournal::open(const std::string& path, const std::string& key, DatasetIndex& index,
                                         ChunkCounts& counts) {
@@ -111,23 +118,11 @@ Result<IndexJournal> IndexJournal::open(const std::string& path, const std::stri
 
 Status IndexJournal::append(const DatasetIndex& index, std::uint64_t first, std::uint64_t end,
                             std::uint64_t first_media, const ChunkCounts& counts) {
+  const std::string body = chunk_bytes(index, first, end, first_media, counts);
+  if (body.size() > UINT32_MAX) return Error(ErrorCode::kInternal, "a journal chunk past 4 GiB", path_);
   std::string chunk;
-  put_le(chunk, 0, 4);  // its length, set below
-  put_le(chunk, first, 8);
-  put_le(chunk, end - first, 4);
-  put_le(chunk, index.media.size() - first_media, 8);
-  put_le(chunk, counts.unreadable, 8);
-  put_le(chunk, counts.not_probed, 8);
-  put_le(chunk, counts.named.size(), 4);
-  for (const std::string& n : counts.named) {
-    put_le(chunk, n.size(), 4);
-    chunk += n;
-  }
-  for (std::uint64_t i = first; i < end; ++i) put_record(chunk, index.records[i]);
-  for (std::uint64_t j = first_media; j < index.media.size(); ++j) put_media(chunk, index.media[j]);
-  const std::uint64_t length = chunk.size() - 4;
-  if (length > UINT32_MAX) return Error(ErrorCode::kInternal, "a journal chunk past 4 GiB", path_);
-  for (int i = 0; i < 4; ++i) chunk[static_cast<std::size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
+  put_le(chunk, body.size(), 4);
+  chunk += body;
   put_le(chunk, crc32_of(chunk.data(), chunk.size()), 4);
   out_.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
   if (!out_.flush()) return Error(ErrorCode::kIoError, "cannot write the journal", path_);

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,25 @@ struct ChunkCounts {
   std::uint64_t unreadable = 0, not_probed = 0;
   std::vector<std::string> named;
 };
+
+// A chunk read back, not yet taken.
+struct Chunk {
+  std::uint64_t first = 0;
+  std::vector<IndexRecord> records;
+  std::vector<MediaFacts> media;
+  ChunkCounts counts;
+};
+
+// A chunk's bytes as the journal holds them (after its length, before its CRC): samples
+// [first, end) of `index`, their media entries (from `first_media` to the last) and `counts`.
+std::string chunk_bytes(const DatasetIndex& index, std::uint64_t first, std::uint64_t end, std::uint64_t first_media,
+                        const ChunkCounts& counts);
+
+// The chunk whose bytes are `in[0, size)`, checked to start at sample `samples`, its records'
+// media entries to follow on from `media`, and to fit `capacity` samples; nullopt where it does
+// not (nothing is held before its counts are checked against `size`).
+std::optional<Chunk> read_chunk(const std::byte* in, std::size_t size, std::uint64_t samples, std::uint64_t media,
+                                std::uint64_t capacity);
 
 class IndexJournal {
  public:

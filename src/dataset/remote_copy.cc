@@ -81,4 +81,33 @@ Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const
   return ok_status();
 }
 
+Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name,
+                                      const SourceStamp& stamp, const storage::S3Options& s3, std::uint64_t begin,
+                                      std::uint64_t length) {
+  storage::FetchOptions options;
+  options.part_size = 0;
+  options.max_object_bytes = length;
+  storage::Fetcher fetcher(options, s3);
+  if (!fetcher.submit({uri, 0, storage::ByteRange{begin, length}, stamp.etag})) {
+    return Error(ErrorCode::kInternal, "fetcher closed", name);
+  }
+  fetcher.close();
+  std::optional<storage::FetchResult> r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "fetcher closed", name);
+  if (!r->data.ok()) {
+    if (r->http_status == 412) {
+      return Error(ErrorCode::kUnavailable,
+                   "replaced while it was indexed (ETag " + stamp.etag + " no longer matches); index it again", name);
+    }
+    return std::move(r->data).error().with_context("manifest");
+  }
+  if (r->data->size() != length) {
+    return Error(ErrorCode::kCorruptData,
+                 "answered " + std::to_string(r->data->size()) + " bytes for the " + std::to_string(length) +
+                     " at byte " + std::to_string(begin),
+                 name);
+  }
+  return std::string(reinterpret_cast<const char*>(r->data->data()), r->data->size());
+}
+
 }  // namespace mmfeed::dataset

@@ -1,4 +1,5 @@
-// A remote manifest copied into a local file to index it (index.cc): ranged GETs of kCopyPart
+// A remote manifest copied into a local file to index it (index.cc), or a byte range of a
+// manifest read (a part of its index built apart, index_parts.cc): ranged GETs of kCopyPart
 // bytes, several at once, each pinned by If-Match to the version stamped and written where it
 // belongs. No copy of its text is held in memory, so no max_manifest_bytes bounds the build; the
 // copy needs the manifest's size on the disk it is written to, and is deleted by the caller.
@@ -26,5 +27,12 @@ inline constexpr std::size_t kCopyInFlight = 8;                      // GETs at 
 // part answered short, or replaced since it was stamped (kUnavailable).
 Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const SourceStamp& stamp,
                    const storage::S3Options& s3, const std::string& path);
+
+// Bytes [begin, begin + length) of the object or file at `uri` (shown as `name`), of the version
+// `stamp` names (a remote one's GET pinned to its ETag), read into memory by one read; `length` is
+// the caller's to bound (> 0). An error names the object: unreachable, answered short, replaced.
+Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name,
+                                      const SourceStamp& stamp, const storage::S3Options& s3, std::uint64_t begin,
+                                      std::uint64_t length);
 
 }  // namespace mmfeed::dataset
