@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kIndexUsage =
     "usage: mmfeed index [--out FILE | --cache-dir DIR] [--media-root DIR] [--no-media]\n"
     "                    [--tokenizer FILE [--model NAME] [--chat-template NAME]]\n"
-    "                    [--checkpoint-every N] [--json] SOURCE...\n"
+    "                    [--checkpoint-every N | --ray ADDRESS [--ray-parts N] [--ray-task-cpus C]]\n"
+    "                    [--json] SOURCE...\n"
     "\n"
     "Indexes each uncompressed JSONL or JSON-array manifest, local or remote (s3://, http(s)://):\n"
     "where each sample's text lies, the images, videos and audio clips it names and their cost facts\n"
@@ -50,7 +51,12 @@ constexpr const char* kIndexUsage =
     "  --chat-template NAME  the template, where not the model's (the Loader's chat_template=)\n"
     "  --checkpoint-every N  samples described between checkpoints (default 65536): each kept in\n"
     "                    INDEX.journal as it ends, so a stopped run, run again, resumes there\n"
-    "  --json            print one JSON object a source instead of text\n";
+    "  --json            print one JSON object a source instead of text\n"
+    "  --ray ADDRESS     describe a manifest's samples in parts on a Ray cluster (HOST:PORT, auto,\n"
+    "                    or local), each part a task reading its byte range, then write the index\n"
+    "                    here (the same bytes); every node must reach the source and its media\n"
+    "  --ray-parts N     about how many parts (default: 4 a CPU of the cluster; each >= 1 MiB)\n"
+    "  --ray-task-cpus C CPUs Ray reserves for each part's task (default 1)\n";
 
 void print_shards(const IndexSummary& s, double seconds) {
   std::printf("%s: %llu samples in %llu %s (%llu indexed now, %llu kept), %llu bytes of %s, %.2f s\n", s.path.c_str(),
@@ -138,7 +144,25 @@ void print_json(const IndexSummary& s, double seconds) {
 
 }  // namespace
 
+namespace {
+
+// mmfeed index --ray ADDRESS: the arguments handed to mmfeed.ray_index (which checks them), the
+// --ray flags renamed as it takes them.
+int index_on_ray(int argc, char** argv) {
+  std::vector<std::string> args{"-m", "mmfeed.ray_index"};
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    args.push_back(arg == "--ray" ? "--address" : arg.starts_with("--ray-") ? "--" + arg.substr(6) : arg);
+  }
+  return exec_python(args);
+}
+
+}  // namespace
+
 int run_index(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--ray") return index_on_ray(argc, argv);
+  }
   IndexOptions options;
   bool json = false;
   std::vector<std::string> sources;

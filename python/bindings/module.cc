@@ -16,6 +16,7 @@ void bind_vision(nb::module_& m);
 void bind_audio(nb::module_& m);
 void bind_text(nb::module_& m);
 void bind_loader(nb::module_& m);
+void bind_index(nb::module_& m);
 
 NB_MODULE(_mmfeed, m) {
   m.doc() = "mmfeed native engine";
@@ -83,4 +84,5 @@ NB_MODULE(_mmfeed, m) {
   bind_audio(m);
   bind_text(m);
   bind_loader(m);
+  bind_index(m);
 }

@@ -45,6 +45,9 @@ that to be small: in one process without Ray, parts of 16 groups (the default) c
 their time on the benchmark machine, parts of 4 about 25%; through Ray the object store's copy
 dominates (bench/ray_loader.py). Shorter parts rebalance sooner and lose less work to a dead
 actor.
+
+mmfeed.ray.build_index(SOURCE, ...) builds a manifest's dataset index with Ray tasks describing its
+parts (mmfeed/ray/index.py; `mmfeed index --ray ADDRESS SOURCE`).
 """
 
 try:
@@ -53,6 +56,7 @@ except ImportError as e:
     raise ImportError(f"mmfeed.ray needs Ray ({e}): pip install 'mmfeed[ray]'") from e
 
 from .data import read
+from .index import build_index
 from .loader import Loader
 
-__all__ = ["Loader", "read"]
+__all__ = ["Loader", "build_index", "read"]
