@@ -171,8 +171,7 @@ Result<std::vector<IndexPartRange>> plan_index_parts(const std::string& source, 
 // before), described as build_index describes them, as bytes for IndexOptions::parts: the range
 // read alone (a ranged GET, pinned to the object's ETag, where remote), at most 4 GiB of it held.
 // An error names the source: not found, compressed, a range past its text, a JSON array's text cut.
-Result<std::string> describe_index_part(const std::string& source, IndexPartRange range,
-                                        const IndexOptions& options);
+Result<std::string> describe_index_part(const std::string& source, IndexPartRange range, const IndexOptions& options);
 
 // The index at `path`, checked whole against itself and against `source` (its size, and its mtime
 // or ETag):

@@ -182,3 +182,18 @@ class _Loader:
     def metrics(self) -> str: ...
 
     def close(self) -> None: ...
+
+def build_index(source: str, options: dict, parts: Sequence[bytes] = []) -> dict:
+    """
+    Builds `source`'s dataset index (mmfeed index SOURCE); `parts`: its samples described apart by describe_index_part, in order. Returns what it found, as `mmfeed index --json` prints it.
+    """
+
+def plan_index_parts(source: str, parts: int) -> list:
+    """
+    About `parts` byte ranges (begin, end) of the manifest's text that describe_index_part describes apart.
+    """
+
+def describe_index_part(source: str, begin: int, end: int, options: dict) -> bytes:
+    """
+    The samples whose lines start in bytes [begin, end) of the manifest's text, described for build_index.
+    """

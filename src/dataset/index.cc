@@ -49,11 +49,11 @@ namespace {
 
 using dataset::crc32_of;
 using dataset::describe_range;
+using dataset::get_le;
+using dataset::put_le;
 using dataset::text_start;
 using dataset::token_counter;
 using dataset::TokenCounter;
-using dataset::get_le;
-using dataset::put_le;
 
 constexpr std::array<char, 8> kMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'X'};
 constexpr std::size_t kHeaderBytes = 96;
@@ -290,9 +290,9 @@ Result<IndexSummary> build_index(const std::string& source, const IndexOptions& 
   dataset::ChunkCounts counts;
   std::optional<dataset::IndexJournal> journal;
   if (options.parts.empty()) {
-    MMFEED_ASSIGN_OR_RETURN(journal, dataset::IndexJournal::open(summary.path + ".journal",
-                                                                 journal_key(stamp, index, start, options), index,
-                                                                 counts));
+    MMFEED_ASSIGN_OR_RETURN(
+        journal, dataset::IndexJournal::open(summary.path + ".journal", journal_key(stamp, index, start, options),
+                                             index, counts));
     summary.resumed_samples = journal->resumed();
     MMFEED_RETURN_IF_ERROR(
         describe_all(manifests, start, options, s3, counter ? &*counter : nullptr, *journal, index, counts));

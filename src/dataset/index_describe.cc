@@ -22,8 +22,8 @@ constexpr std::size_t kNamed = kSummaryNamed;
 std::uint16_t saturated(std::size_t n) { return static_cast<std::uint16_t>(std::min<std::size_t>(n, UINT16_MAX)); }
 
 // The facts of each medium of `refs` (of `kind`) for sample `line`, added to `out`.
-void probe_all(const Manifests& manifests, const ManifestLine& line, const IndexOptions& options,
-               MediaFacts::Kind kind, const std::vector<std::string>& refs, MediaProber& out) {
+void probe_all(const Manifests& manifests, const ManifestLine& line, const IndexOptions& options, MediaFacts::Kind kind,
+               const std::vector<std::string>& refs, MediaProber& out) {
   for (const std::string& ref : refs) {
     if (!options.probe_media) {
       out.media.push_back(MediaFacts{.kind = kind});
@@ -51,9 +51,8 @@ std::uint32_t text_tokens(const TokenCounter& counter, const text::Conversation&
 // Sample `line`'s record: where it lies (the text starting at `start` in the file) and, its text
 // parsed, what it names, its text's tokens (where `counter` is given) and its media's facts
 // appended to `out`.
-void describe(const Manifests& manifests, const ManifestLine& line, std::uint64_t start,
-              const IndexOptions& options, const TokenCounter* counter, std::string& buffer, IndexRecord& r,
-              MediaProber& out) {
+void describe(const Manifests& manifests, const ManifestLine& line, std::uint64_t start, const IndexOptions& options,
+              const TokenCounter* counter, std::string& buffer, IndexRecord& r, MediaProber& out) {
   r.offset = start + line.offset;
   r.number = line.number;
   r.length = line.length;
@@ -108,7 +107,9 @@ void describe_range(const Manifests& manifests, std::uint64_t first, std::uint64
   const std::uint64_t per = (n + threads - 1) / threads;
   std::vector<MediaProber> slices;
   slices.reserve(threads);
-  for (std::size_t t = 0; t < threads; ++t) slices.emplace_back(s3, kNamed);
+  // The GETs in flight shared among the slices: as many over 2 cores as over 64 (a slice's at least 32).
+  const std::size_t in_flight = std::max<std::size_t>(32, kMediaInFlight / threads);
+  for (std::size_t t = 0; t < threads; ++t) slices.emplace_back(s3, kNamed, in_flight);
   const auto slice = [&](std::size_t t) {
     std::string buffer;
     for (std::uint64_t i = first + t * per; i < std::min(end, first + (t + 1) * per); ++i) {

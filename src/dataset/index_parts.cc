@@ -12,6 +12,7 @@
 #include "dataset/index_describe.h"
 #include "dataset/le_bytes.h"
 #include "dataset/remote_copy.h"
+#include "dataset/source_files.h"
 #include "storage/redact.h"
 #include "storage/uri.h"
 
@@ -26,12 +27,12 @@ using dataset::put_le;
 constexpr std::array<char, 8> kPartMagic{'m', 'm', 'f', 'e', 'e', 'd', 'I', 'P'};
 constexpr std::uint32_t kPartVersion = 1;
 constexpr std::size_t kKeyBytes = 8 + 8 + 4 + 4 + 4 + 1 + 4;
-constexpr std::size_t kPartHead = 8 + 4 + kKeyBytes + 8 + 8;       // before the samples' chunk
-constexpr std::uint64_t kMinPartBytes = std::uint64_t{1} << 20;    // a planned part's least text
-constexpr std::uint64_t kPlanPartBytes = std::uint64_t{1} << 30;   // a planned part's most text
-constexpr std::uint64_t kMaxPartBytes = std::uint64_t{4} << 30;    // the most text a part holds
-constexpr std::uint64_t kLineSearch = std::uint64_t{64} << 10;     // read past a range to end its line
-constexpr std::uint64_t kArraySniff = std::uint64_t{64} << 10;     // read to tell a JSON array
+constexpr std::size_t kPartHead = 8 + 4 + kKeyBytes + 8 + 8;      // before the samples' chunk
+constexpr std::uint64_t kMinPartBytes = std::uint64_t{1} << 20;   // a planned part's least text
+constexpr std::uint64_t kPlanPartBytes = std::uint64_t{1} << 30;  // a planned part's most text
+constexpr std::uint64_t kMaxPartBytes = std::uint64_t{4} << 30;   // the most text a part holds
+constexpr std::uint64_t kLineSearch = std::uint64_t{64} << 10;    // read past a range to end its line
+constexpr std::uint64_t kArraySniff = std::uint64_t{64} << 10;    // read to tell a JSON array
 
 // What a part is bound to: the source's version and where its text starts, and the options its
 // facts depend on.
@@ -65,6 +66,12 @@ struct PartSource {
 Result<PartSource> open_source(const std::string& source) {
   PartSource s;
   s.name = storage::redact_uri(source);
+  if (dataset::layout_of(source.substr(0, source.find_first_of("?#"))) != dataset::Layout::kManifest) {
+    return Error(ErrorCode::kUnsupported,
+                 "only a JSONL or JSON manifest is indexed in parts (shards and Parquet files: mmfeed index, a "
+                 "file at a time)",
+                 s.name);
+  }
   MMFEED_ASSIGN_OR_RETURN(s.uri, storage::parse_uri(source));
   if (s.uri.scheme != storage::Scheme::kFile) {
     MMFEED_ASSIGN_OR_RETURN(s.s3, storage::s3_options_from_environment());
@@ -121,7 +128,8 @@ std::string renumbered(std::string named, const std::string& name, std::uint64_t
   std::uint64_t number = 0;
   const auto [to, ec] = std::from_chars(from, named.data() + named.size(), number);
   if (ec != std::errc() || to == from) return named;
-  return prefix + std::to_string(number + base) + std::string(to, static_cast<std::size_t>(named.data() + named.size() - to));
+  return prefix + std::to_string(number + base) +
+         std::string(to, static_cast<std::size_t>(named.data() + named.size() - to));
 }
 
 }  // namespace
@@ -143,8 +151,7 @@ Result<std::vector<IndexPartRange>> plan_index_parts(const std::string& source, 
   return out;
 }
 
-Result<std::string> describe_index_part(const std::string& source, IndexPartRange range,
-                                        const IndexOptions& options) {
+Result<std::string> describe_index_part(const std::string& source, IndexPartRange range, const IndexOptions& options) {
   MMFEED_ASSIGN_OR_RETURN(const PartSource src, open_source(source));
   if (range.begin > range.end || range.end > src.text_size) {
     return Error(ErrorCode::kInvalidArgument,
@@ -215,16 +222,15 @@ Status take_part(const std::string& p, const std::string& key, const Manifests& 
                                                  ") does not follow on from byte " + std::to_string(next_byte));
   }
   const std::vector<ManifestLine>& held = manifests.held;
-  std::optional<Chunk> c = read_chunk(bytes + kPartHead,
-                                      p.size() - kPartHead - 4, 0, 0, held.size() - next);
+  std::optional<Chunk> c = read_chunk(bytes + kPartHead, p.size() - kPartHead - 4, 0, 0, held.size() - next);
   if (!c) return fail(ErrorCode::kCorruptData, "its samples do not read back");
   const std::uint64_t n = c->records.size();
   for (std::uint64_t i = 0; i < n; ++i) {
     const ManifestLine& line = held[next + i];
     const IndexRecord& r = c->records[i];
     if (line.offset < begin || line.offset >= end || r.offset != start + line.offset || r.length != line.length) {
-      return fail(ErrorCode::kInvalidArgument, "its sample " + std::to_string(i) + " is not the text's " +
-                                                   manifests.where(line));
+      return fail(ErrorCode::kInvalidArgument,
+                  "its sample " + std::to_string(i) + " is not the text's " + manifests.where(line));
     }
   }
   if (next + n < held.size() && held[next + n].offset < end) {

@@ -25,8 +25,8 @@ std::uint32_t clamped(double v, double most) {
 constexpr std::uint64_t kHead = 64u << 10;               // a remote image's first bytes asked for
 constexpr std::uint64_t kLongHead = 1u << 20;            // again, where its header lies past kHead
 constexpr std::uint64_t kVideoTail = 4u << 20;           // a remote video's last bytes, where its header is not first
-constexpr std::size_t kWaiting = 256;                    // remote images and videos read together
 constexpr std::uint64_t kTail = std::uint64_t{1} << 63;  // a request's tag: for its object's last bytes
+constexpr std::uint64_t kBytesAsked = 64u << 20;         // a prober's GETs outstanding ask at most this
 
 MediaFacts video_facts(const VideoInfo& info) {
   MediaFacts f;
@@ -38,7 +38,6 @@ MediaFacts video_facts(const VideoInfo& info) {
   f.known = MediaFacts::Known::kRead;
   return f;
 }
-constexpr std::size_t kInFlight = 64;
 
 // A request for an object's bytes: its tag (its first in MediaProber's waiting list, kTail set
 // for its last bytes) and the range.
@@ -138,7 +137,7 @@ void MediaProber::add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std
   if (!uri.ok()) return fail(slot, name, uri.error());
   if (uri->scheme != storage::Scheme::kFile && kind != MediaFacts::Kind::kAudio) {
     waiting_.push_back({slot, kind, std::move(uri).value(), std::move(name)});
-    if (waiting_.size() >= kWaiting) flush();
+    if (waiting_.size() >= 4 * in_flight_) flush();
     return;
   }
   auto read = media_facts(kind, *uri);
@@ -152,7 +151,7 @@ void MediaProber::flush() {
   if (!fetcher_) {
     storage::FetchOptions options;
     options.part_size = 0;
-    options.max_inflight = kInFlight;
+    options.max_inflight = in_flight_;
     fetcher_ = std::make_unique<storage::Fetcher>(options, s3_);
   }
   // One GET for each object, however many samples name it.
@@ -164,19 +163,28 @@ void MediaProber::flush() {
     same.push_back(i);
   }
   std::size_t next = 0, outstanding = 0;
+  std::uint64_t bytes_asked = 0;                            // by the GETs outstanding
+  std::unordered_map<std::uint64_t, std::uint64_t> asking;  // tag -> its bytes
   const auto ask = [&](std::uint64_t tag, storage::ByteRange range) {
-    outstanding += fetcher_->submit({waiting_[tag & ~kTail].uri, tag, range}) ? 1 : 0;
+    if (!fetcher_->submit({waiting_[tag & ~kTail].uri, tag, range})) return;
+    ++outstanding;
+    bytes_asked += range.length;
+    asking[tag] = range.length;
   };
+  const auto head_of = [&](std::size_t i) { return waiting_[i].kind == MediaFacts::Kind::kImage ? kHead : kLongHead; };
   std::unordered_map<std::size_t, core::Buffer> heads;  // videos' first bytes, while their last are fetched
   while (next < first.size() || outstanding > 0) {
-    while (next < first.size() && outstanding < kInFlight * 2) {
+    while (next < first.size() && outstanding < in_flight_ * 2 &&
+           (outstanding == 0 || bytes_asked + head_of(first[next]) <= kBytesAsked)) {
       const std::size_t i = first[next++];
-      ask(i, {0, waiting_[i].kind == MediaFacts::Kind::kImage ? kHead : kLongHead});
+      ask(i, {0, head_of(i)});
     }
     if (outstanding == 0) break;                               // (the fetcher refused them: only once cancelled)
     std::optional<storage::FetchResult> r = fetcher_->next();  // each GET ends within its deadlines
     if (!r) break;
     --outstanding;
+    bytes_asked -= asking[r->tag];
+    asking.erase(r->tag);
     const std::size_t i = r->tag & ~kTail;
     const std::vector<std::size_t>& same = naming[waiting_[i].uri.to_string()];
     const auto fail_all = [&](const Error& why) {

@@ -24,6 +24,11 @@
 
 namespace mmfeed::dataset {
 
+// The ranged GETs a build keeps in flight to read remote media's headers, over all its threads:
+// what bounds a build whose media lie behind a first-byte latency (50 ms: about 20 GETs a second
+// each), not its cores.
+inline constexpr std::size_t kMediaInFlight = 512;
+
 // The facts of the medium at `uri`: known == kRead from a local file's header, kNotProbed for a
 // remote object (not read); an error (naming nothing: the caller names the sample and the
 // reference) when the file is missing or its header is not one of `kind`'s formats.
@@ -31,11 +36,14 @@ Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& 
 
 // The facts of media in the order added (`media`): local ones read when added, remote images and
 // videos gathered and read together by ranged GETs of their first (a video's, and last) bytes
-// (at flush(), and whenever 256 wait), remote audio clips not read (kNotProbed). A medium that cannot be read is
-// counted, named (the first `named`) and marked kUnreadable.
+// (at flush(), and whenever 4 x in_flight wait), remote audio clips not read (kNotProbed). A medium that cannot be read
+// is counted, named (the first `named`) and marked kUnreadable.
 class MediaProber {
  public:
-  MediaProber(storage::S3Options s3, std::size_t named) : s3_(std::move(s3)), named_(named) {}
+  // `in_flight`: the ranged GETs of remote media's first bytes it keeps in flight (each holds at
+  // most 1 MiB; an image's 64 KiB), a batch of 4 x in_flight media read together.
+  MediaProber(storage::S3Options s3, std::size_t named, std::size_t in_flight = kMediaInFlight)
+      : s3_(std::move(s3)), named_(named), in_flight_(in_flight) {}
 
   // Medium `uri` of `kind` (or why it did not resolve), `name` naming it ("train.jsonl:12: a.jpg").
   void add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std::string name);
@@ -57,6 +65,7 @@ class MediaProber {
 
   storage::S3Options s3_;
   std::size_t named_;
+  std::size_t in_flight_;
   std::vector<Waiting> waiting_;
   std::unique_ptr<storage::Fetcher> fetcher_;  // made for the first remote image or video
 };

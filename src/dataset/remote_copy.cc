@@ -81,9 +81,8 @@ Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const
   return ok_status();
 }
 
-Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name,
-                                      const SourceStamp& stamp, const storage::S3Options& s3, std::uint64_t begin,
-                                      std::uint64_t length) {
+Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name, const SourceStamp& stamp,
+                                      const storage::S3Options& s3, std::uint64_t begin, std::uint64_t length) {
   storage::FetchOptions options;
   options.part_size = 0;
   options.max_object_bytes = length;

@@ -31,8 +31,7 @@ Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const
 // Bytes [begin, begin + length) of the object or file at `uri` (shown as `name`), of the version
 // `stamp` names (a remote one's GET pinned to its ETag), read into memory by one read; `length` is
 // the caller's to bound (> 0). An error names the object: unreachable, answered short, replaced.
-Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name,
-                                      const SourceStamp& stamp, const storage::S3Options& s3, std::uint64_t begin,
-                                      std::uint64_t length);
+Result<std::string> read_source_range(const storage::ObjectUri& uri, const std::string& name, const SourceStamp& stamp,
+                                      const storage::S3Options& s3, std::uint64_t begin, std::uint64_t length);
 
 }  // namespace mmfeed::dataset

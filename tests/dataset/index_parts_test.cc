@@ -92,7 +92,8 @@ TEST_F(IndexPartsTest, PartsCutAnywhereMakeTheWholeBuildsIndex) {
     EXPECT_EQ(s.samples, whole.samples);
   }
   for (const std::vector<IndexPartRange>& ranges :
-       std::vector<std::vector<IndexPartRange>>{{{0, text}}, {{0, 1}, {1, 2}, {2, 500}, {500, 501}, {501, text}},
+       std::vector<std::vector<IndexPartRange>>{{{0, text}},
+                                                {{0, 1}, {1, 2}, {2, 500}, {500, 501}, {501, text}},
                                                 {{0, 0}, {0, 90}, {90, 90}, {90, 400}, {400, 700}, {700, text}}}) {
     build_from(source, ranges, {}, out).value();
     EXPECT_EQ(read(out), expected);

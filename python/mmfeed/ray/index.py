@@ -78,13 +78,13 @@ def build_index(
         raise ValueError(f"parts must be at least 1, not {wanted}")
     ranges = _mmfeed.plan_index_parts(source, wanted)
     options = {"media_root": media_root, "probe_media": probe_media, "model": model, "chat_template": chat_template}
-    token_bytes = None
+    token_bytes: ray.ObjectRef | None = None  # a reference the tasks are given, resolved to the bytes
     if tokenizer is not None:
         with open(tokenizer, "rb") as f:
             token_bytes = ray.put(f.read())
     task = ray.remote(_describe).options(**{"num_cpus": 1, "max_retries": 3, **(task_options or {})})
     pending = {task.remote(source, b, e, options, token_bytes): k for k, (b, e) in enumerate(ranges)}
-    described: list[bytes | None] = [None] * len(ranges)
+    described: list[bytes] = [b""] * len(ranges)
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
