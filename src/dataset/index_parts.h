@@ -25,6 +25,8 @@
 
 namespace mmfeed::dataset {
 
+inline constexpr std::size_t kIndexPartHead = 8 + 4 + 33 + 16;  // a part's bytes before its samples'
+
 // `parts` (in order) as the records and media of `index` (its records sized for `manifests`' one
 // manifest's held lines) and their counts into `counts`: each part's header, CRC and binding
 // (`stamp`, `start`, the options' tokens key, media probing and root) checked, its range
