@@ -25,8 +25,9 @@ fetched before the first batch (mmfeed's own count of its ranged GETs).
 Then WebDataset shards (the conversations, each with a ~100 KB image, in 20 shards written by
 webdataset's TarWriter): read by a brace pattern (scanned: their headers found by reading them),
 from the .tar.idx `mmfeed index` writes beside each shard (and the time it takes), and as an Energon
-dataset (`energon prepare`'s own .tar.idx, and its time), rank 0 of 8 alike; and the same shards in
-the object store, scanned and from the .tar.idx beside them.
+dataset (`energon prepare`'s own .tar.idx, and its time), rank 0 of 8 alike, and that dataset by
+Energon's own loader (`get_train_dataset`, rank 0 of 8, its images decoded and JSON parsed, nothing
+tokenized); and the same shards in the object store, scanned and from the .tar.idx beside them.
 
 Usage:
     python bench/scale.py [--samples 200000,2000000,10000000] [--datasets-up-to 2000000] [--remote 200000]
@@ -65,12 +66,32 @@ def storage():  # bytes this process had read from storage (page faults of its m
         return next(int(l.split()[1]) for l in f if l.startswith("read_bytes"))
 kind, manifest, rank, tokenizer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 start_bytes, base_rss, base_pss = storage(), rss(), pss()
-t0 = time.perf_counter()
+t0, imported = time.perf_counter(), 0.0
 if kind == "warm":  # the libraries and the tokenizer into the page cache, before anything is measured
     import datasets, mmfeed, tokenizers
     tokenizers.Tokenizer.from_file(tokenizer)
+    try:
+        import megatron.energon
+    except ImportError:
+        pass
     print("{}")
     sys.exit(0)
+elif kind == "energon":  # Energon's own loader: rank 0 of 8, its samples' images decoded, the JSON parsed
+    from megatron.energon import Cooker, DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset, stateless
+    imported = time.perf_counter() - t0  # torch and Energon: not counted as opening
+    t0 += imported
+    @stateless
+    def cook(sample):
+        return {"key": sample["__key__"], "conversation": sample["json"], "image": sample.get("0.jpg")}
+    class Raw(DefaultTaskEncoder):
+        cookers = [Cooker(cook)]
+        def batch(self, samples):
+            return samples
+    config = WorkerConfig(rank=rank, world_size=8, num_workers=0)
+    loader = get_loader(get_train_dataset(manifest, batch_size=4, shuffle_buffer_size=None,
+                                          max_samples_per_sequence=None, worker_config=config, task_encoder=Raw()))
+    t1 = time.perf_counter()
+    batch = next(iter(loader))
 elif kind == "datasets":
     import datasets
     datasets.disable_progress_bars()
@@ -88,7 +109,7 @@ else:
 t2 = time.perf_counter()
 text = loader.metrics().get("gauges", {}) if kind == "mmfeed" else {}
 fetched = loader.metrics().get("counters", {}).get("fetch.bytes", 0) if kind == "mmfeed" else 0
-print(json.dumps({"fetch_bytes": fetched, "open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
+print(json.dumps({"import_s": imported, "fetch_bytes": fetched, "open_s": t1 - t0, "first_batch_s": t2 - t0, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss,
                   "rss": rss() - base_rss, "pss": pss() - base_pss, "read_bytes": storage() - start_bytes,
                   "text_bytes": text.get("manifest.text_bytes", {}).get("value", 0),
                   "text_requests": text.get("manifest.text_requests", {}).get("value", 0)}))
@@ -158,7 +179,7 @@ def evict(work: Path) -> None:
 
 
 def measure(kind: str, manifest: Path, env: dict | None = None, url: str | None = None) -> dict:
-    evict(manifest.parent)
+    evict(manifest if manifest.is_dir() else manifest.parent)
     p = child(kind, url or manifest, env=env)
     out, err = p.communicate(timeout=3600)
     if p.returncode != 0:
@@ -202,7 +223,7 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
     size = sum(p.stat().st_size for p in root.glob("*.tar"))
     row: dict = {"samples": samples, "shards": len(written), "shard_bytes": size}
     pattern = str(root / parts)
-    measure("warm", Path(pattern))
+    measure("warm", Path(pattern), {"PYTHONPATH": str(ROOT / ".oracles" / "energon")})
     row["scanned"] = measure("mmfeed", Path(pattern))
     from objectstore import Nginx
 
@@ -238,6 +259,12 @@ def shard_run(samples: int, shards: int, work: Path) -> dict:
     if prepare.returncode == 0:
         row["energon_prepare_s"] = time.perf_counter() - start
         row["energon"] = measure("mmfeed", root)
+        # Energon's own loader needs the sample type: raw samples, each cooked to its decoded
+        # image and parsed JSON (mmfeed reads no dataset.yaml).
+        (root / ".nv-meta" / "dataset.yaml").write_text(
+            "__module__: megatron.energon\n__class__: CrudeWebdataset\nsubflavors: {}\n"
+        )
+        row["energon_loader"] = measure("energon", root, {"PYTHONPATH": str(ROOT / ".oracles" / "energon")})
     else:
         print(
             f"(energon prepare is not installed here: scripts/setup.sh puts it in .oracles/energon)\n{prepare.stderr[-500:]}"
@@ -256,6 +283,7 @@ def shard_report(row: dict) -> None:
         ("scanned", "shards by a pattern, scanned"),
         ("indexed", "the pattern, from mmfeed's .tar.idx"),
         ("energon", "Energon dataset, from its .tar.idx"),
+        ("energon_loader", "Energon's own loader (no tokenizing)"),
     ):
         if key in row:
             r = row[key]
@@ -263,6 +291,8 @@ def shard_report(row: dict) -> None:
                 f"  {label:<36}{r['open_s']:>8.2f}s{r['first_batch_s']:>10.2f}s{mb(r['peak_rss']):>14}"
                 f"{mb(r['rss']):>14}{mb(r['read_bytes']):>14}"
             )
+    if "energon_loader" in row:
+        print(f"  (Energon's loader: importing it and torch took {row['energon_loader']['import_s']:.2f} s more)")
     s, i = row["scanned"], row["indexed"]
     print(
         f"  from mmfeed index's .tar.idx vs scanned: first batch {s['first_batch_s'] / i['first_batch_s']:.1f}x "
