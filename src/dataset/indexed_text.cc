@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace mmfeed::dataset {
@@ -20,6 +21,41 @@ constexpr std::chrono::minutes kWait{10};         // for a GET to end (each atte
 }  // namespace
 
 LocalText::~LocalText() { ::close(fd_); }
+
+Result<std::string_view> MemoryText::read(TextRange range, std::string& buffer) const {
+  (void)buffer;
+  if (range.offset > text_.size() || range.length > text_.size() - range.offset) {
+    return Error(ErrorCode::kInternal, "a sample's range past its text", name_);
+  }
+  return std::string_view(text_).substr(range.offset, range.length);
+}
+
+std::uint64_t SegmentedText::total(const std::vector<std::shared_ptr<const IndexedText>>& texts) {
+  std::uint64_t size = 0;
+  for (const auto& t : texts) size += t->size();
+  return size;
+}
+
+SegmentedText::SegmentedText(std::string name, std::vector<std::shared_ptr<const IndexedText>> texts)
+    : IndexedText(std::move(name), 0, total(texts)), texts_(std::move(texts)) {
+  std::uint64_t at = 0;
+  for (const auto& t : texts_) {
+    starts_.push_back(at);
+    at += t->size();
+  }
+}
+
+Result<std::string_view> SegmentedText::read(TextRange range, std::string& buffer) const {
+  // The last text starting at or before the range (empty texts share their start with the next).
+  const auto it = std::upper_bound(starts_.begin(), starts_.end(), range.offset);
+  if (it == starts_.begin()) return Error(ErrorCode::kInternal, "a sample's range before its text", name_);
+  const auto k = static_cast<std::size_t>(it - starts_.begin() - 1);
+  const std::uint64_t within = range.offset - starts_[k];
+  if (within > texts_[k]->size() || range.length > texts_[k]->size() - within) {
+    return Error(ErrorCode::kInternal, "a sample's range spans two files' text", name_);
+  }
+  return texts_[k]->read({within, range.length}, buffer);
+}
 
 Result<std::string_view> LocalText::read(TextRange range, std::string& buffer) const {
   buffer.resize(range.length);
@@ -41,7 +77,7 @@ Result<std::string_view> LocalText::read(TextRange range, std::string& buffer) c
   return std::string_view(buffer);
 }
 
-RemoteText::RemoteText(storage::ObjectUri uri, std::string name, std::string etag, std::uint32_t start,
+RemoteText::RemoteText(storage::ObjectUri uri, std::string name, std::string etag, std::uint64_t start,
                        std::uint64_t size, const storage::S3Options& s3, std::uint64_t max_line)
     : IndexedText(std::move(name), start, size), uri_(std::move(uri)), etag_(std::move(etag)) {
   storage::FetchOptions options;

@@ -1,7 +1,9 @@
 // The text of a manifest opened from its index (index.h): it stays where it lies, and each
 // sample's is read by its byte range when asked for, from a local file (pread; the file held
 // open, so a file replaced since still reads as indexed) or from a remote object (ranged GETs
-// pinned by If-Match to the version indexed). For a remote object the samples the reader will want
+// pinned by If-Match to the version indexed), or held (a remote Parquet file's index fetched into
+// memory), several files' laid end to end (SegmentedText: a Parquet source's rows, each file's text
+// in its index or read). For a remote object the samples the reader will want
 // next are fetched ahead (prefetch()): adjacent ranges coalesced into one GET, a bounded number
 // of bytes held.
 //
@@ -19,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
@@ -35,7 +38,7 @@ struct TextRange {
 
 class IndexedText {
  public:
-  IndexedText(std::string name, std::uint32_t start, std::uint64_t size)
+  IndexedText(std::string name, std::uint64_t start, std::uint64_t size)
       : name_(std::move(name)), start_(start), size_(size) {}
   virtual ~IndexedText() = default;
   IndexedText(const IndexedText&) = delete;
@@ -58,14 +61,14 @@ class IndexedText {
 
  protected:
   const std::string name_;
-  const std::uint32_t start_;
+  const std::uint64_t start_;
   const std::uint64_t size_;
 };
 
 class LocalText final : public IndexedText {
  public:
   // `fd` is owned (closed with this).
-  LocalText(int fd, std::string name, std::uint32_t start, std::uint64_t size)
+  LocalText(int fd, std::string name, std::uint64_t start, std::uint64_t size)
       : IndexedText(std::move(name), start, size), fd_(fd) {}
   ~LocalText() override;
   Result<std::string_view> read(TextRange range, std::string& buffer) const override;
@@ -74,11 +77,35 @@ class LocalText final : public IndexedText {
   const int fd_;
 };
 
+// Text held in memory.
+class MemoryText final : public IndexedText {
+ public:
+  MemoryText(std::string name, std::string text)
+      : IndexedText(std::move(name), 0, text.size()), text_(std::move(text)) {}
+  Result<std::string_view> read(TextRange range, std::string& buffer) const override;
+
+ private:
+  const std::string text_;
+};
+
+// The texts of several files laid end to end, each sample's within one of them.
+class SegmentedText final : public IndexedText {
+ public:
+  // `texts` in order; the text's size is theirs summed.
+  SegmentedText(std::string name, std::vector<std::shared_ptr<const IndexedText>> texts);
+  Result<std::string_view> read(TextRange range, std::string& buffer) const override;
+
+ private:
+  static std::uint64_t total(const std::vector<std::shared_ptr<const IndexedText>>& texts);
+  const std::vector<std::shared_ptr<const IndexedText>> texts_;
+  std::vector<std::uint64_t> starts_;  // of each text, in the whole
+};
+
 class RemoteText final : public IndexedText {
  public:
   // The object at `uri` (shown as `name`) whose version is `etag`; `max_line`: the longest sample
   // text accepted (the Loader's max_manifest_bytes).
-  RemoteText(storage::ObjectUri uri, std::string name, std::string etag, std::uint32_t start, std::uint64_t size,
+  RemoteText(storage::ObjectUri uri, std::string name, std::string etag, std::uint64_t start, std::uint64_t size,
              const storage::S3Options& s3, std::uint64_t max_line);
   ~RemoteText() override;
   Result<std::string_view> read(TextRange range, std::string& buffer) const override;

@@ -16,7 +16,6 @@
 #include <parquet/metadata.h>
 #include <parquet/page_index.h>
 #include <parquet/statistics.h>
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -428,50 +427,10 @@ class ParquetReader {
 struct FilePart {
   Manifest rows;
   std::vector<ManifestLine> lines;
+  std::shared_ptr<const IndexedText> text;  // its rows' text where it lies in its local index (else rows.text)
+  std::uint32_t text_crc = 0;               // of that text (with `text`)
   Status status = ok_status();
 };
-
-// The index beside file `uri` (parquet_index.h), its bytes: nullopt where there is none (a remote
-// store's 403 taken as none: stores hide what is missing).
-Result<std::optional<core::Buffer>> index_beside(const storage::ObjectUri& uri, const std::string& path,
-                                                 std::size_t limit, const storage::S3Options& s3) {
-  if (uri.scheme == storage::Scheme::kFile) {
-    struct stat st {};
-    if (::stat(index_path_of(uri.path).c_str(), &st) != 0) return std::optional<core::Buffer>();
-  } else if (path.find_first_of("?#") != std::string::npos) {
-    return std::optional<core::Buffer>();  // a signed URL: nothing beside it to name
-  }
-  MMFEED_ASSIGN_OR_RETURN(
-      storage::ObjectUri index,
-      storage::parse_uri(uri.scheme == storage::Scheme::kFile ? index_path_of(uri.path) : index_path_of(path)));
-  storage::FetchOptions options;
-  options.part_size = 0;
-  // Its rows' text is held to `limit` when read; its entries (64 bytes an image) come besides.
-  options.max_object_bytes = limit > SIZE_MAX / 2 ? SIZE_MAX : 2 * limit;
-  storage::Fetcher fetcher(options, s3);
-  if (!fetcher.submit({std::move(index), 0, std::nullopt})) {
-    return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
-  }
-  std::optional<storage::FetchResult> r = fetcher.next();
-  if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
-  if (!r->data.ok()) {
-    const ErrorCode code = r->data.error().code();
-    if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) return std::optional<core::Buffer>();
-    return std::move(r->data).error();
-  }
-  return std::optional<core::Buffer>(std::move(r->data).value());
-}
-
-// File `path` read from its index, when it has one beside it: whether it did.
-Result<bool> read_indexed_part(const storage::ObjectUri& uri, const std::string& path, std::size_t limit,
-                               const storage::S3Options& s3, std::uint32_t manifest, FilePart& part) {
-  MMFEED_ASSIGN_OR_RETURN(std::optional<core::Buffer> index, index_beside(uri, path, limit, s3));
-  if (!index) return false;
-  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, s3));
-  MMFEED_RETURN_IF_ERROR(read_parquet_index(index->span(), storage::redact_uri(index_path_of(path)), now, limit,
-                                            manifest, part.rows, part.lines));
-  return true;
-}
 
 void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
                         std::uint32_t manifest, bool use_indexes, FilePart& part) {
@@ -482,8 +441,14 @@ void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool&
   }
   const std::string name = storage::redact_uri(path);
   if (use_indexes) {
-    auto indexed = read_indexed_part(*uri, path, limit, s3, manifest, part);
+    auto indexed = read_index_beside(path, limit, s3, manifest);
     if (!indexed.ok() || *indexed) {
+      if (indexed.ok()) {
+        part.rows = std::move((*indexed)->rows);
+        part.lines = std::move((*indexed)->lines);
+        part.text = std::move((*indexed)->text);
+        part.text_crc = (*indexed)->text_crc;
+      }
       part.status = indexed.ok() ? ok_status() : Status(std::move(indexed).error());
       part.rows.shards.push_back(Shard{std::move(uri).value(), name});
       return;
@@ -514,14 +479,35 @@ void read_part(const std::string& path, std::size_t limit, LimitedPool& pool, co
   }
 }
 
+// The rows' text of a source's files, as merged: the files' texts in order, each held or (read
+// from a local index) where it lies; `m.text` accumulates the held ones since the last that lies.
+struct MergedText {
+  std::vector<std::shared_ptr<const IndexedText>> texts;
+  std::uint64_t size = 0, held = 0;  // all of it; what is held in memory
+  uLong crc = crc32_z(0, nullptr, 0);
+};
+
 // `part` (file number `file`) appended to `m`: text, lines, samples, members, cells and chunks
 // renumbered.
-void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<ManifestLine>& lines) {
-  const std::uint64_t text = m.text.size(), sample = m.samples.size(), member = m.members.size();
+void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<ManifestLine>& lines, MergedText& text) {
+  const std::uint64_t base = text.size, sample = m.samples.size(), member = m.members.size();
   const auto chunk = static_cast<std::uint32_t>(m.chunks.size());
-  m.text += part.rows.text;
+  if (part.text) {
+    if (!m.text.empty()) text.texts.push_back(std::make_shared<MemoryText>(m.name, std::move(m.text)));
+    m.text.clear();
+    text.texts.push_back(part.text);
+    text.crc = crc32_combine(text.crc, part.text_crc, static_cast<z_off_t>(part.text->size()));
+    text.size += part.text->size();
+  } else {
+    const std::string& t = part.rows.text;
+    const uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(t.data()), t.size());
+    text.crc = crc32_combine(text.crc, crc, static_cast<z_off_t>(t.size()));
+    text.size += t.size();
+    text.held += t.size();
+    m.text += t;
+  }
   for (ManifestLine line : part.lines) {
-    line.offset += text;
+    line.offset += base;
     line.number += sample;
     lines.push_back(line);
   }
@@ -555,6 +541,7 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
   // Files are opened kFilesAtOnce at a time, each on a thread of its own (a remote file's footer,
   // page index and columns are several reads, one after another), and merged in order.
   constexpr std::size_t kFilesAtOnce = 16;
+  MergedText text;
   for (std::size_t first = 0; first < names.size(); first += kFilesAtOnce) {
     const std::size_t count = std::min(kFilesAtOnce, names.size() - first);
     std::vector<FilePart> parts(count);
@@ -573,8 +560,8 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
     MMFEED_RETURN_IF_ERROR(started);
     for (std::size_t k = 0; k < count; ++k) {
       MMFEED_RETURN_IF_ERROR(parts[k].status);
-      merge(m, static_cast<std::uint32_t>(first + k), parts[k], lines);
-      if (m.text.size() > limit) {
+      merge(m, static_cast<std::uint32_t>(first + k), parts[k], lines, text);
+      if (text.held > limit) {
         return Error(ErrorCode::kResourceExhausted,
                      "its rows written as JSON pass max_manifest_bytes (" + std::to_string(limit) +
                          "); split it, or raise the limit",
@@ -582,8 +569,14 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
       }
     }
   }
-  // The fingerprint covers the rows and where their cells are.
-  uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(m.text.data()), m.text.size());
+  if (!text.texts.empty()) {  // some files' text lies in their index: all read through one view
+    if (!m.text.empty()) text.texts.push_back(std::make_shared<MemoryText>(m.name, std::move(m.text)));
+    m.text.clear();
+    m.indexed = std::make_shared<SegmentedText>(m.name, std::move(text.texts));
+  }
+  // The fingerprint covers the rows (the same CRC-32 however their text is held) and where their
+  // cells are.
+  uLong crc = text.crc;
   for (const ShardMember& member : m.members) {
     const std::uint64_t place[2] = {member.offset, member.size};
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(place), sizeof place);

@@ -2,8 +2,13 @@
 // image's value found in its fetched page; read back into the rows read_parquet would give.
 #include "dataset/parquet_index.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -156,7 +161,8 @@ Result<ParquetIndexBuilt> write_parquet_index(const std::string& file, const std
 }
 
 Status read_parquet_index(std::span<const std::byte> bytes, const std::string& where, const SourceStamp& now,
-                          std::size_t limit, std::uint32_t manifest, Manifest& rows, std::vector<ManifestLine>& lines) {
+                          std::size_t limit, std::uint32_t manifest, Manifest& rows, std::vector<ManifestLine>& lines,
+                          ParquetIndexText* text_place) {
   const auto refuse = [&](const std::string& why, ErrorCode code = ErrorCode::kCorruptData) {
     return Error(code, why, where);
   };
@@ -180,7 +186,7 @@ Status read_parquet_index(std::span<const std::byte> bytes, const std::string& w
     return refuse("truncated or extended: " + std::to_string(bytes.size()) + " bytes for " + std::to_string(count) +
                   " rows and " + std::to_string(images) + " images");
   }
-  if (text > limit) {
+  if (text_place == nullptr && text > limit) {
     return refuse("its rows' text is " + std::to_string(text) + " bytes, more than max_manifest_bytes (" +
                       std::to_string(limit) + ")",
                   ErrorCode::kResourceExhausted);
@@ -200,7 +206,11 @@ Status read_parquet_index(std::span<const std::byte> bytes, const std::string& w
   const std::byte* image_at = row_at + count * kRowBytes;
   const std::byte* text_at = image_at + images * kImageBytes;
   const std::byte* names_at = text_at + text;
-  rows.text.assign(reinterpret_cast<const char*>(text_at), text);
+  if (text_place != nullptr) {
+    *text_place = {static_cast<std::uint64_t>(text_at - at), text};
+  } else {
+    rows.text.assign(reinterpret_cast<const char*>(text_at), text);
+  }
   rows.samples.reserve(count);
   rows.members.reserve(images);
   rows.cells.reserve(images);
@@ -227,6 +237,69 @@ Status read_parquet_index(std::span<const std::byte> bytes, const std::string& w
   if (image != images)
     return refuse("its rows name " + std::to_string(image) + " of its " + std::to_string(images) + " images");
   return ok_status();
+}
+
+namespace {
+
+// The local index at `index` of Parquet file `path`, mapped and checked; its text read in place.
+Result<std::optional<IndexedRows>> read_local_index(const std::string& path, const std::string& index,
+                                                    std::uint32_t manifest) {
+  const std::string where = storage::redact_uri(index);
+  struct OpenFd {  // closed on every way out but the one that hands it on
+    int fd;
+    ~OpenFd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(index.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) {
+    if (errno == ENOENT) return std::optional<IndexedRows>();
+    return Error(ErrorCode::kIoError, std::string("cannot open it: ") + std::strerror(errno), where);
+  }
+  MMFEED_ASSIGN_OR_RETURN(const core::MappedFile mapped, core::MappedFile::open(index));
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0 || st.st_ino != mapped.inode() || st.st_dev != mapped.device()) {
+    return Error(ErrorCode::kUnavailable, "replaced while it was read; open the source again", where);
+  }
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, {}));
+  std::optional<IndexedRows> out(std::in_place);
+  ParquetIndexText place;
+  MMFEED_RETURN_IF_ERROR(
+      read_parquet_index(mapped.bytes(), where, now, SIZE_MAX, manifest, out->rows, out->lines, &place));
+  out->text_crc = crc32_of(mapped.bytes().data() + place.offset, place.size);
+  out->text = std::make_shared<LocalText>(file.fd, where, place.offset, place.size);
+  file.fd = -1;  // the text's now
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<IndexedRows>> read_index_beside(const std::string& path, std::size_t limit,
+                                                     const storage::S3Options& s3, std::uint32_t manifest) {
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(path));
+  if (uri.scheme == storage::Scheme::kFile) return read_local_index(path, index_path_of(uri.path), manifest);
+  if (path.find_first_of("?#") != std::string::npos) return std::optional<IndexedRows>();  // a signed URL
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri index, storage::parse_uri(index_path_of(path)));
+  storage::FetchOptions options;
+  options.part_size = 0;
+  // Its rows' text is held to `limit` when read; its entries (64 bytes an image) come besides.
+  options.max_object_bytes = limit > SIZE_MAX / 2 ? SIZE_MAX : 2 * limit;
+  storage::Fetcher fetcher(options, s3);
+  if (!fetcher.submit({index, 0, std::nullopt})) {
+    return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
+  }
+  std::optional<storage::FetchResult> r = fetcher.next();
+  if (!r) return Error(ErrorCode::kInternal, "the fetcher closed", storage::redact_uri(path));
+  if (!r->data.ok()) {
+    const ErrorCode code = r->data.error().code();
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kPermissionDenied) return std::optional<IndexedRows>();
+    return std::move(r->data).error();
+  }
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, s3));
+  std::optional<IndexedRows> out(std::in_place);
+  MMFEED_RETURN_IF_ERROR(read_parquet_index(r->data->span(), storage::redact_uri(index_path_of(path)), now, limit,
+                                            manifest, out->rows, out->lines));
+  out->text_crc = crc32_of(out->rows.text.data(), out->rows.text.size());
+  return out;
 }
 
 }  // namespace mmfeed::dataset

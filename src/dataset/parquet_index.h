@@ -28,11 +28,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "dataset/index.h"
+#include "dataset/indexed_text.h"
 #include "dataset/manifest.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
@@ -59,7 +62,30 @@ Result<ParquetIndexBuilt> write_parquet_index(const std::string& file, const std
 // memory is committed, and the text against `limit`. An error names `where`: not a Parquet
 // file's index, another version, truncated, damaged (CRC-32), built from another version of the
 // file (its size, mtime or ETag).
+// With `text`, the rows' text is not copied into rows.text: where it lies in `bytes` is written
+// there (a mapped index's text read in place), and `limit` is not applied to it.
+struct ParquetIndexText {
+  std::uint64_t offset = 0, size = 0;
+};
 Status read_parquet_index(std::span<const std::byte> bytes, const std::string& where, const SourceStamp& now,
-                          std::size_t limit, std::uint32_t manifest, Manifest& rows, std::vector<ManifestLine>& lines);
+                          std::size_t limit, std::uint32_t manifest, Manifest& rows, std::vector<ManifestLine>& lines,
+                          ParquetIndexText* text = nullptr);
+
+// A Parquet file's rows read from the index beside it.
+struct IndexedRows {
+  Manifest rows;  // as read_parquet_index gives them; its text empty where `text` is set
+  std::vector<ManifestLine> lines;
+  std::shared_ptr<const IndexedText> text;  // a local index's rows' text, read where it lies
+  std::uint32_t text_crc = 0;               // of the rows' text
+};
+
+// The rows of the Parquet file at `path` from the index beside it ("<path>.mmidx"): nullopt where
+// there is none (a remote store's 403 taken as none: stores hide what is missing). A local index
+// is mapped and checked whole, then its rows' text is read where it lies when a sample asks for
+// it (the file held open; the node's ranks share its pages; not held, so `limit` does not bound
+// it); a remote one is fetched whole and its text held (within `limit`). An error names the
+// index, as read_parquet_index's do, or says it was replaced while it was read.
+Result<std::optional<IndexedRows>> read_index_beside(const std::string& path, std::size_t limit,
+                                                     const storage::S3Options& s3, std::uint32_t manifest);
 
 }  // namespace mmfeed::dataset

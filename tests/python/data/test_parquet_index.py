@@ -82,6 +82,35 @@ def test_indexed_parquet_gives_the_batches_of_the_files_read_whole(cli, hf):
     assert rc == 0 and again["shards_kept"] == 3 and again["shards_indexed"] == 0 and again["samples"] == 24
 
 
+def test_a_local_index_text_is_read_where_it_lies_not_held(cli, hf):
+    # Opened from their local indexes, the rows' text stays in the index files (read by range as
+    # the samples are reached): max_manifest_bytes, which bounds the text a rank holds, no longer
+    # bounds it. Some files indexed and some read whole give the batches of all read whole.
+    folder, root = hf
+    whole = load(folder / SOURCE, **root)[0]
+    small = {"max_manifest_bytes": 3000, **root}  # less than one file's rows
+    with pytest.raises(ValueError, match="max_manifest_bytes"):
+        load(folder / SOURCE, **small)
+    rc, _, err = index(cli, folder / "train-00001.parquet")
+    assert rc == 0, err
+    assert_same_batches(load(folder / SOURCE, **root)[0], whole)  # files 0 and 2 read whole, 1 from its index
+    rc, _, err = index(cli, folder / SOURCE)
+    assert rc == 0, err
+    got, errors, _ = load(folder / SOURCE, **small)
+    assert not errors
+    assert_same_batches(got, whole)
+    # An index rebuilt while a Loader reads through it: the Loader reads the one it opened.
+    with mmfeed.Loader(str(folder / SOURCE), **{**OPTIONS, **root}) as loader:
+        first = next(loader)
+        built = folder / "train-00000.parquet.mmidx"
+        replaced = built.with_suffix(".tmp")
+        replaced.write_bytes(b"x" * built.stat().st_size)
+        replaced.rename(built)
+        rest = list(loader)
+        assert not loader.errors()
+    assert_same_batches([first, *rest], whole)
+
+
 def test_a_stale_or_damaged_index_is_refused_by_name(cli, hf):
     folder, root = hf
     rc, _, err = index(cli, folder / SOURCE)
