@@ -1,7 +1,8 @@
 // A remote manifest's text read by byte range (dataset/indexed_text.h) against a real nginx
 // (tests/storage/nginx_server.h): each sample's line exact, ranges adjacent in the file one GET,
 // nothing fetched twice, and a version other than the one indexed (If-Match) or a range past the
-// object's end an error naming the manifest, never a crash.
+// object's end an error naming the manifest, never a crash. Several files' texts laid end to end
+// (SegmentedText, a Parquet source's) read each sample from the text holding it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -99,6 +100,22 @@ TEST_F(RemoteTextTest, AnotherVersionOrARangePastItsEndIsTheSamplesErrorNamingIt
   auto past = cut.read({text().size() + 10, 20}, buffer);
   ASSERT_FALSE(past.ok());
   EXPECT_NE(past.error().to_string().find(url()), std::string::npos) << past.error().to_string();
+}
+
+TEST(SegmentedTextTest, EachSampleIsReadFromTheTextHoldingIt) {
+  std::vector<std::shared_ptr<const IndexedText>> texts{std::make_shared<MemoryText>("a", "first\nrow\n"),
+                                                        std::make_shared<MemoryText>("b", ""),
+                                                        std::make_shared<MemoryText>("c", "second\n")};
+  const SegmentedText text("train-*.parquet", texts);
+  EXPECT_EQ(text.size(), 17u);
+  std::string buffer;
+  EXPECT_EQ(text.read({6, 3}, buffer).value(), "row");
+  EXPECT_EQ(text.read({10, 6}, buffer).value(), "second");
+  EXPECT_EQ(text.read({0, 5}, buffer).value(), "first");
+  const auto across = text.read({8, 4}, buffer);  // "w\ns" spans two files' text
+  ASSERT_FALSE(across.ok());
+  EXPECT_NE(across.error().to_string().find("train-*.parquet"), std::string::npos);
+  EXPECT_FALSE(text.read({17, 1}, buffer).ok());
 }
 
 }  // namespace
