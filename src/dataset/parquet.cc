@@ -432,6 +432,14 @@ struct FilePart {
   Status status = ok_status();
 };
 
+// The rows `indexed` read from a file's index, as that file's part.
+void take_index(IndexedRows&& indexed, FilePart& part) {
+  part.rows = std::move(indexed.rows);
+  part.lines = std::move(indexed.lines);
+  part.text = std::move(indexed.text);
+  part.text_crc = indexed.text_crc;
+}
+
 void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
                         std::uint32_t manifest, bool use_indexes, FilePart& part) {
   auto uri = storage::parse_uri(path);
@@ -443,13 +451,8 @@ void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool&
   if (use_indexes) {
     auto indexed = read_index_beside(path, limit, s3, manifest);
     if (!indexed.ok() || *indexed) {
-      if (indexed.ok()) {
-        part.rows = std::move((*indexed)->rows);
-        part.lines = std::move((*indexed)->lines);
-        part.text = std::move((*indexed)->text);
-        part.text_crc = (*indexed)->text_crc;
-      }
       part.status = indexed.ok() ? ok_status() : Status(std::move(indexed).error());
+      if (indexed.ok()) take_index(std::move(**indexed), part);
       part.rows.shards.push_back(Shard{std::move(uri).value(), name});
       return;
     }
@@ -541,6 +544,17 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
   // Files are opened kFilesAtOnce at a time, each on a thread of its own (a remote file's footer,
   // page index and columns are several reads, one after another), and merged in order.
   constexpr std::size_t kFilesAtOnce = 16;
+  // A remote set's first file's index is looked for alone: where it has none, neither is looked
+  // for beside the others (a set without indexes costs one GET, not one a file).
+  std::optional<IndexedRows> first_index;
+  const auto remote = [&](const std::string& name) {
+    auto uri = storage::parse_uri(name);
+    return uri.ok() && uri->scheme != storage::Scheme::kFile;
+  };
+  if (use_indexes && !names.empty() && remote(names[0])) {
+    MMFEED_ASSIGN_OR_RETURN(first_index, read_index_beside(names[0], limit, s3, manifest));
+    use_indexes = first_index.has_value();
+  }
   MergedText text;
   for (std::size_t first = 0; first < names.size(); first += kFilesAtOnce) {
     const std::size_t count = std::min(kFilesAtOnce, names.size() - first);
@@ -548,6 +562,12 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
     std::vector<std::thread> threads;
     Status started = ok_status();
     for (std::size_t k = 0; k < count; ++k) {
+      if (first + k == 0 && first_index) {
+        take_index(std::move(*first_index), parts[0]);
+        MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri uri, storage::parse_uri(names[0]));
+        parts[0].rows.shards.push_back(Shard{std::move(uri), storage::redact_uri(names[0])});
+        continue;
+      }
       try {
         threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::ref(pool), std::cref(s3), manifest,
                              use_indexes, std::ref(parts[k]));

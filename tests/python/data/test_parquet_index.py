@@ -1,8 +1,9 @@
 """Issue 51: Parquet files opened from their index (`mmfeed index data-*.parquet` writes FILE.mmidx
 beside each: the rows' text and each image's own byte range, found once in its page). The batches
 are byte-identical to the files read whole (padded, packed, rank 1 of 3, resumed from a state
-saved without the index); nothing of the files is read at open; over HTTP each image is fetched
-alone, not its page; a stale, tampered or truncated index is refused by name; a file whose images
+saved without the index); nothing of the files is read at open, and a local index's text stays in
+it; over HTTP each image is fetched alone, not its page, and a set whose first file has no index is
+read whole without looking for the others'; a stale, tampered or truncated index is refused by name; a file whose images
 lie in compressed pages is named and gets none."""
 
 import json
@@ -179,6 +180,15 @@ def test_over_http_each_image_is_fetched_alone(cli, hf, nginx, tmp_path):
             got = list(loader)
             assert not loader.errors()
             indexed = loader.metrics()["counters"]
+        # Without the first file's index, the others' are not looked for (one GET for a set
+        # without indexes, not one a file): all are read whole.
+        uploaded = (folder / "train-00000.parquet.mmidx").read_bytes()
+        (folder / "train-00000.parquet.mmidx").unlink()
+        with mmfeed.Loader(url, **{**OPTIONS, **root}) as loader:
+            assert_same_batches(list(loader), want)
+            unindexed = loader.metrics()["counters"]
+        assert unindexed["fetch.bytes"] == whole["fetch.bytes"]
+        (folder / "train-00000.parquet.mmidx").write_bytes(uploaded)
         # An index built from the local files is bound to their mtimes, not the server's ETags.
         index(cli, folder / SOURCE)
         with pytest.raises(Exception, match="built for a local file and a remote one|another ETag"):
