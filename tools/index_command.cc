@@ -104,7 +104,7 @@ void print_text(const IndexSummary& s, double seconds) {
     std::printf("  %llu media could not be read:\n", static_cast<unsigned long long>(s.media_unreadable));
   for (const std::string& u : s.unreadable) std::printf("    %s\n", u.c_str());
   if (s.media_not_probed > 0)
-    std::printf("  %llu media not read (remote audio clips: their facts unknown)\n",
+    std::printf("  %llu media not read (--no-media: their facts unknown)\n",
                 static_cast<unsigned long long>(s.media_not_probed));
 }
 

@@ -89,7 +89,7 @@ struct IndexSummary {
   std::uint64_t bad_count = 0;          // all of them (`bad` names the first 100)
   std::uint64_t media_unreadable = 0;   // media whose header could not be read (missing, not media)
   std::vector<std::string> unreadable;  // "train.jsonl:12: img/a.jpg: reason", the first 100
-  std::uint64_t media_not_probed = 0;   // media not read (remote audio clips, --no-media): facts unknown
+  std::uint64_t media_not_probed = 0;   // media not read (--no-media): facts unknown
   std::uint64_t text_tokens = 0;        // the samples' text tokens, summed (0: not counted)
   // Of WebDataset shards: .tar.idx files written now, kept (current already), and shards given
   // none (damaged: named in `bad`, with the samples that will fail; a Loader scans such a set).
@@ -137,8 +137,8 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 // rewritten in place: readers map it), so a reader never meets half an index. A remote object
 // replaced while it is read is an error. A sample that is no conversation is indexed, flagged and
 // named; a local medium's header is read, a remote image's from its first bytes (a ranged GET), a
-// remote video's container header from its first and, where need be, last bytes (a remote
-// clip's not yet); one that cannot be read is counted and named, its facts marked unreadable.
+// remote video's or audio clip's container header from its first and, where need be, last bytes;
+// one that cannot be read is counted and named, its facts marked unreadable.
 //
 // A source of local WebDataset shards ("shard-{000..127}.tar") gets the .tar.idx energon prepare
 // writes, beside each shard (the same bytes), from which a Loader opens it without reading the

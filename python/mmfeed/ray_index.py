@@ -36,7 +36,7 @@ def print_summary(s: dict) -> None:
             for name in s[names]:
                 print(f"    {name}")
     if s["media_not_probed"]:
-        print(f"  {s['media_not_probed']} media not read (remote audio clips: their facts unknown)")
+        print(f"  {s['media_not_probed']} media not read (--no-media: their facts unknown)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,6 +89,9 @@ Result<FrameRange> frame_range(const Crop& crop, int sample_rate) {
 Result<AudioInfo> probe(std::span<const std::byte>) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
+Result<AudioInfo> probe_header(std::span<const std::byte>, std::span<const std::byte>, std::uint64_t) {
+  return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
+}
 Result<Waveform> decode_mono(std::span<const std::byte>, const Crop&, const ClipLimits&, Route) {
   return Error(ErrorCode::kUnsupported, "audio files: this build has no FFmpeg (MMFEED_VIDEO=OFF); pass samples");
 }
@@ -148,8 +151,8 @@ struct Stream {
   bool via_int16 = false;  // the samples through FFmpeg's 16-bit conversion (see to_float)
 };
 
-Result<Stream> open_stream(std::span<const std::byte> bytes, Route route) {
-  auto file = media::MediaFile::open(bytes, "audio", /*probe_packets=*/false);
+// The audio stream of `file` (opened), as `route` decodes it.
+Result<Stream> open_stream(Result<std::unique_ptr<media::MediaFile> > file, Route route) {
   if (!file.ok()) return std::move(file).error();
   Stream s;
   s.file = std::move(*file);
@@ -262,18 +265,39 @@ bool known_format(int format) {
   }
 }
 
+Result<Stream> open_stream(std::span<const std::byte> bytes, Route route) {
+  return open_stream(media::MediaFile::open(bytes, "audio", /*probe_packets=*/false), route);
+}
+
+AudioInfo info_of(const Stream& s) {
+  AudioInfo info;
+  info.sample_rate = s.sample_rate;
+  info.channels = s.channels;
+  info.duration_s = s.stated_seconds;
+  info.codec = avcodec_get_name(s.stream->codecpar->codec_id);
+  info.container = s.demuxer;
+  return info;
+}
+
 }  // namespace
 
 Result<AudioInfo> probe(std::span<const std::byte> bytes) {
   auto opened = open_stream(bytes, Route::kLibrosa);
   if (!opened.ok()) return std::move(opened).error();
-  AudioInfo info;
-  info.sample_rate = opened->sample_rate;
-  info.channels = opened->channels;
-  info.duration_s = opened->stated_seconds;
-  info.codec = avcodec_get_name(opened->stream->codecpar->codec_id);
-  info.container = opened->demuxer;
-  return info;
+  return info_of(*opened);
+}
+
+Result<AudioInfo> probe_header(std::span<const std::byte> head, std::span<const std::byte> tail, std::uint64_t size) {
+  auto opened =
+      open_stream(media::MediaFile::open_parts(head, tail, static_cast<std::int64_t>(size), "audio"), Route::kLibrosa);
+  if (!opened.ok()) return std::move(opened).error();
+  // A length guessed from the bit rate where the file's end would state it (an Ogg file's last
+  // page): its end is needed, as the whole file's probe reads it.
+  if (tail.empty() && head.size() < size &&
+      opened->file->format()->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE) {
+    return Error(ErrorCode::kUnavailable, "audio: its length is stated at its end");
+  }
+  return info_of(*opened);
 }
 
 namespace {

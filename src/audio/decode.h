@@ -35,6 +35,11 @@ struct Waveform {
 
 Result<AudioInfo> probe(std::span<const std::byte> bytes);
 
+// A clip's facts from its header alone: its first bytes `head` and, where given, its last `tail`
+// of a file of `size` bytes (a read into the gap between them fails): as probe() states them
+// where the header says them (a remote clip's cost facts, read by ranged GETs).
+Result<AudioInfo> probe_header(std::span<const std::byte> head, std::span<const std::byte> tail, std::uint64_t size);
+
 // What one clip may take: its length after the crop, and the bytes of its mono float32 samples
 // at the file's own rate (what the decoder holds, whatever rate they are resampled to later).
 struct ClipLimits {

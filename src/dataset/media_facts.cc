@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "audio/decode.h"
 #include "core/mapped_file.h"
 
 #include "mmfeed/audio.h"
@@ -62,35 +63,52 @@ Result<MediaFacts> image_answer(const storage::FetchResult& r, std::optional<Ask
   return f;
 }
 
-// A remote video's facts from the answer `r` to a GET of its first bytes, or of its last (tag
-// with kTail; its first kept in `heads` meanwhile). Whole (a short clip): probed as the Loader
-// probes it. Else its header's facts from its first bytes, or from its first and last (an MP4
-// written without faststart ends with moov): `again` set where its last are to be fetched first.
-Result<MediaFacts> video_answer(storage::FetchResult& r, std::unordered_map<std::size_t, core::Buffer>& heads,
-                                std::optional<Ask>& again) {
+MediaFacts audio_facts(const AudioInfo& info) {
+  MediaFacts f;
+  f.kind = MediaFacts::Kind::kAudio;
+  f.duration_ms = clamped(info.duration_s * 1000, UINT32_MAX);
+  f.known = MediaFacts::Known::kRead;
+  return f;
+}
+
+// A video's or audio clip's facts from its bytes: whole (`size` 0), or its container's header
+// from its first bytes `head` and last `tail` of a file of `size` bytes.
+Result<MediaFacts> container_facts(MediaFacts::Kind kind, std::span<const std::byte> head,
+                                   std::span<const std::byte> tail, std::uint64_t size) {
+  if (kind == MediaFacts::Kind::kVideo) {
+    auto info = size == 0 ? vision::probe_video(head, {}) : vision::probe_video_header(head, tail, size, {});
+    if (!info.ok()) return std::move(info).error();
+    return video_facts(*info);
+  }
+  auto info = size == 0 ? probe_audio(head) : audio::probe_header(head, tail, size);
+  if (!info.ok()) return std::move(info).error();
+  return audio_facts(*info);
+}
+
+// A remote video's or audio clip's facts from the answer `r` to a GET of its first bytes, or of
+// its last (tag with kTail; its first kept in `heads` meanwhile). Whole (a short clip): probed as
+// the Loader probes it. Else its header's facts from its first bytes, or from its first and last
+// (an MP4 written without faststart ends with moov): `again` set where its last are to be
+// fetched first.
+Result<MediaFacts> container_answer(MediaFacts::Kind kind, storage::FetchResult& r,
+                                    std::unordered_map<std::size_t, core::Buffer>& heads, std::optional<Ask>& again) {
   const std::size_t i = r.tag & ~kTail;
   const std::uint64_t size = r.object_size;
-  Result<VideoInfo> info = Error(ErrorCode::kInternal, "unset");
   if ((r.tag & kTail) != 0) {
     const core::Buffer head = std::move(heads.at(i));
     heads.erase(i);
-    info = vision::probe_video_header(head.span(), r.data->span(), size, {});
-  } else if (size == 0 || size <= r.data->size()) {
-    info = vision::probe_video(r.data->span(), {});
-  } else {
-    info = vision::probe_video_header(r.data->span(), {}, size, {});
-    if (!info.ok()) {
-      // Its last 4 MiB, or all the rest where less would leave a gap too short to be seeked
-      // over (FFmpeg reads through a short one).
-      const std::uint64_t rest = size - r.data->size();
-      const std::uint64_t tail = rest <= kVideoTail + kLongHead ? rest : kVideoTail;
-      heads.emplace(i, std::move(r.data).value());
-      again = Ask{i | kTail, {size - tail, tail}};
-      return Error(ErrorCode::kUnavailable, "its header lies at its end");
-    }
+    return container_facts(kind, head.span(), r.data->span(), size);
   }
-  if (!info.ok()) return std::move(info).error();
-  return video_facts(*info);
+  if (size == 0 || size <= r.data->size()) return container_facts(kind, r.data->span(), {}, 0);
+  Result<MediaFacts> facts = container_facts(kind, r.data->span(), {}, size);
+  if (facts.ok()) return facts;
+  // Its last 4 MiB, or all the rest where less would leave a gap too short to be seeked over
+  // (FFmpeg reads through a short one).
+  const std::uint64_t rest = size - r.data->size();
+  const std::uint64_t tail = rest <= kVideoTail + kLongHead ? rest : kVideoTail;
+  heads.emplace(i, std::move(r.data).value());
+  again = Ask{i | kTail, {size - tail, tail}};
+  return Error(ErrorCode::kUnavailable, "its header lies at its end");
 }
 
 }  // namespace
@@ -115,8 +133,7 @@ Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& 
     }
     case MediaFacts::Kind::kAudio: {
       MMFEED_ASSIGN_OR_RETURN(const AudioInfo info, probe_audio(bytes));
-      f.duration_ms = clamped(info.duration_s * 1000, UINT32_MAX);
-      break;
+      return audio_facts(info);
     }
   }
   f.known = MediaFacts::Known::kRead;
@@ -135,7 +152,7 @@ void MediaProber::add(MediaFacts::Kind kind, Result<storage::ObjectUri> uri, std
   media.push_back(f);
   const std::size_t slot = media.size() - 1;
   if (!uri.ok()) return fail(slot, name, uri.error());
-  if (uri->scheme != storage::Scheme::kFile && kind != MediaFacts::Kind::kAudio) {
+  if (uri->scheme != storage::Scheme::kFile) {
     waiting_.push_back({slot, kind, std::move(uri).value(), std::move(name)});
     if (waiting_.size() >= 4 * in_flight_) flush();
     return;
@@ -195,8 +212,9 @@ void MediaProber::flush() {
       continue;
     }
     std::optional<Ask> again;  // what to fetch of it next, where this answer is not enough
-    Result<MediaFacts> facts =
-        waiting_[i].kind == MediaFacts::Kind::kVideo ? video_answer(*r, heads, again) : image_answer(*r, again);
+    Result<MediaFacts> facts = waiting_[i].kind == MediaFacts::Kind::kImage
+                                   ? image_answer(*r, again)
+                                   : container_answer(waiting_[i].kind, *r, heads, again);
     if (again) {
       ask(again->tag, again->range);
       continue;

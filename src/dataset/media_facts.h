@@ -2,9 +2,9 @@
 // dataset index: a local file mapped, so only what the header's parser touches is read (an
 // image's first pages; a video's packets, counted as the Loader counts them; an audio clip's
 // header); a remote image's first bytes fetched by a ranged GET (64 KiB, then 1 MiB where its
-// header lies further), a remote video's container header from its first MiB (and its last 4 MiB
-// where the header is not first: an MP4's moov at its end; a video within the first MiB is probed
-// whole), many in flight, one for each object however many samples name it (MediaProber).
+// header lies further), a remote video's or audio clip's container header from its first MiB (and
+// its last 4 MiB where the header is not first: an MP4's moov at its end; one within the first MiB
+// is probed whole), many in flight, one for each object however many samples name it (MediaProber).
 //
 // Example:
 //   MediaFacts f = media_facts(MediaFacts::Kind::kImage, uri).value();   // f.width, f.height
@@ -34,10 +34,10 @@ inline constexpr std::size_t kMediaInFlight = 512;
 // reference) when the file is missing or its header is not one of `kind`'s formats.
 Result<MediaFacts> media_facts(MediaFacts::Kind kind, const storage::ObjectUri& uri);
 
-// The facts of media in the order added (`media`): local ones read when added, remote images and
-// videos gathered and read together by ranged GETs of their first (a video's, and last) bytes
-// (at flush(), and whenever 4 x in_flight wait), remote audio clips not read (kNotProbed). A medium that cannot be read
-// is counted, named (the first `named`) and marked kUnreadable.
+// The facts of media in the order added (`media`): local ones read when added, remote ones
+// gathered and read together by ranged GETs of their first (a video's or clip's, and last) bytes
+// (at flush(), and whenever 4 x in_flight wait). A medium that cannot be read is counted, named
+// (the first `named`) and marked kUnreadable.
 class MediaProber {
  public:
   // `in_flight`: the ranged GETs of remote media's first bytes it keeps in flight (each holds at

@@ -291,10 +291,9 @@ TEST_F(IndexTest, TheNodeCacheIndexesAManifestOnce) {
 }
 
 // The media's facts are their headers' (the decoders' own probes: tested against Pillow, PyAV and
-// librosa in their suites), a medium that cannot be read is counted and named, a remote audio clip
-// is left unread (remote images and videos are read by their first bytes:
-// tests/python/data/test_index.py, over S3 and HTTP), and media_root moves where relative
-// references resolve.
+// librosa in their suites), a medium that cannot be read is counted and named (remote media are
+// read by their first and last bytes: tests/python/data/test_index.py, over S3 and HTTP), and
+// media_root moves where relative references resolve.
 TEST_F(IndexTest, MediaFactsAreTheirHeaders) {
   const fs::path corpus = fs::path(MMFEED_TEST_DATA_DIR) / "corpus";
   const auto bytes = [&](const std::string& name) { return read((corpus / name).string()); };
@@ -314,16 +313,15 @@ TEST_F(IndexTest, MediaFactsAreTheirHeaders) {
   write("not.jpg", bytes("decode/wrong-magic.gif"));
   const std::string source = write("train.jsonl", sample({item("audio", "tone.wav"), item("image", "exif6.jpg"),
                                                           item("video", "h264.mp4"), item("image", "rgb.png")}) +
-                                                      sample({item("image", "not.jpg"), item("image", "missing.png"),
-                                                              item("audio", "https://example.com/a.wav")}));
+                                                      sample({item("image", "not.jpg"), item("image", "missing.png")}));
   const IndexSummary s = build_index(source).value();
   EXPECT_EQ(s.media_unreadable, 2u);
   ASSERT_EQ(s.unreadable.size(), 2u);
   EXPECT_NE(s.unreadable[0].find("train.jsonl:2: not.jpg"), std::string::npos) << s.unreadable[0];
   EXPECT_NE(s.unreadable[1].find("missing.png"), std::string::npos) << s.unreadable[1];
-  EXPECT_EQ(s.media_not_probed, 1u);
+  EXPECT_EQ(s.media_not_probed, 0u);
   const DatasetIndex index = open_index(s.path, source).value();
-  ASSERT_EQ(index.media.size(), 7u);
+  ASSERT_EQ(index.media.size(), 6u);
   EXPECT_EQ(index.records[1].first_media, 4u);
   // The first sample's: its images in order, its video, its clip.
   const auto image = [&](const std::string& name) {
@@ -353,8 +351,6 @@ TEST_F(IndexTest, MediaFactsAreTheirHeaders) {
   EXPECT_EQ(index.media[3].duration_ms, static_cast<std::uint32_t>(std::lround(clip.duration_s * 1000)));
   EXPECT_EQ(index.media[4].known, Known::kUnreadable);
   EXPECT_EQ(index.media[5].known, Known::kUnreadable);
-  EXPECT_EQ(index.media[6].kind, Kind::kAudio);
-  EXPECT_EQ(index.media[6].known, Known::kNotProbed);
   // Without probing nothing is read; with a media_root the references resolve there.
   const IndexSummary unprobed = build_index(source, {.out = "", .media_root = "", .probe_media = false}).value();
   EXPECT_EQ(unprobed.media_unreadable, 0u);

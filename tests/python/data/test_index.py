@@ -566,6 +566,55 @@ def test_remote_videos_facts_are_read_from_their_container_headers(cli, nginx, o
         assert abs(duration_ms - want[2]) <= 100_000 / fps_centi, (name, got, want)  # one frame
 
 
+def test_remote_audio_facts_are_read_from_their_container_headers(cli, nginx, object_dir, tmp_path):
+    # A manifest over HTTP naming audio clips over HTTP: each clip's duration in its index comes
+    # from its container's header, read by ranged GETs of its first MiB (and last MiBs where the
+    # header needs them: an M4A written without faststart ends with moov, an Ogg file states its
+    # length in its last page), equal to the local probe's; a clip under a MiB is probed whole.
+    from mmfeed import _mmfeed
+
+    folder = object_dir / "audio-facts"
+    folder.mkdir()
+    # Noise, so that each is over 6 MiB: only its ends are fetched (1 and 4 MiB, a gap of MiBs).
+    encodings = {
+        "long.wav": (45, ["-c:a", "pcm_s16le", "-ac", "2"]),
+        "long.flac": (70, ["-c:a", "flac"]),
+        "long.mp3": (170, ["-c:a", "libmp3lame", "-b:a", "320k", "-ac", "2"]),
+        "long.m4a": (45, ["-c:a", "alac", "-ac", "2"]),  # moov at its end
+        "long.ogg": (70, ["-c:a", "flac"]),  # FLAC in Ogg: its length in its last page
+    }
+    for name, (seconds, codec) in encodings.items():
+        noise = ["-f", "lavfi", "-i", f"anoisesrc=color=white:amplitude=0.5:duration={seconds}:sample_rate=44100"]
+        ffmpeg = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *noise, "-threads", "1"]
+        subprocess.run([*ffmpeg, *codec, str(folder / name)], check=True, timeout=300)
+    shutil.copy(ROOT / "tests" / "data" / "corpus" / "audio" / "tone.wav", folder / "short.wav")
+    names = [*encodings, "short.wav"]
+    sizes = {n: (folder / n).stat().st_size for n in names}
+    assert sizes["short.wav"] < 1 << 20 and all(sizes[n] > 6 << 20 for n in encodings), sizes
+    lines = [
+        json.dumps(
+            {
+                "id": f"a{i}",
+                "messages": [
+                    {"role": "user", "content": [{"type": "audio", "audio": name}, {"type": "text", "text": "?"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "Noise."}]},
+                ],
+            }
+        )
+        for i, name in enumerate(names)
+    ]
+    (folder / "clips.jsonl").write_text("\n".join(lines) + "\n")
+    built = tmp_path / "remote.mmidx"
+    rc, (remote,), err = index(cli, "--out", built, nginx.url("ok", "audio-facts/clips.jsonl"))
+    assert rc == 0, err
+    assert remote["audio"] == len(names) and remote["media_not_probed"] == 0 and remote["media_unreadable"] == 0
+    _, entries = read_index(built)
+    for name, (_, _, duration_ms, _, kind, known) in zip(names, entries):
+        assert (kind, known) == (3, 0), name
+        local = _mmfeed.probe_audio((folder / name).read_bytes())["duration_s"]
+        assert duration_ms == round(local * 1000), (name, duration_ms, local)
+
+
 def test_a_build_stopped_part_way_resumes_from_its_journal(cli, tmp_path):
     """Killed while it reads the images of its fourth chunk (the request for one held by this
     test's own HTTP server), `mmfeed index` resumes from its journal: the three chunks before are
