@@ -24,18 +24,6 @@ namespace mmfeed::dataset {
 
 namespace {
 
-// A file descriptor closed on every way out, unless released.
-struct OwnedFd {
-  explicit OwnedFd(int f) : fd(f) {}
-  ~OwnedFd() {
-    if (fd >= 0) ::close(fd);
-  }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-  int fd;
-};
-
 // What opening a manifest from an index needs beside the file's name.
 struct IndexContext {
   const storage::S3Options& s3;
@@ -79,11 +67,41 @@ Result<Manifest> open_from_index(const std::string& file, const storage::ObjectU
   return m;
 }
 
-// How long a reader waits for another reader of the node to finish indexing a manifest.
-constexpr std::chrono::minutes kIndexBuildWait{10};
+// `file` opened from the node cache's index `index`: under the entry's lock, the cached index is
+// opened when current, else (a remote file) the one beside it fetched into the cache, else one
+// built there (the first reader of the node) and opened; nullopt when the file is no manifest an
+// index serves (compressed).
+Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
+                                            const std::string& index, std::string_view media_root,
+                                            const SourceStamp& now, const IndexContext& context) {
+  MMFEED_ASSIGN_OR_RETURN(const std::unique_ptr<OwnedFd> lock, lock_cache_entry(index, file));
+  // Locked: built or fetched by another reader since, and current?
+  if (auto m = open_from_index(file, uri, index, now, context); m.ok()) return std::optional<Manifest>(std::move(*m));
+  if (uri.scheme != storage::Scheme::kFile) {
+    MMFEED_ASSIGN_OR_RETURN(const bool fetched, fetch_index_beside(file, uri, index, context.s3, context.limit));
+    if (fetched) {
+      auto m = open_from_index(file, uri, index, now, context);
+      if (m.ok()) return std::optional<Manifest>(std::move(*m));
+      std::error_code ec;
+      std::filesystem::remove(index, ec);  // never used: the next reader fetches it again
+      return std::move(m).error().with_context(storage::redact_uri(index_path_of(file)) +
+                                               ", fetched into the cache_dir");
+    }
+  }
+  IndexOptions options;
+  options.out = index;
+  options.media_root = std::string(media_root);
+  auto built = build_index(file, options);
+  if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
+  if (!built.ok()) return std::move(built).error().with_context("cache_dir");
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp after, stamp_source(file, context.s3));
+  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, after, context));
+  m.index_built = true;
+  return std::optional<Manifest>(std::move(m));
+}
 
-// A lock of the node cache's "<index>.lock" (flock: released if its holder dies), taken within
-// kIndexBuildWait (another reader may be indexing `file`); closing the descriptor unlocks.
+}  // namespace
+
 Result<std::unique_ptr<OwnedFd>> lock_cache_entry(const std::string& index, const std::string& file) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(index).parent_path(), ec);
@@ -109,18 +127,15 @@ Result<std::unique_ptr<OwnedFd>> lock_cache_entry(const std::string& index, cons
   return lock;
 }
 
-// The index beside the remote manifest `file` ("<uri>.mmidx"; none for a URL with a query: its
-// signature is the manifest's) fetched into the node cache at `index`: false where there is none
-// (404, or 403 where the store hides what is missing).
-Result<bool> fetch_beside(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
-                          const IndexContext& context) {
+Result<bool> fetch_index_beside(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
+                                const storage::S3Options& s3, std::size_t limit) {
   if (uri.scheme != storage::Scheme::kS3 && uri.url.find_first_of("?#") != std::string::npos) return false;
   const std::string beside = index_path_of(file);
   MMFEED_ASSIGN_OR_RETURN(storage::ObjectUri beside_uri, storage::parse_uri(beside));
   storage::FetchOptions options;
-  options.max_object_bytes = std::max<std::uint64_t>(context.limit, std::uint64_t{1} << 30);
+  options.max_object_bytes = std::max<std::uint64_t>(limit, std::uint64_t{1} << 30);
   options.max_object_bytes_option = "max_manifest_bytes";
-  storage::Fetcher fetcher(options, context.s3);
+  storage::Fetcher fetcher(options, s3);
   if (!fetcher.submit({beside_uri, 0, std::nullopt})) return Error(ErrorCode::kInternal, "fetcher closed", beside);
   fetcher.close();
   std::optional<storage::FetchResult> r = fetcher.next();
@@ -133,41 +148,6 @@ Result<bool> fetch_beside(const std::string& file, const storage::ObjectUri& uri
   MMFEED_RETURN_IF_ERROR(core::write_file_whole(index, r->data->span()));
   return true;
 }
-
-// `file` opened from the node cache's index `index`: under the entry's lock, the cached index is
-// opened when current, else (a remote file) the one beside it fetched into the cache, else one
-// built there (the first reader of the node) and opened; nullopt when the file is no manifest an
-// index serves (compressed).
-Result<std::optional<Manifest>> open_cached(const std::string& file, const storage::ObjectUri& uri,
-                                            const std::string& index, std::string_view media_root,
-                                            const SourceStamp& now, const IndexContext& context) {
-  MMFEED_ASSIGN_OR_RETURN(const std::unique_ptr<OwnedFd> lock, lock_cache_entry(index, file));
-  // Locked: built or fetched by another reader since, and current?
-  if (auto m = open_from_index(file, uri, index, now, context); m.ok()) return std::optional<Manifest>(std::move(*m));
-  if (uri.scheme != storage::Scheme::kFile) {
-    MMFEED_ASSIGN_OR_RETURN(const bool fetched, fetch_beside(file, uri, index, context));
-    if (fetched) {
-      auto m = open_from_index(file, uri, index, now, context);
-      if (m.ok()) return std::optional<Manifest>(std::move(*m));
-      std::error_code ec;
-      std::filesystem::remove(index, ec);  // never used: the next reader fetches it again
-      return std::move(m).error().with_context(storage::redact_uri(index_path_of(file)) +
-                                               ", fetched into the cache_dir");
-    }
-  }
-  IndexOptions options;
-  options.out = index;
-  options.media_root = std::string(media_root);
-  auto built = build_index(file, options);
-  if (!built.ok() && built.error().code() == ErrorCode::kUnsupported) return std::optional<Manifest>();
-  if (!built.ok()) return std::move(built).error().with_context("cache_dir");
-  MMFEED_ASSIGN_OR_RETURN(const SourceStamp after, stamp_source(file, context.s3));
-  MMFEED_ASSIGN_OR_RETURN(Manifest m, open_from_index(file, uri, index, after, context));
-  m.index_built = true;
-  return std::optional<Manifest>(std::move(m));
-}
-
-}  // namespace
 
 Result<std::optional<Manifest>> open_indexed(const std::string& file, const Indexes& indexes, std::uint32_t manifest,
                                              const storage::S3Options& s3, std::size_t limit) {

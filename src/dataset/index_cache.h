@@ -8,16 +8,46 @@
 //   if (!m) ...  // no index serves it: read it whole
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "dataset/manifest.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
+#include "storage/uri.h"
 
 namespace mmfeed::dataset {
+
+// A file descriptor closed on every way out, unless released.
+struct OwnedFd {
+  explicit OwnedFd(int f) : fd(f) {}
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int release() { return std::exchange(fd, -1); }
+  int fd;
+};
+
+// How long a reader waits for another reader of the node to finish an entry of the node cache.
+inline constexpr std::chrono::minutes kIndexBuildWait{10};
+
+// A lock of the node cache's entry `index` ("<index>.lock", flock: released if its holder dies),
+// taken within kIndexBuildWait (another reader may be indexing or fetching `file`); dropping it
+// unlocks.
+Result<std::unique_ptr<OwnedFd>> lock_cache_entry(const std::string& index, const std::string& file);
+
+// The index beside the remote file `file` at `uri` ("<uri>.mmidx"; none for a URL with a query:
+// its signature is the file's) fetched into the node cache at `index` (written whole, at most
+// max(limit, 1 GiB)): false where there is none (404, or 403 where a store hides what is missing).
+Result<bool> fetch_index_beside(const std::string& file, const storage::ObjectUri& uri, const std::string& index,
+                                const storage::S3Options& s3, std::size_t limit);
 
 // The JSONL or JSON file `file` opened from its index, as manifest number `manifest`: a local
 // one's beside it, else (with indexes.cache_dir) the node cache's, fetched or built if need be;

@@ -320,7 +320,8 @@ Result<Manifest> read_source(const std::string& source, const SourceFiles& files
       return shards;
     }
     case Layout::kShards: return read_shards(source, files.files, limit, s3, manifest, lines, indexes.cache_dir);
-    case Layout::kParquet: return read_parquet(source, files.files, limit, s3, manifest, lines, indexes.use);
+    case Layout::kParquet:
+      return read_parquet(source, files.files, limit, s3, manifest, lines, indexes.use, indexes.cache_dir);
     case Layout::kArrow: return read_arrow_files(source, files.files, limit, manifest, lines);
     case Layout::kEnergon: return read_energon_dataset(files.files.front(), limit, s3, manifest, lines);
   }

@@ -440,16 +440,26 @@ void take_index(IndexedRows&& indexed, FilePart& part) {
   part.text_crc = indexed.text_crc;
 }
 
-void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
-                        std::uint32_t manifest, bool use_indexes, FilePart& part) {
+// What reading each file of a source takes.
+struct FileReading {
+  std::size_t limit;
+  LimitedPool& pool;
+  const storage::S3Options& s3;
+  std::uint32_t manifest;
+  bool use_indexes;
+  const std::string& cache_dir;  // a remote file's index is fetched into this node cache (empty: none)
+};
+
+void read_part_or_throw(const std::string& path, const FileReading& how, FilePart& part) {
+  const std::size_t limit = how.limit;
   auto uri = storage::parse_uri(path);
   if (!uri.ok()) {
     part.status = uri.error();
     return;
   }
   const std::string name = storage::redact_uri(path);
-  if (use_indexes) {
-    auto indexed = read_index_beside(path, limit, s3, manifest);
+  if (how.use_indexes) {
+    auto indexed = read_index_beside(path, limit, how.s3, how.manifest, how.cache_dir);
     if (!indexed.ok() || *indexed) {
       part.status = indexed.ok() ? ok_status() : Status(std::move(indexed).error());
       if (indexed.ok()) take_index(std::move(**indexed), part);
@@ -460,22 +470,22 @@ void read_part_or_throw(const std::string& path, std::size_t limit, LimitedPool&
   storage::FetchOptions options;
   options.part_size = 0;
   options.max_object_bytes = limit;
-  storage::Fetcher fetcher(options, s3);
+  storage::Fetcher fetcher(options, how.s3);
   auto file = open_arrow_file(*uri, name, fetcher);
   if (!file.ok()) {
     part.status = file.error();
     return;
   }
-  part.status = ParquetReader(part.rows, limit, pool, manifest, part.lines).read_file(0, std::move(file).value(), name);
+  part.status =
+      ParquetReader(part.rows, limit, how.pool, how.manifest, part.lines).read_file(0, std::move(file).value(), name);
   part.rows.shards.push_back(Shard{std::move(uri).value(), name});
 }
 
 // One file read on a thread of its own: what it cannot get (a thread of the fetcher, memory) is
 // its error, not the process's end.
-void read_part(const std::string& path, std::size_t limit, LimitedPool& pool, const storage::S3Options& s3,
-               std::uint32_t manifest, bool use_indexes, FilePart& part) {
+void read_part(const std::string& path, const FileReading& how, FilePart& part) {
   try {
-    read_part_or_throw(path, limit, pool, s3, manifest, use_indexes, part);
+    read_part_or_throw(path, how, part);
   } catch (const std::exception& e) {
     part.status =
         Error(ErrorCode::kResourceExhausted, std::string("cannot read it: ") + e.what(), storage::redact_uri(path));
@@ -534,7 +544,7 @@ void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<Manifest
 
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& names, std::size_t limit,
                               const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
-                              bool use_indexes) {
+                              bool use_indexes, const std::string& cache_dir) {
   Manifest m;
   m.name = storage::redact_uri(source);
   m.parquet = true;
@@ -552,9 +562,10 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
     return uri.ok() && uri->scheme != storage::Scheme::kFile;
   };
   if (use_indexes && !names.empty() && remote(names[0])) {
-    MMFEED_ASSIGN_OR_RETURN(first_index, read_index_beside(names[0], limit, s3, manifest));
+    MMFEED_ASSIGN_OR_RETURN(first_index, read_index_beside(names[0], limit, s3, manifest, cache_dir));
     use_indexes = first_index.has_value();
   }
+  const FileReading how{limit, pool, s3, manifest, use_indexes, cache_dir};
   MergedText text;
   for (std::size_t first = 0; first < names.size(); first += kFilesAtOnce) {
     const std::size_t count = std::min(kFilesAtOnce, names.size() - first);
@@ -569,8 +580,7 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
         continue;
       }
       try {
-        threads.emplace_back(read_part, std::cref(names[first + k]), limit, std::ref(pool), std::cref(s3), manifest,
-                             use_indexes, std::ref(parts[k]));
+        threads.emplace_back(read_part, std::cref(names[first + k]), std::cref(how), std::ref(parts[k]));
       } catch (const std::system_error& e) {
         started = Error(ErrorCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what(), m.name);
         break;

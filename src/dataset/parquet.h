@@ -42,10 +42,11 @@ namespace mmfeed::dataset {
 // A file with a current index beside it (parquet_index.h; `use_indexes`) is read from the index
 // instead (its rows' text, its images' places): nothing of the file is read at open but the
 // first bytes that stamp its version, and each image is then fetched alone; an index there that
-// does not check out (the file changed since, the index damaged) is an error naming it.
+// does not check out (the file changed since, the index damaged) is an error naming it. A remote
+// file's index is fetched into the node cache `cache_dir` where one is given (once a node).
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>& files, std::size_t limit,
                               const storage::S3Options& s3, std::uint32_t manifest, std::vector<ManifestLine>& lines,
-                              bool use_indexes = true);
+                              bool use_indexes = true, const std::string& cache_dir = {});
 
 // Cell `cell`'s bytes decoded from `pages`, the bytes of its MediaSource's range: appended to
 // `out`, their place in it returned. A null cell, or pages that do not hold the cell's row, are

@@ -10,10 +10,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <utility>
 
 #include "core/mapped_file.h"
+#include "dataset/index_cache.h"
 #include "dataset/le_bytes.h"
 #include "dataset/parquet.h"
 #include "storage/fetcher.h"
@@ -241,16 +243,12 @@ Status read_parquet_index(std::span<const std::byte> bytes, const std::string& w
 
 namespace {
 
-// The local index at `index` of Parquet file `path`, mapped and checked; its text read in place.
+// The local index at `index` (beside the file, or in the node cache) of Parquet file `path`,
+// mapped and checked; its text read in place.
 Result<std::optional<IndexedRows>> read_local_index(const std::string& path, const std::string& index,
-                                                    std::uint32_t manifest) {
+                                                    const storage::S3Options& s3, std::uint32_t manifest) {
   const std::string where = storage::redact_uri(index);
-  struct OpenFd {  // closed on every way out but the one that hands it on
-    int fd;
-    ~OpenFd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(index.c_str(), O_RDONLY | O_CLOEXEC)};
+  OwnedFd file(::open(index.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.fd < 0) {
     if (errno == ENOENT) return std::optional<IndexedRows>();
     return Error(ErrorCode::kIoError, std::string("cannot open it: ") + std::strerror(errno), where);
@@ -260,24 +258,46 @@ Result<std::optional<IndexedRows>> read_local_index(const std::string& path, con
   if (::fstat(file.fd, &st) != 0 || st.st_ino != mapped.inode() || st.st_dev != mapped.device()) {
     return Error(ErrorCode::kUnavailable, "replaced while it was read; open the source again", where);
   }
-  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, {}));
+  MMFEED_ASSIGN_OR_RETURN(const SourceStamp now, stamp_source(path, s3));
   std::optional<IndexedRows> out(std::in_place);
   ParquetIndexText place;
   MMFEED_RETURN_IF_ERROR(
       read_parquet_index(mapped.bytes(), where, now, SIZE_MAX, manifest, out->rows, out->lines, &place));
   out->text_crc = crc32_of(mapped.bytes().data() + place.offset, place.size);
   out->text = std::make_shared<LocalText>(file.fd, where, place.offset, place.size);
-  file.fd = -1;  // the text's now
+  file.release();  // the text's now
   return out;
+}
+
+// The index beside the remote file `path` in the node cache `cache_dir`: the cache's when current,
+// else fetched there from beside the file (the node's first reader, under the entry's lock).
+Result<std::optional<IndexedRows>> read_cached_index(const std::string& path, const storage::ObjectUri& uri,
+                                                     const std::string& cache_dir, std::size_t limit,
+                                                     const storage::S3Options& s3, std::uint32_t manifest) {
+  const std::string cached = cached_index_path(cache_dir, path);
+  MMFEED_ASSIGN_OR_RETURN(const std::unique_ptr<OwnedFd> lock, lock_cache_entry(cached, path));
+  if (auto current = read_local_index(path, cached, s3, manifest); current.ok() && *current) return current;
+  MMFEED_ASSIGN_OR_RETURN(const bool fetched, fetch_index_beside(path, uri, cached, s3, limit));
+  if (!fetched) return std::optional<IndexedRows>();
+  auto got = read_local_index(path, cached, s3, manifest);
+  if (!got.ok()) {
+    std::error_code ec;
+    std::filesystem::remove(cached, ec);  // never used: the next reader fetches it again
+    return std::move(got).error().with_context(storage::redact_uri(index_path_of(path)) +
+                                               ", fetched into the cache_dir");
+  }
+  return got;
 }
 
 }  // namespace
 
 Result<std::optional<IndexedRows>> read_index_beside(const std::string& path, std::size_t limit,
-                                                     const storage::S3Options& s3, std::uint32_t manifest) {
+                                                     const storage::S3Options& s3, std::uint32_t manifest,
+                                                     const std::string& cache_dir) {
   MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(path));
-  if (uri.scheme == storage::Scheme::kFile) return read_local_index(path, index_path_of(uri.path), manifest);
+  if (uri.scheme == storage::Scheme::kFile) return read_local_index(path, index_path_of(uri.path), s3, manifest);
   if (path.find_first_of("?#") != std::string::npos) return std::optional<IndexedRows>();  // a signed URL
+  if (!cache_dir.empty()) return read_cached_index(path, uri, cache_dir, limit, s3, manifest);
   MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri index, storage::parse_uri(index_path_of(path)));
   storage::FetchOptions options;
   options.part_size = 0;

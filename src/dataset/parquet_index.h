@@ -83,9 +83,12 @@ struct IndexedRows {
 // there is none (a remote store's 403 taken as none: stores hide what is missing). A local index
 // is mapped and checked whole, then its rows' text is read where it lies when a sample asks for
 // it (the file held open; the node's ranks share its pages; not held, so `limit` does not bound
-// it); a remote one is fetched whole and its text held (within `limit`). An error names the
-// index, as read_parquet_index's do, or says it was replaced while it was read.
+// it); a remote one is fetched whole and its text held (within `limit`), or, with a node cache
+// (`cache_dir`), fetched once a node into it (the node's first reader, under a lock; kept while
+// current) and read there as a local one. An error names the index, as read_parquet_index's do,
+// or says it was replaced while it was read.
 Result<std::optional<IndexedRows>> read_index_beside(const std::string& path, std::size_t limit,
-                                                     const storage::S3Options& s3, std::uint32_t manifest);
+                                                     const storage::S3Options& s3, std::uint32_t manifest,
+                                                     const std::string& cache_dir = {});
 
 }  // namespace mmfeed::dataset

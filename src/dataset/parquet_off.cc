@@ -13,7 +13,8 @@ Error no_parquet(const std::string& where) {
 }  // namespace
 
 Result<Manifest> read_parquet(const std::string& source, const std::vector<std::string>&, std::size_t,
-                              const storage::S3Options&, std::uint32_t, std::vector<ManifestLine>&, bool) {
+                              const storage::S3Options&, std::uint32_t, std::vector<ManifestLine>&, bool,
+                              const std::string&) {
   return no_parquet(source);
 }
 

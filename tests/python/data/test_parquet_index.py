@@ -180,6 +180,20 @@ def test_over_http_each_image_is_fetched_alone(cli, hf, nginx, tmp_path):
             got = list(loader)
             assert not loader.errors()
             indexed = loader.metrics()["counters"]
+        # With a node cache, the indexes are fetched into it once (a node's first rank) and read
+        # there as local ones: with those beside the files gone, a later Loader opens from the cache.
+        cache = tmp_path / "node-cache"
+        with mmfeed.Loader(url, cache_dir=str(cache), **{**OPTIONS, **root}) as loader:
+            assert_same_batches(list(loader), want)
+        assert len(list(cache.glob("*.mmidx"))) == 3
+        uploaded = {p.name: p.read_bytes() for p in folder.glob("*.mmidx")}
+        for name in uploaded:
+            (folder / name).unlink()
+        with mmfeed.Loader(url, cache_dir=str(cache), **{**OPTIONS, **root}) as loader:
+            assert_same_batches(list(loader), want)
+            assert loader.metrics()["counters"]["fetch.bytes"] == indexed["fetch.bytes"]
+        for name, data in uploaded.items():
+            (folder / name).write_bytes(data)
         # Without the first file's index, the others' are not looked for (one GET for a set
         # without indexes, not one a file): all are read whole.
         uploaded = (folder / "train-00000.parquet.mmidx").read_bytes()
