@@ -1,6 +1,7 @@
-// One file of about 700 lines, on purpose: the index is written and read here side by side (its
-// header's fields, its block table, its records' bytes), so that writer and reader cannot drift.
-// (File sets -- shards, Parquet files, a wids descriptor's shards -- are indexed in index_sets.cc.)
+// The index is written and read here side by side (its header's fields, its block table, its
+// records' bytes), so that writer and reader cannot drift. (How samples are described:
+// index_describe.cc; an index built in parts: index_parts.cc; file sets -- shards, Parquet files,
+// a wids descriptor's shards -- are indexed in index_sets.cc.)
 //
 // The dataset index (include/mmfeed/index.h): built from the manifest as the Loader reads it
 // (read_manifests: the same lines, the same elements, the same CRC-32), written little-endian
