@@ -54,7 +54,8 @@ constexpr const char* kIndexUsage =
     "  --json            print one JSON object a source instead of text\n"
     "  --ray ADDRESS     describe a manifest's samples in parts on a Ray cluster (HOST:PORT, auto,\n"
     "                    or local), each part a task reading its byte range, then write the index\n"
-    "                    here (the same bytes); every node must reach the source and its media\n"
+    "                    here (the same bytes); shards and Parquet files: a task a file; every\n"
+    "                    node must reach the source and its media\n"
     "  --ray-parts N     about how many parts (default: 4 a CPU of the cluster; each >= 1 MiB)\n"
     "  --ray-task-cpus C CPUs Ray reserves for each part's task (default 1)\n";
 

@@ -148,6 +148,16 @@ Result<std::uint32_t> text_tokens_key(const std::string& tokenizer_path, std::st
 // reading them and fetches each image alone.
 Result<IndexSummary> build_index(const std::string& source, const IndexOptions& options = {});
 
+// What build_index indexes `source` as: "shards" or "parquet", with the files it indexes one by
+// one (each gets an index of its own: a shard's .tar.idx, a Parquet file's .mmidx; a local wids
+// descriptor's shards), or "manifest", with `source` itself (one index, which can be built in
+// parts, below). An error names the source (a pattern that matches nothing, a damaged descriptor).
+struct IndexFiles {
+  std::string kind;
+  std::vector<std::string> files;
+};
+Result<IndexFiles> index_files(const std::string& source);
+
 // A manifest's index built in parts on many machines (mmfeed.ray.build_index): its text cut into
 // byte ranges (plan_index_parts), each range's samples described apart (describe_index_part: the
 // range read by itself, its media's headers, its text tokens: the costly part of a build), and

@@ -89,6 +89,20 @@ void bind_index(nb::module_& m) {
       "Builds `source`'s dataset index (mmfeed index SOURCE); `parts`: its samples described apart by "
       "describe_index_part, in order. Returns what it found, as `mmfeed index --json` prints it.");
   m.def(
+      "index_files",
+      [](const std::string& source) {
+        Result<IndexFiles> r = Error(ErrorCode::kInternal, "unset");
+        {
+          nb::gil_scoped_release release;
+          r = index_files(source);
+        }
+        IndexFiles f = python::value_or_raise(std::move(r));
+        return nb::make_tuple(f.kind, f.files);
+      },
+      nb::arg("source"),
+      "What build_index indexes `source` as: ('shards' or 'parquet', the files indexed one by one) or "
+      "('manifest', [source]).");
+  m.def(
       "plan_index_parts",
       [](const std::string& source, std::uint64_t parts) {
         Result<std::vector<IndexPartRange>> r = Error(ErrorCode::kInternal, "unset");

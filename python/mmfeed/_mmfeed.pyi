@@ -188,6 +188,11 @@ def build_index(source: str, options: dict, parts: Sequence[bytes] = []) -> dict
     Builds `source`'s dataset index (mmfeed index SOURCE); `parts`: its samples described apart by describe_index_part, in order. Returns what it found, as `mmfeed index --json` prints it.
     """
 
+def index_files(source: str) -> tuple:
+    """
+    What build_index indexes `source` as: ('shards' or 'parquet', the files indexed one by one) or ('manifest', [source]).
+    """
+
 def plan_index_parts(source: str, parts: int) -> list:
     """
     About `parts` byte ranges (begin, end) of the manifest's text that describe_index_part describes apart.

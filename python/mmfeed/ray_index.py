@@ -19,7 +19,18 @@ import sys
 
 
 def print_summary(s: dict) -> None:
-    """The summary as `mmfeed index` prints a manifest's."""
+    """The summary as `mmfeed index` prints a manifest's, or a set's."""
+    if "kind" in s:
+        noun = "shards" if s["kind"] == "shards" else "files"
+        print(
+            f"{s['index']}: {s['samples']} samples in {s['files']} {noun} ({s['shards_indexed']} indexed now, "
+            f"{s['shards_kept']} kept), {s['index_bytes']} bytes of index, {s['seconds']:.2f} s, a Ray task a file"
+        )
+        if s["shards_damaged"]:
+            print(f"  {s['shards_damaged']} {noun} given no index:")
+        for name in s["bad"]:
+            print(f"    {name}")
+        return
     print(
         f"{s['index']}: {s['samples']} samples ({s['images']} images, {s['videos']} videos, {s['audio']} audio "
         f"clips, {s['text_bytes']} bytes of text), {s['index_bytes']} bytes of index, {s['seconds']:.2f} s"

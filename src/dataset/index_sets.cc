@@ -11,6 +11,9 @@
 #include "dataset/manifest.h"
 #include "dataset/parquet_index.h"
 #include "dataset/shards.h"
+#include "dataset/source_files.h"
+#include "dataset/wids.h"
+#include "mmfeed/index.h"
 #include "storage/redact.h"
 #include "storage/uri.h"
 
@@ -141,3 +144,26 @@ Result<std::optional<WidsShards>> local_wids_descriptor(const std::string& path,
 }
 
 }  // namespace mmfeed::dataset
+
+namespace mmfeed {
+
+Result<IndexFiles> index_files(const std::string& source) {
+  MMFEED_ASSIGN_OR_RETURN(const storage::ObjectUri uri, storage::parse_uri(source));
+  storage::S3Options s3;
+  if (uri.scheme != storage::Scheme::kFile) {
+    MMFEED_ASSIGN_OR_RETURN(s3, storage::s3_options_from_environment());
+  }
+  const dataset::Layout layout = dataset::layout_of(source.substr(0, source.find_first_of("?#")));
+  if (layout == dataset::Layout::kShards || layout == dataset::Layout::kParquet) {
+    MMFEED_ASSIGN_OR_RETURN(dataset::SourceFiles files, dataset::source_files(source, s3));
+    return IndexFiles{layout == dataset::Layout::kShards ? "shards" : "parquet", std::move(files.files)};
+  }
+  if (uri.scheme == storage::Scheme::kFile && source.ends_with(".json")) {
+    MMFEED_ASSIGN_OR_RETURN(std::optional<dataset::WidsShards> wids,
+                            dataset::local_wids_descriptor(uri.path, storage::redact_uri(source)));
+    if (wids) return IndexFiles{"shards", std::move(wids->urls)};
+  }
+  return IndexFiles{"manifest", {source}};
+}
+
+}  // namespace mmfeed

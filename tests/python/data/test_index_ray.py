@@ -2,8 +2,8 @@
 the text cut into byte ranges of at least 1 MiB, each described by a Ray task that reads its range
 alone, then taken in order here: the index is the bytes `mmfeed index` writes on one machine (a
 local manifest, one over HTTP, text tokens counted with a tokenizer sent to the tasks), and its
-summary names the same bad samples and unreadable media at their own lines. What cannot be
-indexed in parts is refused by name."""
+summary names the same bad samples and unreadable media at their own lines. Shard and Parquet
+sets get an index a file, a task each. What cannot be indexed is refused by name."""
 
 import json
 import shutil
@@ -93,14 +93,37 @@ def test_the_cli_builds_on_ray(cli, manifest, tmp_path):
     assert (tmp_path / "ray.mmidx").read_bytes() == (tmp_path / "whole.mmidx").read_bytes()
 
 
-def test_what_cannot_be_indexed_in_parts_is_refused_by_name(local_ray, tmp_path):
+def test_shard_and_parquet_sets_get_an_index_a_file_a_task(cli, local_ray, manifest, tmp_path):
+    # A set's files are indexed a Ray task each: written beside each file by its task, or sent back
+    # into `out` here; the indexes are `mmfeed index`'s, byte for byte.
+    shutil.copytree(manifest.parent, tmp_path / "src")
+    small = tmp_path / "src" / "small.jsonl"
+    lines = [line for line in manifest.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    small.write_text("\n".join(lines[:30]) + "\n")
+    datagen.write_shards(small, tmp_path / "wds", per_shard=10)
+    datagen.write_parquet(small, tmp_path / "pq", per_file=10)
+    shards, files = str(tmp_path / "wds" / "shard-{000..002}.tar"), str(tmp_path / "pq" / "train-*.parquet")
+    for source in (shards, files):
+        index(cli, "--out", tmp_path / "one", source)
+        got = mmfeed.ray.build_index(source, out=str(tmp_path / "ray"))
+        assert got["files"] == got["parts"] == 3 and got["samples"] == 30 and got["shards_indexed"] == 3, got
+    names = sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert len(names) == 6 and names == sorted(p.name for p in (tmp_path / "ray").iterdir())
+    for name in names:
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+    beside = mmfeed.ray.build_index(shards)  # each task writes beside its shard
+    assert beside["shards_indexed"] == 3 and beside["kind"] == "shards"
+    for i in range(3):
+        name = f"shard-00{i}.tar.idx"
+        assert (tmp_path / "wds" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+
+
+def test_what_cannot_be_indexed_is_refused_by_name(local_ray, tmp_path):
     gz = tmp_path / "train.jsonl.gz"
     gz.write_bytes(b"\x1f\x8b\x08\x00rest")
     with pytest.raises(ValueError, match="compressed"):
         mmfeed.ray.build_index(str(gz))
-    parquet = tmp_path / "train.parquet"
-    parquet.write_bytes(b"PAR1")
-    with pytest.raises(ValueError, match="train.parquet.*only a JSONL or JSON manifest"):
-        mmfeed.ray.build_index(str(parquet))
+    with pytest.raises(ValueError, match="none-.*.tar"):
+        mmfeed.ray.build_index(str(tmp_path / "none-{0..2}.tar"))
     with pytest.raises(ValueError, match="none.jsonl"):
         mmfeed.ray.build_index(str(tmp_path / "none.jsonl"))
