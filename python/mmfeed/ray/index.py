@@ -91,18 +91,19 @@ def _index_set(source: str, kind: str, files: list[str], out: str | None, option
     pending = {task.remote(f, out is not None): k for k, f in enumerate(files)}
     results: list = [None] * len(files)
     _gather(pending, results, progress, "files indexed")
-    total = {"index": out or source, "kind": kind, "files": len(files), "bad": [], "unreadable": []}
-    keys = ("samples", "images", "index_bytes", "bad_count", "media_unreadable", "shards_indexed", "shards_kept")
+    counts = ("samples", "images", "index_bytes", "bad_count", "media_unreadable")
+    summed = dict.fromkeys((*counts, "shards_indexed", "shards_kept", "shards_damaged"), 0)
+    named: dict[str, list[str]] = {"bad": [], "unreadable": []}
     for summary, name, data in results:
-        for key in (*keys, "shards_damaged"):
-            total[key] = total.get(key, 0) + summary[key]
-        total["bad"] += summary["bad"][: 100 - len(total["bad"])]
-        total["unreadable"] += summary["unreadable"][: 100 - len(total["unreadable"])]
-        if data is not None:
+        for key in summed:
+            summed[key] += summary[key]
+        for key, names in named.items():
+            names += summary[key][: 100 - len(names)]
+        if out is not None and data is not None:
             os.makedirs(out, exist_ok=True)
             with open(os.path.join(out, name), "wb") as f:
                 f.write(data)
-    return total
+    return {"index": out or source, "kind": kind, "files": len(files), **summed, **named}
 
 
 def build_index(
