@@ -70,6 +70,16 @@ nb::dict summary_dict(const IndexSummary& s) {
   return out;
 }
 
+// `call()`'s result, the GIL released while the engine works; its error raised.
+template <class F>
+auto released(F call) {
+  auto r = [&] {
+    nb::gil_scoped_release release;
+    return call();
+  }();
+  return python::value_or_raise(std::move(r));
+}
+
 }  // namespace
 
 void bind_index(nb::module_& m) {
@@ -78,12 +88,7 @@ void bind_index(nb::module_& m) {
       [](const std::string& source, nb::dict options, const std::vector<nb::bytes>& parts) {
         IndexOptions o = index_options(options);
         for (const nb::bytes& p : parts) o.parts.emplace_back(p.c_str(), p.size());
-        Result<IndexSummary> s = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          s = build_index(source, o);
-        }
-        return summary_dict(python::value_or_raise(std::move(s)));
+        return summary_dict(released([&] { return build_index(source, o); }));
       },
       nb::arg("source"), nb::arg("options"), nb::arg("parts") = std::vector<nb::bytes>(),
       "Builds `source`'s dataset index (mmfeed index SOURCE); `parts`: its samples described apart by "
@@ -91,12 +96,7 @@ void bind_index(nb::module_& m) {
   m.def(
       "index_files",
       [](const std::string& source) {
-        Result<IndexFiles> r = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          r = index_files(source);
-        }
-        IndexFiles f = python::value_or_raise(std::move(r));
+        const IndexFiles f = released([&] { return index_files(source); });
         return nb::make_tuple(f.kind, f.files);
       },
       nb::arg("source"),
@@ -105,13 +105,10 @@ void bind_index(nb::module_& m) {
   m.def(
       "plan_index_parts",
       [](const std::string& source, std::uint64_t parts) {
-        Result<std::vector<IndexPartRange>> r = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          r = plan_index_parts(source, parts);
-        }
         nb::list out;
-        for (const IndexPartRange& p : python::value_or_raise(std::move(r))) out.append(nb::make_tuple(p.begin, p.end));
+        for (const IndexPartRange& p : released([&] { return plan_index_parts(source, parts); })) {
+          out.append(nb::make_tuple(p.begin, p.end));
+        }
         return out;
       },
       nb::arg("source"), nb::arg("parts"),
@@ -120,12 +117,7 @@ void bind_index(nb::module_& m) {
       "describe_index_part",
       [](const std::string& source, std::uint64_t begin, std::uint64_t end, nb::dict options) {
         const IndexOptions o = index_options(options);
-        Result<std::string> r = Error(ErrorCode::kInternal, "unset");
-        {
-          nb::gil_scoped_release release;
-          r = describe_index_part(source, {begin, end}, o);
-        }
-        const std::string bytes = python::value_or_raise(std::move(r));
+        const std::string bytes = released([&] { return describe_index_part(source, {begin, end}, o); });
         return nb::bytes(bytes.data(), bytes.size());
       },
       nb::arg("source"), nb::arg("begin"), nb::arg("end"), nb::arg("options"),

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "core/owned_fd.h"
 #include "dataset/manifest.h"
 #include "mmfeed/error.h"
 #include "storage/credentials.h"
@@ -23,17 +24,7 @@
 
 namespace mmfeed::dataset {
 
-// A file descriptor closed on every way out, unless released.
-struct OwnedFd {
-  explicit OwnedFd(int f) : fd(f) {}
-  ~OwnedFd() {
-    if (fd >= 0) ::close(fd);
-  }
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-  int fd;
-};
+using core::OwnedFd;
 
 // How long a reader waits for another reader of the node to finish an entry of the node cache.
 inline constexpr std::chrono::minutes kIndexBuildWait{10};

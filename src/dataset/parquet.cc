@@ -500,14 +500,19 @@ struct MergedText {
   uLong crc = crc32_z(0, nullptr, 0);
 };
 
+// The text `m` holds since the last that lies in an index, handed to `text` as one piece.
+void hand_over_held(Manifest& m, MergedText& text) {
+  if (!m.text.empty()) text.texts.push_back(std::make_shared<MemoryText>(m.name, std::move(m.text)));
+  m.text.clear();
+}
+
 // `part` (file number `file`) appended to `m`: text, lines, samples, members, cells and chunks
 // renumbered.
 void merge(Manifest& m, std::uint32_t file, FilePart& part, std::vector<ManifestLine>& lines, MergedText& text) {
   const std::uint64_t base = text.size, sample = m.samples.size(), member = m.members.size();
   const auto chunk = static_cast<std::uint32_t>(m.chunks.size());
   if (part.text) {
-    if (!m.text.empty()) text.texts.push_back(std::make_shared<MemoryText>(m.name, std::move(m.text)));
-    m.text.clear();
+    hand_over_held(m, text);
     text.texts.push_back(part.text);
     text.crc = crc32_combine(text.crc, part.text_crc, static_cast<z_off_t>(part.text->size()));
     text.size += part.text->size();
@@ -600,8 +605,7 @@ Result<Manifest> read_parquet(const std::string& source, const std::vector<std::
     }
   }
   if (!text.texts.empty()) {  // some files' text lies in their index: all read through one view
-    if (!m.text.empty()) text.texts.push_back(std::make_shared<MemoryText>(m.name, std::move(m.text)));
-    m.text.clear();
+    hand_over_held(m, text);
     m.indexed = std::make_shared<SegmentedText>(m.name, std::move(text.texts));
   }
   // The fingerprint covers the rows (the same CRC-32 however their text is held) and where their

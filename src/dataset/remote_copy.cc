@@ -8,23 +8,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/owned_fd.h"
 #include "storage/fetcher.h"
 
 namespace mmfeed::dataset {
 
 namespace {
-
-// A file descriptor closed on every way out.
-struct OutFile {
-  explicit OutFile(const std::string& path)
-      : fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {}
-  ~OutFile() {
-    if (fd >= 0) ::close(fd);
-  }
-  OutFile(const OutFile&) = delete;
-  OutFile& operator=(const OutFile&) = delete;
-  int fd;
-};
 
 Status write_at(int fd, const std::byte* data, std::size_t size, std::uint64_t at, const std::string& path) {
   for (std::size_t done = 0; done < size;) {
@@ -40,7 +29,7 @@ Status write_at(int fd, const std::byte* data, std::size_t size, std::uint64_t a
 
 Status copy_remote(const storage::ObjectUri& uri, const std::string& name, const SourceStamp& stamp,
                    const storage::S3Options& s3, const std::string& path) {
-  const OutFile out(path);
+  const core::OwnedFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (out.fd < 0) return Error(ErrorCode::kIoError, std::string("cannot create it: ") + std::strerror(errno), path);
   storage::FetchOptions options;
   options.part_size = 0;

@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "core/mapped_file.h"
+#include "core/owned_fd.h"
 #include "dataset/index_cache.h"
 #include "dataset/shard_reads.h"
 #include "storage/fetcher.h"
@@ -469,17 +470,6 @@ Result<Manifest> read_shard_list(const std::string& source, const std::vector<st
   return m;
 }
 
-// A file descriptor closed on every way out.
-struct Fd {
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int fd;
-};
-
 // Reads `size` bytes at `at` of `fd` into `into`; a short read is the shard's end.
 Status read_at(int fd, std::uint64_t at, void* into, std::size_t size) {
   std::size_t got = 0;
@@ -670,7 +660,7 @@ Result<std::optional<Manifest>> open_remote_tar_indexes(const std::string& sourc
 
 Result<RangeSample> read_shard_range(const std::string& path, std::uint64_t offset, std::uint64_t length,
                                      std::size_t limit) {
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const core::OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return Error(ErrorCode::kNotFound, std::string("cannot open it: ") + std::strerror(errno));
   return parse_shard_range(
       [&](std::uint64_t at, void* into, std::size_t size) { return read_at(fd.fd, at, into, size); }, offset, length,

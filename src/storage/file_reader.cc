@@ -14,6 +14,7 @@
 #include <new>
 
 #include "core/clock.h"
+#include "core/owned_fd.h"
 #include "core/thread_pool.h"
 #include "storage/response.h"
 
@@ -38,18 +39,10 @@ Error errno_error(int err, const std::string& what, const std::string& uri) {
   return Error(code, what + ": " + std::strerror(err), uri);
 }
 
-// Closes the descriptor on every path out of read_file.
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 Result<core::Buffer> read_file(const FileRead& read, core::BufferPool& pool) {
-  const Fd file{::open(read.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  const core::OwnedFd file(::open(read.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (file.fd < 0) return errno_error(errno, "cannot open", read.uri);
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) return errno_error(errno, "cannot stat", read.uri);

@@ -78,6 +78,16 @@ def nginx(object_dir, tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """A Ray instance started here for the module's tests (4 CPUs, a 300 MB object store)."""
+    import ray
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024 * 1024)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def moto_s3():
     from servers import MotoS3

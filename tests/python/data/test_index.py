@@ -96,6 +96,23 @@ def image_refs(line: str) -> list[str]:
     ]
 
 
+def write_media_manifest(path, kind: str, names: list[str]) -> None:
+    """A JSONL manifest of one sample for each medium `names` (of `kind`), a question about it."""
+    lines = [
+        json.dumps(
+            {
+                "id": f"{kind}{i}",
+                "messages": [
+                    {"role": "user", "content": [{"type": kind, kind: name}, {"type": "text", "text": "?"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "A pattern."}]},
+                ],
+            }
+        )
+        for i, name in enumerate(names)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def read_index(path):
     """The index's records and media entries, read from its documented layout (docs/data.md),
     every checksum it holds checked with zlib's CRC-32."""
@@ -537,19 +554,7 @@ def test_remote_videos_facts_are_read_from_their_container_headers(cli, nginx, o
     names = ["short.mp4", "moov-last.mp4", "moov-first.mp4", "clip.mkv"]
     sizes = [(folder / n).stat().st_size for n in names]
     assert sizes[0] < 1 << 20 and all(size > 6 << 20 for size in sizes[1:]), sizes
-    lines = [
-        json.dumps(
-            {
-                "id": f"v{i}",
-                "messages": [
-                    {"role": "user", "content": [{"type": "video", "video": name}, {"type": "text", "text": "?"}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": "A pattern."}]},
-                ],
-            }
-        )
-        for i, name in enumerate(names)
-    ]
-    (folder / "videos.jsonl").write_text("\n".join(lines) + "\n")
+    write_media_manifest(folder / "videos.jsonl", "video", names)
     rc, (local,), err = index(cli, folder / "videos.jsonl")
     assert rc == 0 and local["videos"] == 4 and local["media_not_probed"] == 0, err
     _, local_entries = read_index(folder / "videos.jsonl.mmidx")
@@ -584,26 +589,19 @@ def test_remote_audio_facts_are_read_from_their_container_headers(cli, nginx, ob
         "long.ogg": (70, ["-c:a", "flac"]),  # FLAC in Ogg: its length in its last page
     }
     for name, (seconds, codec) in encodings.items():
-        noise = ["-f", "lavfi", "-i", f"anoisesrc=color=white:amplitude=0.5:duration={seconds}:sample_rate=44100"]
+        noise = [
+            "-f",
+            "lavfi",
+            "-i",
+            f"anoisesrc=color=white:amplitude=0.5:duration={seconds}:sample_rate=44100:seed=7",
+        ]
         ffmpeg = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *noise, "-threads", "1"]
         subprocess.run([*ffmpeg, *codec, str(folder / name)], check=True, timeout=300)
     shutil.copy(ROOT / "tests" / "data" / "corpus" / "audio" / "tone.wav", folder / "short.wav")
     names = [*encodings, "short.wav"]
     sizes = {n: (folder / n).stat().st_size for n in names}
     assert sizes["short.wav"] < 1 << 20 and all(sizes[n] > 6 << 20 for n in encodings), sizes
-    lines = [
-        json.dumps(
-            {
-                "id": f"a{i}",
-                "messages": [
-                    {"role": "user", "content": [{"type": "audio", "audio": name}, {"type": "text", "text": "?"}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": "Noise."}]},
-                ],
-            }
-        )
-        for i, name in enumerate(names)
-    ]
-    (folder / "clips.jsonl").write_text("\n".join(lines) + "\n")
+    write_media_manifest(folder / "clips.jsonl", "audio", names)
     built = tmp_path / "remote.mmidx"
     rc, (remote,), err = index(cli, "--out", built, nginx.url("ok", "audio-facts/clips.jsonl"))
     assert rc == 0, err

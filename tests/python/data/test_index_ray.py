@@ -20,13 +20,6 @@ TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024 * 1024)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     """Over 4.5 MB of JSONL over 12 generated samples' images (a byte-order mark, blank lines, a sample
     that is no conversation, an image missing far into the text): four parts of 1 MiB or more."""

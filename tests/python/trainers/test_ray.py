@@ -24,13 +24,6 @@ PACKED = dict(OPTIONS, token_budget=3000, pack_window=6)
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024 * 1024)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray-data")
     datagen.generate(out / "clean", samples=17, seed=9, max_megapixels=0.4, workers=2)
