@@ -1,7 +1,8 @@
 """Ranks balanced by compute, simulated: for each data set, world size and samples a rank a step,
 the largest rank's forward FLOPs over the ranks' mean, averaged over the steps, as drawn
 (balance="none", what every loader does), split by tokens (balance="tokens") and by FLOPs
-(balance="compute"), with the plan's time a step on one core. One run, the same data and steps
+(balance="compute"), with the plan's time a step on one core; and packed rows (token_budget), each
+rank's windows packed by their samples' estimated tokens as the Loader packs them. One run, the same data and steps
 for every column (mmfeed.balance_report: the Loader's own plan, costed from each data set's index,
 its text tokens counted with the Loader's tokenizer and template: `mmfeed index --tokenizer`).
 
@@ -38,6 +39,11 @@ WORLDS = (8, 64, 512)
 PER_RANK = (1, 4, 8)
 STEPS = 32
 MAX_PIXELS = 1_003_520
+# Packed: rows of BUDGET tokens, one a step a rank; each rank's PACK_WINDOW samples a window
+# packed as the Loader packs them, WINDOWS windows a run.
+BUDGET = 8192
+PACK_WINDOW = 64
+WINDOWS = 4
 
 
 def indexed(manifest: Path) -> Path:
@@ -59,6 +65,23 @@ def data_sets(root: Path) -> dict[str, dict]:
     }
 
 
+def compare(world: int, data: dict, shape: dict) -> dict:
+    """One run's steps as drawn, balanced by tokens and by compute (the report's FLOPs), and the
+    plan's milliseconds a step (a packing window, packed)."""
+    common = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, world_size=world, **shape, **data)
+    tokens = mmfeed.balance_report(balance="tokens", **common)
+    compute = mmfeed.balance_report(balance="compute", **common)
+    assert tokens["mean_drawn"] == compute["mean_drawn"] and compute["media_nominal"] == 0
+    plans = WINDOWS if "token_budget" in shape else len(compute["steps"])
+    return dict(
+        drawn=compute["mean_drawn"],
+        tokens=tokens["mean_planned"],
+        compute=compute["mean_planned"],
+        plan_ms=1e3 * compute["plan_seconds"] / plans,
+        steps=len(compute["steps"]),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, help="where the data sets are (made if missing); default: --out")
@@ -69,38 +92,32 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         sets = data_sets(args.data or out)
         rows = []
-        print(f"{'data':44} {'ranks x n':>10} {'drawn':>7} {'tokens':>7} {'compute':>8} {'plan ms':>8}")
+        print(f"{'data':44} {'ranks x n':>13} {'drawn':>7} {'tokens':>7} {'compute':>8} {'plan ms':>8}")
         for name, data in sets.items():
             for world in WORLDS:
-                for per_rank in PER_RANK:
-                    common = dict(
-                        tokenizer=TOKENIZER,
-                        max_pixels=MAX_PIXELS,
-                        world_size=world,
-                        batch_size=per_rank,
-                        blend_samples=world * per_rank * STEPS,
-                        **data,
+                runs = [
+                    (str(per_rank), dict(batch_size=per_rank, blend_samples=world * per_rank * STEPS))
+                    for per_rank in PER_RANK
+                ]
+                runs.append(
+                    (
+                        f"{BUDGET} tok",
+                        dict(token_budget=BUDGET, pack_window=PACK_WINDOW, blend_samples=world * PACK_WINDOW * WINDOWS),
                     )
-                    tokens = mmfeed.balance_report(balance="tokens", **common)
-                    compute = mmfeed.balance_report(balance="compute", **common)
-                    assert tokens["mean_drawn"] == compute["mean_drawn"] and compute["media_nominal"] == 0
-                    plan_ms = 1e3 * compute["plan_seconds"] / len(compute["steps"])
-                    row = dict(
-                        data=name,
-                        world=world,
-                        per_rank=per_rank,
-                        drawn=compute["mean_drawn"],
-                        tokens=tokens["mean_planned"],
-                        compute=compute["mean_planned"],
-                        plan_ms=plan_ms,
-                    )
+                )
+                for per_rank, shape in runs:
+                    row = dict(data=name, world=world, per_rank=per_rank, **compare(world, data, shape))
                     rows.append(row)
                     print(
-                        f"{name:44} {f'{world} x {per_rank}':>10} {row['drawn']:7.3f} {row['tokens']:7.3f} "
-                        f"{row['compute']:8.3f} {plan_ms:8.3f}"
+                        f"{name:44} {f'{world} x {per_rank}':>13} {row['drawn']:7.3f} {row['tokens']:7.3f} "
+                        f"{row['compute']:8.3f} {row['plan_ms']:8.3f}"
                     )
         (out / "balance.json").write_text(json.dumps(rows, indent=1))
-        print(f"largest rank's FLOPs / mean, the mean of {STEPS} steps; the plan's ms a step on one core")
+        print(
+            f"largest rank's FLOPs / mean, the mean of {STEPS} steps (packed: rows of {BUDGET} tokens, one a "
+            f"step a rank, {WINDOWS} windows of {PACK_WINDOW} samples a rank); the plan's ms a step (a "
+            "window) on one core"
+        )
         if args.out:
             print(f"wrote {out / 'balance.json'}")
 

@@ -19,16 +19,20 @@ constexpr const char* kBalanceUsage =
     "\n"
     "For the run the loader options describe (world_size, batch_size, gradient_accumulation_steps,\n"
     "balance: compute unless given, balance_cost, the model and its pixel bounds), prints each step's\n"
-    "largest rank cost over the mean as drawn and as balanced, and what planning costs. Media costs\n"
+    "largest rank cost over the mean as drawn and as balanced, and what planning costs (packed,\n"
+    "token_budget > 0: each rank's windows packed into rows by their samples' estimated tokens, a\n"
+    "step gradient_accumulation_steps rows a rank). Media costs\n"
     "come from the data set's index (mmfeed index); without one, at a nominal size.\n"
     "\n"
     "options:\n"
-    "  --json   one JSON object: the summary and each step's drawn_max, planned_max and mean\n";
+    "  --json   one JSON object: the summary and each step's drawn_max, drawn_mean, planned_max and\n"
+    "           planned_mean\n";
 
 double worst(const BalanceReport& r, bool planned) {
   double w = 1;
   for (const BalanceStep& s : r.steps) {
-    if (s.mean > 0) w = std::max(w, static_cast<double>(planned ? s.planned_max : s.drawn_max) / s.mean);
+    const double mean = planned ? s.planned_mean : s.drawn_mean;
+    if (mean > 0) w = std::max(w, static_cast<double>(planned ? s.planned_max : s.drawn_max) / mean);
   }
   return w;
 }
@@ -44,8 +48,8 @@ void print_json(const BalanceReport& r, const LoaderConfig& c) {
       ",\"plan_seconds\":" + std::to_string(r.plan_seconds) + ",\"steps\":[";
   for (std::size_t i = 0; i < r.steps.size(); ++i) {
     const BalanceStep& s = r.steps[i];
-    out += (i ? "," : "") + std::string("[") + std::to_string(s.drawn_max) + "," + std::to_string(s.planned_max) + "," +
-           std::to_string(s.mean) + "]";
+    out += (i ? "," : "") + std::string("[") + std::to_string(s.drawn_max) + "," + std::to_string(s.drawn_mean) + "," +
+           std::to_string(s.planned_max) + "," + std::to_string(s.planned_mean) + "]";
   }
   out += "]}";
   std::puts(out.c_str());
@@ -53,9 +57,12 @@ void print_json(const BalanceReport& r, const LoaderConfig& c) {
 
 void print_text(const BalanceReport& r, const LoaderConfig& c) {
   const double steps = static_cast<double>(std::max<std::size_t>(r.steps.size(), 1));
-  std::printf("%llu samples in %zu steps of %d ranks x %zu samples (%s; %llu of %llu media at a nominal size)\n",
-              static_cast<unsigned long long>(r.samples), r.steps.size(), c.world_size,
-              c.batch_size * c.gradient_accumulation_steps,
+  const std::string a_rank =
+      c.token_budget > 0
+          ? std::to_string(c.gradient_accumulation_steps) + " rows of " + std::to_string(c.token_budget) + " tokens"
+          : std::to_string(c.batch_size * c.gradient_accumulation_steps) + " samples";
+  std::printf("%llu samples in %zu steps of %d ranks x %s (%s; %llu of %llu media at a nominal size)\n",
+              static_cast<unsigned long long>(r.samples), r.steps.size(), c.world_size, a_rank.c_str(),
               c.balance == Balance::kTokens ? "balanced by tokens" : "balanced by compute",
               static_cast<unsigned long long>(r.media_nominal), static_cast<unsigned long long>(r.media));
   std::printf("  largest rank / mean:  drawn %.3f (worst step %.3f)   balanced %.3f (worst step %.3f)\n",

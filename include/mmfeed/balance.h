@@ -24,13 +24,16 @@ namespace mmfeed {
 
 struct BalanceStep {              // in millions of FLOPs
   std::uint64_t drawn_max = 0;    // the largest rank's as drawn
+  double drawn_mean = 0;          // the ranks' mean
   std::uint64_t planned_max = 0;  // as the plan splits the step
-  double mean = 0;                // the ranks' mean (the same both ways)
+  double planned_mean = 0;        // (the drawn mean, padded; packed, the rows of a step differ)
 };
 
 struct BalanceReport {
-  std::vector<BalanceStep> steps;   // every whole step of the run's epochs (world_size x batch_size x
-                                    // gradient_accumulation_steps samples)
+  std::vector<BalanceStep> steps;   // every whole step of the run's epochs: world_size x batch_size x
+                                    // gradient_accumulation_steps samples; packed (token_budget > 0),
+                                    // gradient_accumulation_steps rows a rank, each rank's windows
+                                    // packed by their samples' estimated tokens as the Loader packs
   std::uint64_t samples = 0;        // in those steps
   std::uint64_t media = 0;          // their media
   std::uint64_t media_nominal = 0;  // of them, costed at a nominal size (no header read: no index)

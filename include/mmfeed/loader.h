@@ -57,7 +57,7 @@ struct Choices<ShardRemainder> {
 // How each optimizer step's samples are split across the ranks (docs/loading.md, "Ranks balanced
 // by compute"): kNone as drawn; kTokens and kCompute by each sample's cost (its tokens; or the
 // FLOPs of its tokens and vision patches), the same samples per rank, the largest rank's cost
-// least.
+// least (padded batches a step at a time; packed rows a packing window at a time).
 enum class Balance { kNone, kTokens, kCompute };
 template <>
 struct Choices<Balance> {
@@ -142,7 +142,9 @@ struct LoaderConfig {
   ShardRemainder shard_remainder = ShardRemainder::kPad;
   // Each optimizer step takes world_size x gradient_accumulation_steps x batch_size samples as
   // drawn; with balance, they are split across the ranks (and each rank's across its
-  // gradient_accumulation_steps batches) by cost, each rank batch_size a batch as before.
+  // gradient_accumulation_steps batches) by cost, each rank batch_size a batch as before. Packed
+  // (token_budget > 0): each packing window's world_size x pack_window samples are split across
+  // the ranks by cost, pack_window each, and each rank packs its own into rows.
   Balance balance = Balance::kNone;
   std::size_t gradient_accumulation_steps = 1;
   // kCompute's cost coefficients, FLOPs per LLM token, LLM token pair (attention), vision patch,

@@ -91,7 +91,8 @@ void for_each_loader_option(F&& f) {
     "drop (equal, at most world_size - 1 left out) or keep (disjoint, ranks may differ by one)");
   f("balance", &LoaderConfig::balance,
     "split each optimizer step's samples across the ranks by cost: none (as drawn), tokens, or compute (FLOPs of "
-    "tokens and vision patches); the same samples per rank, the largest rank's cost least (padded batches)");
+    "tokens and vision patches); the same samples per rank, the largest rank's cost least (packed: a packing window "
+    "at a time)");
   f("gradient_accumulation_steps", &LoaderConfig::gradient_accumulation_steps,
     "batches a rank takes per optimizer step: what balance splits together");
   f("balance_cost", &LoaderConfig::balance_cost,

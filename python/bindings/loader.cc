@@ -256,7 +256,7 @@ class PyLoader {
   const pid_t pid_ = getpid();
 };
 
-// mmfeed.balance_report: the report as a dict (steps as (drawn_max, planned_max, mean)).
+// mmfeed.balance_report: the report as a dict (steps as (drawn_max, drawn_mean, planned_max, planned_mean)).
 nb::dict balance_report_dict(nb::dict options) {
   const LoaderConfig c = config_from(options);
   Result<BalanceReport> r = Error(ErrorCode::kInternal, "unset");
@@ -266,7 +266,8 @@ nb::dict balance_report_dict(nb::dict options) {
   }
   if (!r.ok()) python::raise_error(r.error());
   nb::list steps;
-  for (const BalanceStep& s : r->steps) steps.append(nb::make_tuple(s.drawn_max, s.planned_max, s.mean));
+  for (const BalanceStep& s : r->steps)
+    steps.append(nb::make_tuple(s.drawn_max, s.drawn_mean, s.planned_max, s.planned_mean));
   nb::dict out;
   out["steps"] = steps;
   out["samples"] = r->samples;

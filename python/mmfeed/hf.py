@@ -31,7 +31,10 @@ The Trainer's arguments about data meet the loader's options: those naming a loa
 given (not at their default), fill the options a loader dict leaves unset (per_device_train_batch_size -> batch_size,
 per_device_eval_batch_size -> the eval loader's batch_size, data_seed -> seed,
 dataloader_pin_memory -> pin_memory, gradient_accumulation_steps -> the train loader's, so that
-balance= splits each optimizer step's batches together); where the loader sets its own (or is an mmfeed.Loader), its
+balance= splits each optimizer step's batches together; the Trainer's loss normaliser is then the
+step's label tokens over all ranks and batches, average_tokens_across_devices as transformers
+defaults it, so the gradient is the same however balance= splits the step: turning it off is
+warned of); where the loader sets its own (or is an mmfeed.Loader), its
 value applies, and an argument given another value than its default is warned of by name. The
 arguments the loader has no counterpart for (dataloader_num_workers, auto_find_batch_size, ...)
 are warned of when given. per_device_train_batch_size (and per_device_eval_batch_size) are then
@@ -159,6 +162,21 @@ def _warn_not_applied(config, argument: str, reason: str) -> None:
     )
 
 
+def _warn_per_rank_normaliser(config, options: dict) -> None:
+    """A balanced loader moves samples between ranks: only the global step's label tokens as the
+    loss normaliser (average_tokens_across_devices, transformers' default) keep a step's gradient
+    what it is however its samples are split."""
+    if _option(options, "balance") != "none" and not getattr(config, "average_tokens_across_devices", True):
+        warnings.warn(
+            f"mmfeed.hf: {type(config).__name__}.average_tokens_across_devices=False with the train loader's "
+            f"balance={_option(options, 'balance')!r}: each rank's loss is averaged over its own label tokens, so "
+            "a step's gradient depends on how balance= split its samples across the ranks; leave it True (the "
+            "default: the global step's label tokens normalise the loss)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 # The per-device batch size argument of each loader.
 _BATCH_ARGUMENT = {"train": "per_device_train_batch_size", "eval": "per_device_eval_batch_size"}
 
@@ -199,6 +217,7 @@ class _MmfeedTrainer:
         loaders = {"train": train_loader} if eval_loader is None else {"train": train_loader, "eval": eval_loader}
         specs = self._meet(config, loaders)
         self._train_spec, self._eval_spec = specs["train"], specs.get("eval")
+        _warn_per_rank_normaliser(config, _options_of(self._train_spec))
         self.train_loader: Loader | None = None
         kwargs = self._placeholders(kwargs, eval_loader is not None)
         super().__init__(*args, **kwargs)

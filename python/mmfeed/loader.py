@@ -172,8 +172,9 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
 def balance_report(manifest=None, **options) -> dict[str, Any]:
     """What balancing the ranks by cost gives a run of these Loader options (world_size,
     batch_size, gradient_accumulation_steps, balance: "compute" unless given, balance_cost, the
-    model and its pixel bounds), without starting it: ``steps``, one (drawn_max, planned_max,
-    mean) a step; ``mean_drawn`` and ``mean_planned``, the steps' mean largest rank cost over
+    model and its pixel bounds; token_budget: packed rows, gradient_accumulation_steps of them a
+    step), without starting it: ``steps``, one (drawn_max, drawn_mean, planned_max, planned_mean)
+    a step, in millions of FLOPs; ``mean_drawn`` and ``mean_planned``, the steps' mean largest rank cost over
     the mean; ``samples``, ``media`` and ``media_nominal`` (costed at a nominal size: no index);
     ``cost_seconds`` and ``plan_seconds``, what the costs and the plans took on one core. As
     ``mmfeed balance-report``; docs/loading.md, "Ranks balanced by compute"."""

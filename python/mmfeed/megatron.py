@@ -7,6 +7,7 @@ data-parallel rank, and the forward arguments of a packed THD batch.
         token_budget=8192, packed_format="thd", pad_to_multiple_of=2 * cp_size)
     batch = next(train_it)
     output = model(**mmfeed.megatron.forward_args(batch))   # packed_seq_params included
+    return output, mmfeed.megatron.loss_func(batch)           # calculate_per_token_loss=True
 
 Rank and world size are the data-parallel ones: from megatron.core.parallel_state when it is
 initialised (the data-parallel rank without context parallelism: tensor-, pipeline- and
@@ -166,6 +167,28 @@ def forward_args(batch: Batch) -> dict[str, Any]:
         if key in batch:
             args[key] = batch[key]
     return args
+
+
+def loss_func(batch: Batch) -> Callable[[Any], tuple[Any, Any, dict[str, Any]]]:
+    """Megatron's loss function for a THD batch, for forward_step to return beside the model's
+    output (``return output, mmfeed.megatron.loss_func(batch)``) under
+    ``TransformerConfig(calculate_per_token_loss=True)``: of the model's per-token losses it gives
+    (their sum over the batch's loss_mask, the mask's tokens, {"lm loss": [sum, tokens]}); Megatron
+    sums the tokens of a step's micro-batches and data-parallel ranks and divides the gradients by
+    that total, so a step's gradient is the same however balance= splits its samples."""
+    import torch
+
+    _require_thd(batch)
+    mask = batch["loss_mask"]
+
+    def loss(output_tensor):
+        losses = output_tensor.float().reshape(-1)
+        weights = mask.to(losses.device, torch.float32).reshape(-1)
+        total = torch.sum(losses * weights)
+        tokens = weights.sum().detach().to(torch.int)
+        return total, tokens, {"lm loss": torch.cat([total.detach().view(1), tokens.float().view(1)])}
+
+    return loss
 
 
 def _require_thd(batch: Batch) -> None:

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "mmfeed/balance.h"
+#include "pipeline/packer.h"
 #include "storage/credentials.h"
 #include "text/chat.h"
 #include "text/conversation.h"
@@ -354,15 +355,121 @@ namespace mmfeed {
 
 double BalanceReport::mean_drawn() const {
   double sum = 0;
-  for (const BalanceStep& s : steps) sum += s.mean > 0 ? static_cast<double>(s.drawn_max) / s.mean : 1;
+  for (const BalanceStep& s : steps) sum += s.drawn_mean > 0 ? static_cast<double>(s.drawn_max) / s.drawn_mean : 1;
   return steps.empty() ? 1 : sum / static_cast<double>(steps.size());
 }
 
 double BalanceReport::mean_planned() const {
   double sum = 0;
-  for (const BalanceStep& s : steps) sum += s.mean > 0 ? static_cast<double>(s.planned_max) / s.mean : 1;
+  for (const BalanceStep& s : steps) {
+    sum += s.planned_mean > 0 ? static_cast<double>(s.planned_max) / s.planned_mean : 1;
+  }
   return steps.empty() ? 1 : sum / static_cast<double>(steps.size());
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A packed run's rows, each rank's in the order it makes them: a row's FLOPs.
+using RankRows = std::vector<std::vector<std::uint64_t>>;
+
+// What the report knows of one group of samples (a padded step, or a packing window of every
+// rank): the plan's cost, the FLOPs and the LLM tokens of each sample, by sample.
+struct Pricing {
+  const pipeline::Rules& plan;   // what the plan balances
+  const pipeline::Rules& judge;  // what the report counts: FLOPs
+  const dataset::Manifests& manifests;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> flops_tokens;
+};
+
+// Each rank's share of an arranged window (rank r's k-th at k x world + r) packed into rows by
+// its samples' estimated tokens, as the Loader packs them (pack_rows); the rows' FLOPs appended.
+void pack_ranks(std::span<const std::uint64_t> slab, const Pricing& pricing, std::size_t budget, RankRows& rows) {
+  const std::size_t world = rows.size();
+  std::vector<std::size_t> lengths;
+  std::vector<std::uint64_t> flops;
+  for (std::size_t r = 0; r < world; ++r) {
+    lengths.clear();
+    flops.clear();
+    for (std::size_t i = r; i < slab.size(); i += world) {
+      const auto& [f, tokens] = pricing.flops_tokens.at(slab[i]);
+      lengths.push_back(static_cast<std::size_t>(std::min<std::uint64_t>(tokens, budget)));
+      flops.push_back(f);
+    }
+    for (const std::vector<std::size_t>& row : pipeline::pack_rows(lengths, budget)) {
+      std::uint64_t sum = 0;
+      for (const std::size_t i : row) sum += flops[i];
+      rows[r].push_back(sum);
+    }
+  }
+}
+
+// The steps of a packed run (rows_a_step rows a rank each), as long as every rank has rows in
+// both arrangements.
+std::vector<BalanceStep> packed_steps(const RankRows& drawn, const RankRows& planned, std::size_t rows_a_step) {
+  std::size_t rows = SIZE_MAX;
+  for (const RankRows* arrangement : {&drawn, &planned}) {
+    for (const auto& rank : *arrangement) rows = std::min(rows, rank.size());
+  }
+  std::vector<BalanceStep> steps;
+  const auto step = [&](const RankRows& ranks, std::size_t k) {
+    std::vector<std::uint64_t> loads;
+    for (const auto& rank : ranks) {
+      loads.push_back(std::accumulate(rank.begin() + static_cast<std::ptrdiff_t>(k * rows_a_step),
+                                      rank.begin() + static_cast<std::ptrdiff_t>((k + 1) * rows_a_step),
+                                      std::uint64_t{0}));
+    }
+    return pipeline::step_cost(loads, static_cast<int>(loads.size()));
+  };
+  for (std::size_t k = 0; k < rows / rows_a_step; ++k) {
+    const pipeline::StepCost a = step(drawn, k), b = step(planned, k);
+    steps.push_back({a.max, a.mean, b.max, b.mean});
+  }
+  return steps;
+}
+
+// One group's report: priced, its FLOPs split as drawn, planned, its FLOPs as planned. Padded:
+// the step it is; packed: its rows appended to each rank's.
+struct Packing {
+  std::size_t budget = 0;  // 0: padded
+  RankRows drawn, planned;
+};
+
+void report_group(std::span<std::uint64_t> slab, const LoaderConfig& config, std::size_t batch, Pricing& pricing,
+                  BalanceReport& report, Packing& packing) {
+  std::vector<std::uint64_t> costs(slab.size()), judged(slab.size());
+  pricing.flops_tokens.clear();
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < slab.size(); ++i) {
+    costs[i] = pipeline::cost_of(pipeline::shape_of(pricing.plan, pricing.manifests, slab[i]), pricing.plan.model);
+  }
+  const auto t1 = Clock::now();
+  for (std::size_t i = 0; i < slab.size(); ++i) {
+    const pipeline::SampleShape shape = pipeline::shape_of(pricing.judge, pricing.manifests, slab[i]);
+    judged[i] = pipeline::cost_of(shape, pricing.judge.model);
+    pricing.flops_tokens[slab[i]] = {judged[i], shape.tokens};
+    report.media += shape.media;
+    report.media_nominal += shape.nominal;
+  }
+  const pipeline::StepCost before = pipeline::step_cost(judged, config.world_size);
+  if (packing.budget > 0) pack_ranks(slab, pricing, packing.budget, packing.drawn);
+  const auto t2 = Clock::now();
+  pipeline::balance_step(slab, costs, config.world_size, batch);
+  const auto t3 = Clock::now();
+  report.cost_seconds += std::chrono::duration<double>(t1 - t0).count();
+  report.plan_seconds += std::chrono::duration<double>(t3 - t2).count();
+  report.samples += slab.size();
+  if (packing.budget > 0) {
+    pack_ranks(slab, pricing, packing.budget, packing.planned);
+    return;
+  }
+  for (std::size_t i = 0; i < slab.size(); ++i) judged[i] = pricing.flops_tokens.at(slab[i]).first;
+  const pipeline::StepCost after = pipeline::step_cost(judged, config.world_size);
+  report.steps.push_back({before.max, before.mean, after.max, after.mean});
+}
+
+}  // namespace
 
 Result<BalanceReport> balance_report(const LoaderConfig& given) {
   LoaderConfig config = given;
@@ -376,44 +483,29 @@ Result<BalanceReport> balance_report(const LoaderConfig& given) {
       dataset::read_manifests(config.manifests, config.max_manifest_bytes, s3,
                               {.use = true, .cache_dir = config.cache_dir, .media_root = config.media_root}));
   MMFEED_ASSIGN_OR_RETURN(const pipeline::Population population, pipeline::population_of(config, manifests));
-  const pipeline::Rules plan = pipeline::rules_of(settings, manifests);  // what the plan balances
-  pipeline::Rules judge = plan;                                          // what the report counts: FLOPs
+  const pipeline::Rules plan = pipeline::rules_of(settings, manifests);
+  pipeline::Rules judge = plan;
   LoaderConfig flops = config;
   flops.balance = Balance::kCompute;
   judge.model = pipeline::cost_model(flops);
-  const std::size_t step =
-      static_cast<std::size_t>(config.world_size) * config.batch_size * config.gradient_accumulation_steps;
+  Pricing pricing{plan, judge, manifests, {}};
+  // A group: a padded step's samples (world x accumulation x batch), or a packing window of
+  // every rank's (world x pack_window), as the Loader balances them.
+  const std::size_t batch = group_positions(config);
+  const std::size_t group = static_cast<std::size_t>(config.world_size) * batch *
+                            (config.token_budget > 0 ? 1 : config.gradient_accumulation_steps);
+  Packing packing{config.token_budget, RankRows(static_cast<std::size_t>(config.world_size)),
+                  RankRows(static_cast<std::size_t>(config.world_size))};
   BalanceReport report;
-  std::vector<std::uint64_t> costs(step), judged(step);
-  std::unordered_map<std::uint64_t, std::uint64_t> flops_of;
   for (int epoch = 0; epoch < config.epochs; ++epoch) {
-    // The epoch's permutation, as the ranks deal it; its whole steps.
+    // The epoch's permutation, as the ranks deal it; its whole groups.
     std::vector<std::uint64_t> dealt = pipeline::rank_order(population, config.seed, epoch, 0, 1, config.shuffle);
-    for (std::size_t first = 0; first + step <= dealt.size(); first += step) {
-      const std::span<std::uint64_t> slab(dealt.data() + first, step);
-      flops_of.clear();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < step; ++i)
-        costs[i] = pipeline::cost_of(pipeline::shape_of(plan, manifests, slab[i]), plan.model);
-      const auto t1 = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < step; ++i) {
-        const pipeline::SampleShape shape = pipeline::shape_of(judge, manifests, slab[i]);
-        judged[i] = flops_of[slab[i]] = pipeline::cost_of(shape, judge.model);
-        report.media += shape.media;
-        report.media_nominal += shape.nominal;
-      }
-      const pipeline::StepCost before = pipeline::step_cost(judged, config.world_size);
-      const auto t2 = std::chrono::steady_clock::now();
-      pipeline::balance_step(slab, costs, config.world_size, config.batch_size);
-      const auto t3 = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < step; ++i) judged[i] = flops_of[slab[i]];
-      const pipeline::StepCost after = pipeline::step_cost(judged, config.world_size);
-      report.cost_seconds += std::chrono::duration<double>(t1 - t0).count();
-      report.plan_seconds += std::chrono::duration<double>(t3 - t2).count();
-      report.steps.push_back({before.max, after.max, before.mean});
-      report.samples += step;
+    for (std::size_t first = 0; first + group <= dealt.size(); first += group) {
+      report_group(std::span<std::uint64_t>(dealt.data() + first, group), config, batch, pricing, report, packing);
     }
   }
+  if (packing.budget > 0)
+    report.steps = packed_steps(packing.drawn, packing.planned, config.gradient_accumulation_steps);
   return report;
 }
 

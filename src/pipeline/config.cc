@@ -93,8 +93,8 @@ Status check_sources(const LoaderConfig& config) {
   return ok_status();
 }
 
-// Balancing the ranks (balance.h): padded batches, a step of at most kMaxBatch samples a rank,
-// four finite non-negative coefficients.
+// Balancing the ranks (balance.h): a step of at most kMaxBatch samples a rank, four finite
+// non-negative coefficients.
 Status check_balance(const LoaderConfig& config) {
   const std::size_t steps = config.gradient_accumulation_steps;
   if (steps == 0 || steps > std::max<std::size_t>(1, kMaxBatch / config.batch_size)) {
@@ -102,9 +102,6 @@ Status check_balance(const LoaderConfig& config) {
                                                            " (a rank's samples a step, " +
                                                            "gradient_accumulation_steps x batch_size, at most " +
                                                            std::to_string(kMaxBatch) + ")");
-  }
-  if (config.balance != Balance::kNone && config.token_budget > 0) {
-    return config_error("balance", "balances padded batches; packed rows (token_budget > 0) are not balanced yet");
   }
   if (!config.balance_cost.empty()) {
     if (config.balance_cost.size() != 4) {
@@ -261,8 +258,10 @@ OrderOptions order_options(const LoaderConfig& config) {
                       .remainder = config.shard_remainder,
                       .epochs = config.epochs,
                       .end_position = config.end_position,
-                      .balance_batch = config.balance == Balance::kNone ? 0 : config.batch_size,
-                      .balance_batches = config.gradient_accumulation_steps};
+                      // Packed: a packing window of each rank's balanced at a time (its rows come
+                      // from it alone, however many the budget makes).
+                      .balance_batch = config.balance == Balance::kNone ? 0 : group_positions(config),
+                      .balance_batches = config.token_budget > 0 ? 1 : config.gradient_accumulation_steps};
 }
 
 namespace {

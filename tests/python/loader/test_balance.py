@@ -137,7 +137,7 @@ def test_the_report_is_the_loaders_plan_and_the_cli_prints_it(dataset, cli):
     )
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
-    assert [tuple(s[:2]) for s in printed["steps"]] == [tuple(s[:2]) for s in report["steps"]]
+    assert [(s[0], s[2]) for s in printed["steps"]] == [(s[0], s[2]) for s in report["steps"]]
     # Without the index each image counts at a nominal size, and the report says so.
     bare = dataset.parent / "bare"
     bare.mkdir(exist_ok=True)
@@ -148,7 +148,42 @@ def test_the_report_is_the_loaders_plan_and_the_cli_prints_it(dataset, cli):
     assert nominal["media_nominal"] == nominal["media"] > 0
 
 
-def test_packed_rows_are_not_balanced_yet(dataset):
-    with pytest.raises(ValueError, match="balance"):
-        with mmfeed.Loader(dataset, token_budget=4096, balance="compute", **OPTIONS) as loader:
-            next(iter(loader))
+def rank_windows(manifest, window, **options):
+    """Each rank's samples by packing window: its rows' samples in order, cut every `window`
+    (a window's rows hold its samples alone)."""
+    out = []
+    for rank in range(WORLD):
+        with mmfeed.Loader(manifest, rank=rank, world_size=WORLD, **{**OPTIONS, **options}) as loader:
+            samples = [s for row in loader for s in row["sample_ids"]]
+        out.append([samples[k : k + window] for k in range(0, len(samples), window)])
+    return out
+
+
+def test_packed_windows_are_split_by_cost_and_each_rank_packs_its_own(dataset, true_costs):
+    options = dict(token_budget=4096, pack_window=4)
+    drawn = rank_windows(dataset, 4, **options)
+    balanced = rank_windows(dataset, 4, balance="compute", **options)
+    windows = len(drawn[0])
+    assert windows == 3 and all(len(w) == windows for w in balanced)
+    loads = {"drawn": [], "balanced": []}
+    for k in range(windows):
+        assert sorted(s for r in balanced for s in r[k]) == sorted(s for r in drawn for s in r[k]), f"window {k}"
+        assert all(len(r[k]) == 4 for r in balanced)  # every rank its pack_window
+        for name, runs in (("drawn", drawn), ("balanced", balanced)):
+            ranks = [sum(true_costs[s] for s in r[k]) for r in runs]
+            loads[name].append(max(ranks) / (sum(ranks) / WORLD))
+    assert sorted(s for r in balanced for w in r for s in w) == sorted(true_costs)
+    assert np.mean(loads["balanced"]) < np.mean(loads["drawn"])
+
+
+def test_the_report_packs_each_ranks_windows_into_rows(dataset):
+    options = dict(world_size=WORLD, tokenizer=TOKENIZER, max_pixels=1_003_520, token_budget=4096, pack_window=4)
+    report = mmfeed.balance_report(dataset, gradient_accumulation_steps=1, **options)
+    two = mmfeed.balance_report(dataset, gradient_accumulation_steps=2, **options)
+    assert report["samples"] == two["samples"] == 48 and len(report["steps"]) >= 3
+    # A step of two rows a rank is two steps of one row each: its loads add up.
+    for k, (drawn_max, drawn_mean, planned_max, planned_mean) in enumerate(two["steps"]):
+        first, second = report["steps"][2 * k], report["steps"][2 * k + 1]
+        assert drawn_mean == pytest.approx((first[1] + second[1]), rel=1e-9)
+        assert planned_mean == pytest.approx((first[3] + second[3]), rel=1e-9)
+        assert drawn_max <= first[0] + second[0] and planned_max <= first[2] + second[2]

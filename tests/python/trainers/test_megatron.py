@@ -108,4 +108,24 @@ def test_thd_forward_args_carry_packed_seq_params(manifest):
     train.close()
     with mmfeed.Loader(manifest, **OPTIONS) as loader:
         with pytest.raises(ValueError, match="not a THD batch"):
+            mmfeed.megatron.loss_func(next(iter(loader)))
+    with mmfeed.Loader(manifest, **OPTIONS) as loader:
+        with pytest.raises(ValueError, match="not a THD batch"):
             mmfeed.megatron.forward_args(next(loader))
+
+
+def test_the_loss_function_sums_the_masked_token_losses_for_the_global_normaliser(manifest):
+    # Megatron's calculate_per_token_loss contract: (sum of the batch's token losses, its tokens,
+    # reporting); the schedule divides the step's gradients by the tokens of all its batches.
+    train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(
+        manifest, epochs=1, rank=0, world_size=1, token_budget=2048, pack_window=6, packed_format="thd", **OPTIONS
+    )
+    generator = torch.Generator().manual_seed(0)
+    for batch in train:
+        losses = torch.rand(batch["labels"].shape, generator=generator)
+        total, tokens, reporting = mmfeed.megatron.loss_func(batch)(losses)
+        trained = batch["labels"] != -100
+        assert tokens.dtype == torch.int32 and int(tokens) == int(trained.sum()) > 0
+        torch.testing.assert_close(total, losses[trained].sum())
+        assert reporting["lm loss"].tolist() == [float(total), float(tokens)]
+    train.close()

@@ -1,0 +1,66 @@
+"""Issue 52, the loss under unequal splits: four gloo ranks under torchrun train the tiny Qwen2-VL
+with mmfeed.hf.Trainer (ddp_gradients.py), each optimizer step two micro-batches of two samples a
+rank. Balanced by compute, a step's 16 samples are those drawn without balancing, split otherwise
+across the ranks; normalised by the global step's label tokens (transformers'
+average_tokens_across_devices, on by default and kept by mmfeed.hf), every step's all-reduced
+gradients equal the unbalanced run's within float tolerance. With a per-rank normaliser they do
+not: the test fails if the normaliser is per-rank."""
+
+import json
+import os
+import subprocess
+import sys
+
+import datagen
+import pytest
+import torch
+from conftest import ROOT
+
+WORKER = ROOT / "tests" / "python" / "trainers" / "ddp_gradients.py"
+WORLD = 4
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    out = tmp_path_factory.mktemp("balanced-gradients")
+    # Conversations of unequal lengths and images of unequal sizes: the ranks' label tokens differ.
+    datagen.generate(out, samples=32, seed=52, max_megapixels=0.3, workers=2)
+    return out / "manifest.jsonl"
+
+
+def train(manifest, out, balance, per_rank=False):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
+    command += [str(WORKER), str(manifest), str(out), "--balance", balance]
+    command += ["--per-rank-normaliser"] if per_rank else []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    return torch.load(out / "gradients.pt"), ranks
+
+
+def step_samples(ranks, step, accumulation=2):
+    return sorted(
+        s for micro in ranks for m in micro[step * accumulation : (step + 1) * accumulation] for s in m["samples"]
+    )
+
+
+def relative(a, b) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def test_balanced_gradients_equal_the_unbalanced_ones_under_the_global_normaliser(manifest, tmp_path):
+    drawn, drawn_ranks = train(manifest, tmp_path / "drawn", "none")
+    balanced, balanced_ranks = train(manifest, tmp_path / "balanced", "compute")
+    assert len(drawn) == len(balanced) == 2
+    for step in range(2):
+        # The same global batch, split otherwise: some rank's label tokens differ.
+        assert step_samples(balanced_ranks, step) == step_samples(drawn_ranks, step)
+        window = slice(2 * step, 2 * step + 2)
+        tokens = [[sum(m["label_tokens"] for m in r[window])] for r in drawn_ranks]
+        assert tokens != [[sum(m["label_tokens"] for m in r[window])] for r in balanced_ranks]
+        assert relative(balanced[step], drawn[step]) < 1e-5, f"step {step}"
+    # The per-rank normaliser: each rank's mean over its own tokens, averaged: the split shows.
+    per_rank_drawn, _ = train(manifest, tmp_path / "drawn-per-rank", "none", per_rank=True)
+    per_rank_balanced, _ = train(manifest, tmp_path / "balanced-per-rank", "compute", per_rank=True)
+    assert relative(per_rank_balanced[0], per_rank_drawn[0]) > 1e-3
