@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
+from mmfeed.step_times import DEFAULT_COST, StepTimes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -274,6 +275,8 @@ class Loader:
         self._closed = False
         # The engine (and the copy stage) open on first use, which releases the GIL: one thread opens.
         self._opening = threading.Lock()
+        # A balancing loader prices what it delivers, for the step times the trainer reports.
+        self._step_times = StepTimes() if (self._options.get("balance") or "none") != "none" else None
 
     def _engine(self):
         if os.getpid() != self._pid:
@@ -336,7 +339,28 @@ class Loader:
         batch = core.next(torch=self._tensors == "torch", stream=stream)
         if batch is None:
             raise StopIteration
-        return make_batch(batch)
+        batch = make_batch(batch)
+        if self._step_times is not None:
+            self._step_times.delivered(batch)
+        return batch
+
+    def report_step_time(self, seconds: float) -> None:
+        """This rank's time for the optimizer step it just took: the batches delivered since the
+        last report are that step's (a balancing loader only: balance=). See step_times()."""
+        if self._step_times is None:
+            raise ValueError("report_step_time: the loader prices its batches only when it balances (balance=)")
+        self._step_times.report(seconds)
+
+    def step_times(self) -> dict:
+        """The steps reported (report_step_time) against the cost model balance= plans with: each
+        step's seconds and predicted FLOPs, their correlation, and the four balance_cost
+        coefficients fitted to the seconds (FLOPs at 1 PFLOP/s; mmfeed/step_times.py)."""
+        if self._step_times is None:
+            raise ValueError("step_times: the loader prices its batches only when it balances (balance=)")
+        cost = self._options.get("balance_cost") or DEFAULT_COST
+        if self._options.get("balance") == "tokens":
+            cost = (1.0, 0.0, 0.0, 0.0)
+        return self._step_times.summary(cost)
 
     def options(self) -> dict:
         """The engine options this loader was opened with (manifests included): Loader(**options)

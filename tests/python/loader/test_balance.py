@@ -3,7 +3,9 @@ step's as drawn without it (the same global batch), split across the ranks so th
 rank's cost falls, every rank the same count, every sample of the epoch once; resumed exactly; the
 plan made by each rank alone agrees across ranks. The cost is checked on what the Loader delivers:
 each sample's tokens and image grids as the processor made them, priced with the documented
-Qwen2-VL-7B forward FLOPs (docs/loading.md), independently of the engine's estimate from the index."""
+Qwen2-VL-7B forward FLOPs (docs/loading.md), independently of the engine's estimate from the index.
+Packed rows: each packing window's samples split across the ranks the same way. Reported step
+times are priced from the batches and the cost model fitted to them."""
 
 import json
 import shutil
@@ -187,3 +189,54 @@ def test_the_report_packs_each_ranks_windows_into_rows(dataset):
         assert drawn_mean == pytest.approx((first[1] + second[1]), rel=1e-9)
         assert planned_mean == pytest.approx((first[3] + second[3]), rel=1e-9)
         assert drawn_max <= first[0] + second[0] and planned_max <= first[2] + second[2]
+
+
+def own_terms(batch):
+    """A batch's tokens and vision patch pairs, read here from its tensors (not mmfeed's pricing)."""
+    if "cu_seq_lens_q" in batch:
+        lengths = np.diff(batch["cu_seq_lens_q"])
+    else:
+        lengths = batch["attention_mask"].sum(axis=-1)
+    pairs = sum(t * (h * w) ** 2 for t, h, w in batch["image_grid_thw"].tolist())
+    return float(lengths.sum()), float(pairs)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_reported_step_times_are_priced_and_fitted(dataset, packed):
+    # Times made from each step's own tokens and patch pairs (3 us a token, 2 ns a patch pair):
+    # the fit recovers them, and the predicted FLOPs follow them.
+    shape = dict(token_budget=4096, pack_window=8) if packed else dict(batch_size=2, gradient_accumulation_steps=2)
+    with mmfeed.Loader(dataset, balance="compute", **shape, **OPTIONS) as loader:
+        batches = iter(loader)
+        for _ in range(8):
+            tokens = pairs = 0.0
+            for _ in range(2):
+                t, p = own_terms(next(batches))
+                tokens, pairs = tokens + t, pairs + p
+            loader.report_step_time(3e-6 * tokens + 2e-9 * pairs)
+        report = loader.step_times()
+    assert report["steps"] == 8 and report["correlation"] > 0.9
+    fitted = np.array(report["fitted_balance_cost"]) / 1e15  # FLOPs at 1 PFLOP/s: seconds
+    np.testing.assert_allclose(fitted[[0, 3]], [3e-6, 2e-9], rtol=1e-6)
+    np.testing.assert_allclose(fitted[[1, 2]], [0, 0], atol=1e-15)
+    np.testing.assert_allclose(
+        report["predicted_flops"][0],
+        sum(c * v[0] for c, v in zip((2 * 7.6e9, 4 * 28 * 3584, 2 * 6.75e8, 4 * 32 * 1280), report["terms"].values())),
+        rtol=1e-12,
+    )
+
+
+def test_a_step_time_needs_a_balancing_loader_a_batch_and_a_positive_time(dataset):
+    with mmfeed.Loader(dataset, batch_size=2, **OPTIONS) as loader:
+        next(iter(loader))
+        with pytest.raises(ValueError, match="only when it balances"):
+            loader.report_step_time(1.0)
+    with mmfeed.Loader(dataset, batch_size=2, balance="tokens", **OPTIONS) as loader:
+        with pytest.raises(ValueError, match="no batch was delivered"):
+            loader.report_step_time(1.0)
+        next(iter(loader))
+        for bad in (0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="positive"):
+                loader.report_step_time(bad)
+        loader.report_step_time(0.5)
+        assert loader.step_times()["steps"] == 1 and loader.step_times()["correlation"] is None

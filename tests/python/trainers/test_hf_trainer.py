@@ -259,6 +259,25 @@ def test_gradient_accumulation_fills_the_loaders_so_balancing_splits_each_step(m
     assert not_applied(record) == []
 
 
+def test_a_per_rank_loss_normaliser_under_balancing_is_warned_of(manifest, tmp_path):
+    # Balancing moves samples between ranks: only the global step's label tokens keep the gradient
+    # (test_balanced_gradients.py); the Trainer's default keeps them, turning it off is warned of.
+    def made(balance, **extra):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            mmfeed.hf.Trainer(
+                model=tiny_vl.tiny_model("qwen2-vl"),
+                args=arguments(tmp_path, **extra),
+                train_loader=loader_options(manifest, balance=balance),
+            )
+        return [str(w.message) for w in record if "average_tokens_across_devices" in str(w.message)]
+
+    assert arguments(tmp_path).average_tokens_across_devices  # transformers' default
+    assert made("compute") == [] and made("none", average_tokens_across_devices=False) == []
+    (message,) = made("compute", average_tokens_across_devices=False)
+    assert "balance='compute'" in message and "its own label tokens" in message
+
+
 def test_a_per_device_batch_size_the_loader_overrides_is_warned_of(manifest, tmp_path):
     loader = mmfeed.Loader(**loader_options(manifest))
     with pytest.warns(

@@ -1,0 +1,125 @@
+"""Measured step times against the cost model that balances the ranks (balance=; docs/loading.md,
+"Ranks balanced by compute"). A balancing Loader prices every batch it delivers by the model's
+four terms, from the batch itself: its sequences' tokens (the rows' attention masks, or a packed
+row's cu_seq_lens_q / cu_seqlens) and token pairs n(n+1)/2, its images' and frame groups' vision
+patches and patch pairs (image_grid_thw, video_grid_thw: t groups of h x w). The trainer reports
+each optimizer step's time (Loader.report_step_time(seconds): the batches delivered since the last
+report are that step's); Loader.step_times() then says how well the cost model predicts them, and
+fits the four coefficients to the times.
+
+    loader = mmfeed.Loader("train.jsonl", balance="compute", gradient_accumulation_steps=4, ...)
+    for step in range(steps):
+        t0 = time.perf_counter()
+        for _ in range(4):
+            train_on(next(loader))
+        loader.report_step_time(time.perf_counter() - t0)
+    loader.step_times()  # {"steps": ..., "correlation": ..., "fitted_balance_cost": [...], ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+TERMS = ("llm_token", "llm_pair", "vision_patch", "vision_pair")
+# balance="compute"'s default coefficients (src/pipeline/balance.cc: Qwen2-VL-7B's forward FLOPs).
+DEFAULT_COST = (2 * 7.6e9, 4.0 * 28 * 3584, 2 * 6.75e8, 4.0 * 32 * 1280)
+# Fitted seconds are given as FLOPs at 1 PFLOP/s, so that balance_cost= keeps a sample's cost to
+# within a microsecond (the plan counts costs in whole millions).
+FLOPS_A_SECOND = 1e15
+
+
+def _values(tensor) -> np.ndarray:
+    if hasattr(tensor, "detach"):  # torch, on any device
+        tensor = tensor.detach().cpu().numpy()
+    return np.asarray(tensor)
+
+
+def _lengths(batch) -> np.ndarray:
+    for key in ("cu_seq_lens_q", "cu_seqlens"):  # packed rows: each sequence (the tail pad's too)
+        if key in batch:
+            return np.diff(_values(batch[key]).astype(np.float64))
+    if "attention_mask" in batch:
+        mask = _values(batch["attention_mask"])
+        return mask.reshape(mask.shape[0], -1).sum(axis=-1).astype(np.float64)
+    ids = _values(batch["input_ids"])
+    return np.full(ids.shape[0], ids.shape[-1], dtype=np.float64)
+
+
+def batch_terms(batch) -> np.ndarray:
+    """A batch's sums of the cost model's four terms (TERMS): tokens, token pairs, patches, patch pairs."""
+    n = _lengths(batch)
+    terms = np.array([n.sum(), (n * (n + 1) / 2).sum(), 0.0, 0.0])
+    for key in ("image_grid_thw", "video_grid_thw"):
+        if key in batch:
+            for t, h, w in _values(batch[key]).reshape(-1, 3).astype(np.float64):
+                terms[2] += t * h * w
+                terms[3] += t * (h * w) ** 2
+    return terms
+
+
+def fit(terms: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """Least squares of seconds on the terms with no negative coefficient (columns scaled to unit
+    norm; the terms whose coefficients come out negative are dropped and the rest refitted, until
+    none is): the seconds each unit of a term costs; a term absent from every step costs 0."""
+    norms = np.linalg.norm(terms, axis=0)
+    used = norms > 0
+    scaled = terms[:, used] / norms[used]
+    free = np.ones(scaled.shape[1], dtype=bool)
+    coefficients = np.zeros(scaled.shape[1])
+    for _ in range(scaled.shape[1] + 1):
+        coefficients[:] = 0
+        if free.any():
+            coefficients[free] = np.linalg.lstsq(scaled[:, free], seconds, rcond=None)[0]
+        negative = coefficients < 0
+        if not negative.any():
+            break
+        free &= ~negative  # the most negative leave the set until none is
+    out = np.zeros(terms.shape[1])
+    out[used] = np.maximum(coefficients, 0) / norms[used]
+    return out
+
+
+class StepTimes:
+    """The priced batches since the last report, and each reported step: its terms and its seconds."""
+
+    def __init__(self) -> None:
+        self._pending = np.zeros(len(TERMS))
+        self._batches = 0
+        self._terms: list[np.ndarray] = []
+        self._seconds: list[float] = []
+
+    def delivered(self, batch) -> None:
+        self._pending += batch_terms(batch)
+        self._batches += 1
+
+    def report(self, seconds: float) -> None:
+        if not np.isfinite(seconds) or seconds <= 0:
+            raise ValueError(f"report_step_time: seconds must be a positive number, not {seconds!r}")
+        if self._batches == 0:
+            raise ValueError("report_step_time: no batch was delivered since the last report (a step trains on some)")
+        self._terms.append(self._pending.copy())
+        self._seconds.append(float(seconds))
+        self._pending[:] = 0
+        self._batches = 0
+
+    def summary(self, coefficients: Sequence[float]) -> dict[str, Any]:
+        """The reported steps: their seconds, the cost `coefficients` predict for each (FLOPs), the
+        correlation of the two (None under three steps, or when either is constant), and the four
+        coefficients fitted to the seconds, as FLOPs at 1 PFLOP/s (ready for balance_cost=)."""
+        terms, seconds = np.array(self._terms).reshape(-1, len(TERMS)), np.array(self._seconds)
+        predicted = terms @ np.asarray(coefficients, dtype=np.float64)
+        correlation = None
+        if len(seconds) >= 3 and predicted.std() > 0 and seconds.std() > 0:
+            correlation = float(np.corrcoef(predicted, seconds)[0, 1])
+        fitted = fit(terms, seconds) * FLOPS_A_SECOND if len(seconds) >= len(TERMS) else None
+        return dict(
+            steps=len(seconds),
+            seconds=seconds.tolist(),
+            predicted_flops=predicted.tolist(),
+            correlation=correlation,
+            fitted_balance_cost=None if fitted is None else fitted.tolist(),
+            terms=dict(zip(TERMS, terms.T.tolist())),
+        )
