@@ -262,6 +262,19 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
   return dealt_to(left_over(all, old_world, old_positions, old_windows, world_size, remainder), rank, world_size);
 }
 
+void EpochOrder::Stats::hash(std::uint64_t value) {
+  for (int byte = 0; byte < 8; ++byte) {
+    plan = (plan ^ ((value >> (8 * byte)) & 0xFF)) * 1099511628211ull;  // FNV-1a's prime
+  }
+}
+
+void EpochOrder::Stats::add(const Stats& later) {
+  steps += later.steps;
+  drawn += later.drawn;
+  planned += later.planned;
+  hash(later.plan);
+}
+
 EpochOrder::EpochOrder(std::vector<std::uint64_t> dealt, const Population& population, const OrderOptions& options,
                        int world_size, std::uint64_t end)
     : dealt_(std::move(dealt)),
@@ -294,6 +307,7 @@ void EpochOrder::arrange_through(std::uint64_t p) {
       stats_.drawn += static_cast<double>(drawn.max) / drawn.mean;
       stats_.planned += static_cast<double>(planned.max) / planned.mean;
     }
+    for (const std::uint64_t sample : slab) stats_.hash(sample);
     balanced_ = last;
   }
 }

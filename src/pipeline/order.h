@@ -108,10 +108,16 @@ class EpochOrder {
   const std::vector<std::uint64_t>& dealt();
 
   // The steps balanced so far: the largest rank cost over the mean, as drawn and as planned,
-  // summed (their ratio to `steps` the mean).
+  // summed (their ratio to `steps` the mean), and a hash of the plan (FNV-1a over every rank's
+  // samples of each step, as arranged): the same on every rank that has arranged as many steps.
   struct Stats {
     std::uint64_t steps = 0;
     double drawn = 0, planned = 0;
+    std::uint64_t plan = kPlanSeed;
+
+    static constexpr std::uint64_t kPlanSeed = 14695981039346656037ull;  // FNV-1a's offset basis
+    void hash(std::uint64_t value);                                        // folds value into plan
+    void add(const Stats& later);  // a later epoch's steps after these
   };
   const Stats& stats() const { return stats_; }
 

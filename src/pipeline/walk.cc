@@ -7,11 +7,7 @@ Walk::Walk(const Population& population, const OrderOptions& options, LoaderStat
 
 EpochOrder::Stats Walk::balance() const {
   EpochOrder::Stats s = balance_;
-  if (order_) {
-    s.steps += order_->stats().steps;
-    s.drawn += order_->stats().drawn;
-    s.planned += order_->stats().planned;
-  }
+  if (order_) s.add(order_->stats());
   return s;
 }
 
@@ -23,6 +19,7 @@ void Walk::publish() {
   metrics_->gauge("balance.steps").set(static_cast<std::int64_t>(s.steps));
   metrics_->gauge("balance.drawn_max_over_mean_ppm").set(ppm(s.drawn));
   metrics_->gauge("balance.planned_max_over_mean_ppm").set(ppm(s.planned));
+  metrics_->gauge("balance.plan_hash").set(static_cast<std::int64_t>(s.plan >> 1));  // (a gauge is signed)
 }
 
 std::optional<Walk::Step> Walk::next() {
@@ -34,9 +31,7 @@ std::optional<Walk::Step> Walk::next() {
   Step step{epoch_, order_->size(), seq_ >= order_->size(), seq_, 0};
   if (step.end) {
     ++epoch_;
-    balance_.steps += order_->stats().steps;
-    balance_.drawn += order_->stats().drawn;
-    balance_.planned += order_->stats().planned;
+    balance_.add(order_->stats());
     order_.reset();
     return step;
   }

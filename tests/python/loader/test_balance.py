@@ -90,6 +90,10 @@ def test_a_steps_samples_are_the_drawn_steps_split_by_cost(dataset, true_costs, 
         gauges = metrics["gauges"]
         assert gauges["balance.steps"]["value"] == steps
         assert gauges["balance.planned_max_over_mean_ppm"]["value"] < gauges["balance.drawn_max_over_mean_ppm"]["value"]
+    # Every rank made the same plan on its own: the hash of every rank's samples of every step.
+    assert len({metrics["gauges"]["balance.plan_hash"]["value"] for _, metrics in balanced}) == 1
+    other = rank_batches(dataset, balance="tokens", **options)
+    assert other[0][1]["gauges"]["balance.plan_hash"] != balanced[0][1]["gauges"]["balance.plan_hash"]
     assert "balance.steps" not in drawn[0][1]["gauges"]
 
 

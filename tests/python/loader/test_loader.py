@@ -833,9 +833,20 @@ def resume_resharded(dataset, states, world, options, delivered):
     return by_epoch
 
 
+# Balanced by cost (issue 52), the old world's steps as it balanced them, the rest balanced anew.
+@pytest.mark.parametrize("balance", ["none", "compute"])
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 2), (3, 2, 1), (2, 1, 3)])
-def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, taken):
-    options = dict(tokenizer=TOKENIZER, max_pixels=MAX_PIXELS, batch_size=2, seed=7, epochs=2, shard_remainder="keep")
+def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, taken, balance):
+    options = dict(
+        tokenizer=TOKENIZER,
+        max_pixels=MAX_PIXELS,
+        batch_size=2,
+        seed=7,
+        epochs=2,
+        shard_remainder="keep",
+        balance=balance,
+        gradient_accumulation_steps=2,
+    )
     taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     delivered = resume_resharded(dataset, states, new_world, options, taken_ids)
     ids = sorted(json.loads(line)["id"] for line in dataset.read_text().splitlines())
@@ -843,8 +854,9 @@ def test_resume_after_a_change_of_world_size(dataset, old_world, new_world, take
     assert sorted(delivered[1]) == ids  # the next epoch, sharded over the new world
 
 
+@pytest.mark.parametrize("balance", ["none", "tokens"])
 @pytest.mark.parametrize("old_world,new_world,taken", [(2, 3, 1), (3, 2, 2)])
-def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken):
+def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old_world, new_world, taken, balance):
     options = dict(
         tokenizer=TOKENIZER,
         max_pixels=MAX_PIXELS,
@@ -853,6 +865,7 @@ def test_resume_after_a_change_of_world_size_inside_packing_windows(dataset, old
         seed=7,
         epochs=2,
         shard_remainder="keep",
+        balance=balance,
     )
     taken_ids, states = stop_every_rank(dataset, old_world, taken, options)
     inside = [s for s in states if s["packed_delivered"] > 0]
