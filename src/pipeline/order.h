@@ -116,8 +116,8 @@ class EpochOrder {
     std::uint64_t plan = kPlanSeed;
 
     static constexpr std::uint64_t kPlanSeed = 14695981039346656037ull;  // FNV-1a's offset basis
-    void hash(std::uint64_t value);                                        // folds value into plan
-    void add(const Stats& later);  // a later epoch's steps after these
+    void hash(std::uint64_t value);                                      // folds value into plan
+    void add(const Stats& later);                                        // a later epoch's steps after these
   };
   const Stats& stats() const { return stats_; }
 

@@ -8,7 +8,8 @@
 //
 // With balancing (balance.h) the walk publishes, per balanced step, the largest rank's planned
 // cost over the mean ("balance.planned_max_over_mean_ppm", the steps' mean in millionths) beside
-// the drawn split's ("balance.drawn_max_over_mean_ppm") and the steps ("balance.steps").
+// the drawn split's ("balance.drawn_max_over_mean_ppm"), the steps ("balance.steps") and a hash
+// of the plan, every rank's samples of those steps ("balance.plan_hash": the same on every rank).
 //
 // Thread safety: none; each is its stage's own.
 //
