@@ -13,6 +13,14 @@ else from the RANK / WORLD_SIZE environment, unless given (as for mmfeed.Loader)
 follow torchdata's StatefulDataLoader convention (the dataset's state is taken with the
 loader's and restored before iteration). Each pass over the dataset continues the run: the
 next epoch after a complete pass, the rest of the pass after one left early.
+
+A loop of your own over balanced ranks (balance=) normalises each step's loss by the step's label
+tokens over all ranks, step_label_tokens(micro_batches):
+
+    n = mmfeed.torch.step_label_tokens(micro_batches)             # all-reduced over the ranks
+    for batch in micro_batches:
+        loss = ddp(**batch.model_inputs(), num_items_in_batch=n).loss * world_size
+        loss.backward()
 """
 
 from __future__ import annotations
@@ -126,3 +134,22 @@ class Dataset(torch.utils.data.IterableDataset):
         """Stops the current pass's loader, if any (the next iteration opens another)."""
         if self._loader is not None:
             self._loader.close()
+
+
+def step_label_tokens(batches, group=None) -> int:
+    """The loss normaliser of an optimizer step whose samples are split across data-parallel
+    ranks: the label tokens of `batches` (this rank's micro-batches of the step; the labels after
+    the first position that are not -100, the tokens a causal LM's loss averages over, as
+    transformers' Trainer counts them), summed over the ranks of `group` (torch.distributed's
+    default group when it is initialised; this rank's alone otherwise). Give it to the model as
+    num_items_in_batch= and multiply each loss by the world size (DDP averages the ranks'
+    gradients): the step's gradient is then the same however balance= splits its samples."""
+    import torch.distributed as dist
+
+    tokens = sum(int(b["labels"][..., 1:].ne(-100).sum()) for b in batches)
+    total = torch.tensor(tokens, dtype=torch.int64)
+    if dist.is_available() and dist.is_initialized():
+        if dist.get_backend(group) == "nccl":
+            total = total.cuda(torch.cuda.current_device())
+        dist.all_reduce(total, group=group)
+    return int(total)

@@ -8,11 +8,13 @@ Rank 0 writes OUT/gradients.pt: each optimizer step's gradients as the optimizer
 the data-parallel all-reduce, no clipping), one flat float64 vector a step. Every rank writes
 OUT/rank<N>.json: each micro-batch's sample ids, its label tokens, and its forward+backward seconds.
 --per-rank-normaliser turns off TrainingArguments.average_tokens_across_devices: each rank's loss
-is then averaged over its own label tokens, not the global step's."""
+is then averaged over its own label tokens, not the global step's. --loop trains with a plain
+DDP loop instead of the Trainer, normalised by mmfeed.torch.step_label_tokens."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -58,19 +60,47 @@ class TimedTrainer(mmfeed.hf.Trainer):
         return loss
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("manifest")
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--balance", default="none")
-    parser.add_argument("--per-rank-normaliser", action="store_true")
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--accumulation", type=int, default=2)
-    parser.add_argument("--max-pixels", type=int, default=50_176)
-    args = parser.parse_args()
-    torch.manual_seed(0)
+def train_loop(args, loader_options: dict, gradients: Gradients) -> list:
+    """A plain DDP loop of one's own: each step's loss normalised by the step's label tokens over
+    the ranks (mmfeed.torch.step_label_tokens), scaled by the world size (DDP averages)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    import mmfeed.torch
+
+    dist.init_process_group("gloo")
     model = tiny_vl.tiny_model("qwen2-vl").train()
-    gradients = Gradients()
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    world, micro = dist.get_world_size(), []
+    options = {k: v for k, v in loader_options.items() if k != "manifest"}
+    with mmfeed.Loader(loader_options["manifest"], gradient_accumulation_steps=args.accumulation, **options) as loader:
+        for _ in range(args.steps):
+            batches = [next(loader) for _ in range(args.accumulation)]
+            tokens = mmfeed.torch.step_label_tokens(batches)
+            for i, batch in enumerate(batches):
+                start = time.perf_counter()
+                sync = contextlib.nullcontext() if i == len(batches) - 1 else ddp.no_sync()
+                with sync:
+                    loss = ddp(**batch.model_inputs(), num_items_in_batch=tokens).loss * world
+                    loss.backward()
+                labels = batch["labels"][..., 1:]
+                micro.append(
+                    dict(
+                        samples=list(batch["sample_ids"]),
+                        label_tokens=int(labels.ne(-100).sum()),
+                        seconds=time.perf_counter() - start,
+                    )
+                )
+            gradients.on_pre_optimizer_step(argparse.Namespace(process_index=dist.get_rank()), None, None, model=model)
+            optimizer.step()
+            optimizer.zero_grad()
+    dist.destroy_process_group()
+    return micro
+
+
+def train_trainer(args, loader_options: dict, gradients: Gradients) -> list:
+    """mmfeed.hf.Trainer: the Trainer's own normaliser (average_tokens_across_devices)."""
     training = transformers.TrainingArguments(
         output_dir=str(args.out / "trainer"),
         max_steps=args.steps,
@@ -85,6 +115,26 @@ def main() -> None:
         disable_tqdm=True,
         ddp_backend="gloo",
     )
+    model = tiny_vl.tiny_model("qwen2-vl").train()
+    trainer = TimedTrainer(model=model, args=training, train_loader=loader_options, callbacks=[gradients])
+    trainer.micro = []
+    trainer.train()
+    return trainer.micro
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("manifest")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--balance", default="none")
+    parser.add_argument("--per-rank-normaliser", action="store_true")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--accumulation", type=int, default=2)
+    parser.add_argument("--max-pixels", type=int, default=50_176)
+    parser.add_argument("--loop", action="store_true", help="a plain DDP loop (mmfeed.torch.step_label_tokens)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    gradients = Gradients()
     loader = dict(
         manifest=args.manifest,
         tokenizer=str(tiny_vl.TOKENIZER),
@@ -95,11 +145,9 @@ def main() -> None:
         balance=args.balance,
         workers=1,
     )
-    trainer = TimedTrainer(model=model, args=training, train_loader=loader, callbacks=[gradients])
-    trainer.micro = []
-    trainer.train()
+    micro = train_loop(args, loader, gradients) if args.loop else train_trainer(args, loader, gradients)
     rank = int(os.environ.get("RANK", "0"))
-    (args.out / f"rank{rank}.json").write_text(json.dumps(trainer.micro))
+    (args.out / f"rank{rank}.json").write_text(json.dumps(micro))
     if rank == 0:
         torch.save(gradients.steps, args.out / "gradients.pt")
 

@@ -4,7 +4,8 @@ rank. Balanced by compute, a step's 16 samples are those drawn without balancing
 across the ranks; normalised by the global step's label tokens (transformers'
 average_tokens_across_devices, on by default and kept by mmfeed.hf), every step's all-reduced
 gradients equal the unbalanced run's within float tolerance. With a per-rank normaliser they do
-not: the test fails if the normaliser is per-rank."""
+not: the test fails if the normaliser is per-rank. A plain DDP loop normalised by
+mmfeed.torch.step_label_tokens gets the same gradients too."""
 
 import json
 import os
@@ -28,10 +29,11 @@ def manifest(tmp_path_factory):
     return out / "manifest.jsonl"
 
 
-def train(manifest, out, balance, per_rank=False):
+def train(manifest, out, balance, per_rank=False, loop=False):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
     command += [str(WORKER), str(manifest), str(out), "--balance", balance]
     command += ["--per-rank-normaliser"] if per_rank else []
+    command += ["--loop"] if loop else []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -64,3 +66,16 @@ def test_balanced_gradients_equal_the_unbalanced_ones_under_the_global_normalise
     per_rank_drawn, _ = train(manifest, tmp_path / "drawn-per-rank", "none", per_rank=True)
     per_rank_balanced, _ = train(manifest, tmp_path / "balanced-per-rank", "compute", per_rank=True)
     assert relative(per_rank_balanced[0], per_rank_drawn[0]) > 1e-3
+
+
+def test_a_loop_of_ones_own_normalised_by_step_label_tokens_gets_the_same_gradients(manifest, tmp_path):
+    # A plain DDP loop: mmfeed.torch.step_label_tokens as num_items_in_batch, the loss x world.
+    drawn, drawn_ranks = train(manifest, tmp_path / "drawn", "none", loop=True)
+    balanced, balanced_ranks = train(manifest, tmp_path / "balanced", "compute", loop=True)
+    assert len(drawn) == len(balanced) == 2
+    for step in range(2):
+        assert step_samples(balanced_ranks, step) == step_samples(drawn_ranks, step)
+        assert relative(balanced[step], drawn[step]) < 1e-5, f"step {step}"
+    # Its first step's gradients are the Trainer's (the same weights, batches and normaliser).
+    trainer, _ = train(manifest, tmp_path / "trainer", "compute")
+    assert relative(balanced[0], trainer[0]) < 1e-5
