@@ -429,13 +429,14 @@ std::vector<BalanceStep> packed_steps(const RankRows& drawn, const RankRows& pla
   return steps;
 }
 
-// One group's report: priced, its FLOPs split as drawn, planned, its FLOPs as planned. Padded:
-// the step it is; packed: its rows appended to each rank's.
+// A packed run's rows so far, each rank's, as drawn and as planned.
 struct Packing {
   std::size_t budget = 0;  // 0: padded
   RankRows drawn, planned;
 };
 
+// One group's report: priced, its FLOPs split as drawn, planned, its FLOPs as planned. Padded:
+// the step it is; packed: its rows appended to each rank's.
 void report_group(std::span<std::uint64_t> slab, const LoaderConfig& config, std::size_t batch, Pricing& pricing,
                   BalanceReport& report, Packing& packing) {
   std::vector<std::uint64_t> costs(slab.size()), judged(slab.size());
