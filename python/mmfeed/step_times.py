@@ -37,27 +37,45 @@ def _values(tensor) -> np.ndarray:
     return np.asarray(tensor)
 
 
-def _lengths(batch) -> np.ndarray:
+def _copy(tensor):
+    """A small tensor's own copy (torch: on its device, queued on the stream, no wait), so that
+    holding it holds nothing of the batch's buffer."""
+    return tensor.detach().clone() if hasattr(tensor, "detach") else np.array(tensor)
+
+
+def _pieces(batch) -> tuple:
+    """What the terms are read from, copied out of the batch without waiting for a device: the
+    sequences' lengths (or a packed row's offsets) and the vision grids."""
     for key in ("cu_seq_lens_q", "cu_seqlens"):  # packed rows: each sequence (the tail pad's too)
         if key in batch:
-            return np.diff(_values(batch[key]).astype(np.float64))
+            return ("offsets", _copy(batch[key])), _grids(batch)
     if "attention_mask" in batch:
-        mask = _values(batch["attention_mask"])
-        return mask.reshape(mask.shape[0], -1).sum(axis=-1).astype(np.float64)
-    ids = _values(batch["input_ids"])
-    return np.full(ids.shape[0], ids.shape[-1], dtype=np.float64)
+        mask = batch["attention_mask"]
+        return ("lengths", mask.reshape(mask.shape[0], -1).sum(-1)), _grids(batch)
+    rows, width = batch["input_ids"].shape[0], batch["input_ids"].shape[-1]
+    return ("lengths", np.full(rows, width)), _grids(batch)
+
+
+def _grids(batch) -> list:
+    return [_copy(batch[key]) for key in ("image_grid_thw", "video_grid_thw") if key in batch]
+
+
+def _terms(pieces: tuple) -> np.ndarray:
+    (kind, sequences), grids = pieces
+    n = _values(sequences).astype(np.float64)
+    if kind == "offsets":
+        n = np.diff(n)
+    terms = np.array([n.sum(), (n * (n + 1) / 2).sum(), 0.0, 0.0])
+    for grid in grids:
+        for t, h, w in _values(grid).reshape(-1, 3).astype(np.float64):
+            terms[2] += t * h * w
+            terms[3] += t * (h * w) ** 2
+    return terms
 
 
 def batch_terms(batch) -> np.ndarray:
     """A batch's sums of the cost model's four terms (TERMS): tokens, token pairs, patches, patch pairs."""
-    n = _lengths(batch)
-    terms = np.array([n.sum(), (n * (n + 1) / 2).sum(), 0.0, 0.0])
-    for key in ("image_grid_thw", "video_grid_thw"):
-        if key in batch:
-            for t, h, w in _values(batch[key]).reshape(-1, 3).astype(np.float64):
-                terms[2] += t * h * w
-                terms[3] += t * (h * w) ** 2
-    return terms
+    return _terms(_pieces(batch))
 
 
 def fit(terms: np.ndarray, seconds: np.ndarray) -> np.ndarray:
@@ -82,24 +100,40 @@ def fit(terms: np.ndarray, seconds: np.ndarray) -> np.ndarray:
     return out
 
 
+# Batches whose pieces wait to be read (a device's wait, once per this many at most, when the
+# trainer reports no step).
+_QUEUED = 256
+
+
 class StepTimes:
-    """The priced batches since the last report, and each reported step: its terms and its seconds."""
+    """The priced batches since the last report, and each reported step: its terms and its
+    seconds. A batch's pieces are copied as it is delivered and read (from a device: waiting for
+    its stream) when its step is reported, so delivering a batch never waits."""
 
     def __init__(self) -> None:
         self._pending = np.zeros(len(TERMS))
+        self._queued: list[tuple] = []
         self._batches = 0
         self._terms: list[np.ndarray] = []
         self._seconds: list[float] = []
 
     def delivered(self, batch) -> None:
-        self._pending += batch_terms(batch)
+        self._queued.append(_pieces(batch))
         self._batches += 1
+        if len(self._queued) >= _QUEUED:
+            self._read()
+
+    def _read(self) -> None:
+        for pieces in self._queued:
+            self._pending += _terms(pieces)
+        self._queued.clear()
 
     def report(self, seconds: float) -> None:
         if not np.isfinite(seconds) or seconds <= 0:
             raise ValueError(f"report_step_time: seconds must be a positive number, not {seconds!r}")
         if self._batches == 0:
             raise ValueError("report_step_time: no batch was delivered since the last report (a step trains on some)")
+        self._read()
         self._terms.append(self._pending.copy())
         self._seconds.append(float(seconds))
         self._pending[:] = 0
