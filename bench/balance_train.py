@@ -6,10 +6,11 @@ demo set of photographs of 0.2-2 MP, bounded by max_pixels; the tiny random Qwen
 (width 64, two text and two vision layers, the real vocabulary: tests/support/tiny_vl.py) in
 float32 on the CPU. Each rank's micro-batches of a step are trained (forward, backward, gradients
 kept) one rank after another in this process on one thread, each timed alone, so a rank's time is
-its own compute, not its share of a contended machine. Per step the largest rank's time over the ranks' mean (1.00 is perfect: no rank waits at the all-reduce), as
-drawn (balance="none"), balanced with the default cost model (Qwen2-VL-7B's FLOPs), and balanced
-with the coefficients fitted to this model's own times (Loader.step_times() of the balanced run:
-what report_step_time gives a trainer). The correlation of each run's predicted costs with the
+its own compute, not its share of a contended machine. Per step the largest rank's time over the
+ranks' mean (1.00 is perfect: no rank waits at the all-reduce), as drawn (balance="none"),
+balanced by tokens, by the default cost model (Qwen2-VL-7B's FLOPs), and by the coefficients
+fitted to this model's own times (Loader.step_times() of the run before: what
+report_step_time gives a trainer). The correlation of each run's predicted costs with the
 measured rank times says how well each cost model predicts this model on this machine.
 
 Usage:
@@ -116,6 +117,7 @@ def main() -> None:
         # The index gives the plan each image's size from its header.
         subprocess.run([str(ROOT / "build" / "mmfeed"), "index", str(manifest)], check=True, capture_output=True)
         runs = {"drawn": train_run(model, manifest, args.steps)}
+        runs["tokens"] = train_run(model, manifest, args.steps, balance="tokens")
         runs["compute (Qwen2-VL-7B FLOPs)"] = train_run(model, manifest, args.steps, balance="compute")
         fitted = runs["compute (Qwen2-VL-7B FLOPs)"]["fitted"]
         runs["compute (fitted to this model)"] = train_run(
