@@ -38,10 +38,13 @@ class Gradients(transformers.TrainerCallback):
     def __init__(self):
         self.steps: list[torch.Tensor] = []
 
-    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        if args.process_index == 0:
+    def record(self, model, rank: int) -> None:
+        if rank == 0:
             grads = [p.grad.detach().double().flatten() for p in model.parameters() if p.grad is not None]
             self.steps.append(torch.cat(grads))
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        self.record(model, args.process_index)
 
 
 class TimedTrainer(mmfeed.hf.Trainer):
@@ -92,7 +95,7 @@ def train_loop(args, loader_options: dict, gradients: Gradients) -> list:
                         seconds=time.perf_counter() - start,
                     )
                 )
-            gradients.on_pre_optimizer_step(argparse.Namespace(process_index=dist.get_rank()), None, None, model=model)
+            gradients.record(model, dist.get_rank())
             optimizer.step()
             optimizer.zero_grad()
     dist.destroy_process_group()

@@ -59,8 +59,11 @@ def test_balanced_gradients_equal_the_unbalanced_ones_under_the_global_normalise
         # The same global batch, split otherwise: some rank's label tokens differ.
         assert step_samples(balanced_ranks, step) == step_samples(drawn_ranks, step)
         window = slice(2 * step, 2 * step + 2)
-        tokens = [[sum(m["label_tokens"] for m in r[window])] for r in drawn_ranks]
-        assert tokens != [[sum(m["label_tokens"] for m in r[window])] for r in balanced_ranks]
+
+        def rank_tokens(ranks):
+            return [sum(m["label_tokens"] for m in r[window]) for r in ranks]
+
+        assert rank_tokens(balanced_ranks) != rank_tokens(drawn_ranks)
         assert relative(balanced[step], drawn[step]) < 1e-5, f"step {step}"
     # The per-rank normaliser: each rank's mean over its own tokens, averaged: the split shows.
     per_rank_drawn, _ = train(manifest, tmp_path / "drawn-per-rank", "none", per_rank=True)
