@@ -212,6 +212,18 @@ inline std::size_t group_positions(const LoaderConfig& config) {
   return config.token_budget > 0 ? config.pack_window : config.batch_size;
 }
 
+// A recalibration of balance=kCompute's cost model during a run (mmfeed.Loader's
+// balance_cost="calibrated"): from step `step` of epoch `epoch` on (a step: the group of every
+// rank's samples the plan splits; numbered from 0 in each epoch's order), samples are priced
+// with `cost` (balance_cost's order) instead of the run's model. Every rank must hold the same.
+struct CostSwitch {
+  int epoch = 0;
+  std::uint64_t step = 0;
+  std::array<double, 4> cost{};
+
+  bool operator==(const CostSwitch&) const = default;
+};
+
 // Where a run stands: enough to resume exactly (none lost, none twice). It carries a fingerprint
 // of what it resumes (each manifest's size, line count and CRC-32, the seed, shuffle and batching
 // options): open() refuses a state whose fingerprint differs from the run's, naming what differs,
@@ -232,6 +244,10 @@ struct LoaderState {
   int old_world_size = 0;
   std::vector<std::uint64_t> old_positions;
   std::vector<std::vector<std::uint64_t>> old_windows;  // each old rank's window_delivered
+  // The cost model's recalibrations so far, in order (CostSwitch); in a resharded epoch, the old
+  // world's arrange its order (old_cost_switches) and the new world's this rank's.
+  std::vector<CostSwitch> cost_switches;
+  std::vector<CostSwitch> old_cost_switches;
   // What the state resumes: (name, value) pairs set by the loader. Empty (a state made by hand):
   // only the ranges are checked.
   std::vector<std::pair<std::string, std::string>> fingerprint;
@@ -245,6 +261,11 @@ struct LoaderState {
   // a packing window has consumed the samples of the rows it delivered). Refused (with the
   // reason) for incomplete or inconsistent sets.
   static Result<LoaderState> reshard(const std::vector<LoaderState>& old_ranks, int rank, int world_size);
+
+  // The first step (CostSwitch's epoch and step) of this state's epoch none of whose samples it
+  // has consumed under `config`: where a recalibration may begin without changing a delivered
+  // batch. The ranks of a run recalibrate at the latest of theirs.
+  std::pair<int, std::uint64_t> open_step(const LoaderConfig& config) const;
 };
 
 struct SampleError {

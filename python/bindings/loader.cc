@@ -343,6 +343,16 @@ void bind_loader(nb::module_& m) {
   m.def("balance_report", &balance_report_dict, nb::arg("options"),
         "Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).");
   m.def(
+      "open_step",
+      [](nb::dict options, const std::string& state) {
+        auto s = LoaderState::from_json(state);
+        if (!s.ok()) python::raise_error(s.error());
+        return s->open_step(config_from(options));
+      },
+      nb::arg("options"), nb::arg("state"),
+      "(epoch, step): the first balanced step of the state's epoch none of whose samples it consumed "
+      "(LoaderState::open_step).");
+  m.def(
       "group_positions", [](nb::dict options) { return group_positions(config_from(options)); }, nb::arg("options"),
       "The positions of one batch's group for these options: batch_size, or pack_window when packing.");
   m.def(

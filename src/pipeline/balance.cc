@@ -306,8 +306,9 @@ SampleShape sample_shape(const Settings& settings, const dataset::Manifests& man
 }
 
 CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifests, std::shared_ptr<const void> owner) {
-  return [rules = rules_of(settings, manifests), &manifests, owner = std::move(owner)](std::uint64_t index) {
-    return cost_of(shape_of(rules, manifests, index), rules.model);
+  return [rules = rules_of(settings, manifests), &manifests, owner = std::move(owner)](std::uint64_t index,
+                                                                                      const CostModel& model) {
+    return cost_of(shape_of(rules, manifests, index), model);
   };
 }
 

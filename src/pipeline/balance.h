@@ -13,8 +13,8 @@
 // (the ViT's), Qwen2-VL-7B's shape unless balance_cost gives its own.
 //
 // Example:
-//   population.cost = sample_costs(settings, manifests, owner);        // index -> cost
-//   for (std::size_t i = 0; i < slab.size(); ++i) costs[i] = population.cost(slab[i]);
+//   population.cost = sample_costs(settings, manifests, owner);        // (index, model) -> cost
+//   for (std::size_t i = 0; i < slab.size(); ++i) costs[i] = population.cost(slab[i], model);
 //   balance_step(slab, costs, world, batch_size);                      // both rearranged in place
 #pragma once
 
@@ -28,11 +28,6 @@
 #include "pipeline/config.h"
 
 namespace mmfeed::pipeline {
-
-// The FLOPs a sample's forward pass costs, per unit (balance_cost's order).
-struct CostModel {
-  double llm_token = 0, llm_pair = 0, vision_patch = 0, vision_pair = 0;
-};
 
 // LoaderConfig::balance_cost's, else kCompute's default (Qwen2-VL-7B: LLM 7.6e9 parameters, 28
 // layers of width 3584; ViT 6.75e8 parameters, 32 layers of width 1280), else (kTokens) one per

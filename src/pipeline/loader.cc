@@ -342,6 +342,7 @@ Result<std::unique_ptr<Loader>> Loader::open(const LoaderConfig& config, std::op
   MMFEED_ASSIGN_OR_RETURN(pipeline::Population population, pipeline::population_of(config, inputs->data().manifests));
   if (config.balance != Balance::kNone) {
     population.cost = pipeline::sample_costs(settings, inputs->data().manifests, inputs);
+    population.model = pipeline::cost_model(config);
   }
   MMFEED_ASSIGN_OR_RETURN(LoaderState start,
                           pipeline::start_state(config, inputs->data().manifests, population, resume));

@@ -275,10 +275,22 @@ void EpochOrder::Stats::add(const Stats& later) {
   hash(later.plan);
 }
 
+CostModel model_at(const CostModel& base, const std::vector<CostSwitch>& switches, int epoch, std::uint64_t step) {
+  CostModel model = base;
+  for (const CostSwitch& s : switches) {
+    if (std::pair{s.epoch, s.step} > std::pair{epoch, step}) break;
+    model = CostModel{s.cost[0], s.cost[1], s.cost[2], s.cost[3]};
+  }
+  return model;
+}
+
 EpochOrder::EpochOrder(std::vector<std::uint64_t> dealt, const Population& population, const OrderOptions& options,
-                       int world_size, std::uint64_t end)
+                       int world_size, std::uint64_t end, int epoch, std::vector<CostSwitch> switches)
     : dealt_(std::move(dealt)),
       cost_(population.cost),
+      model_(population.model),
+      epoch_(epoch),
+      switches_(std::move(switches)),
       world_(static_cast<std::size_t>(world_size)),
       rank_(static_cast<std::size_t>(options.rank)),
       batch_(options.balance_batch) {
@@ -297,8 +309,9 @@ void EpochOrder::arrange_through(std::uint64_t p) {
   while (step_ > 0 && balanced_ <= p) {
     const std::uint64_t last = std::min<std::uint64_t>(balanced_ + step_, dealt_.size());
     const std::span<std::uint64_t> slab(dealt_.data() + balanced_, last - balanced_);
+    const CostModel model = model_at(model_, switches_, epoch_, balanced_ / step_);
     std::vector<std::uint64_t> costs(slab.size());
-    for (std::size_t i = 0; i < slab.size(); ++i) costs[i] = cost_(slab[i]);
+    for (std::size_t i = 0; i < slab.size(); ++i) costs[i] = cost_(slab[i], model);
     const StepCost drawn = step_cost(costs, static_cast<int>(world_));
     balance_step(slab, costs, static_cast<int>(world_), batch_);
     const StepCost planned = step_cost(costs, static_cast<int>(world_));
@@ -330,17 +343,17 @@ EpochOrder run_order(const Population& population, const OrderOptions& options, 
       even_out(epoch_permutation(population, o.seed, epoch, o.shuffle),
                epoch == start.epoch && start.old_world_size > 0 ? start.old_world_size : o.world_size, o.remainder);
   if (epoch != start.epoch || start.old_world_size <= 0) {
-    return EpochOrder(std::move(all), population, o, o.world_size, end);
+    return EpochOrder(std::move(all), population, o, o.world_size, end, epoch, start.cost_switches);
   }
   // A resume under another world: the old world's steps as it arranged them (balanced, when it
   // balanced), what it left dealt to this world (and balanced in this world's steps).
   EpochOrder old(std::move(all), population,
                  OrderOptions{o.seed, o.shuffle, 0, start.old_world_size, o.remainder, o.epochs, 0, o.balance_batch,
                               o.balance_batches},
-                 start.old_world_size, 0);
+                 start.old_world_size, 0, epoch, start.old_cost_switches);
   return EpochOrder(
       left_over(old.dealt(), start.old_world_size, start.old_positions, start.old_windows, o.world_size, o.remainder),
-      population, o, o.world_size, end);
+      population, o, o.world_size, end, epoch, start.cost_switches);
 }
 
 }  // namespace mmfeed::pipeline

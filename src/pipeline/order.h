@@ -37,9 +37,14 @@ namespace mmfeed::pipeline {
 
 using mmfeed::ShardRemainder;  // loader.h: kPad, kDrop, kKeep
 
-// A sample's cost by its index in the population (balance.h); integers, so that every rank adds
-// them up alike. Thread-safe.
-using CostFn = std::function<std::uint64_t(std::uint64_t)>;
+// The FLOPs a sample's forward pass costs, per unit (balance_cost's order; balance.h).
+struct CostModel {
+  double llm_token = 0, llm_pair = 0, vision_patch = 0, vision_pair = 0;
+};
+
+// A sample's cost by its index in the population under a cost model (balance.h); integers, so
+// that every rank adds them up alike. Thread-safe.
+using CostFn = std::function<std::uint64_t(std::uint64_t index, const CostModel& model)>;
 
 // What an epoch draws from: the sources' sample counts (sample indices run through the sources
 // in order) and, for a blend, their weights.
@@ -48,6 +53,7 @@ struct Population {
   std::vector<double> weights;       // empty: the sources concatenated; else one per source
   std::uint64_t draws = 0;           // a blend's epoch length; 0: the sources' total
   CostFn cost;                       // set when the run balances its ranks by cost (balance.h)
+  CostModel model;                   // the run's (cost_model), until a CostSwitch replaces it
 
   Population(std::uint64_t n) : sizes{n} {}  // NOLINT(google-explicit-constructor): one source of n
   Population(std::vector<std::uint64_t> source_sizes, std::vector<double> source_weights, std::uint64_t epoch_draws)
@@ -89,15 +95,20 @@ std::vector<std::uint64_t> resharded_order(const Population& population, std::ui
                                            const std::vector<std::vector<std::uint64_t>>& old_windows, int rank,
                                            int world_size, ShardRemainder remainder = ShardRemainder::kKeep);
 
+// The cost model step `step` of `epoch` is planned with: the last of `switches` at or before
+// it, else `base`.
+CostModel model_at(const CostModel& base, const std::vector<CostSwitch>& switches, int epoch, std::uint64_t step);
+
 // A rank's order of an epoch: its position s is entry s x world + r of the epoch as dealt (the
 // permutation evened out; after a resharding, what the old world left). When the run balances
 // (options.balance_batch > 0 and population.cost), each step's world x balance_batches x
 // balance_batch entries are split by cost (balance_step) when the step is first reached, so an
-// epoch's plan costs nothing before its first batch. Not thread-safe (the walk's own).
+// epoch's plan costs nothing before its first batch; step k of `epoch` is priced by the model
+// `switches` give it (model_at). Not thread-safe (the walk's own).
 class EpochOrder {
  public:
   EpochOrder(std::vector<std::uint64_t> dealt, const Population& population, const OrderOptions& options,
-             int world_size, std::uint64_t end);
+             int world_size, std::uint64_t end, int epoch = 0, std::vector<CostSwitch> switches = {});
 
   std::uint64_t size() const { return size_; }
   // The sample at position `seq` < size().
@@ -126,6 +137,9 @@ class EpochOrder {
 
   std::vector<std::uint64_t> dealt_;
   CostFn cost_;
+  CostModel model_;
+  int epoch_ = 0;
+  std::vector<CostSwitch> switches_;
   std::size_t world_ = 1, rank_ = 0, batch_ = 0, step_ = 0;  // step_: a step's entries; 0: not balancing
   std::uint64_t size_ = 0;
   std::uint64_t balanced_ = 0;  // entries [0, balanced_) of dealt_ are arranged

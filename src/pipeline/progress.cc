@@ -18,6 +18,7 @@ void Progress::delivered(const Batch& batch) {
     delivered_.old_world_size = 0;
     delivered_.old_positions.clear();
     delivered_.old_windows.clear();
+    delivered_.old_cost_switches.clear();
   }
   delivered_.epoch = batch.epoch;
   delivered_.position = it->second.position;

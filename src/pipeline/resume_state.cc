@@ -4,6 +4,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -40,6 +42,53 @@ Result<std::vector<std::uint64_t>> uint_list(simdjson::dom::element e, const cha
   return out;
 }
 
+std::string json_switches(const std::vector<CostSwitch>& switches) {
+  std::string list = "[";
+  char number[32];
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    list += std::string(i ? "," : "") + "[" + std::to_string(switches[i].epoch) + "," + std::to_string(switches[i].step);
+    for (const double c : switches[i].cost) {
+      std::snprintf(number, sizeof number, ",%.17g", c);
+      list += number;
+    }
+    list += "]";
+  }
+  return list + "]";
+}
+
+// A state's list of cost switches: [epoch, step, four coefficients] each, in increasing order.
+Result<std::vector<CostSwitch>> switch_list(simdjson::dom::element e, const char* what) {
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, std::string("loader state: ") + what + " " + why);
+  };
+  simdjson::dom::array a;
+  if (e.get_array().get(a)) return bad("is not a list");
+  std::vector<CostSwitch> out;
+  for (simdjson::dom::element item : a) {
+    simdjson::dom::array fields;
+    if (item.get_array().get(fields) || fields.size() != 6) {
+      return bad("holds an entry that is not [epoch, step, four coefficients]");
+    }
+    CostSwitch s;
+    std::uint64_t epoch = 0;
+    if (fields.at(0).get_uint64().get(epoch) || epoch > INT32_MAX || fields.at(1).get_uint64().get(s.step)) {
+      return bad("holds an epoch or step that is not a non-negative integer");
+    }
+    s.epoch = static_cast<int>(epoch);
+    for (std::size_t i = 0; i < 4; ++i) {
+      if (fields.at(i + 2).get_double().get(s.cost[i]) || !std::isfinite(s.cost[i]) || s.cost[i] < 0 ||
+          s.cost[i] > 1e15) {
+        return bad("holds a coefficient outside 0 to 1e15");
+      }
+    }
+    if (!out.empty() && std::pair{s.epoch, s.step} <= std::pair{out.back().epoch, out.back().step}) {
+      return bad("is not in increasing order of epoch and step");
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string LoaderState::to_json() const {
@@ -59,6 +108,8 @@ std::string LoaderState::to_json() const {
       out += "]";
     }
   }
+  if (!cost_switches.empty()) out += ",\"balance_switches\":" + json_switches(cost_switches);
+  if (!old_cost_switches.empty()) out += ",\"old_balance_switches\":" + json_switches(old_cost_switches);
   if (!fingerprint.empty()) {
     out += ",\"fingerprint\":{";
     for (std::size_t i = 0; i < fingerprint.size(); ++i) {
@@ -155,6 +206,15 @@ Result<LoaderState> LoaderState::from_json(std::string_view json) {
       return Error(ErrorCode::kInvalidArgument, "old_positions does not hold one position per old rank");
     }
   }
+  if (simdjson::dom::element e; !doc["balance_switches"].get(e)) {
+    MMFEED_ASSIGN_OR_RETURN(s.cost_switches, switch_list(e, "balance_switches"));
+  }
+  if (simdjson::dom::element e; !doc["old_balance_switches"].get(e)) {
+    if (s.old_world_size == 0) {
+      return Error(ErrorCode::kInvalidArgument, "loader state: old_balance_switches without old_world_size");
+    }
+    MMFEED_ASSIGN_OR_RETURN(s.old_cost_switches, switch_list(e, "old_balance_switches"));
+  }
   if (simdjson::dom::element f; !doc["fingerprint"].get(f)) {
     simdjson::dom::object fields;
     if (f.get_object().get(fields))
@@ -227,13 +287,29 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
         }
       }
     }
+    if (s.cost_switches != old_ranks.front().cost_switches) {
+      return Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(s.rank) +
+                                                    "'s cost model was recalibrated (balance_switches) unlike rank " +
+                                                    std::to_string(old_ranks.front().rank) + "'s");
+    }
     out.old_positions[static_cast<std::size_t>(s.rank)] = s.position;
     if (!s.window_delivered.empty()) {
       out.old_windows.resize(static_cast<std::size_t>(old_world));
       out.old_windows[static_cast<std::size_t>(s.rank)] = s.window_delivered;
     }
   }
+  // The old world's order is arranged as it was; the new world plans the rest of the epoch with
+  // the latest model from its first step.
+  out.old_cost_switches = old_ranks.front().cost_switches;
+  if (!out.old_cost_switches.empty()) out.cost_switches = {{out.epoch, 0, out.old_cost_switches.back().cost}};
   return out;
+}
+
+std::pair<int, std::uint64_t> LoaderState::open_step(const LoaderConfig& config) const {
+  const std::uint64_t group =
+      group_positions(config) * (config.token_budget > 0 ? 1 : std::max<std::size_t>(config.gradient_accumulation_steps, 1));
+  if (packed_delivered > 0) return {epoch, position / group + 1};  // inside the window at position
+  return {epoch, (position + group - 1) / group};
 }
 
 namespace pipeline {
@@ -362,6 +438,10 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
                    "the resume state is in epoch " + std::to_string(start.epoch) + ", past this run's " +
                        std::to_string(config.epochs) + " epoch" + (config.epochs == 1 ? "" : "s"),
                    "resume state");
+    }
+    if ((!start.cost_switches.empty() || !start.old_cost_switches.empty()) && config.balance != Balance::kCompute) {
+      return config_error("balance", "the resume state recalibrated balance=\"compute\"'s cost model "
+                                     "(balance_switches); resume it with balance=\"compute\"");
     }
     const std::uint64_t n = population.epoch_length();
     // The old ranks' positions, before the resharded order is built from them.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -109,11 +110,21 @@ OrderOptions balanced(int rank, int world) {
   return o;
 }
 
+// A sample's cost under a model: cost_of_sample a unit of llm_token, another heavy-tailed draw a
+// unit of vision_patch (so that two models plan a step differently).
+std::uint64_t cost_under(std::uint64_t i, const CostModel& m) {
+  return static_cast<std::uint64_t>(m.llm_token * static_cast<double>(cost_of_sample(i)) +
+                                    m.vision_patch * static_cast<double>(cost_of_sample(i * 7 + 3)));
+}
+
 Population costed(std::uint64_t n) {
   Population p(n);
-  p.cost = cost_of_sample;
+  p.cost = cost_under;
+  p.model = CostModel{1, 0, 0, 0};
   return p;
 }
+
+constexpr std::array<double, 4> kOtherModel{0, 0, 1, 0};  // priced by the second draw alone
 
 TEST(BalanceTest, AnEpochsStepsAreTheDrawnStepsSplitTheSameOnEveryRank) {
   const Population population = costed(101);
@@ -177,6 +188,106 @@ TEST(BalanceTest, AReshardedEpochLeavesWhatTheOldWorldConsumedAsItBalancedIt) {
   std::vector<std::uint64_t> every(64);
   std::iota(every.begin(), every.end(), 0);
   EXPECT_EQ(all, every) << "every sample once: the old world's as it balanced them, the rest after";
+}
+
+// A recalibration (CostSwitch) at step k of an epoch: the steps before it are planned as without
+// it, the steps from it (and every later epoch's) as a run priced by the new model throughout.
+TEST(BalanceTest, ACostSwitchReplansTheStepsFromItsOwnOnly) {
+  const Population population = costed(96);  // 6 steps of 4 ranks x 2 batches x 2
+  const std::size_t step = 4 * 2 * 2;
+  const auto dealt = [&](const std::vector<CostSwitch>& switches, int epoch) {
+    LoaderState start;
+    start.cost_switches = switches;
+    return run_order(population, balanced(0, 4), start, epoch).dealt();
+  };
+  const std::vector<std::uint64_t> before = dealt({}, 0), after = dealt({{0, 0, kOtherModel}}, 0);
+  const std::vector<std::uint64_t> switched = dealt({{0, 3, kOtherModel}}, 0);
+  ASSERT_NE(before, after) << "the two models must plan differently for the test to say anything";
+  EXPECT_TRUE(std::equal(before.begin(), before.begin() + 3 * step, switched.begin()));
+  EXPECT_TRUE(std::equal(after.begin() + 3 * step, after.end(), switched.begin() + 3 * step));
+  EXPECT_EQ(dealt({{0, 3, kOtherModel}}, 1), dealt({{0, 0, kOtherModel}}, 1)) << "a later epoch: the new model";
+  EXPECT_EQ(dealt({{1, 0, kOtherModel}}, 0), before) << "a switch in a later epoch leaves this one";
+  const CostModel base{1, 0, 0, 0};
+  EXPECT_EQ(model_at(base, {{0, 3, kOtherModel}}, 0, 2).llm_token, 1);
+  EXPECT_EQ(model_at(base, {{0, 3, kOtherModel}}, 0, 3).vision_patch, 1);
+  EXPECT_EQ(model_at(base, {{0, 3, kOtherModel}, {2, 0, {5, 0, 0, 0}}}, 1, 0).vision_patch, 1);
+  EXPECT_EQ(model_at(base, {{0, 3, kOtherModel}, {2, 0, {5, 0, 0, 0}}}, 2, 0).llm_token, 5);
+}
+
+// Resharding an epoch whose cost model was recalibrated: the old world's consumed samples are
+// found in its order as it planned it (its switches), the new world plans the rest with the
+// latest model, and every sample comes once. Without the old world's switches it would not.
+TEST(BalanceTest, AReshardedEpochKeepsTheOldWorldsRecalibration) {
+  const Population population = costed(96);
+  const std::vector<CostSwitch> switches{{0, 1, kOtherModel}};
+  std::vector<LoaderState> old;
+  std::vector<std::uint64_t> consumed;
+  for (int r = 0; r < 4; ++r) {
+    LoaderState s;
+    s.rank = r;
+    s.world_size = 4;
+    s.position = 6;  // a step under the run's model, and the first batch of one under the switch's
+    s.cost_switches = switches;
+    old.push_back(s);
+    LoaderState start;
+    start.cost_switches = switches;
+    const std::vector<std::uint64_t> mine = run_order(population, balanced(r, 4), start, 0).all();
+    consumed.insert(consumed.end(), mine.begin(), mine.begin() + 6);
+  }
+  const auto every_once = [&](bool keep_old_switches) {
+    std::vector<std::uint64_t> all = consumed;
+    for (int r = 0; r < 2; ++r) {
+      Result<LoaderState> start = LoaderState::reshard(old, r, 2);
+      EXPECT_TRUE(start.ok());
+      EXPECT_EQ(start->old_cost_switches, switches);
+      EXPECT_EQ(start->cost_switches, (std::vector<CostSwitch>{{0, 0, kOtherModel}}));
+      if (!keep_old_switches) start->old_cost_switches.clear();
+      const std::vector<std::uint64_t> mine = run_order(population, balanced(r, 2), *start, 0).all();
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    std::sort(all.begin(), all.end());
+    return std::adjacent_find(all.begin(), all.end()) == all.end() && all.size() == 96;
+  };
+  EXPECT_TRUE(every_once(true));
+  EXPECT_FALSE(every_once(false));
+  old[2].cost_switches.clear();
+  const Result<LoaderState> differing = LoaderState::reshard(old, 0, 2);
+  ASSERT_FALSE(differing.ok());
+  EXPECT_NE(differing.error().message().find("recalibrated"), std::string::npos) << differing.error().message();
+}
+
+// A state's switches survive its JSON; malformed ones are refused, naming the field; the first
+// step a state has consumed nothing of is where a switch may go.
+TEST(BalanceTest, CostSwitchesRoundTripAndTheOpenStepFollowsThePosition) {
+  LoaderState s;
+  s.cost_switches = {{0, 3, {1.5e10, 0.1, 0, 7}}, {2, 0, {1, 2, 3, 4}}};
+  const Result<LoaderState> back = LoaderState::from_json(s.to_json());
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->cost_switches, s.cost_switches);
+  for (const char* bad : {R"([[0,3,1,1,1,1],[0,2,1,1,1,1]])", R"([[0,3,1,1,1]])", R"([[0,3,1,1,1,-1]])",
+                          R"([[0,3,1,1,1,1e16]])", R"([[-1,3,1,1,1,1]])", R"(7)"}) {
+    const std::string json = R"({"seed":0,"rank":0,"world_size":1,"epoch":0,"position":0,"balance_switches":)" +
+                             std::string(bad) + "}";
+    const Result<LoaderState> r = LoaderState::from_json(json);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message().find("balance_switches"), std::string::npos) << r.error().message();
+  }
+  LoaderConfig c;
+  c.batch_size = 2;
+  c.gradient_accumulation_steps = 3;  // a step: 6 positions a rank
+  LoaderState at;
+  at.epoch = 1;
+  for (const auto& [position, step] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+           {0, 0}, {1, 1}, {6, 1}, {7, 2}, {12, 2}}) {
+    at.position = position;
+    EXPECT_EQ(at.open_step(c), (std::pair<int, std::uint64_t>{1, step})) << position;
+  }
+  c.token_budget = 64;
+  c.pack_window = 8;  // packed: a step is a window
+  at.position = 8;
+  EXPECT_EQ(at.open_step(c).second, 1u);
+  at.packed_delivered = 2;  // rows of the window at 8 delivered
+  EXPECT_EQ(at.open_step(c).second, 2u);
 }
 
 // A dataset index's text tokens (`mmfeed index --tokenizer`) are a sample's text cost only for a
