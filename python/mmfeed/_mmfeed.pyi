@@ -154,6 +154,11 @@ def balance_report(options: dict) -> dict:
     Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).
     """
 
+def open_step(options: dict, state: str) -> tuple[int, int]:
+    """
+    (epoch, step): the first balanced step of the state's epoch none of whose samples it consumed (LoaderState::open_step).
+    """
+
 def group_positions(options: dict) -> int:
     """
     The positions of one batch's group for these options: batch_size, or pack_window when packing.

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
-from mmfeed.step_times import DEFAULT_COST, StepTimes
+from mmfeed.step_times import DEFAULT_COST, Calibration, StepTimes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -207,7 +207,8 @@ class LoaderInputs:
 class Loader:
     """Iterates batches; see the module docstring.
 
-    Loader(manifest=None, *, tensors="torch", device=None, inputs=None, ignore_job_ranks=False, **options)
+    Loader(manifest=None, *, tensors="torch", device=None, inputs=None, ignore_job_ranks=False,
+           calibration_steps=None, **options)
 
     manifest: a path or URI, or a list of them (the `manifests` option). A blend names its
     manifests with weights (`Loader(["a.jsonl", "b.json"], weights=[0.7, 0.3], blend_samples=...)`)
@@ -220,6 +221,11 @@ class Loader:
     manifests and tokenizer, used instead of reading them again. rank and world_size default to the
     job's (torch.distributed, else RANK/WORLD_SIZE); ignore_job_ranks=True leaves them to the
     options alone (world_size=1 in a job of several ranks is refused otherwise).
+    balance_cost="calibrated" (with balance="compute"): the run starts with the model's default
+    coefficients; once every rank has reported calibration_steps steps (report_step_time; default
+    16) the coefficients are fitted to all the ranks' times (gathered over torch.distributed's
+    default group) and every rank plans with them from the first step none has begun
+    (docs/loading.md, "Ranks balanced by compute").
 
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
@@ -232,9 +238,17 @@ class Loader:
         device=None,
         inputs: LoaderInputs | None = None,
         ignore_job_ranks: bool = False,
+        calibration_steps: int | None = None,
         **options: Unpack[LoaderOptions],
     ):
         apply_job_ranks(options, ignore_job_ranks)  # type: ignore[arg-type]  # a TypedDict read as a dict
+        calibrated = options.get("balance_cost") == "calibrated"
+        if calibrated:
+            if options.get("balance") != "compute":
+                raise ValueError("balance_cost='calibrated' fits balance='compute''s cost model: give balance='compute'")
+            del options["balance_cost"]  # the engine starts with the model's default
+        elif calibration_steps is not None:
+            raise ValueError("calibration_steps= is for balance_cost='calibrated'")
         for name in ("min_pixels", "max_pixels"):
             value = options.get(name)
             if isinstance(value, (int, float)) and value <= 0:
@@ -277,6 +291,11 @@ class Loader:
         self._opening = threading.Lock()
         # A balancing loader prices what it delivers, for the step times the trainer reports.
         self._step_times = StepTimes() if (self._options.get("balance") or "none") != "none" else None
+        self._calibration = (
+            Calibration(16 if calibration_steps is None else calibration_steps, self._options.get("world_size") or 1)
+            if calibrated
+            else None
+        )
 
     def _engine(self):
         if os.getpid() != self._pid:
@@ -313,6 +332,10 @@ class Loader:
             options = {**options, "pin_device": device}
         if self._device is not None:
             options = {**options, "cuda_device": self._device.index}
+        if self._calibration is not None and not self._calibration.done and self._inputs is None:
+            self._inputs = LoaderInputs.__new__(LoaderInputs)  # read once: the switch opens the engine again
+            self._inputs._core = _mmfeed._LoaderInputs(self._options)
+            _native.hold(self._inputs)
         return _mmfeed._Loader(options, self._state, None if self._inputs is None else self._inputs._core)
 
     def _trainer_gpu(self):
@@ -350,6 +373,24 @@ class Loader:
         if self._step_times is None:
             raise ValueError("report_step_time: the loader prices its batches only when it balances (balance=)")
         self._step_times.report(seconds)
+        if self._calibration is not None and self._calibration.due(len(self._step_times)):
+            self._recalibrate()
+
+    def _recalibrate(self) -> None:
+        """Fits the cost model to every rank's reported steps (collective) and opens the engine
+        again from where the trainer stands, planning with it from the first step no rank has begun
+        (its batches staged ahead are made again by the new plan; the engine's counters restart)."""
+        state = self.state_dict()
+        open_step = _mmfeed.open_step(self._options, json.dumps(state))
+        switch = self._calibration.fit(self._step_times.rows(), open_step)
+        if switch is None:
+            return
+        epoch, step, cost = switch
+        state["balance_switches"] = [*state.get("balance_switches", []), [epoch, step, *cost]]
+        with self._opening:
+            core, self._core = self._core, None
+            self._state = json.dumps(state)
+            core.close()
 
     def step_times(self) -> dict:
         """The steps reported (report_step_time) against the cost model balance= plans with: each
@@ -360,12 +401,17 @@ class Loader:
         cost = self._options.get("balance_cost") or DEFAULT_COST
         if self._options.get("balance") == "tokens":
             cost = (1.0, 0.0, 0.0, 0.0)
-        return self._step_times.summary(cost)
+        switches = (json.loads(self._state) if self._state else {}).get("balance_switches")
+        if switches:  # recalibrated: the latest model plans now
+            cost = switches[-1][2:]
+        summary = self._step_times.summary(cost)
+        summary["calibrated"] = None if not switches else dict(epoch=switches[-1][0], step=switches[-1][1], balance_cost=cost)
+        return summary
 
     def options(self) -> dict:
         """The engine options this loader was opened with (manifests included): Loader(**options)
         opens another at the start of the same run."""
-        return dict(self._options)
+        return {**self._options, "balance_cost": "calibrated"} if self._calibration is not None else dict(self._options)
 
     def start(self) -> None:
         """Opens the engine now, so that it starts reading and preparing batches before the first
@@ -386,6 +432,8 @@ class Loader:
         if self._core is not None:
             raise RuntimeError("load_state_dict must be called before iterating (the engine is already open)")
         self._state = json.dumps(state) if state else None
+        if self._calibration is not None and state.get("balance_switches"):
+            self._calibration.done = True  # the run recalibrated before this state was taken
 
     @staticmethod
     def reshard_states(states: list[dict], rank: int, world_size: int) -> dict:

@@ -18,6 +18,7 @@ fits the four coefficients to the times.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,6 +140,13 @@ class StepTimes:
         self._pending[:] = 0
         self._batches = 0
 
+    def __len__(self) -> int:
+        return len(self._seconds)
+
+    def rows(self) -> np.ndarray:
+        """Every reported step as (seconds, the four terms)."""
+        return np.column_stack([np.array(self._seconds), np.array(self._terms).reshape(-1, len(TERMS))])
+
     def summary(self, coefficients: Sequence[float]) -> dict[str, Any]:
         """The reported steps: their seconds, the cost `coefficients` predict for each (FLOPs), the
         correlation of the two (None under three steps, or when either is constant), and the four
@@ -157,3 +165,71 @@ class StepTimes:
             fitted_balance_cost=None if fitted is None else fitted.tolist(),
             terms=dict(zip(TERMS, terms.T.tolist())),
         )
+
+
+# A coefficient's bound in the resume state (the engine's balance_cost range).
+_MAX_COEFFICIENT = 1e15
+
+
+def _collective(rows: np.ndarray, world_size: int, how: str) -> np.ndarray:
+    """`rows` of every rank stacked by rank ("gather"), or rank 0's ("agree"), over
+    torch.distributed's default group, whose size must be world_size; this rank's alone in a world
+    of one."""
+    if world_size == 1:
+        return rows[None] if how == "gather" else rows
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != world_size:
+        raise RuntimeError(
+            f"balance_cost='calibrated': the {world_size} ranks must fit the cost model to every rank's step "
+            f"times and switch to it together, through torch.distributed's default group of {world_size} "
+            f"processes; initialise it (torch.distributed.init_process_group) before the first report"
+        )
+    tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float64))
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda(torch.cuda.current_device())
+    if how == "agree":
+        dist.broadcast(tensor, src=0)
+        return tensor.cpu().numpy()
+    out = [torch.empty_like(tensor) for _ in range(world_size)]
+    dist.all_gather(out, tensor)
+    return np.stack([t.cpu().numpy() for t in out])
+
+
+class Calibration:
+    """balance_cost="calibrated": once every rank has reported `steps` steps, their times and
+    terms are gathered, the four coefficients fitted to all of them (rank 0's fit, the same on
+    every rank) and the ranks switch to them together, at the first step none of them has begun."""
+
+    def __init__(self, steps: int, world_size: int) -> None:
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ValueError(f"calibration_steps must be a positive integer, not {steps!r}")
+        self.steps = steps
+        self.world_size = world_size
+        self.done = False
+        self.switch: tuple[int, int, list[float]] | None = None  # (epoch, step, coefficients)
+
+    def due(self, reported: int) -> bool:
+        return not self.done and reported >= self.steps
+
+    def fit(self, rows: np.ndarray, open_step: tuple[int, int]) -> tuple[int, int, list[float]] | None:
+        """The switch every rank makes, from this rank's reported `rows` (StepTimes.rows) and the
+        first step it has not begun (collective: every rank calls it at the same report). None
+        when the times fit no coefficient (the run keeps its model)."""
+        self.done = True
+        mine = np.vstack([rows[-self.steps :], [[open_step[0], open_step[1], 0, 0, 0]]])
+        every = _collective(mine, self.world_size, "gather")
+        epoch, step = max((int(r[-1, 0]), int(r[-1, 1])) for r in every)
+        steps = every[:, :-1, :].reshape(-1, mine.shape[1])
+        cost = _collective(fit(steps[:, 1:], steps[:, 0]) * FLOPS_A_SECOND, self.world_size, "agree")
+        if not cost.any() or not np.isfinite(cost).all():
+            warnings.warn(
+                "balance_cost='calibrated': the reported step times fit no cost coefficient; the run keeps "
+                "the model's default",
+                stacklevel=3,
+            )
+            return None
+        cost *= min(1.0, _MAX_COEFFICIENT / cost.max())  # (only their ratios plan a step)
+        self.switch = (epoch, step, [float(c) for c in cost])
+        return self.switch

@@ -244,3 +244,71 @@ def test_a_step_time_needs_a_balancing_loader_a_batch_and_a_positive_time(datase
                 loader.report_step_time(bad)
         loader.report_step_time(0.5)
         assert loader.step_times()["steps"] == 1 and loader.step_times()["correlation"] is None
+
+
+def planted_seconds(batches):
+    """A step's time made from its own tokens and patch pairs (0.1 us a token, 2 ns a patch pair):
+    a model led by the vision pairs, where the default's is led by the tokens."""
+    terms = [own_terms(b) for b in batches]
+    return 1e-7 * sum(t for t, _ in terms) + 2e-9 * sum(p for _, p in terms)
+
+
+def calibrated_run(manifest, steps, state=None, **options):
+    """A calibrating loader's steps (each its batches' sample ids), each step's time reported."""
+    out = []
+    with mmfeed.Loader(manifest, **options) as loader:
+        if state:
+            loader.load_state_dict(state)
+        batches = iter(loader)
+        for _ in range(steps):
+            step = [next(batches) for _ in range(2)]
+            loader.report_step_time(planted_seconds(step))
+            out.append([list(b["sample_ids"]) for b in step])
+        return out, loader.state_dict(), loader.step_times()
+
+
+def test_a_calibrated_run_switches_at_the_first_open_step_to_the_fitted_model(dataset):
+    # After 4 reported steps the loader fits the planted times and plans with them from step 4 on:
+    # its steps before are the default model's, its steps from there a run given the fitted
+    # coefficients from the start has (a step's plan is its own samples' and model's alone);
+    # nothing of the epoch lost or repeated; a resume keeps the switch.
+    shape = dict(OPTIONS, batch_size=2, gradient_accumulation_steps=2, balance="compute", epochs=2)
+    steps, state, times = calibrated_run(dataset, 24, balance_cost="calibrated", calibration_steps=4, **shape)
+    [switch] = state["balance_switches"]
+    assert switch[:2] == [0, 4] and times["calibrated"]["step"] == 4
+    np.testing.assert_allclose(np.array(switch[2:]) / 1e15, [1e-7, 0, 0, 2e-9], rtol=1e-6, atol=1e-15)
+    with mmfeed.Loader(dataset, balance_cost=switch[2:], **shape) as loader:
+        fitted = [list(b["sample_ids"]) for b in loader]
+    with mmfeed.Loader(dataset, **shape) as loader:
+        default = [list(b["sample_ids"]) for b in loader]
+    flat = [batch for step in steps for batch in step]
+    assert flat[:8] == default[:8] and flat[8:] == fitted[8:]
+    assert fitted[8:24] != default[8:24], "the two models must plan differently for the test to say anything"
+    assert sorted(s for b in flat[:24] for s in b) == sorted(s for b in default[:24] for s in b)  # the epoch's
+    # Resumed inside the second epoch: the same batches, planned with the switch, no new calibration.
+    with mmfeed.Loader(dataset, balance_cost="calibrated", calibration_steps=4, **shape) as loader:
+        it = iter(loader)
+        for _ in range(4 * 2 + 6):
+            next(it)
+        middle = loader.state_dict()
+    assert "balance_switches" not in middle  # (no step reported: no calibration)
+    middle["balance_switches"] = state["balance_switches"]
+    rest, end, _ = calibrated_run(dataset, 5, state=middle, balance_cost="calibrated", calibration_steps=4, **shape)
+    assert [batch for step in rest for batch in step] == flat[14:24] and end["balance_switches"] == [switch]
+
+
+def test_calibration_is_refused_without_compute_balance_or_a_job_to_gather_in(dataset):
+    with pytest.raises(ValueError, match="balance='compute'"):
+        mmfeed.Loader(dataset, balance="tokens", balance_cost="calibrated", **OPTIONS)
+    with pytest.raises(ValueError, match="calibration_steps"):
+        mmfeed.Loader(dataset, balance="compute", calibration_steps=4, **OPTIONS)
+    with pytest.raises(ValueError, match="positive integer"):
+        mmfeed.Loader(dataset, balance="compute", balance_cost="calibrated", calibration_steps=0, **OPTIONS)
+    # Two ranks and no torch.distributed group: the ranks cannot agree on a model.
+    with mmfeed.Loader(
+        dataset, balance="compute", balance_cost="calibrated", calibration_steps=1, rank=0, world_size=2,
+        ignore_job_ranks=True, batch_size=2, **OPTIONS,
+    ) as loader:
+        next(iter(loader))
+        with pytest.raises(RuntimeError, match="init_process_group"):
+            loader.report_step_time(0.1)
