@@ -8,8 +8,10 @@ Packed rows: each packing window's samples split across the ranks the same way. 
 times are priced from the batches and the cost model fitted to them."""
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 
 import datagen
 import numpy as np
@@ -312,3 +314,38 @@ def test_calibration_is_refused_without_compute_balance_or_a_job_to_gather_in(da
         next(iter(loader))
         with pytest.raises(RuntimeError, match="init_process_group"):
             loader.report_step_time(0.1)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_four_ranks_under_torchrun_calibrate_together(dataset, tmp_path, packed):
+    # Four gloo ranks report their own times (calibrate_ranks.py); at the second report (third,
+    # packed) they fit one model and switch at the same step, the first none has begun: each rank's batches are then exactly those of a rank
+    # Loader resumed from the start with that switch in its state, and every epoch's samples come
+    # once over the ranks (packed ranks, whose windows advance unevenly, too).
+    worker = ROOT / "tests" / "python" / "loader" / "calibrate_ranks.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
+    command += [str(worker), str(dataset), str(tmp_path), str(TOKENIZER)] + (["--packed"] if packed else [])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    switches = ranks[0]["switches"]
+    assert len(switches) == 1 and all(r["switches"] == switches for r in ranks)
+    np.testing.assert_allclose(np.array(switches[0][2:]) / 1e15, [1e-7, 0, 0, 2e-9], rtol=1e-6, atol=1e-15)
+    if packed:  # where the furthest rank stood: the ranks' rows differ, so do their windows
+        assert switches[0][0] == 0 and switches[0][1] > 0
+    else:
+        assert switches[0][:2] == [0, 2]  # every rank had begun steps 0 and 1
+    shape = dict(token_budget=3400, pack_window=5) if packed else dict(batch_size=2)
+    options = dict(OPTIONS, balance="compute", gradient_accumulation_steps=2, epochs=2, world_size=WORLD, **shape)
+    for epoch in (0, 1):
+        ids = [s for r in ranks for step in r["steps"] for e, batch in step for s in batch if e == epoch]
+        assert len(ids) == len(set(ids)) == 48, f"epoch {epoch}"
+    for rank, record in enumerate(ranks):
+        with mmfeed.Loader(dataset, rank=rank, ignore_job_ranks=True, **options) as loader:
+            loader.start()
+            start = loader.state_dict()
+        with mmfeed.Loader(dataset, rank=rank, ignore_job_ranks=True, **options) as loader:
+            loader.load_state_dict({**start, "balance_switches": switches})
+            want = [[int(b["epoch"]), list(b["sample_ids"])] for b in loader]
+        assert [batch for step in record["steps"] for batch in step] == want, f"rank {rank}"
