@@ -14,6 +14,7 @@
 //   r.mean_planned();  // 1.02: as balanced
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct BalanceReport {
   double mean_drawn() const;    // the steps' mean of max / mean, as drawn
   double mean_planned() const;  // as planned
 };
+
+// The four coefficients config.balance plans with, in balance_cost's order: balance_cost's when
+// given, else kCompute's default model (Qwen2-VL-7B's forward FLOPs); kTokens: one a token.
+std::array<double, 4> planned_cost(const LoaderConfig& config);
 
 // The report for `config`'s run (its manifests read as a Loader reads them: from their index
 // when they have one), balanced as config.balance says (kNone: as kCompute would); this rank's

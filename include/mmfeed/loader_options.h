@@ -96,7 +96,8 @@ void for_each_loader_option(F&& f) {
   f("gradient_accumulation_steps", &LoaderConfig::gradient_accumulation_steps,
     "batches a rank takes per optimizer step: what balance splits together");
   f("balance_cost", &LoaderConfig::balance_cost,
-    "balance=compute's FLOPs per LLM token, LLM token pair, vision patch, vision patch pair (empty: Qwen2-VL-7B's)");
+    "balance=compute's FLOPs per LLM token, LLM token pair, vision patch, vision patch pair (empty: Qwen2-VL-7B's; "
+    "mmfeed.Loader also takes \"calibrated\": fitted to the ranks' reported step times during the run)");
   f("mode", &LoaderConfig::mode, "concurrent, or serial: one sample after another on the caller's thread");
   f("ordered", &LoaderConfig::ordered,
     "false: batches take samples as they finish (no waiting for a slow one; no resume)");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <type_traits>
 
@@ -343,6 +344,15 @@ void bind_loader(nb::module_& m) {
       "The positions of each epoch's order for a run of these options (resumed at `state`), without starting it.");
   m.def("balance_report", &balance_report_dict, nb::arg("options"),
         "Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).");
+  m.def(
+      "cost_model",
+      [](nb::dict options) {
+        const std::array<double, 4> c = planned_cost(config_from(options));
+        return std::vector<double>(c.begin(), c.end());
+      },
+      nb::arg("options"),
+      "The four coefficients balance= plans with for these options (balance_cost's order): balance_cost's, else "
+      "the default model's FLOPs; balance=\"tokens\": one a token.");
   m.def(
       "open_step",
       [](nb::dict options, const std::string& state) {

@@ -154,6 +154,11 @@ def balance_report(options: dict) -> dict:
     Each step's largest rank cost over the mean, as drawn and as balance= splits it (mmfeed/balance.h).
     """
 
+def cost_model(options: dict) -> list[float]:
+    """
+    The four coefficients balance= plans with for these options (balance_cost's order): balance_cost's, else the default model's FLOPs; balance="tokens": one a token.
+    """
+
 def open_step(options: dict, state: str) -> tuple[int, int]:
     """
     (epoch, step): the first balanced step of the state's epoch none of whose samples it consumed (LoaderState::open_step).

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mmfeed import _mmfeed, _native
 from mmfeed.batch import Batch, make_batch
-from mmfeed.step_times import DEFAULT_COST, Calibration, StepTimes
+from mmfeed.step_times import Calibration, StepTimes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -108,6 +108,11 @@ def engine_options(manifest, options: dict) -> dict:
         return os.fspath(v) if isinstance(v, os.PathLike) else v
 
     options = {k: paths(v) for k, v in options.items()}
+    if options.get("balance_cost") == "calibrated":  # (mmfeed.Loader takes it out before)
+        raise ValueError(
+            "balance_cost='calibrated' is mmfeed.Loader's own: it fits the coefficients to the step times "
+            "its trainer reports; give the four coefficients here (Loader.step_times()['fitted_balance_cost'])"
+        )
     _mmfeed._check_loader_options(options)  # unknown names and wrong types now, not at the first batch
     return options
 
@@ -245,7 +250,9 @@ class Loader:
         calibrated = options.get("balance_cost") == "calibrated"
         if calibrated:
             if options.get("balance") != "compute":
-                raise ValueError("balance_cost='calibrated' fits balance='compute''s cost model: give balance='compute'")
+                raise ValueError(
+                    "balance_cost='calibrated' fits balance='compute''s cost model: give balance='compute'"
+                )
             del options["balance_cost"]  # the engine starts with the model's default
         elif calibration_steps is not None:
             raise ValueError("calibration_steps= is for balance_cost='calibrated'")
@@ -374,15 +381,15 @@ class Loader:
             raise ValueError("report_step_time: the loader prices its batches only when it balances (balance=)")
         self._step_times.report(seconds)
         if self._calibration is not None and self._calibration.due(len(self._step_times)):
-            self._recalibrate()
+            self._recalibrate(self._calibration, self._step_times)
 
-    def _recalibrate(self) -> None:
+    def _recalibrate(self, calibration: Calibration, times: StepTimes) -> None:
         """Fits the cost model to every rank's reported steps (collective) and opens the engine
         again from where the trainer stands, planning with it from the first step no rank has begun
         (its batches staged ahead are made again by the new plan; the engine's counters restart)."""
         state = self.state_dict()
         open_step = _mmfeed.open_step(self._options, json.dumps(state))
-        switch = self._calibration.fit(self._step_times.rows(), open_step)
+        switch = calibration.fit(times.rows(), open_step)
         if switch is None:
             return
         epoch, step, cost = switch
@@ -390,7 +397,8 @@ class Loader:
         with self._opening:
             core, self._core = self._core, None
             self._state = json.dumps(state)
-            core.close()
+            if core is not None:  # (open: a batch was delivered)
+                core.close()
 
     def step_times(self) -> dict:
         """The steps reported (report_step_time) against the cost model balance= plans with: each
@@ -398,14 +406,14 @@ class Loader:
         coefficients fitted to the seconds (FLOPs at 1 PFLOP/s; mmfeed/step_times.py)."""
         if self._step_times is None:
             raise ValueError("step_times: the loader prices its batches only when it balances (balance=)")
-        cost = self._options.get("balance_cost") or DEFAULT_COST
-        if self._options.get("balance") == "tokens":
-            cost = (1.0, 0.0, 0.0, 0.0)
+        cost = _mmfeed.cost_model(self._options)
         switches = (json.loads(self._state) if self._state else {}).get("balance_switches")
         if switches:  # recalibrated: the latest model plans now
             cost = switches[-1][2:]
         summary = self._step_times.summary(cost)
-        summary["calibrated"] = None if not switches else dict(epoch=switches[-1][0], step=switches[-1][1], balance_cost=cost)
+        summary["calibrated"] = (
+            None if not switches else dict(epoch=switches[-1][0], step=switches[-1][1], balance_cost=cost)
+        )
         return summary
 
     def options(self) -> dict:

@@ -64,7 +64,7 @@ class LoaderOptions(TypedDict, total=False):
     shard_remainder: Literal["pad", "drop", "keep"] | None
     balance: Literal["none", "tokens", "compute"] | None
     gradient_accumulation_steps: int | None
-    balance_cost: Sequence[float] | None
+    balance_cost: Sequence[float] | Literal["calibrated"] | None
     mode: Literal["concurrent", "serial"] | None
     ordered: bool | None
     workers: int | None

@@ -25,8 +25,6 @@ from typing import Any
 import numpy as np
 
 TERMS = ("llm_token", "llm_pair", "vision_patch", "vision_pair")
-# balance="compute"'s default coefficients (src/pipeline/balance.cc: Qwen2-VL-7B's forward FLOPs).
-DEFAULT_COST = (2 * 7.6e9, 4.0 * 28 * 3584, 2 * 6.75e8, 4.0 * 32 * 1280)
 # Fitted seconds are given as FLOPs at 1 PFLOP/s, so that balance_cost= keeps a sample's cost to
 # within a microsecond (the plan counts costs in whole millions).
 FLOPS_A_SECOND = 1e15

@@ -306,10 +306,8 @@ SampleShape sample_shape(const Settings& settings, const dataset::Manifests& man
 }
 
 CostFn sample_costs(const Settings& settings, const dataset::Manifests& manifests, std::shared_ptr<const void> owner) {
-  return [rules = rules_of(settings, manifests), &manifests, owner = std::move(owner)](std::uint64_t index,
-                                                                                      const CostModel& model) {
-    return cost_of(shape_of(rules, manifests, index), model);
-  };
+  return [rules = rules_of(settings, manifests), &manifests, owner = std::move(owner)](
+             std::uint64_t index, const CostModel& model) { return cost_of(shape_of(rules, manifests, index), model); };
 }
 
 void balance_step(std::span<std::uint64_t> slab, std::span<std::uint64_t> costs, int world, std::size_t batch) {
@@ -472,6 +470,11 @@ void report_group(std::span<std::uint64_t> slab, const LoaderConfig& config, std
 }
 
 }  // namespace
+
+std::array<double, 4> planned_cost(const LoaderConfig& config) {
+  const pipeline::CostModel c = pipeline::cost_model(config);
+  return {c.llm_token, c.llm_pair, c.vision_patch, c.vision_pair};
+}
 
 Result<BalanceReport> balance_report(const LoaderConfig& given) {
   LoaderConfig config = given;

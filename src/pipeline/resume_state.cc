@@ -46,7 +46,8 @@ std::string json_switches(const std::vector<CostSwitch>& switches) {
   std::string list = "[";
   char number[32];
   for (std::size_t i = 0; i < switches.size(); ++i) {
-    list += std::string(i ? "," : "") + "[" + std::to_string(switches[i].epoch) + "," + std::to_string(switches[i].step);
+    list +=
+        std::string(i ? "," : "") + "[" + std::to_string(switches[i].epoch) + "," + std::to_string(switches[i].step);
     for (const double c : switches[i].cost) {
       std::snprintf(number, sizeof number, ",%.17g", c);
       list += number;
@@ -307,7 +308,8 @@ Result<LoaderState> LoaderState::reshard(const std::vector<LoaderState>& old_ran
 
 std::pair<int, std::uint64_t> LoaderState::open_step(const LoaderConfig& config) const {
   const std::uint64_t group =
-      group_positions(config) * (config.token_budget > 0 ? 1 : std::max<std::size_t>(config.gradient_accumulation_steps, 1));
+      group_positions(config) *
+      (config.token_budget > 0 ? 1 : std::max<std::size_t>(config.gradient_accumulation_steps, 1));
   if (packed_delivered > 0) return {epoch, position / group + 1};  // inside the window at position
   return {epoch, (position + group - 1) / group};
 }
@@ -440,8 +442,9 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
                    "resume state");
     }
     if ((!start.cost_switches.empty() || !start.old_cost_switches.empty()) && config.balance != Balance::kCompute) {
-      return config_error("balance", "the resume state recalibrated balance=\"compute\"'s cost model "
-                                     "(balance_switches); resume it with balance=\"compute\"");
+      return config_error("balance",
+                          "the resume state recalibrated balance=\"compute\"'s cost model "
+                          "(balance_switches); resume it with balance=\"compute\"");
     }
     const std::uint64_t n = population.epoch_length();
     // The old ranks' positions, before the resharded order is built from them.

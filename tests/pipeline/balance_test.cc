@@ -266,8 +266,8 @@ TEST(BalanceTest, CostSwitchesRoundTripAndTheOpenStepFollowsThePosition) {
   EXPECT_EQ(back->cost_switches, s.cost_switches);
   for (const char* bad : {R"([[0,3,1,1,1,1],[0,2,1,1,1,1]])", R"([[0,3,1,1,1]])", R"([[0,3,1,1,1,-1]])",
                           R"([[0,3,1,1,1,1e16]])", R"([[-1,3,1,1,1,1]])", R"(7)"}) {
-    const std::string json = R"({"seed":0,"rank":0,"world_size":1,"epoch":0,"position":0,"balance_switches":)" +
-                             std::string(bad) + "}";
+    const std::string json =
+        R"({"seed":0,"rank":0,"world_size":1,"epoch":0,"position":0,"balance_switches":)" + std::string(bad) + "}";
     const Result<LoaderState> r = LoaderState::from_json(json);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().message().find("balance_switches"), std::string::npos) << r.error().message();
@@ -277,8 +277,8 @@ TEST(BalanceTest, CostSwitchesRoundTripAndTheOpenStepFollowsThePosition) {
   c.gradient_accumulation_steps = 3;  // a step: 6 positions a rank
   LoaderState at;
   at.epoch = 1;
-  for (const auto& [position, step] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
-           {0, 0}, {1, 1}, {6, 1}, {7, 2}, {12, 2}}) {
+  for (const auto& [position, step] :
+       std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 0}, {1, 1}, {6, 1}, {7, 2}, {12, 2}}) {
     at.position = position;
     EXPECT_EQ(at.open_step(c), (std::pair<int, std::uint64_t>{1, step})) << position;
   }

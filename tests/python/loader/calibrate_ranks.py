@@ -34,8 +34,16 @@ def main() -> None:
     dist.init_process_group("gloo")
     shape = dict(token_budget=3400, pack_window=5) if args.packed else dict(batch_size=2)
     loader = mmfeed.Loader(
-        args.manifest, tokenizer=args.tokenizer, max_pixels=1_003_520, tensors="np", seed=3, balance="compute",
-        balance_cost="calibrated", calibration_steps=3 if args.packed else 2, gradient_accumulation_steps=2, epochs=2,
+        args.manifest,
+        tokenizer=args.tokenizer,
+        max_pixels=1_003_520,
+        tensors="np",
+        seed=3,
+        balance="compute",
+        balance_cost="calibrated",
+        calibration_steps=3 if args.packed else 2,
+        gradient_accumulation_steps=2,
+        epochs=2,
         **shape,
     )
     steps, step = [], []

@@ -306,10 +306,19 @@ def test_calibration_is_refused_without_compute_balance_or_a_job_to_gather_in(da
         mmfeed.Loader(dataset, balance="compute", calibration_steps=4, **OPTIONS)
     with pytest.raises(ValueError, match="positive integer"):
         mmfeed.Loader(dataset, balance="compute", balance_cost="calibrated", calibration_steps=0, **OPTIONS)
+    with pytest.raises(ValueError, match="Loader's own"):  # nothing reports times to a report
+        mmfeed.balance_report(dataset, balance_cost="calibrated", tokenizer=TOKENIZER)
     # Two ranks and no torch.distributed group: the ranks cannot agree on a model.
     with mmfeed.Loader(
-        dataset, balance="compute", balance_cost="calibrated", calibration_steps=1, rank=0, world_size=2,
-        ignore_job_ranks=True, batch_size=2, **OPTIONS,
+        dataset,
+        balance="compute",
+        balance_cost="calibrated",
+        calibration_steps=1,
+        rank=0,
+        world_size=2,
+        ignore_job_ranks=True,
+        batch_size=2,
+        **OPTIONS,
     ) as loader:
         next(iter(loader))
         with pytest.raises(RuntimeError, match="init_process_group"):
