@@ -406,6 +406,31 @@ std::string fingerprint_mismatch(const Fingerprint& was, const Fingerprint& now)
   return diff;
 }
 
+namespace {
+
+// A resharded state's old ranks' positions and delivered windows, each inside its old rank's
+// epoch of `n` samples.
+Status check_old_positions(const LoaderConfig& config, const LoaderState& start, std::uint64_t n) {
+  for (std::size_t r = 0; start.old_world_size > 0 && r < start.old_positions.size(); ++r) {
+    const std::uint64_t size = rank_epoch_size(n, static_cast<int>(r), start.old_world_size, config.shard_remainder);
+    auto past = [&](const char* field, std::uint64_t p) {
+      return Error(ErrorCode::kInvalidArgument,
+                   std::string(field) + " names position " + std::to_string(p) + " for old rank " + std::to_string(r) +
+                       ", whose epoch has " + std::to_string(size) + " samples",
+                   "resume state");
+    };
+    if (start.old_positions[r] > size) return past("old_positions", start.old_positions[r]);
+    if (r < start.old_windows.size()) {
+      for (std::uint64_t p : start.old_windows[r]) {
+        if (p >= size) return past("old_windows", p);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manifests& manifests,
                                 const Population& population, std::optional<LoaderState> resume) {
   LoaderState start;
@@ -447,22 +472,7 @@ Result<LoaderState> start_state(const LoaderConfig& config, const dataset::Manif
                           "(balance_switches); resume it with balance=\"compute\"");
     }
     const std::uint64_t n = population.epoch_length();
-    // The old ranks' positions, before the resharded order is built from them.
-    for (std::size_t r = 0; start.old_world_size > 0 && r < start.old_positions.size(); ++r) {
-      const std::uint64_t size = rank_epoch_size(n, static_cast<int>(r), start.old_world_size, config.shard_remainder);
-      auto past = [&](const char* field, std::uint64_t p) {
-        return Error(ErrorCode::kInvalidArgument,
-                     std::string(field) + " names position " + std::to_string(p) + " for old rank " +
-                         std::to_string(r) + ", whose epoch has " + std::to_string(size) + " samples",
-                     "resume state");
-      };
-      if (start.old_positions[r] > size) return past("old_positions", start.old_positions[r]);
-      if (r < start.old_windows.size()) {
-        for (std::uint64_t p : start.old_windows[r]) {
-          if (p >= size) return past("old_windows", p);
-        }
-      }
-    }
+    MMFEED_RETURN_IF_ERROR(check_old_positions(config, start, n));  // before the resharded order is built
     const std::uint64_t epoch_size = run_order(population, order_options(config), start, start.epoch).size();
     if (start.position > epoch_size) {
       return Error(ErrorCode::kInvalidArgument,
