@@ -2,7 +2,8 @@
 each with its own rank Loader and a copy of the tiny random Qwen2-VL (tests/support/tiny_vl.py,
 float32, one thread), as bench/balance_train.py sets them up (batch_size 2, gradient accumulation
 2, photographs of 0.2-2 MP). The ranks take turns to compute each step (a barrier between turns),
-so that each rank's forward+backward is timed alone on this machine; each rank reports its own
+and each rank's forward+backward is timed by its thread's CPU time (time.thread_time), so that
+the Loaders' own threads preparing batches meanwhile do not count; each rank reports its own
 time (Loader.report_step_time), and the times of every rank are gathered for the table. Three
 runs on the same data, model and cores: as drawn, balanced by the default cost model
 (Qwen2-VL-7B's FLOPs), and calibrated: the default model until every rank has reported
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +55,7 @@ def worker(manifest: Path, out: Path, steps: int, options: dict) -> None:
         for turn in range(WORLD):
             dist.barrier()
             if turn == rank:
-                seconds = train_time(model, micro)
+                seconds = train_time(model, micro, clock=time.thread_time)
         times.append(seconds)
         if options:
             loader.report_step_time(seconds)
