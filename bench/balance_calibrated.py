@@ -98,7 +98,7 @@ def main() -> None:
             print(f"  {name}: " + " ".join(f"{r:.3f}" for r in runs[name]["ratios"]), flush=True)
     k = args.calibrate
     print(f"{WORLD} gloo ranks x {ACCUMULATION} micro-batches of {BATCH}, {args.steps} steps, each rank's compute")
-    print("timed alone (tiny Qwen2-VL, CPU, one thread); largest rank / mean, steps' mean")
+    print("timed by its thread's CPU (tiny Qwen2-VL, one thread); largest rank / mean, steps' mean")
     print(f"{'split':36} {'all steps':>9} {f'steps {k}+':>9} {'corr':>6}")
     for name, r in runs.items():
         corr = "     -" if r["correlation"] is None else f"{r['correlation']:6.3f}"
