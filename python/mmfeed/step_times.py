@@ -206,7 +206,6 @@ class Calibration:
         self.steps = steps
         self.world_size = world_size
         self.done = False
-        self.switch: tuple[int, int, list[float]] | None = None  # (epoch, step, coefficients)
 
     def due(self, reported: int) -> bool:
         return not self.done and reported >= self.steps
@@ -229,5 +228,4 @@ class Calibration:
             )
             return None
         cost *= min(1.0, _MAX_COEFFICIENT / cost.max())  # (only their ratios plan a step)
-        self.switch = (epoch, step, [float(c) for c in cost])
-        return self.switch
+        return epoch, step, [float(c) for c in cost]
