@@ -1,3 +1,4 @@
+import fcntl
 import os
 import shutil
 import subprocess
@@ -7,6 +8,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _one_heavy_test_at_a_time(request, tmp_path_factory):
+    """Tests marked heavy (several GB at once: four torch ranks, a full-vocabulary Qwen3.5 forward,
+    a 4 GiB manifest) run one at a time across the suite's worker processes (make test-python: two
+    pytest-xdist workers), by a lock on a file in the run's shared temporary directory. Measured on
+    two cores: the packed Qwen3.5 test peaks at 12.8 GB, four training ranks at 6.5 GB; two such at
+    once beside the other worker come to a 24 GiB machine's memory (a CI run lost a worker)."""
+    if request.node.get_closest_marker("heavy") is None:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # (each worker's base is a folder of the run's)
+    with open(shared / "heavy.lock", "w") as lock:
+        # The kernel wakes the waiter when the holder lets go; the wait is bounded by the test's
+        # timeout (pyproject.toml: pytest-timeout), which counts the fixtures' time too.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # (closing the file lets the next one go)
 
 
 @pytest.fixture(scope="session")

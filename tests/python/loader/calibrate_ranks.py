@@ -12,6 +12,7 @@ balance_switches and step_times()["calibrated"]."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("tokenizer")
     parser.add_argument("--packed", action="store_true")
     args = parser.parse_args()
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))  # a lost peer fails, not hangs
     shape = dict(token_budget=3400, pack_window=5) if args.packed else dict(batch_size=2)
     loader = mmfeed.Loader(
         args.manifest,

@@ -325,6 +325,7 @@ def test_calibration_is_refused_without_compute_balance_or_a_job_to_gather_in(da
             loader.report_step_time(0.1)
 
 
+@pytest.mark.heavy  # four ranks
 @pytest.mark.parametrize("packed", [False, True])
 def test_four_ranks_under_torchrun_calibrate_together(dataset, tmp_path, packed):
     # Four gloo ranks report their own times (calibrate_ranks.py); at the second report (third,

@@ -233,6 +233,7 @@ def gzip_member_with_comment(size: int, path) -> None:
         f.write(b"\x00" + body + b"\x00" * 8)  # CRC-32 and size of no data
 
 
+@pytest.mark.heavy  # the 4 GiB manifest is read whole: 5 GB
 def test_a_gzip_manifest_over_4_gib_is_read_whole(dataset, tmp_path):
     # zlib counts input in 32 bits: the members after the first 4 GiB were silently dropped.
     lines = dataset.read_text().splitlines(keepends=True)

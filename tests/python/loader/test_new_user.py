@@ -62,6 +62,7 @@ def data(tmp_path_factory):
     return out
 
 
+@pytest.mark.heavy  # two ranks
 def test_the_readme_quick_start_under_torchrun_reads_disjoint_shards(data, moto_s3, tmp_path):
     client = moto_s3.client()
     client.create_bucket(Bucket="my-bucket")

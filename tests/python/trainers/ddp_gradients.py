@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import sys
@@ -71,7 +72,7 @@ def train_loop(args, loader_options: dict, gradients: Gradients) -> list:
 
     import mmfeed.torch
 
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
     model = tiny_vl.tiny_model("qwen2-vl").train()
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)

@@ -21,6 +21,9 @@ WORKER = ROOT / "tests" / "python" / "trainers" / "ddp_gradients.py"
 WORLD = 4
 
 
+pytestmark = pytest.mark.heavy  # four torch ranks training, 6.5 GB
+
+
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     out = tmp_path_factory.mktemp("balanced-gradients")

@@ -18,6 +18,9 @@ EXAMPLES = ROOT / "examples"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 
 
+pytestmark = pytest.mark.heavy  # the examples train the tiny models, up to four ranks: 3 to 6.5 GB
+
+
 @pytest.fixture(scope="module")
 def manifest(tmp_path_factory):
     out = tmp_path_factory.mktemp("examples")

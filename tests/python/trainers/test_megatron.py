@@ -4,6 +4,7 @@ data-parallel ranks): tensor- and context-parallel peers read identical batches,
 ranks disjoint shards that together hold every sample; and a THD batch's forward arguments carry
 megatron-core's PackedSeqParams."""
 
+import datetime
 import json
 import os
 
@@ -32,7 +33,13 @@ def one_rank(rank, world, parallel, manifest, out):
     from megatron.core import parallel_state
 
     # A file rendezvous: no port to pick, none to lose to another process.
-    dist.init_process_group("gloo", init_method=f"file://{out}/rendezvous", rank=rank, world_size=world)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{out}/rendezvous",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=300),
+    )
     try:
         parallel_state.initialize_model_parallel(**parallel)
         train, _, _ = mmfeed.megatron.build_train_valid_test_data_iterators(manifest, epochs=1, **OPTIONS)
@@ -51,6 +58,7 @@ def one_rank(rank, world, parallel, manifest, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.heavy  # four ranks
 @pytest.mark.parametrize(
     "parallel", [{"tensor_model_parallel_size": 2}, {"context_parallel_size": 2}], ids=["tp2", "cp2"]
 )

@@ -55,6 +55,7 @@ def batches(manifest, family, **options):
     return out
 
 
+@pytest.mark.heavy  # Qwen3.5's logits over its 248k-token vocabulary: 6 GB
 @pytest.mark.parametrize("family", tiny_vl.FAMILIES)
 def test_a_default_batch_trains_as_the_processors_batch(manifest, family):
     model = tiny_vl.tiny_model(family)
@@ -146,6 +147,7 @@ def test_a_packed_row_trains_as_the_padded_batch_of_its_samples(manifest, family
         assert abs(packed_loss - padded_loss) <= PACKED * abs(padded_loss), (packed_loss, padded_loss)
 
 
+@pytest.mark.heavy  # Qwen3.5's full-vocabulary logits
 def test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads(manifest, tmp_path):
     """A packed Qwen3.5 row is its samples' padded rows end to end (tokens, labels, mrope positions
     restarting per sample) with the two boundaries its Gated DeltaNet layers' kernels read:
@@ -175,6 +177,7 @@ def test_qwen3_5_packed_rows_carry_what_its_linear_attention_reads(manifest, tmp
         tiny_vl.model_loss(model, without_seq_idx)
 
 
+@pytest.mark.heavy  # Qwen3.5's full-vocabulary logits: 12.8 GB
 def test_a_packed_qwen3_5_row_trains_as_the_padded_batch_of_its_samples(manifest, tmp_path):
     """With kernels that keep the contracts of causal_conv1d's seq_idx and flash-linear-attention's
     cu_seqlens (varlen_kernels: transformers' torch paths a sequence at a time), a packed row gives

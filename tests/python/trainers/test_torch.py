@@ -197,15 +197,16 @@ def test_a_forked_child_can_free_what_it_inherited(manifest):
 
 
 DIST_SCRIPT = """
-import json, sys, torch.distributed as dist
+import datetime, json, sys, torch.distributed as dist
 import mmfeed.torch
-dist.init_process_group("gloo", init_method=sys.argv[1], rank=int(sys.argv[2]), world_size=2)
+dist.init_process_group("gloo", init_method=sys.argv[1], rank=int(sys.argv[2]), world_size=2, timeout=datetime.timedelta(seconds=300))
 ds = mmfeed.torch.Dataset(sys.argv[3], tokenizer=sys.argv[4], max_pixels=100000, batch_size=4)
 print(json.dumps([sid for b in ds for sid in b["sample_ids"]]))
 dist.destroy_process_group()
 """
 
 
+@pytest.mark.heavy  # two ranks
 def test_two_gloo_processes_see_equal_shards_that_cover_the_data(manifest, tmp_path):
     init = f"file://{tmp_path / 'rendezvous'}"
     procs = [
