@@ -229,8 +229,8 @@ class Loader:
     balance_cost="calibrated" (with balance="compute"): the run starts with the model's default
     coefficients; once every rank has reported calibration_steps steps (report_step_time; default
     16) the coefficients are fitted to all the ranks' times (gathered over torch.distributed's
-    default group) and every rank plans with them from the first step none has begun
-    (docs/loading.md, "Ranks balanced by compute").
+    default group, model-parallel peers included) and every rank plans with them from the first
+    step none has begun (docs/loading.md, "Ranks balanced by compute").
 
     The engine's options (keywords; None leaves the default), listed below from its option table:
     """
@@ -299,7 +299,11 @@ class Loader:
         # A balancing loader prices what it delivers, for the step times the trainer reports.
         self._step_times = StepTimes() if (self._options.get("balance") or "none") != "none" else None
         self._calibration = (
-            Calibration(16 if calibration_steps is None else calibration_steps, self._options.get("world_size") or 1)
+            Calibration(
+                16 if calibration_steps is None else calibration_steps,
+                self._options.get("rank") or 0,
+                self._options.get("world_size") or 1,
+            )
             if calibrated
             else None
         )

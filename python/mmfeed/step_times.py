@@ -18,6 +18,7 @@ fits the four coefficients to the times.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -169,30 +170,44 @@ class StepTimes:
 _MAX_COEFFICIENT = 1e15
 
 
-def _collective(rows: np.ndarray, world_size: int, how: str) -> np.ndarray:
-    """`rows` of every rank stacked by rank ("gather"), or rank 0's ("agree"), over
-    torch.distributed's default group, whose size must be world_size; this rank's alone in a world
-    of one."""
-    if world_size == 1:
+def _group() -> Any:
+    """torch.distributed, when this process is one of an initialised group of several; else None."""
+    dist = sys.modules.get("torch.distributed")  # (not imported: no group)
+    if dist is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return None
+    return dist
+
+
+def _collective(dist: Any, rows: np.ndarray, how: str) -> np.ndarray:
+    """`rows` of every process of torch.distributed's default group stacked by its rank ("gather"),
+    or rank 0's ("agree"); this process's alone without a group (dist None)."""
+    if dist is None:
         return rows[None] if how == "gather" else rows
     import torch
-    import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != world_size:
-        raise RuntimeError(
-            f"balance_cost='calibrated': the {world_size} ranks must fit the cost model to every rank's step "
-            f"times and switch to it together, through torch.distributed's default group of {world_size} "
-            f"processes; initialise it (torch.distributed.init_process_group) before the first report"
-        )
     tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float64))
     if dist.get_backend() == "nccl":
         tensor = tensor.cuda(torch.cuda.current_device())
     if how == "agree":
         dist.broadcast(tensor, src=0)
         return tensor.cpu().numpy()
-    out = [torch.empty_like(tensor) for _ in range(world_size)]
+    out = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(out, tensor)
     return np.stack([t.cpu().numpy() for t in out])
+
+
+def _check_loaders(every: np.ndarray, processes: int, world_size: int) -> None:
+    """Every process of the group holds one rank Loader of a world of world_size, each rank on as
+    many processes (its model-parallel peers), or the calibration would mix runs: raises saying
+    what the group holds."""
+    held = sorted((int(r[-1, 2]), int(r[-1, 3])) for r in every)
+    want = sorted((rank, world_size) for rank in range(world_size) for _ in range(processes // world_size))
+    if held != want:
+        raise RuntimeError(
+            f"balance_cost='calibrated': torch.distributed's default group of {processes} processes must "
+            f"hold the ranks of one world of {world_size} loaders, each on {processes // world_size} "
+            f"process(es) (its model-parallel peers), every one reporting; it holds (rank, world_size) {held}"
+        )
 
 
 class Calibration:
@@ -200,10 +215,11 @@ class Calibration:
     terms are gathered, the four coefficients fitted to all of them (rank 0's fit, the same on
     every rank) and the ranks switch to them together, at the first step none of them has begun."""
 
-    def __init__(self, steps: int, world_size: int) -> None:
+    def __init__(self, steps: int, rank: int, world_size: int) -> None:
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             raise ValueError(f"calibration_steps must be a positive integer, not {steps!r}")
         self.steps = steps
+        self.rank = rank
         self.world_size = world_size
         self.done = False
 
@@ -215,11 +231,25 @@ class Calibration:
         first step it has not begun (collective: every rank calls it at the same report). None
         when the times fit no coefficient (the run keeps its model)."""
         self.done = True
-        mine = np.vstack([rows[-self.steps :], [[open_step[0], open_step[1], 0, 0, 0]]])
-        every = _collective(mine, self.world_size, "gather")
+        dist = _group()
+        processes = 1 if dist is None else dist.get_world_size()
+        if processes % self.world_size != 0:
+            raise RuntimeError(
+                f"balance_cost='calibrated': the {self.world_size} ranks must fit the cost model to every "
+                f"rank's step times and switch to it together, through torch.distributed's default group "
+                f"(of the ranks, or of their model-parallel peers too); this process is "
+                + (
+                    "in no group: initialise it (torch.distributed.init_process_group) before the first report"
+                    if dist is None
+                    else f"in one of {processes}, which {self.world_size} ranks do not divide"
+                )
+            )
+        mine = np.vstack([rows[-self.steps :], [[open_step[0], open_step[1], self.rank, self.world_size, 0]]])
+        every = _collective(dist, mine, "gather")
+        _check_loaders(every, processes, self.world_size)
         epoch, step = max((int(r[-1, 0]), int(r[-1, 1])) for r in every)
         steps = every[:, :-1, :].reshape(-1, mine.shape[1])
-        cost = _collective(fit(steps[:, 1:], steps[:, 0]) * FLOPS_A_SECOND, self.world_size, "agree")
+        cost = _collective(dist, fit(steps[:, 1:], steps[:, 0]) * FLOPS_A_SECOND, "agree")
         if not cost.any() or not np.isfinite(cost).all():
             warnings.warn(
                 "balance_cost='calibrated': the reported step times fit no cost coefficient; the run keeps "

@@ -4,10 +4,12 @@ balance_cost="calibrated" over gloo, reporting every step a time made from its o
 step (packed) or two (padded); no model is trained.
 
     python -m torch.distributed.run --standalone --nproc-per-node 4 calibrate_ranks.py \
-        MANIFEST OUT TOKENIZER [--packed]
+        MANIFEST OUT TOKENIZER [--packed] [--peers 2]
 
-Every rank writes OUT/rank<N>.json: its steps (each its batches' epoch and sample ids), its final state's
-balance_switches and step_times()["calibrated"]."""
+--peers P: each loader rank on P processes, as under tensor parallelism P (process r holds loader
+rank r // P of a world of 4 / P), the peer p = r % P reporting p + 1 times the time (peers time
+alike, not the same). Every process writes OUT/rank<N>.json: its steps (each its batches' epoch
+and sample ids), its final state's balance_switches and step_times()["calibrated"]."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("tokenizer")
     parser.add_argument("--packed", action="store_true")
+    parser.add_argument("--peers", type=int, default=1)
     args = parser.parse_args()
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))  # a lost peer fails, not hangs
     shape = dict(token_budget=3400, pack_window=5) if args.packed else dict(batch_size=2)
@@ -45,8 +48,11 @@ def main() -> None:
         calibration_steps=3 if args.packed else 2,
         gradient_accumulation_steps=2,
         epochs=2,
+        rank=dist.get_rank() // args.peers,
+        world_size=dist.get_world_size() // args.peers,
         **shape,
     )
+    slower = 1 + dist.get_rank() % args.peers
     steps, step = [], []
     # The ranks meet only at the report that calibrates (the third, packed; the second, padded),
     # which every rank reaches; packed ranks may make different numbers of rows after it.
@@ -54,7 +60,7 @@ def main() -> None:
         for batch in loader:
             step.append(batch)
             if len(step) == 2:
-                loader.report_step_time(float(sum(batch_terms(b) @ PLANTED for b in step)))
+                loader.report_step_time(slower * float(sum(batch_terms(b) @ PLANTED for b in step)))
                 steps.append([[int(b["epoch"]), list(b["sample_ids"])] for b in step])
                 step = []
         steps += [[[int(b["epoch"]), list(b["sample_ids"])] for b in step]] if step else []

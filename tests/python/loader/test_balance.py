@@ -19,6 +19,7 @@ import pytest
 from conftest import ROOT
 
 import mmfeed
+from mmfeed.step_times import _check_loaders
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 OPTIONS = dict(tokenizer=TOKENIZER, max_pixels=1_003_520, tensors="np", seed=3)
@@ -325,29 +326,52 @@ def test_calibration_is_refused_without_compute_balance_or_a_job_to_gather_in(da
             loader.report_step_time(0.1)
 
 
+def test_a_group_that_does_not_hold_each_loader_rank_on_as_many_processes_is_refused():
+    # What calibrating gathers: each process's last row says its loader's (rank, world_size).
+    def process(rank, world):
+        return np.array([[1.0, 2, 3, 4, 5], [0, 2, rank, world, 0]])
+
+    _check_loaders(np.stack([process(0, 2), process(0, 2), process(1, 2), process(1, 2)]), 4, 2)  # peers
+    with pytest.raises(RuntimeError, match=r"holds \(rank, world_size\) \[\(0, 2\), \(0, 2\), \(0, 2\), \(1, 2\)\]"):
+        _check_loaders(np.stack([process(0, 2), process(0, 2), process(0, 2), process(1, 2)]), 4, 2)
+    with pytest.raises(RuntimeError, match="one world of 2 loaders, each on 2 process"):
+        _check_loaders(np.stack([process(0, 2), process(1, 2), process(1, 4), process(0, 2)]), 4, 2)
+
+
 @pytest.mark.heavy  # four ranks
-@pytest.mark.parametrize("packed", [False, True])
-def test_four_ranks_under_torchrun_calibrate_together(dataset, tmp_path, packed):
+@pytest.mark.parametrize("packed,peers", [(False, 1), (True, 1), (False, 2)], ids=["padded", "packed", "tp2"])
+def test_four_ranks_under_torchrun_calibrate_together(dataset, tmp_path, packed, peers):
     # Four gloo ranks report their own times (calibrate_ranks.py); at the second report (third,
-    # packed) they fit one model and switch at the same step, the first none has begun: each rank's batches are then exactly those of a rank
-    # Loader resumed from the start with that switch in its state, and every epoch's samples come
-    # once over the ranks (packed ranks, whose windows advance unevenly, too).
+    # packed) they fit one model and switch at the same step, the first none has begun: each
+    # rank's batches are then exactly those of a rank Loader resumed from the start with that
+    # switch in its state, and every epoch's samples come
+    # once over the ranks (packed ranks, whose windows advance unevenly, too). tp2: two processes a
+    # loader rank (tensor parallelism 2), the second peer reporting twice the time: the four still
+    # switch together (the fit over all is 1.5 times the planted coefficients), peers alike.
     worker = ROOT / "tests" / "python" / "loader" / "calibrate_ranks.py"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
-    command += [str(worker), str(dataset), str(tmp_path), str(TOKENIZER)] + (["--packed"] if packed else [])
+    command += (
+        [str(worker), str(dataset), str(tmp_path), str(TOKENIZER)]
+        + (["--packed"] if packed else [])
+        + ["--peers", str(peers)]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     switches = ranks[0]["switches"]
     assert len(switches) == 1 and all(r["switches"] == switches for r in ranks)
-    np.testing.assert_allclose(np.array(switches[0][2:]) / 1e15, [1e-7, 0, 0, 2e-9], rtol=1e-6, atol=1e-15)
+    planted = (1 + (peers - 1) / 2) * np.array([1e-7, 0, 0, 2e-9])  # (the peers' times' mean)
+    np.testing.assert_allclose(np.array(switches[0][2:]) / 1e15, planted, rtol=1e-6, atol=1e-15)
+    assert all(ranks[r]["steps"] == ranks[r - r % peers]["steps"] for r in range(WORLD))
+    ranks = ranks[::peers]  # one process a loader rank
+    world = WORLD // peers
     if packed:  # where the furthest rank stood: the ranks' rows differ, so do their windows
         assert switches[0][0] == 0 and switches[0][1] > 0
     else:
         assert switches[0][:2] == [0, 2]  # every rank had begun steps 0 and 1
     shape = dict(token_budget=3400, pack_window=5) if packed else dict(batch_size=2)
-    options = dict(OPTIONS, balance="compute", gradient_accumulation_steps=2, epochs=2, world_size=WORLD, **shape)
+    options = dict(OPTIONS, balance="compute", gradient_accumulation_steps=2, epochs=2, world_size=world, **shape)
     for epoch in (0, 1):
         ids = [s for r in ranks for step in r["steps"] for e, batch in step for s in batch if e == epoch]
         assert len(ids) == len(set(ids)) == 48, f"epoch {epoch}"
