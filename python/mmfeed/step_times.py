@@ -233,16 +233,16 @@ class Calibration:
         self.done = True
         dist = _group()
         processes = 1 if dist is None else dist.get_world_size()
-        if processes % self.world_size != 0:
+        if dist is None and self.world_size > 1:
             raise RuntimeError(
                 f"balance_cost='calibrated': the {self.world_size} ranks must fit the cost model to every "
-                f"rank's step times and switch to it together, through torch.distributed's default group "
-                f"(of the ranks, or of their model-parallel peers too); this process is "
-                + (
-                    "in no group: initialise it (torch.distributed.init_process_group) before the first report"
-                    if dist is None
-                    else f"in one of {processes}, which {self.world_size} ranks do not divide"
-                )
+                f"rank's step times and switch to it together, through torch.distributed's default group; "
+                f"initialise it (torch.distributed.init_process_group) before the first report"
+            )
+        if processes % self.world_size != 0:
+            raise RuntimeError(
+                f"balance_cost='calibrated': torch.distributed's default group of {processes} processes must "
+                f"hold each of the {self.world_size} loader ranks on as many processes (its model-parallel peers)"
             )
         mine = np.vstack([rows[-self.steps :], [[open_step[0], open_step[1], self.rank, self.world_size, 0]]])
         every = _collective(dist, mine, "gather")
