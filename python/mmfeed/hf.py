@@ -41,6 +41,13 @@ are warned of when given. per_device_train_batch_size (and per_device_eval_batch
 set to the loader's batch: its batch_size, or one packed row (token_budget > 0), so that the
 Trainer's figures (train_samples_per_second, total_train_batch_size) count the loader's batches.
 
+A train loader that balances its ranks (balance="compute" or "tokens") is told each optimizer
+step's time (Loader.report_step_time): the step's forward passes of the model in training,
+timed inside the data-parallel wrapper, before any gradient all-reduce (CUDA events on a GPU);
+so loader.step_times() compares its cost model with the run's times, and
+balance_cost="calibrated" fits its coefficients to them with no code of the caller's.
+report_step_times=False leaves the reporting to the caller.
+
 TRL: mmfeed.hf.SFTTrainer is trl.SFTTrainer with the same train_loader / eval_loader, given a
 processing_class since it cannot fetch one (a tokenizer without a pad token will do: the loader's
 batches come padded, TRL's collator never runs). TRL's dataset preparation is skipped; SFTConfig's
@@ -55,6 +62,7 @@ import dataclasses
 import glob
 import json
 import os
+import time
 import warnings
 from typing import Any
 
@@ -181,6 +189,62 @@ def _warn_per_rank_normaliser(config, options: dict) -> None:
 _BATCH_ARGUMENT = {"train": "per_device_train_batch_size", "eval": "per_device_eval_batch_size"}
 
 
+class _ForwardTimes(transformers.TrainerCallback):
+    """A balancing train loader's step times, reported by the Trainer: each optimizer step's
+    forward passes of the model in training, timed from inside the data-parallel wrapper (after
+    DDP's buffer broadcast, before any gradient all-reduce, which waits for the slowest rank and
+    would make every rank's time alike), summed and given to Loader.report_step_time at the step's
+    end. On CUDA between events on the current stream (read at the step's end), else by the clock.
+    The forward alone stands for the step: the cost model prices forward FLOPs, the backward is
+    about twice as much, and a common factor changes no plan."""
+
+    def __init__(self, trainer):
+        self._trainer = trainer
+        self._handles: list = []
+        self._spans: list = []  # (start, end): CUDA events, or time.perf_counter() seconds
+        self._start = None
+        self._cuda = False
+
+    def attach(self, model) -> None:
+        self._cuda = self._trainer.args.device.type == "cuda"
+        self._handles = [model.register_forward_pre_hook(self._begin), model.register_forward_hook(self._end)]
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles, self._spans, self._start = [], [], None
+
+    def _now(self):
+        if not self._cuda:
+            return time.perf_counter()
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _begin(self, module, args) -> None:
+        if module.training:
+            self._start = self._now()
+
+    def _end(self, module, args, output) -> None:
+        if module.training and self._start is not None:
+            self._spans.append((self._start, self._now()))
+        self._start = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        spans, self._spans = self._spans, []
+        if not spans:
+            return
+        if self._cuda:
+            spans[-1][1].synchronize()
+            seconds = sum(start.elapsed_time(end) for start, end in spans) / 1000
+        else:
+            seconds = sum(end - start for start, end in spans)
+        if seconds > 0:
+            self._trainer.train_loader.report_step_time(seconds)
+
+
 class _MmfeedTrainer:
     """What mmfeed.hf.Trainer and mmfeed.hf.SFTTrainer add to their Trainer: see the module docstring."""
 
@@ -205,7 +269,7 @@ class _MmfeedTrainer:
         "ignore_data_skip": "a resumed run continues at the loader's next batch (the checkpoint's loader state)",
     }
 
-    def __init__(self, *args, train_loader=None, eval_loader=None, **kwargs):
+    def __init__(self, *args, train_loader=None, eval_loader=None, report_step_times: bool = True, **kwargs):
         if train_loader is None:
             raise TypeError("train_loader= is required: an mmfeed.Loader or a dict of its options")
         config = kwargs.get("args", args[1] if len(args) > 1 else None)
@@ -222,6 +286,10 @@ class _MmfeedTrainer:
         kwargs = self._placeholders(kwargs, eval_loader is not None)
         super().__init__(*args, **kwargs)
         self.train_loader = _open(self._train_spec, self.args.process_index, self.args.world_size)
+        self._forward_times: _ForwardTimes | None = None
+        if report_step_times and _option(_options_of(self._train_spec), "balance") != "none":
+            self._forward_times = _ForwardTimes(self)
+            self.add_callback(self._forward_times)
 
     def _meet(self, config, loaders: dict) -> dict:
         """The loader specs with the options a dict leaves unset taken from the Trainer's arguments
@@ -313,12 +381,18 @@ class _MmfeedTrainer:
                 raise ValueError(f"resume_from_checkpoint=True: no checkpoint in {self.args.output_dir}")
         if resume_from_checkpoint:
             self.train_loader.load_state_dict(self._loader_state(resume_from_checkpoint))
-        return super().train(
-            resume_from_checkpoint=resume_from_checkpoint or None,
-            trial=trial,
-            ignore_keys_for_eval=ignore_keys_for_eval,
-            **kwargs,
-        )
+        if self._forward_times is not None:
+            self._forward_times.attach(self.model)
+        try:
+            return super().train(
+                resume_from_checkpoint=resume_from_checkpoint or None,
+                trial=trial,
+                ignore_keys_for_eval=ignore_keys_for_eval,
+                **kwargs,
+            )
+        finally:
+            if self._forward_times is not None:
+                self._forward_times.detach()
 
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         # transformers 5.24 saves some models (the Qwen-VL ones) under their hub checkpoint's

@@ -6,8 +6,11 @@
 
 Rank 0 writes OUT/gradients.pt: each optimizer step's gradients as the optimizer meets them (after
 the data-parallel all-reduce, no clipping), one flat float64 vector a step. Every rank writes
-OUT/rank<N>.json: each micro-batch's sample ids, its label tokens, and its forward+backward seconds.
---per-rank-normaliser turns off TrainingArguments.average_tokens_across_devices: each rank's loss
+OUT/rank<N>.json: each micro-batch's sample ids, its label tokens, its forward+backward seconds and
+its cost terms (mmfeed.step_times.batch_terms).
+--calibrate N gives the loader balance_cost="calibrated" (calibration_steps=N): the Trainer reports
+each step's forward time itself, and every rank writes OUT/rank<N>-times.json, the loader's
+step_times() after training. --per-rank-normaliser turns off TrainingArguments.average_tokens_across_devices: each rank's loss
 is then averaged over its own label tokens, not the global step's. --loop trains with a plain
 DDP loop instead of the Trainer, normalised by mmfeed.torch.step_label_tokens."""
 
@@ -31,6 +34,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import mmfeed.hf  # noqa: E402
+import mmfeed.step_times  # noqa: E402
 
 
 class Gradients(transformers.TrainerCallback):
@@ -59,7 +63,12 @@ class TimedTrainer(mmfeed.hf.Trainer):
         loss = super().training_step(model, inputs, num_items_in_batch)
         seconds = time.perf_counter() - t0
         self.micro.append(
-            dict(samples=list(inputs["sample_ids"]), label_tokens=int(labels.ne(-100).sum()), seconds=seconds)
+            dict(
+                samples=list(inputs["sample_ids"]),
+                label_tokens=int(labels.ne(-100).sum()),
+                seconds=seconds,
+                terms=mmfeed.step_times.batch_terms(inputs).tolist(),
+            )
         )
         return loss
 
@@ -123,6 +132,9 @@ def train_trainer(args, loader_options: dict, gradients: Gradients) -> list:
     trainer = TimedTrainer(model=model, args=training, train_loader=loader_options, callbacks=[gradients])
     trainer.micro = []
     trainer.train()
+    if args.calibrate:
+        rank = int(os.environ.get("RANK", "0"))
+        (args.out / f"rank{rank}-times.json").write_text(json.dumps(trainer.train_loader.step_times()))
     return trainer.micro
 
 
@@ -136,6 +148,7 @@ def main() -> None:
     parser.add_argument("--accumulation", type=int, default=2)
     parser.add_argument("--max-pixels", type=int, default=50_176)
     parser.add_argument("--loop", action="store_true", help="a plain DDP loop (mmfeed.torch.step_label_tokens)")
+    parser.add_argument("--calibrate", type=int, default=0, help="calibration_steps (the Trainer reports)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     gradients = Gradients()
@@ -149,6 +162,8 @@ def main() -> None:
         balance=args.balance,
         workers=1,
     )
+    if args.calibrate:
+        loader.update(balance_cost="calibrated", calibration_steps=args.calibrate)
     micro = train_loop(args, loader, gradients) if args.loop else train_trainer(args, loader, gradients)
     rank = int(os.environ.get("RANK", "0"))
     (args.out / f"rank{rank}.json").write_text(json.dumps(micro))

@@ -5,7 +5,8 @@ across the ranks; normalised by the global step's label tokens (transformers'
 average_tokens_across_devices, on by default and kept by mmfeed.hf), every step's all-reduced
 gradients equal the unbalanced run's within float tolerance. With a per-rank normaliser they do
 not: the test fails if the normaliser is per-rank. A plain DDP loop normalised by
-mmfeed.torch.step_label_tokens gets the same gradients too."""
+mmfeed.torch.step_label_tokens gets the same gradients too. The Trainer reports each step's
+forward time to a balancing loader itself: balance_cost="calibrated" switches every rank alike."""
 
 import json
 import os
@@ -14,8 +15,12 @@ import sys
 
 import datagen
 import pytest
+import tiny_vl
 import torch
 from conftest import ROOT
+
+import mmfeed
+import mmfeed.step_times
 
 WORKER = ROOT / "tests" / "python" / "trainers" / "ddp_gradients.py"
 WORLD = 4
@@ -32,9 +37,9 @@ def manifest(tmp_path_factory):
     return out / "manifest.jsonl"
 
 
-def train(manifest, out, balance, per_rank=False, loop=False):
+def train(manifest, out, balance, per_rank=False, loop=False, calibrate=0):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
-    command += [str(WORKER), str(manifest), str(out), "--balance", balance]
+    command += [str(WORKER), str(manifest), str(out), "--balance", balance, "--calibrate", str(calibrate)]
     command += ["--per-rank-normaliser"] if per_rank else []
     command += ["--loop"] if loop else []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -85,3 +90,36 @@ def test_a_loop_of_ones_own_normalised_by_step_label_tokens_gets_the_same_gradie
     # Its first step's gradients are the Trainer's (the same weights, batches and normaliser).
     trainer, _ = train(manifest, tmp_path / "trainer", "compute")
     assert relative(balanced[0], trainer[0]) < 1e-5
+
+
+def test_the_trainer_reports_its_steps_and_the_ranks_calibrate_together(manifest, tmp_path):
+    # mmfeed.hf.Trainer reports each optimizer step's forward time to a balancing loader itself:
+    # with balance_cost="calibrated" every rank fits and switches alike at its first report
+    # (calibration_steps=1), and every step's global batch stays the one drawn without balancing.
+    _, ranks = train(manifest, tmp_path / "calibrated", "compute", calibrate=1)
+    times = [json.loads((tmp_path / "calibrated" / f"rank{r}-times.json").read_text()) for r in range(WORLD)]
+    for rank, reported in zip(ranks, times):
+        assert reported["steps"] == 2 and all(s > 0 for s in reported["seconds"])
+        # Each report is the step it ends: the terms of that step's two micro-batches.
+        for step in range(2):
+            mine = [sum(m["terms"][k] for m in rank[2 * step : 2 * step + 2]) for k in range(4)]
+            assert [reported["terms"][name][step] for name in mmfeed.step_times.TERMS] == mine
+    switch = times[0]["calibrated"]
+    assert (switch["epoch"], switch["step"]) == (0, 1) and any(c > 0 for c in switch["balance_cost"])
+    assert all(t["calibrated"] == switch for t in times)
+    drawn = drawn_steps(manifest, steps=2)
+    for step in range(2):
+        assert step_samples(ranks, step) == drawn[step]
+
+
+def drawn_steps(manifest, steps, accumulation=2):
+    """Each step's samples over the ranks, as drawn (ddp_gradients.py's loader without balance=)."""
+    per_rank = []
+    for rank in range(WORLD):
+        options = dict(tokenizer=str(tiny_vl.TOKENIZER), model="qwen2-vl", max_pixels=50_176, batch_size=2, seed=5)
+        with mmfeed.Loader(str(manifest), rank=rank, world_size=WORLD, workers=1, **options) as loader:
+            per_rank.append([list(next(loader)["sample_ids"]) for _ in range(steps * accumulation)])
+    return [
+        sorted(s for batches in per_rank for b in batches[step * accumulation : (step + 1) * accumulation] for s in b)
+        for step in range(steps)
+    ]

@@ -17,6 +17,7 @@ import transformers
 import transformers.trainer
 
 import mmfeed.hf
+import mmfeed.step_times
 
 MAX_PIXELS = 50_176
 
@@ -46,8 +47,10 @@ class Recording:
 
     seen: list
     widths: list
+    batches: list
 
     def training_step(self, model, inputs, num_items_in_batch=None):
+        self.batches.append(inputs)
         self.seen.append(list(inputs["sample_ids"]))
         self.widths.append(inputs["input_ids"].shape[-1])
         return super().training_step(model, inputs, num_items_in_batch)
@@ -107,12 +110,17 @@ def not_applied(record) -> list[str]:
     return [str(w.message) for w in record if "is not applied" in str(w.message)]
 
 
-def run(cls, out, options, resume=None, stop=None, **extra):
+def run(cls, out, options, resume=None, stop=None, eval_loader=None, report_step_times=True, **extra):
     model = tiny_vl.tiny_model("qwen2-vl").train()
     trainer = cls(
-        model=model, args=arguments(out, **extra), train_loader=options, callbacks=[StopAt(stop)] if stop else None
+        model=model,
+        args=arguments(out, **extra),
+        train_loader=options,
+        eval_loader=eval_loader,
+        report_step_times=report_step_times,
+        callbacks=[StopAt(stop)] if stop else None,
     )
-    trainer.seen, trainer.widths = [], []
+    trainer.seen, trainer.widths, trainer.batches = [], [], []
     trainer.train(resume_from_checkpoint=resume)
     losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     return trainer, losses
@@ -175,7 +183,7 @@ def test_trls_sft_trainer_trains_as_the_trainer(manifest, tmp_path):
     trainer = recording_sft_trainer()(
         model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, processing_class=tokenizer, train_loader=options
     )
-    trainer.seen, trainer.widths = [], []
+    trainer.seen, trainer.widths, trainer.batches = [], [], []
     trainer.train()
     got = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
     # The same batches, step by step: the samples and their padded widths.
@@ -211,7 +219,7 @@ def test_the_throughput_figures_count_the_loaders_batches(manifest, tmp_path, mo
     trainer = cls(
         model=tiny_vl.tiny_model("qwen2-vl").train(), args=config, train_loader=loader_options(manifest), **extra
     )
-    trainer.seen, trainer.widths = [], []
+    trainer.seen, trainer.widths, trainer.batches = [], [], []
     metrics = trainer.train().metrics
     delivered = sum(len(ids) for ids in trainer.seen)
     assert delivered == 2 * 2 * 2  # steps x accumulation x the loader's batch_size
@@ -257,6 +265,29 @@ def test_gradient_accumulation_fills_the_loaders_so_balancing_splits_each_step(m
             train_loader=mmfeed.Loader(**loader_options(manifest)),
         )
     assert not_applied(record) == []
+
+
+def test_the_trainer_reports_each_steps_forward_time_to_a_balancing_loader(manifest, tmp_path):
+    # Each optimizer step's report covers that step's batches (their terms, read from the batches
+    # trained on), so balance_cost="calibrated" fits and switches with no code of the caller's.
+    # report_step_times=False leaves the reporting to the caller.
+    options = loader_options(manifest, balance="compute", balance_cost="calibrated", calibration_steps=2)
+    trainer, _ = run(
+        RecordingTrainer,
+        tmp_path / "reported",
+        options,
+        gradient_accumulation_steps=2,
+        max_steps=3,
+    )
+    times = trainer.train_loader.step_times()
+    assert times["steps"] == 3 and all(s > 0 for s in times["seconds"])
+    assert (times["calibrated"]["epoch"], times["calibrated"]["step"]) == (0, 2)
+    for step in range(3):
+        terms = sum(mmfeed.step_times.batch_terms(b) for b in trainer.batches[2 * step : 2 * step + 2])
+        assert [times["terms"][name][step] for name in mmfeed.step_times.TERMS] == terms.tolist()
+
+    silent, _ = run(RecordingTrainer, tmp_path / "silent", options, report_step_times=False, max_steps=2)
+    assert silent.train_loader.step_times()["steps"] == 0 and silent.train_loader.step_times()["calibrated"] is None
 
 
 def test_a_per_rank_loss_normaliser_under_balancing_is_warned_of(manifest, tmp_path):
@@ -332,7 +363,7 @@ def test_sft_configs_max_length_bounds_the_loaders_samples(manifest, tmp_path):
         processing_class=bare_tokenizer(),
         train_loader=loader_options(manifest),
     )
-    trainer.seen, trainer.widths = [], []
+    trainer.seen, trainer.widths, trainer.batches = [], [], []
     trainer.train()
     options = trainer.train_loader.options()
     assert (options["max_length"], options["truncation"]) == (max_length, "truncate")  # TRL's keep_start
