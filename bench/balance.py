@@ -1,7 +1,8 @@
 """Ranks balanced by compute, simulated: for each data set, world size and samples a rank a step,
 the largest rank's forward FLOPs over the ranks' mean, averaged over the steps, as drawn
 (balance="none", what every loader does), split by tokens (balance="tokens") and by FLOPs
-(balance="compute"), with the plan's time a step on one core; and packed rows (token_budget), each
+(balance="compute"), with the plan's time a step on one core, and by FLOPs were each rank's count
+free (a batch of 1 to twice batch_size samples: what per-rank counts that differ would add); and packed rows (token_budget), each
 rank's windows packed by their samples' estimated tokens as the Loader packs them. One run, the same data and steps
 for every column (mmfeed.balance_report: the Loader's own plan, costed from each data set's index,
 its text tokens counted with the Loader's tokenizer and template: `mmfeed index --tokenizer`).
@@ -36,7 +37,7 @@ import mmfeed  # noqa: E402
 CLI = ROOT / "build" / "mmfeed"
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
 WORLDS = (8, 64, 512)
-PER_RANK = (1, 4, 8)
+PER_RANK = (1, 2, 4, 8)
 STEPS = 32
 MAX_PIXELS = 1_003_520
 # Packed: rows of BUDGET tokens, one a step a rank; each rank's PACK_WINDOW samples a window
@@ -77,6 +78,7 @@ def compare(world: int, data: dict, shape: dict) -> dict:
         drawn=compute["mean_drawn"],
         tokens=tokens["mean_planned"],
         compute=compute["mean_planned"],
+        free=compute["mean_free"],
         plan_ms=1e3 * compute["plan_seconds"] / plans,
         steps=len(compute["steps"]),
     )
@@ -92,7 +94,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         sets = data_sets(args.data or out)
         rows = []
-        print(f"{'data':44} {'ranks x n':>13} {'drawn':>7} {'tokens':>7} {'compute':>8} {'plan ms':>8}")
+        print(f"{'data':44} {'ranks x n':>13} {'drawn':>7} {'tokens':>7} {'compute':>8} {'free':>7} {'plan ms':>8}")
         for name, data in sets.items():
             for world in WORLDS:
                 runs = [
@@ -108,15 +110,17 @@ def main() -> None:
                 for per_rank, shape in runs:
                     row = dict(data=name, world=world, per_rank=per_rank, **compare(world, data, shape))
                     rows.append(row)
+                    free = f"{row['free']:7.3f}" if row["free"] > 0 else "-"
                     print(
                         f"{name:44} {f'{world} x {per_rank}':>13} {row['drawn']:7.3f} {row['tokens']:7.3f} "
-                        f"{row['compute']:8.3f} {row['plan_ms']:8.3f}"
+                        f"{row['compute']:8.3f} {free:>7} {row['plan_ms']:8.3f}"
                     )
         (out / "balance.json").write_text(json.dumps(rows, indent=1))
         print(
             f"largest rank's FLOPs / mean, the mean of {STEPS} steps (packed: rows of {BUDGET} tokens, one a "
             f"step a rank, {WINDOWS} windows of {PACK_WINDOW} samples a rank); the plan's ms a step (a "
-            "window) on one core"
+            "window) on one core; free: balanced by compute with each rank's count free (a batch of 1 to twice "
+            "batch_size samples), which the Loader does not do (its counts stay equal)"
         )
         if args.out:
             print(f"wrote {out / 'balance.json'}")

@@ -26,7 +26,7 @@ constexpr const char* kBalanceUsage =
     "\n"
     "options:\n"
     "  --json   one JSON object: the summary and each step's drawn_max, drawn_mean, planned_max and\n"
-    "           planned_mean\n";
+    "           planned_mean (mean_free: padded, what per-rank counts that differ would give)\n";
 
 double worst(const BalanceReport& r, bool planned) {
   double w = 1;
@@ -43,7 +43,8 @@ void print_json(const BalanceReport& r, const LoaderConfig& c) {
       ",\"gradient_accumulation_steps\":" + std::to_string(c.gradient_accumulation_steps) +
       ",\"samples\":" + std::to_string(r.samples) + ",\"media\":" + std::to_string(r.media) +
       ",\"media_nominal\":" + std::to_string(r.media_nominal) + ",\"mean_drawn\":" + std::to_string(r.mean_drawn()) +
-      ",\"mean_planned\":" + std::to_string(r.mean_planned()) + ",\"worst_drawn\":" + std::to_string(worst(r, false)) +
+      ",\"mean_planned\":" + std::to_string(r.mean_planned()) + ",\"mean_free\":" + std::to_string(r.mean_free()) +
+      ",\"worst_drawn\":" + std::to_string(worst(r, false)) +
       ",\"worst_planned\":" + std::to_string(worst(r, true)) + ",\"cost_seconds\":" + std::to_string(r.cost_seconds) +
       ",\"plan_seconds\":" + std::to_string(r.plan_seconds) + ",\"steps\":[";
   for (std::size_t i = 0; i < r.steps.size(); ++i) {
@@ -69,6 +70,10 @@ void print_text(const BalanceReport& r, const LoaderConfig& c) {
               r.mean_drawn(), worst(r, false), r.mean_planned(), worst(r, true));
   std::printf("  GPU time lost waiting for the largest rank:  drawn %.1f%%   balanced %.1f%%\n",
               100 * (1 - 1 / r.mean_drawn()), 100 * (1 - 1 / r.mean_planned()));
+  if (r.mean_free() > 0) {
+    std::printf("  were each rank's count free (a batch of 1 to %zu samples; the Loader keeps them equal): %.3f\n",
+                2 * c.batch_size, r.mean_free());
+  }
   std::printf("  a step's plan: %.3f ms (its samples' costs %.3f ms), one core\n", 1e3 * r.plan_seconds / steps,
               1e3 * r.cost_seconds / steps);
 }

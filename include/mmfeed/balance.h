@@ -28,6 +28,9 @@ struct BalanceStep {              // in millions of FLOPs
   double drawn_mean = 0;          // the ranks' mean
   std::uint64_t planned_max = 0;  // as the plan splits the step
   double planned_mean = 0;        // (the drawn mean, padded; packed, the rows of a step differ)
+  std::uint64_t free_max = 0;     // padded: the largest rank's were each rank's count free (a
+                                  // batch of 1 to 2 x batch_size samples), planned by the same
+                                  // cost; 0 packed (rows are free already)
 };
 
 struct BalanceReport {
@@ -43,6 +46,7 @@ struct BalanceReport {
 
   double mean_drawn() const;    // the steps' mean of max / mean, as drawn
   double mean_planned() const;  // as planned
+  double mean_free() const;     // padded, with per-rank counts free (free_max); 0 packed
 };
 
 // The four coefficients config.balance plans with, in balance_cost's order: balance_cost's when

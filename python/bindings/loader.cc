@@ -277,6 +277,7 @@ nb::dict balance_report_dict(nb::dict options) {
   out["media_nominal"] = r->media_nominal;
   out["mean_drawn"] = r->mean_drawn();
   out["mean_planned"] = r->mean_planned();
+  out["mean_free"] = r->mean_free();
   out["cost_seconds"] = r->cost_seconds;
   out["plan_seconds"] = r->plan_seconds;
   return out;

@@ -181,7 +181,9 @@ def balance_report(manifest=None, **options) -> dict[str, Any]:
     model and its pixel bounds; token_budget: packed rows, gradient_accumulation_steps of them a
     step), without starting it: ``steps``, one (drawn_max, drawn_mean, planned_max, planned_mean)
     a step, in millions of FLOPs; ``mean_drawn`` and ``mean_planned``, the steps' mean largest rank cost over
-    the mean; ``samples``, ``media`` and ``media_nominal`` (costed at a nominal size: no index);
+    the mean; ``mean_free`` (padded; 0 packed), what per-rank counts that differ would give (a
+    batch of 1 to 2 x batch_size samples, the Loader keeps them equal); ``samples``, ``media``
+    and ``media_nominal`` (costed at a nominal size: no index);
     ``cost_seconds`` and ``plan_seconds``, what the costs and the plans took on one core. As
     ``mmfeed balance-report``; docs/loading.md, "Ranks balanced by compute"."""
     return _mmfeed.balance_report(engine_options(manifest, dict(options)))

@@ -258,7 +258,100 @@ std::vector<Bin> partition(std::vector<Item> items, const std::vector<std::size_
   return bins;
 }
 
+// The move from the fullest bin `hi` (above `least` items) to bin `lo` (below `most`) of the item
+// that best lowers the larger of the two: cost c in (0, gap), closest to gap / 2; false if none.
+bool move_best(Bin& hi, Bin& lo, std::size_t least, std::size_t most) {
+  if (hi.items.size() <= least || lo.items.size() >= most || hi.load <= lo.load) return false;
+  const std::uint64_t gap = hi.load - lo.load;
+  std::uint64_t best_gain = 0;
+  std::size_t best = 0;
+  for (std::size_t a = 0; a < hi.items.size(); ++a) {
+    const std::uint64_t c = hi.items[a].cost;
+    const std::uint64_t gain = c > 0 && c < gap ? std::min(c, gap - c) : 0;
+    if (gain > best_gain) {
+      best_gain = gain;
+      best = a;
+    }
+  }
+  if (best_gain == 0) return false;
+  const Item moved = hi.items[best];
+  hi.items.erase(hi.items.begin() + static_cast<std::ptrdiff_t>(best));
+  hi.load -= moved.cost;
+  lo.items.push_back(moved);
+  lo.load += moved.cost;
+  std::sort(lo.items.begin(), lo.items.end(), cheaper);
+  return true;
+}
+
+// `items` split into `count` bins of `least` to `most` items each (so that the items fill them:
+// count x least <= items <= count x most), the largest load least: largest first to the least
+// loaded bin with room (to the bins still short of `least` when no more items are left than they
+// lack), then moves from the fullest bin to the lightest that lowers it, then refine()'s swaps.
+std::vector<Bin> partition_free(std::vector<Item> items, std::size_t count, std::size_t least, std::size_t most) {
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.cost != b.cost ? a.cost > b.cost : a.at < b.at; });
+  std::vector<Bin> bins(count);
+  std::size_t short_of = count * least;  // what the bins still lack of `least`
+  for (std::size_t next = 0; next < items.size(); ++next) {
+    const bool must_fill = items.size() - next <= short_of;
+    std::optional<std::size_t> to;
+    for (std::size_t b = 0; b < count; ++b) {
+      const std::size_t held = bins[b].items.size();
+      if (held >= most || (must_fill && held >= least)) continue;
+      if (!to || bins[b].load < bins[*to].load) to = b;
+    }
+    if (bins[*to].items.size() < least) --short_of;
+    bins[*to].items.push_back(items[next]);
+    bins[*to].load += items[next].cost;
+  }
+  for (Bin& b : bins) std::sort(b.items.begin(), b.items.end(), cheaper);
+  for (std::size_t tries = kTries * count; tries > 0; --tries) {
+    const auto fullest = std::max_element(bins.begin(), bins.end(), [](const Bin& a, const Bin& b) {
+      return a.load < b.load;
+    });
+    std::vector<std::size_t> lighter(count);
+    std::iota(lighter.begin(), lighter.end(), 0);
+    std::sort(lighter.begin(), lighter.end(),
+              [&](std::size_t a, std::size_t b) { return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b; });
+    bool moved = false;
+    for (const std::size_t b : lighter) {
+      if (&bins[b] != &*fullest && move_best(*fullest, bins[b], least, most)) {
+        moved = true;
+        break;
+      }
+    }
+    if (!moved) break;
+  }
+  refine(bins);
+  return bins;
+}
+
 }  // namespace
+
+std::vector<std::vector<std::size_t>> free_split(std::span<const std::uint64_t> costs, int world, std::size_t least,
+                                                 std::size_t most) {
+  const auto w = static_cast<std::size_t>(world);
+  std::vector<Item> items(costs.size());
+  for (std::size_t i = 0; i < costs.size(); ++i) items[i] = {costs[i], static_cast<std::uint32_t>(i)};
+  std::vector<Bin> bins = partition_free(items, w, least, most);
+  // Equal counts are one of the splits allowed: the free plan is never worse than theirs.
+  const std::size_t n = costs.size() / w;
+  if (costs.size() % w == 0 && least <= n && n <= most) {
+    std::vector<Bin> equal = partition(std::move(items), std::vector<std::size_t>(w, n));
+    const auto largest = [](const std::vector<Bin>& split) {
+      return std::max_element(split.begin(), split.end(), [](const Bin& a, const Bin& b) { return a.load < b.load; })
+          ->load;
+    };
+    if (largest(equal) < largest(bins)) bins = std::move(equal);
+  }
+  std::vector<std::vector<std::size_t>> ranks;
+  for (const Bin& b : bins) {
+    ranks.emplace_back();
+    for (const Item& item : b.items) ranks.back().push_back(item.at);
+    std::sort(ranks.back().begin(), ranks.back().end());
+  }
+  return ranks;
+}
 
 CostModel cost_model(const LoaderConfig& config) {
   if (config.balance != Balance::kCompute) return CostModel{1, 0, 0, 0};
@@ -358,6 +451,17 @@ double BalanceReport::mean_drawn() const {
   return steps.empty() ? 1 : sum / static_cast<double>(steps.size());
 }
 
+double BalanceReport::mean_free() const {
+  double sum = 0;
+  std::size_t n = 0;
+  for (const BalanceStep& s : steps) {
+    if (s.free_max == 0 || !(s.drawn_mean > 0)) continue;
+    sum += static_cast<double>(s.free_max) / s.drawn_mean;
+    ++n;
+  }
+  return n == 0 ? 0 : sum / static_cast<double>(n);
+}
+
 double BalanceReport::mean_planned() const {
   double sum = 0;
   for (const BalanceStep& s : steps) {
@@ -454,6 +558,15 @@ void report_group(std::span<std::uint64_t> slab, const LoaderConfig& config, std
   }
   const pipeline::StepCost before = pipeline::step_cost(judged, config.world_size);
   if (packing.budget > 0) pack_ranks(slab, pricing, packing.budget, packing.drawn);
+  std::uint64_t free_max = 0;  // padded: with per-rank counts free, a batch 1 to twice batch_size
+  if (packing.budget == 0) {
+    const std::size_t batches = config.gradient_accumulation_steps;
+    for (const auto& rank : pipeline::free_split(costs, config.world_size, batches, 2 * batch * batches)) {
+      std::uint64_t load = 0;
+      for (const std::size_t i : rank) load += judged[i];
+      free_max = std::max(free_max, load);
+    }
+  }
   const auto t2 = Clock::now();
   pipeline::balance_step(slab, costs, config.world_size, batch);
   const auto t3 = Clock::now();
@@ -466,7 +579,7 @@ void report_group(std::span<std::uint64_t> slab, const LoaderConfig& config, std
   }
   for (std::size_t i = 0; i < slab.size(); ++i) judged[i] = pricing.flops_tokens.at(slab[i]).first;
   const pipeline::StepCost after = pipeline::step_cost(judged, config.world_size);
-  report.steps.push_back({before.max, before.mean, after.max, after.mean});
+  report.steps.push_back({before.max, before.mean, after.max, after.mean, free_max});
 }
 
 }  // namespace

@@ -66,6 +66,13 @@ SampleShape sample_shape(const Settings& settings, const dataset::Manifests& man
 // is. Ties go by position, so the plan is the same on every rank.
 void balance_step(std::span<std::uint64_t> slab, std::span<std::uint64_t> costs, int world, std::size_t batch);
 
+// Per-rank sample counts that differ (what `mmfeed balance-report` shows beside the equal
+// counts the Loader keeps): one step's `costs` split across `world` ranks of `least` to `most`
+// samples each (world x least <= costs <= world x most), the largest rank's cost least: each
+// rank's samples, by their place in `costs`.
+std::vector<std::vector<std::size_t>> free_split(std::span<const std::uint64_t> costs, int world, std::size_t least,
+                                                 std::size_t most);
+
 // The largest and the mean rank cost of a dealt slab's `costs` (its planned or drawn split).
 struct StepCost {
   std::uint64_t max = 0;

@@ -68,6 +68,47 @@ TEST(BalanceTest, AStepKeepsItsSamplesAndCountsAndItsLargestRankFalls) {
   }
 }
 
+TEST(BalanceTest, FreeCountsKeepEverySampleOnceWithinTheBoundsAndNeverDoWorseThanEqualCounts) {
+  for (const int world : {8, 64}) {
+    for (const std::size_t n : {2u, 4u, 8u}) {
+      const std::size_t least = 1, most = 2 * n;
+      std::vector<std::uint64_t> slab(static_cast<std::size_t>(world) * n);
+      std::iota(slab.begin(), slab.end(), 7000);
+      std::vector<std::uint64_t> costs(slab.size());
+      std::transform(slab.begin(), slab.end(), costs.begin(), cost_of_sample);
+      const std::vector<std::vector<std::size_t>> ranks = free_split(costs, world, least, most);
+      ASSERT_EQ(ranks.size(), static_cast<std::size_t>(world));
+      std::vector<std::size_t> seen;
+      std::uint64_t free_max = 0;
+      for (const auto& rank : ranks) {
+        EXPECT_GE(rank.size(), least);
+        EXPECT_LE(rank.size(), most);
+        std::uint64_t load = 0;
+        for (const std::size_t i : rank) load += costs[i];
+        free_max = std::max(free_max, load);
+        seen.insert(seen.end(), rank.begin(), rank.end());
+      }
+      std::sort(seen.begin(), seen.end());
+      std::vector<std::size_t> every(slab.size());
+      std::iota(every.begin(), every.end(), 0);
+      EXPECT_EQ(seen, every) << "every sample of the step once";
+      std::vector<std::uint64_t> equal_slab = slab, equal_costs = costs;
+      balance_step(equal_slab, equal_costs, world, n);
+      EXPECT_LE(free_max, step_cost(equal_costs, world).max) << world << " x " << n;
+      EXPECT_EQ(free_split(costs, world, least, most), ranks) << "a pure function of the costs";
+    }
+  }
+  // At the bounds: each rank must take exactly its share (least = most = n), or at least one.
+  const std::vector<std::uint64_t> few = {9000, 1, 1, 1, 1, 1};
+  const auto pinned = free_split(few, 3, 2, 2);
+  for (const auto& rank : pinned) EXPECT_EQ(rank.size(), 2u);
+  const auto loose = free_split(few, 3, 1, 6);
+  std::vector<std::size_t> sizes;
+  for (const auto& rank : loose) sizes.push_back(rank.size());
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{1, 2, 3})) << "the costly sample alone, the rest shared by the others";
+}
+
 TEST(BalanceTest, ARanksBatchesAreBalancedTooAndThePlanIsPure) {
   const int world = 4;
   const std::size_t batch = 2, batches = 3;  // gradient accumulation: 3 batches of 2 a step

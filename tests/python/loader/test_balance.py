@@ -147,6 +147,12 @@ def test_the_report_is_the_loaders_plan_and_the_cli_prints_it(dataset, cli):
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
     assert [(s[0], s[2]) for s in printed["steps"]] == [(s[0], s[2]) for s in report["steps"]]
+    # What per-rank counts that differ would give: never worse than the equal counts kept.
+    assert 1 <= report["mean_free"] <= report["mean_planned"] and printed["mean_free"] == pytest.approx(
+        report["mean_free"], rel=1e-5
+    )
+    packed = mmfeed.balance_report(dataset, world_size=WORLD, token_budget=2048, tokenizer=TOKENIZER)
+    assert packed["mean_free"] == 0  # packed rows: counts are free already
     # Without the index each image counts at a nominal size, and the report says so.
     bare = dataset.parent / "bare"
     bare.mkdir(exist_ok=True)
