@@ -44,9 +44,9 @@ void print_json(const BalanceReport& r, const LoaderConfig& c) {
       ",\"samples\":" + std::to_string(r.samples) + ",\"media\":" + std::to_string(r.media) +
       ",\"media_nominal\":" + std::to_string(r.media_nominal) + ",\"mean_drawn\":" + std::to_string(r.mean_drawn()) +
       ",\"mean_planned\":" + std::to_string(r.mean_planned()) + ",\"mean_free\":" + std::to_string(r.mean_free()) +
-      ",\"worst_drawn\":" + std::to_string(worst(r, false)) +
-      ",\"worst_planned\":" + std::to_string(worst(r, true)) + ",\"cost_seconds\":" + std::to_string(r.cost_seconds) +
-      ",\"plan_seconds\":" + std::to_string(r.plan_seconds) + ",\"steps\":[";
+      ",\"worst_drawn\":" + std::to_string(worst(r, false)) + ",\"worst_planned\":" + std::to_string(worst(r, true)) +
+      ",\"cost_seconds\":" + std::to_string(r.cost_seconds) + ",\"plan_seconds\":" + std::to_string(r.plan_seconds) +
+      ",\"steps\":[";
   for (std::size_t i = 0; i < r.steps.size(); ++i) {
     const BalanceStep& s = r.steps[i];
     out += (i ? "," : "") + std::string("[") + std::to_string(s.drawn_max) + "," + std::to_string(s.drawn_mean) + "," +

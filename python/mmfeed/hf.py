@@ -198,7 +198,7 @@ class _ForwardTimes(transformers.TrainerCallback):
     The forward alone stands for the step: the cost model prices forward FLOPs, the backward is
     about twice as much, and a common factor changes no plan."""
 
-    def __init__(self, trainer):
+    def __init__(self, trainer: Any) -> None:
         self._trainer = trainer
         self._handles: list = []
         self._spans: list = []  # (start, end): CUDA events, or time.perf_counter() seconds
@@ -249,6 +249,7 @@ class _MmfeedTrainer:
     """What mmfeed.hf.Trainer and mmfeed.hf.SFTTrainer add to their Trainer: see the module docstring."""
 
     args: Any  # the Trainer's TrainingArguments (the Trainer this is mixed into sets it)
+    add_callback: Any  # the Trainer's
 
     # The Trainer's arguments that name a loader option: (argument, option, the loaders it applies
     # to, the options set beside it when it fills the option).

@@ -306,13 +306,13 @@ std::vector<Bin> partition_free(std::vector<Item> items, std::size_t count, std:
   }
   for (Bin& b : bins) std::sort(b.items.begin(), b.items.end(), cheaper);
   for (std::size_t tries = kTries * count; tries > 0; --tries) {
-    const auto fullest = std::max_element(bins.begin(), bins.end(), [](const Bin& a, const Bin& b) {
-      return a.load < b.load;
-    });
+    const auto fullest =
+        std::max_element(bins.begin(), bins.end(), [](const Bin& a, const Bin& b) { return a.load < b.load; });
     std::vector<std::size_t> lighter(count);
     std::iota(lighter.begin(), lighter.end(), 0);
-    std::sort(lighter.begin(), lighter.end(),
-              [&](std::size_t a, std::size_t b) { return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b; });
+    std::sort(lighter.begin(), lighter.end(), [&](std::size_t a, std::size_t b) {
+      return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
+    });
     bool moved = false;
     for (const std::size_t b : lighter) {
       if (&bins[b] != &*fullest && move_best(*fullest, bins[b], least, most)) {
