@@ -283,6 +283,21 @@ bool move_best(Bin& hi, Bin& lo, std::size_t least, std::size_t most) {
   return true;
 }
 
+// A move from the fullest bin to the lightest that lowers it (move_best); false if none does.
+bool move_from_fullest(std::vector<Bin>& bins, std::size_t least, std::size_t most) {
+  const auto by_load = [&](std::size_t a, std::size_t b) {
+    return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
+  };
+  std::vector<std::size_t> order(bins.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), by_load);
+  Bin& fullest = bins[order.back()];
+  for (std::size_t k = 0; k + 1 < order.size(); ++k) {
+    if (move_best(fullest, bins[order[k]], least, most)) return true;
+  }
+  return false;
+}
+
 // `items` split into `count` bins of `least` to `most` items each (so that the items fill them:
 // count x least <= items <= count x most), the largest load least: largest first to the least
 // loaded bin with room (to the bins still short of `least` when no more items are left than they
@@ -306,21 +321,7 @@ std::vector<Bin> partition_free(std::vector<Item> items, std::size_t count, std:
   }
   for (Bin& b : bins) std::sort(b.items.begin(), b.items.end(), cheaper);
   for (std::size_t tries = kTries * count; tries > 0; --tries) {
-    const auto fullest =
-        std::max_element(bins.begin(), bins.end(), [](const Bin& a, const Bin& b) { return a.load < b.load; });
-    std::vector<std::size_t> lighter(count);
-    std::iota(lighter.begin(), lighter.end(), 0);
-    std::sort(lighter.begin(), lighter.end(), [&](std::size_t a, std::size_t b) {
-      return bins[a].load != bins[b].load ? bins[a].load < bins[b].load : a < b;
-    });
-    bool moved = false;
-    for (const std::size_t b : lighter) {
-      if (&bins[b] != &*fullest && move_best(*fullest, bins[b], least, most)) {
-        moved = true;
-        break;
-      }
-    }
-    if (!moved) break;
+    if (!move_from_fullest(bins, least, most)) break;
   }
   refine(bins);
   return bins;
