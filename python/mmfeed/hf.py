@@ -43,8 +43,9 @@ Trainer's figures (train_samples_per_second, total_train_batch_size) count the l
 
 A train loader that balances its ranks (balance="compute" or "tokens") is told each optimizer
 step's time (Loader.report_step_time): the step's forward passes of the model in training,
-timed inside the data-parallel wrapper, before any gradient all-reduce (CUDA events on a GPU);
-so loader.step_times() compares its cost model with the run's times, and
+timed inside the data-parallel wrapper, before any gradient all-reduce (CUDA events on a GPU),
+the first step of each train() left out (its one-time work is not its samples' cost); so
+loader.step_times() compares its cost model with the run's times, and
 balance_cost="calibrated" fits its coefficients to them with no code of the caller's.
 report_step_times=False leaves the reporting to the caller.
 
@@ -196,7 +197,8 @@ class _ForwardTimes(transformers.TrainerCallback):
     would make every rank's time alike), summed and given to Loader.report_step_time at the step's
     end. On CUDA between events on the current stream (read at the step's end), else by the clock.
     The forward alone stands for the step: the cost model prices forward FLOPs, the backward is
-    about twice as much, and a common factor changes no plan."""
+    about twice as much, and a common factor changes no plan. The first step of each train() is
+    left out (Loader.skip_step_time): its one-time work would be taken for its samples' cost."""
 
     def __init__(self, trainer: Any) -> None:
         self._trainer = trainer
@@ -204,10 +206,12 @@ class _ForwardTimes(transformers.TrainerCallback):
         self._spans: list = []  # (start, end): CUDA events, or time.perf_counter() seconds
         self._start = None
         self._cuda = False
+        self._warm = False  # a step of this train() was reported or left out
 
     def attach(self, model) -> None:
         self._cuda = self._trainer.args.device.type == "cuda"
         self._handles = [model.register_forward_pre_hook(self._begin), model.register_forward_hook(self._end)]
+        self._warm = False
 
     def detach(self) -> None:
         for handle in self._handles:
@@ -235,6 +239,10 @@ class _ForwardTimes(transformers.TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         spans, self._spans = self._spans, []
         if not spans:
+            return
+        if not self._warm:
+            self._warm = True
+            self._trainer.train_loader.skip_step_time()
             return
         if self._cuda:
             spans[-1][1].synchronize()

@@ -389,6 +389,15 @@ class Loader:
         if self._calibration is not None and self._calibration.due(len(self._step_times)):
             self._recalibrate(self._calibration, self._step_times)
 
+    def skip_step_time(self) -> None:
+        """Leaves the step just taken out of the step times: the batches delivered since the last
+        report belong to no reported step. For a step whose time says nothing of its batches: a
+        run's first, with its one-time work (CUDA's initialisation, kernels autotuned, a model
+        compiled), which a fit would take for the cost of its samples."""
+        if self._step_times is None:
+            raise ValueError("skip_step_time: the loader prices its batches only when it balances (balance=)")
+        self._step_times.skip()
+
     def _recalibrate(self, calibration: Calibration, times: StepTimes) -> None:
         """Fits the cost model to every rank's reported steps (collective) and opens the engine
         again from where the trainer stands, planning with it from the first step no rank has begun

@@ -139,6 +139,12 @@ class StepTimes:
         self._pending[:] = 0
         self._batches = 0
 
+    def skip(self) -> None:
+        """The batches delivered since the last report belong to no reported step."""
+        self._queued.clear()
+        self._pending[:] = 0
+        self._batches = 0
+
     def __len__(self) -> int:
         return len(self._seconds)
 

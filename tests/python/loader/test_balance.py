@@ -19,6 +19,7 @@ import pytest
 from conftest import ROOT
 
 import mmfeed
+import mmfeed.step_times
 from mmfeed.step_times import _check_loaders
 
 TOKENIZER = ROOT / "tests" / "data" / "qwen3-tokenizer" / "tokenizer.json"
@@ -244,6 +245,8 @@ def test_a_step_time_needs_a_balancing_loader_a_batch_and_a_positive_time(datase
         next(iter(loader))
         with pytest.raises(ValueError, match="only when it balances"):
             loader.report_step_time(1.0)
+        with pytest.raises(ValueError, match="only when it balances"):
+            loader.skip_step_time()
     with mmfeed.Loader(dataset, batch_size=2, balance="tokens", **OPTIONS) as loader:
         with pytest.raises(ValueError, match="no batch was delivered"):
             loader.report_step_time(1.0)
@@ -253,6 +256,15 @@ def test_a_step_time_needs_a_balancing_loader_a_batch_and_a_positive_time(datase
                 loader.report_step_time(bad)
         loader.report_step_time(0.5)
         assert loader.step_times()["steps"] == 1 and loader.step_times()["correlation"] is None
+        # A step left out (a run's warm-up): its batches belong to no report.
+        next(loader)
+        loader.skip_step_time()
+        with pytest.raises(ValueError, match="no batch was delivered"):
+            loader.report_step_time(1.0)
+        third = mmfeed.step_times.batch_terms(next(loader))
+        loader.report_step_time(0.5)
+        times = loader.step_times()
+        assert times["steps"] == 2 and [v[1] for v in times["terms"].values()] == third.tolist()
 
 
 def planted_seconds(batches):

@@ -8,8 +8,8 @@ Rank 0 writes OUT/gradients.pt: each optimizer step's gradients as the optimizer
 the data-parallel all-reduce, no clipping), one flat float64 vector a step. Every rank writes
 OUT/rank<N>.json: each micro-batch's sample ids, its label tokens, its forward+backward seconds and
 its cost terms (mmfeed.step_times.batch_terms).
---calibrate N gives the loader balance_cost="calibrated" (calibration_steps=N): the Trainer reports
-each step's forward time itself, and every rank writes OUT/rank<N>-times.json, the loader's
+--calibrate N gives the loader balance_cost="calibrated" (calibration_steps=N) and two epochs: the
+Trainer reports each step's forward time itself (its first step left out), and every rank writes OUT/rank<N>-times.json, the loader's
 step_times() after training. --per-rank-normaliser turns off TrainingArguments.average_tokens_across_devices: each rank's loss
 is then averaged over its own label tokens, not the global step's. --loop trains with a plain
 DDP loop instead of the Trainer, normalised by mmfeed.torch.step_label_tokens."""
@@ -163,7 +163,7 @@ def main() -> None:
         workers=1,
     )
     if args.calibrate:
-        loader.update(balance_cost="calibrated", calibration_steps=args.calibrate)
+        loader.update(balance_cost="calibrated", calibration_steps=args.calibrate, epochs=2)
     micro = train_loop(args, loader, gradients) if args.loop else train_trainer(args, loader, gradients)
     rank = int(os.environ.get("RANK", "0"))
     (args.out / f"rank{rank}.json").write_text(json.dumps(micro))

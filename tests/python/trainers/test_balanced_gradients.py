@@ -37,9 +37,10 @@ def manifest(tmp_path_factory):
     return out / "manifest.jsonl"
 
 
-def train(manifest, out, balance, per_rank=False, loop=False, calibrate=0):
+def train(manifest, out, balance, per_rank=False, loop=False, calibrate=0, steps=2):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}"]
     command += [str(WORKER), str(manifest), str(out), "--balance", balance, "--calibrate", str(calibrate)]
+    command += ["--steps", str(steps)]
     command += ["--per-rank-normaliser"] if per_rank else []
     command += ["--loop"] if loop else []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -93,22 +94,23 @@ def test_a_loop_of_ones_own_normalised_by_step_label_tokens_gets_the_same_gradie
 
 
 def test_the_trainer_reports_its_steps_and_the_ranks_calibrate_together(manifest, tmp_path):
-    # mmfeed.hf.Trainer reports each optimizer step's forward time to a balancing loader itself:
-    # with balance_cost="calibrated" every rank fits and switches alike at its first report
-    # (calibration_steps=1), and every step's global batch stays the one drawn without balancing.
-    _, ranks = train(manifest, tmp_path / "calibrated", "compute", calibrate=1)
+    # mmfeed.hf.Trainer reports each optimizer step's forward time to a balancing loader itself
+    # (its first step left out: warm-up): with balance_cost="calibrated" every rank fits and
+    # switches alike at its first report (calibration_steps=1, after the second step), and every
+    # step's global batch stays the one drawn without balancing.
+    _, ranks = train(manifest, tmp_path / "calibrated", "compute", calibrate=1, steps=3)
     times = [json.loads((tmp_path / "calibrated" / f"rank{r}-times.json").read_text()) for r in range(WORLD)]
     for rank, reported in zip(ranks, times):
         assert reported["steps"] == 2 and all(s > 0 for s in reported["seconds"])
         # Each report is the step it ends: the terms of that step's two micro-batches.
-        for step in range(2):
-            mine = [sum(m["terms"][k] for m in rank[2 * step : 2 * step + 2]) for k in range(4)]
-            assert [reported["terms"][name][step] for name in mmfeed.step_times.TERMS] == mine
+        for k, step in enumerate((1, 2)):
+            mine = [sum(m["terms"][t] for m in rank[2 * step : 2 * step + 2]) for t in range(4)]
+            assert [reported["terms"][name][k] for name in mmfeed.step_times.TERMS] == mine
     switch = times[0]["calibrated"]
-    assert (switch["epoch"], switch["step"]) == (0, 1) and any(c > 0 for c in switch["balance_cost"])
+    assert (switch["epoch"], switch["step"]) == (0, 2) and any(c > 0 for c in switch["balance_cost"])
     assert all(t["calibrated"] == switch for t in times)
-    drawn = drawn_steps(manifest, steps=2)
-    for step in range(2):
+    drawn = drawn_steps(manifest, steps=3)
+    for step in range(3):
         assert step_samples(ranks, step) == drawn[step]
 
 
@@ -117,7 +119,7 @@ def drawn_steps(manifest, steps, accumulation=2):
     per_rank = []
     for rank in range(WORLD):
         options = dict(tokenizer=str(tiny_vl.TOKENIZER), model="qwen2-vl", max_pixels=50_176, batch_size=2, seed=5)
-        with mmfeed.Loader(str(manifest), rank=rank, world_size=WORLD, workers=1, **options) as loader:
+        with mmfeed.Loader(str(manifest), rank=rank, world_size=WORLD, workers=1, epochs=2, **options) as loader:
             per_rank.append([list(next(loader)["sample_ids"]) for _ in range(steps * accumulation)])
     return [
         sorted(s for batches in per_rank for b in batches[step * accumulation : (step + 1) * accumulation] for s in b)
