@@ -136,11 +136,11 @@ class StepTimes:
         self._read()
         self._terms.append(self._pending.copy())
         self._seconds.append(float(seconds))
-        self._pending[:] = 0
-        self._batches = 0
+        self.skip()
 
     def skip(self) -> None:
-        """The batches delivered since the last report belong to no reported step."""
+        """The batches delivered since the last report belong to no further step (reported, or
+        left out)."""
         self._queued.clear()
         self._pending[:] = 0
         self._batches = 0
